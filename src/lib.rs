@@ -1,0 +1,12 @@
+//! Rosetta's engine: text, corpora, models, training, index, evaluation and
+//! sessions. The CLI (`src/main.rs`) and the TUI (`tui`) are thin layers over
+//! it; nothing here draws or reads the terminal.
+
+pub mod corpus;
+pub mod error;
+pub mod models;
+pub mod text;
+pub mod train;
+pub mod util;
+
+pub use error::{Error, Result};

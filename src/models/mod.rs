@@ -1,0 +1,158 @@
+//! The models: every way of putting two languages' texts into one space,
+//! behind one [`Model`] trait. One file per model.
+//!
+//! A model sees texts as raw term counts over its side's [`Vocabulary`] (a
+//! [`CsrMatrix`] row per text) and applies its own weighting; it returns
+//! unit-length rows so that a dot product is the cosine.
+
+use std::collections::BTreeMap;
+
+use ndarray::Array2;
+use serde::{Deserialize, Serialize};
+
+use crate::text::{CsrMatrix, Vocabulary};
+use crate::Result;
+
+/// Which language of a workspace a text is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Side {
+    /// The query language (`[source]`).
+    Source,
+    /// The document language (`[target]`).
+    Target,
+}
+
+impl Side {
+    /// The other side.
+    pub fn other(self) -> Side {
+        match self {
+            Side::Source => Side::Target,
+            Side::Target => Side::Source,
+        }
+    }
+}
+
+/// A trained model that maps texts of either language into one space.
+pub trait Model: Send + Sync {
+    /// The model's registry name (`cl-lsi`, `s2net`, `xcnn`, ...).
+    fn kind(&self) -> &'static str;
+    /// Dimension of the shared space.
+    fn dim(&self) -> usize;
+    /// Unit-length embeddings (one row per text) of texts given as raw term
+    /// counts over `side`'s vocabulary. A text with no known term gets a zero row.
+    fn encode(&self, side: Side, counts: &CsrMatrix) -> Result<Array2<f32>>;
+    /// Unit-length vectors of every single term of `side`'s vocabulary, in id order.
+    fn term_vectors(&self, side: Side) -> Result<Array2<f32>>;
+    /// The model's parameters as named tensors, for a safetensors checkpoint.
+    fn tensors(&self) -> Result<Vec<(String, candle_core::Tensor)>>;
+}
+
+/// Hyper-parameters given as `--set key=value` (and the common flags), which
+/// records every value a model reads, defaults included, so the session's
+/// `config.toml` lists them all.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Params {
+    given: BTreeMap<String, String>,
+    #[serde(skip)]
+    used: std::sync::Arc<std::sync::Mutex<BTreeMap<String, String>>>,
+}
+
+impl Params {
+    /// Parameters from `key=value` settings.
+    pub fn new(given: BTreeMap<String, String>) -> Self {
+        Params {
+            given,
+            used: Default::default(),
+        }
+    }
+
+    /// Sets or replaces one value.
+    pub fn set(&mut self, key: &str, value: impl ToString) {
+        self.given.insert(key.to_string(), value.to_string());
+    }
+
+    fn record(&self, key: &str, v: &str) {
+        self.used
+            .lock()
+            .expect("params lock")
+            .insert(key.to_string(), v.to_string());
+    }
+
+    /// The value of `key` parsed as `T`, or `default`; the choice is recorded.
+    pub fn get<T>(&self, key: &str, default: T) -> Result<T>
+    where
+        T: std::str::FromStr + ToString,
+        T::Err: std::fmt::Display,
+    {
+        match self.given.get(key) {
+            Some(s) => {
+                let v = s.parse::<T>().map_err(|e| {
+                    crate::Error::invalid(format!("--set {key}={s}: not a valid value ({e})"))
+                })?;
+                self.record(key, s);
+                Ok(v)
+            }
+            None => {
+                self.record(key, &default.to_string());
+                Ok(default)
+            }
+        }
+    }
+
+    /// An optional string value (recorded when present).
+    pub fn get_opt(&self, key: &str) -> Option<String> {
+        let v = self.given.get(key).cloned();
+        if let Some(s) = &v {
+            self.record(key, s);
+        }
+        v
+    }
+
+    /// Every value read so far, defaults included.
+    pub fn resolved(&self) -> BTreeMap<String, String> {
+        self.used.lock().expect("params lock").clone()
+    }
+
+    /// Keys that were given but never read: an error naming them, so that a
+    /// misspelt `--set` is not silently ignored.
+    pub fn check_unused(&self) -> Result<()> {
+        let used = self.used.lock().expect("params lock");
+        let unused: Vec<&String> = self
+            .given
+            .keys()
+            .filter(|k| !used.contains_key(*k))
+            .collect();
+        if unused.is_empty() {
+            Ok(())
+        } else {
+            Err(crate::Error::invalid(format!(
+                "unknown setting(s) for this model: {}",
+                unused
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )))
+        }
+    }
+}
+
+/// Vocabularies of both sides, as a model was trained with them.
+#[derive(Debug, Clone)]
+pub struct Vocabs {
+    /// Query-language vocabulary.
+    pub source: Vocabulary,
+    /// Document-language vocabulary.
+    pub target: Vocabulary,
+}
+
+impl Vocabs {
+    /// The vocabulary of `side`.
+    pub fn side(&self, side: Side) -> &Vocabulary {
+        match side {
+            Side::Source => &self.source,
+            Side::Target => &self.target,
+        }
+    }
+}

@@ -1,0 +1,16 @@
+//! The text pipeline: one code path from raw text to term vectors, shared by
+//! every model, index and query.
+//!
+//! Raw text → [`Analyzer`] (NFKC, lower case, BOM and zero-width characters
+//! stripped, UAX #29 words, stop words, Snowball stems) → token lists →
+//! [`Vocabulary`] (top-k terms by document frequency) → [`CsrMatrix`] of raw
+//! counts → [`weight`] (log-tf·idf, BM25-saturated) for the models.
+
+mod analyzer;
+pub mod sparse;
+mod vocab;
+pub mod weight;
+
+pub use analyzer::{Analyzer, TextConfig};
+pub use sparse::CsrMatrix;
+pub use vocab::{Encoded, Vocabulary};
