@@ -4,6 +4,7 @@
 
 pub mod corpus;
 pub mod error;
+pub mod eval;
 pub mod models;
 pub mod text;
 pub mod train;

@@ -1,0 +1,5 @@
+//! Evaluation: TREC qrels and run files, trec_eval-exact metrics, significance tests.
+
+pub mod trec;
+
+pub use trec::{Qrels, Run};

@@ -1,0 +1,157 @@
+//! TREC qrels (`qid iter docno rel`) and run files (`qid Q0 docno rank score tag`).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use crate::corpus::io::read_lines;
+use crate::{Error, Result};
+
+/// Relevance judgements: query id → document id → grade (> 0 is relevant).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Qrels {
+    /// Judgements by query.
+    pub judgements: BTreeMap<String, BTreeMap<String, i32>>,
+}
+
+impl Qrels {
+    /// Reads a TREC qrels file (whitespace-separated `qid iter docno rel`;
+    /// blank lines and `#` comments skipped).
+    pub fn read(path: &Path) -> Result<Qrels> {
+        let mut q = Qrels::default();
+        for (n, line) in read_lines(path)?.iter().enumerate() {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.is_empty() || f[0].starts_with('#') {
+                continue;
+            }
+            if f.len() != 4 {
+                return Err(Error::parse(
+                    path,
+                    n + 1,
+                    format!("want 4 fields 'qid iter docno rel', got {}", f.len()),
+                ));
+            }
+            let rel: i32 = f[3].parse().map_err(|_| {
+                Error::parse(
+                    path,
+                    n + 1,
+                    format!("relevance {:?} is not an integer", f[3]),
+                )
+            })?;
+            q.judgements
+                .entry(f[0].to_string())
+                .or_default()
+                .insert(f[2].to_string(), rel);
+        }
+        Ok(q)
+    }
+
+    /// Qrels with one relevant document per query, from `(qid, docid)` pairs.
+    pub fn from_pairs<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Qrels {
+        let mut q = Qrels::default();
+        for (qid, did) in pairs {
+            q.judgements
+                .entry(qid.to_string())
+                .or_default()
+                .insert(did.to_string(), 1);
+        }
+        q
+    }
+
+    /// Number of judged queries.
+    pub fn len(&self) -> usize {
+        self.judgements.len()
+    }
+
+    /// Whether there are no judgements.
+    pub fn is_empty(&self) -> bool {
+        self.judgements.is_empty()
+    }
+}
+
+/// A ranked run: query id → `(document id, score)` in the order written.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Run {
+    /// Retrieved documents by query.
+    pub results: BTreeMap<String, Vec<(String, f64)>>,
+    /// The run tag (sixth column).
+    pub tag: String,
+}
+
+impl Run {
+    /// Reads a TREC run file (six whitespace-separated fields; the rank column
+    /// is ignored, as trec_eval does). A document listed twice for a query is
+    /// an error.
+    pub fn read(path: &Path) -> Result<Run> {
+        let mut run = Run::default();
+        let mut seen = std::collections::HashSet::new();
+        for (n, line) in read_lines(path)?.iter().enumerate() {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.is_empty() || f[0].starts_with('#') {
+                continue;
+            }
+            if f.len() != 6 {
+                return Err(Error::parse(
+                    path,
+                    n + 1,
+                    format!(
+                        "want 6 fields 'qid Q0 docno rank score tag', got {}",
+                        f.len()
+                    ),
+                ));
+            }
+            let score: f64 = f[4].parse().map_err(|_| {
+                Error::parse(path, n + 1, format!("score {:?} is not a number", f[4]))
+            })?;
+            if !score.is_finite() {
+                return Err(Error::parse(path, n + 1, "score is not finite"));
+            }
+            if !seen.insert((f[0].to_string(), f[2].to_string())) {
+                return Err(Error::parse(
+                    path,
+                    n + 1,
+                    format!("document {} listed twice for query {}", f[2], f[0]),
+                ));
+            }
+            if run.tag.is_empty() {
+                run.tag = f[5].to_string();
+            }
+            run.results
+                .entry(f[0].to_string())
+                .or_default()
+                .push((f[2].to_string(), score));
+        }
+        Ok(run)
+    }
+
+    /// The run in TREC format, each query's documents in trec_eval's order
+    /// (score descending, ties by document id descending) with ranks from 1.
+    pub fn to_trec_string(&self) -> String {
+        let mut s = String::new();
+        let tag = if self.tag.is_empty() {
+            "rosetta"
+        } else {
+            &self.tag
+        };
+        for (qid, docs) in &self.results {
+            for (rank, (did, score)) in sorted_for_eval(docs).into_iter().enumerate() {
+                let _ = writeln!(s, "{qid} Q0 {did} {} {score:.6} {tag}", rank + 1);
+            }
+        }
+        s
+    }
+
+    /// Writes the run atomically to `path`.
+    pub fn write(&self, path: &Path) -> Result<()> {
+        crate::util::write_atomic(path, self.to_trec_string().as_bytes())
+    }
+}
+
+/// A query's documents in the order trec_eval ranks them: score descending,
+/// ties broken by document id descending (trec_eval sorts by score, then docno,
+/// both decreasing).
+pub fn sorted_for_eval(docs: &[(String, f64)]) -> Vec<(String, f64)> {
+    let mut v = docs.to_vec();
+    v.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| b.0.cmp(&a.0)));
+    v
+}
