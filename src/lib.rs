@@ -6,6 +6,8 @@ pub mod corpus;
 pub mod error;
 pub mod eval;
 pub mod models;
+pub mod plot;
+pub mod session;
 pub mod text;
 pub mod train;
 pub mod util;

@@ -156,3 +156,22 @@ impl Vocabs {
         }
     }
 }
+
+/// Names of every trainable model, in the order `rosetta train --help` lists them.
+pub const MODEL_NAMES: &[&str] = &[];
+
+/// The trainer of model `name`; an unknown name is an error listing the
+/// known ones. One match arm per model.
+pub fn trainer(name: &str) -> Result<Box<dyn crate::train::Trainer>> {
+    #[allow(clippy::match_single_binding)]
+    match name {
+        other => Err(crate::Error::invalid(format!(
+            "unknown model `{other}`; known models: {}",
+            if MODEL_NAMES.is_empty() {
+                "(none registered in this build)".to_string()
+            } else {
+                MODEL_NAMES.join(", ")
+            }
+        ))),
+    }
+}
