@@ -189,7 +189,11 @@ where
     root.fill(&WHITE).map_err(|e| err(&e))?;
     let (title, xl, yl) = match metric {
         Metric::Loss => ("Training loss", "step", "loss"),
-        Metric::Mrr => ("Validation MRR (parallel sentence retrieval)", "epoch", "MRR"),
+        Metric::Mrr => (
+            "Validation MRR (parallel sentence retrieval)",
+            "epoch",
+            "MRR",
+        ),
     };
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 24))

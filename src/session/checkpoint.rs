@@ -107,8 +107,8 @@ impl Checkpoint {
         let bad = |msg: String| Error::file(path, format!("not a valid checkpoint: {msg}"));
         // full validation of header and offsets
         let st = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| bad(e.to_string()))?;
-        let (_, md) = safetensors::SafeTensors::read_metadata(&bytes)
-            .map_err(|e| bad(e.to_string()))?;
+        let (_, md) =
+            safetensors::SafeTensors::read_metadata(&bytes).map_err(|e| bad(e.to_string()))?;
         let info = md
             .metadata()
             .as_ref()
@@ -120,8 +120,8 @@ impl Checkpoint {
             serde_json::from_str(meta_json).map_err(|e| bad(format!("metadata: {e}")))?;
         let mut tensors = HashMap::new();
         for (name, view) in st.tensors() {
-            let t = view_to_tensor(&view, device)
-                .map_err(|e| bad(format!("tensor `{name}`: {e}")))?;
+            let t =
+                view_to_tensor(&view, device).map_err(|e| bad(format!("tensor `{name}`: {e}")))?;
             tensors.insert(name, t);
         }
         for x in &meta.extra {
@@ -208,11 +208,7 @@ fn view_to_tensor(v: &TensorView<'_>, device: &Device) -> Result<Tensor> {
             Tensor::from_vec(x, shape, device)?
         }
         Dtype::U8 => Tensor::from_vec(d.to_vec(), shape, device)?,
-        other => {
-            return Err(Error::invalid(format!(
-                "unsupported tensor type {other:?}"
-            )))
-        }
+        other => return Err(Error::invalid(format!("unsupported tensor type {other:?}"))),
     };
     Ok(t)
 }
@@ -263,12 +259,7 @@ mod tests {
         std::fs::write(&p, &bytes[..bytes.len() - 3]).unwrap();
         let e = Checkpoint::read(&p, &Device::Cpu).unwrap_err().to_string();
         assert!(e.contains("c.safetensors: not a valid checkpoint"), "{e}");
-        let dup = Checkpoint::write(
-            &p,
-            &meta(),
-            &[("w".into(), w.clone())],
-            &[("w".into(), w)],
-        );
+        let dup = Checkpoint::write(&p, &meta(), &[("w".into(), w.clone())], &[("w".into(), w)]);
         assert!(dup.is_err());
     }
 }

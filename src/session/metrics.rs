@@ -163,10 +163,7 @@ impl MetricsTail {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(batch),
             Err(e) => return Err(Error::io(&self.path, e)),
         };
-        let len = f
-            .metadata()
-            .map_err(|e| Error::io(&self.path, e))?
-            .len();
+        let len = f.metadata().map_err(|e| Error::io(&self.path, e))?.len();
         if len < self.offset {
             batch.errors.push(Error::file(
                 &self.path,
@@ -208,11 +205,9 @@ impl MetricsTail {
         let text = match std::str::from_utf8(raw) {
             Ok(t) => t,
             Err(e) => {
-                batch.errors.push(Error::parse(
-                    &self.path,
-                    line,
-                    format!("not UTF-8 ({e})"),
-                ));
+                batch
+                    .errors
+                    .push(Error::parse(&self.path, line, format!("not UTF-8 ({e})")));
                 return;
             }
         };
@@ -346,7 +341,11 @@ mod tests {
         let b = t.poll().unwrap();
         assert_eq!(b.records.len(), 2);
         assert_eq!(b.errors.len(), 1);
-        assert!(b.errors[0].to_string().contains("metrics.jsonl:2:"), "{}", b.errors[0]);
+        assert!(
+            b.errors[0].to_string().contains("metrics.jsonl:2:"),
+            "{}",
+            b.errors[0]
+        );
         // the cut line completes later
         let mut f = std::fs::OpenOptions::new().append(true).open(&p).unwrap();
         f.write_all(b"\n").unwrap();
@@ -357,7 +356,13 @@ mod tests {
         f.write_all(b"{\"kind\":\"ev").unwrap();
         assert!(t.poll().unwrap().records.is_empty());
         let fin = t.finish();
-        assert!(fin.errors[0].to_string().contains("metrics.jsonl:5: truncated"), "{}", fin.errors[0]);
+        assert!(
+            fin.errors[0]
+                .to_string()
+                .contains("metrics.jsonl:5: truncated"),
+            "{}",
+            fin.errors[0]
+        );
         // a writer re-opening the file keeps the cut line separate
         let mut w = MetricsWriter::open(&p).unwrap();
         w.append(&MetricRecord::event("resume", "", Some(1), Some(3)))

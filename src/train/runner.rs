@@ -56,9 +56,7 @@ pub fn select_device(spec: &str) -> Result<(Device, String)> {
             let i: usize = match s.strip_prefix("cuda:") {
                 None => 0,
                 Some(n) => n.parse().map_err(|_| {
-                    Error::invalid(format!(
-                        "--device {s}: expected cuda:<index>, e.g. cuda:0"
-                    ))
+                    Error::invalid(format!("--device {s}: expected cuda:<index>, e.g. cuda:0"))
                 })?,
             };
             if !cfg!(feature = "cuda") || !candle_core::utils::cuda_is_available() {
@@ -69,9 +67,7 @@ pub fn select_device(spec: &str) -> Result<(Device, String)> {
             }
             Device::new_cuda(i)
                 .map(|d| (d, format!("cuda:{i}")))
-                .map_err(|e| {
-                    Error::invalid(format!("--device {s}: no usable CUDA GPU {i} ({e})"))
-                })
+                .map_err(|e| Error::invalid(format!("--device {s}: no usable CUDA GPU {i} ({e})")))
         }
         other => Err(Error::invalid(format!(
             "--device {other}: expected auto, cpu, cuda or cuda:<index>"
@@ -170,7 +166,16 @@ pub fn run_job(
     let dir = session.dir.clone();
     let _lock = SessionLock::acquire(&dir)?;
     let mut log = LogFile::open(&dir.join(LOG_FILE))?;
-    match prepare_and_train(session, trainer, data, workspace_hash, resume, cancel, observer, &mut log) {
+    match prepare_and_train(
+        session,
+        trainer,
+        data,
+        workspace_hash,
+        resume,
+        cancel,
+        observer,
+        &mut log,
+    ) {
         Ok(o) => Ok(o),
         Err(e) => {
             // a problem before training: the session says so too
@@ -179,7 +184,8 @@ pub fn run_job(
             if let Ok(mut w) = MetricsWriter::open(&dir.join(METRICS_FILE)) {
                 let _ = w.append(&MetricRecord::event("error", msg.clone(), None, None));
             }
-            let mut st = crate::session::read_status(&dir).unwrap_or_else(|_| session.status.clone());
+            let mut st =
+                crate::session::read_status(&dir).unwrap_or_else(|_| session.status.clone());
             st.state = State::Failed;
             st.error = Some(msg);
             st.pid = std::process::id();
@@ -213,7 +219,10 @@ fn prepare_and_train(
     let step_delay_ms: u64 = params.get("step_delay_ms", 0u64)?;
 
     // vocabularies, so new text can be encoded
-    for (name, v) in [(VOCAB_SOURCE, &data.vocabs.source), (VOCAB_TARGET, &data.vocabs.target)] {
+    for (name, v) in [
+        (VOCAB_SOURCE, &data.vocabs.source),
+        (VOCAB_TARGET, &data.vocabs.target),
+    ] {
         v.save(&dir.join(name))?;
     }
 
@@ -351,7 +360,12 @@ fn prepare_and_train(
             if hooks.checkpoints == 0 && !cancelled {
                 // a trainer that never ended an epoch through the hooks
                 hooks.epoch = hooks.epoch.max(1);
-                let _ = hooks.epoch_end_inner(&hooks.phase.clone(), hooks.epoch, model.as_ref(), Vec::new())?;
+                let _ = hooks.epoch_end_inner(
+                    &hooks.phase.clone(),
+                    hooks.epoch,
+                    model.as_ref(),
+                    Vec::new(),
+                )?;
             }
             if cancelled {
                 hooks.finish(State::Cancelled, "cancelled", cancel_message(&hooks), None)?
@@ -360,7 +374,10 @@ fn prepare_and_train(
                     "done (early stop) after epoch {}; best MRR {} at epoch {}",
                     hooks.epoch,
                     fmt_opt(hooks.best_mrr),
-                    hooks.best_epoch.map(|e| e.to_string()).unwrap_or("-".into())
+                    hooks
+                        .best_epoch
+                        .map(|e| e.to_string())
+                        .unwrap_or("-".into())
                 );
                 hooks.finish(State::Done, "done", m, None)?
             } else {
@@ -368,7 +385,10 @@ fn prepare_and_train(
                     "done after epoch {}; best MRR {} at epoch {}",
                     hooks.epoch,
                     fmt_opt(hooks.best_mrr),
-                    hooks.best_epoch.map(|e| e.to_string()).unwrap_or("-".into())
+                    hooks
+                        .best_epoch
+                        .map(|e| e.to_string())
+                        .unwrap_or("-".into())
                 );
                 hooks.finish(State::Done, "done", m, None)?
             }
@@ -381,7 +401,10 @@ fn prepare_and_train(
             let kept = if dir.join(BEST_CHECKPOINT).exists() {
                 format!(
                     "; the best checkpoint (epoch {}) is kept",
-                    hooks.best_epoch.map(|e| e.to_string()).unwrap_or("-".into())
+                    hooks
+                        .best_epoch
+                        .map(|e| e.to_string())
+                        .unwrap_or("-".into())
                 )
             } else {
                 String::new()
@@ -605,7 +628,12 @@ impl RunnerHooks<'_> {
             m.extra.clear();
             Checkpoint::write(&self.dir.join(BEST_CHECKPOINT), &m, &model_tensors, &[])?;
         }
-        Checkpoint::write(&self.dir.join(LAST_CHECKPOINT), &meta, &model_tensors, &extra)?;
+        Checkpoint::write(
+            &self.dir.join(LAST_CHECKPOINT),
+            &meta,
+            &model_tensors,
+            &extra,
+        )?;
         self.checkpoints += 1;
         self.record(MetricRecord::event(
             "checkpoint",
@@ -617,7 +645,10 @@ impl RunnerHooks<'_> {
             Some(self.step),
         ))?;
         let mean_loss = if self.epoch_examples > 0 {
-            format!(" loss {:.4}", self.epoch_loss_sum / self.epoch_examples as f64)
+            format!(
+                " loss {:.4}",
+                self.epoch_loss_sum / self.epoch_examples as f64
+            )
         } else {
             String::new()
         };
@@ -628,7 +659,11 @@ impl RunnerHooks<'_> {
         self.status.best_epoch = self.best_epoch;
         let line = format!(
             "{phase} epoch {epoch}/{}{mean_loss}{scores_line} (best {} at epoch {}) {:.1} s",
-            if epochs > 0 { epochs.to_string() } else { "?".into() },
+            if epochs > 0 {
+                epochs.to_string()
+            } else {
+                "?".into()
+            },
             fmt_opt(self.best_mrr),
             self.best_epoch.map(|e| e.to_string()).unwrap_or("-".into()),
             self.started.elapsed().as_secs_f64()
@@ -645,7 +680,12 @@ impl RunnerHooks<'_> {
                 fmt_opt(self.best_mrr),
                 self.best_epoch.map(|e| e.to_string()).unwrap_or("-".into())
             );
-            self.record(MetricRecord::event("early_stop", msg.clone(), Some(epoch), Some(self.step)))?;
+            self.record(MetricRecord::event(
+                "early_stop",
+                msg.clone(),
+                Some(epoch),
+                Some(self.step),
+            ))?;
             self.say(&msg);
             return Ok(Flow::Stop);
         }
@@ -663,7 +703,12 @@ impl RunnerHooks<'_> {
         error: Option<String>,
     ) -> Result<Outcome> {
         self.write_config()?;
-        self.record(MetricRecord::event(event, message.clone(), Some(self.epoch), Some(self.step)))?;
+        self.record(MetricRecord::event(
+            event,
+            message.clone(),
+            Some(self.epoch),
+            Some(self.step),
+        ))?;
         self.say(&message);
         self.status.state = state;
         if state == State::Done {
