@@ -3,6 +3,9 @@
 
 use clap::{Parser, Subcommand};
 
+mod plot;
+mod train;
+
 /// Rosetta: a terminal workbench for cross-language information retrieval.
 #[derive(Debug, Parser)]
 #[command(name = "rosetta", version, about, long_about = None)]
@@ -13,9 +16,23 @@ pub struct Cli {
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
-pub enum Command {}
+pub enum Command {
+    /// Train a model on a workspace into a session folder (or resume one).
+    Train(train::TrainArgs),
+    /// List training sessions: state, model, workspace, device, progress, best MRR.
+    Jobs(train::JobsArgs),
+    /// Stop a running training job (SIGTERM); it checkpoints and ends as cancelled.
+    Cancel(train::CancelArgs),
+    /// Plot training curves (loss or validation MRR) of sessions to PNG or SVG.
+    Plot(plot::PlotArgs),
+}
 
 /// Runs one command; the error is printed by `main`.
 pub fn run(cmd: Command) -> anyhow::Result<()> {
-    match cmd {}
+    match cmd {
+        Command::Train(a) => train::train(a),
+        Command::Jobs(a) => train::jobs(a),
+        Command::Cancel(a) => train::cancel(a),
+        Command::Plot(a) => plot::plot(a),
+    }
 }

@@ -202,8 +202,16 @@ where
         .y_label_area_size(70)
         .build_cartesian_2d(x0..x1, y0..y1)
         .map_err(|e| err(&e))?;
+    let int_labels = |x: &f64| {
+        if metric == Metric::Mrr && x.fract().abs() > 1e-9 {
+            String::new()
+        } else {
+            format!("{x}")
+        }
+    };
     chart
         .configure_mesh()
+        .x_label_formatter(&int_labels)
         .x_desc(xl)
         .y_desc(yl)
         .label_style(("sans-serif", 14))
