@@ -153,10 +153,7 @@ impl FromStr for Metric {
             })
             .ok_or_else(|| {
                 let names: Vec<&str> = Metric::ALL.iter().map(|m| m.name()).collect();
-                Error::invalid(format!(
-                    "unknown metric {s:?}; known: {}",
-                    names.join(", ")
-                ))
+                Error::invalid(format!("unknown metric {s:?}; known: {}", names.join(", ")))
             })
     }
 }
@@ -256,9 +253,8 @@ pub fn query_metrics(docs: &[(String, f64)], judged: &BTreeMap<String, i32>) -> 
         let in100 = grades.iter().take(100).filter(|&&g| relevant(g)).count();
         m.r100 = in100 as f64 / num_rel as f64;
     }
-    let precision = |k: usize| {
-        grades.iter().take(k).filter(|&&g| relevant(g)).count() as f64 / k as f64
-    };
+    let precision =
+        |k: usize| grades.iter().take(k).filter(|&&g| relevant(g)).count() as f64 / k as f64;
     m.p1 = precision(1);
     m.p5 = precision(5);
     m.p10 = precision(10);
@@ -290,8 +286,7 @@ fn dcg<'a>(grades: impl Iterator<Item = &'a i32>) -> f64 {
     grades
         .enumerate()
         .filter(|(_, &g)| g > 0)
-        .map(|(i, &g)| g as f64 / ((i + 2) as f64).log2())
-        .sum()
+        .fold(0.0, |acc, (i, &g)| acc + g as f64 / ((i + 2) as f64).log2())
 }
 
 /// Scores in-memory rankings (query id → retrieved `(document id, score)`,
