@@ -371,13 +371,13 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<()> {
             };
             line.push_str(&format!("  {:>7.4}{mark}", s.eval.mean.get(m)));
         }
-        println!("{line}");
+        println!("{}", line.trim_end());
         if i > 0 {
             let mut line = format!("{:<width$}", "  p (corrected)");
             for m in Metric::ALL {
-                line.push_str(&format!("  {:>7.4} ", tests[i - 1][&m].p_adjusted));
+                line.push_str(&format!("  {:>7} ", format_p(tests[i - 1][&m].p_adjusted)));
             }
-            println!("{line}");
+            println!("{}", line.trim_end());
         }
     }
     println!();
@@ -404,5 +404,14 @@ fn finite_or_null(x: f64) -> Value {
         json!(x)
     } else {
         Value::Null
+    }
+}
+
+/// A p-value for the table: four decimals, or `<.0001` below that.
+fn format_p(p: f64) -> String {
+    if p < 1e-4 {
+        "<.0001".to_string()
+    } else {
+        format!("{p:.4}")
     }
 }
