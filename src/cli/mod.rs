@@ -3,6 +3,7 @@
 
 use clap::{Parser, Subcommand};
 
+mod eval;
 mod plot;
 mod train;
 
@@ -17,6 +18,12 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Score a TREC run against qrels with trec_eval's conventions (MRR, MAP,
+    /// P@k, R@100, nDCG@k, Top-1).
+    TrecEval(eval::TrecEvalArgs),
+    /// Compare TREC runs on the same qrels, with paired significance tests
+    /// against a baseline.
+    Compare(eval::CompareArgs),
     /// Train a model on a workspace into a session folder (or resume one).
     Train(train::TrainArgs),
     /// List training sessions: state, model, workspace, device, progress, best MRR.
@@ -30,6 +37,8 @@ pub enum Command {
 /// Runs one command; the error is printed by `main`.
 pub fn run(cmd: Command) -> anyhow::Result<()> {
     match cmd {
+        Command::TrecEval(a) => eval::trec_eval(a),
+        Command::Compare(a) => eval::compare(a),
         Command::Train(a) => train::train(a),
         Command::Jobs(a) => train::jobs(a),
         Command::Cancel(a) => train::cancel(a),
