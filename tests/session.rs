@@ -686,3 +686,119 @@ fn fixture_session_reads_with_its_corrupt_line_reported() {
     let listed = list_sessions(Path::new("tests/fixtures/session")).unwrap();
     assert!(listed.iter().any(|e| e.dir.ends_with("sample")));
 }
+
+// ---------------------------------------------------------------- CLI
+
+fn rosetta(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_rosetta"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn cli_cancel_stops_a_running_job_and_jobs_tells_the_truth() {
+    let root = tempfile::tempdir().unwrap();
+    let s = Session::create(&root.path().join("run"), config(SLOW)).unwrap();
+    let mut tail = MetricsTail::new(s.dir.join(METRICS_FILE));
+    let mut seen = Vec::new();
+    let mut child = spawn_job(&s.dir, false);
+    wait_until(&s.dir, &mut tail, &mut seen, "a few steps", |r| {
+        has_step_in_epoch(r, 1, 2)
+    });
+    let dir = s.dir.to_str().unwrap();
+    let r = root.path().to_str().unwrap();
+    // while it runs, jobs shows it running
+    let out = rosetta(&["jobs", "--root", r, "--json"]);
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["sessions"][0]["state"], "running");
+    let out = rosetta(&["cancel", dir]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("cancelled"));
+    wait_exit(&mut child);
+    assert_eq!(read_status(&s.dir).unwrap().state, State::Cancelled);
+    // cancelling again says so
+    let out = rosetta(&["cancel", dir]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("already cancelled"));
+
+    // a killed job: jobs shows failed (stale), not running
+    let k = Session::create(&root.path().join("killed"), config(SLOW)).unwrap();
+    let mut tail = MetricsTail::new(k.dir.join(METRICS_FILE));
+    let mut child = spawn_job(&k.dir, false);
+    wait_until(&k.dir, &mut tail, &mut seen, "a step", |r| {
+        has_step_in_epoch(r, 1, 1)
+    });
+    child.kill().unwrap();
+    wait_exit(&mut child);
+    let out = rosetta(&["jobs", "--root", r, "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let killed = v["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["session"].as_str().unwrap().ends_with("killed"))
+        .unwrap();
+    assert_eq!(killed["state"], "failed");
+    assert_eq!(killed["recorded_state"], "running");
+    assert_eq!(killed["stale"], true);
+    let table = String::from_utf8_lossy(&rosetta(&["jobs", "--root", r]).stdout).to_string();
+    assert!(table.contains("failed (stale)"), "{table}");
+    let out = rosetta(&["cancel", k.dir.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("stale"));
+}
+
+#[test]
+fn cli_plot_overlays_sessions_and_reports_bad_lines() {
+    let root = tempfile::tempdir().unwrap();
+    let a = Session::create(
+        &root.path().join("a"),
+        config(&[("epochs", "3"), ("log_every", "2")]),
+    )
+    .unwrap();
+    let b = Session::create(
+        &root.path().join("b"),
+        config(&[("epochs", "2"), ("lr", "0.02")]),
+    )
+    .unwrap();
+    run_here(&a.dir, false).unwrap();
+    run_here(&b.dir, false).unwrap();
+    let png = root.path().join("loss.png");
+    let out = rosetta(&[
+        "plot",
+        a.dir.to_str().unwrap(),
+        b.dir.to_str().unwrap(),
+        "--out",
+        png.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(&std::fs::read(&png).unwrap()[1..4], b"PNG");
+    let svg = root.path().join("mrr.svg");
+    let out = rosetta(&[
+        "plot",
+        a.dir.to_str().unwrap(),
+        "tests/fixtures/session/sample",
+        "--out",
+        svg.to_str().unwrap(),
+        "--metric",
+        "MRR",
+    ]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("sample/metrics.jsonl:4:"));
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        text.contains("\na\n</text>") && text.contains("\nsample\n</text>"),
+        "the legend names both sessions"
+    );
+    let out = rosetta(&["plot", a.dir.to_str().unwrap(), "--out", "x.gif"]);
+    assert!(!out.status.success());
+}

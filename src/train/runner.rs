@@ -761,7 +761,7 @@ impl Hooks for RunnerHooks<'_> {
         if !self.step_delay.is_zero() {
             std::thread::sleep(self.step_delay);
         }
-        let due = r.step % self.log_every == 0;
+        let due = r.step.is_multiple_of(self.log_every);
         if due {
             let secs = self.last_record.elapsed().as_secs_f64();
             let pps = if secs > 0.0 {
