@@ -576,6 +576,9 @@ fn corrupt_metrics_line_and_checkpoint_are_reported_and_the_rest_loads() {
         "{e}"
     );
     Checkpoint::read(&s.dir.join(BEST_CHECKPOINT), &Device::Cpu).unwrap();
+    let mut st = read_status(&s.dir).unwrap();
+    st.state = State::Cancelled;
+    st.write(&s.dir).unwrap();
     let e = run_here(&s.dir, true).unwrap_err().to_string();
     assert!(e.contains("last.safetensors"), "{e}");
     // a corrupt status.json is reported with its path, the session still listed
@@ -593,8 +596,30 @@ fn corrupt_metrics_line_and_checkpoint_are_reported_and_the_rest_loads() {
 #[test]
 fn changed_workspace_is_detected_by_its_hash() {
     let root = tempfile::tempdir().unwrap();
-    let s = Session::create(&root.path().join("s"), config(&[("epochs", "1")])).unwrap();
+    // a queued session whose data changed fails
+    let q = Session::create(&root.path().join("q"), config(&[("epochs", "1")])).unwrap();
+    let mut q = Session::open(&q.dir).unwrap();
+    let e = run_job(
+        &mut q,
+        &TestTrainer,
+        &data(),
+        "a-different-hash",
+        false,
+        Arc::new(AtomicBool::new(false)),
+        &mut Quiet,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("changed since this session was made"), "{e}");
+    let st = read_status(&q.dir).unwrap();
+    assert_eq!(st.state, State::Failed);
+    assert!(st.error.unwrap().contains("changed"));
+    // a cancelled one is refused and keeps its state and checkpoints
+    let s = Session::create(&root.path().join("s"), config(&[("epochs", "2")])).unwrap();
     run_here(&s.dir, false).unwrap();
+    let mut st = read_status(&s.dir).unwrap();
+    st.state = State::Cancelled;
+    st.write(&s.dir).unwrap();
     let mut s = Session::open(&s.dir).unwrap();
     let e = run_job(
         &mut s,
@@ -609,9 +634,13 @@ fn changed_workspace_is_detected_by_its_hash() {
     .to_string();
     assert!(e.contains("changed since this session was made"), "{e}");
     assert!(e.contains("config.toml"), "{e}");
-    let st = read_status(&s.dir).unwrap();
-    assert_eq!(st.state, State::Failed);
-    assert!(st.error.unwrap().contains("changed"));
+    assert_eq!(read_status(&s.dir).unwrap().state, State::Cancelled);
+    // and a done session has nothing to resume
+    let mut st = read_status(&s.dir).unwrap();
+    st.state = State::Done;
+    st.write(&s.dir).unwrap();
+    let e = run_here(&s.dir, true).unwrap_err().to_string();
+    assert!(e.contains("nothing to resume"), "{e}");
 }
 
 #[test]

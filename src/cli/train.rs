@@ -201,10 +201,11 @@ fn detach(session: &Session) -> anyhow::Result<()> {
 }
 
 fn run_session(mut session: Session, background: bool) -> anyhow::Result<()> {
+    // first, so that a SIGTERM while the data loads cancels cleanly too
+    let cancel = cancel_on_signals()?;
     let resume = session.status.state != State::Queued;
     let trainer = rosetta::models::trainer(&session.config.model)?;
     let (data, hash) = load_workspace(&session.config.workspace)?;
-    let cancel = cancel_on_signals()?;
     let mut bar;
     let mut quiet = Quiet;
     let observer: &mut dyn Observer = if background {

@@ -184,13 +184,17 @@ pub fn run_job(
             if let Ok(mut w) = MetricsWriter::open(&dir.join(METRICS_FILE)) {
                 let _ = w.append(&MetricRecord::event("error", msg.clone(), None, None));
             }
+            // a job that never started fails; a finished or interrupted
+            // session keeps its state (its checkpoints are still what it says)
             let mut st =
                 crate::session::read_status(&dir).unwrap_or_else(|_| session.status.clone());
-            st.state = State::Failed;
-            st.error = Some(msg);
-            st.pid = std::process::id();
-            st.pid_start = process_start_time(st.pid);
-            let _ = st.write(&dir);
+            if st.state == State::Queued {
+                st.state = State::Failed;
+                st.error = Some(msg);
+                st.pid = std::process::id();
+                st.pid_start = process_start_time(st.pid);
+                let _ = st.write(&dir);
+            }
             session.status = st;
             Err(e)
         }
@@ -209,6 +213,12 @@ fn prepare_and_train(
     log: &mut LogFile,
 ) -> Result<Outcome> {
     let dir = session.dir.clone();
+    if resume && session.status.state == State::Done {
+        return Err(Error::file(
+            &dir,
+            "the session is done (all epochs or early stop): nothing to resume; train a new session",
+        ));
+    }
     session.config.check_workspace_hash(&dir, workspace_hash)?;
     let (device, device_name) = select_device(&session.config.device_request)?;
     session.config.device = device_name.clone();
@@ -782,7 +792,8 @@ impl Hooks for RunnerHooks<'_> {
                 wall_s: self.started.elapsed().as_secs_f64(),
             })?;
         }
-        if due || self.last_status_write.elapsed() >= Duration::from_secs(1) {
+        // status.json is fsynced: at most a few writes a second
+        if self.last_status_write.elapsed() >= Duration::from_millis(500) {
             self.update_progress();
             self.write_status()?;
         }
