@@ -831,3 +831,38 @@ fn cli_plot_overlays_sessions_and_reports_bad_lines() {
     let out = rosetta(&["plot", a.dir.to_str().unwrap(), "--out", "x.gif"]);
     assert!(!out.status.success());
 }
+
+#[test]
+fn extra_validation_figures_are_recorded_per_epoch() {
+    let root = tempfile::tempdir().unwrap();
+    let mut s = Session::create(&root.path().join("s"), config(&[("epochs", "2")])).unwrap();
+    let calls = std::cell::Cell::new(0usize);
+    let extra = |m: &dyn Model| -> rosetta::Result<BTreeMap<String, f64>> {
+        calls.set(calls.get() + 1);
+        Ok([("adhoc_dim".to_string(), m.dim() as f64)].into())
+    };
+    let o = rosetta::train::runner::run_job_with_validation(
+        &mut s,
+        &TestTrainer,
+        &data(),
+        HASH,
+        false,
+        Arc::new(AtomicBool::new(false)),
+        &mut Quiet,
+        Some(&extra),
+    )
+    .unwrap();
+    assert_eq!(o.state, State::Done);
+    assert_eq!(calls.get(), 2);
+    let recs = s.metrics().unwrap().records;
+    let valid: Vec<_> = recs
+        .iter()
+        .filter_map(|r| match r {
+            MetricRecord::Valid { scores, .. } => Some(scores.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(valid.len(), 2);
+    assert_eq!(valid[1]["adhoc_dim"], 4.0);
+    assert!(valid[1].contains_key("MRR"));
+}

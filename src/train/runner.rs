@@ -12,6 +12,7 @@
 //! - `step_delay_ms` (default 0): sleep after each step. **Test-only**: makes
 //!   jobs slow enough to be killed or cancelled mid-epoch in tests.
 
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -163,6 +164,35 @@ pub fn run_job(
     cancel: Arc<AtomicBool>,
     observer: &mut dyn Observer,
 ) -> Result<Outcome> {
+    run_job_with_validation(
+        session,
+        trainer,
+        data,
+        workspace_hash,
+        resume,
+        cancel,
+        observer,
+        None,
+    )
+}
+
+/// More figures computed on the model at every epoch end (ad-hoc MRR/MAP on
+/// a workspace's collection), added to the `valid` record under their names.
+/// Early stopping stays on the sentence-retrieval MRR.
+pub type ExtraValidation<'a> = dyn Fn(&dyn Model) -> Result<BTreeMap<String, f64>> + 'a;
+
+/// [`run_job`] with extra validation figures per epoch.
+#[allow(clippy::too_many_arguments)]
+pub fn run_job_with_validation(
+    session: &mut Session,
+    trainer: &dyn Trainer,
+    data: &TrainData,
+    workspace_hash: &str,
+    resume: bool,
+    cancel: Arc<AtomicBool>,
+    observer: &mut dyn Observer,
+    extra_validation: Option<&ExtraValidation<'_>>,
+) -> Result<Outcome> {
     let dir = session.dir.clone();
     let _lock = SessionLock::acquire(&dir)?;
     let mut log = LogFile::open(&dir.join(LOG_FILE))?;
@@ -175,6 +205,7 @@ pub fn run_job(
         cancel,
         observer,
         &mut log,
+        extra_validation,
     ) {
         Ok(o) => Ok(o),
         Err(e) => {
@@ -211,6 +242,7 @@ fn prepare_and_train(
     cancel: Arc<AtomicBool>,
     observer: &mut dyn Observer,
     log: &mut LogFile,
+    extra_validation: Option<&ExtraValidation<'_>>,
 ) -> Result<Outcome> {
     let dir = session.dir.clone();
     if resume && session.status.state == State::Done {
@@ -268,6 +300,7 @@ fn prepare_and_train(
         checkpoints: 0,
         config_params_snapshot: Default::default(),
         session_config: session.config.clone(),
+        extra_validation,
     };
 
     let mut resume_from: Option<Resume> = None;
@@ -501,8 +534,9 @@ struct RunnerHooks<'a> {
     config_written: bool,
     early_stopped: bool,
     checkpoints: usize,
-    config_params_snapshot: std::collections::BTreeMap<String, String>,
+    config_params_snapshot: BTreeMap<String, String>,
     session_config: crate::session::SessionConfig,
+    extra_validation: Option<&'a ExtraValidation<'a>>,
 }
 
 impl RunnerHooks<'_> {
@@ -583,6 +617,7 @@ impl RunnerHooks<'_> {
         // validation
         let mut valid_mrr = None;
         let mut scores_line = String::new();
+        let mut scores = BTreeMap::new();
         if self.data.valid_src.n_rows() > 0 {
             let s = model.encode(Side::Source, &self.data.valid_src)?;
             let t = model.encode(Side::Target, &self.data.valid_tgt)?;
@@ -593,17 +628,24 @@ impl RunnerHooks<'_> {
                 )));
             }
             valid_mrr = Some(sc.mrr);
-            let mut scores = std::collections::BTreeMap::new();
             scores.insert("MRR".to_string(), sc.mrr);
             scores.insert("P@1".to_string(), sc.p1);
             scores.insert("queries".to_string(), sc.queries as f64);
+            scores_line = format!(" valid MRR {:.4} P@1 {:.4}", sc.mrr, sc.p1);
+        }
+        if let Some(f) = self.extra_validation {
+            for (k, v) in f(model)? {
+                scores_line.push_str(&format!(" {k} {v:.4}"));
+                scores.insert(k, v);
+            }
+        }
+        if !scores.is_empty() {
             self.record(MetricRecord::Valid {
                 phase: phase.to_string(),
                 epoch,
                 step: self.step,
                 scores,
             })?;
-            scores_line = format!(" valid MRR {:.4} P@1 {:.4}", sc.mrr, sc.p1);
         }
         let improved = match (valid_mrr, self.best_mrr) {
             (Some(m), Some(b)) => m > b,
