@@ -241,6 +241,7 @@ fn config(params: &[(&str, &str)]) -> SessionConfig {
             .collect(),
         params: BTreeMap::new(),
         created: "2026-01-01T00:00:00Z".into(),
+        text: None,
     }
 }
 
@@ -865,4 +866,58 @@ fn extra_validation_figures_are_recorded_per_epoch() {
     assert_eq!(valid.len(), 2);
     assert_eq!(valid[1]["adhoc_dim"], 4.0);
     assert!(valid[1].contains_key("MRR"));
+}
+
+#[test]
+fn loaded_session_finds_translations_as_neighbours() {
+    let root = tempfile::tempdir().unwrap();
+    let s = Session::create(&root.path().join("s"), config(&[("epochs", "30")])).unwrap();
+    run_here(&s.dir, false).unwrap();
+    let s = Session::open(&s.dir).unwrap();
+    let best = s.checkpoint("best", &Device::Cpu).unwrap();
+    let vocabs = s.vocabs().unwrap();
+    let model = TestTrainer
+        .load(
+            &vocabs,
+            best.model_tensors(),
+            &Params::default(),
+            &Device::Cpu,
+        )
+        .unwrap();
+    let l = rosetta::session::Loaded::from_parts(s, model, vocabs).unwrap();
+    // target term perm[i] translates source term i: the learnt space should
+    // put most translations first
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    let mut perm: Vec<u32> = (0..16).collect();
+    perm.shuffle(&mut rng);
+    let mut hits = [0, 0];
+    for (i, p) in perm.iter().enumerate() {
+        for (j, csls) in [false, true].into_iter().enumerate() {
+            let n = l
+                .neighbours(&format!("en{i}"), Side::Source, 3, csls)
+                .unwrap();
+            assert_eq!(n.cross.len(), 3);
+            assert_eq!(n.same.len(), 3);
+            assert!(n.same.iter().all(|x| x.term != format!("en{i}")));
+            if n.cross[0].term == format!("hi{p}") {
+                hits[j] += 1;
+            }
+        }
+    }
+    assert!(hits[0] >= 12 && hits[1] >= 12, "{hits:?}");
+    let e = l
+        .neighbours("xyz", Side::Source, 3, false)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not in the en vocabulary"), "{e}");
+    assert!(l
+        .neighbours("the", Side::Source, 3, false)
+        .unwrap_err()
+        .to_string()
+        .contains("stop word"));
+    let emb = l
+        .encode_texts(Side::Target, &["hi1 hi2", "nothing known"])
+        .unwrap();
+    assert_eq!(emb.dim(), (2, 4));
+    assert_eq!(emb.row(1).iter().map(|x| x.abs()).sum::<f32>(), 0.0);
 }

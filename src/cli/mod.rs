@@ -3,6 +3,7 @@
 
 use clap::{Parser, Subcommand};
 
+mod apply;
 mod eval;
 mod plot;
 mod train;
@@ -32,6 +33,10 @@ pub enum Command {
     Cancel(train::CancelArgs),
     /// Plot training curves (loss or validation MRR) of sessions to PNG or SVG.
     Plot(plot::PlotArgs),
+    /// Nearest terms of a word in a trained session's space (other language and own).
+    Neighbours(apply::NeighboursArgs),
+    /// Export a trained session's term vectors (.vec) and embeddings.
+    Export(apply::ExportArgs),
 }
 
 /// Runs one command; the error is printed by `main`.
@@ -43,5 +48,7 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
         Command::Jobs(a) => train::jobs(a),
         Command::Cancel(a) => train::cancel(a),
         Command::Plot(a) => plot::plot(a),
+        Command::Neighbours(a) => apply::neighbours(a),
+        Command::Export(a) => apply::export(a),
     }
 }

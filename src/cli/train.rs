@@ -146,6 +146,7 @@ fn new_session(args: &TrainArgs) -> anyhow::Result<Session> {
         given,
         params: BTreeMap::new(),
         created: rosetta::session::fmt_utc(now_unix()),
+        text: None,
     };
     Ok(match &args.session {
         Some(dir) => Session::create(dir, cfg)?,

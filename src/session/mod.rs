@@ -16,6 +16,7 @@
 //! one, never a partial one.
 
 pub mod checkpoint;
+pub mod loaded;
 pub mod metrics;
 
 use std::collections::BTreeMap;
@@ -29,6 +30,7 @@ use crate::util::write_atomic;
 use crate::{Error, Result};
 
 pub use checkpoint::{Checkpoint, CheckpointMeta};
+pub use loaded::{Loaded, Neighbour, Neighbours};
 pub use metrics::{effective_history, MetricRecord, MetricsTail, TailBatch};
 
 /// File names inside a session folder.
@@ -80,6 +82,10 @@ pub struct SessionConfig {
     pub params: BTreeMap<String, String>,
     /// Creation time, UTC (`2026-11-21T20:03:00Z`).
     pub created: String,
+    /// Text settings of the workspace (analyser and vocabulary), so new text
+    /// is analysed as the training data was without the workspace.
+    #[serde(default)]
+    pub text: Option<crate::text::TextConfig>,
 }
 
 impl SessionConfig {
