@@ -109,6 +109,7 @@ impl Trainer for TestTrainer {
         let batch: usize = params.get("batch", 4)?;
         let lr: f32 = params.get("lr", 0.05)?;
         let nan_at: usize = params.get("nan_at_step", 0)?;
+        let mono_epochs: usize = params.get("mono_epochs", 0)?;
         params.check_unused()?;
         let (vs, vt) = (data.vocabs.source.len(), data.vocabs.target.len());
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -126,6 +127,20 @@ impl Trainer for TestTrainer {
             step = r.step;
         }
         let n = data.train_src.n_rows();
+        // a "mono" phase that learns nothing (phase handling of the runner)
+        for epoch in 1..=mono_epochs {
+            step += 1;
+            hooks.step(&StepReport {
+                phase: "mono".into(),
+                epoch,
+                step,
+                loss: 1.0,
+                examples: n,
+            })?;
+            if hooks.epoch_end("mono", epoch, &model, Vec::new())? == Flow::Stop {
+                return Ok(Box::new(model));
+            }
+        }
         for epoch in first_epoch..=epochs {
             let mut order: Vec<usize> = (0..n).collect();
             order.shuffle(&mut ChaCha8Rng::seed_from_u64(seed * 1000 + epoch as u64));
@@ -920,4 +935,47 @@ fn loaded_session_finds_translations_as_neighbours() {
         .unwrap();
     assert_eq!(emb.dim(), (2, 4));
     assert_eq!(emb.row(1).iter().map(|x| x.abs()).sum::<f32>(), 0.0);
+}
+
+#[test]
+fn patience_counts_within_a_phase_and_mono_is_not_early_stopped() {
+    let root = tempfile::tempdir().unwrap();
+    let s = Session::create(
+        &root.path().join("s"),
+        config(&[("epochs", "3"), ("mono_epochs", "4"), ("patience", "2")]),
+    )
+    .unwrap();
+    let mut progress = Vec::new();
+    struct Rec<'a>(&'a mut Vec<(String, f64)>);
+    impl rosetta::train::runner::Observer for Rec<'_> {
+        fn status(&mut self, s: &rosetta::session::Status) {
+            self.0.push((s.phase.clone(), s.progress));
+        }
+    }
+    let mut sess = Session::open(&s.dir).unwrap();
+    let o = run_job(
+        &mut sess,
+        &TestTrainer,
+        &data(),
+        HASH,
+        false,
+        Arc::new(AtomicBool::new(false)),
+        &mut Rec(&mut progress),
+    )
+    .unwrap();
+    assert_eq!(o.state, State::Done);
+    assert!(!o.early_stopped, "{o:?}");
+    assert_eq!(o.epoch, 3);
+    // progress runs over mono_epochs + epochs, never backwards
+    assert!(
+        progress.windows(2).all(|w| w[1].1 >= w[0].1),
+        "{progress:?}"
+    );
+    let mono_end = progress
+        .iter()
+        .filter(|p| p.0 == "mono")
+        .map(|p| p.1)
+        .fold(0.0, f64::max);
+    assert!((mono_end - 4.0 / 7.0).abs() < 1e-9, "{progress:?}");
+    assert_eq!(progress.last().unwrap().1, 1.0);
 }

@@ -11,6 +11,11 @@
 //! - `log_every` (default 10): a `step` record every N optimiser steps;
 //! - `step_delay_ms` (default 0): sleep after each step. **Test-only**: makes
 //!   jobs slow enough to be killed or cancelled mid-epoch in tests.
+//!
+//! Phases: a trainer may report several phases (XCNN: `mono`, then `cross`).
+//! Patience counts within a phase, and the `mono` phase is never
+//! early-stopped by the runner (the trainer has its own `mono_patience`);
+//! progress counts `mono_epochs` + `epochs` when a `mono` phase is planned.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -568,11 +573,44 @@ impl RunnerHooks<'_> {
         Ok(())
     }
 
-    fn planned_epochs(&self) -> usize {
-        let read = self.params.resolved().get("epochs").cloned();
-        read.or_else(|| self.session_config.run_params().get("epochs").cloned())
+    /// A numeric setting as read by the trainer (or as given).
+    fn setting(&self, key: &str) -> Option<usize> {
+        let read = self.params.resolved().get(key).cloned();
+        read.or_else(|| self.session_config.run_params().get(key).cloned())
             .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
+    }
+
+    /// Planned epochs of the current phase: `mono_epochs` in XCNN's `mono`
+    /// phase, `epochs` otherwise (0 while unknown).
+    fn planned_epochs(&self) -> usize {
+        if self.phase == "mono" {
+            self.setting("mono_epochs").unwrap_or(0)
+        } else {
+            self.setting("epochs").unwrap_or(0)
+        }
+    }
+
+    /// (epochs before the current phase, epochs of the whole job) for the
+    /// progress figure: a model with a `mono` pre-training phase
+    /// (`mono_epochs` > 0 and no `init` session) runs it before `epochs`.
+    fn progress_plan(&self) -> (usize, usize) {
+        let epochs = self.setting("epochs").unwrap_or(0);
+        let init = self
+            .params
+            .resolved()
+            .get("init")
+            .cloned()
+            .unwrap_or_default();
+        let mono = if init.is_empty() {
+            self.setting("mono_epochs").unwrap_or(0)
+        } else {
+            0
+        };
+        if self.phase == "mono" || self.phase.is_empty() {
+            (0, mono + epochs)
+        } else {
+            (mono, mono + epochs)
+        }
     }
 
     fn epoch_size(&self) -> usize {
@@ -585,14 +623,14 @@ impl RunnerHooks<'_> {
     }
 
     fn update_progress(&mut self) {
-        let epochs = self.planned_epochs();
-        self.status.epochs = epochs;
+        self.status.epochs = self.planned_epochs();
         self.status.epoch = self.epoch;
         self.status.step = self.step;
         self.status.phase = self.phase.clone();
-        if epochs > 0 {
+        let (offset, total) = self.progress_plan();
+        if total > 0 {
             let frac = (self.epoch_examples as f64 / self.epoch_size() as f64).min(1.0);
-            let done = (self.epoch.saturating_sub(1) as f64 + frac) / epochs as f64;
+            let done = (offset as f64 + self.epoch.saturating_sub(1) as f64 + frac) / total as f64;
             self.status.progress = done.clamp(0.0, 1.0);
             let gained = self.status.progress - self.progress_at_start;
             let secs = self.started.elapsed().as_secs_f64();
@@ -611,6 +649,9 @@ impl RunnerHooks<'_> {
         model: &dyn Model,
         extra: Vec<(String, Tensor)>,
     ) -> Result<Flow> {
+        if phase != self.phase {
+            self.bad_epochs = 0;
+        }
         self.phase = phase.to_string();
         self.epoch = epoch;
         self.write_config()?;
@@ -724,7 +765,9 @@ impl RunnerHooks<'_> {
         self.write_status()?;
         self.epoch_examples = 0;
         self.epoch_loss_sum = 0.0;
-        if valid_mrr.is_some() && self.bad_epochs >= self.patience {
+        // XCNN's `mono` pre-training phase has its own patience
+        // (`mono_patience`): the sentence MRR says little about it
+        if valid_mrr.is_some() && phase != "mono" && self.bad_epochs >= self.patience {
             self.early_stopped = true;
             let msg = format!(
                 "early stop: no better validation MRR for {} epochs (best {} at epoch {})",
@@ -798,6 +841,10 @@ impl Hooks for RunnerHooks<'_> {
             )));
         }
         if r.phase != self.phase || r.epoch != self.epoch {
+            if r.phase != self.phase {
+                // patience counts within a phase
+                self.bad_epochs = 0;
+            }
             self.phase = r.phase.clone();
             self.epoch = r.epoch;
             self.epoch_examples = 0;
