@@ -299,6 +299,7 @@ fn prepare_and_train(
         progress_at_start: 0.0,
         last_record: Instant::now(),
         examples_since_record: 0,
+        unrecorded: None,
         last_status_write: Instant::now(),
         config_written: false,
         early_stopped: false,
@@ -535,6 +536,7 @@ struct RunnerHooks<'a> {
     progress_at_start: f64,
     last_record: Instant,
     examples_since_record: usize,
+    unrecorded: Option<StepReport>,
     last_status_write: Instant,
     config_written: bool,
     early_stopped: bool,
@@ -642,6 +644,29 @@ impl RunnerHooks<'_> {
         }
     }
 
+    /// A `step` record for `r` (pairs/s since the previous record).
+    fn record_step(&mut self, r: &StepReport) -> Result<()> {
+        let secs = self.last_record.elapsed().as_secs_f64();
+        let pps = if secs > 0.0 {
+            self.examples_since_record as f64 / secs
+        } else {
+            0.0
+        };
+        self.last_record = Instant::now();
+        self.examples_since_record = 0;
+        self.unrecorded = None;
+        self.status.pairs_per_s = Some(pps);
+        self.record(MetricRecord::Step {
+            phase: r.phase.clone(),
+            epoch: r.epoch,
+            step: r.step,
+            examples: r.examples,
+            loss: r.loss,
+            pairs_per_s: pps,
+            wall_s: self.started.elapsed().as_secs_f64(),
+        })
+    }
+
     fn epoch_end_inner(
         &mut self,
         phase: &str,
@@ -649,6 +674,11 @@ impl RunnerHooks<'_> {
         model: &dyn Model,
         extra: Vec<(String, Tensor)>,
     ) -> Result<Flow> {
+        // the epoch's last step is always recorded, so that short epochs
+        // still draw a loss curve
+        if let Some(r) = self.unrecorded.take() {
+            self.record_step(&r)?;
+        }
         if phase != self.phase {
             self.bad_epochs = 0;
         }
@@ -860,26 +890,10 @@ impl Hooks for RunnerHooks<'_> {
         if !self.step_delay.is_zero() {
             std::thread::sleep(self.step_delay);
         }
-        let due = r.step.is_multiple_of(self.log_every);
-        if due {
-            let secs = self.last_record.elapsed().as_secs_f64();
-            let pps = if secs > 0.0 {
-                self.examples_since_record as f64 / secs
-            } else {
-                0.0
-            };
-            self.last_record = Instant::now();
-            self.examples_since_record = 0;
-            self.status.pairs_per_s = Some(pps);
-            self.record(MetricRecord::Step {
-                phase: r.phase.clone(),
-                epoch: r.epoch,
-                step: r.step,
-                examples: r.examples,
-                loss: r.loss,
-                pairs_per_s: pps,
-                wall_s: self.started.elapsed().as_secs_f64(),
-            })?;
+        if r.step.is_multiple_of(self.log_every) {
+            self.record_step(r)?;
+        } else {
+            self.unrecorded = Some(r.clone());
         }
         // status.json is fsynced: at most a few writes a second
         if self.last_status_write.elapsed() >= Duration::from_millis(500) {
