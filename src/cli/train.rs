@@ -286,7 +286,10 @@ impl Bar {
 impl Observer for Bar {
     fn status(&mut self, s: &Status) {
         self.pb.set_position((s.progress * 1000.0).round() as u64);
-        let mut msg = format!("epoch {}/{}", s.epoch.max(1), s.epochs);
+        let mut msg = format!("{} epoch {}", s.phase, s.epoch.max(1));
+        if s.epochs > 0 {
+            msg.push_str(&format!("/{}", s.epochs));
+        }
         if let Some(p) = s.pairs_per_s {
             msg.push_str(&format!(" {p:.0} pairs/s"));
         }
@@ -299,7 +302,12 @@ impl Observer for Bar {
         }
     }
     fn line(&mut self, line: &str) {
-        self.pb.println(line);
+        if self.pb.is_hidden() {
+            // not a terminal (piped, redirected): plain lines
+            println!("{line}");
+        } else {
+            self.pb.println(line);
+        }
     }
 }
 

@@ -82,9 +82,16 @@ pub fn select_device(spec: &str) -> Result<(Device, String)> {
 }
 
 /// A flag set by SIGTERM and SIGINT, for [`run_job`]'s `cancel`: the job
-/// finishes its step, keeps its checkpoints and ends as `cancelled`.
+/// finishes its step, keeps its checkpoints and ends as `cancelled`. A
+/// second signal while the flag is set exits at once (status 130); the
+/// checkpoints are whole anyway (atomic writes).
 pub fn cancel_on_signals() -> Result<Arc<AtomicBool>> {
     let flag = Arc::new(AtomicBool::new(false));
+    // a second Ctrl-C (or SIGTERM) while stopping exits at once
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register_conditional_shutdown(sig, 130, flag.clone())
+            .map_err(|e| Error::invalid(format!("cannot install signal handler: {e}")))?;
+    }
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(sig, flag.clone())
             .map_err(|e| Error::invalid(format!("cannot install signal handler: {e}")))?;
@@ -781,11 +788,11 @@ impl RunnerHooks<'_> {
         self.status.best_mrr = self.best_mrr;
         self.status.best_epoch = self.best_epoch;
         let line = format!(
-            "{phase} epoch {epoch}/{}{mean_loss}{scores_line} (best {} at epoch {}) {:.1} s",
+            "{phase} epoch {epoch}{}{mean_loss}{scores_line} (best {} at epoch {}) {:.1} s",
             if epochs > 0 {
-                epochs.to_string()
+                format!("/{epochs}")
             } else {
-                "?".into()
+                String::new()
             },
             fmt_opt(self.best_mrr),
             self.best_epoch.map(|e| e.to_string()).unwrap_or("-".into()),
