@@ -99,20 +99,26 @@ pub fn points(records: &[MetricRecord], metric: Metric) -> Vec<(f64, f64)> {
     }
 }
 
-/// Exponential moving average (`alpha` weight of the new point), for
-/// smoothed loss curves.
-pub fn smooth(points: &[(f64, f64)], alpha: f64) -> Vec<(f64, f64)> {
-    let mut out = Vec::with_capacity(points.len());
-    let mut acc: Option<f64> = None;
-    for &(x, y) in points {
-        let v = match acc {
-            None => y,
-            Some(a) => a + alpha * (y - a),
-        };
-        acc = Some(v);
-        out.push((x, v));
+/// Centred moving average over `2 * half + 1` points (fewer at the ends),
+/// for smoothed loss curves: it does not lag behind the raw curve.
+pub fn smooth(points: &[(f64, f64)], half: usize) -> Vec<(f64, f64)> {
+    let n = points.len();
+    let mut prefix = vec![0.0f64; n + 1];
+    for (i, p) in points.iter().enumerate() {
+        prefix[i + 1] = prefix[i] + p.1;
     }
-    out
+    (0..n)
+        .map(|i| {
+            let lo = i.saturating_sub(half);
+            let hi = (i + half + 1).min(n);
+            (points[i].0, (prefix[hi] - prefix[lo]) / (hi - lo) as f64)
+        })
+        .collect()
+}
+
+/// Smoothing half-width for `n` points: about a twentieth of the curve.
+pub fn smoothing_for(n: usize) -> usize {
+    n / 40
 }
 
 /// Draws `series` into `out` (`.png` or `.svg`, by extension).
@@ -232,7 +238,10 @@ where
                     ))
                     .map_err(|e| err(&e))?;
                 chart
-                    .draw_series(LineSeries::new(smooth(pts, 0.1), color.stroke_width(3)))
+                    .draw_series(LineSeries::new(
+                        smooth(pts, smoothing_for(pts.len())),
+                        color.stroke_width(3),
+                    ))
                     .map_err(|e| err(&e))?
                     .label(format!("{label} (smoothed)"))
                     .legend(move |(x, y)| {
@@ -304,8 +313,9 @@ mod tests {
         let p = points(&recs(), Metric::Mrr);
         assert_eq!(p, vec![(1.0, 0.25), (2.0, 0.5)]);
         assert_eq!(points(&recs(), Metric::Loss).len(), 20);
-        let s = smooth(&[(0.0, 1.0), (1.0, 0.0)], 0.1);
-        assert!((s[1].1 - 0.9).abs() < 1e-12);
+        let s = smooth(&[(0.0, 1.0), (1.0, 0.0), (2.0, 2.0), (3.0, 4.0)], 1);
+        assert_eq!(s, vec![(0.0, 0.5), (1.0, 1.0), (2.0, 2.0), (3.0, 3.0)]);
+        assert_eq!(smooth(&s, 0), s);
     }
 
     #[test]
