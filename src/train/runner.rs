@@ -928,3 +928,23 @@ impl Hooks for RunnerHooks<'_> {
         self.say(msg);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_selection() {
+        let (d, name) = select_device("cpu").unwrap();
+        assert!(d.is_cpu());
+        assert_eq!(name, "cpu");
+        let (_, auto) = select_device("auto").unwrap();
+        if !cfg!(feature = "cuda") {
+            assert_eq!(auto, "cpu");
+            let e = select_device("cuda:0").unwrap_err().to_string();
+            assert!(e.contains("no CUDA support"), "{e}");
+        }
+        assert!(select_device("cuda:x").unwrap_err().to_string().contains("cuda:<index>"));
+        assert!(select_device("gpu").unwrap_err().to_string().contains("expected auto"));
+    }
+}
