@@ -3,6 +3,8 @@
 
 use clap::{Parser, Subcommand};
 
+mod data;
+
 /// Rosetta: a terminal workbench for cross-language information retrieval.
 #[derive(Debug, Parser)]
 #[command(name = "rosetta", version, about, long_about = None)]
@@ -13,9 +15,19 @@ pub struct Cli {
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
-pub enum Command {}
+pub enum Command {
+    /// Inspect a workspace's data.
+    #[command(subcommand)]
+    Data(data::DataCommand),
+    /// Create the default Bible workspace (English KJV / Spanish RV1909,
+    /// verse-aligned) from the SWORD modules, installing them if needed.
+    Setup(data::SetupArgs),
+}
 
 /// Runs one command; the error is printed by `main`.
 pub fn run(cmd: Command) -> anyhow::Result<()> {
-    match cmd {}
+    match cmd {
+        Command::Data(c) => data::run_data(c),
+        Command::Setup(a) => data::run_setup(a),
+    }
 }

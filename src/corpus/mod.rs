@@ -2,8 +2,10 @@
 //! dictionaries and workspaces that name them, and their prepared (analysed,
 //! counted, cached) form.
 
+pub mod bible;
 pub mod collection;
 pub mod dictionary;
+pub mod inspect;
 pub mod io;
 pub mod parallel;
 pub mod prepare;
