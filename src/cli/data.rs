@@ -42,8 +42,9 @@ pub struct SetupArgs {
 pub fn run_data(cmd: DataCommand) -> anyhow::Result<()> {
     match cmd {
         DataCommand::Inspect(a) => {
-            let ws = Workspace::load(&a.workspace)?;
-            let report = Inspection::of(&ws)?;
+            let report = Workspace::load(&a.workspace)
+                .and_then(|ws| Inspection::of(&ws))
+                .map_err(engine)?;
             if a.json {
                 println!("{}", serde_json::to_string(&report)?);
             } else {
@@ -57,7 +58,7 @@ pub fn run_data(cmd: DataCommand) -> anyhow::Result<()> {
 /// Runs `rosetta setup`.
 pub fn run_setup(a: SetupArgs) -> anyhow::Result<()> {
     let mut log = |m: &str| eprintln!("{m}");
-    let r = bible::setup(&a.dir, &mut log)?;
+    let r = bible::setup(&a.dir, &mut log).map_err(engine)?;
     if a.json {
         println!("{}", serde_json::to_string(&r)?);
     } else if r.already_present {
@@ -82,4 +83,10 @@ pub fn run_setup(a: SetupArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// An engine error as one line: its message already names file, line and
+/// cause (anyhow's `{:#}` would repeat the I/O cause).
+fn engine(e: rosetta::Error) -> anyhow::Error {
+    anyhow::anyhow!("{e}")
 }

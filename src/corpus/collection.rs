@@ -74,9 +74,7 @@ impl Collection {
 }
 
 fn first_non_blank(lines: &[String]) -> Option<char> {
-    lines
-        .iter()
-        .find_map(|l| l.trim_start().chars().next())
+    lines.iter().find_map(|l| l.trim_start().chars().next())
 }
 
 /// Adds `(id, text)` seen at `line`, failing on an id seen before.
@@ -151,9 +149,7 @@ fn read_jsonl(path: &Path, lines: &[String]) -> Result<Collection> {
             (Some(t), Some(x)) if !t.is_empty() => format!("{t} {x}"),
             (_, Some(x)) => x.to_string(),
             (Some(t), None) => t.to_string(),
-            (None, None) => {
-                return Err(Error::parse(path, n + 1, "want a string \"text\" field"))
-            }
+            (None, None) => return Err(Error::parse(path, n + 1, "want a string \"text\" field")),
         };
         b.push(n + 1, &id, text)?;
     }
@@ -200,11 +196,7 @@ fn read_trec_topics(path: &Path, lines: &[String]) -> Result<Collection> {
                 t if t.starts_with('/') => field = None,
                 t => {
                     if cur.is_none() {
-                        return Err(Error::parse(
-                            path,
-                            n + 1,
-                            format!("<{t}> outside <top>"),
-                        ));
+                        return Err(Error::parse(path, n + 1, format!("<{t}> outside <top>")));
                     }
                     field = Some(t.to_string());
                     if let Some((_, f)) = cur.as_mut() {
@@ -384,18 +376,29 @@ mod tests {
         .unwrap();
         let c = Collection::read_queries(&p).unwrap();
         assert_eq!(c.ids, vec!["401", "402"]);
-        assert_eq!(c.texts, vec!["foreign minorities What is known?", "genetics"]);
+        assert_eq!(
+            c.texts,
+            vec!["foreign minorities What is known?", "genetics"]
+        );
     }
 
     #[test]
     fn jsonl_docs() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("d.jsonl");
-        std::fs::write(&p, "{\"id\": \"a\", \"text\": \"x y\"}\n{\"id\": 7, \"title\": \"T\", \"text\": \"z\"}\n").unwrap();
+        std::fs::write(
+            &p,
+            "{\"id\": \"a\", \"text\": \"x y\"}\n{\"id\": 7, \"title\": \"T\", \"text\": \"z\"}\n",
+        )
+        .unwrap();
         let c = Collection::read_docs(&p).unwrap();
         assert_eq!(c.ids, vec!["a", "7"]);
         assert_eq!(c.texts, vec!["x y", "T z"]);
-        std::fs::write(&p, "{\"id\": \"a\", \"text\": \"x\"}\n{\"id\": \"a\", \"text\": \"y\"}\n").unwrap();
+        std::fs::write(
+            &p,
+            "{\"id\": \"a\", \"text\": \"x\"}\n{\"id\": \"a\", \"text\": \"y\"}\n",
+        )
+        .unwrap();
         let e = Collection::read_docs(&p).unwrap_err().to_string();
         assert!(e.contains(":2:") && e.contains("line 1"), "{e}");
     }

@@ -129,8 +129,8 @@ impl Dictionary {
                     data.len()
                 ))
             })?;
-            let body = std::str::from_utf8(body)
-                .map_err(|e| bad(&format!("entry is not UTF-8: {e}")))?;
+            let body =
+                std::str::from_utf8(body).map_err(|e| bad(&format!("entry is not UTF-8: {e}")))?;
             d.add_dictd_entry(head, body);
         }
         Ok(d)
@@ -161,9 +161,9 @@ impl Dictionary {
             if l.is_empty()
                 || l.starts_with('"')
                 || l.contains('=')
-                || l.split(':').next().is_some_and(|p| {
-                    l.contains(':') && p.len() < 12 && !p.contains(',')
-                })
+                || l.split(':')
+                    .next()
+                    .is_some_and(|p| l.contains(':') && p.len() < 12 && !p.contains(','))
             {
                 continue;
             }
@@ -284,7 +284,10 @@ mod tests {
         let mut d = Dictionary::default();
         d.add_dictd_entry("a", "a /ə/\n1. a, dentro de, en\n2. un, una\n");
         d.add_dictd_entry("a", "a /ədei/\naldía\n");
-        d.add_dictd_entry("ability", "ability /əbilitiː/\n1. capacidad (f), habilidad\n");
+        d.add_dictd_entry(
+            "ability",
+            "ability /əbilitiː/\n1. capacidad (f), habilidad\n",
+        );
         assert_eq!(d.get("a").unwrap(), ["a", "dentro de", "en", "un", "una"]);
         assert_eq!(d.get("ability").unwrap(), ["capacidad", "habilidad"]);
         assert_eq!(d.dropped, 1);

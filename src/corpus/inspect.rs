@@ -182,7 +182,11 @@ impl Inspection {
             "workspace {} ({} → {})  {}",
             self.name, self.source_lang, self.target_lang, self.workspace
         );
-        let _ = writeln!(s, "content hash {}", &self.content_hash[..16.min(self.content_hash.len())]);
+        let _ = writeln!(
+            s,
+            "content hash {}",
+            &self.content_hash[..16.min(self.content_hash.len())]
+        );
         let _ = writeln!(
             s,
             "vocabulary: {} {} terms, {} {} terms (built on train)",
@@ -303,7 +307,11 @@ fn dictionary_report(path: &std::path::Path, p: &Prepared) -> Result<DictionaryR
         targets.extend(ts.iter().map(|t| t.as_str()));
     }
     let tgt_in = targets.iter().filter(|t| tv.id(t).is_some()).count();
-    let tv_cov = tv.terms.iter().filter(|t| targets.contains(t.as_str())).count();
+    let tv_cov = tv
+        .terms
+        .iter()
+        .filter(|t| targets.contains(t.as_str()))
+        .count();
     let (mut tok, mut tok_cov) = (0usize, 0usize);
     for toks in &p.train.src_tokens {
         for t in toks {

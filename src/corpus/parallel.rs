@@ -48,7 +48,9 @@ impl ParallelText {
 
     /// Indices of the pairs with both sides non-empty.
     pub fn usable(&self) -> Vec<usize> {
-        (0..self.len()).filter(|&i| !self.is_empty_pair(i)).collect()
+        (0..self.len())
+            .filter(|&i| !self.is_empty_pair(i))
+            .collect()
     }
 
     /// The pairs at `idx`, in that order.
@@ -94,9 +96,9 @@ impl ParallelText {
             } else {
                 let mut f = line.split('\t');
                 let s = f.next().unwrap_or("");
-                let t = f.next().ok_or_else(|| {
-                    Error::parse(path, n + 1, "no tab: want source<TAB>target")
-                })?;
+                let t = f
+                    .next()
+                    .ok_or_else(|| Error::parse(path, n + 1, "no tab: want source<TAB>target"))?;
                 (s, t)
             };
             p.source.push(s.to_string());
@@ -150,7 +152,11 @@ impl Splits {
                 corpus,
                 split,
                 seed,
-            } => Ok(split_by_fraction(&ParallelText::read(corpus)?, *split, *seed)),
+            } => Ok(split_by_fraction(
+                &ParallelText::read(corpus)?,
+                *split,
+                *seed,
+            )),
         }
     }
 

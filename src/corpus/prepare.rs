@@ -79,7 +79,9 @@ impl SplitData {
     pub fn trainable(&self) -> Vec<usize> {
         let empty: std::collections::HashSet<usize> = self.empty.iter().copied().collect();
         (0..self.pairs())
-            .filter(|i| !empty.contains(i) && !self.src.row_is_empty(*i) && !self.tgt.row_is_empty(*i))
+            .filter(|i| {
+                !empty.contains(i) && !self.src.row_is_empty(*i) && !self.tgt.row_is_empty(*i)
+            })
             .collect()
     }
 }
@@ -237,7 +239,14 @@ impl Prepared {
             None => {
                 let rows = train_rows(&train);
                 let m = train.tgt.select_rows(&rows);
-                let stats = stats_of(&m, &rows.iter().map(|&i| &train.tgt_tokens[i]).collect::<Vec<_>>(), &vocabs.target);
+                let stats = stats_of(
+                    &m,
+                    &rows
+                        .iter()
+                        .map(|&i| &train.tgt_tokens[i])
+                        .collect::<Vec<_>>(),
+                    &vocabs.target,
+                );
                 (m, stats)
             }
         };
@@ -321,7 +330,11 @@ impl Prepared {
         self.vocabs.source.save(&dir.join("vocab.source.json"))?;
         self.vocabs.target.save(&dir.join("vocab.target.json"))?;
         let mut splits = Vec::new();
-        for (name, s) in [("train", &self.train), ("valid", &self.valid), ("test", &self.test)] {
+        for (name, s) in [
+            ("train", &self.train),
+            ("valid", &self.valid),
+            ("test", &self.test),
+        ] {
             write_csr(&dir.join(format!("{name}.src.csr")), &s.src)?;
             write_csr(&dir.join(format!("{name}.tgt.csr")), &s.tgt)?;
             write_tokens(&dir.join(format!("{name}.src.tok")), &s.src_tokens)?;
@@ -543,7 +556,11 @@ fn count_task(task: &AdhocTask, src: &Analyzer, tgt: &Analyzer, vocabs: &Vocabs)
                 .queries
                 .ids
                 .iter()
-                .map(|id| pos.get(id.as_str()).map(|&i| tq.texts[i].clone()).unwrap_or_default())
+                .map(|id| {
+                    pos.get(id.as_str())
+                        .map(|&i| tq.texts[i].clone())
+                        .unwrap_or_default()
+                })
                 .collect();
             let (m, s) = count(&vocabs.target, &an(tgt, &texts));
             (Some(m), Some(s))
@@ -682,7 +699,12 @@ fn write_tokens(path: &Path, toks: &[Vec<String>]) -> Result<()> {
 fn read_tokens(path: &Path) -> Result<Vec<Vec<String>>> {
     Ok(read_lines(path)?
         .iter()
-        .map(|l| l.split(' ').filter(|t| !t.is_empty()).map(String::from).collect())
+        .map(|l| {
+            l.split(' ')
+                .filter(|t| !t.is_empty())
+                .map(String::from)
+                .collect()
+        })
         .collect())
 }
 

@@ -141,11 +141,41 @@ struct RawLang {
     lang: String,
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
+#[derive(Debug)]
 enum RawPairs {
     Files([String; 2]),
     Tsv(String),
+}
+
+impl<'de> Deserialize<'de> for RawPairs {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = RawPairs;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str(
+                    "two line-aligned files [\"x.src\", \"x.tgt\"] or one TSV file \"x.tsv\"",
+                )
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> std::result::Result<RawPairs, E> {
+                Ok(RawPairs::Tsv(v.to_string()))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> std::result::Result<RawPairs, A::Error> {
+                let mut files: Vec<String> = Vec::new();
+                while let Some(f) = seq.next_element::<String>()? {
+                    files.push(f);
+                }
+                match <[String; 2]>::try_from(files) {
+                    Ok(pair) => Ok(RawPairs::Files(pair)),
+                    Err(v) => Err(serde::de::Error::invalid_length(v.len(), &self)),
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -218,7 +248,10 @@ impl Workspace {
         let by_fraction = p.files.is_some() || p.tsv.is_some() || p.split.is_some();
         let parallel = if by_fraction {
             if p.train.is_some() || p.valid.is_some() || p.test.is_some() {
-                return Err(bad("[parallel]: give either train/valid/test or files/tsv + split, not both".into()));
+                return Err(bad(
+                    "[parallel]: give either train/valid/test or files/tsv + split, not both"
+                        .into(),
+                ));
             }
             let corpus = match (&p.files, &p.tsv) {
                 (Some([s, t]), None) => PairSource::Files {
@@ -233,9 +266,9 @@ impl Workspace {
                     return Err(bad("[parallel]: `split` needs `files` or `tsv`".into()))
                 }
             };
-            let split = p
-                .split
-                .ok_or_else(|| bad("[parallel]: key `split` missing (e.g. [0.8, 0.1, 0.1])".into()))?;
+            let split = p.split.ok_or_else(|| {
+                bad("[parallel]: key `split` missing (e.g. [0.8, 0.1, 0.1])".into())
+            })?;
             if split.iter().any(|f| !f.is_finite() || *f < 0.0)
                 || (split.iter().sum::<f64>() - 1.0).abs() > 1e-6
             {
@@ -362,31 +395,43 @@ fn toml_error(path: &Path, text: &str, e: &toml::de::Error) -> Error {
     let start = span.start.min(text.len());
     let line = text[..start].matches('\n').count() + 1;
     let line_text = text.lines().nth(line - 1).unwrap_or("");
-    let table = text
-        .lines()
-        .take(line - 1)
-        .filter_map(|l| {
-            let l = l.trim();
-            l.strip_prefix('[')
-                .and_then(|l| l.split(']').next())
-                .map(|t| t.trim().to_string())
-        })
-        .last();
+    let table = text.lines().take(line - 1).filter_map(table_of_line).last();
     let key = line_text
         .split_once('=')
         .map(|(k, _)| k.trim().trim_matches('"').to_string())
         .filter(|k| !k.is_empty() && !k.starts_with('['));
+    let named = key
+        .as_ref()
+        .is_some_and(|k| msg.contains(&format!("`{k}`")));
     let full_key = match (table, key) {
-        (Some(t), Some(k)) if !line_text.trim_start().starts_with('[') => format!("{t}.{k}"),
+        (Some(t), Some(k)) => format!("{t}.{k}"),
         (_, Some(k)) => k,
         _ => String::new(),
     };
-    let msg = if !full_key.is_empty() && !msg.contains('`') {
+    let header = line_text.trim_start().starts_with('[');
+    let msg = if msg.starts_with("missing field") {
+        match (header, table_of_line(line_text)) {
+            (true, Some(t)) => format!("[{t}]: {msg}"),
+            _ => msg,
+        }
+    } else if named {
+        match full_key.rsplit_once('.') {
+            Some((t, _)) => format!("[{t}]: {msg}"),
+            None => msg,
+        }
+    } else if !full_key.is_empty() {
         format!("key `{full_key}`: {msg}")
     } else {
         msg
     };
     Error::parse(path, line, format!("bad workspace TOML: {msg}"))
+}
+
+fn table_of_line(l: &str) -> Option<String> {
+    l.trim()
+        .strip_prefix('[')
+        .and_then(|l| l.split(']').next())
+        .map(|t| t.trim().to_string())
 }
 
 #[cfg(test)]
@@ -431,7 +476,10 @@ tsv = "p.tsv"
 split = [0.5, 0.25, 0.25]
 "#)
         .unwrap();
-        assert!(matches!(w.parallel, ParallelSpec::Fractions { seed: 1, .. }));
+        assert!(matches!(
+            w.parallel,
+            ParallelSpec::Fractions { seed: 1, .. }
+        ));
     }
 
     #[test]
@@ -439,7 +487,10 @@ split = [0.5, 0.25, 0.25]
         let e = ws("name = \"a\"\nsource.lang = \"en\"\ntarget.lang = \"es\"\n[parallel]\ntrain = \"t.tsv\"\n[text]\nvocab_per_language = \"big\"\n")
             .unwrap_err()
             .to_string();
-        assert!(e.contains("vocab_per_language") && e.contains("/x/w.toml:7"), "{e}");
+        assert!(
+            e.contains("vocab_per_language") && e.contains("/x/w.toml:7"),
+            "{e}"
+        );
         let e = ws("name = \"a\"\nsource.lang = \"en\"\ntarget.lang = \"es\"\nflavour = 1\n[parallel]\ntrain = \"t.tsv\"\n")
             .unwrap_err()
             .to_string();
