@@ -366,3 +366,36 @@ fn workspace_toml_unknown_key_or_wrong_type() {
     std::fs::write(&ws, orig.replace("lang = \"es\"", "lang = 7")).unwrap();
     inspect_fails(&ws, &["workspace.toml:", "lang"]);
 }
+
+#[test]
+fn damaged_cache_is_rebuilt() {
+    let dir = tiny_copy();
+    let ws = Workspace::load(&dir.path().join("workspace.toml")).unwrap();
+    let p = Prepared::load_or_build(&ws).unwrap();
+    let cache = p.cache_dir.clone().unwrap();
+    std::fs::write(cache.join("train.src.csr"), b"garbage").unwrap();
+    assert!(Prepared::load(&cache).is_err());
+    let q = Prepared::load_or_build(&ws).unwrap();
+    assert_eq!(q.train.src, p.train.src);
+    assert!(Prepared::load(&cache).is_ok(), "the cache was rewritten");
+}
+
+#[test]
+fn setup_without_tools_says_what_to_install() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty_path = dir.path().join("bin");
+    std::fs::create_dir(&empty_path).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_rosetta"))
+        .args(["setup", "--dir", dir.path().join("ws").to_str().unwrap()])
+        .env("PATH", &empty_path)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(
+        err.contains("sword-text-kjv") && err.contains("diatheke"),
+        "{err}"
+    );
+    assert!(!dir.path().join("ws/workspace.toml").exists());
+}

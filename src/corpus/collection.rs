@@ -359,6 +359,19 @@ impl Workspace {
     pub fn adhoc(&self) -> Result<AdhocTask> {
         AdhocTask::load(self)
     }
+
+    /// The parallel data, split into train / valid / test.
+    pub fn splits(&self) -> Result<Splits> {
+        Splits::read(self)
+    }
+
+    /// The workspace's dictionary, if it names one.
+    pub fn read_dictionary(&self) -> Result<Option<super::Dictionary>> {
+        self.dictionary
+            .as_deref()
+            .map(super::Dictionary::read)
+            .transpose()
+    }
 }
 
 #[cfg(test)]

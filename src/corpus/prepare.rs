@@ -152,8 +152,17 @@ impl Prepared {
         let root = ws.cache_root();
         let dir = root.join(&hash);
         if dir.join("meta.json").exists() {
-            if let Ok(p) = Self::load(&dir) {
-                return Ok(p);
+            match Self::load(&dir) {
+                Ok(p) => return Ok(p),
+                Err(_) => {
+                    // unreadable (damaged, or written by another version):
+                    // move it aside atomically, then rebuild
+                    let aside =
+                        root.join(format!(".{hash}.stale.{}.{}", std::process::id(), unique()));
+                    if std::fs::rename(&dir, &aside).is_ok() {
+                        let _ = std::fs::remove_dir_all(&aside);
+                    }
+                }
             }
         }
         let mut p = Self::build_with_hash(ws, hash)?;
@@ -403,6 +412,17 @@ impl Prepared {
         let [train, valid, test]: [SplitData; 3] = splits
             .try_into()
             .map_err(|_| Error::file(&mp, "want three splits"))?;
+        for s in [&train, &valid, &test] {
+            let n = s.src.n_rows();
+            if s.tgt.n_rows() != n
+                || s.src_tokens.len() != n
+                || s.tgt_tokens.len() != n
+                || s.src.n_cols != vocabs.source.len()
+                || s.tgt.n_cols != vocabs.target.len()
+            {
+                return Err(Error::file(dir, "cached splits do not fit together"));
+            }
+        }
         let adhoc = AdhocData {
             docs: read_csr(&dir.join("docs.csr"))?,
             queries: read_csr(&dir.join("queries.csr"))?,
