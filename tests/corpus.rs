@@ -92,6 +92,14 @@ fn tiny_workspace_prepares() {
     assert_eq!(a.query_ids, vec!["q1", "q2", "q3", "q4", "q5"]);
     assert_eq!(a.target_queries.as_ref().unwrap().n_rows(), 5);
     assert_eq!(a.qrels.judgements["q2"]["d05"], 0);
+    // new text counted like the workspace's own
+    let m = p
+        .count_texts(
+            rosetta::models::Side::Target,
+            &["El perro bebe agua.".to_string()],
+        )
+        .unwrap();
+    assert_eq!(m, p.train.tgt.select_rows(&[0]));
     // the cache reads back identically
     let q = Prepared::load(p.cache_dir.as_ref().unwrap()).unwrap();
     assert_eq!(q.train.src, p.train.src);

@@ -16,7 +16,7 @@ use super::io::read_lines;
 use super::parallel::{ParallelText, Splits};
 use super::workspace::Workspace;
 use crate::eval::Qrels;
-use crate::models::Vocabs;
+use crate::models::{Side, Vocabs};
 use crate::text::{Analyzer, CsrMatrix, TextConfig, Vocabulary};
 use crate::train::TrainData;
 use crate::{Error, Result};
@@ -146,7 +146,9 @@ pub struct Prepared {
 
 impl Prepared {
     /// Loads the cached preparation of `ws`, building and caching it first
-    /// when the data or settings changed (or nothing is cached yet).
+    /// when the data or settings changed (or nothing is cached yet). When the
+    /// cache cannot be written (read-only folder) the result is returned
+    /// uncached (`cache_dir` is `None`).
     pub fn load_or_build(ws: &Workspace) -> Result<Prepared> {
         let hash = ws.content_hash()?;
         let root = ws.cache_root();
@@ -183,11 +185,13 @@ impl Prepared {
                 Err(e) => Err(Error::io(&dir, e)),
             }
         });
-        if saved.is_err() {
-            let _ = std::fs::remove_dir_all(&tmp);
+        match saved {
+            Ok(()) => p.cache_dir = Some(dir),
+            // a read-only workspace folder: the data is still good, only uncached
+            Err(_) => {
+                let _ = std::fs::remove_dir_all(&tmp);
+            }
         }
-        saved?;
-        p.cache_dir = Some(dir);
         Ok(p)
     }
 
@@ -301,6 +305,18 @@ impl Prepared {
             Analyzer::new(&self.source_lang, &self.text)?,
             Analyzer::new(&self.target_lang, &self.text)?,
         ))
+    }
+
+    /// Raw counts of new texts of one language (typed queries, other
+    /// collections), analysed the way the workspace's texts were.
+    pub fn count_texts(&self, side: Side, texts: &[String]) -> Result<CsrMatrix> {
+        let (lang, vocab) = match side {
+            Side::Source => (&self.source_lang, &self.vocabs.source),
+            Side::Target => (&self.target_lang, &self.vocabs.target),
+        };
+        let an = Analyzer::new(lang, &self.text)?;
+        let toks: Vec<Vec<String>> = texts.par_iter().map(|t| an.analyze(t)).collect();
+        Ok(vocab.count_matrix(&toks))
     }
 
     /// What a trainer needs: the trainable pairs of train and valid (see
