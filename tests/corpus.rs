@@ -407,3 +407,28 @@ fn setup_without_tools_says_what_to_install() {
     );
     assert!(!dir.path().join("ws/workspace.toml").exists());
 }
+
+#[test]
+fn content_hash_ignores_the_working_folder_but_not_the_data() {
+    let dir = tiny_copy();
+    let a = Workspace::load(&dir.path().join("workspace.toml")).unwrap();
+    let b = Workspace::load(&dir.path().join("./workspace.toml")).unwrap();
+    assert_eq!(a.content_hash().unwrap(), b.content_hash().unwrap());
+    let other = tiny_copy();
+    let c = Workspace::load(&other.path().join("workspace.toml")).unwrap();
+    assert_eq!(a.content_hash().unwrap(), c.content_hash().unwrap());
+    let f = other.path().join("qrels.tsv");
+    let t = std::fs::read_to_string(&f)
+        .unwrap()
+        .replace("q5 0 d06 0", "q5 0 d06 1");
+    std::fs::write(&f, t).unwrap();
+    assert_ne!(a.content_hash().unwrap(), c.content_hash().unwrap());
+    let toml = std::fs::read_to_string(other.path().join("workspace.toml")).unwrap();
+    std::fs::write(
+        other.path().join("workspace.toml"),
+        toml.replace("min_df = 1", "min_df = 2"),
+    )
+    .unwrap();
+    let d = Workspace::load(&other.path().join("workspace.toml")).unwrap();
+    assert_ne!(c.content_hash().unwrap(), d.content_hash().unwrap());
+}

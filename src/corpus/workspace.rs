@@ -358,21 +358,39 @@ impl Workspace {
     /// BLAKE3 (hex) over the resolved settings and the bytes of every data
     /// file: changes whenever the data or the settings change. Keys caches.
     pub fn content_hash(&self) -> Result<String> {
+        // paths enter by file name only, so the hash does not depend on the
+        // folder the workspace is loaded from; the bytes say the rest
+        fn names(v: &mut serde_json::Value) {
+            match v {
+                serde_json::Value::String(s) => {
+                    if let Some(n) = Path::new(s.as_str()).file_name() {
+                        *s = n.to_string_lossy().into_owned();
+                    }
+                }
+                serde_json::Value::Array(a) => a.iter_mut().for_each(names),
+                serde_json::Value::Object(o) => o.values_mut().for_each(names),
+                _ => {}
+            }
+        }
         let mut h = blake3::Hasher::new();
-        let settings = serde_json::json!({
-            "source_lang": self.source_lang,
-            "target_lang": self.target_lang,
+        let mut data = serde_json::json!({
             "parallel": self.parallel,
             "monolingual": self.monolingual,
             "adhoc": self.adhoc,
             "dictionary": self.dictionary,
+        });
+        names(&mut data);
+        let settings = serde_json::json!({
+            "source_lang": self.source_lang,
+            "target_lang": self.target_lang,
             "text": self.text,
+            "data": data,
         });
         h.update(settings.to_string().as_bytes());
         for f in self.data_files() {
             let file = std::fs::File::open(&f).map_err(|e| Error::io(&f, e))?;
-            h.update(f.to_string_lossy().as_bytes());
-            h.update(b"\0");
+            let len = file.metadata().map_err(|e| Error::io(&f, e))?.len();
+            h.update(&len.to_le_bytes());
             h.update_reader(file).map_err(|e| Error::io(&f, e))?;
         }
         Ok(h.finalize().to_hex().to_string())
