@@ -432,3 +432,14 @@ fn content_hash_ignores_the_working_folder_but_not_the_data() {
     let d = Workspace::load(&other.path().join("workspace.toml")).unwrap();
     assert_ne!(c.content_hash().unwrap(), d.content_hash().unwrap());
 }
+
+#[test]
+fn no_usable_training_pairs() {
+    let dir = tiny_copy();
+    std::fs::write(dir.path().join("train.en"), "\n \n").unwrap();
+    std::fs::write(dir.path().join("train.es"), "uno\ndos\n").unwrap();
+    inspect_fails(
+        &dir.path().join("workspace.toml"),
+        &["workspace.toml", "no usable pairs"],
+    );
+}

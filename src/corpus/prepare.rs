@@ -214,6 +214,15 @@ impl Prepared {
         }
         // vocabularies on the usable training pairs
         let usable = splits.train.usable();
+        if usable.is_empty() {
+            return Err(Error::file(
+                &ws.path,
+                format!(
+                    "the training split has no usable pairs ({} pairs, all with an empty side)",
+                    splits.train.len()
+                ),
+            ));
+        }
         let cfg = &ws.text;
         let pick = |t: &Vec<Vec<String>>| -> Vec<Vec<String>> {
             usable.iter().map(|&i| t[i].clone()).collect()
