@@ -256,7 +256,8 @@ impl Inspection {
         if let Some(t) = &a.target_queries {
             let _ = writeln!(
                 s,
-                "  target queries {}  {} tokens, OOV rate {}",
+                "  {}-queries {:>5}  {} tokens, OOV rate {}",
+                self.target_lang,
                 t.texts,
                 t.tokens,
                 pct(t.oov_rate)
