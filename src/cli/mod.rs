@@ -3,6 +3,7 @@
 
 use clap::{Parser, Subcommand};
 
+mod data;
 mod eval;
 
 /// Rosetta: a terminal workbench for cross-language information retrieval.
@@ -22,6 +23,12 @@ pub enum Command {
     /// Compare TREC runs on the same qrels, with paired significance tests
     /// against a baseline.
     Compare(eval::CompareArgs),
+    /// Inspect a workspace's data.
+    #[command(subcommand)]
+    Data(data::DataCommand),
+    /// Create the default Bible workspace (English KJV / Spanish RV1909,
+    /// verse-aligned) from the SWORD modules, installing them if needed.
+    Setup(data::SetupArgs),
 }
 
 /// Runs one command; the error is printed by `main`.
@@ -29,5 +36,7 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
     match cmd {
         Command::TrecEval(a) => eval::trec_eval(a),
         Command::Compare(a) => eval::compare(a),
+        Command::Data(c) => data::run_data(c),
+        Command::Setup(a) => data::run_setup(a),
     }
 }
