@@ -4,6 +4,7 @@
 use clap::{Parser, Subcommand};
 
 mod apply;
+mod data;
 mod eval;
 mod plot;
 mod train;
@@ -37,6 +38,12 @@ pub enum Command {
     Neighbours(apply::NeighboursArgs),
     /// Export a trained session's term vectors (.vec) and embeddings.
     Export(apply::ExportArgs),
+    /// Inspect a workspace's data.
+    #[command(subcommand)]
+    Data(data::DataCommand),
+    /// Create the default Bible workspace (English KJV / Spanish RV1909,
+    /// verse-aligned) from the SWORD modules, installing them if needed.
+    Setup(data::SetupArgs),
 }
 
 /// Runs one command; the error is printed by `main`.
@@ -50,5 +57,7 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
         Command::Plot(a) => plot::plot(a),
         Command::Neighbours(a) => apply::neighbours(a),
         Command::Export(a) => apply::export(a),
+        Command::Data(c) => data::run_data(c),
+        Command::Setup(a) => data::run_setup(a),
     }
 }
