@@ -38,6 +38,10 @@ pub enum Command {
     Neighbours(apply::NeighboursArgs),
     /// Export a trained session's term vectors (.vec) and embeddings.
     Export(apply::ExportArgs),
+    /// Evaluate a trained session: sentence retrieval, ad-hoc retrieval, lexicon induction.
+    Eval(apply::EvalArgs),
+    /// Search the workspace's collection with a trained session.
+    Search(apply::SearchArgs),
     /// Inspect a workspace's data.
     #[command(subcommand)]
     Data(data::DataCommand),
@@ -57,6 +61,8 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
         Command::Plot(a) => plot::plot(a),
         Command::Neighbours(a) => apply::neighbours(a),
         Command::Export(a) => apply::export(a),
+        Command::Eval(a) => apply::eval(a),
+        Command::Search(a) => apply::search(a),
         Command::Data(c) => data::run_data(c),
         Command::Setup(a) => data::run_setup(a),
     }

@@ -8,10 +8,14 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context};
 use clap::Args;
 
+use rosetta::corpus::{Prepared, Workspace};
+use rosetta::session::retrieval::adhoc_validation;
 use rosetta::session::{
     list_sessions, now_unix, read_status, Session, SessionConfig, State, Status, LOG_FILE,
 };
-use rosetta::train::runner::{cancel_on_signals, run_job, Observer, Quiet};
+use rosetta::train::runner::{
+    cancel_on_signals, run_job_with_validation, ExtraValidation, Observer, Quiet,
+};
 use rosetta::train::TrainData;
 
 /// Arguments of `rosetta train`.
@@ -20,8 +24,7 @@ pub struct TrainArgs {
     /// Workspace file (workspace.toml) to train on.
     #[arg(long, value_name = "FILE", required_unless_present = "resume")]
     pub workspace: Option<PathBuf>,
-    /// Model to train (see the list in the error for an unknown name).
-    #[arg(long, value_name = "NAME", required_unless_present = "resume")]
+    #[arg(long, value_name = "NAME", required_unless_present = "resume", help = model_help())]
     pub model: Option<String>,
     /// Dimension of the shared space (`--set dim=`); default: the model's (128 for most).
     #[arg(long)]
@@ -85,6 +88,13 @@ pub struct CancelArgs {
     pub timeout: u64,
 }
 
+fn model_help() -> String {
+    format!(
+        "Model to train: {}",
+        rosetta::models::MODEL_NAMES.join(", ")
+    )
+}
+
 fn parse_sets(sets: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
     let mut m = BTreeMap::new();
     for s in sets {
@@ -134,7 +144,8 @@ fn new_session(args: &TrainArgs) -> anyhow::Result<Session> {
     let ws_arg = args.workspace.clone().expect("clap: required");
     let ws_path = std::fs::canonicalize(&ws_arg)
         .with_context(|| format!("{}: cannot open workspace", ws_arg.display()))?;
-    let hash = workspace_hash(&ws_path)?;
+    let ws = Workspace::load(&ws_path)?;
+    let hash = ws.content_hash()?;
     let cfg = SessionConfig {
         rosetta_version: env!("CARGO_PKG_VERSION").to_string(),
         model,
@@ -146,7 +157,7 @@ fn new_session(args: &TrainArgs) -> anyhow::Result<Session> {
         given,
         params: BTreeMap::new(),
         created: rosetta::session::fmt_utc(now_unix()),
-        text: None,
+        text: Some(ws.text.clone()),
     };
     Ok(match &args.session {
         Some(dir) => Session::create(dir, cfg)?,
@@ -205,8 +216,40 @@ fn run_session(mut session: Session, background: bool) -> anyhow::Result<()> {
     // first, so that a SIGTERM while the data loads cancels cleanly too
     let cancel = cancel_on_signals()?;
     let resume = session.status.state != State::Queued;
-    let trainer = rosetta::models::trainer(&session.config.model)?;
-    let (data, hash) = load_workspace(&session.config.workspace)?;
+    if session.status.state == State::Queued {
+        // this process owns the queued job from now on: `jobs` can tell
+        // when it dies while loading the data
+        let pid = std::process::id();
+        session.status.pid = pid;
+        session.status.pid_start = rosetta::session::process_start_time(pid);
+        session.status.write(&session.dir)?;
+    }
+    let loaded = rosetta::models::trainer(&session.config.model)
+        .map_err(anyhow::Error::from)
+        .and_then(|t| {
+            let (prepared, data, hash) =
+                load_workspace(&session.config.workspace, &session.config.model)?;
+            Ok((t, prepared, data, hash))
+        });
+    let (trainer, prepared, data, hash) = match loaded {
+        Ok(x) => x,
+        Err(e) => {
+            if session.status.state == State::Queued {
+                session.status.state = State::Failed;
+                session.status.error = Some(format!("{e:#}"));
+                session.status.write(&session.dir)?;
+            }
+            return Err(e);
+        }
+    };
+    // a real ad-hoc collection (not one derived from the parallel test
+    // split): its figures are reported per epoch, never used for selection
+    let adhoc_figures = |m: &dyn rosetta::models::Model| adhoc_validation(m, &prepared.adhoc);
+    let extra: Option<&ExtraValidation<'_>> = if prepared.adhoc.derived {
+        None
+    } else {
+        Some(&adhoc_figures)
+    };
     let mut bar;
     let mut quiet = Quiet;
     let observer: &mut dyn Observer = if background {
@@ -215,7 +258,7 @@ fn run_session(mut session: Session, background: bool) -> anyhow::Result<()> {
         bar = Bar::new();
         &mut bar
     };
-    let outcome = run_job(
+    let outcome = run_job_with_validation(
         &mut session,
         trainer.as_ref(),
         &data,
@@ -223,6 +266,7 @@ fn run_session(mut session: Session, background: bool) -> anyhow::Result<()> {
         resume,
         cancel,
         observer,
+        extra,
     )?;
     let dir = session.dir.display();
     match outcome.state {
@@ -251,18 +295,18 @@ fn run_session(mut session: Session, background: bool) -> anyhow::Result<()> {
     }
 }
 
-/// The content hash of a workspace, as recorded in sessions.
-fn workspace_hash(path: &Path) -> anyhow::Result<String> {
-    Err(anyhow!(
-        "{}: loading workspaces needs the corpus module, not in this build yet",
-        path.display()
-    ))
-}
-
-/// The training data of a workspace and its content hash.
-fn load_workspace(path: &Path) -> anyhow::Result<(TrainData, String)> {
-    let hash = workspace_hash(path)?;
-    Err(anyhow!("{hash}: not available"))
+/// A workspace's prepared data (cached by the corpus module), the training
+/// data for `model` and the workspace's content hash.
+fn load_workspace(path: &Path, model: &str) -> anyhow::Result<(Prepared, TrainData, String)> {
+    let ws = Workspace::load(path)?;
+    let prepared = Prepared::load_or_build(&ws)?;
+    // pseudo-relevant positives are only for XCNN's mono phase (mined when
+    // that model is registered); the linear models do not read them
+    let positives = Vec::new();
+    let _ = model;
+    let data = prepared.train_data(positives);
+    let hash = prepared.hash.clone();
+    Ok((prepared, data, hash))
 }
 
 /// The foreground progress bar and per-epoch lines.

@@ -18,6 +18,7 @@
 pub mod checkpoint;
 pub mod loaded;
 pub mod metrics;
+pub mod retrieval;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -281,15 +282,21 @@ impl Status {
     /// The state to show: a `running` job whose process is gone is `failed`
     /// (stale), never `running`.
     pub fn effective_state(&self) -> State {
-        match self.state {
-            State::Running if !self.process_alive() => State::Failed,
-            s => s,
+        if self.is_stale() {
+            State::Failed
+        } else {
+            self.state
         }
     }
 
-    /// Whether the recorded state is `running` but the process is gone.
+    /// Whether the recorded state is `running` (or `queued` by a process
+    /// that took the job) but the process is gone.
     pub fn is_stale(&self) -> bool {
-        self.state == State::Running && !self.process_alive()
+        match self.state {
+            State::Running => !self.process_alive(),
+            State::Queued => self.pid != 0 && !self.process_alive(),
+            _ => false,
+        }
     }
 }
 
@@ -512,8 +519,8 @@ pub fn list_sessions(root: &Path) -> Result<Vec<SessionEntry>> {
             if let Some(s) = &status {
                 if s.is_stale() {
                     problems.push(format!(
-                        "stale: status says running but process {} is gone",
-                        s.pid
+                        "stale: status says {} but process {} is gone",
+                        s.state, s.pid
                     ));
                 }
             }
