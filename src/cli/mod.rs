@@ -1,6 +1,8 @@
 //! The command line: argument definitions and one handler per command, each a
 //! thin call into the engine.
 
+mod bench;
+
 use clap::{Parser, Subcommand};
 
 /// Rosetta: a terminal workbench for cross-language information retrieval.
@@ -13,9 +15,14 @@ pub struct Cli {
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
-pub enum Command {}
+pub enum Command {
+    /// Benchmarks of the index (dense top-k against faiss, pseudo-relevance mining).
+    Bench(bench::BenchArgs),
+}
 
 /// Runs one command; the error is printed by `main`.
 pub fn run(cmd: Command) -> anyhow::Result<()> {
-    match cmd {}
+    match cmd {
+        Command::Bench(a) => bench::run(a),
+    }
 }

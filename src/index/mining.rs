@@ -6,17 +6,28 @@
 //! The scores are exact BM25 (or log-tf·idf cosine) over the texts' raw counts
 //! on the target vocabulary. Both are sums over the query's terms of
 //! `query weight × impact(term, doc)`, so each term's postings carry the
-//! per-document impact and the term's largest impact is an upper bound of its
-//! contribution. The search is document-at-a-time MaxScore (Turtle and Flood
-//! 1995) for the top 1 only: terms whose summed upper bounds cannot beat the
-//! best score so far stop producing candidates and are only looked up (by
-//! galloping search) for candidates that might still win. It is exact: the
-//! result equals [`mine_positives_exhaustive`], which scores every posting
-//! (the tests check this on random collections).
+//! per-document impact and the term's largest impact bounds its contribution
+//! (as in MaxScore, Turtle and Flood 1995). Per query, for the top 1 only:
 //!
-//! Scores are summed in `f64` in ascending term order in both searches, so they
-//! are bit-identical; pruning decisions leave a relative slack of 1e-9 so that
-//! rounding never prunes a document that could win. Ties go to the lower row.
+//! 1. *seed*: the postings of the query's rarest terms are accumulated and
+//!    their best few documents scored in full: a threshold θ close to the
+//!    final best score;
+//! 2. *split*: the frequent terms whose bounds sum to less than ¾ θ will only
+//!    be looked up; a document holding nothing else cannot win;
+//! 3. *accumulate* the other terms' postings term at a time (a dense
+//!    per-thread accumulator);
+//! 4. *verify* each accumulated document whose bound still beats θ: look the
+//!    frequent terms up (binary search, most bounding first, stopping as soon
+//!    as the bound falls below θ), score the survivors in full, raise θ.
+//!
+//! Scoring every posting of the frequent terms is what brute force spends its
+//! time on (a term in most texts has a posting list as long as the
+//! collection); here they are touched only for a few candidates. It is exact:
+//! the result equals [`mine_positives_exhaustive`], which scores every posting
+//! (the tests check this on random collections). Full scores are summed in
+//! `f64` in query-row order in both, so they are bit-identical; pruning
+//! decisions leave a relative slack of 1e-9 so that rounding never prunes a
+//! document that could win. Ties go to the lower row.
 //!
 //! **Duplicates.** A different row with exactly the same counts as the query
 //! is by construction its best match. It is allowed as the positive by default
@@ -89,8 +100,9 @@ pub struct Mined {
     pub with_positive: usize,
     /// Identical rows passed over (with `skip_duplicates`).
     pub duplicates_skipped: usize,
-    /// Candidate documents produced by the essential lists (work done).
-    pub candidates: u64,
+    /// Postings accumulated (work done; brute force reads every posting of
+    /// every query term).
+    pub postings: u64,
     /// Candidates scored in full (not pruned).
     pub scored: u64,
 }
@@ -153,7 +165,8 @@ fn impacts(counts: &CsrMatrix, vocab: &Vocabulary, cfg: &MineConfig) -> Result<I
                 let norm = k1 * (1.0 - b + b * len / avg);
                 for j in w.indptr[i]..w.indptr[i + 1] {
                     let tf = w.values[j] as f64;
-                    w.values[j] = (idf[w.indices[j] as usize] * tf * (k1 + 1.0) / (tf + norm)) as f32;
+                    w.values[j] =
+                        (idf[w.indices[j] as usize] * tf * (k1 + 1.0) / (tf + norm)) as f32;
                 }
             }
             qw = counts.values.clone();
@@ -204,38 +217,40 @@ fn impacts(counts: &CsrMatrix, vocab: &Vocabulary, cfg: &MineConfig) -> Result<I
 /// Relative slack of pruning decisions against rounding.
 const SLACK: f64 = 1e-9;
 
-/// First position at or after `pos` whose document is ≥ `target`.
-#[inline]
-fn gallop(docs: &[u32], pos: usize, target: u32) -> usize {
-    if pos >= docs.len() || docs[pos] >= target {
-        return pos;
-    }
-    let (mut lo, mut step) = (pos, 1usize);
-    let mut hi = pos + 1;
-    while hi < docs.len() && docs[hi] < target {
-        lo = hi;
-        step *= 2;
-        hi = lo + step;
-    }
-    let hi = hi.min(docs.len());
-    lo + 1 + docs[lo + 1..hi].partition_point(|&x| x < target)
-}
-
-/// One query term during a MaxScore search.
-struct Cursor<'a> {
+/// One query term during a search.
+struct Term<'a> {
+    /// Position of the term in the query row (ascending term id).
     canon: usize,
     w: f64,
     ub: f64,
     docs: &'a [u32],
     imps: &'a [f32],
-    pos: usize,
+}
+
+impl Term<'_> {
+    /// This term's contribution to document `d` (0 when absent).
+    #[inline]
+    fn contribution(&self, d: u32) -> f64 {
+        match self.docs.binary_search(&d) {
+            Ok(p) => self.w * self.imps[p] as f64,
+            Err(_) => 0.0,
+        }
+    }
+}
+
+/// Per-thread scratch space of the miner.
+struct Scratch {
+    acc: Vec<f64>,
+    touched: Vec<u32>,
+    cand: Vec<(u32, f64)>,
+    contrib: Vec<f64>,
 }
 
 #[derive(Default)]
 struct Found {
     best: Option<u32>,
     dup_skipped: bool,
-    candidates: u64,
+    postings: u64,
     scored: u64,
 }
 
@@ -243,109 +258,180 @@ fn same_row(counts: &CsrMatrix, a: usize, b: usize) -> bool {
     counts.row(a) == counts.row(b)
 }
 
-/// The best match of row `q` by MaxScore.
-fn best_maxscore(
+/// Documents scored in full to seed the threshold.
+const SEED_DOCS: usize = 16;
+/// Postings of the rarest terms accumulated to pick the seed documents.
+const SEED_POSTINGS: usize = 256;
+/// The lookup terms' summed bounds stay below this share of the seed
+/// threshold (more terms accumulated, fewer candidates to look up).
+const LOOKUP_SHARE: f64 = 0.75;
+
+/// The search state of one query.
+struct Best<'a> {
+    q: usize,
+    counts: &'a CsrMatrix,
+    skip_dup: bool,
+    theta: f64,
+    best: Option<u32>,
+    found: Found,
+}
+
+impl Best<'_> {
+    /// The exact score of `d`, summed in query-row order (as the brute force).
+    fn exact(&mut self, terms: &[Term], contrib: &mut [f64], d: u32) -> f64 {
+        self.found.scored += 1;
+        contrib.iter_mut().for_each(|x| *x = 0.0);
+        for t in terms {
+            contrib[t.canon] = t.contribution(d);
+        }
+        let mut s = 0.0f64;
+        for x in contrib.iter() {
+            s += *x;
+        }
+        s
+    }
+
+    /// Offers `d` with exact score `s`: a higher score wins, a tie goes to
+    /// the lower row.
+    fn offer(&mut self, d: u32, s: f64) {
+        let better =
+            s > self.theta || (s == self.theta && s > 0.0 && self.best.is_some_and(|b| d < b));
+        if !better {
+            return;
+        }
+        if self.skip_dup && same_row(self.counts, self.q, d as usize) {
+            self.found.dup_skipped = true;
+            return;
+        }
+        self.theta = s;
+        self.best = Some(d);
+    }
+}
+
+/// The best match of row `q`: the threshold is seeded by scoring documents
+/// of the query's rarest terms, then the terms whose bounds can beat the
+/// threshold are accumulated term at a time and the remaining (frequent)
+/// terms are only looked up for candidates whose bound still beats it.
+fn best_match(
     q: usize,
     counts: &CsrMatrix,
     imp: &Impacts,
     skip_dup: bool,
-    contrib: &mut Vec<f64>,
+    sc: &mut Scratch,
 ) -> Found {
-    let mut found = Found::default();
     let (a, e) = (counts.indptr[q], counts.indptr[q + 1]);
-    let mut cur: Vec<Cursor> = Vec::with_capacity(e - a);
+    let mut terms: Vec<Term> = Vec::with_capacity(e - a);
     for j in a..e {
         let t = counts.indices[j];
         let w = imp.qw[j] as f64;
         let (docs, imps) = imp.post.list(t);
         if w > 0.0 && !docs.is_empty() {
-            cur.push(Cursor {
-                canon: cur.len(),
+            terms.push(Term {
+                canon: terms.len(),
                 w,
                 ub: w * imp.max_imp[t as usize] as f64,
                 docs,
                 imps,
-                pos: 0,
             });
         }
     }
-    let m = cur.len();
+    let m = terms.len();
+    let mut st = Best {
+        q,
+        counts,
+        skip_dup,
+        theta: 0.0,
+        best: None,
+        found: Found::default(),
+    };
     if m == 0 {
-        return found;
+        return st.found;
     }
-    cur.sort_by(|x, y| x.ub.total_cmp(&y.ub).then(x.canon.cmp(&y.canon)));
+    sc.contrib.clear();
+    sc.contrib.resize(m, 0.0);
+    // ascending bound; prefix[i] = bound of terms 0..=i together
+    terms.sort_by(|x, y| x.ub.total_cmp(&y.ub).then(x.canon.cmp(&y.canon)));
     let mut prefix = Vec::with_capacity(m);
-    let mut acc = 0.0;
-    for c in &cur {
-        acc += c.ub;
-        prefix.push(acc);
+    let mut run = 0.0;
+    for t in &terms {
+        run += t.ub;
+        prefix.push(run);
     }
-    contrib.clear();
-    contrib.resize(m, 0.0);
-    let mut theta = 0.0f64;
-    let mut n_ne = 0usize;
-    loop {
-        let mut d = u32::MAX;
-        for c in &cur[n_ne..] {
-            if c.pos < c.docs.len() && c.docs[c.pos] < d {
-                d = c.docs[c.pos];
-            }
-        }
-        if d == u32::MAX {
+    // 1. seed the threshold: accumulate the rarest terms' short lists and
+    // score their best few documents in full
+    let mut seeded = 0usize;
+    for t in terms.iter().rev() {
+        if seeded >= SEED_POSTINGS {
             break;
         }
-        found.candidates += 1;
-        let mut s = 0.0;
-        for c in &mut cur[n_ne..] {
-            if c.pos < c.docs.len() && c.docs[c.pos] == d {
-                let x = c.w * c.imps[c.pos] as f64;
-                contrib[c.canon] = x;
-                s += x;
-                c.pos += 1;
+        seeded += t.docs.len();
+        for (&d, &x) in t.docs.iter().zip(t.imps) {
+            let acc = &mut sc.acc[d as usize];
+            if *acc == 0.0 {
+                sc.touched.push(d);
             }
+            *acc += t.w * x as f64;
         }
-        if d as usize == q {
-            contrib.iter_mut().for_each(|x| *x = 0.0);
+    }
+    sc.cand.clear();
+    for &d in &sc.touched {
+        let s = std::mem::take(&mut sc.acc[d as usize]);
+        if d as usize != q {
+            sc.cand.push((d, s));
+        }
+    }
+    sc.touched.clear();
+    let n_seed = SEED_DOCS.min(sc.cand.len());
+    if n_seed > 0 && n_seed < sc.cand.len() {
+        sc.cand
+            .select_nth_unstable_by(n_seed - 1, |x, y| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0)));
+    }
+    for i in 0..n_seed {
+        let d = sc.cand[i].0;
+        let s = st.exact(&terms, &mut sc.contrib, d);
+        st.offer(d, s);
+    }
+    // 2. split: terms 0..n_look are looked up, the rest accumulated
+    let mut n_look = 0;
+    while n_look < m && prefix[n_look] * (1.0 + SLACK) < st.theta * LOOKUP_SHARE {
+        n_look += 1;
+    }
+    let look_bound = if n_look > 0 { prefix[n_look - 1] } else { 0.0 };
+    for t in &terms[n_look..] {
+        st.found.postings += t.docs.len() as u64;
+        for (&d, &x) in t.docs.iter().zip(t.imps) {
+            let acc = &mut sc.acc[d as usize];
+            if *acc == 0.0 {
+                sc.touched.push(d);
+            }
+            *acc += t.w * x as f64;
+        }
+    }
+    // 3. candidates: bound check, lookups of the frequent terms (most
+    // bounding first), exact score
+    for i in 0..sc.touched.len() {
+        let d = sc.touched[i];
+        let s0 = std::mem::take(&mut sc.acc[d as usize]);
+        if d as usize == q || (s0 + look_bound) * (1.0 + SLACK) < st.theta {
             continue;
         }
+        let mut s = s0;
         let mut alive = true;
-        for j in (0..n_ne).rev() {
-            if (s + prefix[j]) * (1.0 + SLACK) <= theta {
+        for j in (0..n_look).rev() {
+            if (s + prefix[j]) * (1.0 + SLACK) < st.theta {
                 alive = false;
                 break;
             }
-            let c = &mut cur[j];
-            c.pos = gallop(c.docs, c.pos, d);
-            if c.pos < c.docs.len() && c.docs[c.pos] == d {
-                let x = c.w * c.imps[c.pos] as f64;
-                contrib[c.canon] = x;
-                s += x;
-            }
+            s += terms[j].contribution(d);
         }
-        if alive {
-            found.scored += 1;
-            let mut exact = 0.0f64;
-            for x in contrib.iter() {
-                exact += *x;
-            }
-            if exact > theta {
-                if skip_dup && same_row(counts, q, d as usize) {
-                    found.dup_skipped = true;
-                } else {
-                    theta = exact;
-                    found.best = Some(d);
-                    while n_ne < m && prefix[n_ne] * (1.0 + SLACK) <= theta {
-                        n_ne += 1;
-                    }
-                }
-            }
-        }
-        contrib.iter_mut().for_each(|x| *x = 0.0);
-        if n_ne == m {
-            break;
+        if alive && s * (1.0 + SLACK) >= st.theta {
+            let x = st.exact(&terms, &mut sc.contrib, d);
+            st.offer(d, x);
         }
     }
-    found
+    sc.touched.clear();
+    st.found.best = st.best;
+    st.found
 }
 
 /// For every row of `counts` (raw term counts over `vocab`, one text per
@@ -356,9 +442,15 @@ pub fn mine_positives(counts: &CsrMatrix, vocab: &Vocabulary, cfg: &MineConfig) 
     let imp = impacts(counts, vocab, cfg)?;
     let found: Vec<Found> = (0..counts.n_rows())
         .into_par_iter()
-        .map_init(Vec::new, |contrib, q| {
-            best_maxscore(q, counts, &imp, cfg.skip_duplicates, contrib)
-        })
+        .map_init(
+            || Scratch {
+                acc: vec![0.0; counts.n_rows()],
+                touched: Vec::new(),
+                cand: Vec::new(),
+                contrib: Vec::new(),
+            },
+            |sc, q| best_match(q, counts, &imp, cfg.skip_duplicates, sc),
+        )
         .collect();
     let mut out = Mined {
         positives: Vec::with_capacity(found.len()),
@@ -367,7 +459,7 @@ pub fn mine_positives(counts: &CsrMatrix, vocab: &Vocabulary, cfg: &MineConfig) 
     for f in found {
         out.with_positive += f.best.is_some() as usize;
         out.duplicates_skipped += f.dup_skipped as usize;
-        out.candidates += f.candidates;
+        out.postings += f.postings;
         out.scored += f.scored;
         out.positives.push(f.best);
     }

@@ -127,7 +127,11 @@ pub fn apertium_translate<S: AsRef<str>>(texts: &[S], src: &str, tgt: &str) -> R
     // line alignment lost: one text at a time
     lines
         .iter()
-        .map(|l| Ok(run_apertium(&pair, &format!("{l}\n"))?.trim().replace('\n', " ")))
+        .map(|l| {
+            Ok(run_apertium(&pair, &format!("{l}\n"))?
+                .trim()
+                .replace('\n', " "))
+        })
         .collect()
 }
 
@@ -164,7 +168,10 @@ mod tests {
     #[test]
     fn dictionary_queries_pool_translations() {
         let mut dict = HashMap::new();
-        dict.insert("dog".to_string(), vec!["perro".to_string(), "can".to_string()]);
+        dict.insert(
+            "dog".to_string(),
+            vec!["perro".to_string(), "can".to_string()],
+        );
         dict.insert("run".to_string(), vec!["corr".to_string()]);
         let t = translate_dict(&["dog", "the", "run", "dog", "xyz"], &dict);
         assert_eq!(t.translated, 3);
