@@ -63,7 +63,7 @@ pub struct SearchArgs {
     pub repeat: usize,
     /// Matrix-product kernel: gemm, ndarray, faer, or all (each timed; the
     /// first one's results are written).
-    #[arg(long, default_value = "gemm")]
+    #[arg(long, default_value = "faer")]
     pub matmul: String,
     /// Folder for docs.npy, queries.npy and the top-k row ids
     /// (rosetta_ids.txt, faiss_ids.txt), for faiss_search.py.
