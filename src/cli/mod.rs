@@ -2,6 +2,7 @@
 //! thin call into the engine.
 
 mod bench;
+mod bm25;
 
 use clap::{Parser, Subcommand};
 
@@ -31,6 +32,9 @@ pub enum Command {
     /// Create the default Bible workspace (English KJV / Spanish RV1909,
     /// verse-aligned) from the SWORD modules, installing them if needed.
     Setup(data::SetupArgs),
+    /// A BM25 run on a workspace's ad-hoc task (monolingual, untranslated,
+    /// dictionary or MT queries), written as a TREC run and scored.
+    Bm25(bm25::Bm25Args),
     /// Benchmarks of the index (dense top-k against faiss, pseudo-relevance mining).
     Bench(bench::BenchArgs),
 }
@@ -42,6 +46,7 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
         Command::Compare(a) => eval::compare(a),
         Command::Data(c) => data::run_data(c),
         Command::Setup(a) => data::run_setup(a),
+        Command::Bm25(a) => bm25::run(a),
         Command::Bench(a) => bench::run(a),
     }
 }

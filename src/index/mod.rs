@@ -8,6 +8,7 @@
 //! document id descending. Indexes know documents by row; a [`TieOrder`]
 //! made from the document ids tells them which row wins a tie.
 
+pub mod adhoc;
 pub mod bm25;
 pub mod dense;
 pub mod mining;
