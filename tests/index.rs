@@ -326,3 +326,130 @@ fn apertium_errors_name_the_pair_and_keep_lines() {
         assert!(out[2].to_lowercase().contains("casa"), "{out:?}");
     }
 }
+
+fn tiny_ws() -> PathBuf {
+    fixture("ws/ws.toml")
+}
+
+fn bm25_cli(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_rosetta"))
+        .arg("bm25")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn bm25_runs_on_a_workspace_task() {
+    use rosetta::corpus::Workspace;
+    use rosetta::eval::{evaluate, Run};
+    use rosetta::index::adhoc::{bm25_run, Bm25RunConfig, Translation};
+    use rosetta::models::Side;
+
+    let ws = Workspace::load(&tiny_ws()).unwrap();
+    let task = ws.adhoc().unwrap();
+    let mono = bm25_run(
+        &ws,
+        &task,
+        &Bm25RunConfig {
+            queries: Side::Target,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(mono.run.tag, "bm25-target");
+    assert_eq!(evaluate(&mono.run, &task.qrels).mean.mrr, 1.0);
+    let dict = bm25_run(
+        &ws,
+        &task,
+        &Bm25RunConfig {
+            translation: Translation::Dict,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert!(dict.stats.translated_tokens > 0 && dict.stats.dropped_tokens > 0);
+    let none = bm25_run(&ws, &task, &Bm25RunConfig::default()).unwrap();
+    let (d, n) = (
+        evaluate(&dict.run, &task.qrels).mean.mrr,
+        evaluate(&none.run, &task.qrels).mean.mrr,
+    );
+    assert!(d > n, "dictionary {d} should beat untranslated {n}");
+    // the written run reads back to the same evaluation (scores as written)
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("dict.run");
+    dict.run.write(&p).unwrap();
+    let back = Run::read(&p).unwrap();
+    assert_eq!(
+        evaluate(&back, &task.qrels),
+        evaluate(&dict.run, &task.qrels)
+    );
+    // target queries take no translation
+    let bad = Bm25RunConfig {
+        queries: Side::Target,
+        translation: Translation::Dict,
+        ..Default::default()
+    };
+    assert!(bm25_run(&ws, &task, &bad).is_err());
+}
+
+#[test]
+fn bm25_cli_writes_a_run_and_one_json_object() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("r.run");
+    let ws = tiny_ws();
+    let o = bm25_cli(&[
+        "--workspace",
+        ws.to_str().unwrap(),
+        "--queries",
+        "target",
+        "--run",
+        run.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8(o.stdout).unwrap();
+    assert_eq!(out.trim().lines().count(), 1);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["metrics"]["MRR"].as_f64(), Some(1.0));
+    assert_eq!(v["query_stats"]["queries"].as_u64(), Some(4));
+    let text = std::fs::read_to_string(&run).unwrap();
+    assert!(
+        text.lines().next().unwrap().starts_with("q1 Q0 e1 1 "),
+        "{text}"
+    );
+    // a bad parameter is an error naming it
+    let o = bm25_cli(&[
+        "--workspace",
+        ws.to_str().unwrap(),
+        "--b",
+        "2",
+        "--run",
+        run.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("b must lie"));
+}
+
+#[test]
+fn bm25_mt_through_apertium_when_installed() {
+    use rosetta::corpus::Workspace;
+    use rosetta::index::adhoc::{bm25_run, Bm25RunConfig, Translation};
+    let ws = Workspace::load(&tiny_ws()).unwrap();
+    let task = ws.adhoc().unwrap();
+    let cfg = Bm25RunConfig {
+        translation: Translation::Mt,
+        ..Default::default()
+    };
+    match apertium_pairs() {
+        Ok(p) if p.iter().any(|p| p == "eng-spa") => {
+            let r = bm25_run(&ws, &task, &cfg).unwrap();
+            let mrr = rosetta::eval::evaluate(&r.run, &task.qrels).mean.mrr;
+            assert!(mrr >= 0.75, "MT MRR {mrr}");
+        }
+        _ => {
+            let e = bm25_run(&ws, &task, &cfg).unwrap_err().to_string();
+            assert!(e.contains("apertium"), "{e}");
+        }
+    }
+}
