@@ -100,7 +100,7 @@ pub fn apertium_pairs() -> Result<Vec<String>> {
 pub fn apertium_translate<S: AsRef<str>>(texts: &[S], src: &str, tgt: &str) -> Result<Vec<String>> {
     let pair = format!("{}-{}", apertium_code(src), apertium_code(tgt));
     let pairs = apertium_pairs()?;
-    if !pairs.iter().any(|p| *p == pair) {
+    if !pairs.contains(&pair) {
         return Err(Error::invalid(format!(
             "apertium has no {pair} pair (installed: {}); install apertium-{pair} or use --translate dict",
             if pairs.is_empty() {
