@@ -52,6 +52,10 @@ pub struct Bm25Args {
     /// BM25 length normalisation (0 to 1).
     #[arg(long, default_value_t = 0.75)]
     pub b: f64,
+    /// With --translate dict: keep query terms the dictionary lacks as they
+    /// are (names, numbers, cognates) instead of dropping them.
+    #[arg(long)]
+    pub keep_untranslated: bool,
     /// Documents kept per query.
     #[arg(long, default_value_t = 1000)]
     pub depth: usize,
@@ -80,6 +84,7 @@ pub fn run(a: Bm25Args) -> anyhow::Result<()> {
             TranslateArg::Mt => Translation::Mt,
         },
         depth: a.depth,
+        keep_untranslated: a.keep_untranslated,
     };
     let out = bm25_run(&ws, &task, &cfg)?;
     out.run.write(&a.run)?;
@@ -97,6 +102,7 @@ pub fn run(a: Bm25Args) -> anyhow::Result<()> {
                 "k1": a.k1,
                 "b": a.b,
                 "depth": a.depth,
+                "keep_untranslated": a.keep_untranslated,
                 "documents": task.docs.len(),
                 "judged_queries": ev.queries,
                 "query_stats": out.stats,

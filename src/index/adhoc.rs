@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::{Deserialize, Serialize};
 
 use super::bm25::{Bm25Index, Bm25Params, Query};
-use super::translate::{apertium_translate, translate_dict};
+use super::translate::{apertium_translate, translate_dict_with};
 use crate::corpus::{AdhocTask, Workspace};
 use crate::eval::Run;
 use crate::models::Side;
@@ -50,6 +50,9 @@ pub struct Bm25RunConfig {
     pub translation: Translation,
     /// Documents kept per query (TREC runs usually keep 1000).
     pub depth: usize,
+    /// With `Dict`: keep terms the dictionary lacks as they are instead of
+    /// dropping them.
+    pub keep_untranslated: bool,
 }
 
 impl Default for Bm25RunConfig {
@@ -59,6 +62,7 @@ impl Default for Bm25RunConfig {
             queries: Side::Source,
             translation: Translation::None,
             depth: 1000,
+            keep_untranslated: false,
         }
     }
 }
@@ -88,11 +92,13 @@ pub struct Bm25Run {
     pub stats: QueryStats,
 }
 
-/// The run's tag: `bm25`, `bm25-dict`, `bm25-mt`, `bm25-target`.
+/// The run's tag: `bm25`, `bm25-dict`, `bm25-dict-keep`, `bm25-mt`,
+/// `bm25-target`.
 pub fn run_tag(cfg: &Bm25RunConfig) -> String {
     match (cfg.queries, cfg.translation) {
         (Side::Target, _) => "bm25-target".into(),
         (Side::Source, Translation::None) => "bm25".into(),
+        (Side::Source, Translation::Dict) if cfg.keep_untranslated => "bm25-dict-keep".into(),
         (Side::Source, t) => format!("bm25-{}", t.name()),
     }
 }
@@ -167,7 +173,7 @@ pub fn build_queries(
                 .map(|t| {
                     let toks = src.analyze(t);
                     stats.tokens += toks.len();
-                    let tr = translate_dict(&toks, &analysed);
+                    let tr = translate_dict_with(&toks, &analysed, cfg.keep_untranslated);
                     stats.translated_tokens += tr.translated;
                     stats.dropped_tokens += tr.dropped;
                     tr.query
@@ -195,6 +201,11 @@ pub fn build_queries(
 /// Runs BM25 on the workspace's ad-hoc task: every query (as `cfg` says)
 /// against the documents, `cfg.depth` results each, in evaluator order.
 pub fn bm25_run(ws: &Workspace, task: &AdhocTask, cfg: &Bm25RunConfig) -> Result<Bm25Run> {
+    if cfg.keep_untranslated && cfg.translation != Translation::Dict {
+        return Err(Error::invalid(
+            "keeping untranslated terms applies to dictionary translation only",
+        ));
+    }
     if cfg.depth == 0 {
         return Err(Error::invalid("run depth must be at least 1"));
     }

@@ -1,7 +1,7 @@
 //! Retrieval indexes: exact BM25 over analysed terms ([`bm25`]), query
-//! translation for it ([`translate`]), pseudo-relevance mining for XCNN
-//! pre-initialisation ([`mining`]) and exact dense top-k over embeddings
-//! ([`dense`]).
+//! translation for it ([`translate`]), BM25 runs on a workspace's ad-hoc
+//! task ([`adhoc`]), pseudo-relevance mining for XCNN pre-initialisation
+//! ([`mining`]) and exact dense top-k over embeddings ([`dense`]).
 //!
 //! Every ranked list here orders documents the way the evaluator does
 //! ([`crate::eval::trec::sorted_for_eval`]): score descending, ties by
@@ -17,7 +17,7 @@ pub mod translate;
 pub use bm25::{Bm25Index, Bm25Params, Clause, Query};
 pub use dense::{DenseIndex, Matmul};
 pub use mining::{mine_positives, MineConfig, MineScoring};
-pub use translate::{apertium_translate, translate_dict, DictTranslation};
+pub use translate::{apertium_translate, translate_dict, translate_dict_with, DictTranslation};
 
 use std::cmp::Ordering;
 

@@ -34,6 +34,18 @@ pub fn translate_dict<S: AsRef<str>>(
     tokens: &[S],
     dict: &HashMap<String, Vec<String>>,
 ) -> DictTranslation {
+    translate_dict_with(tokens, dict, false)
+}
+
+/// [`translate_dict`], optionally keeping untranslatable terms as they are
+/// (still counted as dropped): names, numbers and cognates then match
+/// documents that spell them the same way, as is common practice with
+/// Pirkola queries.
+pub fn translate_dict_with<S: AsRef<str>>(
+    tokens: &[S],
+    dict: &HashMap<String, Vec<String>>,
+    keep_untranslated: bool,
+) -> DictTranslation {
     let mut out = DictTranslation::default();
     for t in tokens {
         let t = t.as_ref();
@@ -44,6 +56,9 @@ pub fn translate_dict<S: AsRef<str>>(
             }
             None => {
                 out.dropped += 1;
+                if keep_untranslated {
+                    out.query.add(vec![t.to_string()], 1.0);
+                }
                 if !out.dropped_terms.iter().any(|d| d == t) {
                     out.dropped_terms.push(t.to_string());
                 }
@@ -180,5 +195,8 @@ mod tests {
         assert_eq!(t.query.clauses.len(), 2);
         assert_eq!(t.query.clauses[0].terms, vec!["can", "perro"]);
         assert_eq!(t.query.clauses[0].weight, 2.0);
+        let k = translate_dict_with(&["dog", "xyz"], &dict, true);
+        assert_eq!(k.dropped, 1);
+        assert_eq!(k.query.clauses[1].terms, vec!["xyz"]);
     }
 }
