@@ -9,6 +9,7 @@ use anyhow::{anyhow, bail, Context};
 use clap::Args;
 
 use rosetta::corpus::{Prepared, Workspace};
+use rosetta::index::{mine_positives, MineConfig};
 use rosetta::session::retrieval::adhoc_validation;
 use rosetta::session::{
     list_sessions, now_unix, read_status, Session, SessionConfig, State, Status, LOG_FILE,
@@ -300,10 +301,24 @@ fn run_session(mut session: Session, background: bool) -> anyhow::Result<()> {
 fn load_workspace(path: &Path, model: &str) -> anyhow::Result<(Prepared, TrainData, String)> {
     let ws = Workspace::load(path)?;
     let prepared = Prepared::load_or_build(&ws)?;
-    // pseudo-relevant positives are only for XCNN's mono phase (mined when
-    // that model is registered); the linear models do not read them
-    let positives = Vec::new();
-    let _ = model;
+    // pseudo-relevant positives: only XCNN's mono phase uses them
+    let positives = if model == "xcnn" {
+        let t = Instant::now();
+        let mined = mine_positives(
+            &prepared.mono,
+            &prepared.vocabs.target,
+            &MineConfig::default(),
+        )?;
+        eprintln!(
+            "mined pseudo-relevant positives for {} of {} monolingual texts in {:.1} s",
+            mined.with_positive,
+            prepared.mono.n_rows(),
+            t.elapsed().as_secs_f64()
+        );
+        mined.positives
+    } else {
+        Vec::new()
+    };
     let data = prepared.train_data(positives);
     let hash = prepared.hash.clone();
     Ok((prepared, data, hash))
