@@ -944,7 +944,13 @@ mod tests {
             let e = select_device("cuda:0").unwrap_err().to_string();
             assert!(e.contains("no CUDA support"), "{e}");
         }
-        assert!(select_device("cuda:x").unwrap_err().to_string().contains("cuda:<index>"));
-        assert!(select_device("gpu").unwrap_err().to_string().contains("expected auto"));
+        assert!(select_device("cuda:x")
+            .unwrap_err()
+            .to_string()
+            .contains("cuda:<index>"));
+        assert!(select_device("gpu")
+            .unwrap_err()
+            .to_string()
+            .contains("expected auto"));
     }
 }
