@@ -391,10 +391,10 @@ fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
 // ---------------------------------------------------------------- tests
 
 const SLOW: &[(&str, &str)] = &[
-    ("epochs", "4"),
+    ("epochs", "6"),
     ("batch", "4"),
     ("log_every", "1"),
-    ("step_delay_ms", "25"),
+    ("step_delay_ms", "40"),
 ];
 
 #[test]
@@ -404,7 +404,7 @@ fn sigkill_mid_epoch_then_resume_matches_an_uninterrupted_run() {
     let reference = Session::create(&root.path().join("ref"), config(SLOW)).unwrap();
     let o = run_here(&reference.dir, false).unwrap();
     assert_eq!(o.state, State::Done);
-    assert_eq!(o.epoch, 4);
+    assert_eq!(o.epoch, 6);
 
     let s = Session::create(&root.path().join("killed"), config(SLOW)).unwrap();
     let mut tail = MetricsTail::new(s.dir.join(METRICS_FILE));
@@ -435,7 +435,9 @@ fn sigkill_mid_epoch_then_resume_matches_an_uninterrupted_run() {
     assert_eq!(e.state(), State::Failed);
     assert!(e.problem.as_deref().unwrap_or("").contains("stale"));
     let ck = Checkpoint::read(&s.dir.join(LAST_CHECKPOINT), &Device::Cpu).unwrap();
-    assert_eq!(ck.meta.epoch, 1, "last good checkpoint is the epoch-1 one");
+    // the last good checkpoint is an epoch boundary before the kill (epoch 1
+    // unless this machine stalled for a whole epoch)
+    assert!((1..6).contains(&ck.meta.epoch), "{:?}", ck.meta);
 
     // kill 2: a resumed job killed again, mid-epoch 3
     let mut child = spawn_job(&s.dir, true);
@@ -449,7 +451,7 @@ fn sigkill_mid_epoch_then_resume_matches_an_uninterrupted_run() {
     // final resume, in this process, completes
     let o = run_here(&s.dir, true).unwrap();
     assert_eq!(o.state, State::Done, "{o:?}");
-    assert_eq!(o.epoch, 4);
+    assert_eq!(o.epoch, 6);
     let st = read_status(&s.dir).unwrap();
     assert_eq!(st.state, State::Done);
     assert_eq!(st.progress, 1.0);
@@ -491,7 +493,7 @@ fn sigkill_mid_epoch_then_resume_matches_an_uninterrupted_run() {
             _ => None,
         })
         .collect();
-    assert_eq!(steps, (1..=40).collect::<Vec<_>>());
+    assert_eq!(steps, (1..=60).collect::<Vec<_>>());
     // the config lists every parameter with its value after defaults
     let cfg = SessionConfig::read(&s.dir).unwrap();
     assert_eq!(cfg.params.get("lr").map(String::as_str), Some("0.05"));
