@@ -54,6 +54,10 @@ struct Args {
     /// No stemming.
     #[arg(long)]
     no_stem: bool,
+    /// Save the model as a minimal session directory (DIR/checkpoints/best.safetensors,
+    /// DIR/vocab.<lang>.json) that `--set init=DIR` of s2net can start from.
+    #[arg(long)]
+    save: Option<PathBuf>,
     /// Skip validation at epoch ends (faster S2Net throughput runs).
     #[arg(long)]
     no_valid: bool,
@@ -229,6 +233,14 @@ fn main() -> anyhow::Result<()> {
         "test_p1": (sc.p1 * 10000.0).round() / 10000.0,
         "test_mrr_ties_favourable": (mrr_ties_favourable(&es, &et) * 10000.0).round() / 10000.0,
     });
+    if let Some(dir) = &a.save {
+        std::fs::create_dir_all(dir.join("checkpoints"))?;
+        let tensors: std::collections::HashMap<String, Tensor> =
+            model.tensors()?.into_iter().collect();
+        candle_core::safetensors::save(&tensors, dir.join("checkpoints/best.safetensors"))?;
+        vocabs.source.save(&dir.join("vocab.en.json"))?;
+        vocabs.target.save(&dir.join("vocab.hi.json"))?;
+    }
     println!("{out}");
     Ok(())
 }

@@ -28,7 +28,9 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use candle_core::{backprop::GradStore, DType, Device, Tensor, Var};
+use candle_core::{
+    backprop::GradStore, CpuStorage, DType, Device, InplaceOp2, InplaceOp3, Layout, Tensor, Var,
+};
 use ndarray::Array2;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -153,10 +155,13 @@ struct AdamW {
 
 impl AdamW {
     fn new(vars: &[&Var], lr: f64, weight_decay: f64) -> Result<Self> {
-        let m = vars
-            .iter()
-            .map(|v| v.as_tensor().zeros_like())
-            .collect::<candle_core::Result<Vec<_>>>()?;
+        // separate storages: the fused kernels update m and v in place
+        let zeros = || {
+            vars.iter()
+                .map(|v| v.as_tensor().zeros_like())
+                .collect::<candle_core::Result<Vec<_>>>()
+        };
+        let (m, v) = (zeros()?, zeros()?);
         Ok(AdamW {
             lr,
             beta1: 0.9,
@@ -164,8 +169,8 @@ impl AdamW {
             eps: 1e-8,
             weight_decay,
             t: 0,
-            v: m.clone(),
             m,
+            v,
         })
     }
 
@@ -177,10 +182,39 @@ impl AdamW {
             let Some(g) = grads.get(var.as_tensor()) else {
                 continue;
             };
+            let theta = var.as_tensor();
+            if fused_ok(&[theta, g, &self.m[i], &self.v[i]]) {
+                // CPU, f32, contiguous: three fused in-place passes, no temporaries
+                self.m[i].inplace_op2(
+                    g,
+                    &Moment {
+                        beta: self.beta1,
+                        square: false,
+                    },
+                )?;
+                self.v[i].inplace_op2(
+                    g,
+                    &Moment {
+                        beta: self.beta2,
+                        square: true,
+                    },
+                )?;
+                theta.inplace_op3(
+                    &self.m[i],
+                    &self.v[i],
+                    &ParamUpdate {
+                        lr: self.lr,
+                        decay: 1.0 - self.lr * self.weight_decay,
+                        scale_m,
+                        scale_v,
+                        eps: self.eps,
+                    },
+                )?;
+                continue;
+            }
             let m = ((&self.m[i] * self.beta1)? + (g * (1.0 - self.beta1))?)?;
             let v = ((&self.v[i] * self.beta2)? + (g.sqr()? * (1.0 - self.beta2))?)?;
             let upd = ((&m * scale_m)? / ((&v * scale_v)?.sqrt()? + self.eps)?)?;
-            let theta = var.as_tensor();
             let next = if self.weight_decay > 0.0 {
                 (theta * (1.0 - self.lr * self.weight_decay))?
             } else {
@@ -190,6 +224,108 @@ impl AdamW {
             self.m[i] = m;
             self.v[i] = v;
         }
+        Ok(())
+    }
+}
+
+/// Whether the fused CPU kernels apply: f32 tensors on the CPU, contiguous
+/// from offset 0, of one shape.
+fn fused_ok(ts: &[&Tensor]) -> bool {
+    ts.iter().all(|t| {
+        t.device().is_cpu()
+            && t.dtype() == DType::F32
+            && t.layout().contiguous_offsets() == Some((0, t.elem_count()))
+            && t.shape() == ts[0].shape()
+    })
+}
+
+fn f32_slice<'a>(s: &'a CpuStorage, name: &str) -> candle_core::Result<&'a [f32]> {
+    match s {
+        CpuStorage::F32(v) => Ok(v),
+        _ => candle_core::bail!("{name}: f32 storage expected"),
+    }
+}
+
+/// `m ← β m + (1 − β) g` (or `g²`), in place.
+struct Moment {
+    beta: f64,
+    square: bool,
+}
+
+impl InplaceOp2 for Moment {
+    fn name(&self) -> &'static str {
+        "adamw-moment"
+    }
+    fn cpu_fwd(
+        &self,
+        s1: &mut CpuStorage,
+        _l1: &Layout,
+        s2: &CpuStorage,
+        _l2: &Layout,
+    ) -> candle_core::Result<()> {
+        use rayon::prelude::*;
+        let g = f32_slice(s2, self.name())?;
+        let CpuStorage::F32(m) = s1 else {
+            candle_core::bail!("adamw-moment: f32 storage expected");
+        };
+        let (b, c) = (self.beta as f32, (1.0 - self.beta) as f32);
+        let sq = self.square;
+        m.par_chunks_mut(1 << 14)
+            .zip(g.par_chunks(1 << 14))
+            .for_each(|(m, g)| {
+                for (m, g) in m.iter_mut().zip(g) {
+                    let g = if sq { g * g } else { *g };
+                    *m = b * *m + c * g;
+                }
+            });
+        Ok(())
+    }
+}
+
+/// `θ ← θ·(1 − lr·λ) − lr · m̂ / (√v̂ + ε)`, in place.
+struct ParamUpdate {
+    lr: f64,
+    decay: f64,
+    scale_m: f64,
+    scale_v: f64,
+    eps: f64,
+}
+
+impl InplaceOp3 for ParamUpdate {
+    fn name(&self) -> &'static str {
+        "adamw-update"
+    }
+    fn cpu_fwd(
+        &self,
+        s1: &mut CpuStorage,
+        _l1: &Layout,
+        s2: &CpuStorage,
+        _l2: &Layout,
+        s3: &CpuStorage,
+        _l3: &Layout,
+    ) -> candle_core::Result<()> {
+        use rayon::prelude::*;
+        let m = f32_slice(s2, self.name())?;
+        let v = f32_slice(s3, self.name())?;
+        let CpuStorage::F32(theta) = s1 else {
+            candle_core::bail!("adamw-update: f32 storage expected");
+        };
+        let (lr, decay, sm, sv, eps) = (
+            self.lr as f32,
+            self.decay as f32,
+            self.scale_m as f32,
+            self.scale_v as f32,
+            self.eps as f32,
+        );
+        const C: usize = 1 << 14;
+        theta
+            .par_chunks_mut(C)
+            .zip(m.par_chunks(C).zip(v.par_chunks(C)))
+            .for_each(|(t, (m, v))| {
+                for ((t, m), v) in t.iter_mut().zip(m).zip(v) {
+                    *t = *t * decay - lr * (m * sm) / ((v * sv).sqrt() + eps);
+                }
+            });
         Ok(())
     }
 }
@@ -441,10 +577,10 @@ impl Trainer for S2NetTrainer {
             }
             let model = current(&a_s, &a_t)?;
             let extra = vec![
-                ("adam.m.source".to_string(), opt.m[0].clone()),
-                ("adam.v.source".to_string(), opt.v[0].clone()),
-                ("adam.m.target".to_string(), opt.m[1].clone()),
-                ("adam.v.target".to_string(), opt.v[1].clone()),
+                ("adam.m.source".to_string(), opt.m[0].copy()?),
+                ("adam.v.source".to_string(), opt.v[0].copy()?),
+                ("adam.m.target".to_string(), opt.m[1].copy()?),
+                ("adam.v.target".to_string(), opt.v[1].copy()?),
             ];
             if hooks.epoch_end("train", epoch, &model, extra)? == Flow::Stop {
                 return Ok(Box::new(model));
@@ -461,5 +597,48 @@ impl Trainer for S2NetTrainer {
         _device: &Device,
     ) -> Result<Box<dyn Model>> {
         Ok(Box::new(LinearModel::from_tensors(KIND, vocabs, &tensors)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fused in-place CPU kernels (f32) and the tensor-op update (f64,
+    /// the path other devices take) give the same AdamW trajectory.
+    #[test]
+    fn fused_adamw_matches_tensor_ops() {
+        let dev = Device::Cpu;
+        let init: Vec<f32> = (0..24).map(|i| (i as f32 * 0.37).sin()).collect();
+        let c: Vec<f32> = (0..24).map(|i| (i as f32 * 0.11).cos()).collect();
+        let run = |dtype: DType| -> Vec<f32> {
+            let t = Tensor::from_vec(init.clone(), (4, 6), &dev).unwrap();
+            let var = Var::from_tensor(&t.to_dtype(dtype).unwrap()).unwrap();
+            let ct = Tensor::from_vec(c.clone(), (4, 6), &dev)
+                .unwrap()
+                .to_dtype(dtype)
+                .unwrap();
+            let mut opt = AdamW::new(&[&var], 0.1, 0.01).unwrap();
+            assert_eq!(
+                fused_ok(&[var.as_tensor(), &opt.m[0], &opt.v[0]]),
+                dtype == DType::F32
+            );
+            for _ in 0..5 {
+                let loss = (var.as_tensor() * &ct)
+                    .unwrap()
+                    .sin()
+                    .unwrap()
+                    .sum_all()
+                    .unwrap();
+                let g = loss.backward().unwrap();
+                opt.step(&[&var], &g).unwrap();
+            }
+            to_array(var.as_tensor()).unwrap().iter().copied().collect()
+        };
+        let (fused, plain) = (run(DType::F32), run(DType::F64));
+        assert_ne!(fused, init, "no update happened");
+        for (a, b) in fused.iter().zip(&plain) {
+            assert!((a - b).abs() < 1e-5, "{a} vs {b}");
+        }
     }
 }
