@@ -23,7 +23,9 @@
 //! Settings: `dim` (128), `batch` (100), `lr` (1e-3), `epochs` (10), `gamma`
 //! (10), `weight_decay` (0), `init_scale` (0.01: start from `N(0, 1)·0.01`),
 //! `init` (a session directory of a trained `cl-lsi`/`opca`/`cca`/`s2net`
-//! model to start from: its `checkpoints/best.safetensors`), `beta` (0).
+//! model to start from: its `checkpoints/best.safetensors`, each language's
+//! projection rescaled to the RMS `init_scale`, which leaves every cosine
+//! unchanged), `beta` (0).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -411,6 +413,18 @@ pub fn load_init(dir: &Path, vocabs: &Vocabs, k: usize) -> Result<(Array2<f32>, 
     ))
 }
 
+/// Scales a projection so that its root mean square is `rms` (the random
+/// init's): every cosine stays the same (each language's rows are normalised
+/// on their own), and `lr` means the same for any starting model.
+fn rescale(mut a: Array2<f32>, rms: f64) -> Array2<f32> {
+    let cur = (a.iter().map(|v| (*v as f64).powi(2)).sum::<f64>() / a.len().max(1) as f64).sqrt();
+    if cur > 0.0 && cur.is_finite() {
+        let f = (rms / cur) as f32;
+        a.mapv_inplace(|v| v * f);
+    }
+    a
+}
+
 fn random_init(rows: usize, k: usize, scale: f64, rng: &mut impl rand::Rng) -> Array2<f32> {
     Array2::from_shape_simple_fn((rows, k), || {
         let z: f64 = StandardNormal.sample(rng);
@@ -468,7 +482,7 @@ impl Trainer for S2NetTrainer {
             Some(dir) => {
                 let (s, t) = load_init(Path::new(dir), &data.vocabs, k)?;
                 hooks.log(&format!("s2net: starting from {dir}"));
-                (s, t)
+                (rescale(s, init_scale), rescale(t, init_scale))
             }
             None => {
                 let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
