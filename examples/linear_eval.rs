@@ -104,6 +104,9 @@ fn reset_hwm() {
     let _ = std::fs::write("/proc/self/clear_refs", "5");
 }
 
+/// Token lists of a file's lines.
+type Docs = Vec<Vec<String>>;
+
 fn analyse(path: &Path, an: &Analyzer) -> anyhow::Result<Vec<Vec<String>>> {
     Ok(read_lines(path)?.iter().map(|l| an.analyze(l)).collect())
 }
@@ -159,7 +162,7 @@ fn main() -> anyhow::Result<()> {
         stem: !a.no_stem,
     };
     let (en, hi) = (Analyzer::new("en", &cfg)?, Analyzer::new("hi", &cfg)?);
-    let load = |split: &str| -> anyhow::Result<(Vec<Vec<String>>, Vec<Vec<String>>)> {
+    let load = |split: &str| -> anyhow::Result<(Docs, Docs)> {
         Ok((
             analyse(&a.data.join(format!("{split}.en")), &en)?,
             analyse(&a.data.join(format!("{split}.hi")), &hi)?,
