@@ -55,7 +55,7 @@ struct Args {
     #[arg(long)]
     no_stem: bool,
     /// Save the model as a minimal session directory (DIR/checkpoints/best.safetensors,
-    /// DIR/vocab.<lang>.json) that `--set init=DIR` of s2net can start from.
+    /// DIR/vocab.source.json, DIR/vocab.target.json, as a session lays them out) that `--set init=DIR` of s2net can start from.
     #[arg(long)]
     save: Option<PathBuf>,
     /// Skip validation at epoch ends (faster S2Net throughput runs).
@@ -254,8 +254,8 @@ fn main() -> anyhow::Result<()> {
         let tensors: std::collections::HashMap<String, Tensor> =
             model.tensors()?.into_iter().collect();
         candle_core::safetensors::save(&tensors, dir.join("checkpoints/best.safetensors"))?;
-        vocabs.source.save(&dir.join("vocab.en.json"))?;
-        vocabs.target.save(&dir.join("vocab.hi.json"))?;
+        vocabs.source.save(&dir.join("vocab.source.json"))?;
+        vocabs.target.save(&dir.join("vocab.target.json"))?;
     }
     println!("{out}");
     Ok(())

@@ -515,16 +515,32 @@ fn s2net_init_from_a_session_and_bad_init() {
     // a saved vocabulary with other terms
     let mut v = data.vocabs.source.clone();
     v.terms.swap(0, 1);
-    v.save(&dir.path().join("vocab.en.json")).unwrap();
-    let e = train(
+    for name in ["vocab.source.json", "vocab.en.json"] {
+        v.save(&dir.path().join(name)).unwrap();
+        let e = train(
+            "s2net",
+            &data,
+            &[("dim", "6"), ("init", d)],
+            &mut TestHooks::default(),
+        )
+        .err()
+        .expect("other terms must fail");
+        assert!(e.to_string().contains("source vocabulary differs"), "{e}");
+        assert!(e.to_string().contains(name), "{e}");
+        std::fs::remove_file(dir.path().join(name)).unwrap();
+    }
+    // the same terms saved: accepted
+    data.vocabs
+        .target
+        .save(&dir.path().join("vocab.target.json"))
+        .unwrap();
+    train(
         "s2net",
         &data,
-        &[("dim", "6"), ("init", d)],
+        &[("dim", "6"), ("init", d), ("epochs", "1")],
         &mut TestHooks::default(),
     )
-    .err()
-    .expect("other terms must fail");
-    assert!(e.to_string().contains("vocabulary differs"), "{e}");
+    .unwrap();
     // no session there
     let e = train(
         "s2net",

@@ -350,7 +350,8 @@ fn from_array(a: &Array2<f32>, device: &Device) -> Result<Tensor> {
 /// Loads the projections of a trained linear model's session for `init=`:
 /// `DIR/checkpoints/best.safetensors`, checked against the training
 /// vocabularies (sizes, and the terms where the session saved
-/// `vocab.<lang>.json`) and the wanted dimension.
+/// `vocab.source.json` / `vocab.target.json` or `vocab.<lang>.json`) and the
+/// wanted dimension.
 pub fn load_init(dir: &Path, vocabs: &Vocabs, k: usize) -> Result<(Array2<f32>, Array2<f32>)> {
     let path: PathBuf = dir.join("checkpoints").join("best.safetensors");
     if !path.is_file() {
@@ -362,24 +363,23 @@ pub fn load_init(dir: &Path, vocabs: &Vocabs, k: usize) -> Result<(Array2<f32>, 
     }
     let tensors = candle_core::safetensors::load(&path, &Device::Cpu)
         .map_err(|e| Error::file(&path, format!("cannot read safetensors: {e}")))?;
-    for (side, v) in [
-        (Side::Source, &vocabs.source),
-        (Side::Target, &vocabs.target),
-    ] {
-        let vp = dir.join(format!("vocab.{}.json", v.lang));
-        if vp.is_file() {
+    // a session saves `vocab.source.json` / `vocab.target.json`; `vocab.<lang>.json`
+    // is the vocabulary's own naming
+    for (side, v) in [("source", &vocabs.source), ("target", &vocabs.target)] {
+        for vp in [
+            dir.join(format!("vocab.{side}.json")),
+            dir.join(format!("vocab.{}.json", v.lang)),
+        ] {
+            if !vp.is_file() {
+                continue;
+            }
             let saved = Vocabulary::load(&vp)?;
             if saved.terms != v.terms {
                 return Err(Error::file(
                     &vp,
                     format!(
-                        "init=: the session's {} vocabulary differs from this workspace's \
+                        "init=: the session's {side} vocabulary differs from this workspace's \
                          ({} vs {} terms); start from a session of the same workspace",
-                        if side == Side::Source {
-                            "source"
-                        } else {
-                            "target"
-                        },
                         saved.len(),
                         v.len()
                     ),
