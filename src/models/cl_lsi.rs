@@ -63,9 +63,14 @@ impl Trainer for ClLsiTrainer {
         params: &Params,
         _device: &Device,
         seed: u64,
-        _resume: Option<Resume>,
+        resume: Option<Resume>,
         hooks: &mut dyn Hooks,
     ) -> Result<Box<dyn Model>> {
+        if resume.is_some() {
+            hooks.log(&format!(
+                "{KIND}: a closed-form fit has no partial state to resume; fitting again (seeded, same result)"
+            ));
+        }
         let k: usize = params.get("dim", 128)?;
         let oversample: usize = params.get("oversample", 10)?;
         let iters: usize = params.get("power_iters", 4)?;
