@@ -221,12 +221,12 @@ pub fn check_fit_sizes(kind: &str, data: &TrainData, k: usize) -> Result<()> {
     if vs < k || vt < k {
         return Err(Error::invalid(format!(
             "{kind}: dim {k} is larger than a vocabulary ({vs} source, {vt} target terms); \
-             lower --set dim or use more data"
+             lower dim (--dim or --set dim=) or use more data"
         )));
     }
     if n < k {
         return Err(Error::invalid(format!(
-            "{kind}: {n} training pairs are fewer than dim {k}; lower --set dim or add pairs"
+            "{kind}: {n} training pairs are fewer than dim {k}; lower dim (--dim or --set dim=) or add pairs"
         )));
     }
     if data.train_src.n_cols != vs || data.train_tgt.n_cols != vt {
@@ -413,7 +413,7 @@ pub fn check_rank(kind: &str, s: &[f64], k: usize) -> Result<()> {
         let rank = s.iter().filter(|x| **x > top * 1e-7).count();
         return Err(Error::invalid(format!(
             "{kind}: the training data span only {rank} directions, fewer than dim {k} \
-             (rank-deficient matrix); lower --set dim or add varied training texts"
+             (rank-deficient matrix); lower dim (--dim or --set dim=) or add varied training texts"
         )));
     }
     Ok(())
