@@ -981,3 +981,229 @@ fn patience_counts_within_a_phase_and_mono_is_not_early_stopped() {
     assert!((mono_end - 4.0 / 7.0).abs() < 1e-9, "{progress:?}");
     assert_eq!(progress.last().unwrap().1, 1.0);
 }
+
+// ---------------------------------------------------------------- CLI on a real workspace
+
+/// A private copy of the corpus engineer's tiny workspace (jobs write their
+/// prepared-data cache next to it; the hash test edits its data).
+fn tiny_workspace() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let src = Path::new("tests/fixtures/corpus/tiny");
+    for e in std::fs::read_dir(src).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_file() {
+            std::fs::copy(e.path(), dir.path().join(e.file_name())).unwrap();
+        }
+    }
+    dir
+}
+
+fn rosetta_in(cwd: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_rosetta"))
+        .current_dir(cwd)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn wait_pid_gone(pid: u32) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while rosetta::session::pid_alive(pid, None) {
+        assert!(Instant::now() < deadline, "process {pid} did not end");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn cli_detached_job_killed_then_resumed_completes_with_a_loadable_model() {
+    let ws = tiny_workspace();
+    let root = tempfile::tempdir().unwrap();
+    let sdir = root.path().join("s2");
+    let wsf = ws.path().join("workspace.toml");
+    let out = rosetta_in(
+        root.path(),
+        &[
+            "train",
+            "--workspace",
+            wsf.to_str().unwrap(),
+            "--model",
+            "s2net",
+            "--dim",
+            "8",
+            "--epochs",
+            "6",
+            "--batch",
+            "4",
+            "--set",
+            "step_delay_ms=40",
+            "--set",
+            "log_every=1",
+            "--session",
+            sdir.to_str().unwrap(),
+            "--detach",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert_eq!(Path::new(&printed), sdir.canonicalize().unwrap());
+    let mut tail = MetricsTail::new(sdir.join(METRICS_FILE));
+    let mut seen = Vec::new();
+    wait_until(
+        &sdir,
+        &mut tail,
+        &mut seen,
+        "epoch 2 of the detached job",
+        |r| {
+            has_checkpoint(r, 1)
+                && r.iter()
+                    .any(|m| matches!(m, MetricRecord::Step { epoch: 2, .. }))
+        },
+    );
+    let st = read_status(&sdir).unwrap();
+    assert_eq!(st.state, State::Running);
+    // SAFETY: SIGKILL to the job this test started.
+    unsafe { libc::kill(st.pid as i32, libc::SIGKILL) };
+    wait_pid_gone(st.pid);
+    check_readable(&sdir, &mut tail);
+    let out = rosetta_in(
+        root.path(),
+        &["jobs", "--root", root.path().to_str().unwrap()],
+    );
+    let table = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(table.contains("failed (stale)"), "{table}");
+    // resume in the foreground: it completes
+    let out = rosetta_in(root.path(), &["train", "--resume", sdir.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("done"));
+    let st = read_status(&sdir).unwrap();
+    assert_eq!((st.state, st.epoch), (State::Done, 6));
+    // the model loads and evaluates
+    let out = rosetta_in(
+        root.path(),
+        &["eval", "--session", sdir.to_str().unwrap(), "--json"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["sentence"]["MRR"].as_f64().unwrap() > 0.0, "{v}");
+    assert!(v["adhoc"]["MAP"].as_f64().is_some(), "{v}");
+    let log = std::fs::read_to_string(sdir.join("log.txt")).unwrap();
+    assert!(log.contains("resuming from"), "{log}");
+}
+
+#[test]
+fn cli_two_jobs_on_one_fresh_workspace_both_complete() {
+    let ws = tiny_workspace();
+    let root = tempfile::tempdir().unwrap();
+    let wsf = ws.path().join("workspace.toml");
+    let spawn = || {
+        Command::new(env!("CARGO_BIN_EXE_rosetta"))
+            .current_dir(root.path())
+            .args([
+                "train",
+                "--workspace",
+                wsf.to_str().unwrap(),
+                "--model",
+                "s2net",
+                "--dim",
+                "8",
+                "--epochs",
+                "3",
+                "--batch",
+                "4",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    // both build the workspace's prepared-data cache at the same time
+    let (a, b) = (spawn(), spawn());
+    for c in [a, b] {
+        let o = c.wait_with_output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let listed = list_sessions(&root.path().join("sessions")).unwrap();
+    assert_eq!(listed.len(), 2);
+    for e in &listed {
+        assert_eq!(e.state(), State::Done, "{e:?}");
+        assert!(e
+            .dir
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .starts_with("s2net-"));
+    }
+}
+
+#[test]
+fn cli_changed_workspace_is_reported_by_eval_and_resume() {
+    let ws = tiny_workspace();
+    let root = tempfile::tempdir().unwrap();
+    let sdir = root.path().join("lsi");
+    let wsf = ws.path().join("workspace.toml");
+    let out = rosetta_in(
+        root.path(),
+        &[
+            "train",
+            "--workspace",
+            wsf.to_str().unwrap(),
+            "--model",
+            "s2net",
+            "--dim",
+            "4",
+            "--epochs",
+            "2",
+            "--session",
+            sdir.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ok = rosetta_in(
+        root.path(),
+        &[
+            "eval",
+            "--session",
+            sdir.to_str().unwrap(),
+            "--task",
+            "sentence",
+        ],
+    );
+    assert!(ok.status.success());
+    // the data changes
+    let train = ws.path().join("train.en");
+    let mut text = std::fs::read_to_string(&train).unwrap();
+    text = text.replacen("the", "a", 1);
+    std::fs::write(&train, text).unwrap();
+    let out = rosetta_in(root.path(), &["eval", "--session", sdir.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(err.contains("changed since this session was made"), "{err}");
+    assert!(err.contains("config.toml"), "{err}");
+    // a resume of an interrupted session is refused for the same reason
+    let mut st = read_status(&sdir).unwrap();
+    st.state = State::Cancelled;
+    st.write(&sdir).unwrap();
+    let out = rosetta_in(root.path(), &["train", "--resume", sdir.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("changed since"));
+    assert_eq!(read_status(&sdir).unwrap().state, State::Cancelled);
+}
