@@ -285,7 +285,8 @@ pub fn eval(args: EvalArgs) -> anyhow::Result<()> {
             Split::Valid => ("valid", &prepared.valid),
             Split::Test => ("test", &prepared.test),
         };
-        let rows = split.trainable();
+        let rows = split.nonblank();
+        let without_terms = rows.len() - split.trainable().len();
         if rows.is_empty() {
             if args.task == Task::Sentence {
                 anyhow::bail!("the {name} split has no usable pairs");
@@ -299,11 +300,12 @@ pub fn eval(args: EvalArgs) -> anyhow::Result<()> {
                 .encode(Side::Target, &split.tgt.select_rows(&rows))?;
             let sc = rosetta::eval::sentence::sentence_retrieval(&s, &t);
             text.push(format!(
-                "sentence retrieval ({name}, {} pairs): MRR {:.4}  P@1 {:.4}",
+                "sentence retrieval ({name}, {} pairs, {without_terms} with no known term on a side): MRR {:.4}  P@1 {:.4}",
                 sc.queries, sc.mrr, sc.p1
             ));
             let mut v = serde_json::to_value(sc)?;
             v["split"] = serde_json::json!(name);
+            v["pairs_without_known_terms"] = serde_json::json!(without_terms);
             out.insert("sentence".into(), v);
         }
     }

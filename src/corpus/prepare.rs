@@ -74,6 +74,15 @@ impl SplitData {
         self.src.n_rows()
     }
 
+    /// Pairs whose raw text is non-blank on both sides: the candidates of a
+    /// sentence-retrieval evaluation. A side with no in-vocabulary term stays
+    /// in (it encodes to a zero vector and ranks last): leaving it out would
+    /// flatter models with small vocabularies.
+    pub fn nonblank(&self) -> Vec<usize> {
+        let empty: std::collections::HashSet<usize> = self.empty.iter().copied().collect();
+        (0..self.pairs()).filter(|i| !empty.contains(i)).collect()
+    }
+
     /// Pairs fit for training and validation: no empty side and at least
     /// one in-vocabulary term on each side.
     pub fn trainable(&self) -> Vec<usize> {
