@@ -5,6 +5,8 @@
 //! [`CsrMatrix`] row per text) and applies its own weighting; it returns
 //! unit-length rows so that a dot product is the cosine.
 
+pub mod xcnn;
+
 use std::collections::BTreeMap;
 
 use ndarray::Array2;
