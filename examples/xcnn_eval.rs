@@ -55,6 +55,10 @@ struct Args {
     /// Epochs without a better validation MRR before stopping (0 = never).
     #[arg(long, default_value_t = 5)]
     patience: usize,
+    /// Terms seen in fewer training texts than this are left out of the
+    /// vocabulary (the engine's default is 2; torch_ref.py keeps every term).
+    #[arg(long, default_value_t = 2)]
+    min_df: usize,
     /// Use CUDA device 0.
     #[arg(long)]
     cuda: bool,
@@ -173,7 +177,10 @@ fn main() -> anyhow::Result<()> {
         Device::Cpu
     };
     let t0 = Instant::now();
-    let cfg = TextConfig::default();
+    let cfg = TextConfig {
+        min_df: a.min_df,
+        ..TextConfig::default()
+    };
     let (sa, ta) = (Analyzer::new(&a.src, &cfg)?, Analyzer::new(&a.tgt, &cfg)?);
     let file = |split: &str, lang: &str| a.data.join(format!("{split}.{lang}"));
     let (tr_s, tr_t) = (
@@ -232,6 +239,7 @@ fn main() -> anyhow::Result<()> {
     let params = Params::new(given);
     let trainer: Box<dyn Trainer> = match a.model.as_str() {
         "xcnn" => rosetta::models::xcnn::xcnn_trainer(),
+        "bae" => rosetta::models::bae::bae_trainer(),
         m => anyhow::bail!("unknown model {m}"),
     };
     let mut h = Harness {
@@ -257,6 +265,8 @@ fn main() -> anyhow::Result<()> {
         "device": format!("{device:?}"),
         "train_pairs": data.train_src.n_rows(),
         "test_pairs": test_src.n_rows(),
+        "test_empty": (0..test_src.n_rows()).filter(|&i| test_src.row_is_empty(i) || test_tgt.row_is_empty(i)).count(),
+        "vocab": [data.vocabs.source.len(), data.vocabs.target.len()],
         "prep_s": (prep_s * 100.0).round() / 100.0,
         "train_s": (h.train_s * 100.0).round() / 100.0,
         "total_s": (total_s * 100.0).round() / 100.0,

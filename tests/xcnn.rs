@@ -463,3 +463,122 @@ fn bad_input_is_a_clear_error() {
     let e = run(&[("init", "/nonexistent/session")], &d);
     assert!(e.contains("best.safetensors"), "{e}");
 }
+
+// ---------------------------------------------------------------------------
+// BAE
+// ---------------------------------------------------------------------------
+
+use rosetta::models::bae::{bae_trainer, bce_with_logits, correlation};
+
+#[test]
+fn bae_losses_by_hand() {
+    let dev = Device::Cpu;
+    let z = Tensor::new(&[[0.0f64, 2.0], [-1.0, 30.0]], &dev).unwrap();
+    let t = Tensor::new(&[[1.0f64, 0.0], [0.0, 1.0]], &dev).unwrap();
+    let l = bce_with_logits(&z, &t).unwrap().to_scalar::<f64>().unwrap();
+    let sp = |x: f64| (1.0 + x.exp()).ln();
+    // row sums of softplus(z) − t·z, averaged over the 2 rows
+    let want = ((sp(0.0) + sp(2.0)) + (sp(-1.0) + sp(30.0) - 30.0)) / 2.0;
+    assert!((l - want).abs() < 1e-9, "{l} vs {want}");
+    let a = Tensor::new(&[[1.0f64, 0.0], [2.0, 1.0], [3.0, 0.0]], &dev).unwrap();
+    let b = Tensor::new(&[[2.0f64, 5.0], [4.0, 5.0], [6.0, 5.0]], &dev).unwrap();
+    // first columns perfectly correlated, second column of b constant (0)
+    let c = correlation(&a, &b).unwrap().to_scalar::<f64>().unwrap();
+    assert!((c - 1.0).abs() < 1e-6, "{c}");
+}
+
+#[test]
+fn bae_learns_unit_codes_and_reloads() {
+    let d = data(600, 40);
+    for (corr, input) in [("0", "binary"), ("0.5", "tf")] {
+        let p = params(&[
+            ("dim", "16"),
+            ("epochs", "20"),
+            ("batch", "20"),
+            ("lr", "0.01"),
+            ("corr", corr),
+            ("input", input),
+        ]);
+        let mut rec = Recorder::default();
+        let model = bae_trainer()
+            .train(&d, &p, &Device::Cpu, 5, None, &mut rec)
+            .unwrap();
+        assert!(rec.losses.iter().all(|l| l.is_finite()));
+        // reconstruction loss falls
+        let (first, last) = (rec.losses[0], *rec.losses.last().unwrap());
+        assert!(last < first * 0.8, "loss {first} -> {last}");
+        let s = model.encode(Side::Source, &d.valid_src).unwrap();
+        let t = model.encode(Side::Target, &d.valid_tgt).unwrap();
+        let mrr = sentence_retrieval(&s, &t).mrr;
+        assert!(mrr > 0.25, "corr {corr}: valid MRR {mrr}");
+        let mut texts = CsrMatrix::new(40);
+        texts.push_row([(3, 1.0)]);
+        texts.push_row([]);
+        let e = model.encode(Side::Source, &texts).unwrap();
+        assert!((e.row(0).dot(&e.row(0)) - 1.0).abs() < 1e-5);
+        assert!(e.row(1).iter().all(|v| *v == 0.0));
+        // term vectors are codes of one-term documents (binary input)
+        let tv = model.term_vectors(Side::Source).unwrap();
+        if input == "binary" {
+            let diff: f32 = (&tv.row(3) - &e.row(0)).iter().map(|x| x.abs()).sum();
+            assert!(diff < 1e-5, "{diff}");
+        }
+        let tensors: HashMap<String, Tensor> = model.tensors().unwrap().into_iter().collect();
+        let again = bae_trainer()
+            .load(&d.vocabs, tensors, &p, &Device::Cpu)
+            .unwrap();
+        assert_eq!(again.encode(Side::Source, &d.valid_src).unwrap(), s);
+    }
+}
+
+#[test]
+fn bae_resume_and_bad_input() {
+    let d = data(100, 40);
+    let kv = [
+        ("dim", "8"),
+        ("epochs", "3"),
+        ("batch", "25"),
+        ("corr", "0.1"),
+    ];
+    let mut full = Recorder::default();
+    bae_trainer()
+        .train(&d, &params(&kv), &Device::Cpu, 3, None, &mut full)
+        .unwrap();
+    let (step, tensors) = full.checkpoints[&("train".to_string(), 1)].clone();
+    let mut rest = Recorder::default();
+    let resume = Resume {
+        phase: "train".into(),
+        epoch: 1,
+        step,
+        tensors,
+    };
+    bae_trainer()
+        .train(&d, &params(&kv), &Device::Cpu, 3, Some(resume), &mut rest)
+        .unwrap();
+    let a = &full.checkpoints[&("train".to_string(), 3)].1;
+    let b = &rest.checkpoints[&("train".to_string(), 3)].1;
+    for (k, t) in a {
+        assert_eq!(bits(t), bits(&b[k]), "{k} differs after resuming");
+    }
+    let run = |kv: &[(&str, &str)], d: &TrainData| {
+        bae_trainer()
+            .train(
+                d,
+                &params(kv),
+                &Device::Cpu,
+                1,
+                None,
+                &mut Recorder::default(),
+            )
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    };
+    assert!(run(&[("dim", "99999")], &d).contains("dim=99999"));
+    assert!(run(&[("input", "idf")], &d).contains("input=idf"));
+    assert!(run(&[("corr", "-1")], &d).contains("corr"));
+    let mut empty = d.clone();
+    empty.train_src = CsrMatrix::new(40);
+    empty.train_tgt = CsrMatrix::new(40);
+    assert!(run(&[("dim", "4")], &empty).contains("no training pair"));
+}

@@ -653,7 +653,9 @@ pub fn xcnn_trainer() -> Box<dyn Trainer> {
     Box::new(XcnnTrainer)
 }
 
-fn epoch_rng(seed: u64, phase: u64, epoch: usize) -> ChaCha8Rng {
+/// A generator for one (phase, epoch), so a resumed job draws what the
+/// uninterrupted one would have.
+pub(crate) fn epoch_rng(seed: u64, phase: u64, epoch: usize) -> ChaCha8Rng {
     ChaCha8Rng::seed_from_u64(
         seed ^ phase.wrapping_mul(0x9E37_79B9_7F4A_7C15)
             ^ (epoch as u64).wrapping_mul(0xD1B5_4A32_D192_ED03),
@@ -661,7 +663,7 @@ fn epoch_rng(seed: u64, phase: u64, epoch: usize) -> ChaCha8Rng {
 }
 
 /// Rows of a matrix with at least one known term.
-fn nonempty_rows(m: &CsrMatrix) -> Vec<usize> {
+pub(crate) fn nonempty_rows(m: &CsrMatrix) -> Vec<usize> {
     (0..m.n_rows()).filter(|&i| !m.row_is_empty(i)).collect()
 }
 
@@ -759,7 +761,7 @@ fn mono_accuracy(
 }
 
 /// Sentence-retrieval MRR on (at most `max`) validation pairs.
-fn valid_mrr(model: &XcnnModel, data: &TrainData, max: usize) -> Result<f64> {
+pub(crate) fn valid_mrr(model: &dyn Model, data: &TrainData, max: usize) -> Result<f64> {
     let n = data.valid_src.n_rows().min(max);
     if n == 0 {
         return Ok(f64::NAN);
@@ -770,12 +772,12 @@ fn valid_mrr(model: &XcnnModel, data: &TrainData, max: usize) -> Result<f64> {
     Ok(sentence_retrieval(&s, &t).mrr)
 }
 
-fn check_loss(loss: f64, phase: &str, step: usize) -> Result<()> {
+pub(crate) fn check_loss(model: &str, loss: f64, phase: &str, step: usize) -> Result<()> {
     if loss.is_finite() {
         Ok(())
     } else {
         Err(Error::invalid(format!(
-            "xcnn: {phase} loss became {loss} at step {step} (try a lower lr)"
+            "{model}: {phase} loss became {loss} at step {step} (try a lower lr)"
         )))
     }
 }
@@ -879,7 +881,7 @@ impl XcnnTrainer {
                 opt.backward_step(&loss)?;
                 *step += 1;
                 let l = loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
-                check_loss(l, "mono", *step)?;
+                check_loss("xcnn", l, "mono", *step)?;
                 let r = StepReport {
                     phase: "mono".into(),
                     epoch,
@@ -988,7 +990,7 @@ impl XcnnTrainer {
                 opt.backward_step(&loss)?;
                 *step += 1;
                 let l = loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
-                check_loss(l, "cross", *step)?;
+                check_loss("xcnn", l, "cross", *step)?;
                 let r = StepReport {
                     phase: "cross".into(),
                     epoch,
