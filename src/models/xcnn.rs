@@ -16,8 +16,13 @@
 //!    text's best match from [`TrainData::mono_positive`], `d−` random;
 //!    maximises `J = cos(y_q, y_d+) − cos(y_q, y_d−)`. Its own validation
 //!    figure each epoch is the share of (held-out query, sampled negative)
-//!    pairs where `d+` outranks the negative; it keeps the best epoch and stops
-//!    after `mono_patience` epochs without improvement.
+//!    pairs where `d+` outranks the negative (logged, and passed to
+//!    `epoch_end("mono", …)` as the extra tensor `mono.valid_accuracy`); it
+//!    keeps the best epoch and stops after `mono_patience` epochs without
+//!    improvement. A [`Flow::Stop`] from `epoch_end` in this phase ends the
+//!    pre-initialisation only (the runner's early stopping watches
+//!    cross-lingual MRR, meaningless before the source network trains); a
+//!    cancellation still stops the job at the next `Hooks::step`.
 //! 2. `cross` (Sec. 4.2, Eq. 9): the source network on parallel pairs with
 //!    `J_cl = cos(y_src, y+_tgt) − cos(y_src, y−_tgt)`, the target network
 //!    frozen (its term table is computed once and never differentiated).
@@ -784,7 +789,8 @@ pub(crate) fn check_loss(model: &str, loss: f64, phase: &str, step: usize) -> Re
 
 /// Takes the target network of a pre-initialised session: the tensors
 /// `tgt.*` of `DIR/checkpoints/best.safetensors`, checking the vocabulary
-/// (`DIR/vocab.<lang>.json` when present) and the shape.
+/// (`DIR/vocab.target.json`, or `DIR/vocab.<lang>.json`, when present: the
+/// terms must be the same, in the same order) and the shape.
 pub fn load_init(
     dir: &Path,
     vocabs: &Vocabs,
@@ -798,8 +804,13 @@ pub fn load_init(
     }
     let tensors = candle_core::safetensors::load(&ck, device)
         .map_err(|e| Error::file(&ck, format!("init: cannot read checkpoint: {e}")))?;
-    let vpath = dir.join(format!("vocab.{}.json", vocabs.target.lang));
-    if vpath.exists() {
+    let vpath = [
+        dir.join("vocab.target.json"),
+        dir.join(format!("vocab.{}.json", vocabs.target.lang)),
+    ]
+    .into_iter()
+    .find(|p| p.exists());
+    if let Some(vpath) = vpath {
         let v = crate::text::Vocabulary::load(&vpath)?;
         if v.terms != vocabs.target.terms {
             return Err(Error::file(
@@ -890,6 +901,7 @@ impl XcnnTrainer {
                     examples: b,
                 };
                 if hooks.step(&r)? == Flow::Stop {
+                    net.set_from("tgt", &best.1)?;
                     return Ok(Flow::Stop);
                 }
             }
@@ -909,8 +921,14 @@ impl XcnnTrainer {
                 Tensor::new(&[acc as f32], device)?,
             ));
             if hooks.epoch_end("mono", epoch, model, extra)? == Flow::Stop {
-                net.set_from("tgt", &best.1)?;
-                return Ok(Flow::Stop);
+                // The runner's early stopping looks at cross-lingual MRR, which
+                // means nothing before the source network is trained: a stop
+                // here ends the pre-initialisation only. A cancellation is
+                // still honoured at the next step (`Hooks::step`).
+                hooks.log(&format!(
+                    "xcnn mono: stop requested after epoch {epoch}; going on to the cross phase"
+                ));
+                break;
             }
             if since_best >= cfg.mono_patience && !md.held.is_empty() {
                 hooks.log(&format!(
