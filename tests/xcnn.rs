@@ -324,6 +324,46 @@ fn cross_phase_leaves_the_target_network_bit_identical() {
 }
 
 #[test]
+fn lazy_adam_learns_too_and_touches_only_batch_rows() {
+    let d = data(600, 40);
+    let p = params(&[
+        ("dim", "16"),
+        ("mono_epochs", "2"),
+        ("epochs", "15"),
+        ("batch", "20"),
+        ("lr", "0.05"),
+        ("optim", "lazy-adam"),
+    ]);
+    let model = xcnn_trainer()
+        .train(&d, &p, &Device::Cpu, 7, None, &mut Recorder::default())
+        .unwrap();
+    let s = model.encode(Side::Source, &d.valid_src).unwrap();
+    let t = model.encode(Side::Target, &d.valid_tgt).unwrap();
+    let mrr = sentence_retrieval(&s, &t).mrr;
+    assert!(mrr > 0.35, "valid MRR {mrr}");
+    // one lazy step changes exactly the rows of the batch's terms
+    let dev = Device::Cpu;
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    let net = Composer::random(40, 4, 1, 0.1, &mut rng, DType::F32, &dev).unwrap();
+    let mut opt = rosetta::models::xcnn::Adam::new(net.named_vars("n"), 0.1, 0.0).unwrap();
+    let before = net.layers[0].0.as_tensor().to_vec2::<f32>().unwrap();
+    let b = SparseBatch::new(&d.train_src, &[0, 1], false, DType::F32, &dev).unwrap();
+    let (y, leaf) = net.compose_rows(&b).unwrap();
+    let other = net
+        .compose(&SparseBatch::new(&d.train_src, &[2, 3], false, DType::F32, &dev).unwrap())
+        .unwrap()
+        .detach();
+    let loss = objective(&y, &other, None).unwrap().neg().unwrap();
+    opt.backward_step_rows(&loss, &[("n.w1", &b.uniq, &leaf)])
+        .unwrap();
+    let after = net.layers[0].0.as_tensor().to_vec2::<f32>().unwrap();
+    let used: Vec<u32> = b.uniq.to_vec1::<u32>().unwrap();
+    for i in 0..40 {
+        assert_eq!(before[i] != after[i], used.contains(&(i as u32)), "row {i}");
+    }
+}
+
+#[test]
 fn training_learns_the_translation_and_encodes_unit_rows() {
     let d = data(600, 40);
     let p = params(&[
@@ -366,6 +406,12 @@ fn training_learns_the_translation_and_encodes_unit_rows() {
 
 #[test]
 fn resume_continues_exactly() {
+    for optim in ["adam", "lazy-adam"] {
+        resume_case(optim);
+    }
+}
+
+fn resume_case(optim: &str) {
     let d = data(200, 40);
     let kv = [
         ("dim", "8"),
@@ -373,6 +419,7 @@ fn resume_continues_exactly() {
         ("epochs", "3"),
         ("batch", "25"),
         ("negatives", "random:2"),
+        ("optim", optim),
     ];
     let mut full = Recorder::default();
     xcnn_trainer()

@@ -36,7 +36,9 @@
 //! Settings (`--set key=value`): `dim` (128), `layers` (1), `init_scale`
 //! (0.1: parameters `N(0,1)·0.1`), `batch` (100), `lr` (0.01), `weight_decay`
 //! (0), `epochs` (50, cross phase), `mono_epochs` (20), `mono_patience` (3),
-//! `mono_valid` (0.05, share of triples held out), `negatives`
+//! `mono_valid` (0.05, share of triples held out), `optim` (`adam`, or
+//! `lazy-adam`: row-sparse Adam that reads and writes only the term-table rows
+//! a batch uses, see [`Adam::backward_step_rows`]), `negatives`
 //! (`random:1`, `random:K`, `in-batch`), `valid_max` (2000 validation pairs
 //! for the trainer's own best-epoch choice), `init` (a session directory whose
 //! `checkpoints/best.safetensors` gives a pre-initialised target network; the
@@ -238,6 +240,69 @@ impl Adam {
         Ok(())
     }
 
+    /// One update where some table parameters got their gradient through a
+    /// per-step leaf holding only the rows `ids` (distinct) of the table named
+    /// `name` (see [`Composer::compose_rows`]): those rows, and only those,
+    /// of the table and its moments are updated in place ("lazy" Adam, as
+    /// TensorFlow's LazyAdam and PyTorch's SparseAdam: untouched rows keep
+    /// their moments instead of decaying them). Other variables get the
+    /// ordinary update.
+    pub fn backward_step_rows(
+        &mut self,
+        loss: &Tensor,
+        rows: &[(&str, &Tensor, &Var)],
+    ) -> Result<()> {
+        let grads = loss.backward()?;
+        self.t += 1;
+        let (b1, b2) = (self.beta1, self.beta2);
+        let scale_m = 1.0 / (1.0 - b1.powi(self.t as i32));
+        let scale_v = 1.0 / (1.0 - b2.powi(self.t as i32));
+        for (name, theta, m, v) in &self.vars {
+            let sparse = rows.iter().find(|r| r.0 == name);
+            let (g, ids) = match sparse {
+                Some((_, ids, leaf)) => match grads.get(leaf.as_tensor()) {
+                    Some(g) => (g.clone(), Some(*ids)),
+                    None => continue,
+                },
+                None => match grads.get(theta.as_tensor()) {
+                    Some(g) => (g.clone(), None),
+                    None => continue,
+                },
+            };
+            let take = |t: &Tensor| -> Result<Tensor> {
+                Ok(match ids {
+                    Some(ids) => t.index_select(ids, 0)?,
+                    None => t.clone(),
+                })
+            };
+            let m0 = take(m.as_tensor())?;
+            let v0 = take(v.as_tensor())?;
+            let th0 = take(theta.as_tensor())?;
+            let next_m = ((m0 * b1)? + (&g * (1.0 - b1))?)?;
+            let next_v = ((v0 * b2)? + (g.sqr()? * (1.0 - b2))?)?;
+            let upd = ((&next_m * scale_m)? / ((&next_v * scale_v)?.sqrt()? + self.eps)?)?;
+            let mut next = th0;
+            if self.weight_decay != 0.0 {
+                next = (next * (1.0 - self.lr * self.weight_decay))?;
+            }
+            let next = (next - (upd * self.lr)?)?;
+            match ids {
+                Some(ids) => {
+                    let idx = ids.unsqueeze(1)?.broadcast_as(next.shape())?.contiguous()?;
+                    m.as_tensor().scatter_set(&idx, &next_m, 0)?;
+                    v.as_tensor().scatter_set(&idx, &next_v, 0)?;
+                    theta.as_tensor().scatter_set(&idx, &next, 0)?;
+                }
+                None => {
+                    m.set(&next_m)?;
+                    v.set(&next_v)?;
+                    theta.set(&next)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Moments and step count as named tensors (`adam.m.NAME`, `adam.v.NAME`,
     /// `adam.t`), for a checkpoint.
     pub fn state(&self) -> Result<Vec<(String, Tensor)>> {
@@ -378,11 +443,17 @@ impl Composer {
 
     /// Term vectors `y_i` of the terms `ids` (`None`: every term), one row each.
     pub fn term_table(&self, ids: Option<&Tensor>) -> Result<Tensor> {
-        let (w1, b1) = &self.layers[0];
+        let w1 = &self.layers[0].0;
         let first = match ids {
             Some(ids) => w1.as_tensor().index_select(ids, 0)?,
             None => w1.as_tensor().clone(),
         };
+        self.table_from_rows(&first)
+    }
+
+    /// Term vectors from given first-layer rows (`W_1[:, i]` of some terms).
+    pub fn table_from_rows(&self, first: &Tensor) -> Result<Tensor> {
+        let b1 = &self.layers[0].1;
         let mut h = first.broadcast_add(b1.as_tensor())?.tanh()?;
         for (w, b) in &self.layers[1..] {
             h = h
@@ -391,6 +462,17 @@ impl Composer {
                 .tanh()?;
         }
         Ok(h)
+    }
+
+    /// Like [`Composer::compose`], but the first-layer rows of the batch's
+    /// terms become a fresh leaf variable (returned), so the gradient of the
+    /// `V × k` table is only its `u × k` touched rows: for
+    /// [`Adam::backward_step_rows`].
+    pub fn compose_rows(&self, batch: &SparseBatch) -> Result<(Tensor, Var)> {
+        let rows = self.layers[0].0.as_tensor().index_select(&batch.uniq, 0)?;
+        let leaf = Var::from_tensor(&rows)?;
+        let table = self.table_from_rows(leaf.as_tensor())?;
+        Ok((batch.compose(&table, true)?, leaf))
     }
 
     /// Composed (unnormalised) vectors of a batch's texts, differentiable.
@@ -595,6 +677,8 @@ pub struct XcnnConfig {
     pub valid_max: usize,
     /// Session directory to take a pre-initialised target network from.
     pub init: Option<PathBuf>,
+    /// Row-sparse ("lazy") Adam on the term tables instead of dense Adam.
+    pub lazy: bool,
 }
 
 impl XcnnConfig {
@@ -614,6 +698,15 @@ impl XcnnConfig {
             negatives: p.get("negatives", Negatives::Random(1))?,
             valid_max: p.get("valid_max", 2000usize)?,
             init: p.get_opt("init").map(PathBuf::from),
+            lazy: match p.get("optim", "adam".to_string())?.as_str() {
+                "adam" => false,
+                "lazy-adam" => true,
+                o => {
+                    return Err(Error::invalid(format!(
+                        "xcnn: optim={o}: expected adam or lazy-adam"
+                    )))
+                }
+            },
         };
         if c.dim == 0 || c.dim > MAX_DIM {
             return Err(Error::invalid(format!(
@@ -882,14 +975,24 @@ impl XcnnTrainer {
                     rows.push(n);
                 }
                 let batch = SparseBatch::new(&data.mono, &rows, false, dtype, device)?;
-                let y = net.compose(&batch)?;
+                let (y, leaf) = if cfg.lazy {
+                    let (y, leaf) = net.compose_rows(&batch)?;
+                    (y, Some(leaf))
+                } else {
+                    (net.compose(&batch)?, None)
+                };
                 let j = objective(
                     &y.narrow(0, 0, b)?,
                     &y.narrow(0, b, b)?,
                     Some(&y.narrow(0, 2 * b, b)?),
                 )?;
                 let loss = j.neg()?;
-                opt.backward_step(&loss)?;
+                match &leaf {
+                    Some(leaf) => {
+                        opt.backward_step_rows(&loss, &[("tgt.w1", &batch.uniq, leaf)])?
+                    }
+                    None => opt.backward_step(&loss)?,
+                }
                 *step += 1;
                 let l = loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
                 check_loss("xcnn", l, "mono", *step)?;
@@ -995,7 +1098,12 @@ impl XcnnTrainer {
                 }
                 let tb = SparseBatch::new(&data.train_tgt, &trows, false, dtype, device)?;
                 let yt = tb.compose(&tgt_table, false)?;
-                let ys = src.compose(&sb)?;
+                let (ys, leaf) = if cfg.lazy {
+                    let (y, leaf) = src.compose_rows(&sb)?;
+                    (y, Some(leaf))
+                } else {
+                    (src.compose(&sb)?, None)
+                };
                 let pos = yt.narrow(0, 0, b)?;
                 let j = match cfg.negatives {
                     Negatives::Random(_) => {
@@ -1005,7 +1113,10 @@ impl XcnnTrainer {
                     Negatives::InBatch => objective(&ys, &pos, None)?,
                 };
                 let loss = j.neg()?;
-                opt.backward_step(&loss)?;
+                match &leaf {
+                    Some(leaf) => opt.backward_step_rows(&loss, &[("src.w1", &sb.uniq, leaf)])?,
+                    None => opt.backward_step(&loss)?,
+                }
                 *step += 1;
                 let l = loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
                 check_loss("xcnn", l, "cross", *step)?;
