@@ -515,7 +515,7 @@ fn bad_input_is_a_clear_error() {
 // BAE
 // ---------------------------------------------------------------------------
 
-use rosetta::models::bae::{bae_trainer, bce_with_logits, correlation};
+use rosetta::models::bae::{bae_trainer, bce_sparse, bce_with_logits, correlation};
 
 #[test]
 fn bae_losses_by_hand() {
@@ -527,6 +527,10 @@ fn bae_losses_by_hand() {
     // row sums of softplus(z) − t·z, averaged over the 2 rows
     let want = ((sp(0.0) + sp(2.0)) + (sp(-1.0) + sp(30.0) - 30.0)) / 2.0;
     assert!((l - want).abs() < 1e-9, "{l} vs {want}");
+    // the same from the positions of the ones (row · vocab + term)
+    let ones = Tensor::new(&[0u32, 3], &dev).unwrap();
+    let ls = bce_sparse(&z, &ones).unwrap().to_scalar::<f64>().unwrap();
+    assert!((ls - want).abs() < 1e-9, "{ls} vs {want}");
     let a = Tensor::new(&[[1.0f64, 0.0], [2.0, 1.0], [3.0, 0.0]], &dev).unwrap();
     let b = Tensor::new(&[[2.0f64, 5.0], [4.0, 5.0], [6.0, 5.0]], &dev).unwrap();
     // first columns perfectly correlated, second column of b constant (0)
@@ -537,8 +541,9 @@ fn bae_losses_by_hand() {
 #[test]
 fn bae_learns_unit_codes_and_reloads() {
     let d = data(600, 40);
-    for (corr, input) in [("0", "binary"), ("0.5", "tf")] {
+    for (corr, input, optim) in [("0", "binary", "adam"), ("0.5", "tf", "lazy-adam")] {
         let p = params(&[
+            ("optim", optim),
             ("dim", "16"),
             ("epochs", "20"),
             ("batch", "20"),

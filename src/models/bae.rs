@@ -22,7 +22,8 @@
 //!
 //! Trained with Adam on mini-batches of pairs (phase `train`); the trainer
 //! keeps the epoch of best validation MRR. Settings: `dim` (128), `batch`
-//! (100), `lr` (0.001), `weight_decay` (0), `epochs` (50), `input`
+//! (100), `lr` (0.001), `weight_decay` (0), `epochs` (50), `optim` (`adam`, or
+//! `lazy-adam`: row-sparse Adam on the encoder tables), `input`
 //! (`binary`|`tf`), `corr` (0), `center` (`side`|`none`), `init_scale` (0.1),
 //! `valid_max` (2000).
 
@@ -67,6 +68,8 @@ pub struct BaeConfig {
     pub init_scale: f64,
     /// Validation pairs used to pick the best epoch.
     pub valid_max: usize,
+    /// Row-sparse ("lazy") Adam on the encoder tables.
+    pub lazy: bool,
 }
 
 impl BaeConfig {
@@ -101,6 +104,15 @@ impl BaeConfig {
             },
             init_scale: p.get("init_scale", 0.1f64)?,
             valid_max: p.get("valid_max", 2000usize)?,
+            lazy: match p.get("optim", "adam".to_string())?.as_str() {
+                "adam" => false,
+                "lazy-adam" => true,
+                o => {
+                    return Err(Error::invalid(format!(
+                        "bae: optim={o}: expected adam or lazy-adam"
+                    )))
+                }
+            },
         };
         if c.dim == 0 || c.dim > MAX_DIM {
             return Err(Error::invalid(format!(
@@ -363,24 +375,35 @@ pub fn correlation(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     Ok((num / den)?.sum_all()?)
 }
 
-/// 0/1 dense bags (`rows × vocab`) of rows of `m`, built on `device` from
-/// the stored entries (a sparse `index_add`, no dense host matrix).
-fn dense_bags(m: &CsrMatrix, rows: &[usize], device: &Device) -> Result<Tensor> {
-    let vocab = m.n_cols;
+/// [`bce_with_logits`] against binary bags given by the flat positions
+/// (`row · vocab + term`, `u32`) of their ones: `Σ softplus(z) − Σ_{ones} z`,
+/// so no dense target matrix is built and the second sum is a gather.
+pub fn bce_sparse(logits: &Tensor, ones: &Tensor) -> Result<Tensor> {
+    let sp = (logits.relu()?
+        + logits
+            .abs()?
+            .affine(-1.0, 0.0)?
+            .exp()?
+            .affine(1.0, 1.0)?
+            .log()?)?;
+    let hit = logits.flatten_all()?.index_select(ones, 0)?.sum_all()?;
+    let rows = logits.dim(0)?.max(1) as f64;
+    Ok(((sp.sum_all()? - hit)? / rows)?)
+}
+
+/// Flat positions of the ones of rows `rows` of `m` in a `(copies·n) × vocab`
+/// matrix holding `copies` stacked copies of the `n` bags.
+fn bag_positions(m: &CsrMatrix, rows: &[usize], copies: usize, device: &Device) -> Result<Tensor> {
+    let (n, vocab) = (rows.len(), m.n_cols);
     let mut idx: Vec<u32> = Vec::new();
-    for (b, &r) in rows.iter().enumerate() {
-        idx.extend(m.row(r).0.iter().map(|c| (b * vocab) as u32 + c));
+    for c in 0..copies {
+        for (b, &r) in rows.iter().enumerate() {
+            let base = ((c * n + b) * vocab) as u32;
+            idx.extend(m.row(r).0.iter().map(|t| base + t));
+        }
     }
-    let flat = Tensor::zeros(rows.len() * vocab, DType::F32, device)?;
-    if idx.is_empty() {
-        return Ok(flat.reshape((rows.len(), vocab))?);
-    }
-    let n = idx.len();
-    let idx = Tensor::from_vec(idx, n, device)?;
-    let ones = Tensor::ones(n, DType::F32, device)?;
-    Ok(flat
-        .index_add(&idx, &ones, 0)?
-        .reshape((rows.len(), vocab))?)
+    let len = idx.len();
+    Ok(Tensor::from_vec(idx, len, device)?)
 }
 
 /// Trains and reloads [`BaeModel`]s.
@@ -474,14 +497,28 @@ impl Trainer for BaeTrainer {
                 let n = chunk.len();
                 let sb = SparseBatch::new(&data.train_src, chunk, cfg.binary, dt, device)?;
                 let tb = SparseBatch::new(&data.train_tgt, chunk, cfg.binary, dt, device)?;
-                let (ps, pt) = (model.pre(Side::Source, &sb)?, model.pre(Side::Target, &tb)?);
+                // encoder pre-activations; with lazy Adam through per-step
+                // leaves holding only the batch's rows of the tables
+                let mut leaves = Vec::new();
+                let mut pre = |side: Side, b: &SparseBatch| -> Result<Tensor> {
+                    if cfg.lazy {
+                        let rows = model.enc(side).as_tensor().index_select(&b.uniq, 0)?;
+                        let leaf = Var::from_tensor(&rows)?;
+                        let y = b.compose(leaf.as_tensor(), true)?;
+                        leaves.push(leaf);
+                        Ok(y)
+                    } else {
+                        model.pre(side, b)
+                    }
+                };
+                let (ps, pt) = (pre(Side::Source, &sb)?, pre(Side::Target, &tb)?);
                 let b = model.enc_b.as_tensor();
                 let hs = sigmoid(&ps.broadcast_add(b)?)?;
                 let ht = sigmoid(&pt.broadcast_add(b)?)?;
                 let hst = sigmoid(&(&ps + &pt)?.broadcast_add(b)?)?;
                 let codes = Tensor::cat(&[&hs, &ht, &hst], 0)?;
-                let xs = dense_bags(&data.train_src, chunk, device)?;
-                let xt = dense_bags(&data.train_tgt, chunk, device)?;
+                let xs = bag_positions(&data.train_src, chunk, 3, device)?;
+                let xt = bag_positions(&data.train_tgt, chunk, 3, device)?;
                 let zs = codes
                     .matmul(model.dec_src.as_tensor())?
                     .broadcast_add(model.dec_src_c.as_tensor())?;
@@ -489,13 +526,21 @@ impl Trainer for BaeTrainer {
                     .matmul(model.dec_tgt.as_tensor())?
                     .broadcast_add(model.dec_tgt_c.as_tensor())?;
                 // six reconstructions, each a mean over the batch
-                let mut loss = ((bce_with_logits(&zs, &Tensor::cat(&[&xs, &xs, &xs], 0)?)?
-                    + bce_with_logits(&zt, &Tensor::cat(&[&xt, &xt, &xt], 0)?)?)?
-                    * 3.0)?;
+                let mut loss = ((bce_sparse(&zs, &xs)? + bce_sparse(&zt, &xt)?)? * 3.0)?;
                 if cfg.corr > 0.0 && n > 1 {
                     loss = (loss - (correlation(&hs, &ht)? * cfg.corr)?)?;
                 }
-                opt.backward_step(&loss)?;
+                if cfg.lazy {
+                    opt.backward_step_rows(
+                        &loss,
+                        &[
+                            ("enc.src.w", &sb.uniq, &leaves[0]),
+                            ("enc.tgt.w", &tb.uniq, &leaves[1]),
+                        ],
+                    )?;
+                } else {
+                    opt.backward_step(&loss)?;
+                }
                 step += 1;
                 let l = loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
                 check_loss("bae", l, "train", step)?;
