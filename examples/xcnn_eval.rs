@@ -126,7 +126,7 @@ struct Harness {
 impl Hooks for Harness {
     fn step(&mut self, r: &StepReport) -> rosetta::Result<Flow> {
         self.examples += r.examples;
-        if r.step % 50 == 0 {
+        if r.step.is_multiple_of(50) {
             eprintln!(
                 "{} epoch {} step {} loss {:.4}",
                 r.phase, r.epoch, r.step, r.loss
