@@ -634,3 +634,98 @@ fn bae_resume_and_bad_input() {
     empty.train_tgt = CsrMatrix::new(40);
     assert!(run(&[("dim", "4")], &empty).contains("no training pair"));
 }
+
+#[test]
+fn init_takes_a_pre_initialised_target_network() {
+    let d = data(200, 40);
+    let kv = [("dim", "8"), ("mono_epochs", "2"), ("epochs", "1")];
+    let first = xcnn_trainer()
+        .train(
+            &d,
+            &params(&kv),
+            &Device::Cpu,
+            1,
+            None,
+            &mut Recorder::default(),
+        )
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("checkpoints")).unwrap();
+    let tensors: HashMap<String, Tensor> = first.tensors().unwrap().into_iter().collect();
+    candle_core::safetensors::save(&tensors, dir.path().join("checkpoints/best.safetensors"))
+        .unwrap();
+    d.vocabs
+        .target
+        .save(&dir.path().join("vocab.target.json"))
+        .unwrap();
+    let init = dir.path().to_str().unwrap();
+    let mut rec = Recorder::default();
+    let second = xcnn_trainer()
+        .train(
+            &d,
+            &params(&[("dim", "8"), ("epochs", "2"), ("init", init)]),
+            &Device::Cpu,
+            9,
+            None,
+            &mut rec,
+        )
+        .unwrap();
+    assert!(rec.tgt.iter().all(|r| r.0 == "cross"), "no mono phase");
+    assert_eq!(tgt_bits(second.as_ref()), tgt_bits(first.as_ref()));
+    // the checkpoint file itself works too
+    let file = dir.path().join("checkpoints/best.safetensors");
+    let third = xcnn_trainer()
+        .train(
+            &d,
+            &params(&[
+                ("dim", "8"),
+                ("epochs", "1"),
+                ("init", file.to_str().unwrap()),
+            ]),
+            &Device::Cpu,
+            9,
+            None,
+            &mut Recorder::default(),
+        )
+        .unwrap();
+    assert_eq!(tgt_bits(third.as_ref()), tgt_bits(first.as_ref()));
+    // another vocabulary is refused, naming the file
+    let mut other = d.vocabs.target.clone();
+    other.terms.swap(0, 1);
+    let other = Vocabulary::from_parts("hi", other.terms, other.df, other.n_docs);
+    other.save(&dir.path().join("vocab.target.json")).unwrap();
+    let e = xcnn_trainer()
+        .train(
+            &d,
+            &params(&[("dim", "8"), ("init", init)]),
+            &Device::Cpu,
+            9,
+            None,
+            &mut Recorder::default(),
+        )
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("vocab.target.json") && e.contains("vocabulary differs"),
+        "{e}"
+    );
+    // and so is another dimension
+    d.vocabs
+        .target
+        .save(&dir.path().join("vocab.target.json"))
+        .unwrap();
+    let e = xcnn_trainer()
+        .train(
+            &d,
+            &params(&[("dim", "16"), ("init", file.to_str().unwrap())]),
+            &Device::Cpu,
+            9,
+            None,
+            &mut Recorder::default(),
+        )
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("16"), "{e}");
+}

@@ -41,8 +41,9 @@
 //! a batch uses, see [`Adam::backward_step_rows`]), `negatives`
 //! (`random:1`, `random:K`, `in-batch`), `valid_max` (2000 validation pairs
 //! for the trainer's own best-epoch choice), `init` (a session directory whose
-//! `checkpoints/best.safetensors` gives a pre-initialised target network; the
-//! mono phase is then skipped).
+//! `checkpoints/best.safetensors`, or a checkpoint file, gives a
+//! pre-initialised target network; the mono phase is then skipped; see
+//! [`load_init`]).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -881,7 +882,11 @@ pub(crate) fn check_loss(model: &str, loss: f64, phase: &str, step: usize) -> Re
 }
 
 /// Takes the target network of a pre-initialised session: the tensors
-/// `tgt.*` of `DIR/checkpoints/best.safetensors`, checking the vocabulary
+/// `tgt.*` of `DIR/checkpoints/best.safetensors` (or of a checkpoint file
+/// given directly, e.g. a session's `checkpoints/last.safetensors`). Any
+/// checkpoint of an XCNN session written in its cross phase holds the final
+/// pre-initialised target network, since that phase never changes it.
+/// Checks the vocabulary
 /// (`DIR/vocab.target.json`, or `DIR/vocab.<lang>.json`, when present: the
 /// terms must be the same, in the same order) and the shape.
 pub fn load_init(
@@ -891,7 +896,16 @@ pub fn load_init(
     dtype: DType,
     device: &Device,
 ) -> Result<Composer> {
-    let ck = dir.join("checkpoints").join("best.safetensors");
+    // a checkpoint file itself, or a session directory's best checkpoint
+    let (ck, dir) = if dir.is_file() {
+        let session = dir
+            .parent()
+            .and_then(|p| p.parent())
+            .unwrap_or(Path::new("."));
+        (dir.to_path_buf(), session)
+    } else {
+        (dir.join("checkpoints").join("best.safetensors"), dir)
+    };
     if !ck.exists() {
         return Err(Error::file(&ck, "init: no such checkpoint"));
     }
