@@ -9,8 +9,8 @@
 //! ```
 //!
 //! Pseudo-relevant positives for XCNN's mono phase: each training target text's
-//! best log-tf·idf cosine match other than itself (a sparse product here,
-//! until the index's BM25 miner is used).
+//! best log-tf·idf cosine match other than itself
+//! (`models::xcnn::tfidf_positives`, until the index's BM25 miner is used).
 //!
 //! Throughput (`pairs_per_s`) counts training examples (mono triples and
 //! cross pairs) over the time spent in the training loops, as
@@ -27,7 +27,6 @@ use clap::Parser;
 use rosetta::corpus::io::read_lines;
 use rosetta::eval::sentence::sentence_retrieval;
 use rosetta::models::{Model, Params, Side, Vocabs};
-use rosetta::text::weight::{weigh, Weighting};
 use rosetta::text::{Analyzer, CsrMatrix, TextConfig, Vocabulary};
 use rosetta::train::{Flow, Hooks, StepReport, TrainData, Trainer};
 
@@ -72,44 +71,6 @@ struct Args {
 
 fn analyze(path: &Path, a: &Analyzer) -> anyhow::Result<Vec<Vec<String>>> {
     Ok(read_lines(path)?.iter().map(|l| a.analyze(l)).collect())
-}
-
-/// Best log-tf·idf cosine match of each row other than itself (None when no
-/// other row shares a term).
-fn best_match(m: &CsrMatrix, vocab: &Vocabulary) -> Vec<Option<u32>> {
-    let w = weigh(m, vocab, Weighting::LogTfIdf, true);
-    let mut postings: Vec<Vec<(u32, f32)>> = vec![Vec::new(); w.n_cols];
-    for i in 0..w.n_rows() {
-        let (c, v) = w.row(i);
-        for (c, v) in c.iter().zip(v) {
-            postings[*c as usize].push((i as u32, *v));
-        }
-    }
-    let mut acc = vec![0f32; w.n_rows()];
-    let mut touched = Vec::new();
-    (0..w.n_rows())
-        .map(|i| {
-            let (c, v) = w.row(i);
-            for (c, v) in c.iter().zip(v) {
-                for (j, x) in &postings[*c as usize] {
-                    if acc[*j as usize] == 0.0 {
-                        touched.push(*j);
-                    }
-                    acc[*j as usize] += v * x;
-                }
-            }
-            let mut best: Option<(u32, f32)> = None;
-            for &j in &touched {
-                let s = acc[j as usize];
-                if j as usize != i && s > 0.0 && best.is_none_or(|b| s > b.1) {
-                    best = Some((j, s));
-                }
-                acc[j as usize] = 0.0;
-            }
-            touched.clear();
-            best.map(|b| b.0)
-        })
-        .collect()
 }
 
 struct Harness {
@@ -215,7 +176,7 @@ fn main() -> anyhow::Result<()> {
     let (train_src, train_tgt) = keep(&vs.count_matrix(&tr_s), &vt.count_matrix(&tr_t));
     let (valid_src, valid_tgt) = keep(&vs.count_matrix(&va_s), &vt.count_matrix(&va_t));
     let (test_src, test_tgt) = (vs.count_matrix(&te_s), vt.count_matrix(&te_t));
-    let mono_positive = best_match(&train_tgt, &vt);
+    let mono_positive = rosetta::models::xcnn::tfidf_positives(&train_tgt, &vt);
     let data = TrainData {
         vocabs: Vocabs {
             source: vs,

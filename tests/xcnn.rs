@@ -476,6 +476,39 @@ fn in_batch_negatives_and_depth_train_without_nan() {
 }
 
 #[test]
+fn positives_are_computed_when_none_are_given() {
+    let mut m = CsrMatrix::new(5);
+    m.push_row([(0, 1.0), (1, 1.0)]);
+    m.push_row([(1, 1.0), (2, 1.0)]);
+    m.push_row([(0, 1.0), (1, 1.0), (4, 1.0)]);
+    m.push_row([(3, 1.0)]);
+    let v = Vocabulary::from_parts(
+        "hi",
+        (0..5).map(|i| i.to_string()).collect(),
+        vec![2, 3, 1, 1, 1],
+        4,
+    );
+    let p = rosetta::models::xcnn::tfidf_positives(&m, &v);
+    assert_eq!(p, vec![Some(2), Some(0), Some(0), None]);
+    // training with no positives given uses them (and says so)
+    let mut d = data(100, 40);
+    d.mono_positive = Vec::new();
+    let mut rec = Recorder::default();
+    xcnn_trainer()
+        .train(
+            &d,
+            &params(&[("dim", "4"), ("mono_epochs", "1"), ("epochs", "1")]),
+            &Device::Cpu,
+            1,
+            None,
+            &mut rec,
+        )
+        .unwrap();
+    assert!(rec.logs.iter().any(|l| l.contains("best log-tf·idf match")));
+    assert!(rec.tgt.iter().any(|r| r.0 == "mono"));
+}
+
+#[test]
 fn bad_input_is_a_clear_error() {
     let d = data(50, 40);
     let run = |kv: &[(&str, &str)], d: &TrainData| {
@@ -497,10 +530,20 @@ fn bad_input_is_a_clear_error() {
     assert!(run(&[("negatives", "some")], &d).contains("negatives"));
     assert!(run(&[("lr", "-1")], &d).contains("lr"));
     assert!(run(&[("dimm", "8")], &d).contains("dimm"));
-    // no usable pseudo-relevance positives with a mono phase asked for
+    // no usable pseudo-relevance positives with a mono phase asked for: none
+    // given and none to compute (no two texts share a term)
     let mut none = d.clone();
-    none.mono_positive = vec![None; none.mono.n_rows()];
+    let mut mono = CsrMatrix::new(40);
+    for i in 0..10 {
+        mono.push_row([(i, 1.0)]);
+    }
+    none.mono = mono;
+    none.mono_positive = vec![None; 10];
     assert!(run(&[("dim", "4")], &none).contains("mono_epochs=0"));
+    // a positive past the texts
+    let mut bad = d.clone();
+    bad.mono_positive[0] = Some(100_000);
+    assert!(run(&[("dim", "4")], &bad).contains("100000"));
     // no training pairs
     let mut empty = d.clone();
     empty.train_src = CsrMatrix::new(40);

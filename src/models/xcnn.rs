@@ -766,6 +766,51 @@ pub(crate) fn nonempty_rows(m: &CsrMatrix) -> Vec<usize> {
     (0..m.n_rows()).filter(|&i| !m.row_is_empty(i)).collect()
 }
 
+/// For each row of `m` (raw counts over `vocab`), the row of its best
+/// log-tf·idf cosine match other than itself, or `None` when no other row
+/// shares a term: the paper's pseudo-relevant positives (Sec. 5.1 uses the
+/// best TF-IDF match). An inverted-index sparse product, `O(Σ postings²)`
+/// in the worst case; fine for tens of thousands of short texts.
+pub fn tfidf_positives(m: &CsrMatrix, vocab: &crate::text::Vocabulary) -> Vec<Option<u32>> {
+    use crate::text::weight::{weigh, Weighting};
+    let w = weigh(m, vocab, Weighting::LogTfIdf, true);
+    let mut postings: Vec<Vec<(u32, f32)>> = vec![Vec::new(); w.n_cols];
+    for i in 0..w.n_rows() {
+        let (c, v) = w.row(i);
+        for (c, v) in c.iter().zip(v) {
+            postings[*c as usize].push((i as u32, *v));
+        }
+    }
+    let mut acc = vec![0f32; w.n_rows()];
+    let mut touched = Vec::new();
+    (0..w.n_rows())
+        .map(|i| {
+            let (c, v) = w.row(i);
+            for (c, v) in c.iter().zip(v) {
+                for (j, x) in &postings[*c as usize] {
+                    if acc[*j as usize] == 0.0 {
+                        touched.push(*j);
+                    }
+                    acc[*j as usize] += v * x;
+                }
+            }
+            let mut best: Option<(u32, f32)> = None;
+            for &j in &touched {
+                let s = acc[j as usize];
+                if j as usize != i
+                    && s > 0.0
+                    && best.is_none_or(|b| s > b.1 || (s == b.1 && j < b.0))
+                {
+                    best = Some((j, s));
+                }
+                acc[j as usize] = 0.0;
+            }
+            touched.clear();
+            best.map(|b| b.0)
+        })
+        .collect()
+}
+
 /// Pseudo-relevance triples of the mono phase, split into training and
 /// held-out parts, with fixed negatives for the held-out figure.
 struct MonoData {
@@ -776,17 +821,41 @@ struct MonoData {
 
 const MONO_VALID_NEGATIVES: usize = 10;
 
-fn mono_data(data: &TrainData, cfg: &XcnnConfig, seed: u64) -> Result<MonoData> {
+fn mono_data(
+    data: &TrainData,
+    cfg: &XcnnConfig,
+    seed: u64,
+    hooks: &mut dyn Hooks,
+) -> Result<MonoData> {
     let m = &data.mono;
-    if data.mono_positive.len() != m.n_rows() {
+    if m.n_cols != data.vocabs.target.len() {
         return Err(Error::invalid(format!(
-            "xcnn: {} monolingual texts but {} pseudo-relevance entries",
-            m.n_rows(),
-            data.mono_positive.len()
+            "xcnn: monolingual texts counted over {} terms but the target vocabulary has {}",
+            m.n_cols,
+            data.vocabs.target.len()
         )));
     }
+    let computed;
+    let positives = if !data.mono_positive.is_empty()
+        && data.mono_positive.iter().any(|p| p.is_some())
+    {
+        if data.mono_positive.len() != m.n_rows() {
+            return Err(Error::invalid(format!(
+                "xcnn: {} monolingual texts but {} pseudo-relevance entries",
+                m.n_rows(),
+                data.mono_positive.len()
+            )));
+        }
+        &data.mono_positive
+    } else {
+        hooks.log(
+            "xcnn mono: no pseudo-relevant positives given; using each text's best log-tf·idf match",
+        );
+        computed = tfidf_positives(m, &data.vocabs.target);
+        &computed
+    };
     let mut pairs = Vec::new();
-    for (q, p) in data.mono_positive.iter().enumerate() {
+    for (q, p) in positives.iter().enumerate() {
         if let Some(p) = *p {
             let p = p as usize;
             if p >= m.n_rows() {
@@ -803,8 +872,8 @@ fn mono_data(data: &TrainData, cfg: &XcnnConfig, seed: u64) -> Result<MonoData> 
     let pool = nonempty_rows(m);
     if pairs.is_empty() || pool.len() < 2 {
         return Err(Error::invalid(format!(
-            "xcnn: mono_epochs={} but no monolingual text has a usable pseudo-relevant positive; \
-             give mono data or set mono_epochs=0",
+            "xcnn: mono_epochs={} but no monolingual text has a usable pseudo-relevant positive \
+             (no two texts share a term); give mono data or set mono_epochs=0",
             cfg.mono_epochs
         )));
     }
@@ -956,7 +1025,7 @@ impl XcnnTrainer {
         resume: Option<&HashMap<String, Tensor>>,
         hooks: &mut dyn Hooks,
     ) -> Result<Flow> {
-        let md = mono_data(data, cfg, seed)?;
+        let md = mono_data(data, cfg, seed, hooks)?;
         hooks.log(&format!(
             "xcnn mono: {} training triples, {} held out",
             md.train.len(),
