@@ -584,9 +584,14 @@ fn bae_losses_by_hand() {
 #[test]
 fn bae_learns_unit_codes_and_reloads() {
     let d = data(600, 40);
-    for (corr, input, optim) in [("0", "binary", "adam"), ("0.5", "tf", "lazy-adam")] {
+    for (corr, input, optim, recon) in [
+        ("0", "binary", "adam", "full"),
+        ("0.5", "tf", "lazy-adam", "sampled:10"),
+        ("0", "binary", "adam", "sampled:10"),
+    ] {
         let p = params(&[
             ("optim", optim),
+            ("recon", recon),
             ("dim", "16"),
             ("epochs", "20"),
             ("batch", "20"),
@@ -672,6 +677,7 @@ fn bae_resume_and_bad_input() {
     assert!(run(&[("dim", "99999")], &d).contains("dim=99999"));
     assert!(run(&[("input", "idf")], &d).contains("input=idf"));
     assert!(run(&[("corr", "-1")], &d).contains("corr"));
+    assert!(run(&[("recon", "sampled:0")], &d).contains("recon=sampled:0"));
     let mut empty = d.clone();
     empty.train_src = CsrMatrix::new(40);
     empty.train_tgt = CsrMatrix::new(40);

@@ -289,7 +289,11 @@ impl Adam {
             let next = (next - (upd * self.lr)?)?;
             match ids {
                 Some(ids) => {
-                    let idx = ids.unsqueeze(1)?.broadcast_as(next.shape())?.contiguous()?;
+                    let idx = if next.rank() == 1 {
+                        ids.clone()
+                    } else {
+                        ids.unsqueeze(1)?.broadcast_as(next.shape())?.contiguous()?
+                    };
                     m.as_tensor().scatter_set(&idx, &next_m, 0)?;
                     v.as_tensor().scatter_set(&idx, &next_v, 0)?;
                     theta.as_tensor().scatter_set(&idx, &next, 0)?;
