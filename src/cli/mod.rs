@@ -3,6 +3,9 @@
 
 use clap::{Parser, Subcommand};
 
+mod data;
+mod eval;
+
 /// Rosetta: a terminal workbench for cross-language information retrieval.
 #[derive(Debug, Parser)]
 #[command(name = "rosetta", version, about, long_about = None)]
@@ -13,9 +16,27 @@ pub struct Cli {
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
-pub enum Command {}
+pub enum Command {
+    /// Score a TREC run against qrels with trec_eval's conventions (MRR, MAP,
+    /// P@k, R@100, nDCG@k, Top-1).
+    TrecEval(eval::TrecEvalArgs),
+    /// Compare TREC runs on the same qrels, with paired significance tests
+    /// against a baseline.
+    Compare(eval::CompareArgs),
+    /// Inspect a workspace's data.
+    #[command(subcommand)]
+    Data(data::DataCommand),
+    /// Create the default Bible workspace (English KJV / Spanish RV1909,
+    /// verse-aligned) from the SWORD modules, installing them if needed.
+    Setup(data::SetupArgs),
+}
 
 /// Runs one command; the error is printed by `main`.
 pub fn run(cmd: Command) -> anyhow::Result<()> {
-    match cmd {}
+    match cmd {
+        Command::TrecEval(a) => eval::trec_eval(a),
+        Command::Compare(a) => eval::compare(a),
+        Command::Data(c) => data::run_data(c),
+        Command::Setup(a) => data::run_setup(a),
+    }
 }
