@@ -778,3 +778,35 @@ fn init_takes_a_pre_initialised_target_network() {
         .to_string();
     assert!(e.contains("16"), "{e}");
 }
+
+#[test]
+fn both_models_train_on_the_tiny_workspace() {
+    let ws = rosetta::corpus::workspace::Workspace::load(std::path::Path::new(
+        "tests/fixtures/corpus/tiny/workspace.toml",
+    ))
+    .unwrap();
+    let prepared = rosetta::corpus::prepare::Prepared::build(&ws).unwrap();
+    // no miner: the XCNN trainer finds its own pseudo-relevant positives
+    let d = prepared.train_data(Vec::new());
+    for (name, kv) in [
+        ("xcnn", vec![("mono_epochs", "2"), ("epochs", "3")]),
+        ("bae", vec![("epochs", "3")]),
+    ] {
+        let trainer = match name {
+            "xcnn" => xcnn_trainer(),
+            _ => bae_trainer(),
+        };
+        let mut rec = Recorder::default();
+        let m = trainer
+            .train(&d, &params(&kv), &Device::Cpu, 1, None, &mut rec)
+            .unwrap();
+        assert_eq!(m.kind(), name);
+        assert_eq!(m.dim(), 128);
+        assert!(!rec.losses.is_empty() && rec.losses.iter().all(|l| l.is_finite()));
+        let s = m.encode(Side::Source, &d.valid_src).unwrap();
+        let t = m.encode(Side::Target, &d.valid_tgt).unwrap();
+        assert!(sentence_retrieval(&s, &t).mrr.is_finite());
+        let tv = m.term_vectors(Side::Target).unwrap();
+        assert_eq!(tv.nrows(), d.vocabs.target.len());
+    }
+}
