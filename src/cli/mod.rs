@@ -1,6 +1,9 @@
 //! The command line: argument definitions and one handler per command, each a
 //! thin call into the engine.
 
+mod bench;
+mod bm25;
+
 use clap::{Parser, Subcommand};
 
 mod data;
@@ -29,6 +32,11 @@ pub enum Command {
     /// Create the default Bible workspace (English KJV / Spanish RV1909,
     /// verse-aligned) from the SWORD modules, installing them if needed.
     Setup(data::SetupArgs),
+    /// A BM25 run on a workspace's ad-hoc task (monolingual, untranslated,
+    /// dictionary or MT queries), written as a TREC run and scored.
+    Bm25(bm25::Bm25Args),
+    /// Benchmarks of the index (dense top-k against faiss, pseudo-relevance mining).
+    Bench(bench::BenchArgs),
 }
 
 /// Runs one command; the error is printed by `main`.
@@ -38,5 +46,7 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
         Command::Compare(a) => eval::compare(a),
         Command::Data(c) => data::run_data(c),
         Command::Setup(a) => data::run_setup(a),
+        Command::Bm25(a) => bm25::run(a),
+        Command::Bench(a) => bench::run(a),
     }
 }
