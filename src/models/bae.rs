@@ -15,9 +15,11 @@
 //!   Dauphin et al. 2011: on a loaded 2-core CPU the full 3 × 100 × 10k
 //!   logits per language and step dominate the time).
 //! - Loss per pair: each language reconstructed from itself, each from the
-//!   other, both from both (six cross-entropies), minus `corr · Σ_j
-//!   corr(h(x)_j, h(y)_j)` over the batch when `corr=λ` > 0 (the correlation
-//!   term of Chandar et al.'s later CorrNet).
+//!   other, both from both (six cross-entropies), minus `λ · Σ_j
+//!   corr(h(x)_j, h(y)_j)` over the batch (`corr=λ`, default 5; 0 turns it
+//!   off). Measured on enhi-nmt-sample-18k: without it the codes of the two
+//!   languages barely align (validation MRR 0.019 after 8 epochs), with λ = 5
+//!   0.23 after 5.
 //! - Document vectors are codes `h(x)` (or `h(y)`), centred by the mean code
 //!   of that language's training texts (`center=side`, default; sigmoid codes
 //!   are all positive, so uncentred cosines are all high) and scaled to unit
@@ -28,7 +30,7 @@
 //! (100), `lr` (0.001), `weight_decay` (0), `epochs` (50), `optim` (`adam`, or
 //! `lazy-adam`: row-sparse Adam on the encoder tables), `recon` (`full` or
 //! `sampled:N`), `input`
-//! (`binary`|`tf`), `corr` (0), `center` (`side`|`none`), `init_scale` (0.1),
+//! (`binary`|`tf`), `corr` (5), `center` (`side`|`none`), `init_scale` (0.1),
 //! `valid_max` (2000).
 
 use std::collections::HashMap;
@@ -100,7 +102,7 @@ impl BaeConfig {
                     )))
                 }
             },
-            corr: p.get("corr", 0.0f64)?,
+            corr: p.get("corr", 5.0f64)?,
             center: match center.as_str() {
                 "side" => true,
                 "none" => false,
