@@ -5,6 +5,9 @@
 //! [`CsrMatrix`] row per text) and applies its own weighting; it returns
 //! unit-length rows so that a dot product is the cosine.
 
+pub mod bae;
+pub mod xcnn;
+
 use std::collections::BTreeMap;
 
 use ndarray::Array2;
@@ -164,7 +167,7 @@ pub mod opca;
 pub mod s2net;
 
 /// Names of every trainable model, in the order `rosetta train --help` lists them.
-pub const MODEL_NAMES: &[&str] = &["cl-lsi", "opca", "cca", "s2net"];
+pub const MODEL_NAMES: &[&str] = &["cl-lsi", "opca", "cca", "s2net", "xcnn", "bae"];
 
 /// The trainer of model `name`; an unknown name is an error listing the
 /// known ones. One match arm per model.
@@ -174,6 +177,8 @@ pub fn trainer(name: &str) -> Result<Box<dyn crate::train::Trainer>> {
         "opca" => Ok(Box::new(opca::OpcaTrainer)),
         "cca" => Ok(Box::new(cca::CcaTrainer)),
         "s2net" => Ok(Box::new(s2net::S2NetTrainer)),
+        "xcnn" => Ok(xcnn::xcnn_trainer()),
+        "bae" => Ok(bae::bae_trainer()),
         other => Err(crate::Error::invalid(format!(
             "unknown model `{other}`; known models: {}",
             if MODEL_NAMES.is_empty() {

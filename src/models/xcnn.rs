@@ -1,0 +1,1380 @@
+//! XCNN, the external-data composition neural network (seed 000/002, Gupta,
+//! Banchs & Rosso: Sec. 4, 5.1, Appendix A).
+//!
+//! **Composition** (Eq. 5-6): every term `i` of a language has the vector
+//! `y_i = g(W_m … g(W_1 e_i + b_1) … + b_m)` with `g = tanh` and `e_i` one-hot,
+//! so for one layer `y_i = tanh(W_1[:, i] + b_1)`; a text is the sum of its
+//! terms' vectors over token occurrences (raw counts). We store `W_1` as a
+//! `V × k` table (row `i` is the paper's column `i`), compute the term vectors
+//! of the terms a batch uses once per step and compose by a sparse gather
+//! (`index_select` by term id) and a segment sum (`index_add` by row, weighted
+//! by counts): no dense one-hot product, and the same tensor code on CPU and CUDA.
+//!
+//! **Training**, one job in two phases:
+//! 1. `mono` (Sec. 4.1, Eq. 7-8): the target-language network alone on
+//!    pseudo-relevance triples `(q, d+, d−)` of [`TrainData::mono`], `d+` the
+//!    text's best match from [`TrainData::mono_positive`], `d−` random;
+//!    maximises `J = cos(y_q, y_d+) − cos(y_q, y_d−)`. Its own validation
+//!    figure each epoch is the share of (held-out query, sampled negative)
+//!    pairs where `d+` outranks the negative (logged, and passed to
+//!    `epoch_end("mono", …)` as the extra tensor `mono.valid_accuracy`); it
+//!    keeps the best epoch and stops after `mono_patience` epochs without
+//!    improvement. A [`Flow::Stop`] from `epoch_end` in this phase ends the
+//!    pre-initialisation only (the runner's early stopping watches
+//!    cross-lingual MRR, meaningless before the source network trains); a
+//!    cancellation still stops the job at the next `Hooks::step`.
+//! 2. `cross` (Sec. 4.2, Eq. 9): the source network on parallel pairs with
+//!    `J_cl = cos(y_src, y+_tgt) − cos(y_src, y−_tgt)`, the target network
+//!    frozen (its term table is computed once and never differentiated).
+//!
+//! The paper maximises with conjugate gradient (3 iterations, 3 line searches
+//! per mini-batch); we use Adam with decoupled weight decay (default 0: the
+//! paper uses early stopping instead of regularisation), same update as
+//! `candle_nn::AdamW` but with its moments exposed so a checkpoint can resume
+//! exactly ([`Adam`]).
+//!
+//! Settings (`--set key=value`): `dim` (128), `layers` (1), `init_scale`
+//! (0.1: parameters `N(0,1)·0.1`), `batch` (100), `lr` (0.01), `weight_decay`
+//! (0), `epochs` (50, cross phase), `mono_epochs` (20), `mono_patience` (3),
+//! `mono_valid` (0.05, share of triples held out), `optim` (`adam`, or
+//! `lazy-adam`: row-sparse Adam that reads and writes only the term-table rows
+//! a batch uses, see [`Adam::backward_step_rows`]), `negatives`
+//! (`random:1`, `random:K`, `in-batch`), `valid_max` (2000 validation pairs
+//! for the trainer's own best-epoch choice), `init` (a session directory whose
+//! `checkpoints/best.safetensors`, or a checkpoint file, gives a
+//! pre-initialised target network; the mono phase is then skipped; see
+//! [`load_init`]).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use candle_core::{DType, Device, Tensor, Var};
+use ndarray::Array2;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, StandardNormal};
+
+use super::{Model, Params, Side, Vocabs};
+use crate::eval::sentence::sentence_retrieval;
+use crate::text::CsrMatrix;
+use crate::train::{Flow, Hooks, Resume, StepReport, TrainData, Trainer};
+use crate::{Error, Result};
+
+/// Largest shared-space dimension accepted (a `V × k` table per language).
+pub const MAX_DIM: usize = 4096;
+const NORM_EPS: f64 = 1e-12;
+
+// ---------------------------------------------------------------------------
+// Sparse batches
+// ---------------------------------------------------------------------------
+
+/// Rows of a raw-count [`CsrMatrix`] laid out for composition on a device:
+/// the distinct terms the rows use, and per stored entry its term (global id
+/// and position among the distinct terms), its row in the batch and its count.
+#[derive(Debug, Clone)]
+pub struct SparseBatch {
+    /// Number of texts (rows) in the batch.
+    pub n_rows: usize,
+    /// Distinct term ids used by the batch, ascending (`u32`, length `u`).
+    pub uniq: Tensor,
+    /// Global term id of every entry (`u32`, length `nnz`).
+    pub terms: Tensor,
+    /// Position of every entry's term in `uniq` (`u32`, length `nnz`).
+    pub local: Tensor,
+    /// Batch row of every entry (`u32`, length `nnz`).
+    pub rows: Tensor,
+    /// Value of every entry as an `nnz × 1` column of `dtype`.
+    pub weights: Tensor,
+    /// Number of stored entries.
+    pub nnz: usize,
+}
+
+impl SparseBatch {
+    /// The rows `rows` of `m` (in that order), on `device`, values as `dtype`;
+    /// `binary` replaces every count by 1.
+    pub fn new(
+        m: &CsrMatrix,
+        rows: &[usize],
+        binary: bool,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<Self> {
+        let mut terms = Vec::new();
+        let mut row_of = Vec::new();
+        let mut vals = Vec::new();
+        for (b, &r) in rows.iter().enumerate() {
+            let (c, v) = m.row(r);
+            terms.extend_from_slice(c);
+            row_of.extend(std::iter::repeat_n(b as u32, c.len()));
+            vals.extend(v.iter().map(|&x| if binary { 1.0f64 } else { x as f64 }));
+        }
+        let mut uniq = terms.clone();
+        uniq.sort_unstable();
+        uniq.dedup();
+        let local: Vec<u32> = terms
+            .iter()
+            .map(|t| uniq.binary_search(t).expect("term in its own set") as u32)
+            .collect();
+        let nnz = terms.len();
+        Ok(SparseBatch {
+            n_rows: rows.len(),
+            uniq: Tensor::from_vec(uniq.clone(), uniq.len(), device)?,
+            terms: Tensor::from_vec(terms, nnz, device)?,
+            local: Tensor::from_vec(local, nnz, device)?,
+            rows: Tensor::from_vec(row_of, nnz, device)?,
+            weights: Tensor::from_vec(vals, (nnz, 1), device)?.to_dtype(dtype)?,
+            nnz,
+        })
+    }
+
+    /// Segment sum: `out[r] = Σ weight·table[idx]` over the entries of row
+    /// `r`, where `table` is indexed by `idx` (`terms` for a full `V × k`
+    /// table, `local` for a table of the distinct terms). Empty rows stay zero.
+    pub fn compose(&self, table: &Tensor, by_local: bool) -> Result<Tensor> {
+        let k = table.dim(1)?;
+        let out = Tensor::zeros((self.n_rows, k), table.dtype(), table.device())?;
+        if self.nnz == 0 {
+            return Ok(out);
+        }
+        let idx = if by_local { &self.local } else { &self.terms };
+        let g = table.index_select(idx, 0)?.broadcast_mul(&self.weights)?;
+        Ok(out.index_add(&self.rows, &g, 0)?)
+    }
+}
+
+/// Rows scaled to unit length (`y / sqrt(|y|² + ε)`: zero rows stay zero and
+/// the gradient stays finite).
+pub fn unit_rows(y: &Tensor) -> Result<Tensor> {
+    let n = (y.sqr()?.sum_keepdim(1)? + NORM_EPS)?.sqrt()?;
+    Ok(y.broadcast_div(&n)?)
+}
+
+/// A tensor of unit rows as an ndarray matrix of `f32`.
+pub fn to_array(y: &Tensor) -> Result<Array2<f32>> {
+    let (n, k) = y.dims2()?;
+    let v = y.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
+    Array2::from_shape_vec((n, k), v).map_err(|e| Error::invalid(format!("tensor shape: {e}")))
+}
+
+/// Normal `N(0,1)·scale` values from a seeded generator (device independent).
+pub fn normal_tensor(
+    shape: (usize, usize),
+    scale: f64,
+    rng: &mut ChaCha8Rng,
+    dtype: DType,
+    device: &Device,
+) -> Result<Tensor> {
+    let n = shape.0 * shape.1;
+    let v: Vec<f64> = (0..n)
+        .map(|_| {
+            let z: f64 = StandardNormal.sample(rng);
+            z * scale
+        })
+        .collect();
+    Ok(Tensor::from_vec(v, shape, device)?.to_dtype(dtype)?)
+}
+
+// ---------------------------------------------------------------------------
+// Adam with exposed state
+// ---------------------------------------------------------------------------
+
+/// Adam with decoupled weight decay, the update of `candle_nn::AdamW`, with
+/// named parameters and moments that can be checkpointed and restored.
+pub struct Adam {
+    vars: Vec<(String, Var, Var, Var)>,
+    t: usize,
+    /// Learning rate.
+    pub lr: f64,
+    /// Decoupled weight decay (0 = plain Adam).
+    pub weight_decay: f64,
+    beta1: f64,
+    beta2: f64,
+    eps: f64,
+}
+
+impl Adam {
+    /// An optimiser over named variables, moments zero.
+    pub fn new(vars: Vec<(String, Var)>, lr: f64, weight_decay: f64) -> Result<Self> {
+        let vars = vars
+            .into_iter()
+            .map(|(n, v)| {
+                let m = Var::zeros(v.shape(), v.dtype(), v.device())?;
+                let s = Var::zeros(v.shape(), v.dtype(), v.device())?;
+                Ok((n, v, m, s))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Adam {
+            vars,
+            t: 0,
+            lr,
+            weight_decay,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+        })
+    }
+
+    /// One update from the gradients of `loss` (minimised).
+    pub fn backward_step(&mut self, loss: &Tensor) -> Result<()> {
+        let grads = loss.backward()?;
+        self.t += 1;
+        let (b1, b2) = (self.beta1, self.beta2);
+        let scale_m = 1.0 / (1.0 - b1.powi(self.t as i32));
+        let scale_v = 1.0 / (1.0 - b2.powi(self.t as i32));
+        for (_, theta, m, v) in &self.vars {
+            let Some(g) = grads.get(theta.as_tensor()) else {
+                continue;
+            };
+            let next_m = ((m.as_tensor() * b1)? + (g * (1.0 - b1))?)?;
+            let next_v = ((v.as_tensor() * b2)? + (g.sqr()? * (1.0 - b2))?)?;
+            let upd = ((&next_m * scale_m)? / ((&next_v * scale_v)?.sqrt()? + self.eps)?)?;
+            let mut next = theta.as_tensor().clone();
+            if self.weight_decay != 0.0 {
+                next = (next * (1.0 - self.lr * self.weight_decay))?;
+            }
+            let next = (next - (upd * self.lr)?)?;
+            m.set(&next_m)?;
+            v.set(&next_v)?;
+            theta.set(&next)?;
+        }
+        Ok(())
+    }
+
+    /// One update where some table parameters got their gradient through a
+    /// per-step leaf holding only the rows `ids` (distinct) of the table named
+    /// `name` (see [`Composer::compose_rows`]): those rows, and only those,
+    /// of the table and its moments are updated in place ("lazy" Adam, as
+    /// TensorFlow's LazyAdam and PyTorch's SparseAdam: untouched rows keep
+    /// their moments instead of decaying them). Other variables get the
+    /// ordinary update.
+    pub fn backward_step_rows(
+        &mut self,
+        loss: &Tensor,
+        rows: &[(&str, &Tensor, &Var)],
+    ) -> Result<()> {
+        let grads = loss.backward()?;
+        self.t += 1;
+        let (b1, b2) = (self.beta1, self.beta2);
+        let scale_m = 1.0 / (1.0 - b1.powi(self.t as i32));
+        let scale_v = 1.0 / (1.0 - b2.powi(self.t as i32));
+        for (name, theta, m, v) in &self.vars {
+            let sparse = rows.iter().find(|r| r.0 == name);
+            let (g, ids) = match sparse {
+                Some((_, ids, leaf)) => match grads.get(leaf.as_tensor()) {
+                    Some(g) => (g.clone(), Some(*ids)),
+                    None => continue,
+                },
+                None => match grads.get(theta.as_tensor()) {
+                    Some(g) => (g.clone(), None),
+                    None => continue,
+                },
+            };
+            let take = |t: &Tensor| -> Result<Tensor> {
+                Ok(match ids {
+                    Some(ids) => t.index_select(ids, 0)?,
+                    None => t.clone(),
+                })
+            };
+            let m0 = take(m.as_tensor())?;
+            let v0 = take(v.as_tensor())?;
+            let th0 = take(theta.as_tensor())?;
+            let next_m = ((m0 * b1)? + (&g * (1.0 - b1))?)?;
+            let next_v = ((v0 * b2)? + (g.sqr()? * (1.0 - b2))?)?;
+            let upd = ((&next_m * scale_m)? / ((&next_v * scale_v)?.sqrt()? + self.eps)?)?;
+            let mut next = th0;
+            if self.weight_decay != 0.0 {
+                next = (next * (1.0 - self.lr * self.weight_decay))?;
+            }
+            let next = (next - (upd * self.lr)?)?;
+            match ids {
+                Some(ids) => {
+                    let idx = if next.rank() == 1 {
+                        ids.clone()
+                    } else {
+                        ids.unsqueeze(1)?.broadcast_as(next.shape())?.contiguous()?
+                    };
+                    m.as_tensor().scatter_set(&idx, &next_m, 0)?;
+                    v.as_tensor().scatter_set(&idx, &next_v, 0)?;
+                    theta.as_tensor().scatter_set(&idx, &next, 0)?;
+                }
+                None => {
+                    m.set(&next_m)?;
+                    v.set(&next_v)?;
+                    theta.set(&next)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Moments and step count as named tensors (`adam.m.NAME`, `adam.v.NAME`,
+    /// `adam.t`), for a checkpoint.
+    pub fn state(&self) -> Result<Vec<(String, Tensor)>> {
+        let mut out = Vec::new();
+        for (n, _, m, v) in &self.vars {
+            out.push((format!("adam.m.{n}"), m.as_tensor().copy()?));
+            out.push((format!("adam.v.{n}"), v.as_tensor().copy()?));
+        }
+        let dev = self.vars.first().map(|v| v.1.device().clone());
+        let dev = dev.unwrap_or(Device::Cpu);
+        out.push(("adam.t".to_string(), Tensor::new(&[self.t as i64], &dev)?));
+        Ok(out)
+    }
+
+    /// Restores moments and step count written by [`Adam::state`].
+    pub fn restore(&mut self, tensors: &HashMap<String, Tensor>) -> Result<()> {
+        for (n, theta, m, v) in &self.vars {
+            for (kind, var) in [("m", m), ("v", v)] {
+                let key = format!("adam.{kind}.{n}");
+                let t = tensors
+                    .get(&key)
+                    .ok_or_else(|| Error::invalid(format!("checkpoint lacks {key}")))?;
+                if t.shape() != theta.shape() {
+                    return Err(Error::invalid(format!(
+                        "checkpoint {key} has shape {:?}, expected {:?}",
+                        t.dims(),
+                        theta.dims()
+                    )));
+                }
+                var.set(&t.to_dtype(theta.dtype())?.to_device(theta.device())?)?;
+            }
+        }
+        let t = tensors
+            .get("adam.t")
+            .ok_or_else(|| Error::invalid("checkpoint lacks adam.t"))?;
+        self.t = t.to_dtype(DType::I64)?.flatten_all()?.to_vec1::<i64>()?[0].max(0) as usize;
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The composition network
+// ---------------------------------------------------------------------------
+
+/// One language's composition network (Eq. 5): a `V × k` first layer, its
+/// bias, and `layers − 1` further `k × k` layers, all tanh.
+pub struct Composer {
+    /// `(weight, bias)` per layer; layer 0's weight is the `V × k` term table.
+    pub layers: Vec<(Var, Var)>,
+}
+
+impl Composer {
+    /// A network with `N(0,1)·scale` parameters (biases included, as the
+    /// paper's "parameters").
+    pub fn random(
+        vocab: usize,
+        dim: usize,
+        layers: usize,
+        scale: f64,
+        rng: &mut ChaCha8Rng,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<Self> {
+        let mut out = Vec::new();
+        for j in 0..layers {
+            let rows = if j == 0 { vocab } else { dim };
+            let w = normal_tensor((rows, dim), scale, rng, dtype, device)?;
+            let b = normal_tensor((1, dim), scale, rng, dtype, device)?.reshape(dim)?;
+            out.push((Var::from_tensor(&w)?, Var::from_tensor(&b)?));
+        }
+        Ok(Composer { layers: out })
+    }
+
+    /// A network from named tensors `PREFIX.wJ` / `PREFIX.bJ` (J from 1).
+    pub fn from_tensors(
+        prefix: &str,
+        tensors: &HashMap<String, Tensor>,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<Self> {
+        let mut layers = Vec::new();
+        for j in 1.. {
+            let (wk, bk) = (format!("{prefix}.w{j}"), format!("{prefix}.b{j}"));
+            let (Some(w), Some(b)) = (tensors.get(&wk), tensors.get(&bk)) else {
+                break;
+            };
+            let w = w.to_dtype(dtype)?.to_device(device)?;
+            let b = b.to_dtype(dtype)?.to_device(device)?;
+            layers.push((Var::from_tensor(&w)?, Var::from_tensor(&b)?));
+        }
+        if layers.is_empty() {
+            return Err(Error::invalid(format!(
+                "checkpoint has no {prefix}.w1/{prefix}.b1 tensors"
+            )));
+        }
+        Ok(Composer { layers })
+    }
+
+    /// Vocabulary size.
+    pub fn vocab(&self) -> usize {
+        self.layers[0].0.dims()[0]
+    }
+
+    /// Output dimension.
+    pub fn dim(&self) -> usize {
+        self.layers[0].0.dims()[1]
+    }
+
+    /// The variables, named `PREFIX.wJ` / `PREFIX.bJ`.
+    pub fn named_vars(&self, prefix: &str) -> Vec<(String, Var)> {
+        let mut out = Vec::new();
+        for (j, (w, b)) in self.layers.iter().enumerate() {
+            out.push((format!("{prefix}.w{}", j + 1), w.clone()));
+            out.push((format!("{prefix}.b{}", j + 1), b.clone()));
+        }
+        out
+    }
+
+    /// Deep copies of the parameters, named as in [`Composer::named_vars`].
+    pub fn snapshot(&self, prefix: &str) -> Result<Vec<(String, Tensor)>> {
+        self.named_vars(prefix)
+            .into_iter()
+            .map(|(n, v)| Ok((n, v.as_tensor().copy()?)))
+            .collect()
+    }
+
+    /// Sets the parameters from a snapshot taken with the same prefix.
+    pub fn set_from(&self, prefix: &str, snap: &[(String, Tensor)]) -> Result<()> {
+        let map: HashMap<&str, &Tensor> = snap.iter().map(|(n, t)| (n.as_str(), t)).collect();
+        for (n, v) in self.named_vars(prefix) {
+            let t = map
+                .get(n.as_str())
+                .ok_or_else(|| Error::invalid(format!("snapshot lacks {n}")))?;
+            v.set(t)?;
+        }
+        Ok(())
+    }
+
+    /// Term vectors `y_i` of the terms `ids` (`None`: every term), one row each.
+    pub fn term_table(&self, ids: Option<&Tensor>) -> Result<Tensor> {
+        let w1 = &self.layers[0].0;
+        let first = match ids {
+            Some(ids) => w1.as_tensor().index_select(ids, 0)?,
+            None => w1.as_tensor().clone(),
+        };
+        self.table_from_rows(&first)
+    }
+
+    /// Term vectors from given first-layer rows (`W_1[:, i]` of some terms).
+    pub fn table_from_rows(&self, first: &Tensor) -> Result<Tensor> {
+        let b1 = &self.layers[0].1;
+        let mut h = first.broadcast_add(b1.as_tensor())?.tanh()?;
+        for (w, b) in &self.layers[1..] {
+            h = h
+                .matmul(w.as_tensor())?
+                .broadcast_add(b.as_tensor())?
+                .tanh()?;
+        }
+        Ok(h)
+    }
+
+    /// Like [`Composer::compose`], but the first-layer rows of the batch's
+    /// terms become a fresh leaf variable (returned), so the gradient of the
+    /// `V × k` table is only its `u × k` touched rows: for
+    /// [`Adam::backward_step_rows`].
+    pub fn compose_rows(&self, batch: &SparseBatch) -> Result<(Tensor, Var)> {
+        let rows = self.layers[0].0.as_tensor().index_select(&batch.uniq, 0)?;
+        let leaf = Var::from_tensor(&rows)?;
+        let table = self.table_from_rows(leaf.as_tensor())?;
+        Ok((batch.compose(&table, true)?, leaf))
+    }
+
+    /// Composed (unnormalised) vectors of a batch's texts, differentiable.
+    pub fn compose(&self, batch: &SparseBatch) -> Result<Tensor> {
+        if batch.nnz == 0 {
+            return batch.compose(&self.term_table(None)?, false);
+        }
+        let table = self.term_table(Some(&batch.uniq))?;
+        batch.compose(&table, true)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The objective
+// ---------------------------------------------------------------------------
+
+/// Which negatives the cross-lingual extension uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Negatives {
+    /// `K` random target texts of the training set per pair.
+    Random(usize),
+    /// Every other target text of the mini-batch.
+    InBatch,
+}
+
+impl std::str::FromStr for Negatives {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        if s == "in-batch" {
+            return Ok(Negatives::InBatch);
+        }
+        if let Some(k) = s.strip_prefix("random:") {
+            return match k.parse::<usize>() {
+                Ok(k) if k >= 1 => Ok(Negatives::Random(k)),
+                _ => Err(format!("random:K needs K >= 1, got {k:?}")),
+            };
+        }
+        if s == "random" {
+            return Ok(Negatives::Random(1));
+        }
+        Err("expected random:K or in-batch".to_string())
+    }
+}
+
+impl std::fmt::Display for Negatives {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Negatives::Random(k) => write!(f, "random:{k}"),
+            Negatives::InBatch => write!(f, "in-batch"),
+        }
+    }
+}
+
+/// Mean of `J = cos(q, p) − mean_k cos(q, n_k)` over a batch (Eq. 7 / 9;
+/// with several negatives the differences are averaged). `q`, `pos` are
+/// `B × k`; `neg` is `(B·K) × k` with row `b·K + j` the `j`-th negative of
+/// pair `b`, or `None` for in-batch negatives (every other row of `pos`).
+pub fn objective(q: &Tensor, pos: &Tensor, neg: Option<&Tensor>) -> Result<Tensor> {
+    let (b, k) = q.dims2()?;
+    let qn = unit_rows(q)?;
+    let pn = unit_rows(pos)?;
+    let cp = (&qn * &pn)?.sum(1)?;
+    let cn = match neg {
+        Some(neg) => {
+            let kk = neg.dim(0)? / b.max(1);
+            let nn = unit_rows(neg)?.reshape((b, kk, k))?;
+            nn.broadcast_mul(&qn.unsqueeze(1)?)?.sum(2)?.mean(1)?
+        }
+        None => {
+            if b < 2 {
+                cp.zeros_like()?
+            } else {
+                let c = qn.matmul(&pn.t()?)?;
+                ((c.sum(1)? - &cp)? / (b as f64 - 1.0))?
+            }
+        }
+    };
+    Ok((cp - cn)?.mean_all()?)
+}
+
+// ---------------------------------------------------------------------------
+// The model
+// ---------------------------------------------------------------------------
+
+/// A trained XCNN: one composition network per language.
+pub struct XcnnModel {
+    src: Composer,
+    tgt: Composer,
+}
+
+impl XcnnModel {
+    /// The model from checkpoint tensors (`src.*`, `tgt.*`).
+    pub fn from_tensors(
+        tensors: &HashMap<String, Tensor>,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<Self> {
+        let src = Composer::from_tensors("src", tensors, dtype, device)?;
+        let tgt = Composer::from_tensors("tgt", tensors, dtype, device)?;
+        if src.dim() != tgt.dim() {
+            return Err(Error::invalid(format!(
+                "xcnn checkpoint: source dim {} but target dim {}",
+                src.dim(),
+                tgt.dim()
+            )));
+        }
+        Ok(XcnnModel { src, tgt })
+    }
+
+    fn net(&self, side: Side) -> &Composer {
+        match side {
+            Side::Source => &self.src,
+            Side::Target => &self.tgt,
+        }
+    }
+
+    /// Deep copy (a snapshot that later training does not change).
+    fn snapshot(&self) -> Result<XcnnModel> {
+        let map: HashMap<String, Tensor> = self.tensors()?.into_iter().collect();
+        let dev = self.src.layers[0].0.device().clone();
+        XcnnModel::from_tensors(&map, self.src.layers[0].0.dtype(), &dev)
+    }
+}
+
+/// Unit rows of the texts of `counts` composed with `net` (zero rows for empty
+/// texts), in chunks so memory stays bounded.
+pub fn encode_with(net: &Composer, counts: &CsrMatrix) -> Result<Array2<f32>> {
+    if counts.n_cols != net.vocab() {
+        return Err(Error::invalid(format!(
+            "texts counted over {} terms but the network knows {}",
+            counts.n_cols,
+            net.vocab()
+        )));
+    }
+    let table = net.term_table(None)?.detach();
+    let dev = table.device().clone();
+    let mut out = Array2::zeros((counts.n_rows(), net.dim()));
+    const CHUNK: usize = 4096;
+    let mut start = 0;
+    while start < counts.n_rows() {
+        let end = (start + CHUNK).min(counts.n_rows());
+        let rows: Vec<usize> = (start..end).collect();
+        let b = SparseBatch::new(counts, &rows, false, table.dtype(), &dev)?;
+        let y = unit_rows(&b.compose(&table, false)?)?;
+        out.slice_mut(ndarray::s![start..end, ..])
+            .assign(&to_array(&y)?);
+        start = end;
+    }
+    Ok(out)
+}
+
+impl Model for XcnnModel {
+    fn kind(&self) -> &'static str {
+        "xcnn"
+    }
+    fn dim(&self) -> usize {
+        self.src.dim()
+    }
+    fn encode(&self, side: Side, counts: &CsrMatrix) -> Result<Array2<f32>> {
+        encode_with(self.net(side), counts)
+    }
+    fn term_vectors(&self, side: Side) -> Result<Array2<f32>> {
+        to_array(&unit_rows(&self.net(side).term_table(None)?)?)
+    }
+    fn tensors(&self) -> Result<Vec<(String, Tensor)>> {
+        let mut v = self.src.snapshot("src")?;
+        v.extend(self.tgt.snapshot("tgt")?);
+        Ok(v)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The trainer
+// ---------------------------------------------------------------------------
+
+/// Settings of an XCNN job, read from [`Params`].
+#[derive(Debug, Clone)]
+pub struct XcnnConfig {
+    /// Shared-space dimension `k`.
+    pub dim: usize,
+    /// Composition depth `m`.
+    pub layers: usize,
+    /// Scale of the normal initialisation.
+    pub init_scale: f64,
+    /// Mini-batch size.
+    pub batch: usize,
+    /// Adam learning rate.
+    pub lr: f64,
+    /// Decoupled weight decay.
+    pub weight_decay: f64,
+    /// Cross-lingual extension epochs (maximum).
+    pub epochs: usize,
+    /// Monolingual pre-initialisation epochs (maximum).
+    pub mono_epochs: usize,
+    /// Mono epochs without a better validation figure before it stops.
+    pub mono_patience: usize,
+    /// Share of mono triples held out for the mono validation figure.
+    pub mono_valid: f64,
+    /// Cross-lingual negatives.
+    pub negatives: Negatives,
+    /// Validation pairs used for the trainer's own best-epoch choice.
+    pub valid_max: usize,
+    /// Session directory to take a pre-initialised target network from.
+    pub init: Option<PathBuf>,
+    /// Row-sparse ("lazy") Adam on the term tables instead of dense Adam.
+    pub lazy: bool,
+}
+
+impl XcnnConfig {
+    /// Reads (and records) every setting, checking ranges.
+    pub fn from_params(p: &Params) -> Result<Self> {
+        let c = XcnnConfig {
+            dim: p.get("dim", 128usize)?,
+            layers: p.get("layers", 1usize)?,
+            init_scale: p.get("init_scale", 0.1f64)?,
+            batch: p.get("batch", 100usize)?,
+            lr: p.get("lr", 0.01f64)?,
+            weight_decay: p.get("weight_decay", 0.0f64)?,
+            epochs: p.get("epochs", 50usize)?,
+            mono_epochs: p.get("mono_epochs", 20usize)?,
+            mono_patience: p.get("mono_patience", 3usize)?,
+            mono_valid: p.get("mono_valid", 0.05f64)?,
+            negatives: p.get("negatives", Negatives::Random(1))?,
+            valid_max: p.get("valid_max", 2000usize)?,
+            init: p.get_opt("init").map(PathBuf::from),
+            lazy: match p.get("optim", "adam".to_string())?.as_str() {
+                "adam" => false,
+                "lazy-adam" => true,
+                o => {
+                    return Err(Error::invalid(format!(
+                        "xcnn: optim={o}: expected adam or lazy-adam"
+                    )))
+                }
+            },
+        };
+        if c.dim == 0 || c.dim > MAX_DIM {
+            return Err(Error::invalid(format!(
+                "xcnn: dim={} is out of range (1..={MAX_DIM})",
+                c.dim
+            )));
+        }
+        if c.layers == 0 || c.layers > 8 {
+            return Err(Error::invalid(format!(
+                "xcnn: layers={} is out of range (1..=8)",
+                c.layers
+            )));
+        }
+        if c.batch == 0 {
+            return Err(Error::invalid("xcnn: batch must be at least 1"));
+        }
+        if !(c.lr.is_finite() && c.lr > 0.0) {
+            return Err(Error::invalid(format!("xcnn: lr={} must be > 0", c.lr)));
+        }
+        if !(c.init_scale.is_finite() && c.init_scale > 0.0) {
+            return Err(Error::invalid(format!(
+                "xcnn: init_scale={} must be > 0",
+                c.init_scale
+            )));
+        }
+        if !(0.0..1.0).contains(&c.mono_valid) {
+            return Err(Error::invalid(format!(
+                "xcnn: mono_valid={} must be in [0, 1)",
+                c.mono_valid
+            )));
+        }
+        Ok(c)
+    }
+}
+
+/// Trains and reloads [`XcnnModel`]s.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct XcnnTrainer;
+
+/// The XCNN trainer, boxed for the model registry.
+pub fn xcnn_trainer() -> Box<dyn Trainer> {
+    Box::new(XcnnTrainer)
+}
+
+/// A generator for one (phase, epoch), so a resumed job draws what the
+/// uninterrupted one would have.
+pub(crate) fn epoch_rng(seed: u64, phase: u64, epoch: usize) -> ChaCha8Rng {
+    ChaCha8Rng::seed_from_u64(
+        seed ^ phase.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            ^ (epoch as u64).wrapping_mul(0xD1B5_4A32_D192_ED03),
+    )
+}
+
+/// Rows of a matrix with at least one known term.
+pub(crate) fn nonempty_rows(m: &CsrMatrix) -> Vec<usize> {
+    (0..m.n_rows()).filter(|&i| !m.row_is_empty(i)).collect()
+}
+
+/// For each row of `m` (raw counts over `vocab`), the row of its best
+/// log-tf·idf cosine match other than itself, or `None` when no other row
+/// shares a term: the paper's pseudo-relevant positives (Sec. 5.1 uses the
+/// best TF-IDF match). An inverted-index sparse product, `O(Σ postings²)`
+/// in the worst case; fine for tens of thousands of short texts.
+pub fn tfidf_positives(m: &CsrMatrix, vocab: &crate::text::Vocabulary) -> Vec<Option<u32>> {
+    use crate::text::weight::{weigh, Weighting};
+    let w = weigh(m, vocab, Weighting::LogTfIdf, true);
+    let mut postings: Vec<Vec<(u32, f32)>> = vec![Vec::new(); w.n_cols];
+    for i in 0..w.n_rows() {
+        let (c, v) = w.row(i);
+        for (c, v) in c.iter().zip(v) {
+            postings[*c as usize].push((i as u32, *v));
+        }
+    }
+    let mut acc = vec![0f32; w.n_rows()];
+    let mut touched = Vec::new();
+    (0..w.n_rows())
+        .map(|i| {
+            let (c, v) = w.row(i);
+            for (c, v) in c.iter().zip(v) {
+                for (j, x) in &postings[*c as usize] {
+                    if acc[*j as usize] == 0.0 {
+                        touched.push(*j);
+                    }
+                    acc[*j as usize] += v * x;
+                }
+            }
+            let mut best: Option<(u32, f32)> = None;
+            for &j in &touched {
+                let s = acc[j as usize];
+                if j as usize != i
+                    && s > 0.0
+                    && best.is_none_or(|b| s > b.1 || (s == b.1 && j < b.0))
+                {
+                    best = Some((j, s));
+                }
+                acc[j as usize] = 0.0;
+            }
+            touched.clear();
+            best.map(|b| b.0)
+        })
+        .collect()
+}
+
+/// Pseudo-relevance triples of the mono phase, split into training and
+/// held-out parts, with fixed negatives for the held-out figure.
+struct MonoData {
+    train: Vec<(usize, usize)>,
+    held: Vec<(usize, usize, Vec<usize>)>,
+    pool: Vec<usize>,
+}
+
+const MONO_VALID_NEGATIVES: usize = 10;
+
+fn mono_data(
+    data: &TrainData,
+    cfg: &XcnnConfig,
+    seed: u64,
+    hooks: &mut dyn Hooks,
+) -> Result<MonoData> {
+    let m = &data.mono;
+    if m.n_cols != data.vocabs.target.len() {
+        return Err(Error::invalid(format!(
+            "xcnn: monolingual texts counted over {} terms but the target vocabulary has {}",
+            m.n_cols,
+            data.vocabs.target.len()
+        )));
+    }
+    let computed;
+    let positives = if !data.mono_positive.is_empty()
+        && data.mono_positive.iter().any(|p| p.is_some())
+    {
+        if data.mono_positive.len() != m.n_rows() {
+            return Err(Error::invalid(format!(
+                "xcnn: {} monolingual texts but {} pseudo-relevance entries",
+                m.n_rows(),
+                data.mono_positive.len()
+            )));
+        }
+        &data.mono_positive
+    } else {
+        hooks.log(
+            "xcnn mono: no pseudo-relevant positives given; using each text's best log-tf·idf match",
+        );
+        computed = tfidf_positives(m, &data.vocabs.target);
+        &computed
+    };
+    let mut pairs = Vec::new();
+    for (q, p) in positives.iter().enumerate() {
+        if let Some(p) = *p {
+            let p = p as usize;
+            if p >= m.n_rows() {
+                return Err(Error::invalid(format!(
+                    "xcnn: pseudo-relevant positive {p} of mono text {q} is past the {} texts",
+                    m.n_rows()
+                )));
+            }
+            if p != q && !m.row_is_empty(q) && !m.row_is_empty(p) {
+                pairs.push((q, p));
+            }
+        }
+    }
+    let pool = nonempty_rows(m);
+    if pairs.is_empty() || pool.len() < 2 {
+        return Err(Error::invalid(format!(
+            "xcnn: mono_epochs={} but no monolingual text has a usable pseudo-relevant positive \
+             (no two texts share a term); give mono data or set mono_epochs=0",
+            cfg.mono_epochs
+        )));
+    }
+    let mut rng = epoch_rng(seed, 7, 0);
+    pairs.shuffle(&mut rng);
+    let n_held = ((pairs.len() as f64) * cfg.mono_valid).round() as usize;
+    let n_held = n_held.min(pairs.len().saturating_sub(1));
+    let held = pairs
+        .drain(..n_held)
+        .map(|(q, p)| {
+            let negs = (0..MONO_VALID_NEGATIVES)
+                .map(|_| pool[rng.random_range(0..pool.len())])
+                .collect();
+            (q, p, negs)
+        })
+        .collect();
+    Ok(MonoData {
+        train: pairs,
+        held,
+        pool,
+    })
+}
+
+/// Share of (held-out query, negative) pairs where the positive scores higher.
+fn mono_accuracy(
+    net: &Composer,
+    m: &CsrMatrix,
+    held: &[(usize, usize, Vec<usize>)],
+) -> Result<f64> {
+    if held.is_empty() {
+        return Ok(f64::NAN);
+    }
+    let mut rows: Vec<usize> = Vec::new();
+    for (q, p, n) in held {
+        rows.push(*q);
+        rows.push(*p);
+        rows.extend(n);
+    }
+    let emb = encode_with(net, &m.select_rows(&rows))?;
+    let (mut won, mut all) = (0usize, 0usize);
+    let mut i = 0;
+    for (_, _, n) in held {
+        let q = emb.row(i);
+        let sp = q.dot(&emb.row(i + 1));
+        for j in 0..n.len() {
+            let sn = q.dot(&emb.row(i + 2 + j));
+            won += usize::from(sp > sn);
+            all += 1;
+        }
+        i += 2 + n.len();
+    }
+    Ok(won as f64 / all.max(1) as f64)
+}
+
+/// Sentence-retrieval MRR on (at most `max`) validation pairs.
+pub(crate) fn valid_mrr(model: &dyn Model, data: &TrainData, max: usize) -> Result<f64> {
+    let n = data.valid_src.n_rows().min(max);
+    if n == 0 {
+        return Ok(f64::NAN);
+    }
+    let rows: Vec<usize> = (0..n).collect();
+    let s = model.encode(Side::Source, &data.valid_src.select_rows(&rows))?;
+    let t = model.encode(Side::Target, &data.valid_tgt.select_rows(&rows))?;
+    Ok(sentence_retrieval(&s, &t).mrr)
+}
+
+pub(crate) fn check_loss(model: &str, loss: f64, phase: &str, step: usize) -> Result<()> {
+    if loss.is_finite() {
+        Ok(())
+    } else {
+        Err(Error::invalid(format!(
+            "{model}: {phase} loss became {loss} at step {step} (try a lower lr)"
+        )))
+    }
+}
+
+/// Takes the target network of a pre-initialised session: the tensors
+/// `tgt.*` of `DIR/checkpoints/best.safetensors` (or of a checkpoint file
+/// given directly, e.g. a session's `checkpoints/last.safetensors`). Any
+/// checkpoint of an XCNN session written in its cross phase holds the final
+/// pre-initialised target network, since that phase never changes it.
+/// Checks the vocabulary
+/// (`DIR/vocab.target.json`, or `DIR/vocab.<lang>.json`, when present: the
+/// terms must be the same, in the same order) and the shape.
+pub fn load_init(
+    dir: &Path,
+    vocabs: &Vocabs,
+    dim: usize,
+    dtype: DType,
+    device: &Device,
+) -> Result<Composer> {
+    // a checkpoint file itself, or a session directory's best checkpoint
+    let (ck, dir) = if dir.is_file() {
+        let session = dir
+            .parent()
+            .and_then(|p| p.parent())
+            .unwrap_or(Path::new("."));
+        (dir.to_path_buf(), session)
+    } else {
+        (dir.join("checkpoints").join("best.safetensors"), dir)
+    };
+    if !ck.exists() {
+        return Err(Error::file(&ck, "init: no such checkpoint"));
+    }
+    let tensors = candle_core::safetensors::load(&ck, device)
+        .map_err(|e| Error::file(&ck, format!("init: cannot read checkpoint: {e}")))?;
+    let vpath = [
+        dir.join("vocab.target.json"),
+        dir.join(format!("vocab.{}.json", vocabs.target.lang)),
+    ]
+    .into_iter()
+    .find(|p| p.exists());
+    if let Some(vpath) = vpath {
+        let v = crate::text::Vocabulary::load(&vpath)?;
+        if v.terms != vocabs.target.terms {
+            return Err(Error::file(
+                &vpath,
+                "init: the pre-initialised session's target vocabulary differs from this job's",
+            ));
+        }
+    }
+    let net = Composer::from_tensors("tgt", &tensors, dtype, device)
+        .map_err(|e| Error::file(&ck, format!("init: {e}")))?;
+    if net.vocab() != vocabs.target.len() || net.dim() != dim {
+        return Err(Error::file(
+            &ck,
+            format!(
+                "init: target network is {} terms × {} dims, this job has {} × {dim}",
+                net.vocab(),
+                net.dim(),
+                vocabs.target.len()
+            ),
+        ));
+    }
+    Ok(net)
+}
+
+impl XcnnTrainer {
+    #[allow(clippy::too_many_arguments)]
+    fn mono_phase(
+        &self,
+        data: &TrainData,
+        cfg: &XcnnConfig,
+        model: &XcnnModel,
+        device: &Device,
+        seed: u64,
+        start_epoch: usize,
+        step: &mut usize,
+        resume: Option<&HashMap<String, Tensor>>,
+        hooks: &mut dyn Hooks,
+    ) -> Result<Flow> {
+        let md = mono_data(data, cfg, seed, hooks)?;
+        hooks.log(&format!(
+            "xcnn mono: {} training triples, {} held out",
+            md.train.len(),
+            md.held.len()
+        ));
+        let net = &model.tgt;
+        let mut opt = Adam::new(net.named_vars("tgt"), cfg.lr, cfg.weight_decay)?;
+        if let Some(t) = resume {
+            opt.restore(t)?;
+        }
+        let dtype = net.layers[0].0.dtype();
+        let mut best = (
+            mono_accuracy(net, &data.mono, &md.held)?,
+            net.snapshot("tgt")?,
+        );
+        let mut since_best = 0;
+        for epoch in start_epoch + 1..=cfg.mono_epochs {
+            let mut rng = epoch_rng(seed, 1, epoch);
+            let mut order = md.train.clone();
+            order.shuffle(&mut rng);
+            for chunk in order.chunks(cfg.batch) {
+                let b = chunk.len();
+                let mut rows: Vec<usize> = chunk.iter().map(|t| t.0).collect();
+                rows.extend(chunk.iter().map(|t| t.1));
+                for (q, _) in chunk {
+                    let mut n = md.pool[rng.random_range(0..md.pool.len())];
+                    if n == *q {
+                        n = md.pool[rng.random_range(0..md.pool.len())];
+                    }
+                    rows.push(n);
+                }
+                let batch = SparseBatch::new(&data.mono, &rows, false, dtype, device)?;
+                let (y, leaf) = if cfg.lazy {
+                    let (y, leaf) = net.compose_rows(&batch)?;
+                    (y, Some(leaf))
+                } else {
+                    (net.compose(&batch)?, None)
+                };
+                let j = objective(
+                    &y.narrow(0, 0, b)?,
+                    &y.narrow(0, b, b)?,
+                    Some(&y.narrow(0, 2 * b, b)?),
+                )?;
+                let loss = j.neg()?;
+                match &leaf {
+                    Some(leaf) => {
+                        opt.backward_step_rows(&loss, &[("tgt.w1", &batch.uniq, leaf)])?
+                    }
+                    None => opt.backward_step(&loss)?,
+                }
+                *step += 1;
+                let l = loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
+                check_loss("xcnn", l, "mono", *step)?;
+                let r = StepReport {
+                    phase: "mono".into(),
+                    epoch,
+                    step: *step,
+                    loss: l,
+                    examples: b,
+                };
+                if hooks.step(&r)? == Flow::Stop {
+                    net.set_from("tgt", &best.1)?;
+                    return Ok(Flow::Stop);
+                }
+            }
+            let acc = mono_accuracy(net, &data.mono, &md.held)?;
+            hooks.log(&format!(
+                "xcnn mono epoch {epoch}: held-out pairwise accuracy {acc:.4}"
+            ));
+            if acc > best.0 || best.0.is_nan() {
+                best = (acc, net.snapshot("tgt")?);
+                since_best = 0;
+            } else {
+                since_best += 1;
+            }
+            let mut extra = opt.state()?;
+            extra.push((
+                "mono.valid_accuracy".into(),
+                Tensor::new(&[acc as f32], device)?,
+            ));
+            if hooks.epoch_end("mono", epoch, model, extra)? == Flow::Stop {
+                // The runner's early stopping looks at cross-lingual MRR, which
+                // means nothing before the source network is trained: a stop
+                // here ends the pre-initialisation only. A cancellation is
+                // still honoured at the next step (`Hooks::step`).
+                hooks.log(&format!(
+                    "xcnn mono: stop requested after epoch {epoch}; going on to the cross phase"
+                ));
+                break;
+            }
+            if since_best >= cfg.mono_patience && !md.held.is_empty() {
+                hooks.log(&format!(
+                    "xcnn mono: no better held-out accuracy for {since_best} epochs; best {:.4}",
+                    best.0
+                ));
+                break;
+            }
+        }
+        net.set_from("tgt", &best.1)?;
+        Ok(Flow::Continue)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn cross_phase(
+        &self,
+        data: &TrainData,
+        cfg: &XcnnConfig,
+        model: &XcnnModel,
+        device: &Device,
+        seed: u64,
+        start_epoch: usize,
+        step: &mut usize,
+        resume: Option<&HashMap<String, Tensor>>,
+        hooks: &mut dyn Hooks,
+    ) -> Result<XcnnModel> {
+        let pairs: Vec<usize> = (0..data.train_src.n_rows())
+            .filter(|&i| !data.train_src.row_is_empty(i) && !data.train_tgt.row_is_empty(i))
+            .collect();
+        let pool = nonempty_rows(&data.train_tgt);
+        let src = &model.src;
+        let dtype = src.layers[0].0.dtype();
+        // The target network is frozen: its term table once, outside the graph.
+        let tgt_table = model.tgt.term_table(None)?.detach();
+        let mut opt = Adam::new(src.named_vars("src"), cfg.lr, cfg.weight_decay)?;
+        if let Some(t) = resume {
+            opt.restore(t)?;
+        }
+        let mut best = (valid_mrr(model, data, cfg.valid_max)?, model.snapshot()?);
+        hooks.log(&format!(
+            "xcnn cross: {} pairs, negatives {}, start validation MRR {:.4}",
+            pairs.len(),
+            cfg.negatives,
+            best.0
+        ));
+        for epoch in start_epoch + 1..=cfg.epochs {
+            let mut rng = epoch_rng(seed, 2, epoch);
+            let mut order = pairs.clone();
+            order.shuffle(&mut rng);
+            for chunk in order.chunks(cfg.batch) {
+                let b = chunk.len();
+                let sb = SparseBatch::new(&data.train_src, chunk, false, dtype, device)?;
+                let mut trows = chunk.to_vec();
+                if let Negatives::Random(k) = cfg.negatives {
+                    for &i in chunk {
+                        for _ in 0..k {
+                            let mut n = pool[rng.random_range(0..pool.len())];
+                            if n == i && pool.len() > 1 {
+                                n = pool[rng.random_range(0..pool.len())];
+                            }
+                            trows.push(n);
+                        }
+                    }
+                }
+                let tb = SparseBatch::new(&data.train_tgt, &trows, false, dtype, device)?;
+                let yt = tb.compose(&tgt_table, false)?;
+                let (ys, leaf) = if cfg.lazy {
+                    let (y, leaf) = src.compose_rows(&sb)?;
+                    (y, Some(leaf))
+                } else {
+                    (src.compose(&sb)?, None)
+                };
+                let pos = yt.narrow(0, 0, b)?;
+                let j = match cfg.negatives {
+                    Negatives::Random(_) => {
+                        let neg = yt.narrow(0, b, trows.len() - b)?;
+                        objective(&ys, &pos, Some(&neg))?
+                    }
+                    Negatives::InBatch => objective(&ys, &pos, None)?,
+                };
+                let loss = j.neg()?;
+                match &leaf {
+                    Some(leaf) => opt.backward_step_rows(&loss, &[("src.w1", &sb.uniq, leaf)])?,
+                    None => opt.backward_step(&loss)?,
+                }
+                *step += 1;
+                let l = loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
+                check_loss("xcnn", l, "cross", *step)?;
+                let r = StepReport {
+                    phase: "cross".into(),
+                    epoch,
+                    step: *step,
+                    loss: l,
+                    examples: b,
+                };
+                if hooks.step(&r)? == Flow::Stop {
+                    return Ok(best.1);
+                }
+            }
+            let mrr = valid_mrr(model, data, cfg.valid_max)?;
+            hooks.log(&format!(
+                "xcnn cross epoch {epoch}: validation MRR {mrr:.4}"
+            ));
+            if mrr > best.0 || best.0.is_nan() {
+                best = (mrr, model.snapshot()?);
+            }
+            if hooks.epoch_end("cross", epoch, model, opt.state()?)? == Flow::Stop {
+                break;
+            }
+        }
+        Ok(best.1)
+    }
+}
+
+impl Trainer for XcnnTrainer {
+    fn train(
+        &self,
+        data: &TrainData,
+        params: &Params,
+        device: &Device,
+        seed: u64,
+        resume: Option<Resume>,
+        hooks: &mut dyn Hooks,
+    ) -> Result<Box<dyn Model>> {
+        let cfg = XcnnConfig::from_params(params)?;
+        params.check_unused()?;
+        let (vs, vt) = (data.vocabs.source.len(), data.vocabs.target.len());
+        if vs == 0 || vt == 0 {
+            return Err(Error::invalid(format!(
+                "xcnn: empty vocabulary (source {vs} terms, target {vt} terms)"
+            )));
+        }
+        if data.train_src.n_cols != vs || data.train_tgt.n_cols != vt {
+            return Err(Error::invalid(
+                "xcnn: training counts do not match the vocabularies",
+            ));
+        }
+        if data.train_src.n_rows() != data.train_tgt.n_rows() {
+            return Err(Error::invalid(format!(
+                "xcnn: {} source but {} target training texts",
+                data.train_src.n_rows(),
+                data.train_tgt.n_rows()
+            )));
+        }
+        let usable = (0..data.train_src.n_rows())
+            .filter(|&i| !data.train_src.row_is_empty(i) && !data.train_tgt.row_is_empty(i))
+            .count();
+        if usable == 0 && cfg.epochs > 0 {
+            return Err(Error::invalid(
+                "xcnn: no training pair has known terms on both sides",
+            ));
+        }
+        if cfg.dim > vs.max(vt) {
+            hooks.log(&format!(
+                "xcnn: warning: dim {} is larger than the vocabularies ({vs}, {vt})",
+                cfg.dim
+            ));
+        }
+        let dtype = DType::F32;
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut step = 0usize;
+        let (mut mono_start, mut cross_start) = (0usize, 0usize);
+        let mut do_mono = cfg.mono_epochs > 0;
+        let model = match &resume {
+            Some(r) => {
+                step = r.step;
+                match r.phase.as_str() {
+                    "mono" => mono_start = r.epoch,
+                    "cross" => {
+                        cross_start = r.epoch;
+                        do_mono = false;
+                    }
+                    p => {
+                        return Err(Error::invalid(format!(
+                            "xcnn: cannot resume from phase {p:?} (expected mono or cross)"
+                        )))
+                    }
+                }
+                let m = XcnnModel::from_tensors(&r.tensors, dtype, device)?;
+                if m.src.vocab() != vs || m.tgt.vocab() != vt || m.dim() != cfg.dim {
+                    return Err(Error::invalid(
+                        "xcnn: the checkpoint's shapes differ from this job's vocabularies or dim",
+                    ));
+                }
+                m
+            }
+            None => {
+                let src = Composer::random(
+                    vs,
+                    cfg.dim,
+                    cfg.layers,
+                    cfg.init_scale,
+                    &mut rng,
+                    dtype,
+                    device,
+                )?;
+                let tgt = match &cfg.init {
+                    Some(dir) => {
+                        do_mono = false;
+                        hooks.log(&format!("xcnn: target network from {}", dir.display()));
+                        load_init(dir, &data.vocabs, cfg.dim, dtype, device)?
+                    }
+                    None => Composer::random(
+                        vt,
+                        cfg.dim,
+                        cfg.layers,
+                        cfg.init_scale,
+                        &mut rng,
+                        dtype,
+                        device,
+                    )?,
+                };
+                XcnnModel { src, tgt }
+            }
+        };
+        let rt = resume.as_ref().map(|r| &r.tensors);
+        if do_mono && mono_start < cfg.mono_epochs {
+            let flow = self.mono_phase(
+                data, &cfg, &model, device, seed, mono_start, &mut step, rt, hooks,
+            )?;
+            if flow == Flow::Stop {
+                return Ok(Box::new(model));
+            }
+        }
+        let cross_resume = if cross_start > 0 { rt } else { None };
+        let best = self.cross_phase(
+            data,
+            &cfg,
+            &model,
+            device,
+            seed,
+            cross_start,
+            &mut step,
+            cross_resume,
+            hooks,
+        )?;
+        Ok(Box::new(best))
+    }
+
+    fn load(
+        &self,
+        vocabs: &Vocabs,
+        tensors: HashMap<String, Tensor>,
+        _params: &Params,
+        device: &Device,
+    ) -> Result<Box<dyn Model>> {
+        let m = XcnnModel::from_tensors(&tensors, DType::F32, device)?;
+        if m.src.vocab() != vocabs.source.len() || m.tgt.vocab() != vocabs.target.len() {
+            return Err(Error::invalid(format!(
+                "xcnn checkpoint has {} × {} terms but the vocabularies have {} × {}",
+                m.src.vocab(),
+                m.tgt.vocab(),
+                vocabs.source.len(),
+                vocabs.target.len()
+            )));
+        }
+        Ok(Box::new(m))
+    }
+}
