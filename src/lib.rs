@@ -8,6 +8,7 @@ pub mod eval;
 pub mod models;
 pub mod text;
 pub mod train;
+pub mod tui;
 pub mod util;
 
 pub use error::{Error, Result};

@@ -1,0 +1,769 @@
+//! The workbench's narrow view of the engine: everything the screens need,
+//! behind one [`Backend`] trait, so that the UI can be driven by a test double
+//! and so that the UI thread never calls the engine directly.
+//!
+//! Every method may block (disk, compute); the event loop calls them on
+//! worker threads and feeds the answers back through a channel.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::models::Side;
+use crate::{Error, Result};
+
+/// A session's lifecycle state, as in its `status.json`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobState {
+    /// Waiting to start.
+    #[default]
+    Queued,
+    /// Training now.
+    Running,
+    /// Finished normally.
+    Done,
+    /// Stopped by an error (see the summary's `error`).
+    Failed,
+    /// Stopped on request.
+    Cancelled,
+}
+
+impl JobState {
+    /// Lower-case name as shown in the jobs table.
+    pub fn name(self) -> &'static str {
+        match self {
+            JobState::Queued => "queued",
+            JobState::Running => "running",
+            JobState::Done => "done",
+            JobState::Failed => "failed",
+            JobState::Cancelled => "cancelled",
+        }
+    }
+    /// Whether the job can still change (queued or running).
+    pub fn is_active(self) -> bool {
+        matches!(self, JobState::Queued | JobState::Running)
+    }
+}
+
+/// One session folder as the jobs table shows it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SessionSummary {
+    /// Folder name under the sessions root.
+    pub id: String,
+    /// The session folder.
+    pub dir: PathBuf,
+    /// Lifecycle state.
+    pub state: JobState,
+    /// Process id of the job runner, when known.
+    pub pid: Option<u32>,
+    /// `false` when the state says running but the process is gone.
+    pub alive: Option<bool>,
+    /// Model kind (`s2net`, `cl-lsi`, ...).
+    pub model: String,
+    /// Workspace file the session trains on.
+    pub workspace: String,
+    /// Device (`cpu`, `cuda:0`).
+    pub device: String,
+    /// Fraction done, 0..=1.
+    pub progress: Option<f64>,
+    /// Current epoch (from 1).
+    pub epoch: Option<usize>,
+    /// Planned epochs.
+    pub epochs: Option<usize>,
+    /// Estimated seconds left.
+    pub eta_s: Option<f64>,
+    /// Recent training throughput.
+    pub pairs_per_s: Option<f64>,
+    /// Best validation MRR so far.
+    pub best_mrr: Option<f64>,
+    /// Epoch of the best validation MRR.
+    pub best_epoch: Option<usize>,
+    /// Error message of a failed job.
+    pub error: Option<String>,
+}
+
+/// One record of a session's `metrics.jsonl`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MetricRecord {
+    /// A training step's loss.
+    Step {
+        /// Phase (`train`, `mono`, `cross`).
+        phase: String,
+        /// Epoch, from 1.
+        epoch: usize,
+        /// Optimiser step over the whole job.
+        step: usize,
+        /// Mean loss of the step.
+        loss: f64,
+        /// Throughput when logged.
+        pairs_per_s: Option<f64>,
+    },
+    /// A validation result at the end of an epoch.
+    Valid {
+        /// Phase.
+        phase: String,
+        /// Epoch, from 1.
+        epoch: usize,
+        /// Mean reciprocal rank.
+        mrr: Option<f64>,
+        /// Precision at 1.
+        p1: Option<f64>,
+        /// Any other numeric figure of the record.
+        extra: BTreeMap<String, f64>,
+    },
+    /// A lifecycle event (`started`, `checkpoint`, `failed`, ...).
+    Event {
+        /// Event name.
+        event: String,
+        /// Human-readable message.
+        message: String,
+    },
+}
+
+/// New metrics records read from a byte offset.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct MetricsChunk {
+    /// Parsed records, in file order.
+    pub records: Vec<MetricRecord>,
+    /// Offset to ask from next time (just past the last complete line).
+    pub next_offset: u64,
+    /// The file was shorter than the offset (replaced): start over.
+    pub reset: bool,
+    /// Complete lines that were not valid records.
+    pub bad_lines: usize,
+}
+
+/// The settings of a new training job, as the form edits them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobSpec {
+    /// Workspace file (`workspace.toml`).
+    pub workspace: String,
+    /// Model kind.
+    pub model: String,
+    /// Dimension of the shared space.
+    pub dim: usize,
+    /// Number of epochs.
+    pub epochs: usize,
+    /// Learning rate.
+    pub lr: f64,
+    /// Negatives per positive pair.
+    pub negatives: usize,
+    /// Device (`cpu`, `cuda`, `cuda:N`).
+    pub device: String,
+    /// Session to initialise from, if any.
+    pub init: Option<String>,
+}
+
+impl Default for JobSpec {
+    fn default() -> Self {
+        JobSpec {
+            workspace: String::new(),
+            model: "s2net".into(),
+            dim: 128,
+            epochs: 5,
+            lr: 0.001,
+            negatives: 5,
+            device: "cpu".into(),
+            init: None,
+        }
+    }
+}
+
+impl JobSpec {
+    /// The `rosetta train` arguments (without the program name) that start
+    /// this job detached.
+    pub fn train_args(&self) -> Vec<String> {
+        let mut a = vec![
+            "train".to_string(),
+            "--workspace".into(),
+            self.workspace.clone(),
+            "--model".into(),
+            self.model.clone(),
+            "--dim".into(),
+            self.dim.to_string(),
+            "--epochs".into(),
+            self.epochs.to_string(),
+            "--lr".into(),
+            self.lr.to_string(),
+            "--negatives".into(),
+            self.negatives.to_string(),
+            "--device".into(),
+            self.device.clone(),
+        ];
+        if let Some(init) = &self.init {
+            a.push("--init".into());
+            a.push(init.clone());
+        }
+        a.push("--detach".into());
+        a
+    }
+}
+
+/// What launching or resuming a job answered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Launched {
+    /// The new (or resumed) session, when the runner named it.
+    pub session: Option<String>,
+    /// The runner's message (its stdout, trimmed).
+    pub message: String,
+}
+
+/// How a query's ranking mixes the model with BM25 over a dictionary
+/// translation of the query.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Fusion {
+    /// The model's cosine only.
+    Model,
+    /// `λ·bm25 + (1-λ)·cosine` on normalised scores.
+    Linear {
+        /// Weight of BM25, 0..=1.
+        lambda: f64,
+    },
+    /// Reciprocal rank fusion, `Σ 1/(k + rank)`.
+    Rrf {
+        /// The RRF constant (60 by convention).
+        k: f64,
+    },
+}
+
+impl Fusion {
+    /// Short label for the status line.
+    pub fn label(&self) -> String {
+        match self {
+            Fusion::Model => "model only".into(),
+            Fusion::Linear { lambda } => format!("BM25+dict λ={lambda:.2}"),
+            Fusion::Rrf { k } => format!("RRF k={k:.0}"),
+        }
+    }
+}
+
+/// A loaded search index.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct IndexInfo {
+    /// The session whose model encodes the documents.
+    pub session: String,
+    /// Number of documents.
+    pub docs: usize,
+    /// Query ids of the workspace that have relevance judgements, with their text.
+    pub judged_queries: Vec<(String, String)>,
+}
+
+/// One ranked document.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Hit {
+    /// 1-based rank.
+    pub rank: usize,
+    /// Document id.
+    pub docno: String,
+    /// Fused score.
+    pub score: f64,
+    /// Document text (possibly shortened).
+    pub text: String,
+    /// Byte ranges of `text` related to the query (to highlight).
+    pub spans: Vec<(usize, usize)>,
+    /// Query terms that contribute most to this document's score.
+    pub contributions: Vec<(String, f64)>,
+    /// Judged relevant (when the query has judgements).
+    pub relevant: Option<bool>,
+}
+
+/// The evaluation of a query that is one of the workspace's judged queries.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Judged {
+    /// Query id.
+    pub qid: String,
+    /// Reciprocal rank of the first relevant document.
+    pub rr: f64,
+    /// Average precision.
+    pub ap: f64,
+    /// Number of relevant documents.
+    pub relevant: usize,
+}
+
+/// The answer to a query.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SearchResult {
+    /// Ranked documents.
+    pub hits: Vec<Hit>,
+    /// Query words the model does not know.
+    pub oov: Vec<String>,
+    /// Present when the query is a judged workspace query.
+    pub judged: Option<Judged>,
+}
+
+/// One nearest term.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Neighbour {
+    /// The term.
+    pub term: String,
+    /// Cosine or CSLS score.
+    pub score: f64,
+    /// Listed as a translation in the workspace's dictionary.
+    pub gold: bool,
+}
+
+/// Nearest terms of one term in both languages.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct NeighbourResult {
+    /// Whether the term is in the model's vocabulary.
+    pub known: bool,
+    /// Nearest terms in the other language.
+    pub cross: Vec<Neighbour>,
+    /// Nearest terms in the term's own language.
+    pub own: Vec<Neighbour>,
+}
+
+/// Whether a figure differs significantly from the baseline's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Significance {
+    /// No test, or not significant.
+    #[default]
+    None,
+    /// Significantly better than the baseline.
+    Better,
+    /// Significantly worse than the baseline.
+    Worse,
+}
+
+/// One session's row of the compare table.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CompareRow {
+    /// Session id.
+    pub session: String,
+    /// Model kind.
+    pub model: String,
+    /// One value per metric column (None when missing).
+    pub values: Vec<Option<f64>>,
+    /// One significance mark per metric column.
+    pub marks: Vec<Significance>,
+}
+
+/// Sessions × metrics.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CompareTable {
+    /// Metric names (columns).
+    pub metrics: Vec<String>,
+    /// Rows.
+    pub rows: Vec<CompareRow>,
+    /// The baseline the marks refer to.
+    pub baseline: Option<String>,
+    /// How significance was decided (for the footer), if it was.
+    pub test: Option<String>,
+}
+
+impl CompareTable {
+    /// Markdown rendering (for export).
+    pub fn to_markdown(&self) -> String {
+        let mut s = String::from("| session | model |");
+        for m in &self.metrics {
+            s.push_str(&format!(" {m} |"));
+        }
+        s.push_str("\n|---|---|");
+        for _ in &self.metrics {
+            s.push_str("---:|");
+        }
+        s.push('\n');
+        for r in &self.rows {
+            s.push_str(&format!("| {} | {} |", r.session, r.model));
+            for (v, m) in r.values.iter().zip(&r.marks) {
+                s.push_str(&format!(" {}{} |", fmt_opt(*v), mark_str(*m)));
+            }
+            s.push('\n');
+        }
+        if let Some(b) = &self.baseline {
+            s.push_str(&format!("\nBaseline: {b}."));
+            if let Some(t) = &self.test {
+                s.push_str(&format!(" ▲/▼: {t}."));
+            }
+            s.push('\n');
+        }
+        s
+    }
+
+    /// CSV rendering (for export); marks go in a `<metric>_sig` column.
+    pub fn to_csv(&self) -> String {
+        let mut s = String::from("session,model");
+        for m in &self.metrics {
+            s.push_str(&format!(",{m},{m}_sig"));
+        }
+        s.push('\n');
+        for r in &self.rows {
+            s.push_str(&format!(
+                "{},{}",
+                csv_field(&r.session),
+                csv_field(&r.model)
+            ));
+            for (v, m) in r.values.iter().zip(&r.marks) {
+                let sig = match m {
+                    Significance::None => "",
+                    Significance::Better => "better",
+                    Significance::Worse => "worse",
+                };
+                s.push_str(&format!(",{},{sig}", fmt_opt(*v)));
+            }
+            s.push('\n');
+        }
+        s
+    }
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+fn fmt_opt(v: Option<f64>) -> String {
+    v.map(|x| format!("{x:.4}")).unwrap_or_default()
+}
+
+/// The mark appended to a value for a significance result.
+pub fn mark_str(m: Significance) -> &'static str {
+    match m {
+        Significance::None => "",
+        Significance::Better => " ▲",
+        Significance::Worse => " ▼",
+    }
+}
+
+/// Export formats of the compare table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExportFormat {
+    /// GitHub Markdown table.
+    Markdown,
+    /// Comma-separated values.
+    Csv,
+}
+
+/// One split of a workspace.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SplitStats {
+    /// Split name (`train`, `valid`, `test`, `docs`, `queries`).
+    pub name: String,
+    /// Number of pairs or texts.
+    pub size: usize,
+    /// Share of source-language tokens outside the vocabulary.
+    pub source_oov: Option<f64>,
+    /// Share of target-language tokens outside the vocabulary.
+    pub target_oov: Option<f64>,
+}
+
+/// Figures about a workspace for the Data screen.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct WorkspaceStats {
+    /// Workspace file.
+    pub path: String,
+    /// Source (query) language code.
+    pub source_lang: String,
+    /// Target (document) language code.
+    pub target_lang: String,
+    /// Splits with sizes and OOV rates.
+    pub splits: Vec<SplitStats>,
+    /// Other named figures (vocabulary sizes, coverage, dictionary coverage).
+    pub figures: Vec<(String, String)>,
+}
+
+/// Progress of a slow call: fraction 0..=1 and what is being done.
+pub type ProgressFn<'a> = &'a (dyn Fn(f64, &str) + Send + Sync);
+
+/// What the workbench needs from the engine.
+pub trait Backend: Send + Sync {
+    /// Every session under the sessions root, newest first.
+    fn list_sessions(&self) -> Result<Vec<SessionSummary>>;
+    /// Complete metrics records of `session` from byte `offset` on.
+    fn tail_metrics(&self, session: &str, offset: u64) -> Result<MetricsChunk>;
+    /// The settings `session` was started with (for duplicate-with-changes).
+    fn session_spec(&self, session: &str) -> Result<JobSpec>;
+    /// Starts a detached training job.
+    fn launch(&self, spec: &JobSpec) -> Result<Launched>;
+    /// Asks a running job to stop.
+    fn cancel(&self, session: &str) -> Result<()>;
+    /// Restarts a stopped job from its last checkpoint.
+    fn resume(&self, session: &str) -> Result<Launched>;
+    /// Loads (and keeps) `session`'s search index; slow, reports progress.
+    fn load_index(&self, session: &str, progress: ProgressFn) -> Result<IndexInfo>;
+    /// Ranks documents for `query` with a loaded index.
+    fn search(&self, session: &str, query: &str, k: usize, fusion: Fusion) -> Result<SearchResult>;
+    /// Nearest terms of `term` (in `side`'s language) in both languages.
+    fn neighbours(
+        &self,
+        session: &str,
+        term: &str,
+        side: Side,
+        k: usize,
+        csls: bool,
+    ) -> Result<NeighbourResult>;
+    /// Sessions × metrics with significance marks against `baseline`.
+    fn compare(&self, sessions: &[String], baseline: Option<&str>) -> Result<CompareTable>;
+    /// Writes the table into `session`'s folder; returns the file written.
+    fn export_compare(
+        &self,
+        table: &CompareTable,
+        session: &str,
+        format: ExportFormat,
+    ) -> Result<PathBuf>;
+    /// Figures about a workspace.
+    fn workspace_stats(&self, workspace: &str) -> Result<WorkspaceStats>;
+}
+
+// ---------------------------------------------------------------------------
+// File-based parts shared by the real backend.
+
+fn get_str(v: &serde_json::Value, keys: &[&str]) -> Option<String> {
+    keys.iter().find_map(|k| match v.get(*k)? {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    })
+}
+
+fn get_f64(v: &serde_json::Value, keys: &[&str]) -> Option<f64> {
+    keys.iter().find_map(|k| v.get(*k)?.as_f64())
+}
+
+fn get_usize(v: &serde_json::Value, keys: &[&str]) -> Option<usize> {
+    keys.iter()
+        .find_map(|k| v.get(*k)?.as_u64())
+        .map(|x| x as usize)
+}
+
+/// Parses a session's `status.json` text into a summary (id and dir left empty).
+pub fn parse_status(text: &str, path: &Path) -> Result<SessionSummary> {
+    let v: serde_json::Value = serde_json::from_str(text)
+        .map_err(|e| Error::parse(path, e.line(), format!("status.json: {e}")))?;
+    let state = match get_str(&v, &["state"]).as_deref() {
+        Some("queued") | None => JobState::Queued,
+        Some("running") => JobState::Running,
+        Some("done") => JobState::Done,
+        Some("failed") => JobState::Failed,
+        Some("cancelled") => JobState::Cancelled,
+        Some(other) => {
+            return Err(Error::file(path, format!("unknown state {other:?}")));
+        }
+    };
+    let best = v.get("best");
+    let eta_s = match v.get("eta").or_else(|| v.get("eta_s")) {
+        Some(serde_json::Value::Number(n)) => n.as_f64(),
+        Some(serde_json::Value::String(s)) => s.parse::<f64>().ok(),
+        _ => None,
+    };
+    let mut progress = get_f64(&v, &["progress"]);
+    if let Some(p) = progress.as_mut() {
+        if *p > 1.0 {
+            *p /= 100.0; // given in percent
+        }
+    }
+    Ok(SessionSummary {
+        state,
+        pid: get_usize(&v, &["pid"]).map(|p| p as u32),
+        model: get_str(&v, &["model"]).unwrap_or_default(),
+        workspace: get_str(&v, &["workspace"]).unwrap_or_default(),
+        device: get_str(&v, &["device"]).unwrap_or_default(),
+        progress,
+        epoch: get_usize(&v, &["epoch"]),
+        epochs: get_usize(&v, &["epochs"]),
+        eta_s,
+        pairs_per_s: get_f64(&v, &["pairs/s", "pairs_per_s", "pairs_s"]),
+        best_mrr: get_f64(&v, &["best_mrr", "best_MRR", "best MRR"])
+            .or_else(|| best.and_then(|b| get_f64(b, &["MRR", "mrr"]))),
+        best_epoch: get_usize(&v, &["best_epoch"])
+            .or_else(|| best.and_then(|b| get_usize(b, &["epoch"]))),
+        error: get_str(&v, &["error"]).filter(|s| !s.is_empty()),
+        ..Default::default()
+    })
+}
+
+/// Parses one `metrics.jsonl` line; `None` for an unknown kind.
+pub fn parse_metric_line(line: &str) -> std::result::Result<Option<MetricRecord>, String> {
+    let v: serde_json::Value = serde_json::from_str(line).map_err(|e| e.to_string())?;
+    let phase = get_str(&v, &["phase"]).unwrap_or_else(|| "train".into());
+    Ok(match get_str(&v, &["kind"]).as_deref() {
+        Some("step") => Some(MetricRecord::Step {
+            phase,
+            epoch: get_usize(&v, &["epoch"]).unwrap_or(0),
+            step: get_usize(&v, &["step"]).ok_or("step record without step")?,
+            loss: get_f64(&v, &["loss"]).ok_or("step record without loss")?,
+            pairs_per_s: get_f64(&v, &["pairs_per_s", "pairs/s"]),
+        }),
+        Some("valid") => {
+            let mut extra = BTreeMap::new();
+            if let Some(obj) = v.as_object() {
+                for (k, x) in obj {
+                    if !matches!(k.as_str(), "epoch" | "step" | "MRR" | "P@1" | "mrr" | "p1") {
+                        if let Some(f) = x.as_f64() {
+                            extra.insert(k.clone(), f);
+                        }
+                    }
+                }
+            }
+            Some(MetricRecord::Valid {
+                phase,
+                epoch: get_usize(&v, &["epoch"]).unwrap_or(0),
+                mrr: get_f64(&v, &["MRR", "mrr"]),
+                p1: get_f64(&v, &["P@1", "p1"]),
+                extra,
+            })
+        }
+        Some("event") => Some(MetricRecord::Event {
+            event: get_str(&v, &["event"]).unwrap_or_default(),
+            message: get_str(&v, &["message"]).unwrap_or_default(),
+        }),
+        _ => None,
+    })
+}
+
+/// Reads the complete lines of a metrics file from byte `offset`.
+pub fn tail_metrics_file(path: &Path, offset: u64) -> Result<MetricsChunk> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(MetricsChunk {
+                next_offset: 0,
+                reset: offset > 0,
+                ..Default::default()
+            })
+        }
+        Err(e) => return Err(Error::io(path, e)),
+    };
+    let len = f.metadata().map_err(|e| Error::io(path, e))?.len();
+    let (start, reset) = if len < offset {
+        (0, true)
+    } else {
+        (offset, false)
+    };
+    f.seek(SeekFrom::Start(start))
+        .map_err(|e| Error::io(path, e))?;
+    let mut buf = Vec::new();
+    f.read_to_end(&mut buf).map_err(|e| Error::io(path, e))?;
+    let complete = buf.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let mut chunk = MetricsChunk {
+        next_offset: start + complete as u64,
+        reset,
+        ..Default::default()
+    };
+    for line in buf[..complete].split(|&b| b == b'\n') {
+        let Ok(line) = std::str::from_utf8(line) else {
+            chunk.bad_lines += 1;
+            continue;
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        match parse_metric_line(line) {
+            Ok(Some(r)) => chunk.records.push(r),
+            Ok(None) => {}
+            Err(_) => chunk.bad_lines += 1,
+        }
+    }
+    Ok(chunk)
+}
+
+/// Whether a process with `pid` exists (Unix `kill(pid, 0)`).
+pub fn pid_alive(pid: u32) -> bool {
+    // SAFETY: signal 0 only checks that the process exists.
+    let r = unsafe { libc::kill(pid as libc::pid_t, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// Reads every session folder under `root` (folders with a `status.json`),
+/// newest first by the status file's modification time.
+pub fn scan_sessions(root: &Path) -> Result<Vec<SessionSummary>> {
+    let rd = match std::fs::read_dir(root) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io(root, e)),
+    };
+    let mut out = Vec::new();
+    for entry in rd {
+        let entry = entry.map_err(|e| Error::io(root, e))?;
+        let dir = entry.path();
+        let status = dir.join("status.json");
+        let Ok(meta) = std::fs::metadata(&status) else {
+            continue;
+        };
+        let mtime = meta.modified().ok();
+        let id = entry.file_name().to_string_lossy().into_owned();
+        let mut s = match std::fs::read_to_string(&status) {
+            Ok(text) => match parse_status(&text, &status) {
+                Ok(s) => s,
+                Err(e) => SessionSummary {
+                    state: JobState::Failed,
+                    error: Some(format!("unreadable status: {e}")),
+                    ..Default::default()
+                },
+            },
+            Err(e) => SessionSummary {
+                state: JobState::Failed,
+                error: Some(Error::io(&status, e).to_string()),
+                ..Default::default()
+            },
+        };
+        s.id = id;
+        s.dir = dir;
+        if s.state.is_active() {
+            s.alive = s.pid.map(pid_alive);
+        }
+        out.push((mtime, s));
+    }
+    out.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| b.1.id.cmp(&a.1.id)));
+    Ok(out.into_iter().map(|(_, s)| s).collect())
+}
+
+/// Reads the form settings back from a session's `config.toml`, looking
+/// for the keys at the top level and in any table.
+pub fn spec_from_config(text: &str, path: &Path) -> Result<JobSpec> {
+    let v: toml::Value = toml::from_str(text).map_err(|e| Error::file(path, e.to_string()))?;
+    fn find<'a>(v: &'a toml::Value, key: &str) -> Option<&'a toml::Value> {
+        let t = v.as_table()?;
+        if let Some(x) = t.get(key) {
+            return Some(x);
+        }
+        t.values().find_map(|x| find(x, key))
+    }
+    let s = |k: &str| -> Option<String> {
+        find(&v, k).map(|x| match x {
+            toml::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        })
+    };
+    let d = JobSpec::default();
+    Ok(JobSpec {
+        workspace: s("workspace").unwrap_or(d.workspace),
+        model: s("model").unwrap_or(d.model),
+        dim: s("dim").and_then(|x| x.parse().ok()).unwrap_or(d.dim),
+        epochs: s("epochs").and_then(|x| x.parse().ok()).unwrap_or(d.epochs),
+        lr: s("lr").and_then(|x| x.parse().ok()).unwrap_or(d.lr),
+        negatives: s("negatives")
+            .and_then(|x| x.parse().ok())
+            .unwrap_or(d.negatives),
+        device: s("device").unwrap_or(d.device),
+        init: s("init").filter(|x| !x.is_empty()),
+    })
+}
+
+/// The session id a `rosetta train --detach` printed: the `session` field of
+/// a JSON object, or a `sessions/<id>` path on any line.
+pub fn session_from_output(out: &str) -> Option<String> {
+    if let Ok(v) = serde_json::from_str::<serde_json::Value>(out.trim()) {
+        if let Some(s) = get_str(&v, &["session", "id"]) {
+            return Some(
+                Path::new(&s)
+                    .file_name()
+                    .map(|f| f.to_string_lossy().into_owned())
+                    .unwrap_or(s),
+            );
+        }
+    }
+    out.split_whitespace().find_map(|w| {
+        let w = w.trim_matches(|c: char| c == '"' || c == '\'' || c == ',' || c == '.');
+        let i = w.find("sessions/")?;
+        let rest = &w[i + "sessions/".len()..];
+        let id = rest.split('/').next()?;
+        (!id.is_empty()).then(|| id.to_string())
+    })
+}
