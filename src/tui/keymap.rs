@@ -175,6 +175,9 @@ impl Key {
         }
         match self.code {
             KeyCode::Char(' ') => s.push_str("Space"),
+            KeyCode::Char(c) if self.mods.contains(KeyModifiers::CONTROL) => {
+                s.push(c.to_ascii_uppercase())
+            }
             KeyCode::Char(c) => s.push(c),
             KeyCode::Enter => s.push_str("Enter"),
             KeyCode::Esc => s.push_str("Esc"),
@@ -483,7 +486,12 @@ impl Keymap {
     pub fn keys_for(&self, context: Context, action: Action) -> String {
         self.bindings
             .iter()
-            .find(|b| b.action == action && (b.context == context || b.context == Context::Global))
+            .find(|b| b.action == action && b.context == context)
+            .or_else(|| {
+                self.bindings
+                    .iter()
+                    .find(|b| b.action == action && b.context == Context::Global)
+            })
             .map(|b| b.keys.iter().map(Key::label).collect::<Vec<_>>().join("/"))
             .unwrap_or_default()
     }

@@ -471,11 +471,18 @@ fn bounds(sets: &[&[(f64, f64)]]) -> Option<([f64; 2], [f64; 2])> {
 
 fn axis_labels(b: [f64; 2], prec: usize) -> Vec<Span<'static>> {
     let mid = (b[0] + b[1]) / 2.0;
-    vec![
-        Span::raw(format!("{:.*}", prec, b[0])),
-        Span::raw(format!("{:.*}", prec, mid)),
-        Span::raw(format!("{:.*}", prec, b[1])),
-    ]
+    let mut v: Vec<String> = vec![format!("{:.*}", prec, b[0])];
+    for x in [mid, b[1]] {
+        let s = format!("{:.*}", prec, x);
+        if v.last() != Some(&s) {
+            v.push(s);
+        }
+    }
+    if v.len() == 2 && (b[1] - b[0]) > 0.0 {
+        // keep the axis ends apart: an empty middle label
+        v.insert(1, String::new());
+    }
+    v.into_iter().map(Span::raw).collect()
 }
 
 fn chart_sessions(app: &App) -> Vec<String> {
@@ -1234,7 +1241,7 @@ fn draw_form(f: &mut Frame, th: &Theme, form: &JobForm) {
         lines.push(Line::raw(""));
     }
     lines.push(Line::from(Span::styled(
-        "  Enter launch · Tab/↓ next · Shift-Tab/↑ previous · Ctrl-U clear · Esc cancel",
+        "  Enter launch · Tab/↓ next · ↑ previous · Ctrl-U clear · Esc cancel",
         th.dim(),
     )));
     f.render_widget(
