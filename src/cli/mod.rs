@@ -3,6 +3,8 @@
 
 use clap::{Parser, Subcommand};
 
+mod eval;
+
 /// Rosetta: a terminal workbench for cross-language information retrieval.
 #[derive(Debug, Parser)]
 #[command(name = "rosetta", version, about, long_about = None)]
@@ -16,9 +18,19 @@ pub struct Cli {
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
-pub enum Command {}
+pub enum Command {
+    /// Score a TREC run against qrels with trec_eval's conventions (MRR, MAP,
+    /// P@k, R@100, nDCG@k, Top-1).
+    TrecEval(eval::TrecEvalArgs),
+    /// Compare TREC runs on the same qrels, with paired significance tests
+    /// against a baseline.
+    Compare(eval::CompareArgs),
+}
 
 /// Runs one command; the error is printed by `main`.
 pub fn run(cmd: Command) -> anyhow::Result<()> {
-    match cmd {}
+    match cmd {
+        Command::TrecEval(a) => eval::trec_eval(a),
+        Command::Compare(a) => eval::compare(a),
+    }
 }

@@ -1,6 +1,10 @@
 //! Evaluation: TREC qrels and run files, trec_eval-exact metrics, significance tests.
 
+pub mod metrics;
 pub mod sentence;
+pub mod significance;
 pub mod trec;
 
+pub use metrics::{evaluate, evaluate_rankings, Evaluation, Metric, Metrics};
+pub use significance::{Correction, PairedTest, TestResult};
 pub use trec::{Qrels, Run};
