@@ -596,10 +596,16 @@ fn form_validates_then_launches_with_args() {
     assert_eq!(spec.workspace, "ws.toml");
     assert_eq!(spec.device, "cuda:1");
     assert_eq!(spec.init.as_deref(), Some("s2net-done"));
-    assert_eq!((spec.dim, spec.epochs, spec.negatives), (128, 5, 5));
-    let args = spec.train_args();
+    assert_eq!((spec.dim, spec.epochs, spec.lr), (Some(128), None, None));
+    let args = spec.train_args(std::path::Path::new("sessions"));
     assert_eq!(args[0], "train");
-    assert!(args.windows(2).any(|w| w == ["--init", "s2net-done"]));
+    assert!(args
+        .windows(2)
+        .any(|w| w == ["--set", "init=sessions/s2net-done"]));
+    assert!(
+        !args.iter().any(|a| a == "--epochs" || a == "--session"),
+        "defaults are not passed"
+    );
     assert_eq!(args.last().map(String::as_str), Some("--detach"));
     assert_eq!(app.jobs.selected.as_deref(), Some("s2net-new"));
 }
@@ -610,7 +616,7 @@ fn duplicate_prefills_from_session() {
     fake.spec = Some(JobSpec {
         workspace: "w.toml".into(),
         model: "cl-lsi".into(),
-        dim: 300,
+        dim: Some(300),
         ..Default::default()
     });
     let mut app = app_with(&fake);
@@ -914,6 +920,10 @@ fn status_and_output_parsing() {
         Some("abc")
     );
     assert_eq!(session_from_output("nothing here"), None);
+    assert_eq!(
+        session_from_output("/work/x/sessions/s2net-20261121T2003\n").as_deref(),
+        Some("s2net-20261121T2003")
+    );
 }
 
 #[test]
@@ -928,4 +938,36 @@ fn downsample_keeps_extremes_and_ema_smooths() {
     assert_eq!(e[0].1, 1.0, "debiased first value");
     assert!(e[1].1 > 1.0 && e[1].1 < 3.0);
     assert_eq!(ui::fmt_duration(3725.0), "1h02m");
+}
+
+#[test]
+fn form_checks_model_specific_settings() {
+    use rosetta::tui::app::JobForm;
+    let sessions = vec![done(), running()];
+    let mut f = JobForm::new("t", &JobSpec::default());
+    f.fields[0].value = "ws.toml".into();
+    f.fields[5].value = "4".into(); // negatives: s2net takes none
+    f.fields[7].value = "s2net-run".into(); // not finished
+    assert!(f.validate(&sessions).is_none());
+    assert!(f.fields[5].error.as_ref().unwrap().contains("xcnn"));
+    assert!(f.fields[7].error.as_ref().unwrap().contains("finished"));
+    f.fields[1].value = "xcnn".into();
+    f.fields[7].value = "s2net-done".into();
+    let spec = f.validate(&sessions).expect("valid");
+    assert_eq!(spec.negatives.as_deref(), Some("random:4"));
+    let args = spec.train_args(std::path::Path::new("/tmp/runs"));
+    assert!(args.iter().any(|a| a == "negatives=random:4"));
+    assert!(
+        args.iter().any(|a| a.starts_with("/tmp/runs/xcnn-")),
+        "{args:?}"
+    );
+    f.fields[1].value = "cl-lsi".into();
+    f.fields[5].value.clear();
+    assert!(
+        f.validate(&sessions).is_none(),
+        "cl-lsi cannot start from a session"
+    );
+    f.fields[1].value = "nonsense".into();
+    assert!(f.validate(&sessions).is_none());
+    assert!(f.fields[1].error.as_ref().unwrap().contains("s2net"));
 }

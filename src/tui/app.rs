@@ -407,12 +407,23 @@ pub struct JobForm {
     pub error: Option<String>,
 }
 
-/// Model kinds the form accepts.
-pub const MODEL_KINDS: &[&str] = &["cl-lsi", "oracle", "s2net", "xcnn", "bm25-dict"];
+/// Model names the form accepts: the engine's registry.
+pub fn model_names() -> Vec<&'static str> {
+    const KNOWN: &[&str] = &["cl-lsi", "opca", "cca", "s2net", "xcnn"];
+    KNOWN.to_vec()
+}
+
+/// Models that take `negatives=`.
+pub const NEGATIVE_MODELS: &[&str] = &["xcnn"];
+/// Models that take `init=` (a trained session to start from).
+pub const INIT_MODELS: &[&str] = &["s2net", "xcnn"];
 
 impl JobForm {
     /// A form filled from `spec`.
     pub fn new(title: impl Into<String>, spec: &JobSpec) -> JobForm {
+        fn opt<T: ToString>(v: Option<T>) -> String {
+            v.map(|x| x.to_string()).unwrap_or_default()
+        }
         let f = |label, value: String| FormField {
             label,
             value,
@@ -423,10 +434,10 @@ impl JobForm {
             fields: vec![
                 f("workspace", spec.workspace.clone()),
                 f("model", spec.model.clone()),
-                f("dim", spec.dim.to_string()),
-                f("epochs", spec.epochs.to_string()),
-                f("lr", spec.lr.to_string()),
-                f("negatives", spec.negatives.to_string()),
+                f("dim", opt(spec.dim)),
+                f("epochs", opt(spec.epochs)),
+                f("lr", opt(spec.lr)),
+                f("negatives", spec.negatives.clone().unwrap_or_default()),
                 f("device", spec.device.clone()),
                 f("init session", spec.init.clone().unwrap_or_default()),
             ],
@@ -437,7 +448,7 @@ impl JobForm {
     }
 
     /// Checks every field; on success the job to launch, else the errors
-    /// are stored on the fields.
+    /// are stored on the fields. Empty optional fields mean the model's default.
     pub fn validate(&mut self, sessions: &[SessionSummary]) -> Option<JobSpec> {
         for f in &mut self.fields {
             f.error = None;
@@ -451,46 +462,80 @@ impl JobForm {
         if v[0].is_empty() {
             errs.push((0, "required: path of a workspace.toml".into()));
         }
-        if !MODEL_KINDS.contains(&v[1].as_str()) {
-            errs.push((1, format!("one of {}", MODEL_KINDS.join(", "))));
+        let models = model_names();
+        if !models.contains(&v[1].as_str()) {
+            errs.push((1, format!("one of {}", models.join(", "))));
         }
-        let pos = |i: usize, max: usize, errs: &mut Vec<(usize, String)>| -> usize {
+        let opt_int = |i: usize, max: usize, errs: &mut Vec<(usize, String)>| -> Option<usize> {
+            if v[i].is_empty() {
+                return None;
+            }
             match v[i].parse::<usize>() {
-                Ok(x) if x >= 1 && x <= max => x,
+                Ok(x) if x >= 1 && x <= max => Some(x),
                 _ => {
-                    errs.push((i, format!("a whole number from 1 to {max}")));
-                    0
+                    errs.push((i, format!("empty (model default) or 1 to {max}")));
+                    None
                 }
             }
         };
-        let dim = pos(2, 4096, &mut errs);
-        let epochs = pos(3, 10000, &mut errs);
-        let lr = match v[4].parse::<f64>() {
-            Ok(x) if x > 0.0 && x <= 10.0 && x.is_finite() => x,
-            _ => {
-                errs.push((4, "a number in (0, 10]".into()));
-                0.0
+        let dim = opt_int(2, 4096, &mut errs);
+        let epochs = opt_int(3, 100_000, &mut errs);
+        let lr = if v[4].is_empty() {
+            None
+        } else {
+            match v[4].parse::<f64>() {
+                Ok(x) if x > 0.0 && x <= 10.0 && x.is_finite() => Some(x),
+                _ => {
+                    errs.push((4, "empty (model default) or a number in (0, 10]".into()));
+                    None
+                }
             }
         };
-        let negatives = match v[5].parse::<usize>() {
-            Ok(x) if x <= 1000 => x,
-            _ => {
-                errs.push((5, "a whole number from 0 to 1000".into()));
-                0
+        let negatives = if v[5].is_empty() {
+            None
+        } else if !NEGATIVE_MODELS.contains(&v[1].as_str()) {
+            errs.push((
+                5,
+                format!("only {} sample negatives", NEGATIVE_MODELS.join(", ")),
+            ));
+            None
+        } else if let Ok(k) = v[5].parse::<usize>() {
+            if k == 0 {
+                errs.push((5, "at least 1".into()));
             }
+            Some(format!("random:{k}"))
+        } else if v[5] == "in-batch"
+            || v[5] == "random"
+            || v[5]
+                .strip_prefix("random:")
+                .is_some_and(|k| k.parse::<usize>().is_ok_and(|k| k >= 1))
+        {
+            Some(v[5].clone())
+        } else {
+            errs.push((5, "K, random:K or in-batch".into()));
+            None
         };
-        let dev_ok = v[6] == "cpu"
+        let dev_ok = v[6] == "auto"
+            || v[6] == "cpu"
             || v[6] == "cuda"
             || v[6]
                 .strip_prefix("cuda:")
                 .is_some_and(|n| n.parse::<u32>().is_ok());
         if !dev_ok {
-            errs.push((6, "cpu, cuda or cuda:N".into()));
+            errs.push((6, "auto, cpu, cuda or cuda:N".into()));
         }
         let init = (!v[7].is_empty()).then(|| v[7].clone());
         if let Some(i) = &init {
-            if !sessions.iter().any(|s| &s.id == i) {
-                errs.push((7, "no such session".into()));
+            if !INIT_MODELS.contains(&v[1].as_str()) {
+                errs.push((
+                    7,
+                    format!("only {} start from a session", INIT_MODELS.join(", ")),
+                ));
+            } else if !sessions
+                .iter()
+                .any(|s| &s.id == i && s.state == JobState::Done)
+            {
+                errs.push((7, "not a finished session".into()));
             }
         }
         if errs.is_empty() {

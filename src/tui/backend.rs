@@ -135,24 +135,26 @@ pub struct MetricsChunk {
     pub bad_lines: usize,
 }
 
-/// The settings of a new training job, as the form edits them.
+/// The settings of a new training job, as the form edits them. `None`
+/// means "the model's default" (the flag is not passed), since models differ
+/// in what they read (`rosetta train` refuses settings a model ignores).
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobSpec {
     /// Workspace file (`workspace.toml`).
     pub workspace: String,
-    /// Model kind.
+    /// Model registry name.
     pub model: String,
     /// Dimension of the shared space.
-    pub dim: usize,
+    pub dim: Option<usize>,
     /// Number of epochs.
-    pub epochs: usize,
+    pub epochs: Option<usize>,
     /// Learning rate.
-    pub lr: f64,
-    /// Negatives per positive pair.
-    pub negatives: usize,
-    /// Device (`cpu`, `cuda`, `cuda:N`).
+    pub lr: Option<f64>,
+    /// Negatives (`random:K` or `in-batch`; models that sample them only).
+    pub negatives: Option<String>,
+    /// Device (`auto`, `cpu`, `cuda`, `cuda:N`).
     pub device: String,
-    /// Session to initialise from, if any.
+    /// Session folder to initialise from (`--set init=DIR`), if any.
     pub init: Option<String>,
 }
 
@@ -161,11 +163,11 @@ impl Default for JobSpec {
         JobSpec {
             workspace: String::new(),
             model: "s2net".into(),
-            dim: 128,
-            epochs: 5,
-            lr: 0.001,
-            negatives: 5,
-            device: "cpu".into(),
+            dim: Some(128),
+            epochs: None,
+            lr: None,
+            negatives: None,
+            device: "auto".into(),
             init: None,
         }
     }
@@ -173,28 +175,48 @@ impl Default for JobSpec {
 
 impl JobSpec {
     /// The `rosetta train` arguments (without the program name) that start
-    /// this job detached.
-    pub fn train_args(&self) -> Vec<String> {
+    /// this job detached; `session_root` is where the session folder goes
+    /// (`sessions` is the CLI's default and is not passed).
+    pub fn train_args(&self, session_root: &Path) -> Vec<String> {
         let mut a = vec![
             "train".to_string(),
             "--workspace".into(),
             self.workspace.clone(),
             "--model".into(),
             self.model.clone(),
-            "--dim".into(),
-            self.dim.to_string(),
-            "--epochs".into(),
-            self.epochs.to_string(),
-            "--lr".into(),
-            self.lr.to_string(),
-            "--negatives".into(),
-            self.negatives.to_string(),
             "--device".into(),
             self.device.clone(),
         ];
+        if let Some(d) = self.dim {
+            a.extend(["--dim".into(), d.to_string()]);
+        }
+        if let Some(e) = self.epochs {
+            a.extend(["--epochs".into(), e.to_string()]);
+        }
+        if let Some(lr) = self.lr {
+            a.extend(["--lr".into(), lr.to_string()]);
+        }
+        if let Some(n) = &self.negatives {
+            a.extend(["--set".into(), format!("negatives={n}")]);
+        }
         if let Some(init) = &self.init {
-            a.push("--init".into());
-            a.push(init.clone());
+            a.extend([
+                "--set".into(),
+                format!("init={}", session_root.join(init).display()),
+            ]);
+        }
+        if session_root != Path::new("sessions") {
+            let stamp = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0);
+            a.extend([
+                "--session".into(),
+                session_root
+                    .join(format!("{}-{stamp}", self.model))
+                    .display()
+                    .to_string(),
+            ]);
         }
         a.push("--detach".into());
         a
@@ -714,8 +736,9 @@ pub fn scan_sessions(root: &Path) -> Result<Vec<SessionSummary>> {
     Ok(out.into_iter().map(|(_, s)| s).collect())
 }
 
-/// Reads the form settings back from a session's `config.toml`, looking
-/// for the keys at the top level and in any table.
+/// Reads the form settings back from a session's `config.toml`: the
+/// model, workspace and device, and the settings that were given
+/// (`[given]`), looking for each key at the top level or in any table.
 pub fn spec_from_config(text: &str, path: &Path) -> Result<JobSpec> {
     let v: toml::Value = toml::from_str(text).map_err(|e| Error::file(path, e.to_string()))?;
     fn find<'a>(v: &'a toml::Value, key: &str) -> Option<&'a toml::Value> {
@@ -735,14 +758,20 @@ pub fn spec_from_config(text: &str, path: &Path) -> Result<JobSpec> {
     Ok(JobSpec {
         workspace: s("workspace").unwrap_or(d.workspace),
         model: s("model").unwrap_or(d.model),
-        dim: s("dim").and_then(|x| x.parse().ok()).unwrap_or(d.dim),
-        epochs: s("epochs").and_then(|x| x.parse().ok()).unwrap_or(d.epochs),
-        lr: s("lr").and_then(|x| x.parse().ok()).unwrap_or(d.lr),
-        negatives: s("negatives")
-            .and_then(|x| x.parse().ok())
-            .unwrap_or(d.negatives),
-        device: s("device").unwrap_or(d.device),
-        init: s("init").filter(|x| !x.is_empty()),
+        dim: s("dim").and_then(|x| x.parse().ok()),
+        epochs: s("epochs").and_then(|x| x.parse().ok()),
+        lr: s("lr").and_then(|x| x.parse().ok()),
+        negatives: s("negatives"),
+        device: s("device_request")
+            .or_else(|| s("device"))
+            .filter(|x| !x.is_empty())
+            .unwrap_or(d.device),
+        init: s("init").filter(|x| !x.is_empty()).map(|x| {
+            Path::new(&x)
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or(x)
+        }),
     })
 }
 
@@ -758,6 +787,13 @@ pub fn session_from_output(out: &str) -> Option<String> {
                     .unwrap_or(s),
             );
         }
+    }
+    let t = out.trim();
+    if !t.is_empty() && !t.contains(char::is_whitespace) && t.contains('/') {
+        // `--detach` prints the session folder
+        return Path::new(t.trim_end_matches('/'))
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned());
     }
     out.split_whitespace().find_map(|w| {
         let w = w.trim_matches(|c: char| c == '"' || c == '\'' || c == ',' || c == '.');

@@ -80,7 +80,7 @@ impl Backend for LocalBackend {
     }
 
     fn launch(&self, spec: &JobSpec) -> Result<Launched> {
-        self.run_detached(&spec.train_args())
+        self.run_detached(&spec.train_args(&self.root))
     }
 
     fn cancel(&self, session: &str) -> Result<()> {

@@ -1227,6 +1227,14 @@ fn draw_form(f: &mut Frame, th: &Theme, form: &JobForm) {
             ),
             Span::raw(if focus { "▏" } else { "" }),
         ];
+        if fl.value.is_empty() && fl.error.is_none() {
+            let hint = match i {
+                2..=5 => "(model default)",
+                7 => "(none: fresh start)",
+                _ => "",
+            };
+            spans.push(Span::styled(hint, th.dim()));
+        }
         if let Some(e) = &fl.error {
             spans.push(Span::styled(format!("  ✗ {e}"), th.bad()));
         }
