@@ -44,9 +44,12 @@ pub struct Options {
     pub config: Option<PathBuf>,
 }
 
-/// Shortest time between two frames (at most ~10 redraws a second for
-/// background updates; input is drawn as soon as this allows).
+/// Shortest time between two frames for background updates (at most ~10
+/// redraws a second).
 pub const FRAME: Duration = Duration::from_millis(100);
+/// Shortest time between two frames after a key or mouse event, so typing
+/// feels immediate while bursts are still coalesced.
+pub const INPUT_FRAME: Duration = Duration::from_millis(16);
 /// How often the sessions root is rescanned.
 pub const RESCAN: Duration = Duration::from_secs(2);
 /// How often metrics files of shown sessions are tailed.
@@ -156,6 +159,9 @@ fn event_loop(settings: Settings, backend: Arc<dyn Backend>) -> Result<()> {
 
     let mut app = App::new(settings);
     let mut last_draw = Instant::now() - FRAME;
+    // first input event not yet drawn, for the key-to-draw latency figures
+    let mut input_at: Option<Instant> = None;
+    let mut latencies: Vec<f64> = Vec::new();
     let mut next_scan = Instant::now() + RESCAN;
     let mut next_tail = Instant::now();
     let mut result = Ok(());
@@ -176,7 +182,12 @@ fn event_loop(settings: Settings, backend: Arc<dyn Backend>) -> Result<()> {
             break;
         }
         let now = Instant::now();
-        if app.dirty && now >= last_draw + FRAME {
+        let frame = if input_at.is_some() {
+            INPUT_FRAME
+        } else {
+            FRAME
+        };
+        if app.dirty && now >= last_draw + frame {
             let t0 = Instant::now();
             if let Err(e) = terminal.draw(|f| ui::draw(f, &mut app)) {
                 result = Err(Error::io("terminal", e));
@@ -184,6 +195,9 @@ fn event_loop(settings: Settings, backend: Arc<dyn Backend>) -> Result<()> {
             }
             app.dirty = false;
             last_draw = Instant::now();
+            if let Some(t) = input_at.take() {
+                latencies.push(t.elapsed().as_secs_f64() * 1000.0);
+            }
             let ms = t0.elapsed().as_secs_f64() * 1000.0;
             if ms > 50.0 {
                 log::info(&format!("slow frame: {ms:.1} ms"));
@@ -191,14 +205,17 @@ fn event_loop(settings: Settings, backend: Arc<dyn Backend>) -> Result<()> {
         }
         let mut deadline = next_scan.min(next_tail);
         if app.dirty {
-            deadline = deadline.min(last_draw + FRAME);
+            deadline = deadline.min(last_draw + frame);
         }
         let wait = deadline.saturating_duration_since(Instant::now());
         match rx.recv_timeout(wait) {
             Ok(msg) => {
-                let handle = |m: Msg, app: &mut App| -> Option<String> {
+                let mut handle = |m: Msg, app: &mut App| -> Option<String> {
                     match m {
-                        Msg::Input(ev) => app.on_event(ev),
+                        Msg::Input(ev) => {
+                            input_at.get_or_insert_with(Instant::now);
+                            app.on_event(ev)
+                        }
                         Msg::Reply(r) => app.on_reply(r),
                         Msg::InputError(e) => return Some(e),
                     }
@@ -233,6 +250,17 @@ fn event_loop(settings: Settings, backend: Arc<dyn Backend>) -> Result<()> {
         }
     }
     stop.store(true, Ordering::Relaxed);
+    if !latencies.is_empty() {
+        latencies.sort_by(f64::total_cmp);
+        let q = |p: f64| latencies[((latencies.len() - 1) as f64 * p).round() as usize];
+        log::info(&format!(
+            "input-to-draw latency over {} frames: median {:.2} ms, p95 {:.2} ms, max {:.2} ms",
+            latencies.len(),
+            q(0.5),
+            q(0.95),
+            q(1.0)
+        ));
+    }
     // Requests queued at quit (cancelling jobs) run before we leave.
     for req in app.take_requests() {
         if matches!(req, app::Request::Cancel(_)) {
