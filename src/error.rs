@@ -7,12 +7,12 @@ use std::path::{Path, PathBuf};
 /// Errors raised anywhere in the engine.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// An I/O failure on a named file.
-    #[error("{}: {source}", path.display())]
+    /// An I/O failure on a named file. (The OS message is part of the text and
+    /// deliberately not a `source`, so `{:#}` does not print it twice.)
+    #[error("{}: {error}", path.display())]
     Io {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// Malformed content at a known line (1-based) of a file.
     #[error("{}:{line}: {msg}", path.display())]
@@ -40,10 +40,10 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     /// An I/O error on `path`.
-    pub fn io(path: impl AsRef<Path>, source: std::io::Error) -> Self {
+    pub fn io(path: impl AsRef<Path>, error: std::io::Error) -> Self {
         Error::Io {
             path: path.as_ref().to_path_buf(),
-            source,
+            error,
         }
     }
     /// A parse error at `line` (1-based) of `path`.

@@ -5,6 +5,7 @@
 pub mod corpus;
 pub mod error;
 pub mod eval;
+pub mod index;
 pub mod models;
 pub mod text;
 pub mod train;

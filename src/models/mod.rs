@@ -156,3 +156,9 @@ impl Vocabs {
         }
     }
 }
+
+pub mod cca;
+pub mod cl_lsi;
+pub mod linear;
+pub mod opca;
+pub mod s2net;

@@ -1,0 +1,441 @@
+//! `rosetta bench ...`: timings of the index against peers, printed as JSON.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use clap::{Args, Subcommand};
+use ndarray::Array2;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, StandardNormal, Zipf};
+use rayon::prelude::*;
+use serde_json::json;
+
+use rosetta::index::dense::{top_k, write_npy, Matmul};
+use rosetta::index::mining::{
+    mine_positives, mine_positives_exhaustive, IdfSource, MineConfig, MineScoring,
+};
+use rosetta::index::{peak_rss_bytes, Hit, TieOrder};
+use rosetta::text::{Analyzer, CsrMatrix, TextConfig, Vocabulary};
+
+/// Benchmarks (each prints one JSON object on stdout).
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    pub what: BenchCommand,
+}
+
+/// What to time.
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Exact dense top-k over random unit vectors, optionally against faiss
+    /// on the same files (`--faiss`).
+    Search(SearchArgs),
+    /// Pseudo-relevance mining (best match of every text) on synthetic
+    /// Zipfian texts or on a text file.
+    Mine(MineArgs),
+}
+
+/// Arguments of `rosetta bench search`.
+#[derive(Debug, Args)]
+pub struct SearchArgs {
+    /// Number of documents (random unit vectors).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub docs: usize,
+    /// Dimension of the vectors.
+    #[arg(long, default_value_t = 128)]
+    pub dim: usize,
+    /// Number of queries.
+    #[arg(long, default_value_t = 1000)]
+    pub queries: usize,
+    /// Results per query.
+    #[arg(long, default_value_t = 10)]
+    pub k: usize,
+    /// Worker threads.
+    #[arg(long, default_value_t = 2)]
+    pub threads: usize,
+    /// Seed of the random vectors.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Timed runs; the best is reported (as faiss_search.py does).
+    #[arg(long, default_value_t = 3)]
+    pub repeat: usize,
+    /// Matrix-product kernel: gemm, ndarray, faer, or all (each timed; the
+    /// first one's results are written).
+    #[arg(long, default_value = "faer")]
+    pub matmul: String,
+    /// Folder for docs.npy, queries.npy and the top-k row ids
+    /// (rosetta_ids.txt, faiss_ids.txt), for faiss_search.py.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// faiss_search.py to run on the same files with the same threads
+    /// (needs --out); its time, the ratio and the id agreement are reported.
+    #[arg(long)]
+    pub faiss: Option<PathBuf>,
+    /// Python interpreter for --faiss.
+    #[arg(long, default_value = "python3")]
+    pub python: PathBuf,
+}
+
+/// Arguments of `rosetta bench mine`.
+#[derive(Debug, Args)]
+pub struct MineArgs {
+    /// Number of synthetic texts (ignored with --input).
+    #[arg(long, default_value_t = 100_000)]
+    pub texts: usize,
+    /// Synthetic vocabulary size.
+    #[arg(long, default_value_t = 10_000)]
+    pub vocab: usize,
+    /// Mean synthetic text length in tokens (uniform in [len/2, 3·len/2]).
+    #[arg(long, default_value_t = 20)]
+    pub len: usize,
+    /// Zipf exponent of the synthetic term distribution.
+    #[arg(long, default_value_t = 1.0)]
+    pub zipf: f64,
+    /// Seed of the synthetic texts.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// A real text file (one text per line, .gz read transparently) instead
+    /// of synthetic texts.
+    #[arg(long)]
+    pub input: Option<PathBuf>,
+    /// With --input: take this tab-separated field (from 1) of each line
+    /// instead of the whole line.
+    #[arg(long)]
+    pub field: Option<usize>,
+    /// With --input: language of the texts (analyser and stemmer).
+    #[arg(long, default_value = "es")]
+    pub lang: String,
+    /// With --input: vocabulary size (top terms by df, min df 2).
+    #[arg(long, default_value_t = 10_000)]
+    pub vocab_size: usize,
+    /// Score: bm25 or tfidf (log-tf·idf cosine).
+    #[arg(long, default_value = "bm25")]
+    pub scoring: String,
+    /// Leave out rows identical to the query.
+    #[arg(long)]
+    pub skip_duplicates: bool,
+    /// Also mine by brute force and check that the results are equal (slow).
+    #[arg(long)]
+    pub check: bool,
+    /// Worker threads.
+    #[arg(long, default_value_t = 2)]
+    pub threads: usize,
+}
+
+/// Runs a benchmark.
+pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+    match args.what {
+        BenchCommand::Search(a) => search(a),
+        BenchCommand::Mine(a) => mine(a),
+    }
+}
+
+fn pool(threads: usize) -> anyhow::Result<rayon::ThreadPool> {
+    if threads == 0 {
+        bail!("--threads must be at least 1");
+    }
+    Ok(rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()?)
+}
+
+/// Seeded standard-normal rows scaled to unit length, made in parallel in
+/// fixed chunks so the result does not depend on the thread count.
+fn random_unit_rows(n: usize, d: usize, seed: u64) -> Array2<f32> {
+    const CHUNK: usize = 4096;
+    let mut a = Array2::<f32>::zeros((n, d));
+    a.as_slice_mut()
+        .expect("fresh array")
+        .par_chunks_mut(CHUNK * d.max(1))
+        .enumerate()
+        .for_each(|(c, chunk)| {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed ^ ((c as u64 + 1) << 20));
+            for row in chunk.chunks_mut(d.max(1)) {
+                for v in row.iter_mut() {
+                    *v = rng.sample(StandardNormal);
+                }
+                let norm = row.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-12);
+                row.iter_mut().for_each(|v| *v /= norm);
+            }
+        });
+    a
+}
+
+fn ids_text(hits: &[Vec<Hit>]) -> String {
+    let mut s = String::new();
+    for h in hits {
+        let line: Vec<String> = h.iter().map(|h| h.doc.to_string()).collect();
+        s.push_str(&line.join(" "));
+        s.push('\n');
+    }
+    s
+}
+
+fn read_ids(path: &Path) -> anyhow::Result<Vec<Vec<u32>>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    text.lines()
+        .map(|l| {
+            l.split_whitespace()
+                .map(|x| {
+                    let v: f64 = x
+                        .parse()
+                        .with_context(|| format!("{}: bad id {x:?}", path.display()))?;
+                    Ok(v as u32)
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn search(a: SearchArgs) -> anyhow::Result<()> {
+    if a.docs == 0 || a.dim == 0 || a.queries == 0 || a.k == 0 || a.repeat == 0 {
+        bail!("--docs, --dim, --queries, --k and --repeat must be positive");
+    }
+    if a.faiss.is_some() && a.out.is_none() {
+        bail!("--faiss needs --out (faiss reads the .npy files written there)");
+    }
+    let kernels: Vec<Matmul> = if a.matmul == "all" {
+        Matmul::ALL.to_vec()
+    } else {
+        vec![a.matmul.parse()?]
+    };
+    let pool = pool(a.threads)?;
+    let t = Instant::now();
+    let (docs, queries) = pool.install(|| {
+        (
+            random_unit_rows(a.docs, a.dim, a.seed),
+            random_unit_rows(a.queries, a.dim, a.seed.wrapping_add(0x5eed)),
+        )
+    });
+    let gen_s = t.elapsed().as_secs_f64();
+    if let Some(out) = &a.out {
+        write_npy(&out.join("docs.npy"), &docs)?;
+        write_npy(&out.join("queries.npy"), &queries)?;
+    }
+    let rss_before = peak_rss_bytes();
+    let ties = TieOrder::by_row();
+    let mut timings = serde_json::Map::new();
+    let mut first: Option<(Vec<Vec<Hit>>, f64)> = None;
+    for m in &kernels {
+        let mut best = f64::INFINITY;
+        let mut hits = Vec::new();
+        for _ in 0..a.repeat {
+            let t = Instant::now();
+            hits = pool.install(|| top_k(docs.view(), queries.view(), a.k, &ties, *m))?;
+            best = best.min(t.elapsed().as_secs_f64());
+        }
+        timings.insert(m.name().to_string(), json!(round(best, 4)));
+        if first.is_none() {
+            first = Some((hits, best));
+        }
+    }
+    let (hits, best) = first.expect("one kernel at least");
+    let raw = (a.docs * a.dim * 4) as f64;
+    let peak = peak_rss_bytes();
+    let mut report = json!({
+        "bench": "search",
+        "docs": a.docs, "dim": a.dim, "queries": a.queries, "k": a.k, "threads": a.threads,
+        "matmul": kernels[0].name(),
+        "generate_s": round(gen_s, 3),
+        "search_s": round(best, 4),
+        "queries_per_s": round(a.queries as f64 / best, 1),
+        "search_s_by_matmul": timings,
+        "raw_docs_bytes": raw as u64,
+        "peak_rss_bytes": peak,
+        "peak_rss_before_search_bytes": rss_before,
+        "peak_rss_over_raw": peak.map(|p| round(p as f64 / raw, 3)),
+    });
+    if let Some(out) = &a.out {
+        std::fs::write(out.join("rosetta_ids.txt"), ids_text(&hits))?;
+    }
+    if let (Some(script), Some(out)) = (&a.faiss, &a.out) {
+        let faiss_ids = out.join("faiss_ids.txt");
+        let o = std::process::Command::new(&a.python)
+            .arg(script)
+            .arg("--docs")
+            .arg(out.join("docs.npy"))
+            .arg("--queries")
+            .arg(out.join("queries.npy"))
+            .args(["--k", &a.k.to_string(), "--threads", &a.threads.to_string()])
+            .args(["--repeat", &a.repeat.to_string()])
+            .arg("--out")
+            .arg(&faiss_ids)
+            .output()
+            .with_context(|| format!("running {} {}", a.python.display(), script.display()))?;
+        if !o.status.success() {
+            bail!(
+                "faiss_search.py failed ({}): {}",
+                o.status,
+                String::from_utf8_lossy(&o.stderr).trim()
+            );
+        }
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        let last = stdout.lines().last().unwrap_or("");
+        let f: serde_json::Value = serde_json::from_str(last)
+            .with_context(|| format!("faiss_search.py printed no JSON last line: {last:?}"))?;
+        let fs = f["search_s"]
+            .as_f64()
+            .context("faiss JSON lacks search_s")?;
+        let theirs = read_ids(&faiss_ids)?;
+        let same_lists = hits
+            .iter()
+            .zip(&theirs)
+            .filter(|(h, t)| h.iter().map(|h| h.doc).eq(t.iter().copied()))
+            .count();
+        let mut overlap = 0usize;
+        for (h, t) in hits.iter().zip(&theirs) {
+            overlap += h.iter().filter(|h| t.contains(&h.doc)).count();
+        }
+        report["faiss"] = f;
+        report["time_over_faiss"] = json!(round(best / fs, 3));
+        report["same_ranked_lists"] = json!(same_lists);
+        report["id_overlap"] = json!(round(
+            overlap as f64 / (a.queries * a.k.min(a.docs)) as f64,
+            5
+        ));
+    }
+    println!("{report}");
+    Ok(())
+}
+
+/// CPU seconds (user + system) this process has used so far, all threads:
+/// on a shared machine a fairer cost than wall time.
+fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage only writes the struct it is given.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return f64::NAN;
+    }
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+fn round(x: f64, places: i32) -> f64 {
+    let p = 10f64.powi(places);
+    (x * p).round() / p
+}
+
+/// Synthetic texts: Zipfian term ids, lengths uniform around `len`.
+fn synthetic(a: &MineArgs) -> anyhow::Result<(CsrMatrix, Vocabulary)> {
+    if a.vocab == 0 || a.len == 0 {
+        bail!("--vocab and --len must be positive");
+    }
+    let zipf = Zipf::new(a.vocab as f64, a.zipf).map_err(|e| anyhow::anyhow!("--zipf: {e}"))?;
+    let mut rng = ChaCha8Rng::seed_from_u64(a.seed);
+    let mut m = CsrMatrix::new(a.vocab);
+    let (lo, hi) = ((a.len / 2).max(1), a.len + a.len / 2);
+    for _ in 0..a.texts {
+        let n = rng.random_range(lo..=hi);
+        let row: Vec<(u32, f32)> = (0..n)
+            .map(|_| {
+                (
+                    (zipf.sample(&mut rng) as u32 - 1).min(a.vocab as u32 - 1),
+                    1.0,
+                )
+            })
+            .collect();
+        m.push_row(row);
+    }
+    let mut df = vec![0u32; a.vocab];
+    for &c in &m.indices {
+        df[c as usize] += 1;
+    }
+    let terms = (0..a.vocab).map(|t| format!("t{t}")).collect();
+    Ok((m, Vocabulary::from_parts("xx", terms, df, a.texts)))
+}
+
+fn mine(a: MineArgs) -> anyhow::Result<()> {
+    let scoring = match a.scoring.as_str() {
+        "bm25" => MineScoring::Bm25 { k1: 1.2, b: 0.75 },
+        "tfidf" => MineScoring::TfIdfCosine,
+        s => bail!("--scoring {s:?}: bm25 or tfidf"),
+    };
+    let pool = pool(a.threads)?;
+    let t = Instant::now();
+    let (counts, vocab, source) = match &a.input {
+        None => {
+            let (m, v) = synthetic(&a)?;
+            (
+                m,
+                v,
+                json!({"synthetic": {"texts": a.texts, "vocab": a.vocab, "len": a.len, "zipf": a.zipf, "seed": a.seed}}),
+            )
+        }
+        Some(path) => {
+            let lines = rosetta::corpus::io::read_lines(path)?;
+            let texts: Vec<String> = match a.field {
+                None => lines,
+                Some(0) => bail!("--field counts from 1"),
+                Some(f) => lines
+                    .iter()
+                    .enumerate()
+                    .map(|(i, l)| {
+                        l.split('\t')
+                            .nth(f - 1)
+                            .map(str::to_string)
+                            .with_context(|| format!("{}:{}: no field {f}", path.display(), i + 1))
+                    })
+                    .collect::<anyhow::Result<_>>()?,
+            };
+            let an = Analyzer::new(&a.lang, &TextConfig::default())?;
+            let toks: Vec<Vec<String>> =
+                pool.install(|| texts.par_iter().map(|t| an.analyze(t)).collect());
+            let v = Vocabulary::build(&a.lang, &toks, a.vocab_size, 2);
+            let m = v.count_matrix(&toks);
+            (
+                m,
+                v,
+                json!({"input": path, "lang": a.lang, "texts": texts.len()}),
+            )
+        }
+    };
+    let prep_s = t.elapsed().as_secs_f64();
+    let cfg = MineConfig {
+        scoring,
+        idf: IdfSource::Collection,
+        skip_duplicates: a.skip_duplicates,
+    };
+    let (t, c) = (Instant::now(), cpu_seconds());
+    let mined = pool.install(|| mine_positives(&counts, &vocab, &cfg))?;
+    let mine_s = t.elapsed().as_secs_f64();
+    let mine_cpu_s = cpu_seconds() - c;
+    let mut report = json!({
+        "bench": "mine",
+        "source": source,
+        "texts": counts.n_rows(),
+        "vocab": vocab.len(),
+        "postings": counts.nnz(),
+        "scoring": a.scoring,
+        "skip_duplicates": a.skip_duplicates,
+        "threads": a.threads,
+        "prepare_s": round(prep_s, 3),
+        "mine_s": round(mine_s, 3),
+        "mine_cpu_s": round(mine_cpu_s, 3),
+        "texts_per_s": round(counts.n_rows() as f64 / mine_s.max(1e-9), 1),
+        "with_positive": mined.with_positive,
+        "duplicates_skipped": mined.duplicates_skipped,
+        "postings_accumulated": mined.postings,
+        "scored": mined.scored,
+        "peak_rss_bytes": peak_rss_bytes(),
+    });
+    if a.check {
+        let t = Instant::now();
+        let brute = pool.install(|| mine_positives_exhaustive(&counts, &vocab, &cfg))?;
+        report["exhaustive_s"] = json!(round(t.elapsed().as_secs_f64(), 3));
+        let diff = brute
+            .iter()
+            .zip(&mined.positives)
+            .filter(|(a, b)| a != b)
+            .count();
+        report["differences_from_exhaustive"] = json!(diff);
+        if diff > 0 {
+            println!("{report}");
+            bail!("pruned mining differs from brute force on {diff} texts");
+        }
+    }
+    println!("{report}");
+    Ok(())
+}

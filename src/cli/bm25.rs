@@ -1,0 +1,135 @@
+//! `rosetta bm25`: a BM25 run on a workspace's ad-hoc task, written as a TREC
+//! run and scored against the task's qrels.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use clap::{Args, ValueEnum};
+use serde_json::json;
+
+use rosetta::corpus::Workspace;
+use rosetta::eval::{evaluate, Metric};
+use rosetta::index::adhoc::{bm25_run, Bm25RunConfig, Translation};
+use rosetta::index::Bm25Params;
+use rosetta::models::Side;
+
+/// Which queries of the task are searched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum QueriesArg {
+    /// The source-language queries (cross-language).
+    Source,
+    /// The target-language queries (monolingual ceiling).
+    Target,
+}
+
+/// How source-language queries are translated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TranslateArg {
+    /// Not at all (only shared names and numbers can match).
+    None,
+    /// Word by word through the workspace dictionary (Pirkola structured
+    /// queries: a term's translations count as one).
+    Dict,
+    /// Whole queries through Apertium (`apertium -u SRC-TGT`).
+    Mt,
+}
+
+/// Arguments of `rosetta bm25`.
+#[derive(Debug, Args)]
+pub struct Bm25Args {
+    /// The workspace TOML file.
+    #[arg(long)]
+    pub workspace: PathBuf,
+    /// Which queries to search with.
+    #[arg(long, value_enum, default_value = "source")]
+    pub queries: QueriesArg,
+    /// Translation of source-language queries (target queries take `none`).
+    #[arg(long, value_enum, default_value = "none")]
+    pub translate: TranslateArg,
+    /// BM25 term-frequency saturation.
+    #[arg(long, default_value_t = 1.2)]
+    pub k1: f64,
+    /// BM25 length normalisation (0 to 1).
+    #[arg(long, default_value_t = 0.75)]
+    pub b: f64,
+    /// With --translate dict: keep query terms the dictionary lacks as they
+    /// are (names, numbers, cognates) instead of dropping them.
+    #[arg(long)]
+    pub keep_untranslated: bool,
+    /// Documents kept per query.
+    #[arg(long, default_value_t = 1000)]
+    pub depth: usize,
+    /// Where to write the TREC run file.
+    #[arg(long)]
+    pub run: PathBuf,
+    /// Print one JSON object (metrics, query statistics) instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `rosetta bm25`.
+pub fn run(a: Bm25Args) -> anyhow::Result<()> {
+    let t = Instant::now();
+    let ws = Workspace::load(&a.workspace)?;
+    let task = ws.adhoc()?;
+    let cfg = Bm25RunConfig {
+        params: Bm25Params { k1: a.k1, b: a.b },
+        queries: match a.queries {
+            QueriesArg::Source => Side::Source,
+            QueriesArg::Target => Side::Target,
+        },
+        translation: match a.translate {
+            TranslateArg::None => Translation::None,
+            TranslateArg::Dict => Translation::Dict,
+            TranslateArg::Mt => Translation::Mt,
+        },
+        depth: a.depth,
+        keep_untranslated: a.keep_untranslated,
+    };
+    let out = bm25_run(&ws, &task, &cfg)?;
+    out.run.write(&a.run)?;
+    let ev = evaluate(&out.run, &task.qrels);
+    let secs = t.elapsed().as_secs_f64();
+    if a.json {
+        println!(
+            "{}",
+            json!({
+                "workspace": a.workspace.display().to_string(),
+                "run": a.run.display().to_string(),
+                "tag": out.run.tag,
+                "queries": match cfg.queries { Side::Source => "source", Side::Target => "target" },
+                "translate": cfg.translation.name(),
+                "k1": a.k1,
+                "b": a.b,
+                "depth": a.depth,
+                "keep_untranslated": a.keep_untranslated,
+                "documents": task.docs.len(),
+                "judged_queries": ev.queries,
+                "query_stats": out.stats,
+                "metrics": ev.mean,
+                "seconds": (secs * 1000.0).round() / 1000.0,
+            })
+        );
+    } else {
+        let s = &out.stats;
+        println!(
+            "{}: {} queries ({} without results) against {} documents, run written to {}",
+            out.run.tag,
+            s.queries,
+            s.without_results,
+            task.docs.len(),
+            a.run.display()
+        );
+        if cfg.translation == Translation::Dict {
+            println!(
+                "dictionary: {} of {} query tokens translated, {} dropped",
+                s.translated_tokens, s.tokens, s.dropped_tokens
+            );
+        }
+        for m in Metric::ALL {
+            println!("{:<8}\t{:.4}", m.name(), ev.mean.get(m));
+        }
+        println!("{:<8}\t{}", "queries", ev.queries);
+    }
+    Ok(())
+}

@@ -1,0 +1,314 @@
+//! The default workspace: the Bible in English (KJV) and Spanish (Reina-Valera
+//! 1909), verse-aligned, exported from the SWORD modules with `diatheke`.
+//!
+//! Both modules use the KJV versification, so a verse key names the same
+//! verse in both. Each module is exported in one `diatheke` call for the
+//! whole Bible (seconds; per-verse calls would take minutes). The plain
+//! output is `Book C:V: text` per verse; lines that are not verses (section
+//! and psalm headings, which diatheke also repeats before later verses) are
+//! dropped, and leftover markup is stripped: Strong's tags such as `<G5547>`
+//! that the RV1909 module prints even with the option filter off, USFM
+//! markers such as `\nd`, and the KJV's paragraph sign `¶`.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::{Error, Result};
+
+/// Debian packages that provide the modules, `diatheke` and the dictionary.
+pub const APT_PACKAGES: [&str; 5] = [
+    "sword-text-kjv",
+    "sword-text-sparv",
+    "diatheke",
+    "dict-freedict-eng-spa",
+    "apertium-eng-spa",
+];
+
+/// Module names tried for each side, in order of preference.
+const EN_MODULES: [&str; 3] = ["engKJV2006eb", "KJV", "engWEB2015eb"];
+const ES_MODULES: [&str; 3] = ["spaRV1909eb", "SpaRV", "SpaRV1909"];
+
+/// The FreeDict English-Spanish dictd files of `dict-freedict-eng-spa`.
+pub const FREEDICT_ENG_SPA: &str = "/usr/share/dictd/freedict-eng-spa.index";
+
+/// What [`setup`] did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SetupReport {
+    /// The workspace file.
+    pub workspace: PathBuf,
+    /// Whether the files were already there (nothing was exported).
+    pub already_present: bool,
+    /// Verse pairs written.
+    pub verses: usize,
+    /// Verses left out because one module lacks them or has them empty.
+    pub skipped: usize,
+    /// The SWORD modules used (English, Spanish).
+    pub modules: (String, String),
+    /// Whether the workspace names the FreeDict dictionary.
+    pub dictionary: bool,
+}
+
+/// One exported verse: key (`Genesis 1:1`) and cleaned text.
+pub type Verse = (String, String);
+
+/// Parses `diatheke -f plain` output into verses, in order; non-verse lines
+/// are skipped, text cleaned by [`clean_verse`].
+pub fn parse_plain(output: &str) -> Vec<Verse> {
+    let mut out = Vec::new();
+    for line in output.lines() {
+        // a trailing space so that an empty verse (`Job 38:39:`) still parses
+        let owned = format!("{} ", line.trim_start());
+        let l = owned.as_str();
+        let mut from = 0;
+        while let Some(pos) = l[from..].find(": ") {
+            let i = from + pos;
+            if let Some((book, cv)) = l[..i].rsplit_once(' ') {
+                if let Some((c, v)) = cv.split_once(':') {
+                    let num = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+                    if !book.trim().is_empty() && num(c) && num(v) {
+                        out.push((format!("{} {c}:{v}", book.trim()), clean_verse(&l[i + 2..])));
+                        break;
+                    }
+                }
+            }
+            from = i + 2;
+        }
+    }
+    out
+}
+
+/// Removes markup left in diatheke's plain output (`<...>` tags, USFM
+/// `\xx` markers, `¶`) and collapses white space.
+pub fn clean_verse(text: &str) -> String {
+    let mut s = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '<' => {
+                // drop up to the closing '>' (if there is none, keep the '<')
+                let rest: String = chars.clone().collect();
+                match rest.find('>') {
+                    Some(end) => {
+                        for _ in 0..rest[..=end].chars().count() {
+                            chars.next();
+                        }
+                        s.push(' ');
+                    }
+                    None => s.push(c),
+                }
+            }
+            '\\' if chars.peek().is_some_and(|n| n.is_ascii_alphabetic()) => {
+                while chars
+                    .peek()
+                    .is_some_and(|n| n.is_ascii_alphanumeric() || *n == '*')
+                {
+                    chars.next();
+                }
+                s.push(' ');
+            }
+            '¶' => s.push(' '),
+            _ => s.push(c),
+        }
+    }
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn diatheke(args: &[&str]) -> Result<String> {
+    let out = Command::new("diatheke")
+        .args(args)
+        .output()
+        .map_err(|e| Error::invalid(format!("cannot run diatheke: {e}")))?;
+    if !out.status.success() {
+        return Err(Error::invalid(format!(
+            "diatheke {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The installed SWORD modules for English and Spanish, if both are there.
+fn find_modules() -> Option<(String, String)> {
+    let list = diatheke(&["-b", "system", "-k", "modulelistnames"]).ok()?;
+    let have: Vec<&str> = list.lines().map(|l| l.trim()).collect();
+    let pick = |names: &[&str]| {
+        names
+            .iter()
+            .find(|n| have.contains(n))
+            .map(|s| s.to_string())
+    };
+    Some((pick(&EN_MODULES)?, pick(&ES_MODULES)?))
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn have_program(name: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
+}
+
+/// Makes sure `diatheke` and the modules are installed: installs the
+/// Debian packages when running as root with apt-get, else fails with the
+/// exact command to run.
+pub fn ensure_tools(log: &mut dyn FnMut(&str)) -> Result<(String, String)> {
+    if have_program("diatheke") {
+        if let Some(m) = find_modules() {
+            return Ok(m);
+        }
+    }
+    let cmd = format!("apt-get install -y {}", APT_PACKAGES.join(" "));
+    if !have_program("apt-get") {
+        return Err(Error::invalid(format!(
+            "diatheke or the KJV / RV1909 SWORD modules are missing and there is no apt-get; install the SWORD tools and modules ({}) by hand",
+            APT_PACKAGES.join(", ")
+        )));
+    }
+    if !is_root() {
+        return Err(Error::invalid(format!(
+            "diatheke or the KJV / RV1909 SWORD modules are missing; install them with:\n  sudo {cmd}"
+        )));
+    }
+    log(&format!("installing: {cmd}"));
+    let run = |args: &[&str]| -> Result<bool> {
+        Command::new("apt-get")
+            .args(args)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .status()
+            .map(|s| s.success())
+            .map_err(|e| Error::invalid(format!("cannot run apt-get: {e}")))
+    };
+    let mut args = vec!["install", "-y"];
+    args.extend(APT_PACKAGES);
+    if !run(&args)? {
+        run(&["update"])?;
+        if !run(&args)? {
+            return Err(Error::invalid(format!("`{cmd}` failed")));
+        }
+    }
+    find_modules().ok_or_else(|| {
+        Error::invalid("packages installed but diatheke still lists no KJV / RV1909 module")
+    })
+}
+
+/// Exports the verse-aligned Bible into `dir` and writes its
+/// `workspace.toml` (80/10/10 split by verse, seed 1; the FreeDict
+/// dictionary when installed; no `[adhoc]`, so every Spanish verse is
+/// searchable and the test verses' English is the query). Does nothing
+/// heavy when the files are already there.
+pub fn setup(dir: &Path, log: &mut dyn FnMut(&str)) -> Result<SetupReport> {
+    let ws = dir.join("workspace.toml");
+    let files = ["kjv.en", "sparv.es", "verses.txt"].map(|f| dir.join(f));
+    if ws.exists() && files.iter().all(|f| f.exists()) {
+        let n = super::io::read_lines(&files[2])?.len();
+        return Ok(SetupReport {
+            workspace: ws,
+            already_present: true,
+            verses: n,
+            skipped: 0,
+            modules: (String::new(), String::new()),
+            dictionary: std::fs::read_to_string(dir.join("workspace.toml"))
+                .is_ok_and(|t| t.contains("[dictionary]")),
+        });
+    }
+    let (en_mod, es_mod) = ensure_tools(log)?;
+    log(&format!("exporting {en_mod} and {es_mod} with diatheke"));
+    let range = "Gen 1:1-Rev 22:21";
+    // both exports at once: each is one long single-threaded diatheke run
+    let (en, es) = std::thread::scope(|s| {
+        let es = s.spawn(|| diatheke(&["-b", &es_mod, "-f", "plain", "-k", range]));
+        let en = diatheke(&["-b", &en_mod, "-f", "plain", "-k", range]);
+        let es = es
+            .join()
+            .unwrap_or_else(|_| Err(Error::invalid("diatheke export thread failed")));
+        (en, es)
+    });
+    let (en, es) = (parse_plain(&en?), parse_plain(&es?));
+    let es_by_key: HashMap<&str, &str> = es.iter().map(|(k, t)| (k.as_str(), t.as_str())).collect();
+    let (mut ids, mut en_out, mut es_out) = (String::new(), String::new(), String::new());
+    let mut n = 0;
+    let mut seen = std::collections::HashSet::new();
+    for (k, t) in &en {
+        if !seen.insert(k.as_str()) {
+            continue;
+        }
+        match es_by_key.get(k.as_str()) {
+            Some(s) if !s.is_empty() && !t.is_empty() => {
+                ids.push_str(k);
+                ids.push('\n');
+                en_out.push_str(t);
+                en_out.push('\n');
+                es_out.push_str(s);
+                es_out.push('\n');
+                n += 1;
+            }
+            _ => {}
+        }
+    }
+    if n == 0 {
+        return Err(Error::invalid(format!(
+            "diatheke exported no verse pairs from {en_mod} and {es_mod}"
+        )));
+    }
+    let skipped = en.len().max(es.len()) - n;
+    crate::util::write_atomic(&files[0], en_out.as_bytes())?;
+    crate::util::write_atomic(&files[1], es_out.as_bytes())?;
+    crate::util::write_atomic(&files[2], ids.as_bytes())?;
+    let dict = Path::new(FREEDICT_ENG_SPA);
+    let has_dict = dict.exists() && super::dictionary::dictd_data_file(dict).is_some();
+    let mut toml = format!(
+        "# The Bible, verse-aligned: English ({en_mod}) and Spanish ({es_mod}) from the\n\
+         # SWORD modules (written by `rosetta setup`). Line i of kjv.en, sparv.es and\n\
+         # verses.txt is one verse. No [adhoc]: the derived task searches every\n\
+         # Spanish verse with the English test verses as queries.\n\
+         name = \"bible-en-es\"\n\n[source]\nlang = \"en\"\n\n[target]\nlang = \"es\"\n\n\
+         [parallel]\nfiles = [\"kjv.en\", \"sparv.es\"]\nsplit = [0.8, 0.1, 0.1]\nseed = 1\n"
+    );
+    if has_dict {
+        toml.push_str(&format!("\n[dictionary]\npath = \"{FREEDICT_ENG_SPA}\"\n"));
+    }
+    toml.push_str(
+        "\n[text]\nvocab_per_language = 10000\nmin_df = 2\nstopwords = true\nstem = true\n",
+    );
+    crate::util::write_atomic(&ws, toml.as_bytes())?;
+    Ok(SetupReport {
+        workspace: ws,
+        already_present: false,
+        verses: n,
+        skipped,
+        modules: (en_mod, es_mod),
+        dictionary: has_dict,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_output_parsing_and_cleaning() {
+        let out = "Genesis 1:1: In the beginning God created the heaven and the earth.\n\
+                   A Psalm of David.\n   Psalms 3:1: LORD, how are they increased that trouble me! \n\n\
+                   I Samuel 23:29: \n\
+                   Revelation of John 22:21: The grace of our Lord <G2962> Jesus: be with you.\n\
+                   Exodus 6:3: ¶ by my name \\nd JEHOVAH was I not known\n\
+                   (engKJV2006eb)\n";
+        let v = parse_plain(out);
+        assert_eq!(v.len(), 5);
+        assert_eq!(
+            v[1],
+            (
+                "Psalms 3:1".into(),
+                "LORD, how are they increased that trouble me!".into()
+            )
+        );
+        assert_eq!(v[2], ("I Samuel 23:29".into(), String::new()));
+        assert_eq!(v[3].0, "Revelation of John 22:21");
+        assert_eq!(v[3].1, "The grace of our Lord Jesus: be with you.");
+        assert_eq!(v[4].1, "by my name JEHOVAH was I not known");
+    }
+}

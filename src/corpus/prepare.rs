@@ -1,0 +1,775 @@
+//! Prepared data: a workspace analysed, its vocabularies built and every text
+//! counted, cached on disk so that jobs do not redo it.
+//!
+//! The cache lives under `<workspace dir>/.rosetta-cache/<content hash>/`. A
+//! job builds it in a private temporary folder and renames the folder into
+//! place, so concurrent jobs preparing the same workspace never see (or
+//! leave) a half-written cache; the loser of the race reads the winner's.
+
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use super::collection::{derived_task, AdhocTask};
+use super::io::read_lines;
+use super::parallel::{ParallelText, Splits};
+use super::workspace::Workspace;
+use crate::eval::Qrels;
+use crate::models::{Side, Vocabs};
+use crate::text::{Analyzer, CsrMatrix, TextConfig, Vocabulary};
+use crate::train::TrainData;
+use crate::{Error, Result};
+
+/// Bump when the cache layout or the analysis changes.
+const CACHE_VERSION: u32 = 1;
+
+/// Token and out-of-vocabulary counts of a set of texts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct SideStats {
+    /// Texts.
+    pub texts: usize,
+    /// Index terms (after stop words and stemming).
+    pub tokens: usize,
+    /// Tokens not in the vocabulary.
+    pub oov: usize,
+    /// Texts with no in-vocabulary term.
+    pub empty_rows: usize,
+}
+
+impl SideStats {
+    /// Share of tokens in the vocabulary (1 when there are no tokens).
+    pub fn coverage(&self) -> f64 {
+        if self.tokens == 0 {
+            1.0
+        } else {
+            1.0 - self.oov as f64 / self.tokens as f64
+        }
+    }
+}
+
+/// One split, analysed and counted; row i of every field is pair i of the
+/// split, empty pairs included (their rows are empty), so alignment holds.
+#[derive(Debug, Clone, Default)]
+pub struct SplitData {
+    /// Indices of pairs with an empty or whitespace-only side (not trained on).
+    pub empty: Vec<usize>,
+    /// Index terms of each source text.
+    pub src_tokens: Vec<Vec<String>>,
+    /// Index terms of each target text.
+    pub tgt_tokens: Vec<Vec<String>>,
+    /// Raw counts over the source vocabulary.
+    pub src: CsrMatrix,
+    /// Raw counts over the target vocabulary.
+    pub tgt: CsrMatrix,
+    /// Source-side statistics (empty pairs excluded).
+    pub src_stats: SideStats,
+    /// Target-side statistics (empty pairs excluded).
+    pub tgt_stats: SideStats,
+}
+
+impl SplitData {
+    /// Number of pairs, empty ones included.
+    pub fn pairs(&self) -> usize {
+        self.src.n_rows()
+    }
+
+    /// Pairs fit for training and validation: no empty side and at least
+    /// one in-vocabulary term on each side.
+    pub fn trainable(&self) -> Vec<usize> {
+        let empty: std::collections::HashSet<usize> = self.empty.iter().copied().collect();
+        (0..self.pairs())
+            .filter(|i| {
+                !empty.contains(i) && !self.src.row_is_empty(*i) && !self.tgt.row_is_empty(*i)
+            })
+            .collect()
+    }
+}
+
+/// The ad-hoc task, counted.
+#[derive(Debug, Clone, Default)]
+pub struct AdhocData {
+    /// Document ids, row order of `docs`.
+    pub doc_ids: Vec<String>,
+    /// Query ids, row order of `queries` (and `target_queries`).
+    pub query_ids: Vec<String>,
+    /// Raw counts of the documents over the target vocabulary.
+    pub docs: CsrMatrix,
+    /// Raw counts of the queries over the source vocabulary.
+    pub queries: CsrMatrix,
+    /// Raw counts of the target-language queries over the target vocabulary,
+    /// rows aligned with `queries` (a query without a target version gets an empty row).
+    pub target_queries: Option<CsrMatrix>,
+    /// Relevance judgements.
+    pub qrels: Qrels,
+    /// Whether the task was derived from the parallel data.
+    pub derived: bool,
+    /// Judgements naming unknown documents.
+    pub unknown_doc_judgements: usize,
+    /// Document statistics.
+    pub doc_stats: SideStats,
+    /// Query statistics.
+    pub query_stats: SideStats,
+    /// Target-language query statistics.
+    pub target_query_stats: Option<SideStats>,
+}
+
+/// A workspace, analysed and counted.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    /// The workspace's content hash (cache key).
+    pub hash: String,
+    /// Query language.
+    pub source_lang: String,
+    /// Document language.
+    pub target_lang: String,
+    /// Text settings used.
+    pub text: TextConfig,
+    /// Vocabularies, built on the training split.
+    pub vocabs: Vocabs,
+    /// Training split.
+    pub train: SplitData,
+    /// Validation split.
+    pub valid: SplitData,
+    /// Test split.
+    pub test: SplitData,
+    /// Target-language monolingual texts (`[monolingual]`, else the target
+    /// side of the non-empty training pairs), raw counts.
+    pub mono: CsrMatrix,
+    /// Statistics of `mono`.
+    pub mono_stats: SideStats,
+    /// The ad-hoc task (declared, or derived from the parallel data).
+    pub adhoc: AdhocData,
+    /// Where the cache is (None when built without caching).
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl Prepared {
+    /// Loads the cached preparation of `ws`, building and caching it first
+    /// when the data or settings changed (or nothing is cached yet). When the
+    /// cache cannot be written (read-only folder) the result is returned
+    /// uncached (`cache_dir` is `None`).
+    pub fn load_or_build(ws: &Workspace) -> Result<Prepared> {
+        let hash = ws.content_hash()?;
+        let root = ws.cache_root();
+        let dir = root.join(&hash);
+        if dir.join("meta.json").exists() {
+            match Self::load(&dir) {
+                Ok(p) => return Ok(p),
+                Err(_) => {
+                    // unreadable (damaged, or written by another version):
+                    // move it aside atomically, then rebuild
+                    let aside =
+                        root.join(format!(".{hash}.stale.{}.{}", std::process::id(), unique()));
+                    if std::fs::rename(&dir, &aside).is_ok() {
+                        let _ = std::fs::remove_dir_all(&aside);
+                    }
+                }
+            }
+        }
+        let mut p = Self::build_with_hash(ws, hash)?;
+        let tmp = root.join(format!(
+            ".{}.tmp.{}.{}",
+            p.hash,
+            std::process::id(),
+            unique()
+        ));
+        let saved = p.save(&tmp).and_then(|_| {
+            match std::fs::rename(&tmp, &dir) {
+                Ok(()) => Ok(()),
+                // someone else finished first: theirs is as good as ours
+                Err(_) if dir.join("meta.json").exists() => {
+                    let _ = std::fs::remove_dir_all(&tmp);
+                    Ok(())
+                }
+                Err(e) => Err(Error::io(&dir, e)),
+            }
+        });
+        match saved {
+            Ok(()) => p.cache_dir = Some(dir),
+            // a read-only workspace folder: the data is still good, only uncached
+            Err(_) => {
+                let _ = std::fs::remove_dir_all(&tmp);
+            }
+        }
+        Ok(p)
+    }
+
+    /// Analyses and counts `ws` without touching the cache.
+    pub fn build(ws: &Workspace) -> Result<Prepared> {
+        let hash = ws.content_hash()?;
+        Self::build_with_hash(ws, hash)
+    }
+
+    fn build_with_hash(ws: &Workspace, hash: String) -> Result<Prepared> {
+        let src_an = Analyzer::new(&ws.source_lang, &ws.text)?;
+        let tgt_an = Analyzer::new(&ws.target_lang, &ws.text)?;
+        let splits = Splits::read(ws)?;
+        let analyse = |an: &Analyzer, texts: &[String]| -> Vec<Vec<String>> {
+            texts.par_iter().map(|t| an.analyze(t)).collect()
+        };
+        let mut toks = Vec::new();
+        for (_, s) in splits.iter() {
+            toks.push((analyse(&src_an, &s.source), analyse(&tgt_an, &s.target)));
+        }
+        // vocabularies on the usable training pairs
+        let usable = splits.train.usable();
+        if usable.is_empty() {
+            return Err(Error::file(
+                &ws.path,
+                format!(
+                    "the training split has no usable pairs ({} pairs, all with an empty side)",
+                    splits.train.len()
+                ),
+            ));
+        }
+        let cfg = &ws.text;
+        let pick = |t: &Vec<Vec<String>>| -> Vec<Vec<String>> {
+            usable.iter().map(|&i| t[i].clone()).collect()
+        };
+        let vocabs = Vocabs {
+            source: Vocabulary::build(
+                &ws.source_lang,
+                &pick(&toks[0].0),
+                cfg.vocab_per_language,
+                cfg.min_df,
+            ),
+            target: Vocabulary::build(
+                &ws.target_lang,
+                &pick(&toks[0].1),
+                cfg.vocab_per_language,
+                cfg.min_df,
+            ),
+        };
+        let mut split_data = Vec::new();
+        for ((_, s), (st, tt)) in splits.iter().into_iter().zip(toks) {
+            split_data.push(count_split(s, st, tt, &vocabs));
+        }
+        let [train, valid, test]: [SplitData; 3] = split_data
+            .try_into()
+            .map_err(|_| Error::invalid("three splits expected"))?;
+
+        // monolingual texts
+        let (mono, mono_stats) = match &ws.monolingual {
+            Some(files) => {
+                let mut texts = Vec::new();
+                for f in files {
+                    texts.extend(read_lines(f)?.into_iter().filter(|l| !l.trim().is_empty()));
+                }
+                count(&vocabs.target, &analyse(&tgt_an, &texts))
+            }
+            None => {
+                let rows = train_rows(&train);
+                let m = train.tgt.select_rows(&rows);
+                let stats = stats_of(
+                    &m,
+                    &rows
+                        .iter()
+                        .map(|&i| &train.tgt_tokens[i])
+                        .collect::<Vec<_>>(),
+                    &vocabs.target,
+                );
+                (m, stats)
+            }
+        };
+
+        // the ad-hoc task
+        let adhoc = if ws.adhoc.is_some() {
+            let task = AdhocTask::load(ws)?;
+            count_task(&task, &src_an, &tgt_an, &vocabs)
+        } else {
+            let task = derived_task(&splits);
+            derived_counts(task, [&train, &valid, &test], &vocabs)
+        };
+
+        Ok(Prepared {
+            hash,
+            source_lang: ws.source_lang.clone(),
+            target_lang: ws.target_lang.clone(),
+            text: ws.text.clone(),
+            vocabs,
+            train,
+            valid,
+            test,
+            mono,
+            mono_stats,
+            adhoc,
+            cache_dir: None,
+        })
+    }
+
+    /// The split called `train`, `valid` or `test`.
+    pub fn split(&self, name: &str) -> Option<&SplitData> {
+        match name {
+            "train" => Some(&self.train),
+            "valid" => Some(&self.valid),
+            "test" => Some(&self.test),
+            _ => None,
+        }
+    }
+
+    /// Analysers of both languages with the workspace's text settings.
+    pub fn analyzers(&self) -> Result<(Analyzer, Analyzer)> {
+        Ok((
+            Analyzer::new(&self.source_lang, &self.text)?,
+            Analyzer::new(&self.target_lang, &self.text)?,
+        ))
+    }
+
+    /// Raw counts of new texts of one language (typed queries, other
+    /// collections), analysed the way the workspace's texts were.
+    pub fn count_texts(&self, side: Side, texts: &[String]) -> Result<CsrMatrix> {
+        let (lang, vocab) = match side {
+            Side::Source => (&self.source_lang, &self.vocabs.source),
+            Side::Target => (&self.target_lang, &self.vocabs.target),
+        };
+        let an = Analyzer::new(lang, &self.text)?;
+        let toks: Vec<Vec<String>> = texts.par_iter().map(|t| an.analyze(t)).collect();
+        Ok(vocab.count_matrix(&toks))
+    }
+
+    /// What a trainer needs: the trainable pairs of train and valid (see
+    /// [`SplitData::trainable`]), the monolingual texts and their
+    /// pseudo-relevant positives. An empty `mono_positive` means none are
+    /// known (all `None`); otherwise it must have one entry per row of
+    /// [`Prepared::mono`] (a mismatch is a programming error and panics).
+    pub fn train_data(&self, mono_positive: Vec<Option<u32>>) -> TrainData {
+        let mono_positive = if mono_positive.is_empty() {
+            vec![None; self.mono.n_rows()]
+        } else {
+            assert_eq!(
+                mono_positive.len(),
+                self.mono.n_rows(),
+                "mono_positive needs one entry per monolingual text"
+            );
+            mono_positive
+        };
+        let tr = self.train.trainable();
+        let va = self.valid.trainable();
+        TrainData {
+            vocabs: self.vocabs.clone(),
+            train_src: self.train.src.select_rows(&tr),
+            train_tgt: self.train.tgt.select_rows(&tr),
+            valid_src: self.valid.src.select_rows(&va),
+            valid_tgt: self.valid.tgt.select_rows(&va),
+            mono: self.mono.clone(),
+            mono_positive,
+        }
+    }
+
+    // ---- the cache ----
+
+    fn save(&self, dir: &Path) -> Result<()> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        self.vocabs.source.save(&dir.join("vocab.source.json"))?;
+        self.vocabs.target.save(&dir.join("vocab.target.json"))?;
+        let mut splits = Vec::new();
+        for (name, s) in [
+            ("train", &self.train),
+            ("valid", &self.valid),
+            ("test", &self.test),
+        ] {
+            write_csr(&dir.join(format!("{name}.src.csr")), &s.src)?;
+            write_csr(&dir.join(format!("{name}.tgt.csr")), &s.tgt)?;
+            write_tokens(&dir.join(format!("{name}.src.tok")), &s.src_tokens)?;
+            write_tokens(&dir.join(format!("{name}.tgt.tok")), &s.tgt_tokens)?;
+            splits.push(SplitMeta {
+                empty: s.empty.clone(),
+                src_stats: s.src_stats,
+                tgt_stats: s.tgt_stats,
+            });
+        }
+        write_csr(&dir.join("mono.csr"), &self.mono)?;
+        let a = &self.adhoc;
+        write_csr(&dir.join("docs.csr"), &a.docs)?;
+        write_csr(&dir.join("queries.csr"), &a.queries)?;
+        if let Some(tq) = &a.target_queries {
+            write_csr(&dir.join("target_queries.csr"), tq)?;
+        }
+        let meta = Meta {
+            version: CACHE_VERSION,
+            hash: self.hash.clone(),
+            source_lang: self.source_lang.clone(),
+            target_lang: self.target_lang.clone(),
+            text: self.text.clone(),
+            splits,
+            mono_stats: self.mono_stats,
+            doc_ids: a.doc_ids.clone(),
+            query_ids: a.query_ids.clone(),
+            has_target_queries: a.target_queries.is_some(),
+            qrels: a.qrels.judgements.clone(),
+            derived: a.derived,
+            unknown_doc_judgements: a.unknown_doc_judgements,
+            doc_stats: a.doc_stats,
+            query_stats: a.query_stats,
+            target_query_stats: a.target_query_stats,
+        };
+        let json = serde_json::to_vec(&meta).map_err(|e| Error::file(dir, e.to_string()))?;
+        // written last: its presence marks a complete cache
+        crate::util::write_atomic(&dir.join("meta.json"), &json)
+    }
+
+    /// Reads a cache folder written by [`Prepared::load_or_build`].
+    pub fn load(dir: &Path) -> Result<Prepared> {
+        let mp = dir.join("meta.json");
+        let bytes = std::fs::read(&mp).map_err(|e| Error::io(&mp, e))?;
+        let meta: Meta = serde_json::from_slice(&bytes)
+            .map_err(|e| Error::parse(&mp, e.line(), format!("bad cache metadata: {e}")))?;
+        if meta.version != CACHE_VERSION {
+            return Err(Error::file(&mp, "cache written by another version"));
+        }
+        let vocabs = Vocabs {
+            source: Vocabulary::load(&dir.join("vocab.source.json"))?,
+            target: Vocabulary::load(&dir.join("vocab.target.json"))?,
+        };
+        let mut splits = Vec::new();
+        for (name, m) in ["train", "valid", "test"].iter().zip(meta.splits) {
+            splits.push(SplitData {
+                empty: m.empty,
+                src_tokens: read_tokens(&dir.join(format!("{name}.src.tok")))?,
+                tgt_tokens: read_tokens(&dir.join(format!("{name}.tgt.tok")))?,
+                src: read_csr(&dir.join(format!("{name}.src.csr")))?,
+                tgt: read_csr(&dir.join(format!("{name}.tgt.csr")))?,
+                src_stats: m.src_stats,
+                tgt_stats: m.tgt_stats,
+            });
+        }
+        let [train, valid, test]: [SplitData; 3] = splits
+            .try_into()
+            .map_err(|_| Error::file(&mp, "want three splits"))?;
+        for s in [&train, &valid, &test] {
+            let n = s.src.n_rows();
+            if s.tgt.n_rows() != n
+                || s.src_tokens.len() != n
+                || s.tgt_tokens.len() != n
+                || s.src.n_cols != vocabs.source.len()
+                || s.tgt.n_cols != vocabs.target.len()
+            {
+                return Err(Error::file(dir, "cached splits do not fit together"));
+            }
+        }
+        let adhoc = AdhocData {
+            docs: read_csr(&dir.join("docs.csr"))?,
+            queries: read_csr(&dir.join("queries.csr"))?,
+            target_queries: if meta.has_target_queries {
+                Some(read_csr(&dir.join("target_queries.csr"))?)
+            } else {
+                None
+            },
+            doc_ids: meta.doc_ids,
+            query_ids: meta.query_ids,
+            qrels: Qrels {
+                judgements: meta.qrels,
+            },
+            derived: meta.derived,
+            unknown_doc_judgements: meta.unknown_doc_judgements,
+            doc_stats: meta.doc_stats,
+            query_stats: meta.query_stats,
+            target_query_stats: meta.target_query_stats,
+        };
+        Ok(Prepared {
+            hash: meta.hash,
+            source_lang: meta.source_lang,
+            target_lang: meta.target_lang,
+            text: meta.text,
+            vocabs,
+            train,
+            valid,
+            test,
+            mono: read_csr(&dir.join("mono.csr"))?,
+            mono_stats: meta.mono_stats,
+            adhoc,
+            cache_dir: Some(dir.to_path_buf()),
+        })
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct SplitMeta {
+    empty: Vec<usize>,
+    src_stats: SideStats,
+    tgt_stats: SideStats,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Meta {
+    version: u32,
+    hash: String,
+    source_lang: String,
+    target_lang: String,
+    text: TextConfig,
+    splits: Vec<SplitMeta>,
+    mono_stats: SideStats,
+    doc_ids: Vec<String>,
+    query_ids: Vec<String>,
+    has_target_queries: bool,
+    qrels: std::collections::BTreeMap<String, std::collections::BTreeMap<String, i32>>,
+    derived: bool,
+    unknown_doc_judgements: usize,
+    doc_stats: SideStats,
+    query_stats: SideStats,
+    target_query_stats: Option<SideStats>,
+}
+
+fn unique() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("{nanos}.{}", N.fetch_add(1, Ordering::Relaxed))
+}
+
+/// Rows of the non-empty pairs of a split.
+fn train_rows(s: &SplitData) -> Vec<usize> {
+    let empty: std::collections::HashSet<usize> = s.empty.iter().copied().collect();
+    (0..s.pairs()).filter(|i| !empty.contains(i)).collect()
+}
+
+/// Count matrix and statistics of token lists.
+fn count(vocab: &Vocabulary, toks: &[Vec<String>]) -> (CsrMatrix, SideStats) {
+    let enc: Vec<_> = toks.par_iter().map(|t| vocab.encode(t)).collect();
+    let mut m = CsrMatrix::new(vocab.len());
+    let mut s = SideStats {
+        texts: toks.len(),
+        ..Default::default()
+    };
+    for e in enc {
+        s.tokens += e.tokens;
+        s.oov += e.oov;
+        if e.counts.is_empty() {
+            s.empty_rows += 1;
+        }
+        m.push_row(e.counts);
+    }
+    (m, s)
+}
+
+/// Statistics of already-counted rows and their tokens.
+fn stats_of(m: &CsrMatrix, toks: &[&Vec<String>], vocab: &Vocabulary) -> SideStats {
+    let mut s = SideStats {
+        texts: toks.len(),
+        ..Default::default()
+    };
+    for (i, t) in toks.iter().enumerate() {
+        s.tokens += t.len();
+        s.oov += t.iter().filter(|w| vocab.id(w).is_none()).count();
+        if m.row_is_empty(i) {
+            s.empty_rows += 1;
+        }
+    }
+    s
+}
+
+fn count_split(
+    s: &ParallelText,
+    src_tokens: Vec<Vec<String>>,
+    tgt_tokens: Vec<Vec<String>>,
+    vocabs: &Vocabs,
+) -> SplitData {
+    let empty = s.empty_pairs();
+    let (src, _) = count(&vocabs.source, &src_tokens);
+    let (tgt, _) = count(&vocabs.target, &tgt_tokens);
+    let mut d = SplitData {
+        empty,
+        src_tokens,
+        tgt_tokens,
+        src,
+        tgt,
+        ..Default::default()
+    };
+    let rows = train_rows(&d);
+    let st: Vec<&Vec<String>> = rows.iter().map(|&i| &d.src_tokens[i]).collect();
+    let tt: Vec<&Vec<String>> = rows.iter().map(|&i| &d.tgt_tokens[i]).collect();
+    d.src_stats = stats_of(&d.src.select_rows(&rows), &st, &vocabs.source);
+    d.tgt_stats = stats_of(&d.tgt.select_rows(&rows), &tt, &vocabs.target);
+    d
+}
+
+fn count_task(task: &AdhocTask, src: &Analyzer, tgt: &Analyzer, vocabs: &Vocabs) -> AdhocData {
+    let an = |a: &Analyzer, texts: &[String]| -> Vec<Vec<String>> {
+        texts.par_iter().map(|t| a.analyze(t)).collect()
+    };
+    let (docs, doc_stats) = count(&vocabs.target, &an(tgt, &task.docs.texts));
+    let (queries, query_stats) = count(&vocabs.source, &an(src, &task.queries.texts));
+    let (target_queries, target_query_stats) = match &task.target_queries {
+        Some(tq) => {
+            // align with the source queries by id
+            let pos = tq.index();
+            let texts: Vec<String> = task
+                .queries
+                .ids
+                .iter()
+                .map(|id| {
+                    pos.get(id.as_str())
+                        .map(|&i| tq.texts[i].clone())
+                        .unwrap_or_default()
+                })
+                .collect();
+            let (m, s) = count(&vocabs.target, &an(tgt, &texts));
+            (Some(m), Some(s))
+        }
+        None => (None, None),
+    };
+    AdhocData {
+        doc_ids: task.docs.ids.clone(),
+        query_ids: task.queries.ids.clone(),
+        docs,
+        queries,
+        target_queries,
+        qrels: task.qrels.clone(),
+        derived: task.derived,
+        unknown_doc_judgements: task.unknown_doc_judgements,
+        doc_stats,
+        query_stats,
+        target_query_stats,
+    }
+}
+
+/// The derived task's matrices, taken from the split matrices already counted.
+fn derived_counts(task: AdhocTask, splits: [&SplitData; 3], vocabs: &Vocabs) -> AdhocData {
+    let mut docs = CsrMatrix::new(vocabs.target.len());
+    let mut doc_toks: Vec<&Vec<String>> = Vec::new();
+    for s in splits {
+        let rows = train_rows(s);
+        for &i in &rows {
+            let (c, v) = s.tgt.row(i);
+            docs.push_row(c.iter().copied().zip(v.iter().copied()));
+            doc_toks.push(&s.tgt_tokens[i]);
+        }
+    }
+    let test = splits[2];
+    let rows = train_rows(test);
+    let queries = test.src.select_rows(&rows);
+    let tq = test.tgt.select_rows(&rows);
+    let qt: Vec<&Vec<String>> = rows.iter().map(|&i| &test.src_tokens[i]).collect();
+    let tqt: Vec<&Vec<String>> = rows.iter().map(|&i| &test.tgt_tokens[i]).collect();
+    AdhocData {
+        doc_stats: stats_of(&docs, &doc_toks, &vocabs.target),
+        query_stats: stats_of(&queries, &qt, &vocabs.source),
+        target_query_stats: Some(stats_of(&tq, &tqt, &vocabs.target)),
+        doc_ids: task.docs.ids,
+        query_ids: task.queries.ids,
+        docs,
+        queries,
+        target_queries: Some(tq),
+        qrels: task.qrels,
+        derived: true,
+        unknown_doc_judgements: 0,
+    }
+}
+
+// ---- file formats ----
+
+const CSR_MAGIC: &[u8; 8] = b"RCSR\x01\0\0\0";
+
+/// Writes a CSR matrix in a small binary format: magic, `n_rows`, `n_cols`,
+/// `nnz` (u64 LE), then `indptr` (u64), `indices` (u32) and `values` (f32),
+/// all little-endian. Atomic.
+pub fn write_csr(path: &Path, m: &CsrMatrix) -> Result<()> {
+    let mut b = Vec::with_capacity(32 + m.indptr.len() * 8 + m.nnz() * 8);
+    b.extend_from_slice(CSR_MAGIC);
+    for v in [m.n_rows(), m.n_cols, m.nnz()] {
+        b.extend_from_slice(&(v as u64).to_le_bytes());
+    }
+    for v in &m.indptr {
+        b.extend_from_slice(&(*v as u64).to_le_bytes());
+    }
+    for v in &m.indices {
+        b.extend_from_slice(&v.to_le_bytes());
+    }
+    for v in &m.values {
+        b.extend_from_slice(&v.to_le_bytes());
+    }
+    crate::util::write_atomic(path, &b)
+}
+
+/// Reads a matrix written by [`write_csr`], checking its structure.
+pub fn read_csr(path: &Path) -> Result<CsrMatrix> {
+    let b = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let bad = |m: &str| Error::file(path, format!("bad matrix file: {m}"));
+    if b.len() < 32 || &b[..8] != CSR_MAGIC {
+        return Err(bad("no RCSR header"));
+    }
+    let u = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8])) as usize;
+    let (rows, cols, nnz) = (u(8), u(16), u(24));
+    let want = rows
+        .checked_add(1)
+        .and_then(|r| r.checked_mul(8))
+        .and_then(|x| x.checked_add(nnz.checked_mul(8)?))
+        .and_then(|x| x.checked_add(32));
+    if want != Some(b.len()) {
+        return Err(bad("size does not match its header"));
+    }
+    let mut o = 32;
+    let mut indptr = Vec::with_capacity(rows + 1);
+    for _ in 0..=rows {
+        indptr.push(u(o));
+        o += 8;
+    }
+    let mut indices = Vec::with_capacity(nnz);
+    for _ in 0..nnz {
+        indices.push(u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]));
+        o += 4;
+    }
+    let mut values = Vec::with_capacity(nnz);
+    for _ in 0..nnz {
+        values.push(f32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]));
+        o += 4;
+    }
+    if indptr[0] != 0 || indptr[rows] != nnz || indptr.windows(2).any(|w| w[0] > w[1]) {
+        return Err(bad("row pointers out of order"));
+    }
+    if indices.iter().any(|&c| c as usize >= cols) {
+        return Err(bad("column index out of range"));
+    }
+    Ok(CsrMatrix {
+        n_cols: cols,
+        indptr,
+        indices,
+        values,
+    })
+}
+
+fn write_tokens(path: &Path, toks: &[Vec<String>]) -> Result<()> {
+    let mut s = String::new();
+    for t in toks {
+        s.push_str(&t.join(" "));
+        s.push('\n');
+    }
+    crate::util::write_atomic(path, s.as_bytes())
+}
+
+fn read_tokens(path: &Path) -> Result<Vec<Vec<String>>> {
+    Ok(read_lines(path)?
+        .iter()
+        .map(|l| {
+            l.split(' ')
+                .filter(|t| !t.is_empty())
+                .map(String::from)
+                .collect()
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csr_round_trip_and_corruption() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("m.csr");
+        let mut m = CsrMatrix::new(5);
+        m.push_row([(1, 2.0), (4, 1.0)]);
+        m.push_row([]);
+        m.push_row([(0, 3.5)]);
+        write_csr(&p, &m).unwrap();
+        assert_eq!(read_csr(&p).unwrap(), m);
+        let mut b = std::fs::read(&p).unwrap();
+        b.pop();
+        std::fs::write(&p, &b).unwrap();
+        assert!(read_csr(&p).unwrap_err().to_string().contains("m.csr"));
+    }
+}

@@ -1,0 +1,521 @@
+//! Workspaces: one TOML file naming a language pair's data (parallel text,
+//! monolingual text, an ad-hoc retrieval task, a dictionary) and the text
+//! settings. Relative paths are relative to the TOML file.
+//!
+//! ```toml
+//! name = "enhi-sample"
+//! [source]
+//! lang = "en"
+//! [target]
+//! lang = "hi"
+//! [parallel]
+//! train = ["train.en", "train.hi"]   # or train = "train.tsv" (source<TAB>target)
+//! valid = ["val.en", "val.hi"]
+//! test  = ["test.en", "test.hi"]
+//! # or: files = ["all.en", "all.hi"] (or tsv = "all.tsv"), split = [0.8, 0.1, 0.1], seed = 1
+//! [monolingual]                      # optional: defaults to the target side of train
+//! texts = ["more.hi"]
+//! [adhoc]                            # optional: else derived from the parallel data
+//! docs = "docs.hi.tsv"
+//! queries = "queries.en.tsv"
+//! target_queries = "queries.hi.tsv"  # optional
+//! qrels = "qrels.tsv"
+//! [dictionary]                       # optional
+//! path = "eng-hin.tsv"
+//! [text]                             # optional: crate::text::TextConfig
+//! vocab_per_language = 10000
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::text::TextConfig;
+use crate::{Error, Result};
+
+/// Where the pairs of one parallel corpus (or one split) come from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PairSource {
+    /// Two line-aligned files: line i of `source` translates line i of `target`.
+    Files {
+        /// Source-language file.
+        source: PathBuf,
+        /// Target-language file.
+        target: PathBuf,
+    },
+    /// One TSV file, `source<TAB>target` per line (further columns ignored).
+    Tsv(PathBuf),
+}
+
+impl PairSource {
+    /// The files it reads.
+    pub fn files(&self) -> Vec<PathBuf> {
+        match self {
+            PairSource::Files { source, target } => vec![source.clone(), target.clone()],
+            PairSource::Tsv(p) => vec![p.clone()],
+        }
+    }
+}
+
+/// How the parallel data is split into train / valid / test.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ParallelSpec {
+    /// One source per split; `valid` and `test` may be absent (empty splits).
+    Splits {
+        /// Training pairs.
+        train: PairSource,
+        /// Validation pairs.
+        valid: Option<PairSource>,
+        /// Test pairs.
+        test: Option<PairSource>,
+    },
+    /// One corpus split by fractions after a seeded shuffle of pair indices.
+    Fractions {
+        /// The whole corpus.
+        corpus: PairSource,
+        /// Fractions of train, valid and test (sum 1).
+        split: [f64; 3],
+        /// Shuffle seed.
+        seed: u64,
+    },
+}
+
+/// A declared ad-hoc retrieval task (`[adhoc]`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AdhocSpec {
+    /// Target-language documents (`id<TAB>text` or JSONL).
+    pub docs: PathBuf,
+    /// Source-language queries (`id<TAB>text` or TREC topics).
+    pub queries: PathBuf,
+    /// The same queries in the target language (monolingual ceiling).
+    pub target_queries: Option<PathBuf>,
+    /// TREC qrels.
+    pub qrels: PathBuf,
+}
+
+/// A loaded workspace: every path resolved, every setting checked.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Workspace {
+    /// The TOML file it was read from.
+    pub path: PathBuf,
+    /// The folder of the TOML file (relative paths start here; caches live here).
+    pub dir: PathBuf,
+    /// Workspace name.
+    pub name: String,
+    /// Query language (ISO 639-1).
+    pub source_lang: String,
+    /// Document language (ISO 639-1).
+    pub target_lang: String,
+    /// Parallel data and its split.
+    pub parallel: ParallelSpec,
+    /// Extra target-language texts, one per line; `None`: the target side of train.
+    pub monolingual: Option<Vec<PathBuf>>,
+    /// The declared ad-hoc task, if any (see [`Workspace::adhoc`]).
+    pub adhoc: Option<AdhocSpec>,
+    /// Bilingual dictionary file, if any.
+    pub dictionary: Option<PathBuf>,
+    /// Text analysis settings.
+    pub text: TextConfig,
+}
+
+// ---- the TOML as written ----
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWorkspace {
+    name: String,
+    source: RawLang,
+    target: RawLang,
+    parallel: RawParallel,
+    monolingual: Option<RawMono>,
+    adhoc: Option<RawAdhoc>,
+    dictionary: Option<RawDict>,
+    text: Option<TextConfig>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLang {
+    lang: String,
+}
+
+#[derive(Debug)]
+enum RawPairs {
+    Files([String; 2]),
+    Tsv(String),
+}
+
+impl<'de> Deserialize<'de> for RawPairs {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = RawPairs;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str(
+                    "two line-aligned files [\"x.src\", \"x.tgt\"] or one TSV file \"x.tsv\"",
+                )
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> std::result::Result<RawPairs, E> {
+                Ok(RawPairs::Tsv(v.to_string()))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> std::result::Result<RawPairs, A::Error> {
+                let mut files: Vec<String> = Vec::new();
+                while let Some(f) = seq.next_element::<String>()? {
+                    files.push(f);
+                }
+                match <[String; 2]>::try_from(files) {
+                    Ok(pair) => Ok(RawPairs::Files(pair)),
+                    Err(v) => Err(serde::de::Error::invalid_length(v.len(), &self)),
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawParallel {
+    train: Option<RawPairs>,
+    valid: Option<RawPairs>,
+    test: Option<RawPairs>,
+    files: Option<[String; 2]>,
+    tsv: Option<String>,
+    split: Option<[f64; 3]>,
+    seed: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMono {
+    texts: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAdhoc {
+    docs: String,
+    queries: String,
+    target_queries: Option<String>,
+    qrels: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDict {
+    path: String,
+}
+
+impl Workspace {
+    /// Reads and checks a workspace TOML. Errors name the file and, for bad
+    /// TOML, the key, line and what was expected.
+    pub fn load(path: &Path) -> Result<Workspace> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        Self::from_toml(path, &text)
+    }
+
+    /// Parses workspace TOML `text` as if read from `path` (relative paths
+    /// resolve against `path`'s folder).
+    pub fn from_toml(path: &Path, text: &str) -> Result<Workspace> {
+        let raw: RawWorkspace = toml::from_str(text).map_err(|e| toml_error(path, text, &e))?;
+        let dir = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."))
+            .to_path_buf();
+        let resolve = |p: &str| -> PathBuf {
+            let p = Path::new(p);
+            if p.is_absolute() {
+                p.to_path_buf()
+            } else {
+                dir.join(p)
+            }
+        };
+        let bad = |msg: String| Error::file(path, msg);
+        let pairs = |r: &RawPairs| match r {
+            RawPairs::Files([s, t]) => PairSource::Files {
+                source: resolve(s),
+                target: resolve(t),
+            },
+            RawPairs::Tsv(p) => PairSource::Tsv(resolve(p)),
+        };
+        let p = &raw.parallel;
+        let by_fraction = p.files.is_some() || p.tsv.is_some() || p.split.is_some();
+        let parallel = if by_fraction {
+            if p.train.is_some() || p.valid.is_some() || p.test.is_some() {
+                return Err(bad(
+                    "[parallel]: give either train/valid/test or files/tsv + split, not both"
+                        .into(),
+                ));
+            }
+            let corpus = match (&p.files, &p.tsv) {
+                (Some([s, t]), None) => PairSource::Files {
+                    source: resolve(s),
+                    target: resolve(t),
+                },
+                (None, Some(t)) => PairSource::Tsv(resolve(t)),
+                (Some(_), Some(_)) => {
+                    return Err(bad("[parallel]: give `files` or `tsv`, not both".into()))
+                }
+                (None, None) => {
+                    return Err(bad("[parallel]: `split` needs `files` or `tsv`".into()))
+                }
+            };
+            let split = p.split.ok_or_else(|| {
+                bad("[parallel]: key `split` missing (e.g. [0.8, 0.1, 0.1])".into())
+            })?;
+            if split.iter().any(|f| !f.is_finite() || *f < 0.0)
+                || (split.iter().sum::<f64>() - 1.0).abs() > 1e-6
+            {
+                return Err(bad(format!(
+                    "[parallel]: key `split` = {split:?}: want three fractions >= 0 summing to 1"
+                )));
+            }
+            ParallelSpec::Fractions {
+                corpus,
+                split,
+                seed: p.seed.unwrap_or(1),
+            }
+        } else {
+            if p.seed.is_some() {
+                return Err(bad("[parallel]: key `seed` only goes with `split`".into()));
+            }
+            let train = p.train.as_ref().ok_or_else(|| {
+                bad("[parallel]: key `train` missing (or give files/tsv + split)".into())
+            })?;
+            ParallelSpec::Splits {
+                train: pairs(train),
+                valid: p.valid.as_ref().map(pairs),
+                test: p.test.as_ref().map(pairs),
+            }
+        };
+        for (key, lang) in [("source", &raw.source.lang), ("target", &raw.target.lang)] {
+            if lang.trim().is_empty() {
+                return Err(bad(format!("[{key}]: key `lang` is empty")));
+            }
+        }
+        let text_cfg = raw.text.unwrap_or_default();
+        if text_cfg.vocab_per_language == 0 {
+            return Err(bad("[text]: key `vocab_per_language` must be > 0".into()));
+        }
+        Ok(Workspace {
+            path: path.to_path_buf(),
+            dir: dir.clone(),
+            name: raw.name,
+            source_lang: raw.source.lang.trim().to_lowercase(),
+            target_lang: raw.target.lang.trim().to_lowercase(),
+            parallel,
+            monolingual: raw
+                .monolingual
+                .map(|m| m.texts.iter().map(|t| resolve(t)).collect()),
+            adhoc: raw.adhoc.map(|a| AdhocSpec {
+                docs: resolve(&a.docs),
+                queries: resolve(&a.queries),
+                target_queries: a.target_queries.as_deref().map(resolve),
+                qrels: resolve(&a.qrels),
+            }),
+            dictionary: raw.dictionary.map(|d| resolve(&d.path)),
+            text: text_cfg,
+        })
+    }
+
+    /// Every data file the workspace reads (a dictd `.index` brings its
+    /// `.dict.dz` / `.dict`), in a fixed order.
+    pub fn data_files(&self) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        match &self.parallel {
+            ParallelSpec::Splits { train, valid, test } => {
+                out.extend(train.files());
+                for s in [valid, test].into_iter().flatten() {
+                    out.extend(s.files());
+                }
+            }
+            ParallelSpec::Fractions { corpus, .. } => out.extend(corpus.files()),
+        }
+        if let Some(m) = &self.monolingual {
+            out.extend(m.iter().cloned());
+        }
+        if let Some(a) = &self.adhoc {
+            out.push(a.docs.clone());
+            out.push(a.queries.clone());
+            out.extend(a.target_queries.iter().cloned());
+            out.push(a.qrels.clone());
+        }
+        if let Some(d) = &self.dictionary {
+            out.push(d.clone());
+            if let Some(dz) = crate::corpus::dictionary::dictd_data_file(d) {
+                out.push(dz);
+            }
+        }
+        out
+    }
+
+    /// BLAKE3 (hex) over the resolved settings and the bytes of every data
+    /// file: changes whenever the data or the settings change. Keys caches.
+    pub fn content_hash(&self) -> Result<String> {
+        // paths enter by file name only, so the hash does not depend on the
+        // folder the workspace is loaded from; the bytes say the rest
+        fn names(v: &mut serde_json::Value) {
+            match v {
+                serde_json::Value::String(s) => {
+                    if let Some(n) = Path::new(s.as_str()).file_name() {
+                        *s = n.to_string_lossy().into_owned();
+                    }
+                }
+                serde_json::Value::Array(a) => a.iter_mut().for_each(names),
+                serde_json::Value::Object(o) => o.values_mut().for_each(names),
+                _ => {}
+            }
+        }
+        let mut h = blake3::Hasher::new();
+        let mut data = serde_json::json!({
+            "parallel": self.parallel,
+            "monolingual": self.monolingual,
+            "adhoc": self.adhoc,
+            "dictionary": self.dictionary,
+        });
+        names(&mut data);
+        let settings = serde_json::json!({
+            "source_lang": self.source_lang,
+            "target_lang": self.target_lang,
+            "text": self.text,
+            "data": data,
+        });
+        h.update(settings.to_string().as_bytes());
+        for f in self.data_files() {
+            let file = std::fs::File::open(&f).map_err(|e| Error::io(&f, e))?;
+            let len = file.metadata().map_err(|e| Error::io(&f, e))?.len();
+            h.update(&len.to_le_bytes());
+            h.update_reader(file).map_err(|e| Error::io(&f, e))?;
+        }
+        Ok(h.finalize().to_hex().to_string())
+    }
+
+    /// Folder of cached prepared data for the current content.
+    pub fn cache_root(&self) -> PathBuf {
+        self.dir.join(".rosetta-cache")
+    }
+}
+
+/// A toml error as `file:line: key `k`: message`. toml names unknown and
+/// missing keys in its message but not the key of a wrong type, so the key is
+/// read off the line the error points at (with its `[table]`).
+fn toml_error(path: &Path, text: &str, e: &toml::de::Error) -> Error {
+    let msg = e.message().trim().to_string();
+    let Some(span) = e.span() else {
+        return Error::parse(path, 0, format!("bad workspace TOML: {msg}"));
+    };
+    let start = span.start.min(text.len());
+    let line = text[..start].matches('\n').count() + 1;
+    let line_text = text.lines().nth(line - 1).unwrap_or("");
+    let table = text.lines().take(line - 1).filter_map(table_of_line).last();
+    let key = line_text
+        .split_once('=')
+        .map(|(k, _)| k.trim().trim_matches('"').to_string())
+        .filter(|k| !k.is_empty() && !k.starts_with('['));
+    let named = key
+        .as_ref()
+        .is_some_and(|k| msg.contains(&format!("`{k}`")));
+    let full_key = match (table, key) {
+        (Some(t), Some(k)) => format!("{t}.{k}"),
+        (_, Some(k)) => k,
+        _ => String::new(),
+    };
+    let header = line_text.trim_start().starts_with('[');
+    let msg = if msg.starts_with("missing field") {
+        match (header, table_of_line(line_text)) {
+            (true, Some(t)) => format!("[{t}]: {msg}"),
+            _ => msg,
+        }
+    } else if named {
+        match full_key.rsplit_once('.') {
+            Some((t, _)) => format!("[{t}]: {msg}"),
+            None => msg,
+        }
+    } else if !full_key.is_empty() {
+        format!("key `{full_key}`: {msg}")
+    } else {
+        msg
+    };
+    Error::parse(path, line, format!("bad workspace TOML: {msg}"))
+}
+
+fn table_of_line(l: &str) -> Option<String> {
+    l.trim()
+        .strip_prefix('[')
+        .and_then(|l| l.split(']').next())
+        .map(|t| t.trim().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ws(text: &str) -> Result<Workspace> {
+        Workspace::from_toml(Path::new("/x/w.toml"), text)
+    }
+
+    #[test]
+    fn splits_and_fractions() {
+        let w = ws(r#"
+name = "a"
+[source]
+lang = "en"
+[target]
+lang = "ES"
+[parallel]
+train = ["t.en", "/abs/t.es"]
+test = "test.tsv"
+"#)
+        .unwrap();
+        assert_eq!(w.target_lang, "es");
+        assert_eq!(
+            w.parallel,
+            ParallelSpec::Splits {
+                train: PairSource::Files {
+                    source: "/x/t.en".into(),
+                    target: "/abs/t.es".into()
+                },
+                valid: None,
+                test: Some(PairSource::Tsv("/x/test.tsv".into())),
+            }
+        );
+        let w = ws(r#"
+name = "a"
+source.lang = "en"
+target.lang = "es"
+[parallel]
+tsv = "p.tsv"
+split = [0.5, 0.25, 0.25]
+"#)
+        .unwrap();
+        assert!(matches!(
+            w.parallel,
+            ParallelSpec::Fractions { seed: 1, .. }
+        ));
+    }
+
+    #[test]
+    fn bad_keys_and_types_are_named() {
+        let e = ws("name = \"a\"\nsource.lang = \"en\"\ntarget.lang = \"es\"\n[parallel]\ntrain = \"t.tsv\"\n[text]\nvocab_per_language = \"big\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("vocab_per_language") && e.contains("/x/w.toml:7"),
+            "{e}"
+        );
+        let e = ws("name = \"a\"\nsource.lang = \"en\"\ntarget.lang = \"es\"\nflavour = 1\n[parallel]\ntrain = \"t.tsv\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("flavour"), "{e}");
+        let e = ws("name = \"a\"\nsource.lang = \"en\"\ntarget.lang = \"es\"\n[parallel]\nfiles = [\"a\", \"b\"]\nsplit = [0.5, 0.6, 0.1]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("split"), "{e}");
+    }
+}

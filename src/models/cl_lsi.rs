@@ -1,0 +1,107 @@
+//! Cross-language latent semantic indexing (Dumais et al. 1997; seed 000
+//! Sec. 3.1): a truncated SVD of the matrix of concatenated training pairs
+//! `D = [X_src | X_tgt]` (log-tf·idf, rows of unit length per language); the
+//! top-`k` right singular vectors project either language (each language uses
+//! its own rows of them, which is the same as a zero other half).
+//!
+//! The SVD is randomised (Halko et al. 2011) over the sparse `D`: cost
+//! `O(nnz(D)·(k + p)·(2q + 2) + (V_s + V_t)·(k + p)²)`, memory linear in the
+//! vocabulary; no `(V_s + V_t)²` matrix is ever formed.
+//!
+//! Settings: `dim` (128), `oversample` (p = 10), `power_iters` (q = 4).
+
+use std::collections::HashMap;
+
+use candle_core::{Device, Tensor};
+
+use crate::models::linear::{
+    check_fit_sizes, check_rank, hconcat, randomized_svd, split_joint, weighted, CsrOp, LinearModel,
+};
+use crate::models::{Model, Params, Side, Vocabs};
+use crate::text::CsrMatrix;
+use crate::train::{Hooks, Resume, TrainData, Trainer};
+use crate::Result;
+
+/// The registry name.
+pub const KIND: &str = "cl-lsi";
+
+/// A fitted CL-LSI factorisation.
+#[derive(Debug, Clone)]
+pub struct ClLsiFit {
+    /// `(V_s + V_t) × k` right singular vectors of `[X_src | X_tgt]`.
+    pub joint: faer::Mat<f64>,
+    /// The `k` largest singular values.
+    pub singular_values: Vec<f64>,
+}
+
+/// CL-LSI of weighted (already log-tf·idf, row-normalised) aligned matrices.
+pub fn fit(
+    src: &CsrMatrix,
+    tgt: &CsrMatrix,
+    k: usize,
+    oversample: usize,
+    power_iters: usize,
+    seed: u64,
+) -> Result<ClLsiFit> {
+    let d = hconcat(src, tgt);
+    let svd = randomized_svd(&CsrOp(&d), k, oversample, power_iters, seed)?;
+    check_rank(KIND, &svd.s, k)?;
+    Ok(ClLsiFit {
+        joint: svd.v,
+        singular_values: svd.s,
+    })
+}
+
+/// Trains and reloads CL-LSI models.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ClLsiTrainer;
+
+impl Trainer for ClLsiTrainer {
+    fn train(
+        &self,
+        data: &TrainData,
+        params: &Params,
+        _device: &Device,
+        seed: u64,
+        resume: Option<Resume>,
+        hooks: &mut dyn Hooks,
+    ) -> Result<Box<dyn Model>> {
+        if resume.is_some() {
+            hooks.log(&format!(
+                "{KIND}: a closed-form fit has no partial state to resume; fitting again (seeded, same result)"
+            ));
+        }
+        let k: usize = params.get("dim", 128)?;
+        let oversample: usize = params.get("oversample", 10)?;
+        let iters: usize = params.get("power_iters", 4)?;
+        params.check_unused()?;
+        check_fit_sizes(KIND, data, k)?;
+        let xs = weighted(&data.train_src, &data.vocabs, Side::Source);
+        let xt = weighted(&data.train_tgt, &data.vocabs, Side::Target);
+        let t0 = std::time::Instant::now();
+        let f = fit(&xs, &xt, k, oversample, iters, seed)?;
+        hooks.log(&format!(
+            "cl-lsi: randomised SVD of {} pairs × {} terms, k={k}, p={oversample}, q={iters} \
+             in {:.1}s; singular values {:.3} .. {:.3}",
+            xs.n_rows(),
+            xs.n_cols + xt.n_cols,
+            t0.elapsed().as_secs_f64(),
+            f.singular_values[0],
+            f.singular_values[k - 1]
+        ));
+        let (ps, pt) = split_joint(&f.joint, xs.n_cols);
+        let model = LinearModel::new(KIND, data.vocabs.clone(), ps, pt)?;
+        hooks.epoch_end("train", 1, &model, Vec::new())?;
+        Ok(Box::new(model))
+    }
+
+    fn load(
+        &self,
+        vocabs: &Vocabs,
+        tensors: HashMap<String, Tensor>,
+        _params: &Params,
+        _device: &Device,
+    ) -> Result<Box<dyn Model>> {
+        Ok(Box::new(LinearModel::from_tensors(KIND, vocabs, &tensors)?))
+    }
+}

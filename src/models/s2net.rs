@@ -1,0 +1,658 @@
+//! S2Net (Yih, Toutanova, Platt, Meek 2011; seed 001 Sec. 3): one projection
+//! per language (`A_s`: V_s × k, `A_t`: V_t × k) applied to log-tf·idf term
+//! vectors with unit rows, trained discriminatively with the pairwise logistic
+//! loss `L(Δ) = log(1 + exp(−γΔ))`, `γ = 10` (Eq. 2), where for every
+//! training pair `i` of a mini-batch and every other pair `j` of it,
+//! `Δ = cos(s_i, t_i) − cos(s_i, t_j)` (all other pairs of the batch are the
+//! negatives, Sec. 4.1). The loss of a step is the mean over the `b(b−1)`
+//! ordered pairs; an optional `β/2 ‖A − A₀‖²` (`--set beta=`, default 0: the
+//! paper prefers early stopping) keeps the model near its start `A₀`.
+//!
+//! Training runs in candle on the given device (CPU or CUDA, same code). The
+//! sparse input layer never densifies a text: the rows of `A` of a batch's
+//! term ids are gathered (`index_select`), scaled by their weights and summed
+//! per text (`index_add`); candle's autograd gives the gradients (checked
+//! against central differences in `tests/linear.rs`).
+//!
+//! Optimiser: AdamW with decoupled weight decay, the same update as
+//! `candle_nn::AdamW` (β₁ 0.9, β₂ 0.999, ε 1e-8), written out here because
+//! `candle_nn::AdamW` keeps its moments private: this one hands them to
+//! `Hooks::epoch_end` (`adam.m.*`, `adam.v.*`), so a resume continues with
+//! the model **and** the optimiser state (moments and step count).
+//!
+//! Settings: `dim` (128), `batch` (100), `lr` (1e-3), `epochs` (10), `gamma`
+//! (10), `weight_decay` (0), `init_scale` (0.01: start from `N(0, 1)·0.01`),
+//! `init` (a session directory of a trained `cl-lsi`/`opca`/`cca`/`s2net`
+//! model to start from: its `checkpoints/best.safetensors`, each language's
+//! projection rescaled to the RMS `init_scale`, which leaves every cosine
+//! unchanged), `beta` (0).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use candle_core::{
+    backprop::GradStore, CpuStorage, DType, Device, InplaceOp2, InplaceOp3, Layout, Tensor, Var,
+};
+use ndarray::Array2;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rand_distr::{Distribution, StandardNormal};
+
+use crate::models::linear::{check_fit_sizes, weighted, LinearModel, PROJ_SOURCE, PROJ_TARGET};
+use crate::models::{Model, Params, Side, Vocabs};
+use crate::text::{CsrMatrix, Vocabulary};
+use crate::train::{Flow, Hooks, Resume, StepReport, TrainData, Trainer};
+use crate::{Error, Result};
+
+/// The registry name.
+pub const KIND: &str = "s2net";
+
+/// The rows of a sparse matrix as tensors for the gather / segment-sum input
+/// layer: term ids, their weights and the row (within the batch) of each.
+#[derive(Debug, Clone)]
+pub struct SparseBatch {
+    ids: Tensor,
+    vals: Tensor,
+    seg: Tensor,
+    rows: usize,
+}
+
+impl SparseBatch {
+    /// The given `rows` of `m` (weights as stored) on `device` in `dtype`.
+    pub fn new(m: &CsrMatrix, rows: &[usize], dtype: DType, device: &Device) -> Result<Self> {
+        let mut ids = Vec::new();
+        let mut vals = Vec::new();
+        let mut seg = Vec::new();
+        for (r, &i) in rows.iter().enumerate() {
+            let (c, v) = m.row(i);
+            ids.extend_from_slice(c);
+            vals.extend(v.iter().map(|x| *x as f64));
+            seg.extend(std::iter::repeat_n(r as u32, c.len()));
+        }
+        let nnz = ids.len();
+        Ok(SparseBatch {
+            ids: Tensor::from_vec(ids, nnz, device)?,
+            vals: Tensor::from_vec(vals, (nnz, 1), device)?.to_dtype(dtype)?,
+            seg: Tensor::from_vec(seg, nnz, device)?,
+            rows: rows.len(),
+        })
+    }
+
+    /// Number of texts in the batch.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+}
+
+/// `X · W` for a batch `X` given as a [`SparseBatch`]: gathers the rows of
+/// `w` (V × k) of the batch's terms and sums them per text (rows × k).
+pub fn encode_batch(w: &Tensor, batch: &SparseBatch) -> Result<Tensor> {
+    let k = w.dim(1)?;
+    let out = Tensor::zeros((batch.rows, k), w.dtype(), w.device())?;
+    if batch.ids.dim(0)? == 0 {
+        return Ok(out);
+    }
+    let picked = w.index_select(&batch.ids, 0)?.broadcast_mul(&batch.vals)?;
+    Ok(out.index_add(&batch.seg, &picked, 0)?)
+}
+
+fn unit(y: &Tensor) -> Result<Tensor> {
+    let n = (y.sqr()?.sum_keepdim(1)? + 1e-12)?.sqrt()?;
+    Ok(y.broadcast_div(&n)?)
+}
+
+/// S2Net's pairwise logistic loss over a batch of aligned projections
+/// (`ys`, `yt`: b × k, row i of each a pair): the mean of
+/// `log(1 + exp(−γ (cos(s_i, t_i) − cos(s_i, t_j))))` over all `i ≠ j`.
+pub fn s2net_loss(ys: &Tensor, yt: &Tensor, gamma: f64) -> Result<Tensor> {
+    let b = ys.dim(0)?;
+    if b < 2 {
+        return Err(Error::invalid(
+            "s2net: a batch needs at least 2 pairs (the others are the negatives)".to_string(),
+        ));
+    }
+    let (us, ut) = (unit(ys)?, unit(yt)?);
+    let c = us.matmul(&ut.t()?)?; // b × b cosines
+    let diag = (&us * &ut)?.sum_keepdim(1)?; // b × 1
+    let x = (c.broadcast_sub(&diag)? * gamma)?; // −γΔ
+                                                // softplus(x) = max(x, 0) + ln(1 + e^{−|x|}), stable for large |x|
+    let sp = (x.relu()? + ((x.abs()?.neg()?.exp()? + 1.0)?.log()?))?;
+    let mask = (Tensor::ones((b, b), ys.dtype(), ys.device())?
+        - Tensor::eye(b, ys.dtype(), ys.device())?)?;
+    Ok(((sp * mask)?.sum_all()? / (b * (b - 1)) as f64)?)
+}
+
+/// The full training objective of one batch: [`s2net_loss`] of the encoded
+/// pairs plus `β/2 (‖A_s − A_s⁰‖² + ‖A_t − A_t⁰‖²)` when `anchor` is given.
+pub fn batch_objective(
+    a_s: &Tensor,
+    a_t: &Tensor,
+    src: &SparseBatch,
+    tgt: &SparseBatch,
+    gamma: f64,
+    anchor: Option<(&Tensor, &Tensor, f64)>,
+) -> Result<Tensor> {
+    let loss = s2net_loss(&encode_batch(a_s, src)?, &encode_batch(a_t, tgt)?, gamma)?;
+    match anchor {
+        Some((s0, t0, beta)) if beta > 0.0 => {
+            let r = ((a_s - s0)?.sqr()?.sum_all()? + (a_t - t0)?.sqr()?.sum_all()?)?;
+            Ok((loss + (r * (beta / 2.0))?)?)
+        }
+        _ => Ok(loss),
+    }
+}
+
+/// AdamW (decoupled weight decay), the update of `candle_nn::AdamW`, with
+/// moments that can be saved and restored.
+struct AdamW {
+    lr: f64,
+    beta1: f64,
+    beta2: f64,
+    eps: f64,
+    weight_decay: f64,
+    t: usize,
+    m: Vec<Tensor>,
+    v: Vec<Tensor>,
+}
+
+impl AdamW {
+    fn new(vars: &[&Var], lr: f64, weight_decay: f64) -> Result<Self> {
+        // separate storages: the fused kernels update m and v in place
+        let zeros = || {
+            vars.iter()
+                .map(|v| v.as_tensor().zeros_like())
+                .collect::<candle_core::Result<Vec<_>>>()
+        };
+        let (m, v) = (zeros()?, zeros()?);
+        Ok(AdamW {
+            lr,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay,
+            t: 0,
+            m,
+            v,
+        })
+    }
+
+    fn step(&mut self, vars: &[&Var], grads: &GradStore) -> Result<()> {
+        self.t += 1;
+        let scale_m = 1.0 / (1.0 - self.beta1.powi(self.t as i32));
+        let scale_v = 1.0 / (1.0 - self.beta2.powi(self.t as i32));
+        for (i, var) in vars.iter().enumerate() {
+            let Some(g) = grads.get(var.as_tensor()) else {
+                continue;
+            };
+            let theta = var.as_tensor();
+            if fused_ok(&[theta, g, &self.m[i], &self.v[i]]) {
+                // CPU, f32, contiguous: three fused in-place passes, no temporaries
+                self.m[i].inplace_op2(
+                    g,
+                    &Moment {
+                        beta: self.beta1,
+                        square: false,
+                    },
+                )?;
+                self.v[i].inplace_op2(
+                    g,
+                    &Moment {
+                        beta: self.beta2,
+                        square: true,
+                    },
+                )?;
+                theta.inplace_op3(
+                    &self.m[i],
+                    &self.v[i],
+                    &ParamUpdate {
+                        lr: self.lr,
+                        decay: 1.0 - self.lr * self.weight_decay,
+                        scale_m,
+                        scale_v,
+                        eps: self.eps,
+                    },
+                )?;
+                continue;
+            }
+            let m = ((&self.m[i] * self.beta1)? + (g * (1.0 - self.beta1))?)?;
+            let v = ((&self.v[i] * self.beta2)? + (g.sqr()? * (1.0 - self.beta2))?)?;
+            let upd = ((&m * scale_m)? / ((&v * scale_v)?.sqrt()? + self.eps)?)?;
+            let next = if self.weight_decay > 0.0 {
+                (theta * (1.0 - self.lr * self.weight_decay))?
+            } else {
+                theta.clone()
+            };
+            var.set(&(next - (upd * self.lr)?)?)?;
+            self.m[i] = m;
+            self.v[i] = v;
+        }
+        Ok(())
+    }
+}
+
+/// Whether the fused CPU kernels apply: f32 tensors on the CPU, contiguous
+/// from offset 0, of one shape.
+fn fused_ok(ts: &[&Tensor]) -> bool {
+    ts.iter().all(|t| {
+        t.device().is_cpu()
+            && t.dtype() == DType::F32
+            && t.layout().contiguous_offsets() == Some((0, t.elem_count()))
+            && t.shape() == ts[0].shape()
+    })
+}
+
+fn f32_slice<'a>(s: &'a CpuStorage, name: &str) -> candle_core::Result<&'a [f32]> {
+    match s {
+        CpuStorage::F32(v) => Ok(v),
+        _ => candle_core::bail!("{name}: f32 storage expected"),
+    }
+}
+
+/// `m ← β m + (1 − β) g` (or `g²`), in place.
+struct Moment {
+    beta: f64,
+    square: bool,
+}
+
+impl InplaceOp2 for Moment {
+    fn name(&self) -> &'static str {
+        "adamw-moment"
+    }
+    fn cpu_fwd(
+        &self,
+        s1: &mut CpuStorage,
+        _l1: &Layout,
+        s2: &CpuStorage,
+        _l2: &Layout,
+    ) -> candle_core::Result<()> {
+        use rayon::prelude::*;
+        let g = f32_slice(s2, self.name())?;
+        let CpuStorage::F32(m) = s1 else {
+            candle_core::bail!("adamw-moment: f32 storage expected");
+        };
+        let (b, c) = (self.beta as f32, (1.0 - self.beta) as f32);
+        let sq = self.square;
+        m.par_chunks_mut(1 << 14)
+            .zip(g.par_chunks(1 << 14))
+            .for_each(|(m, g)| {
+                for (m, g) in m.iter_mut().zip(g) {
+                    let g = if sq { g * g } else { *g };
+                    *m = b * *m + c * g;
+                }
+            });
+        Ok(())
+    }
+}
+
+/// `θ ← θ·(1 − lr·λ) − lr · m̂ / (√v̂ + ε)`, in place.
+struct ParamUpdate {
+    lr: f64,
+    decay: f64,
+    scale_m: f64,
+    scale_v: f64,
+    eps: f64,
+}
+
+impl InplaceOp3 for ParamUpdate {
+    fn name(&self) -> &'static str {
+        "adamw-update"
+    }
+    fn cpu_fwd(
+        &self,
+        s1: &mut CpuStorage,
+        _l1: &Layout,
+        s2: &CpuStorage,
+        _l2: &Layout,
+        s3: &CpuStorage,
+        _l3: &Layout,
+    ) -> candle_core::Result<()> {
+        use rayon::prelude::*;
+        let m = f32_slice(s2, self.name())?;
+        let v = f32_slice(s3, self.name())?;
+        let CpuStorage::F32(theta) = s1 else {
+            candle_core::bail!("adamw-update: f32 storage expected");
+        };
+        let (lr, decay, sm, sv, eps) = (
+            self.lr as f32,
+            self.decay as f32,
+            self.scale_m as f32,
+            self.scale_v as f32,
+            self.eps as f32,
+        );
+        const C: usize = 1 << 14;
+        theta
+            .par_chunks_mut(C)
+            .zip(m.par_chunks(C).zip(v.par_chunks(C)))
+            .for_each(|(t, (m, v))| {
+                for ((t, m), v) in t.iter_mut().zip(m).zip(v) {
+                    *t = *t * decay - lr * (m * sm) / ((v * sv).sqrt() + eps);
+                }
+            });
+        Ok(())
+    }
+}
+
+fn to_array(t: &Tensor) -> Result<Array2<f32>> {
+    let (r, c) = t.dims2()?;
+    let v: Vec<f32> = t
+        .to_dtype(DType::F32)?
+        .to_device(&Device::Cpu)?
+        .flatten_all()?
+        .to_vec1()?;
+    Array2::from_shape_vec((r, c), v).map_err(|e| Error::invalid(e.to_string()))
+}
+
+fn from_array(a: &Array2<f32>, device: &Device) -> Result<Tensor> {
+    let v: Vec<f32> = a.iter().copied().collect();
+    Ok(Tensor::from_vec(v, a.dim(), device)?)
+}
+
+/// Loads the projections of a trained linear model's session for `init=`:
+/// `DIR/checkpoints/best.safetensors`, checked against the training
+/// vocabularies (sizes, and the terms where the session saved
+/// `vocab.source.json` / `vocab.target.json` or `vocab.<lang>.json`) and the
+/// wanted dimension.
+pub fn load_init(dir: &Path, vocabs: &Vocabs, k: usize) -> Result<(Array2<f32>, Array2<f32>)> {
+    let path: PathBuf = dir.join("checkpoints").join("best.safetensors");
+    if !path.is_file() {
+        return Err(Error::file(
+            &path,
+            "init=: no checkpoint here (expected a session directory of a trained cl-lsi, \
+             opca, cca or s2net model)",
+        ));
+    }
+    let tensors = candle_core::safetensors::load(&path, &Device::Cpu)
+        .map_err(|e| Error::file(&path, format!("cannot read safetensors: {e}")))?;
+    // a session saves `vocab.source.json` / `vocab.target.json`; `vocab.<lang>.json`
+    // is the vocabulary's own naming
+    for (side, v) in [("source", &vocabs.source), ("target", &vocabs.target)] {
+        for vp in [
+            dir.join(format!("vocab.{side}.json")),
+            dir.join(format!("vocab.{}.json", v.lang)),
+        ] {
+            if !vp.is_file() {
+                continue;
+            }
+            let saved = Vocabulary::load(&vp)?;
+            if saved.terms != v.terms {
+                return Err(Error::file(
+                    &vp,
+                    format!(
+                        "init=: the session's {side} vocabulary differs from this workspace's \
+                         ({} vs {} terms); start from a session of the same workspace",
+                        saved.len(),
+                        v.len()
+                    ),
+                ));
+            }
+        }
+    }
+    let get = |name: &str, rows: usize, side: &str| -> Result<Array2<f32>> {
+        let t = tensors.get(name).ok_or_else(|| {
+            Error::file(
+                &path,
+                format!("init=: no `{name}` tensor: not a linear projection model"),
+            )
+        })?;
+        let a = to_array(t)?;
+        if a.dim() != (rows, k) {
+            return Err(Error::file(
+                &path,
+                format!(
+                    "init=: `{name}` is {:?} but this workspace's {side} vocabulary and dim \
+                     need ({rows}, {k}): another vocabulary/workspace, or set dim to match",
+                    a.dim()
+                ),
+            ));
+        }
+        Ok(a)
+    };
+    Ok((
+        get(PROJ_SOURCE, vocabs.source.len(), "source")?,
+        get(PROJ_TARGET, vocabs.target.len(), "target")?,
+    ))
+}
+
+/// Scales a projection so that its root mean square is `rms` (the random
+/// init's): every cosine stays the same (each language's rows are normalised
+/// on their own), and `lr` means the same for any starting model.
+fn rescale(mut a: Array2<f32>, rms: f64) -> Array2<f32> {
+    let cur = (a.iter().map(|v| (*v as f64).powi(2)).sum::<f64>() / a.len().max(1) as f64).sqrt();
+    if cur > 0.0 && cur.is_finite() {
+        let f = (rms / cur) as f32;
+        a.mapv_inplace(|v| v * f);
+    }
+    a
+}
+
+fn random_init(rows: usize, k: usize, scale: f64, rng: &mut impl rand::Rng) -> Array2<f32> {
+    Array2::from_shape_simple_fn((rows, k), || {
+        let z: f64 = StandardNormal.sample(rng);
+        (z * scale) as f32
+    })
+}
+
+/// Trains and reloads S2Net models.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct S2NetTrainer;
+
+impl Trainer for S2NetTrainer {
+    fn train(
+        &self,
+        data: &TrainData,
+        params: &Params,
+        device: &Device,
+        seed: u64,
+        resume: Option<Resume>,
+        hooks: &mut dyn Hooks,
+    ) -> Result<Box<dyn Model>> {
+        let k: usize = params.get("dim", 128)?;
+        let batch: usize = params.get("batch", 100)?;
+        let lr: f64 = params.get("lr", 1e-3)?;
+        let epochs: usize = params.get("epochs", 10)?;
+        let gamma: f64 = params.get("gamma", 10.0)?;
+        let weight_decay: f64 = params.get("weight_decay", 0.0)?;
+        let init_scale: f64 = params.get("init_scale", 0.01)?;
+        let beta: f64 = params.get("beta", 0.0)?;
+        let init = params.get_opt("init");
+        params.check_unused()?;
+        check_fit_sizes(KIND, data, k)?;
+        if batch < 2 {
+            return Err(Error::invalid(
+                "s2net: batch must be at least 2 (the other pairs are the negatives)".to_string(),
+            ));
+        }
+        for (name, v) in [("lr", lr), ("gamma", gamma), ("init_scale", init_scale)] {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(Error::invalid(format!(
+                    "s2net: {name} must be a finite number > 0, got {v}"
+                )));
+            }
+        }
+        if !(beta.is_finite() && beta >= 0.0 && weight_decay.is_finite() && weight_decay >= 0.0) {
+            return Err(Error::invalid(
+                "s2net: beta and weight_decay must be ≥ 0".to_string(),
+            ));
+        }
+        let xs = weighted(&data.train_src, &data.vocabs, Side::Source);
+        let xt = weighted(&data.train_tgt, &data.vocabs, Side::Target);
+        let n = xs.n_rows();
+
+        let (s0, t0) = match &init {
+            Some(dir) => {
+                let (s, t) = load_init(Path::new(dir), &data.vocabs, k)?;
+                hooks.log(&format!("s2net: starting from {dir}"));
+                (rescale(s, init_scale), rescale(t, init_scale))
+            }
+            None => {
+                let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+                (
+                    random_init(data.vocabs.source.len(), k, init_scale, &mut rng),
+                    random_init(data.vocabs.target.len(), k, init_scale, &mut rng),
+                )
+            }
+        };
+        let anchor = if beta > 0.0 {
+            Some((from_array(&s0, device)?, from_array(&t0, device)?))
+        } else {
+            None
+        };
+        let a_s = Var::from_tensor(&from_array(&s0, device)?)?;
+        let a_t = Var::from_tensor(&from_array(&t0, device)?)?;
+        let vars = [&a_s, &a_t];
+        let mut opt = AdamW::new(&vars, lr, weight_decay)?;
+        let (mut epoch0, mut step) = (0, 0);
+        if let Some(r) = resume {
+            let get = |name: &str| -> Result<Tensor> {
+                r.tensors
+                    .get(name)
+                    .ok_or_else(|| Error::invalid(format!("s2net resume: no tensor `{name}`")))?
+                    .to_dtype(DType::F32)?
+                    .to_device(device)
+                    .map_err(Error::from)
+            };
+            let (ps, pt) = (get(PROJ_SOURCE)?, get(PROJ_TARGET)?);
+            if ps.dims() != a_s.dims() || pt.dims() != a_t.dims() {
+                return Err(Error::invalid(format!(
+                    "s2net resume: checkpoint shapes {:?} / {:?} do not fit {:?} / {:?}",
+                    ps.dims(),
+                    pt.dims(),
+                    a_s.dims(),
+                    a_t.dims()
+                )));
+            }
+            a_s.set(&ps)?;
+            a_t.set(&pt)?;
+            match (
+                get("adam.m.source"),
+                get("adam.v.source"),
+                get("adam.m.target"),
+                get("adam.v.target"),
+            ) {
+                (Ok(ms), Ok(vs), Ok(mt), Ok(vt)) => {
+                    opt.m = vec![ms, mt];
+                    opt.v = vec![vs, vt];
+                    opt.t = r.step;
+                }
+                _ => hooks.log(
+                    "warning: s2net resume: no optimiser moments in the checkpoint; AdamW restarts",
+                ),
+            }
+            epoch0 = r.epoch;
+            step = r.step;
+            hooks.log(&format!(
+                "s2net: resuming after epoch {epoch0}, step {step}"
+            ));
+        }
+
+        let current = |a_s: &Var, a_t: &Var| -> Result<LinearModel> {
+            LinearModel::new(
+                KIND,
+                data.vocabs.clone(),
+                to_array(a_s.as_tensor())?,
+                to_array(a_t.as_tensor())?,
+            )
+        };
+        let mut order: Vec<usize> = (0..n).collect();
+        for epoch in epoch0 + 1..=epochs {
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(
+                seed ^ (epoch as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            );
+            order.sort_unstable();
+            order.shuffle(&mut rng);
+            for chunk in order.chunks(batch) {
+                if chunk.len() < 2 {
+                    continue;
+                }
+                let bs = SparseBatch::new(&xs, chunk, DType::F32, device)?;
+                let bt = SparseBatch::new(&xt, chunk, DType::F32, device)?;
+                let loss = batch_objective(
+                    a_s.as_tensor(),
+                    a_t.as_tensor(),
+                    &bs,
+                    &bt,
+                    gamma,
+                    anchor.as_ref().map(|(s, t)| (s, t, beta)),
+                )?;
+                let grads = loss.backward()?;
+                opt.step(&vars, &grads)?;
+                step += 1;
+                let l = loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
+                let flow = hooks.step(&StepReport {
+                    phase: "train".into(),
+                    epoch,
+                    step,
+                    loss: l,
+                    examples: chunk.len(),
+                })?;
+                if flow == Flow::Stop {
+                    return Ok(Box::new(current(&a_s, &a_t)?));
+                }
+            }
+            let model = current(&a_s, &a_t)?;
+            let extra = vec![
+                ("adam.m.source".to_string(), opt.m[0].copy()?),
+                ("adam.v.source".to_string(), opt.v[0].copy()?),
+                ("adam.m.target".to_string(), opt.m[1].copy()?),
+                ("adam.v.target".to_string(), opt.v[1].copy()?),
+            ];
+            if hooks.epoch_end("train", epoch, &model, extra)? == Flow::Stop {
+                return Ok(Box::new(model));
+            }
+        }
+        Ok(Box::new(current(&a_s, &a_t)?))
+    }
+
+    fn load(
+        &self,
+        vocabs: &Vocabs,
+        tensors: HashMap<String, Tensor>,
+        _params: &Params,
+        _device: &Device,
+    ) -> Result<Box<dyn Model>> {
+        Ok(Box::new(LinearModel::from_tensors(KIND, vocabs, &tensors)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fused in-place CPU kernels (f32) and the tensor-op update (f64,
+    /// the path other devices take) give the same AdamW trajectory.
+    #[test]
+    fn fused_adamw_matches_tensor_ops() {
+        let dev = Device::Cpu;
+        let init: Vec<f32> = (0..24).map(|i| (i as f32 * 0.37).sin()).collect();
+        let c: Vec<f32> = (0..24).map(|i| (i as f32 * 0.11).cos()).collect();
+        let run = |dtype: DType| -> Vec<f32> {
+            let t = Tensor::from_vec(init.clone(), (4, 6), &dev).unwrap();
+            let var = Var::from_tensor(&t.to_dtype(dtype).unwrap()).unwrap();
+            let ct = Tensor::from_vec(c.clone(), (4, 6), &dev)
+                .unwrap()
+                .to_dtype(dtype)
+                .unwrap();
+            let mut opt = AdamW::new(&[&var], 0.1, 0.01).unwrap();
+            assert_eq!(
+                fused_ok(&[var.as_tensor(), &opt.m[0], &opt.v[0]]),
+                dtype == DType::F32
+            );
+            for _ in 0..5 {
+                let loss = (var.as_tensor() * &ct)
+                    .unwrap()
+                    .sin()
+                    .unwrap()
+                    .sum_all()
+                    .unwrap();
+                let g = loss.backward().unwrap();
+                opt.step(&[&var], &g).unwrap();
+            }
+            to_array(var.as_tensor()).unwrap().iter().copied().collect()
+        };
+        let (fused, plain) = (run(DType::F32), run(DType::F64));
+        assert_ne!(fused, init, "no update happened");
+        for (a, b) in fused.iter().zip(&plain) {
+            assert!((a - b).abs() < 1e-5, "{a} vs {b}");
+        }
+    }
+}

@@ -1,0 +1,445 @@
+//! Corpus tests: workspaces, parallel text, collections, dictionaries, the
+//! prepared cache and `rosetta data inspect`, with every kind of bad input.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use rosetta::corpus::{Collection, Dictionary, ParallelText, Prepared, Workspace};
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/corpus/tiny")
+}
+
+/// A private copy of the tiny fixture (so caches and edits stay in a temp dir).
+fn tiny_copy() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(&fixture(), dir.path());
+    dir
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name();
+        if name == ".rosetta-cache" {
+            continue;
+        }
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &to.join(&name));
+        } else {
+            std::fs::copy(e.path(), to.join(&name)).unwrap();
+        }
+    }
+}
+
+/// Runs the binary; returns (exit ok, stdout, stderr).
+fn rosetta(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_rosetta"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `data inspect` must fail cleanly (non-zero, no panic) with all of `want` in the message.
+fn inspect_fails(ws: &Path, want: &[&str]) -> String {
+    let (ok, out, err) = rosetta(&["data", "inspect", "--workspace", ws.to_str().unwrap()]);
+    assert!(!ok, "expected failure, got: {out}");
+    assert!(!err.contains("panicked"), "panic: {err}");
+    for w in want {
+        assert!(err.contains(w), "message lacks {w:?}: {err}");
+    }
+    err
+}
+
+#[test]
+fn tiny_workspace_prepares() {
+    let dir = tiny_copy();
+    let ws = Workspace::load(&dir.path().join("workspace.toml")).unwrap();
+    assert_eq!(
+        (ws.source_lang.as_str(), ws.target_lang.as_str()),
+        ("en", "es")
+    );
+    let p = Prepared::load_or_build(&ws).unwrap();
+    assert_eq!(
+        (p.train.pairs(), p.valid.pairs(), p.test.pairs()),
+        (29, 6, 6)
+    );
+    assert_eq!(
+        p.train.empty,
+        vec![27],
+        "the whitespace-only English line 28"
+    );
+    assert!(p.vocabs.source.id("dog").is_some() && p.vocabs.target.id("perr").is_some());
+    // alignment kept: pair 28 (after the empty one) is still "children eat bread"
+    assert_eq!(p.train.src_tokens[28], vec!["children", "eat", "bread"]);
+    assert_eq!(p.train.tgt_tokens[28], vec!["niñ", "com", "pan"]);
+    let td = p.train_data(Vec::new());
+    assert_eq!(td.train_src.n_rows(), 28);
+    assert_eq!(td.train_tgt.n_rows(), 28);
+    assert_eq!(td.valid_src.n_rows(), 6);
+    assert_eq!(td.mono.n_rows(), 28);
+    assert_eq!(td.mono_positive, vec![None; 28]);
+    // the declared task
+    let a = &p.adhoc;
+    assert!(!a.derived);
+    assert_eq!(a.doc_ids.len(), 8);
+    assert_eq!(a.query_ids, vec!["q1", "q2", "q3", "q4", "q5"]);
+    assert_eq!(a.target_queries.as_ref().unwrap().n_rows(), 5);
+    assert_eq!(a.qrels.judgements["q2"]["d05"], 0);
+    // new text counted like the workspace's own
+    let m = p
+        .count_texts(
+            rosetta::models::Side::Target,
+            &["El perro bebe agua.".to_string()],
+        )
+        .unwrap();
+    assert_eq!(m, p.train.tgt.select_rows(&[0]));
+    // the cache reads back identically
+    let q = Prepared::load(p.cache_dir.as_ref().unwrap()).unwrap();
+    assert_eq!(q.train.src, p.train.src);
+    assert_eq!(q.train.tgt_tokens, p.train.tgt_tokens);
+    assert_eq!(q.adhoc.docs, p.adhoc.docs);
+    assert_eq!(q.vocabs.target.terms, p.vocabs.target.terms);
+}
+
+#[test]
+fn derived_task_and_fraction_split() {
+    let dir = tiny_copy();
+    let ws = Workspace::load(&dir.path().join("split.toml")).unwrap();
+    let splits = rosetta::corpus::Splits::read(&ws).unwrap();
+    assert_eq!(
+        (splits.train.len(), splits.valid.len(), splits.test.len()),
+        (29, 6, 6)
+    );
+    let task = ws.adhoc().unwrap();
+    assert!(task.derived);
+    assert_eq!(
+        task.docs.len(),
+        40,
+        "41 pairs less the one with an empty side"
+    );
+    assert_eq!(task.queries.len(), 6);
+    for (i, q) in task.queries.ids.iter().enumerate() {
+        assert!(q.starts_with("test:"));
+        assert_eq!(task.qrels.judgements[q].keys().collect::<Vec<_>>(), vec![q]);
+        // the relevant document is the aligned translation
+        let d = task.docs.ids.iter().position(|d| d == q).unwrap();
+        let k: usize = q[5..].parse().unwrap();
+        assert_eq!(task.docs.texts[d], splits.test.target[k]);
+        assert_eq!(task.queries.texts[i], splits.test.source[k]);
+    }
+    let p = Prepared::load_or_build(&ws).unwrap();
+    assert_eq!(p.adhoc.docs.n_rows(), 40);
+    assert_eq!(p.mono.n_rows(), 4, "mono.es has 4 non-blank lines");
+}
+
+#[test]
+fn concurrent_preparation_never_corrupts_the_cache() {
+    let dir = tiny_copy();
+    let ws = Workspace::load(&dir.path().join("workspace.toml")).unwrap();
+    let results: Vec<Prepared> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..2)
+            .map(|_| s.spawn(|| Prepared::load_or_build(&ws).unwrap()))
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(results[0].train.src, results[1].train.src);
+    let entries: Vec<String> = std::fs::read_dir(ws.cache_root())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        entries,
+        vec![results[0].hash.clone()],
+        "no temp folders left"
+    );
+    let again = Prepared::load_or_build(&ws).unwrap();
+    assert_eq!(again.adhoc.queries, results[0].adhoc.queries);
+    // changed data → a new hash and a new cache entry
+    let f = dir.path().join("docs.es.tsv");
+    let mut docs = std::fs::read_to_string(&f).unwrap();
+    docs.push_str("d09\tEl gato duerme.\n");
+    std::fs::write(&f, docs).unwrap();
+    let changed = Prepared::load_or_build(&ws).unwrap();
+    assert_ne!(changed.hash, results[0].hash);
+    assert_eq!(changed.adhoc.doc_ids.len(), 9);
+}
+
+#[test]
+fn inspect_json_is_one_object() {
+    let dir = tiny_copy();
+    let ws = dir.path().join("workspace.toml");
+    let (ok, out, err) = rosetta(&[
+        "data",
+        "inspect",
+        "--workspace",
+        ws.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["splits"][0]["pairs"], 29);
+    assert_eq!(v["splits"][0]["empty_pairs"], 1);
+    assert_eq!(v["adhoc"]["docs"]["texts"], 8);
+    assert_eq!(v["adhoc"]["qrels_relevant"], 5);
+    assert!(v["dictionary"]["source_vocab_coverage"].as_f64().unwrap() > 0.5);
+    let (ok, out, _) = rosetta(&["data", "inspect", "--workspace", ws.to_str().unwrap()]);
+    assert!(
+        ok && out.contains("trainable") && out.contains("OOV rate"),
+        "{out}"
+    );
+}
+
+#[test]
+fn dictionaries_tsv_and_dictd() {
+    let d = Dictionary::read(&fixture().join("eng-spa.tsv")).unwrap();
+    assert_eq!(d.get("fish").unwrap(), ["pescado", "pez"]);
+    let dd = Dictionary::read(&fixture().join("dictd/tiny-eng-spa.index")).unwrap();
+    assert_eq!(dd.get("drink").unwrap(), ["beber", "tomar", "bebida"]);
+    assert_eq!(
+        dd.get("good").unwrap(),
+        ["bueno"],
+        "mangled 'good morning' dropped"
+    );
+    assert_eq!(dd.dropped, 1);
+    let cfg = rosetta::text::TextConfig::default();
+    let en = rosetta::text::Analyzer::new("en", &cfg).unwrap();
+    let es = rosetta::text::Analyzer::new("es", &cfg).unwrap();
+    let a = d.analysed(&en, &es);
+    assert_eq!(a["fish"], vec!["pesc", "pez"]);
+    assert!(!a.contains_key("good morn"), "multi-word entries drop out");
+    // a dictd index without its data file
+    let dir = tempfile::tempdir().unwrap();
+    let idx = dir.path().join("x.index");
+    std::fs::copy(fixture().join("dictd/tiny-eng-spa.index"), &idx).unwrap();
+    let e = Dictionary::read(&idx).unwrap_err().to_string();
+    assert!(e.contains("x.index") && e.contains("data file"), "{e}");
+}
+
+#[test]
+fn trec_topics_as_queries() {
+    let q = Collection::read_queries(&fixture().join("topics.en.txt")).unwrap();
+    assert_eq!(q.ids, vec!["q1", "q2"]);
+    assert_eq!(
+        q.texts[0],
+        "dog drinks water Where does the dog drink water?"
+    );
+}
+
+// ---- bad input: every case a clear message and a non-zero exit ----
+
+#[test]
+fn parallel_files_of_different_lengths() {
+    let dir = tiny_copy();
+    let f = dir.path().join("valid.es");
+    let mut t = std::fs::read_to_string(&f).unwrap();
+    t.push_str("Una línea de más.\n");
+    std::fs::write(&f, t).unwrap();
+    let e = inspect_fails(
+        &dir.path().join("workspace.toml"),
+        &["valid.en", "6 lines", "valid.es", "7 lines"],
+    );
+    assert!(e.contains("differ in length"), "{e}");
+}
+
+#[test]
+fn empty_and_whitespace_lines_keep_alignment() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, t) = (dir.path().join("a.en"), dir.path().join("a.es"));
+    std::fs::write(&s, "one\n\nthree\n \t \nfive\n").unwrap();
+    std::fs::write(&t, "uno\ndos\ntres\ncuatro\n\n").unwrap();
+    let p = ParallelText::read_files(&s, &t).unwrap();
+    assert_eq!(p.len(), 5);
+    assert_eq!(p.empty_pairs(), vec![1, 3, 4]);
+    assert_eq!(p.usable(), vec![0, 2]);
+    assert_eq!(p.target[2], "tres");
+}
+
+#[test]
+fn invalid_utf8_names_file_line_and_byte() {
+    let dir = tiny_copy();
+    let f = dir.path().join("train.es");
+    let mut b = std::fs::read(&f).unwrap();
+    let line2 = b.iter().position(|c| *c == b'\n').unwrap() + 1;
+    b.insert(line2 + 3, 0xFF);
+    std::fs::write(&f, b).unwrap();
+    inspect_fails(
+        &dir.path().join("workspace.toml"),
+        &[
+            "train.es:2:",
+            "invalid UTF-8",
+            &format!("byte offset {}", line2 + 3),
+        ],
+    );
+}
+
+#[test]
+fn tsv_line_without_tab() {
+    let dir = tiny_copy();
+    let f = dir.path().join("pairs.tsv");
+    let t = std::fs::read_to_string(&f).unwrap().replacen(
+        "The cat sleeps in the house.\t",
+        "The cat sleeps in the house. ",
+        1,
+    );
+    std::fs::write(&f, t).unwrap();
+    inspect_fails(&dir.path().join("split.toml"), &["pairs.tsv:2:", "no tab"]);
+    // the same in a docs file
+    let dir = tiny_copy();
+    std::fs::write(dir.path().join("docs.es.tsv"), "d01\tuno\nd02 dos\n").unwrap();
+    inspect_fails(
+        &dir.path().join("workspace.toml"),
+        &["docs.es.tsv:2:", "no tab"],
+    );
+}
+
+#[test]
+fn duplicate_ids_in_docs_or_queries() {
+    let dir = tiny_copy();
+    let f = dir.path().join("docs.es.tsv");
+    let mut t = std::fs::read_to_string(&f).unwrap();
+    t.push_str("d03\tOtra vez.\n");
+    std::fs::write(&f, t).unwrap();
+    inspect_fails(
+        &dir.path().join("workspace.toml"),
+        &["docs.es.tsv:9:", "duplicate id \"d03\"", "line 3"],
+    );
+    let dir = tiny_copy();
+    let f = dir.path().join("queries.en.tsv");
+    let mut t = std::fs::read_to_string(&f).unwrap();
+    t.push_str("q1\tdog again\n");
+    std::fs::write(&f, t).unwrap();
+    inspect_fails(
+        &dir.path().join("workspace.toml"),
+        &["queries.en.tsv:6:", "duplicate id \"q1\"", "line 1"],
+    );
+}
+
+#[test]
+fn qrels_naming_unknown_queries() {
+    let dir = tiny_copy();
+    let f = dir.path().join("qrels.tsv");
+    let mut t = std::fs::read_to_string(&f).unwrap();
+    t.push_str("q99 0 d01 1\nq1 0 d77 1\n");
+    std::fs::write(&f, t).unwrap();
+    inspect_fails(
+        &dir.path().join("workspace.toml"),
+        &["qrels.tsv", "\"q99\"", "not among the queries"],
+    );
+    // unknown documents are only counted
+    let dir = tiny_copy();
+    let f = dir.path().join("qrels.tsv");
+    let mut t = std::fs::read_to_string(&f).unwrap();
+    t.push_str("q1 0 d77 1\n");
+    std::fs::write(&f, t).unwrap();
+    let ws = Workspace::load(&dir.path().join("workspace.toml")).unwrap();
+    assert_eq!(ws.adhoc().unwrap().unknown_doc_judgements, 1);
+}
+
+#[test]
+fn missing_file() {
+    let dir = tiny_copy();
+    std::fs::remove_file(dir.path().join("test.es")).unwrap();
+    inspect_fails(
+        &dir.path().join("workspace.toml"),
+        &["test.es", "No such file"],
+    );
+    inspect_fails(
+        &dir.path().join("nope.toml"),
+        &["nope.toml", "No such file"],
+    );
+}
+
+#[test]
+fn workspace_toml_unknown_key_or_wrong_type() {
+    let dir = tiny_copy();
+    let ws = dir.path().join("workspace.toml");
+    let orig = std::fs::read_to_string(&ws).unwrap();
+    std::fs::write(
+        &ws,
+        orig.replace("[adhoc]\n", "[adhoc]\nqueries_hi = \"x\"\n"),
+    )
+    .unwrap();
+    inspect_fails(&ws, &["workspace.toml:", "queries_hi"]);
+    std::fs::write(&ws, orig.replace("min_df = 1", "min_df = \"one\"")).unwrap();
+    inspect_fails(&ws, &["workspace.toml:", "min_df", "invalid type"]);
+    std::fs::write(&ws, orig.replace("stem = true", "stem = 3")).unwrap();
+    inspect_fails(&ws, &["workspace.toml:", "text.stem", "expected a boolean"]);
+    std::fs::write(&ws, orig.replace("lang = \"es\"", "lang = 7")).unwrap();
+    inspect_fails(&ws, &["workspace.toml:", "lang"]);
+}
+
+#[test]
+fn damaged_cache_is_rebuilt() {
+    let dir = tiny_copy();
+    let ws = Workspace::load(&dir.path().join("workspace.toml")).unwrap();
+    let p = Prepared::load_or_build(&ws).unwrap();
+    let cache = p.cache_dir.clone().unwrap();
+    std::fs::write(cache.join("train.src.csr"), b"garbage").unwrap();
+    assert!(Prepared::load(&cache).is_err());
+    let q = Prepared::load_or_build(&ws).unwrap();
+    assert_eq!(q.train.src, p.train.src);
+    assert!(Prepared::load(&cache).is_ok(), "the cache was rewritten");
+}
+
+#[test]
+fn setup_without_tools_says_what_to_install() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty_path = dir.path().join("bin");
+    std::fs::create_dir(&empty_path).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_rosetta"))
+        .args(["setup", "--dir", dir.path().join("ws").to_str().unwrap()])
+        .env("PATH", &empty_path)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(
+        err.contains("sword-text-kjv") && err.contains("diatheke"),
+        "{err}"
+    );
+    assert!(!dir.path().join("ws/workspace.toml").exists());
+}
+
+#[test]
+fn content_hash_ignores_the_working_folder_but_not_the_data() {
+    let dir = tiny_copy();
+    let a = Workspace::load(&dir.path().join("workspace.toml")).unwrap();
+    let b = Workspace::load(&dir.path().join("./workspace.toml")).unwrap();
+    assert_eq!(a.content_hash().unwrap(), b.content_hash().unwrap());
+    let other = tiny_copy();
+    let c = Workspace::load(&other.path().join("workspace.toml")).unwrap();
+    assert_eq!(a.content_hash().unwrap(), c.content_hash().unwrap());
+    let f = other.path().join("qrels.tsv");
+    let t = std::fs::read_to_string(&f)
+        .unwrap()
+        .replace("q5 0 d06 0", "q5 0 d06 1");
+    std::fs::write(&f, t).unwrap();
+    assert_ne!(a.content_hash().unwrap(), c.content_hash().unwrap());
+    let toml = std::fs::read_to_string(other.path().join("workspace.toml")).unwrap();
+    std::fs::write(
+        other.path().join("workspace.toml"),
+        toml.replace("min_df = 1", "min_df = 2"),
+    )
+    .unwrap();
+    let d = Workspace::load(&other.path().join("workspace.toml")).unwrap();
+    assert_ne!(c.content_hash().unwrap(), d.content_hash().unwrap());
+}
+
+#[test]
+fn no_usable_training_pairs() {
+    let dir = tiny_copy();
+    std::fs::write(dir.path().join("train.en"), "\n \n").unwrap();
+    std::fs::write(dir.path().join("train.es"), "uno\ndos\n").unwrap();
+    inspect_fails(
+        &dir.path().join("workspace.toml"),
+        &["workspace.toml", "no usable pairs"],
+    );
+}
