@@ -1300,11 +1300,9 @@ impl App {
             }
             Action::Top => self.neigh.selected = 0,
             Action::Bottom => self.neigh.selected = n.saturating_sub(1),
-            Action::Left | Action::Right => {
-                if self.neigh.panes[1].session.is_some() {
-                    self.neigh.pane = usize::from(a == Action::Right);
-                    self.neigh.selected = 0;
-                }
+            Action::Left | Action::Right if self.neigh.panes[1].session.is_some() => {
+                self.neigh.pane = usize::from(a == Action::Right);
+                self.neigh.selected = 0;
             }
             Action::SwitchPane => {
                 self.neigh.list = 1 - self.neigh.list;

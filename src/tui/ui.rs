@@ -485,6 +485,9 @@ fn axis_labels(b: [f64; 2], prec: usize) -> Vec<Span<'static>> {
     v.into_iter().map(Span::raw).collect()
 }
 
+/// One drawn curve: legend name, style and points.
+type Curve = (String, Style, Vec<(f64, f64)>);
+
 fn chart_sessions(app: &App) -> Vec<String> {
     let j = &app.jobs;
     let mut v: Vec<String> = j.marked.iter().cloned().collect();
@@ -509,7 +512,7 @@ fn draw_loss_chart(f: &mut Frame, app: &App, area: Rect) {
     };
     let ids = chart_sessions(app);
     let overlay = !j.marked.is_empty();
-    let mut data: Vec<(String, Style, Vec<(f64, f64)>)> = Vec::new();
+    let mut data: Vec<Curve> = Vec::new();
     for (i, id) in ids.iter().enumerate() {
         let Some(s) = j.series.get(id) else { continue };
         if s.loss.is_empty() {
@@ -571,7 +574,7 @@ fn draw_valid_chart(f: &mut Frame, app: &App, area: Rect) {
     let j = &app.jobs;
     let ids = chart_sessions(app);
     let overlay = !j.marked.is_empty();
-    let mut data: Vec<(String, Style, Vec<(f64, f64)>)> = Vec::new();
+    let mut data: Vec<Curve> = Vec::new();
     for (i, id) in ids.iter().enumerate() {
         let Some(s) = j.series.get(id) else { continue };
         let mrr: Vec<(f64, f64)> = s.valid.iter().filter_map(|v| Some((v.0, v.1?))).collect();
@@ -603,7 +606,7 @@ fn draw_valid_chart(f: &mut Frame, app: &App, area: Rect) {
         );
         return;
     };
-    xb[0] = xb[0].min(1.0).max(0.0);
+    xb[0] = xb[0].clamp(0.0, 1.0);
     yb = [yb[0].max(0.0), yb[1].min(1.0)];
     if yb[1] <= yb[0] {
         yb = [0.0, 1.0];
