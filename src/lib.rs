@@ -7,6 +7,8 @@ pub mod error;
 pub mod eval;
 pub mod index;
 pub mod models;
+pub mod plot;
+pub mod session;
 pub mod text;
 pub mod train;
 pub mod tui;

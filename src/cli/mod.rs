@@ -6,8 +6,11 @@ mod bm25;
 
 use clap::{Parser, Subcommand};
 
+mod apply;
 mod data;
 mod eval;
+mod plot;
+mod train;
 
 /// Rosetta: a terminal workbench for cross-language information retrieval.
 #[derive(Debug, Parser)]
@@ -29,6 +32,22 @@ pub enum Command {
     /// Compare TREC runs on the same qrels, with paired significance tests
     /// against a baseline.
     Compare(eval::CompareArgs),
+    /// Train a model on a workspace into a session folder (or resume one).
+    Train(train::TrainArgs),
+    /// List training sessions: state, model, workspace, device, progress, best MRR.
+    Jobs(train::JobsArgs),
+    /// Stop a running training job (SIGTERM); it checkpoints and ends as cancelled.
+    Cancel(train::CancelArgs),
+    /// Plot training curves (loss or validation MRR) of sessions to PNG or SVG.
+    Plot(plot::PlotArgs),
+    /// Nearest terms of a word in a trained session's space (other language and own).
+    Neighbours(apply::NeighboursArgs),
+    /// Export a trained session's term vectors (.vec) and embeddings.
+    Export(apply::ExportArgs),
+    /// Evaluate a trained session: sentence retrieval, ad-hoc retrieval, lexicon induction.
+    Eval(apply::EvalArgs),
+    /// Search the workspace's collection with a trained session.
+    Search(apply::SearchArgs),
     /// Inspect a workspace's data.
     #[command(subcommand)]
     Data(data::DataCommand),
@@ -47,6 +66,14 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
     match cmd {
         Command::TrecEval(a) => eval::trec_eval(a),
         Command::Compare(a) => eval::compare(a),
+        Command::Train(a) => train::train(a),
+        Command::Jobs(a) => train::jobs(a),
+        Command::Cancel(a) => train::cancel(a),
+        Command::Plot(a) => plot::plot(a),
+        Command::Neighbours(a) => apply::neighbours(a),
+        Command::Export(a) => apply::export(a),
+        Command::Eval(a) => apply::eval(a),
+        Command::Search(a) => apply::search(a),
         Command::Data(c) => data::run_data(c),
         Command::Setup(a) => data::run_setup(a),
         Command::Bm25(a) => bm25::run(a),

@@ -162,3 +162,25 @@ pub mod cl_lsi;
 pub mod linear;
 pub mod opca;
 pub mod s2net;
+
+/// Names of every trainable model, in the order `rosetta train --help` lists them.
+pub const MODEL_NAMES: &[&str] = &["cl-lsi", "opca", "cca", "s2net"];
+
+/// The trainer of model `name`; an unknown name is an error listing the
+/// known ones. One match arm per model.
+pub fn trainer(name: &str) -> Result<Box<dyn crate::train::Trainer>> {
+    match name {
+        "cl-lsi" => Ok(Box::new(cl_lsi::ClLsiTrainer)),
+        "opca" => Ok(Box::new(opca::OpcaTrainer)),
+        "cca" => Ok(Box::new(cca::CcaTrainer)),
+        "s2net" => Ok(Box::new(s2net::S2NetTrainer)),
+        other => Err(crate::Error::invalid(format!(
+            "unknown model `{other}`; known models: {}",
+            if MODEL_NAMES.is_empty() {
+                "(none registered in this build)".to_string()
+            } else {
+                MODEL_NAMES.join(", ")
+            }
+        ))),
+    }
+}

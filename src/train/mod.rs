@@ -109,3 +109,4 @@ pub trait Trainer: Send + Sync {
         device: &Device,
     ) -> Result<Box<dyn Model>>;
 }
+pub mod runner;

@@ -1,0 +1,444 @@
+//! Commands that use a trained session: `rosetta neighbours`, `rosetta export`.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use clap::Args;
+
+use rosetta::models::Side;
+use rosetta::session::Loaded;
+use rosetta::train::runner::select_device;
+
+/// Which language a word is in.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum Lang {
+    /// The query language.
+    Source,
+    /// The document language.
+    Target,
+}
+
+impl From<Lang> for Side {
+    fn from(l: Lang) -> Side {
+        match l {
+            Lang::Source => Side::Source,
+            Lang::Target => Side::Target,
+        }
+    }
+}
+
+/// Arguments of `rosetta neighbours`.
+#[derive(Debug, Args)]
+pub struct NeighboursArgs {
+    /// Trained session folder.
+    #[arg(long, value_name = "DIR")]
+    pub session: PathBuf,
+    /// The word to look up (analysed like the training data: lower case, stemmed).
+    #[arg(long)]
+    pub term: String,
+    /// Language of the word.
+    #[arg(long, value_enum, default_value = "source")]
+    pub lang: Lang,
+    /// Number of neighbours per language.
+    #[arg(long, default_value_t = 10)]
+    pub k: usize,
+    /// Score cross-language neighbours by CSLS instead of cosine (demotes hub terms).
+    #[arg(long)]
+    pub csls: bool,
+    /// Device to load the model on (auto, cpu, cuda, cuda:<i>).
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `rosetta neighbours`.
+pub fn neighbours(args: NeighboursArgs) -> anyhow::Result<()> {
+    let (device, _) = select_device(&args.device)?;
+    let l = Loaded::open(&args.session, &device)?;
+    let n = l.neighbours(&args.term, args.lang.into(), args.k, args.csls)?;
+    if args.json {
+        println!("{}", serde_json::to_string(&n)?);
+        return Ok(());
+    }
+    let side: Side = args.lang.into();
+    let (lang, other) = (
+        l.vocabs.side(side).lang.clone(),
+        l.vocabs.side(side.other()).lang.clone(),
+    );
+    println!(
+        "{} ({lang} term `{}`), {}:",
+        n.word,
+        n.term,
+        if n.csls { "CSLS" } else { "cosine" }
+    );
+    println!("  {other:<24} {:>7}   {lang:<24} {:>7}", "score", "cosine");
+    for i in 0..n.cross.len().max(n.same.len()) {
+        let c = n
+            .cross
+            .get(i)
+            .map(|x| format!("{:<24} {:>7.4}", x.term, x.score))
+            .unwrap_or_else(|| " ".repeat(32));
+        let s = n
+            .same
+            .get(i)
+            .map(|x| format!("{:<24} {:>7.4}", x.term, x.cosine))
+            .unwrap_or_default();
+        println!("  {c}   {s}");
+    }
+    Ok(())
+}
+
+/// Arguments of `rosetta export`.
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// Trained session folder.
+    #[arg(long, value_name = "DIR")]
+    pub session: PathBuf,
+    /// Output folder (made if missing).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Device to load the model on (auto, cpu, cuda, cuda:<i>).
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+}
+
+/// Writes term vectors in word2vec text format (`N D` header, then `term v1 .. vD`).
+pub fn write_vec(
+    path: &Path,
+    vocab: &rosetta::text::Vocabulary,
+    v: &ndarray::Array2<f32>,
+) -> anyhow::Result<()> {
+    let mut s = String::with_capacity(v.len() * 10);
+    writeln!(s, "{} {}", v.nrows(), v.ncols())?;
+    for (i, row) in v.outer_iter().enumerate() {
+        s.push_str(vocab.term(i as u32));
+        for x in row {
+            write!(s, " {x}")?;
+        }
+        s.push('\n');
+    }
+    rosetta::util::write_atomic(path, s.as_bytes())?;
+    Ok(())
+}
+
+/// `rosetta export`.
+pub fn export(args: ExportArgs) -> anyhow::Result<()> {
+    let (device, _) = select_device(&args.device)?;
+    let l = Loaded::open(&args.session, &device)?;
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("{}: cannot create", args.out.display()))?;
+    let mut written = Vec::new();
+    for side in [Side::Source, Side::Target] {
+        let vocab = l.vocabs.side(side);
+        let tv = l.term_vectors(side)?;
+        let name = format!("terms.{}.vec", vocab.lang);
+        let path = args.out.join(&name);
+        write_vec(&path, vocab, tv)?;
+        written.push(path);
+    }
+    match export_workspace(&l, &args.out) {
+        Ok(more) => written.extend(more),
+        Err(e) => eprintln!("warning: only term vectors exported: {e:#}"),
+    }
+    for p in written {
+        println!("{}", p.display());
+    }
+    Ok(())
+}
+
+fn write_npy(path: &Path, a: &ndarray::Array2<f32>) -> anyhow::Result<()> {
+    use ndarray_npy::WriteNpyExt;
+    let mut bytes = Vec::new();
+    a.write_npy(&mut bytes)
+        .with_context(|| format!("{}: cannot encode", path.display()))?;
+    rosetta::util::write_atomic(path, &bytes)?;
+    Ok(())
+}
+
+/// Embeddings (.npy, with their ids in .ids.txt) of the workspace's test
+/// split and ad-hoc collection, and the ad-hoc TREC run.
+fn export_workspace(l: &Loaded, out: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    use rosetta::session::retrieval::{encode_adhoc, run_from_embeddings, RUN_DEPTH};
+    let ws = rosetta::corpus::Workspace::load(&l.session.config.workspace)?;
+    let prepared = rosetta::corpus::Prepared::load_or_build(&ws)?;
+    l.session
+        .config
+        .check_workspace_hash(&l.session.dir, &prepared.hash)?;
+    let mut written = Vec::new();
+    let test = &prepared.test;
+    for (side, m, lang) in [
+        (Side::Source, &test.src, &prepared.source_lang),
+        (Side::Target, &test.tgt, &prepared.target_lang),
+    ] {
+        let p = out.join(format!("test.{lang}.npy"));
+        write_npy(&p, &l.model.encode(side, m)?)?;
+        written.push(p);
+    }
+    let a = &prepared.adhoc;
+    let (docs, queries) = encode_adhoc(l.model.as_ref(), a)?;
+    for (name, emb, ids) in [
+        (format!("docs.{}", prepared.target_lang), &docs, &a.doc_ids),
+        (
+            format!("queries.{}", prepared.source_lang),
+            &queries,
+            &a.query_ids,
+        ),
+    ] {
+        let p = out.join(format!("{name}.npy"));
+        write_npy(&p, emb)?;
+        let idp = out.join(format!("{name}.ids.txt"));
+        let mut text = ids.join("\n");
+        text.push('\n');
+        rosetta::util::write_atomic(&idp, text.as_bytes())?;
+        written.extend([p, idp]);
+    }
+    let tag = l
+        .session
+        .dir
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_else(|| "rosetta".into());
+    let run = run_from_embeddings(docs, &queries, a, RUN_DEPTH, &tag)?;
+    let p = out.join("adhoc.run");
+    run.write(&p)?;
+    written.push(p);
+    Ok(written)
+}
+
+/// A loaded session with its workspace's prepared data, refused when the
+/// workspace changed since the session was made.
+fn with_workspace(
+    dir: &Path,
+    device: &str,
+) -> anyhow::Result<(
+    Loaded,
+    rosetta::corpus::Workspace,
+    rosetta::corpus::Prepared,
+)> {
+    let (device, _) = select_device(device)?;
+    let l = Loaded::open(dir, &device)?;
+    let ws = rosetta::corpus::Workspace::load(&l.session.config.workspace)?;
+    let prepared = rosetta::corpus::Prepared::load_or_build(&ws)?;
+    l.session.config.check_workspace_hash(dir, &prepared.hash)?;
+    Ok((l, ws, prepared))
+}
+
+/// Which evaluation to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Task {
+    /// Parallel sentence retrieval (MRR, P@1) on a split.
+    Sentence,
+    /// Ad-hoc retrieval on the workspace's collection (trec_eval figures).
+    Adhoc,
+    /// Bilingual lexicon induction on the workspace's dictionary (P@1/5/10, cosine and CSLS).
+    Bli,
+    /// Every task the workspace has data for.
+    All,
+}
+
+/// Which parallel split sentence retrieval uses.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum Split {
+    /// The validation split.
+    Valid,
+    /// The test split.
+    Test,
+}
+
+/// Arguments of `rosetta eval`.
+#[derive(Debug, Args)]
+pub struct EvalArgs {
+    /// Trained session folder.
+    #[arg(long, value_name = "DIR")]
+    pub session: PathBuf,
+    /// Task(s) to evaluate.
+    #[arg(long, value_enum, default_value = "all")]
+    pub task: Task,
+    /// Split for sentence retrieval.
+    #[arg(long, value_enum, default_value = "test")]
+    pub split: Split,
+    /// Write the ad-hoc run (TREC format, 1000 per query) to this file.
+    #[arg(long, value_name = "FILE")]
+    pub run: Option<PathBuf>,
+    /// Device to load the model on (auto, cpu, cuda, cuda:<i>).
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `rosetta eval`.
+pub fn eval(args: EvalArgs) -> anyhow::Result<()> {
+    use rosetta::session::retrieval::{adhoc_run, bli, RUN_DEPTH};
+    let (l, ws, prepared) = with_workspace(&args.session, &args.device)?;
+    let want = |t: Task| args.task == t || args.task == Task::All;
+    let mut out = serde_json::Map::new();
+    out.insert("session".into(), serde_json::json!(args.session));
+    out.insert("model".into(), serde_json::json!(l.session.config.model));
+    let mut text = Vec::new();
+    if want(Task::Sentence) {
+        let (name, split) = match args.split {
+            Split::Valid => ("valid", &prepared.valid),
+            Split::Test => ("test", &prepared.test),
+        };
+        let rows = split.trainable();
+        if rows.is_empty() {
+            if args.task == Task::Sentence {
+                anyhow::bail!("the {name} split has no usable pairs");
+            }
+        } else {
+            let s = l
+                .model
+                .encode(Side::Source, &split.src.select_rows(&rows))?;
+            let t = l
+                .model
+                .encode(Side::Target, &split.tgt.select_rows(&rows))?;
+            let sc = rosetta::eval::sentence::sentence_retrieval(&s, &t);
+            text.push(format!(
+                "sentence retrieval ({name}, {} pairs): MRR {:.4}  P@1 {:.4}",
+                sc.queries, sc.mrr, sc.p1
+            ));
+            let mut v = serde_json::to_value(sc)?;
+            v["split"] = serde_json::json!(name);
+            out.insert("sentence".into(), v);
+        }
+    }
+    if want(Task::Adhoc) {
+        let a = &prepared.adhoc;
+        if a.derived && args.task == Task::Adhoc {
+            eprintln!("note: the workspace has no [adhoc] collection; using the task derived from its parallel data");
+        }
+        let tag = l
+            .session
+            .dir
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_else(|| "rosetta".into());
+        let run = adhoc_run(l.model.as_ref(), a, RUN_DEPTH, &tag)?;
+        let e = rosetta::eval::evaluate_rankings(&run.results, &a.qrels);
+        text.push(format!(
+            "ad-hoc retrieval ({}{} queries, {} documents): MRR {:.4}  MAP {:.4}  P@1 {:.4}  nDCG@10 {:.4}  R@100 {:.4}",
+            if a.derived { "derived, " } else { "" },
+            e.queries,
+            a.doc_ids.len(),
+            e.mean.mrr,
+            e.mean.map,
+            e.mean.p1,
+            e.mean.ndcg10,
+            e.mean.r100
+        ));
+        let mut v = serde_json::to_value(e.mean)?;
+        v["queries"] = serde_json::json!(e.queries);
+        v["derived"] = serde_json::json!(a.derived);
+        if let Some(p) = &args.run {
+            run.write(p)?;
+            v["run"] = serde_json::json!(p);
+            text.push(format!("run written to {}", p.display()));
+        }
+        out.insert("adhoc".into(), v);
+    }
+    if want(Task::Bli) {
+        match &ws.dictionary {
+            None if args.task == Task::Bli => anyhow::bail!("the workspace has no [dictionary]"),
+            None => {}
+            Some(path) => {
+                let dict = rosetta::corpus::Dictionary::read(path)?;
+                let analysed = dict.analysed(l.analyzer(Side::Source), l.analyzer(Side::Target));
+                let cos = bli(&l, &analysed, false)?;
+                let csls = bli(&l, &analysed, true)?;
+                text.push(format!(
+                    "lexicon induction ({} of {} entries): cosine P@1 {:.4} P@5 {:.4} P@10 {:.4}; CSLS P@1 {:.4} P@5 {:.4} P@10 {:.4}",
+                    cos.queries, cos.entries, cos.p1, cos.p5, cos.p10, csls.p1, csls.p5, csls.p10
+                ));
+                out.insert(
+                    "bli".into(),
+                    serde_json::json!({ "cosine": cos, "csls": csls }),
+                );
+            }
+        }
+    }
+    if args.json {
+        println!("{}", serde_json::Value::Object(out));
+    } else {
+        println!("{} ({})", args.session.display(), l.session.config.model);
+        for t in text {
+            println!("  {t}");
+        }
+    }
+    Ok(())
+}
+
+/// Arguments of `rosetta search`.
+#[derive(Debug, Args)]
+pub struct SearchArgs {
+    /// Trained session folder.
+    #[arg(long, value_name = "DIR")]
+    pub session: PathBuf,
+    /// Query text in the source language.
+    #[arg(long)]
+    pub query: String,
+    /// Number of documents to show.
+    #[arg(long, default_value_t = 10)]
+    pub k: usize,
+    /// Device to load the model on (auto, cpu, cuda, cuda:<i>).
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `rosetta search`: the query against the workspace's collection, by cosine.
+pub fn search(args: SearchArgs) -> anyhow::Result<()> {
+    let (l, ws, prepared) = with_workspace(&args.session, &args.device)?;
+    let a = &prepared.adhoc;
+    let q = l.encode_texts(Side::Source, std::slice::from_ref(&args.query))?;
+    if q.iter().all(|x| *x == 0.0) {
+        anyhow::bail!(
+            "no word of the query is in the {} vocabulary of this session",
+            l.vocabs.source.lang
+        );
+    }
+    let docs = l.model.encode(Side::Target, &a.docs)?;
+    let hits = rosetta::session::retrieval::rank(&docs, &q, &a.doc_ids, args.k);
+    // document texts for snippets (the derived task has none to show)
+    let texts: Option<rosetta::corpus::AdhocTask> = if a.derived {
+        None
+    } else {
+        rosetta::corpus::AdhocTask::load(&ws).ok()
+    };
+    let text_of = |id: &str| -> Option<String> {
+        let t = texts.as_ref()?;
+        let i = t.docs.ids.iter().position(|x| x == id)?;
+        Some(t.docs.texts[i].chars().take(160).collect())
+    };
+    let rows: Vec<serde_json::Value> = hits[0]
+        .iter()
+        .enumerate()
+        .map(|(r, (doc, score))| {
+            let id = &a.doc_ids[*doc];
+            serde_json::json!({"rank": r + 1, "docno": id, "score": score, "text": text_of(id)})
+        })
+        .collect();
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({"session": args.session, "query": args.query, "results": rows})
+        );
+        return Ok(());
+    }
+    for r in rows {
+        println!(
+            "{:>3}  {:.4}  {}  {}",
+            r["rank"],
+            r["score"].as_f64().unwrap_or(0.0),
+            r["docno"].as_str().unwrap_or(""),
+            r["text"].as_str().unwrap_or("")
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,594 @@
+//! `rosetta train`, `rosetta jobs`, `rosetta cancel`: training jobs in
+//! session folders (engine: `rosetta::session`, `rosetta::train::runner`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context};
+use clap::Args;
+
+use rosetta::corpus::{Prepared, Workspace};
+use rosetta::index::{mine_positives, MineConfig};
+use rosetta::session::retrieval::adhoc_validation;
+use rosetta::session::{
+    list_sessions, now_unix, read_status, Session, SessionConfig, State, Status, LOG_FILE,
+};
+use rosetta::train::runner::{
+    cancel_on_signals, run_job_with_validation, ExtraValidation, Observer, Quiet,
+};
+use rosetta::train::TrainData;
+
+/// Arguments of `rosetta train`.
+#[derive(Debug, Args)]
+pub struct TrainArgs {
+    /// Workspace file (workspace.toml) to train on.
+    #[arg(long, value_name = "FILE", required_unless_present = "resume")]
+    pub workspace: Option<PathBuf>,
+    #[arg(long, value_name = "NAME", required_unless_present = "resume", help = model_help())]
+    pub model: Option<String>,
+    /// Dimension of the shared space (`--set dim=`); default: the model's (128 for most).
+    #[arg(long)]
+    pub dim: Option<usize>,
+    /// Training epochs (`--set epochs=`); default: the model's.
+    #[arg(long)]
+    pub epochs: Option<usize>,
+    /// Minibatch size in pairs (`--set batch=`); default: the model's (100 for most).
+    #[arg(long)]
+    pub batch: Option<usize>,
+    /// Learning rate (`--set lr=`); default: the model's.
+    #[arg(long)]
+    pub lr: Option<f64>,
+    /// Random seed (initialisation, shuffling).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Device: auto (CUDA GPU 0 if this build has CUDA and one answers, else CPU), cpu, cuda or cuda:<i>.
+    #[arg(long, default_value = "auto")]
+    pub device: String,
+    /// Session folder to create (default: sessions/<model>-<UTC timestamp>).
+    #[arg(long, value_name = "DIR")]
+    pub session: Option<PathBuf>,
+    /// A hyper-parameter, KEY=VALUE (repeatable). Runner settings: patience=N (early stopping,
+    /// default 5), log_every=N (step records, default 10), step_delay_ms=N (test-only slow-down).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Run in the background (own session, survives the terminal): print the session folder
+    /// and return; all output goes to its log.txt.
+    #[arg(long)]
+    pub detach: bool,
+    /// Continue the session in DIR from its last checkpoint (or start a queued one).
+    #[arg(
+        long,
+        value_name = "DIR",
+        conflicts_with_all = ["workspace", "model", "dim", "epochs", "batch", "lr", "session", "set"]
+    )]
+    pub resume: Option<PathBuf>,
+    /// Internal: run without terminal output (used by --detach).
+    #[arg(long, hide = true)]
+    pub background: bool,
+}
+
+/// Arguments of `rosetta jobs`.
+#[derive(Debug, Args)]
+pub struct JobsArgs {
+    /// Folder holding the session folders.
+    #[arg(long, default_value = "sessions")]
+    pub root: PathBuf,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `rosetta cancel`.
+#[derive(Debug, Args)]
+pub struct CancelArgs {
+    /// Session folder of the running job.
+    pub session: PathBuf,
+    /// Seconds to wait for the job to record `cancelled`.
+    #[arg(long, default_value_t = 60)]
+    pub timeout: u64,
+}
+
+fn model_help() -> String {
+    format!(
+        "Model to train: {}",
+        rosetta::models::MODEL_NAMES.join(", ")
+    )
+}
+
+fn parse_sets(sets: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
+    let mut m = BTreeMap::new();
+    for s in sets {
+        let (k, v) = s
+            .split_once('=')
+            .ok_or_else(|| anyhow!("--set {s}: expected KEY=VALUE"))?;
+        let k = k.trim();
+        if k.is_empty() {
+            bail!("--set {s}: empty key");
+        }
+        if m.insert(k.to_string(), v.trim().to_string()).is_some() {
+            bail!("--set {k} given twice");
+        }
+    }
+    Ok(m)
+}
+
+/// `rosetta train`.
+pub fn train(args: TrainArgs) -> anyhow::Result<()> {
+    let session = match &args.resume {
+        Some(dir) => Session::open(dir)?,
+        None => new_session(&args)?,
+    };
+    if args.detach {
+        return detach(&session);
+    }
+    run_session(session, args.background)
+}
+
+fn new_session(args: &TrainArgs) -> anyhow::Result<Session> {
+    let model = args.model.clone().expect("clap: required");
+    rosetta::models::trainer(&model)?; // unknown model: error listing the known ones
+    rosetta::train::runner::select_device(&args.device)?; // fail now, not in the background
+    let mut given = parse_sets(&args.set)?;
+    for (k, v) in [
+        ("dim", args.dim.map(|x| x.to_string())),
+        ("epochs", args.epochs.map(|x| x.to_string())),
+        ("batch", args.batch.map(|x| x.to_string())),
+        ("lr", args.lr.map(|x| x.to_string())),
+    ] {
+        if let Some(v) = v {
+            if given.insert(k.to_string(), v).is_some() {
+                bail!("{k} given both as --{k} and --set {k}=");
+            }
+        }
+    }
+    let ws_arg = args.workspace.clone().expect("clap: required");
+    let ws_path = std::fs::canonicalize(&ws_arg)
+        .with_context(|| format!("{}: cannot open workspace", ws_arg.display()))?;
+    let ws = Workspace::load(&ws_path)?;
+    let hash = ws.content_hash()?;
+    let cfg = SessionConfig {
+        rosetta_version: env!("CARGO_PKG_VERSION").to_string(),
+        model,
+        workspace: ws_path,
+        workspace_hash: hash,
+        seed: args.seed,
+        device_request: args.device.clone(),
+        device: String::new(),
+        given,
+        params: BTreeMap::new(),
+        created: rosetta::session::fmt_utc(now_unix()),
+        text: Some(ws.text.clone()),
+    };
+    Ok(match &args.session {
+        Some(dir) => Session::create(dir, cfg)?,
+        None => Session::create_in(Path::new("sessions"), cfg)?,
+    })
+}
+
+/// Re-spawns `rosetta train --resume DIR --background` as its own session
+/// (setsid): stdin null, stdout and stderr appended to log.txt.
+fn detach(session: &Session) -> anyhow::Result<()> {
+    use std::os::unix::process::CommandExt;
+    let dir = std::fs::canonicalize(&session.dir)
+        .with_context(|| format!("{}: cannot resolve", session.dir.display()))?;
+    if session.status.effective_state() == State::Running {
+        bail!(
+            "{}: the job is already running (pid {})",
+            dir.display(),
+            session.status.pid
+        );
+    }
+    let log_path = dir.join(LOG_FILE);
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .with_context(|| format!("{}: cannot open", log_path.display()))?;
+    let exe = std::env::current_exe().context("cannot find the rosetta executable")?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg("train")
+        .arg("--resume")
+        .arg(&dir)
+        .arg("--background")
+        .stdin(std::process::Stdio::null())
+        .stdout(log.try_clone().context("log.txt")?)
+        .stderr(log);
+    // SAFETY: setsid is async-signal-safe; it makes the job its own session
+    // and process group, so closing the terminal does not stop it.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let child = cmd.spawn().context("cannot start the background job")?;
+    eprintln!(
+        "started job (pid {}); follow it with `rosetta jobs`",
+        child.id()
+    );
+    println!("{}", dir.display());
+    Ok(())
+}
+
+fn run_session(mut session: Session, background: bool) -> anyhow::Result<()> {
+    // first, so that a SIGTERM while the data loads cancels cleanly too
+    let cancel = cancel_on_signals()?;
+    let resume = session.status.state != State::Queued;
+    if session.status.state == State::Queued {
+        // this process owns the queued job from now on: `jobs` can tell
+        // when it dies while loading the data
+        let pid = std::process::id();
+        session.status.pid = pid;
+        session.status.pid_start = rosetta::session::process_start_time(pid);
+        session.status.write(&session.dir)?;
+    }
+    let loaded = rosetta::models::trainer(&session.config.model)
+        .map_err(anyhow::Error::from)
+        .and_then(|t| {
+            let (prepared, data, hash) =
+                load_workspace(&session.config.workspace, &session.config.model)?;
+            Ok((t, prepared, data, hash))
+        });
+    let (trainer, prepared, data, hash) = match loaded {
+        Ok(x) => x,
+        Err(e) => {
+            if session.status.state == State::Queued {
+                session.status.state = State::Failed;
+                session.status.error = Some(format!("{e:#}"));
+                session.status.write(&session.dir)?;
+            }
+            return Err(e);
+        }
+    };
+    // a real ad-hoc collection (not one derived from the parallel test
+    // split): its figures are reported per epoch, never used for selection
+    let adhoc_figures = |m: &dyn rosetta::models::Model| adhoc_validation(m, &prepared.adhoc);
+    let extra: Option<&ExtraValidation<'_>> = if prepared.adhoc.derived {
+        None
+    } else {
+        Some(&adhoc_figures)
+    };
+    let mut bar;
+    let mut quiet = Quiet;
+    let observer: &mut dyn Observer = if background {
+        &mut quiet
+    } else {
+        bar = Bar::new();
+        &mut bar
+    };
+    let outcome = run_job_with_validation(
+        &mut session,
+        trainer.as_ref(),
+        &data,
+        &hash,
+        resume,
+        cancel,
+        observer,
+        extra,
+    )?;
+    let dir = session.dir.display();
+    match outcome.state {
+        State::Done => {
+            println!(
+                "done: {dir} (best validation MRR {} at epoch {})",
+                outcome
+                    .best_mrr
+                    .map(|m| format!("{m:.4}"))
+                    .unwrap_or_else(|| "-".into()),
+                outcome
+                    .best_epoch
+                    .map(|e| e.to_string())
+                    .unwrap_or_else(|| "-".into())
+            );
+            Ok(())
+        }
+        State::Cancelled => {
+            println!("cancelled: {dir} (continue with `rosetta train --resume {dir}`)");
+            Ok(())
+        }
+        _ => Err(anyhow!(
+            "training failed: {} (session {dir})",
+            outcome.error.unwrap_or_default()
+        )),
+    }
+}
+
+/// A workspace's prepared data (cached by the corpus module), the training
+/// data for `model` and the workspace's content hash.
+fn load_workspace(path: &Path, model: &str) -> anyhow::Result<(Prepared, TrainData, String)> {
+    let ws = Workspace::load(path)?;
+    let prepared = Prepared::load_or_build(&ws)?;
+    // pseudo-relevant positives: only XCNN's mono phase uses them
+    let positives = if model == "xcnn" {
+        let t = Instant::now();
+        let mined = mine_positives(
+            &prepared.mono,
+            &prepared.vocabs.target,
+            &MineConfig::default(),
+        )?;
+        eprintln!(
+            "mined pseudo-relevant positives for {} of {} monolingual texts in {:.1} s",
+            mined.with_positive,
+            prepared.mono.n_rows(),
+            t.elapsed().as_secs_f64()
+        );
+        mined.positives
+    } else {
+        Vec::new()
+    };
+    let data = prepared.train_data(positives);
+    let hash = prepared.hash.clone();
+    Ok((prepared, data, hash))
+}
+
+/// The foreground progress bar and per-epoch lines.
+struct Bar {
+    pb: indicatif::ProgressBar,
+}
+
+impl Bar {
+    fn new() -> Bar {
+        let pb = indicatif::ProgressBar::new(1000);
+        pb.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} [{elapsed_precise}] {bar:40} {percent:>3}% {msg}",
+            )
+            .expect("valid template"),
+        );
+        Bar { pb }
+    }
+}
+
+impl Observer for Bar {
+    fn status(&mut self, s: &Status) {
+        self.pb.set_position((s.progress * 1000.0).round() as u64);
+        let mut msg = format!("{} epoch {}", s.phase, s.epoch.max(1));
+        if s.epochs > 0 {
+            msg.push_str(&format!("/{}", s.epochs));
+        }
+        if let Some(p) = s.pairs_per_s {
+            msg.push_str(&format!(" {p:.0} pairs/s"));
+        }
+        if let Some(e) = s.eta_s {
+            msg.push_str(&format!(" ETA {}", fmt_secs(e)));
+        }
+        self.pb.set_message(msg);
+        if s.state.is_final() {
+            self.pb.finish_and_clear();
+        }
+    }
+    fn line(&mut self, line: &str) {
+        if self.pb.is_hidden() {
+            // not a terminal (piped, redirected): plain lines
+            println!("{line}");
+        } else {
+            self.pb.println(line);
+        }
+    }
+}
+
+fn fmt_secs(s: f64) -> String {
+    let s = s.max(0.0).round() as u64;
+    if s >= 3600 {
+        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
+    } else if s >= 60 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{s}s")
+    }
+}
+
+/// `rosetta jobs`.
+pub fn jobs(args: JobsArgs) -> anyhow::Result<()> {
+    let entries = list_sessions(&args.root)?;
+    if args.json {
+        let rows: Vec<serde_json::Value> = entries
+            .iter()
+            .map(|e| {
+                let st = e.status.as_ref();
+                serde_json::json!({
+                    "session": e.dir,
+                    "state": e.state().as_str(),
+                    "recorded_state": st.map(|s| s.state.as_str()),
+                    "stale": st.map(|s| s.is_stale()).unwrap_or(false),
+                    "model": e.config.as_ref().map(|c| c.model.clone()).or(st.map(|s| s.model.clone())),
+                    "workspace": e.config.as_ref().map(|c| c.workspace.clone()).or(st.map(|s| s.workspace.clone())),
+                    "device": st.map(|s| s.device.clone()),
+                    "pid": st.map(|s| s.pid),
+                    "progress": st.map(|s| s.progress),
+                    "epoch": st.map(|s| s.epoch),
+                    "epochs": st.map(|s| s.epochs),
+                    "eta_s": st.and_then(|s| s.eta_s),
+                    "best_mrr": st.and_then(|s| s.best_mrr),
+                    "best_epoch": st.and_then(|s| s.best_epoch),
+                    "error": st.and_then(|s| s.error.clone()),
+                    "updated": st.map(|s| s.updated.clone()),
+                    "problem": e.problem,
+                })
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::json!({ "root": args.root, "sessions": rows })
+        );
+        return Ok(());
+    }
+    if entries.is_empty() {
+        println!("no sessions under {}", args.root.display());
+        return Ok(());
+    }
+    let mut rows = vec![[
+        "SESSION".to_string(),
+        "STATE".into(),
+        "MODEL".into(),
+        "WORKSPACE".into(),
+        "DEVICE".into(),
+        "PROGRESS".into(),
+        "EPOCH".into(),
+        "BEST MRR".into(),
+        "ETA".into(),
+    ]];
+    let mut notes = Vec::new();
+    for e in &entries {
+        let name = e
+            .dir
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_default();
+        let st = e.status.as_ref();
+        let mut state = e.state().as_str().to_string();
+        if st.is_some_and(|s| s.is_stale()) {
+            state.push_str(" (stale)");
+        }
+        let ws = e
+            .config
+            .as_ref()
+            .map(|c| c.workspace.clone())
+            .or(st.map(|s| s.workspace.clone()))
+            .map(|p| short_workspace(&p))
+            .unwrap_or_else(|| "?".into());
+        rows.push([
+            name.clone(),
+            state,
+            e.config
+                .as_ref()
+                .map(|c| c.model.clone())
+                .or(st.map(|s| s.model.clone()))
+                .unwrap_or_else(|| "?".into()),
+            ws,
+            st.map(|s| s.device.clone())
+                .filter(|d| !d.is_empty())
+                .unwrap_or_else(|| "-".into()),
+            st.map(|s| format!("{:.0}%", s.progress * 100.0))
+                .unwrap_or_else(|| "-".into()),
+            st.map(|s| {
+                if s.epochs > 0 {
+                    format!("{}/{}", s.epoch, s.epochs)
+                } else {
+                    s.epoch.to_string()
+                }
+            })
+            .unwrap_or_else(|| "-".into()),
+            st.and_then(|s| {
+                s.best_mrr
+                    .map(|m| format!("{m:.4} @{}", s.best_epoch.unwrap_or(0)))
+            })
+            .unwrap_or_else(|| "-".into()),
+            st.filter(|s| s.effective_state() == State::Running)
+                .and_then(|s| s.eta_s)
+                .map(fmt_secs)
+                .unwrap_or_else(|| "-".into()),
+        ]);
+        if let Some(p) = &e.problem {
+            notes.push(format!("{name}: {p}"));
+        }
+        if let Some(err) = st.and_then(|s| s.error.as_ref()) {
+            if e.state() == State::Failed {
+                notes.push(format!("{name}: {err}"));
+            }
+        }
+    }
+    let widths: Vec<usize> = (0..9)
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    for r in &rows {
+        let line: Vec<String> = r
+            .iter()
+            .zip(&widths)
+            .map(|(cell, w)| format!("{cell:<w$}"))
+            .collect();
+        println!("{}", line.join("  ").trim_end());
+    }
+    for n in notes {
+        println!("  {n}");
+    }
+    Ok(())
+}
+
+fn short_workspace(p: &Path) -> String {
+    // `.../tiny/workspace.toml` -> `tiny/workspace.toml`
+    let comps: Vec<_> = p.components().collect();
+    let n = comps.len();
+    comps[n.saturating_sub(2)..]
+        .iter()
+        .map(|c| c.as_os_str().to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// `rosetta cancel`.
+pub fn cancel(args: CancelArgs) -> anyhow::Result<()> {
+    let dir = &args.session;
+    let st = read_status(dir)?;
+    if st.state.is_final() {
+        println!("{}: already {}", dir.display(), st.state);
+        return Ok(());
+    }
+    if st.pid == 0 {
+        bail!(
+            "{}: the job has not started yet (state {}); try again in a moment",
+            dir.display(),
+            st.state
+        );
+    }
+    if !st.process_alive() {
+        bail!(
+            "{}: status says {} but process {} is gone (the job died without recording it: stale); \
+             `rosetta train --resume {}` continues it",
+            dir.display(),
+            st.state,
+            st.pid,
+            dir.display()
+        );
+    }
+    // SAFETY: kill(2) on the recorded, live job process.
+    if unsafe { libc::kill(st.pid as i32, libc::SIGTERM) } != 0 {
+        bail!(
+            "{}: cannot signal process {}: {}",
+            dir.display(),
+            st.pid,
+            std::io::Error::last_os_error()
+        );
+    }
+    eprintln!(
+        "sent SIGTERM to pid {}; waiting for the job to stop",
+        st.pid
+    );
+    let deadline = Instant::now() + Duration::from_secs(args.timeout);
+    loop {
+        std::thread::sleep(Duration::from_millis(100));
+        if let Ok(now) = read_status(dir) {
+            if now.state.is_final() {
+                match now.state {
+                    State::Cancelled => println!("{}: cancelled", dir.display()),
+                    s => println!(
+                        "{}: ended as {s} before the cancel took effect{}",
+                        dir.display(),
+                        now.error.map(|e| format!(" ({e})")).unwrap_or_default()
+                    ),
+                }
+                return Ok(());
+            }
+            if !now.process_alive() {
+                bail!(
+                    "{}: process {} ended without recording a final state (see {})",
+                    dir.display(),
+                    now.pid,
+                    dir.join(LOG_FILE).display()
+                );
+            }
+        }
+        if Instant::now() >= deadline {
+            bail!(
+                "{}: sent SIGTERM to pid {} but the job has not stopped after {} s \
+                 (it stops after its current step; check `rosetta jobs`)",
+                dir.display(),
+                st.pid,
+                args.timeout
+            );
+        }
+    }
+}

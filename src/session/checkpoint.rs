@@ -1,0 +1,265 @@
+//! Checkpoints: a model's tensors (and, in `last`, the optimiser's extra
+//! tensors) in one safetensors file, with metadata saying what they are.
+//! Written atomically, so a job killed at any moment leaves the previous
+//! checkpoint whole.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use candle_core::{DType, Device, Tensor};
+use safetensors::tensor::{Dtype, TensorView};
+use serde::{Deserialize, Serialize};
+
+use crate::util::write_atomic;
+use crate::{Error, Result};
+
+/// What a checkpoint holds, stored as the safetensors file's metadata.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckpointMeta {
+    /// Model registry name.
+    pub kind: String,
+    /// Training phase at the checkpoint.
+    pub phase: String,
+    /// Last completed epoch.
+    pub epoch: usize,
+    /// Last optimiser step.
+    pub step: usize,
+    /// Every hyper-parameter, defaults included.
+    pub params: BTreeMap<String, String>,
+    /// Validation MRR of this model, if validated.
+    pub valid_mrr: Option<f64>,
+    /// Best validation MRR of the job up to this checkpoint.
+    pub best_mrr: Option<f64>,
+    /// Epoch of that best MRR.
+    pub best_epoch: Option<usize>,
+    /// Epochs since the best one (early-stopping patience count).
+    pub bad_epochs: usize,
+    /// Names of the extra (optimiser) tensors, not part of the model.
+    pub extra: Vec<String>,
+    /// Rosetta version that wrote it.
+    pub rosetta_version: String,
+}
+
+/// A checkpoint read back.
+#[derive(Debug)]
+pub struct Checkpoint {
+    /// Its metadata.
+    pub meta: CheckpointMeta,
+    /// Model and extra tensors by name.
+    pub tensors: HashMap<String, Tensor>,
+}
+
+impl Checkpoint {
+    /// The model's tensors only (extra optimiser tensors left out).
+    pub fn model_tensors(&self) -> HashMap<String, Tensor> {
+        self.tensors
+            .iter()
+            .filter(|(k, _)| !self.meta.extra.contains(k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
+    /// Writes a checkpoint atomically.
+    pub fn write(
+        path: &Path,
+        meta: &CheckpointMeta,
+        model: &[(String, Tensor)],
+        extra: &[(String, Tensor)],
+    ) -> Result<()> {
+        let mut owned: Vec<(String, Dtype, Vec<usize>, Vec<u8>)> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for (name, t) in model.iter().chain(extra.iter()) {
+            if !seen.insert(name.clone()) {
+                return Err(Error::file(
+                    path,
+                    format!("checkpoint tensor name `{name}` given twice (model and extra tensors must differ)"),
+                ));
+            }
+            let (dt, shape, bytes) = tensor_bytes(t)?;
+            owned.push((name.clone(), dt, shape, bytes));
+        }
+        let mut views = Vec::with_capacity(owned.len());
+        for (name, dt, shape, bytes) in &owned {
+            let v = TensorView::new(*dt, shape.clone(), bytes)
+                .map_err(|e| Error::file(path, format!("tensor `{name}`: {e}")))?;
+            views.push((name.clone(), v));
+        }
+        let mut info = HashMap::new();
+        let meta_json = serde_json::to_string(meta)
+            .map_err(|e| Error::file(path, format!("cannot serialise metadata: {e}")))?;
+        info.insert("rosetta".to_string(), meta_json);
+        info.insert("kind".to_string(), meta.kind.clone());
+        info.insert("phase".to_string(), meta.phase.clone());
+        info.insert("epoch".to_string(), meta.epoch.to_string());
+        info.insert("step".to_string(), meta.step.to_string());
+        info.insert(
+            "params".to_string(),
+            serde_json::to_string(&meta.params).unwrap_or_default(),
+        );
+        let bytes = safetensors::tensor::serialize(views, Some(info))
+            .map_err(|e| Error::file(path, format!("cannot serialise checkpoint: {e}")))?;
+        write_atomic(path, &bytes)
+    }
+
+    /// Reads a checkpoint; a truncated or corrupt file is an error naming it.
+    pub fn read(path: &Path, device: &Device) -> Result<Checkpoint> {
+        let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        let bad = |msg: String| Error::file(path, format!("not a valid checkpoint: {msg}"));
+        // full validation of header and offsets
+        let st = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| bad(e.to_string()))?;
+        let (_, md) =
+            safetensors::SafeTensors::read_metadata(&bytes).map_err(|e| bad(e.to_string()))?;
+        let info = md
+            .metadata()
+            .as_ref()
+            .ok_or_else(|| bad("no metadata".into()))?;
+        let meta_json = info
+            .get("rosetta")
+            .ok_or_else(|| bad("no `rosetta` metadata entry".into()))?;
+        let meta: CheckpointMeta =
+            serde_json::from_str(meta_json).map_err(|e| bad(format!("metadata: {e}")))?;
+        let mut tensors = HashMap::new();
+        for (name, view) in st.tensors() {
+            let t =
+                view_to_tensor(&view, device).map_err(|e| bad(format!("tensor `{name}`: {e}")))?;
+            tensors.insert(name, t);
+        }
+        for x in &meta.extra {
+            if !tensors.contains_key(x) {
+                return Err(bad(format!("extra tensor `{x}` listed but missing")));
+            }
+        }
+        Ok(Checkpoint { meta, tensors })
+    }
+}
+
+fn tensor_bytes(t: &Tensor) -> Result<(Dtype, Vec<usize>, Vec<u8>)> {
+    let t = t.to_device(&Device::Cpu)?;
+    let shape = t.dims().to_vec();
+    let flat = t.flatten_all()?;
+    Ok(match flat.dtype() {
+        DType::F64 => (
+            Dtype::F64,
+            shape,
+            flat.to_vec1::<f64>()?
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect(),
+        ),
+        DType::U32 => (
+            Dtype::U32,
+            shape,
+            flat.to_vec1::<u32>()?
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect(),
+        ),
+        DType::I64 => (
+            Dtype::I64,
+            shape,
+            flat.to_vec1::<i64>()?
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect(),
+        ),
+        DType::U8 => (Dtype::U8, shape, flat.to_vec1::<u8>()?),
+        _ => (
+            Dtype::F32,
+            shape,
+            flat.to_dtype(DType::F32)?
+                .to_vec1::<f32>()?
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect(),
+        ),
+    })
+}
+
+fn view_to_tensor(v: &TensorView<'_>, device: &Device) -> Result<Tensor> {
+    let shape = v.shape().to_vec();
+    let d = v.data();
+    let t = match v.dtype() {
+        Dtype::F32 => {
+            let x: Vec<f32> = d
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect();
+            Tensor::from_vec(x, shape, device)?
+        }
+        Dtype::F64 => {
+            let x: Vec<f64> = d
+                .chunks_exact(8)
+                .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
+                .collect();
+            Tensor::from_vec(x, shape, device)?
+        }
+        Dtype::U32 => {
+            let x: Vec<u32> = d
+                .chunks_exact(4)
+                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect();
+            Tensor::from_vec(x, shape, device)?
+        }
+        Dtype::I64 => {
+            let x: Vec<i64> = d
+                .chunks_exact(8)
+                .map(|c| i64::from_le_bytes(c.try_into().expect("8 bytes")))
+                .collect();
+            Tensor::from_vec(x, shape, device)?
+        }
+        Dtype::U8 => Tensor::from_vec(d.to_vec(), shape, device)?,
+        other => return Err(Error::invalid(format!("unsupported tensor type {other:?}"))),
+    };
+    Ok(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta() -> CheckpointMeta {
+        CheckpointMeta {
+            kind: "test".into(),
+            phase: "train".into(),
+            epoch: 3,
+            step: 30,
+            params: [("dim".to_string(), "4".to_string())].into(),
+            valid_mrr: Some(0.5),
+            best_mrr: Some(0.5),
+            best_epoch: Some(3),
+            bad_epochs: 0,
+            extra: vec!["adam.m".into()],
+            rosetta_version: "0".into(),
+        }
+    }
+
+    #[test]
+    fn round_trip_and_corruption() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.safetensors");
+        let w = Tensor::new(&[[1.0f32, 2.0], [3.0, 4.0]], &Device::Cpu).unwrap();
+        let m = Tensor::new(&[0.5f64], &Device::Cpu).unwrap();
+        Checkpoint::write(
+            &p,
+            &meta(),
+            &[("w".into(), w.clone())],
+            &[("adam.m".into(), m)],
+        )
+        .unwrap();
+        let c = Checkpoint::read(&p, &Device::Cpu).unwrap();
+        assert_eq!(c.meta, meta());
+        assert_eq!(c.tensors.len(), 2);
+        let mt = c.model_tensors();
+        assert_eq!(mt.len(), 1);
+        assert_eq!(
+            mt["w"].to_vec2::<f32>().unwrap(),
+            vec![vec![1.0, 2.0], vec![3.0, 4.0]]
+        );
+        let bytes = std::fs::read(&p).unwrap();
+        std::fs::write(&p, &bytes[..bytes.len() - 3]).unwrap();
+        let e = Checkpoint::read(&p, &Device::Cpu).unwrap_err().to_string();
+        assert!(e.contains("c.safetensors: not a valid checkpoint"), "{e}");
+        let dup = Checkpoint::write(&p, &meta(), &[("w".into(), w.clone())], &[("w".into(), w)]);
+        assert!(dup.is_err());
+    }
+}

@@ -1,0 +1,280 @@
+//! A trained session ready to use: its model (best checkpoint), its
+//! vocabularies and analysers, so that new text and single words can be put
+//! into the shared space (`rosetta neighbours`, `search`, `export`, the TUI).
+
+use std::path::Path;
+use std::sync::OnceLock;
+
+use candle_core::Device;
+use ndarray::{Array1, Array2, ArrayView1, Axis};
+use serde::Serialize;
+
+use super::Session;
+use crate::models::{Model, Side, Vocabs};
+use crate::text::{Analyzer, CsrMatrix, TextConfig};
+use crate::{Error, Result};
+
+/// Number of nearest neighbours CSLS averages over (Conneau et al. 2018).
+pub const CSLS_K: usize = 10;
+
+/// A session with its model loaded.
+pub struct Loaded {
+    /// The session.
+    pub session: Session,
+    /// The trained model (best checkpoint, else last).
+    pub model: Box<dyn Model>,
+    /// Its vocabularies.
+    pub vocabs: Vocabs,
+    /// Text settings used for new text.
+    pub text: TextConfig,
+    source: Analyzer,
+    target: Analyzer,
+    term_vectors: [OnceLock<Array2<f32>>; 2],
+    csls_r: [OnceLock<Array1<f32>>; 2],
+}
+
+/// One neighbour of a term.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Neighbour {
+    /// The neighbouring term (an index term: stemmed where the language stems).
+    pub term: String,
+    /// Cosine, or CSLS score.
+    pub score: f32,
+    /// Plain cosine (equal to `score` without CSLS).
+    pub cosine: f32,
+}
+
+/// The answer of [`Loaded::neighbours`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Neighbours {
+    /// The word as given.
+    pub word: String,
+    /// Its index term.
+    pub term: String,
+    /// Language side of the word.
+    pub side: Side,
+    /// Whether scores are CSLS.
+    pub csls: bool,
+    /// Nearest terms of the other language, best first.
+    pub cross: Vec<Neighbour>,
+    /// Nearest terms of the same language (the word itself left out).
+    pub same: Vec<Neighbour>,
+}
+
+fn idx(side: Side) -> usize {
+    match side {
+        Side::Source => 0,
+        Side::Target => 1,
+    }
+}
+
+impl Loaded {
+    /// Opens the session in `dir` and loads its model on `device`.
+    pub fn open(dir: &Path, device: &Device) -> Result<Loaded> {
+        let session = Session::open(dir)?;
+        let (model, vocabs) = session.load_model(device)?;
+        Self::from_parts(session, model, vocabs)
+    }
+
+    /// A loaded session from a model already rebuilt (by a trainer that is
+    /// not in the registry, or kept in memory).
+    pub fn from_parts(session: Session, model: Box<dyn Model>, vocabs: Vocabs) -> Result<Loaded> {
+        let text = session.config.text.clone().unwrap_or_default();
+        let source = Analyzer::new(&vocabs.source.lang, &text)?;
+        let target = Analyzer::new(&vocabs.target.lang, &text)?;
+        Ok(Loaded {
+            session,
+            model,
+            vocabs,
+            text,
+            source,
+            target,
+            term_vectors: Default::default(),
+            csls_r: Default::default(),
+        })
+    }
+
+    /// The analyser of `side`.
+    pub fn analyzer(&self, side: Side) -> &Analyzer {
+        match side {
+            Side::Source => &self.source,
+            Side::Target => &self.target,
+        }
+    }
+
+    /// Raw term counts of `texts` over `side`'s vocabulary.
+    pub fn counts<S: AsRef<str>>(&self, side: Side, texts: &[S]) -> CsrMatrix {
+        let an = self.analyzer(side);
+        let tokens: Vec<Vec<String>> = texts.iter().map(|t| an.analyze(t.as_ref())).collect();
+        self.vocabs.side(side).count_matrix(&tokens)
+    }
+
+    /// Unit-length embeddings of raw texts of `side` (zero rows for texts
+    /// with no known term).
+    pub fn encode_texts<S: AsRef<str>>(&self, side: Side, texts: &[S]) -> Result<Array2<f32>> {
+        self.model.encode(side, &self.counts(side, texts))
+    }
+
+    /// Unit term vectors of `side` (computed once).
+    pub fn term_vectors(&self, side: Side) -> Result<&Array2<f32>> {
+        let cell = &self.term_vectors[idx(side)];
+        if let Some(v) = cell.get() {
+            return Ok(v);
+        }
+        let v = self.model.term_vectors(side)?;
+        Ok(cell.get_or_init(|| v))
+    }
+
+    /// CSLS penalty of every term of `side`: mean cosine of its
+    /// [`CSLS_K`] nearest terms of the other language (computed once).
+    pub fn csls_penalty(&self, side: Side) -> Result<&Array1<f32>> {
+        let cell = &self.csls_r[idx(side)];
+        if let Some(v) = cell.get() {
+            return Ok(v);
+        }
+        let mine = self.term_vectors(side)?;
+        let other = self.term_vectors(side.other())?;
+        let r = mean_top_k(mine, other, CSLS_K);
+        Ok(cell.get_or_init(|| r))
+    }
+
+    /// Nearest terms of `word` (a word of `side`'s language, analysed as the
+    /// training data was) in the other language and in its own, by cosine or
+    /// by CSLS (cross-domain similarity local scaling: `2 cos(x, y) - r(x) -
+    /// r(y)`, which demotes "hub" terms close to everything).
+    pub fn neighbours(&self, word: &str, side: Side, k: usize, csls: bool) -> Result<Neighbours> {
+        let an = self.analyzer(side);
+        let words = Analyzer::words(word);
+        let w = match words.as_slice() {
+            [w] => w.clone(),
+            [] => return Err(Error::invalid(format!("`{word}`: no word in it"))),
+            _ => {
+                return Err(Error::invalid(format!(
+                    "`{word}`: give one word, not {}",
+                    words.len()
+                )))
+            }
+        };
+        let term = an
+            .term(&w)
+            .ok_or_else(|| Error::invalid(format!("`{word}` is a stop word of `{}`", an.lang())))?;
+        let vocab = self.vocabs.side(side);
+        let id = vocab.id(&term).ok_or_else(|| {
+            Error::invalid(format!(
+                "`{word}` (term `{term}`) is not in the {} vocabulary of this session ({} terms)",
+                an.lang(),
+                vocab.len()
+            ))
+        })? as usize;
+        let mine = self.term_vectors(side)?;
+        let q = mine.row(id);
+        let cross = {
+            let other = self.term_vectors(side.other())?;
+            let cos = other.dot(&q);
+            let scores = if csls {
+                let r_q = mean_top_k_row(q, other, CSLS_K);
+                let r_other = self.csls_penalty(side.other())?;
+                cos.iter()
+                    .zip(r_other.iter())
+                    .map(|(c, r)| 2.0 * c - r_q - r)
+                    .collect::<Vec<f32>>()
+            } else {
+                cos.to_vec()
+            };
+            top(
+                &scores,
+                cos.as_slice().expect("contiguous"),
+                k,
+                None,
+                self.vocabs.side(side.other()),
+            )
+        };
+        let same = {
+            let cos = mine.dot(&q);
+            top(
+                cos.as_slice().expect("contiguous"),
+                cos.as_slice().expect("contiguous"),
+                k,
+                Some(id),
+                vocab,
+            )
+        };
+        Ok(Neighbours {
+            word: word.to_string(),
+            term,
+            side,
+            csls,
+            cross,
+            same,
+        })
+    }
+}
+
+fn top(
+    scores: &[f32],
+    cos: &[f32],
+    k: usize,
+    skip: Option<usize>,
+    vocab: &crate::text::Vocabulary,
+) -> Vec<Neighbour> {
+    let mut order: Vec<usize> = (0..scores.len())
+        .filter(|i| Some(*i) != skip && scores[*i].is_finite())
+        .collect();
+    // best first; ties by term id for a stable answer
+    order.sort_by(|a, b| scores[*b].total_cmp(&scores[*a]).then(a.cmp(b)));
+    order
+        .into_iter()
+        .take(k)
+        .map(|i| Neighbour {
+            term: vocab.term(i as u32).to_string(),
+            score: scores[i],
+            cosine: cos[i],
+        })
+        .collect()
+}
+
+fn mean_top_k_row(q: ArrayView1<f32>, other: &Array2<f32>, k: usize) -> f32 {
+    let mut c = other.dot(&q).to_vec();
+    mean_of_top(&mut c, k)
+}
+
+fn mean_of_top(c: &mut [f32], k: usize) -> f32 {
+    let k = k.min(c.len());
+    if k == 0 {
+        return 0.0;
+    }
+    c.select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a));
+    c[..k].iter().sum::<f32>() / k as f32
+}
+
+/// For every row of `a`, the mean of its `k` largest cosines with rows of `b`
+/// (blocked, so memory stays at block × |b|).
+fn mean_top_k(a: &Array2<f32>, b: &Array2<f32>, k: usize) -> Array1<f32> {
+    let mut out = Array1::<f32>::zeros(a.nrows());
+    const BLOCK: usize = 1024;
+    let bt = b.t();
+    for (bi, chunk) in a.axis_chunks_iter(Axis(0), BLOCK).enumerate() {
+        let sims = chunk.dot(&bt);
+        for (r, row) in sims.axis_iter(Axis(0)).enumerate() {
+            let mut v = row.to_vec();
+            out[bi * BLOCK + r] = mean_of_top(&mut v, k);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::array;
+
+    #[test]
+    fn mean_top_k_is_exact() {
+        let a = array![[1.0f32, 0.0], [0.0, 1.0]];
+        let b = array![[1.0f32, 0.0], [0.6, 0.8], [0.0, 1.0]];
+        let r = mean_top_k(&a, &b, 2);
+        assert!((r[0] - 0.8).abs() < 1e-6);
+        assert!((r[1] - 0.9).abs() < 1e-6);
+        assert!((mean_top_k_row(a.row(0), &b, 1) - 1.0).abs() < 1e-6);
+    }
+}

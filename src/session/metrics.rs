@@ -1,0 +1,400 @@
+//! `metrics.jsonl`: one JSON object per line, appended and flushed per
+//! record by the job, read incrementally by [`MetricsTail`].
+
+use std::collections::BTreeMap;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Result};
+
+/// One line of `metrics.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum MetricRecord {
+    /// Training loss, every `log_every` optimiser steps.
+    Step {
+        /// Training phase (`train`, or `mono` / `cross` for XCNN).
+        phase: String,
+        /// Epoch, from 1.
+        epoch: usize,
+        /// Optimiser step over the whole job, from 1.
+        step: usize,
+        /// Training examples in this step.
+        examples: usize,
+        /// Mean loss of the step.
+        loss: f64,
+        /// Training pairs per second since the last step record.
+        pairs_per_s: f64,
+        /// Seconds since the job (this process) started.
+        wall_s: f64,
+    },
+    /// Validation figures at the end of an epoch.
+    Valid {
+        /// Training phase.
+        phase: String,
+        /// Epoch, from 1.
+        epoch: usize,
+        /// Optimiser step at the end of the epoch.
+        step: usize,
+        /// Named figures: `MRR`, `P@1`, `queries`; later `MAP` and others.
+        #[serde(flatten)]
+        scores: BTreeMap<String, f64>,
+    },
+    /// A life-cycle event.
+    Event {
+        /// `start`, `resume`, `checkpoint`, `early_stop`, `cancelled`,
+        /// `error` or `done`.
+        event: String,
+        /// What happened, for people.
+        message: String,
+        /// Epoch at the event (resume: last completed epoch).
+        #[serde(default)]
+        epoch: Option<usize>,
+        /// Optimiser step at the event (resume: the checkpoint's step; step
+        /// and valid records after it, from the killed run, are superseded).
+        #[serde(default)]
+        step: Option<usize>,
+    },
+}
+
+impl MetricRecord {
+    /// An event record.
+    pub fn event(
+        event: &str,
+        message: impl Into<String>,
+        epoch: Option<usize>,
+        step: Option<usize>,
+    ) -> Self {
+        MetricRecord::Event {
+            event: event.to_string(),
+            message: message.into(),
+            epoch,
+            step,
+        }
+    }
+}
+
+/// The records of a session as one history: when a job was resumed, the
+/// records the interrupted run wrote after the resumed checkpoint (steps
+/// that were trained again) are dropped, so curves do not double back.
+pub fn effective_history(records: &[MetricRecord]) -> Vec<MetricRecord> {
+    let mut out: Vec<MetricRecord> = Vec::with_capacity(records.len());
+    for r in records {
+        if let MetricRecord::Event {
+            event,
+            step: Some(s),
+            ..
+        } = r
+        {
+            if event == "resume" {
+                out.retain(|o| match o {
+                    MetricRecord::Step { step, .. } | MetricRecord::Valid { step, .. } => {
+                        *step <= *s
+                    }
+                    MetricRecord::Event { .. } => true,
+                });
+            }
+        }
+        out.push(r.clone());
+    }
+    out
+}
+
+/// What one read of a metrics file found.
+#[derive(Debug, Default)]
+pub struct TailBatch {
+    /// Records parsed, in file order.
+    pub records: Vec<MetricRecord>,
+    /// Corrupt or truncated lines, each an [`Error::Parse`] with path and
+    /// line; the records around them still load.
+    pub errors: Vec<Error>,
+}
+
+/// Reads `metrics.jsonl` incrementally from a byte offset: each [`poll`]
+/// returns the complete lines appended since the last one. A last line
+/// without its newline is kept back (the job may be writing it) until
+/// [`finish`] reports it as truncated.
+///
+/// [`poll`]: MetricsTail::poll
+/// [`finish`]: MetricsTail::finish
+#[derive(Debug, Clone)]
+pub struct MetricsTail {
+    path: PathBuf,
+    offset: u64,
+    line: usize,
+    pending: Vec<u8>,
+}
+
+impl MetricsTail {
+    /// A reader at the start of `path` (which need not exist yet).
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        MetricsTail {
+            path: path.into(),
+            offset: 0,
+            line: 0,
+            pending: Vec::new(),
+        }
+    }
+
+    /// The file read.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Bytes consumed so far (complete lines plus a held-back partial one).
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Complete lines consumed so far.
+    pub fn lines(&self) -> usize {
+        self.line
+    }
+
+    /// Reads what was appended since the last call. A missing file is an
+    /// empty batch (the job has not written yet); a file that shrank is
+    /// reported and read again from the start.
+    pub fn poll(&mut self) -> Result<TailBatch> {
+        let mut batch = TailBatch::default();
+        let mut f = match std::fs::File::open(&self.path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(batch),
+            Err(e) => return Err(Error::io(&self.path, e)),
+        };
+        let len = f.metadata().map_err(|e| Error::io(&self.path, e))?.len();
+        if len < self.offset {
+            batch.errors.push(Error::file(
+                &self.path,
+                format!(
+                    "file shrank from {} to {len} bytes; reading it again from the start",
+                    self.offset
+                ),
+            ));
+            self.offset = 0;
+            self.line = 0;
+            self.pending.clear();
+        }
+        f.seek(SeekFrom::Start(self.offset))
+            .map_err(|e| Error::io(&self.path, e))?;
+        let mut buf = std::mem::take(&mut self.pending);
+        let start = buf.len();
+        f.read_to_end(&mut buf)
+            .map_err(|e| Error::io(&self.path, e))?;
+        self.offset += (buf.len() - start) as u64;
+        let complete = match buf.iter().rposition(|b| *b == b'\n') {
+            Some(p) => p + 1,
+            None => 0,
+        };
+        self.pending = buf.split_off(complete);
+        if !buf.is_empty() {
+            // buf ends with a newline: every piece but the last (empty) is a line
+            for raw in buf[..buf.len() - 1].split(|b| *b == b'\n') {
+                self.line += 1;
+                if raw.iter().all(|b| b.is_ascii_whitespace()) {
+                    continue;
+                }
+                self.parse_line(raw, self.line, &mut batch);
+            }
+        }
+        Ok(batch)
+    }
+
+    fn parse_line(&self, raw: &[u8], line: usize, batch: &mut TailBatch) {
+        let text = match std::str::from_utf8(raw) {
+            Ok(t) => t,
+            Err(e) => {
+                batch
+                    .errors
+                    .push(Error::parse(&self.path, line, format!("not UTF-8 ({e})")));
+                return;
+            }
+        };
+        match serde_json::from_str::<MetricRecord>(text) {
+            Ok(r) => batch.records.push(r),
+            Err(e) => batch.errors.push(Error::parse(
+                &self.path,
+                line,
+                format!("corrupt metrics record ({e}): {}", clip(text)),
+            )),
+        }
+    }
+
+    /// Reports a held-back last line without newline: the job is over and
+    /// the line was cut (a killed process). A line that parses anyway is
+    /// returned as a record.
+    pub fn finish(&mut self) -> TailBatch {
+        let mut batch = TailBatch::default();
+        if self.pending.is_empty() {
+            return batch;
+        }
+        let raw = std::mem::take(&mut self.pending);
+        self.line += 1;
+        match std::str::from_utf8(&raw)
+            .ok()
+            .and_then(|t| serde_json::from_str::<MetricRecord>(t).ok())
+        {
+            Some(r) => batch.records.push(r),
+            None => batch.errors.push(Error::parse(
+                &self.path,
+                self.line,
+                format!(
+                    "truncated metrics record (no end of line): {}",
+                    clip(&String::from_utf8_lossy(&raw))
+                ),
+            )),
+        }
+        batch
+    }
+}
+
+fn clip(s: &str) -> String {
+    let mut t: String = s.chars().take(80).collect();
+    if t.len() < s.len() {
+        t.push('…');
+    }
+    t
+}
+
+/// Appends records to `metrics.jsonl`, one write per line (no buffering), so
+/// a reader never waits on a buffer and a killed job loses at most the line
+/// being written.
+#[derive(Debug)]
+pub struct MetricsWriter {
+    path: PathBuf,
+    file: std::fs::File,
+}
+
+impl MetricsWriter {
+    /// Opens `path` for appending. If the file ends in a cut line (a killed
+    /// job), a newline is added first, so the cut line stays one corrupt
+    /// line and does not swallow the next record.
+    pub fn open(path: &Path) -> Result<Self> {
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .read(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| Error::io(path, e))?;
+        let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+        if len > 0 {
+            let mut last = [0u8; 1];
+            file.seek(SeekFrom::Start(len - 1))
+                .map_err(|e| Error::io(path, e))?;
+            file.read_exact(&mut last).map_err(|e| Error::io(path, e))?;
+            if last[0] != b'\n' {
+                file.write_all(b"\n").map_err(|e| Error::io(path, e))?;
+            }
+        }
+        Ok(MetricsWriter {
+            path: path.to_path_buf(),
+            file,
+        })
+    }
+
+    /// Appends one record as one line.
+    pub fn append(&mut self, r: &MetricRecord) -> Result<()> {
+        let mut line = serde_json::to_vec(r)
+            .map_err(|e| Error::file(&self.path, format!("cannot serialise record: {e}")))?;
+        line.push(b'\n');
+        self.file
+            .write_all(&line)
+            .map_err(|e| Error::io(&self.path, e))?;
+        self.file.flush().map_err(|e| Error::io(&self.path, e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip_with_flattened_scores() {
+        let mut scores = BTreeMap::new();
+        scores.insert("MRR".to_string(), 0.5);
+        scores.insert("P@1".to_string(), 0.25);
+        let v = MetricRecord::Valid {
+            phase: "train".into(),
+            epoch: 2,
+            step: 40,
+            scores,
+        };
+        let s = serde_json::to_string(&v).unwrap();
+        assert!(s.contains("\"kind\":\"valid\""), "{s}");
+        assert!(s.contains("\"MRR\":0.5"), "{s}");
+        let back: MetricRecord = serde_json::from_str(&s).unwrap();
+        assert_eq!(back, v);
+        let e: MetricRecord =
+            serde_json::from_str(r#"{"kind":"event","event":"start","message":"hi"}"#).unwrap();
+        assert_eq!(e, MetricRecord::event("start", "hi", None, None));
+    }
+
+    #[test]
+    fn tail_reads_incrementally_and_reports_bad_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("metrics.jsonl");
+        let mut t = MetricsTail::new(&p);
+        assert!(t.poll().unwrap().records.is_empty());
+        let ok = r#"{"kind":"event","event":"start","message":""}"#;
+        std::fs::write(&p, format!("{ok}\n{{\"kind\":\"st\n{ok}\n{ok}")).unwrap();
+        let b = t.poll().unwrap();
+        assert_eq!(b.records.len(), 2);
+        assert_eq!(b.errors.len(), 1);
+        assert!(
+            b.errors[0].to_string().contains("metrics.jsonl:2:"),
+            "{}",
+            b.errors[0]
+        );
+        // the cut line completes later
+        let mut f = std::fs::OpenOptions::new().append(true).open(&p).unwrap();
+        f.write_all(b"\n").unwrap();
+        let b = t.poll().unwrap();
+        assert_eq!(b.records.len(), 1);
+        assert_eq!(t.lines(), 4);
+        // a cut last line is reported on finish
+        f.write_all(b"{\"kind\":\"ev").unwrap();
+        assert!(t.poll().unwrap().records.is_empty());
+        let fin = t.finish();
+        assert!(
+            fin.errors[0]
+                .to_string()
+                .contains("metrics.jsonl:5: truncated"),
+            "{}",
+            fin.errors[0]
+        );
+        // a writer re-opening the file keeps the cut line separate
+        let mut w = MetricsWriter::open(&p).unwrap();
+        w.append(&MetricRecord::event("resume", "", Some(1), Some(3)))
+            .unwrap();
+        let mut t2 = MetricsTail::new(&p);
+        let b = t2.poll().unwrap();
+        assert_eq!(b.records.len(), 4);
+        assert_eq!(b.errors.len(), 2);
+        assert!(b.errors[1].to_string().contains(":5:"), "{}", b.errors[1]);
+    }
+
+    #[test]
+    fn history_drops_superseded_records() {
+        let step = |s| MetricRecord::Step {
+            phase: "train".into(),
+            epoch: 1,
+            step: s,
+            examples: 1,
+            loss: 1.0,
+            pairs_per_s: 1.0,
+            wall_s: 0.0,
+        };
+        let recs = vec![
+            step(1),
+            step(2),
+            step(3),
+            MetricRecord::event("resume", "", Some(1), Some(2)),
+            step(3),
+        ];
+        let h = effective_history(&recs);
+        assert_eq!(h.len(), 4);
+        assert_eq!(h[3], step(3));
+        assert_eq!(h[1], step(2));
+    }
+}

@@ -1,0 +1,642 @@
+//! Session folders: everything one training job writes, and the types and
+//! functions that read it back (for `rosetta jobs`, `plot`, `eval` and the TUI).
+//!
+//! A session folder holds
+//! - `config.toml` ([`SessionConfig`]): workspace and its content hash, model,
+//!   every hyper-parameter after defaults, seed, device, Rosetta version;
+//! - `metrics.jsonl` ([`MetricRecord`] per line, append-only; read with
+//!   [`MetricsTail`]);
+//! - `status.json` ([`Status`], replaced atomically);
+//! - `checkpoints/{best,last}.safetensors` ([`checkpoint`]) and
+//!   `vocab.source.json` / `vocab.target.json`;
+//! - `log.txt`, human-readable.
+//!
+//! Every file that is replaced is written with [`crate::util::write_atomic`],
+//! so a reader (or a job killed at any moment) sees the old file or the new
+//! one, never a partial one.
+
+pub mod checkpoint;
+pub mod loaded;
+pub mod metrics;
+pub mod retrieval;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::models::Vocabs;
+use crate::text::Vocabulary;
+use crate::util::write_atomic;
+use crate::{Error, Result};
+
+pub use checkpoint::{Checkpoint, CheckpointMeta};
+pub use loaded::{Loaded, Neighbour, Neighbours};
+pub use metrics::{effective_history, MetricRecord, MetricsTail, TailBatch};
+
+/// File names inside a session folder.
+pub const CONFIG_FILE: &str = "config.toml";
+/// Append-only metrics, one JSON object per line.
+pub const METRICS_FILE: &str = "metrics.jsonl";
+/// The job's current state.
+pub const STATUS_FILE: &str = "status.json";
+/// Human-readable log.
+pub const LOG_FILE: &str = "log.txt";
+/// Folder of the checkpoints.
+pub const CHECKPOINT_DIR: &str = "checkpoints";
+/// Best checkpoint by validation MRR.
+pub const BEST_CHECKPOINT: &str = "checkpoints/best.safetensors";
+/// Checkpoint of the last completed epoch (with optimiser state), for `--resume`.
+pub const LAST_CHECKPOINT: &str = "checkpoints/last.safetensors";
+/// Source-language vocabulary the model was trained with.
+pub const VOCAB_SOURCE: &str = "vocab.source.json";
+/// Target-language vocabulary the model was trained with.
+pub const VOCAB_TARGET: &str = "vocab.target.json";
+/// Lock file held (flock) by the process running the job.
+pub const LOCK_FILE: &str = ".lock";
+
+/// `config.toml`: what the job was asked to do, with every default filled in.
+/// Rerunning `rosetta train` with these values reproduces the run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionConfig {
+    /// Rosetta version that wrote the session.
+    pub rosetta_version: String,
+    /// Model registry name.
+    pub model: String,
+    /// Path of the workspace file (`workspace.toml`) as given.
+    pub workspace: PathBuf,
+    /// Content hash of the workspace (its file and the data it names) when the
+    /// session was made; a resume or evaluation on changed data is refused.
+    pub workspace_hash: String,
+    /// Random seed.
+    pub seed: u64,
+    /// Device asked for (`auto`, `cpu`, `cuda:0`).
+    pub device_request: String,
+    /// Device actually used (`cpu`, `cuda:0`), once the job has started.
+    #[serde(default)]
+    pub device: String,
+    /// Every hyper-parameter as given by `--set` and the common flags.
+    pub given: BTreeMap<String, String>,
+    /// Every hyper-parameter the model and runner read, defaults included
+    /// (filled in once training has started).
+    #[serde(default)]
+    pub params: BTreeMap<String, String>,
+    /// Creation time, UTC (`2026-11-21T20:03:00Z`).
+    pub created: String,
+    /// Text settings of the workspace (analyser and vocabulary), so new text
+    /// is analysed as the training data was without the workspace.
+    #[serde(default)]
+    pub text: Option<crate::text::TextConfig>,
+}
+
+impl SessionConfig {
+    /// Reads `config.toml` of a session folder.
+    pub fn read(dir: &Path) -> Result<SessionConfig> {
+        let path = dir.join(CONFIG_FILE);
+        let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+        toml::from_str(&text).map_err(|e| toml_error(&path, &text, e))
+    }
+
+    /// Writes `config.toml` atomically.
+    pub fn write(&self, dir: &Path) -> Result<()> {
+        let path = dir.join(CONFIG_FILE);
+        let text = toml::to_string_pretty(self)
+            .map_err(|e| Error::file(&path, format!("cannot serialise config: {e}")))?;
+        write_atomic(&path, text.as_bytes())
+    }
+
+    /// The parameters to rerun or resume with: the resolved values when the
+    /// job started, otherwise the given ones.
+    pub fn run_params(&self) -> BTreeMap<String, String> {
+        if self.params.is_empty() {
+            self.given.clone()
+        } else {
+            self.params.clone()
+        }
+    }
+
+    /// Error when the workspace's current content hash differs from the one
+    /// recorded: the data changed since the session was made.
+    pub fn check_workspace_hash(&self, dir: &Path, current: &str) -> Result<()> {
+        if self.workspace_hash == current {
+            Ok(())
+        } else {
+            Err(Error::file(
+                dir.join(CONFIG_FILE),
+                format!(
+                    "workspace {} changed since this session was made (hash {} recorded, {} now); \
+                     its checkpoints do not match the data any more: train a new session",
+                    self.workspace.display(),
+                    short(&self.workspace_hash),
+                    short(current)
+                ),
+            ))
+        }
+    }
+}
+
+fn short(h: &str) -> &str {
+    &h[..h.len().min(12)]
+}
+
+fn toml_error(path: &Path, text: &str, e: toml::de::Error) -> Error {
+    match e.span() {
+        Some(span) => {
+            let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
+            Error::parse(path, line, e.message().to_string())
+        }
+        None => Error::file(path, e.to_string()),
+    }
+}
+
+/// Life-cycle state of a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum State {
+    /// Made, process not started yet.
+    Queued,
+    /// Training.
+    Running,
+    /// Finished (all epochs or early stop).
+    Done,
+    /// Stopped by an error (see `error`), or a `running` job whose process died.
+    Failed,
+    /// Stopped on request (SIGTERM / `rosetta cancel`).
+    Cancelled,
+}
+
+impl State {
+    /// Lower-case name as in `status.json`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Queued => "queued",
+            State::Running => "running",
+            State::Done => "done",
+            State::Failed => "failed",
+            State::Cancelled => "cancelled",
+        }
+    }
+
+    /// Whether the job will not change any more.
+    pub fn is_final(self) -> bool {
+        matches!(self, State::Done | State::Failed | State::Cancelled)
+    }
+}
+
+impl std::fmt::Display for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `status.json`: the job's state now, replaced atomically as it runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Status {
+    /// Life-cycle state.
+    pub state: State,
+    /// Process id of the job (0 before it started).
+    pub pid: u32,
+    /// Start time of that process (Linux clock ticks since boot, from
+    /// `/proc/<pid>/stat`), so that a reused pid is not taken for the job.
+    #[serde(default)]
+    pub pid_start: Option<u64>,
+    /// Model registry name.
+    pub model: String,
+    /// Workspace path.
+    pub workspace: PathBuf,
+    /// Device in use (`cpu`, `cuda:0`), empty before start.
+    pub device: String,
+    /// Share of the planned training done, 0..1.
+    pub progress: f64,
+    /// Current training phase.
+    #[serde(default)]
+    pub phase: String,
+    /// Current epoch (from 1; 0 before the first step).
+    pub epoch: usize,
+    /// Planned epochs (0 while unknown).
+    pub epochs: usize,
+    /// Optimiser steps so far.
+    #[serde(default)]
+    pub step: usize,
+    /// Estimated seconds left.
+    pub eta_s: Option<f64>,
+    /// Training pairs per second recently.
+    pub pairs_per_s: Option<f64>,
+    /// Best validation MRR so far.
+    pub best_mrr: Option<f64>,
+    /// Epoch of the best validation MRR.
+    pub best_epoch: Option<usize>,
+    /// Last error message (state `failed`), or a note on a cancel.
+    pub error: Option<String>,
+    /// Last update, UTC.
+    pub updated: String,
+    /// Last update, seconds since the Unix epoch.
+    #[serde(default)]
+    pub updated_unix: f64,
+}
+
+impl Status {
+    /// A fresh `queued` status for a session.
+    pub fn queued(cfg: &SessionConfig) -> Status {
+        let now = now_unix();
+        Status {
+            state: State::Queued,
+            pid: 0,
+            pid_start: None,
+            model: cfg.model.clone(),
+            workspace: cfg.workspace.clone(),
+            device: cfg.device.clone(),
+            progress: 0.0,
+            phase: String::new(),
+            epoch: 0,
+            epochs: 0,
+            step: 0,
+            eta_s: None,
+            pairs_per_s: None,
+            best_mrr: None,
+            best_epoch: None,
+            error: None,
+            updated: fmt_utc(now),
+            updated_unix: now,
+        }
+    }
+
+    /// Writes `status.json` atomically (stamping `updated`).
+    pub fn write(&mut self, dir: &Path) -> Result<()> {
+        let now = now_unix();
+        self.updated = fmt_utc(now);
+        self.updated_unix = now;
+        let path = dir.join(STATUS_FILE);
+        let mut bytes = serde_json::to_vec_pretty(self)
+            .map_err(|e| Error::file(&path, format!("cannot serialise status: {e}")))?;
+        bytes.push(b'\n');
+        write_atomic(&path, &bytes)
+    }
+
+    /// Whether the job's process is alive: a `running` or `queued` status
+    /// whose process is gone is stale (see [`Status::effective_state`]).
+    pub fn process_alive(&self) -> bool {
+        self.pid != 0 && pid_alive(self.pid, self.pid_start)
+    }
+
+    /// The state to show: a `running` job whose process is gone is `failed`
+    /// (stale), never `running`.
+    pub fn effective_state(&self) -> State {
+        if self.is_stale() {
+            State::Failed
+        } else {
+            self.state
+        }
+    }
+
+    /// Whether the recorded state is `running` (or `queued` by a process
+    /// that took the job) but the process is gone.
+    pub fn is_stale(&self) -> bool {
+        match self.state {
+            State::Running => !self.process_alive(),
+            State::Queued => self.pid != 0 && !self.process_alive(),
+            _ => false,
+        }
+    }
+}
+
+/// Reads `status.json` of a session folder.
+pub fn read_status(dir: &Path) -> Result<Status> {
+    let path = dir.join(STATUS_FILE);
+    let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+    serde_json::from_slice(&bytes).map_err(|e| json_error(&path, e))
+}
+
+pub(crate) fn json_error(path: &Path, e: serde_json::Error) -> Error {
+    if e.line() > 0 {
+        Error::parse(path, e.line(), e.to_string())
+    } else {
+        Error::file(path, e.to_string())
+    }
+}
+
+/// An open session folder.
+#[derive(Debug, Clone)]
+pub struct Session {
+    /// The folder.
+    pub dir: PathBuf,
+    /// Its `config.toml`.
+    pub config: SessionConfig,
+    /// Its `status.json` (a session made but never started may lack one:
+    /// then a `queued` status).
+    pub status: Status,
+}
+
+impl Session {
+    /// Makes a new session folder (it must not exist, or be empty) with its
+    /// config and a `queued` status.
+    pub fn create(dir: &Path, config: SessionConfig) -> Result<Session> {
+        if dir.exists() {
+            let mut rd = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
+            if rd.next().is_some() {
+                return Err(Error::file(
+                    dir,
+                    "session folder exists and is not empty (use `rosetta train --resume` to continue it)",
+                ));
+            }
+        } else {
+            if let Some(p) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                std::fs::create_dir_all(p).map_err(|e| Error::io(p, e))?;
+            }
+            std::fs::create_dir(dir).map_err(|e| Error::io(dir, e))?;
+        }
+        Self::init(dir, config)
+    }
+
+    fn init(dir: &Path, config: SessionConfig) -> Result<Session> {
+        let ck = dir.join(CHECKPOINT_DIR);
+        std::fs::create_dir_all(&ck).map_err(|e| Error::io(&ck, e))?;
+        config.write(dir)?;
+        let mut status = Status::queued(&config);
+        status.write(dir)?;
+        Ok(Session {
+            dir: dir.to_path_buf(),
+            config,
+            status,
+        })
+    }
+
+    /// Makes a new session under `root` named `<model>-<UTC timestamp>`; two
+    /// jobs started in the same second get distinct folders (`-2`, `-3`...).
+    pub fn create_in(root: &Path, config: SessionConfig) -> Result<Session> {
+        std::fs::create_dir_all(root).map_err(|e| Error::io(root, e))?;
+        let stamp = fmt_stamp(now_unix());
+        let base = format!("{}-{}", config.model, stamp);
+        for i in 1..10_000 {
+            let name = if i == 1 {
+                base.clone()
+            } else {
+                format!("{base}-{i}")
+            };
+            let dir = root.join(name);
+            match std::fs::create_dir(&dir) {
+                Ok(()) => return Self::init(&dir, config),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(Error::io(&dir, e)),
+            }
+        }
+        Err(Error::file(root, "cannot find a free session folder name"))
+    }
+
+    /// Opens an existing session folder (config and status).
+    pub fn open(dir: &Path) -> Result<Session> {
+        if !dir.is_dir() {
+            return Err(Error::file(dir, "no such session folder"));
+        }
+        let config = SessionConfig::read(dir)?;
+        let status = if dir.join(STATUS_FILE).exists() {
+            read_status(dir)?
+        } else {
+            Status::queued(&config)
+        };
+        Ok(Session {
+            dir: dir.to_path_buf(),
+            config,
+            status,
+        })
+    }
+
+    /// Re-reads `status.json`.
+    pub fn refresh(&mut self) -> Result<&Status> {
+        self.status = read_status(&self.dir)?;
+        Ok(&self.status)
+    }
+
+    /// Path of a file inside the session.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    /// Reads every metrics record; corrupt or truncated lines are returned
+    /// as errors (with path and line) next to the records that did load.
+    pub fn metrics(&self) -> Result<TailBatch> {
+        let mut t = MetricsTail::new(self.dir.join(METRICS_FILE));
+        let mut b = t.poll()?;
+        let rest = t.finish();
+        b.errors.extend(rest.errors);
+        Ok(b)
+    }
+
+    /// The vocabularies saved with the session.
+    pub fn vocabs(&self) -> Result<Vocabs> {
+        Ok(Vocabs {
+            source: Vocabulary::load(&self.dir.join(VOCAB_SOURCE))?,
+            target: Vocabulary::load(&self.dir.join(VOCAB_TARGET))?,
+        })
+    }
+
+    /// Reads a checkpoint (`best` or `last`) of the session.
+    pub fn checkpoint(&self, which: &str, device: &candle_core::Device) -> Result<Checkpoint> {
+        let rel = match which {
+            "best" => BEST_CHECKPOINT,
+            "last" => LAST_CHECKPOINT,
+            other => {
+                return Err(Error::invalid(format!(
+                    "unknown checkpoint `{other}` (best or last)"
+                )))
+            }
+        };
+        Checkpoint::read(&self.dir.join(rel), device)
+    }
+
+    /// Loads the trained model: the best checkpoint (or the last one when
+    /// no best exists), rebuilt by the model's trainer from the registry.
+    /// The config's workspace is not read (the session has its vocabularies).
+    pub fn load_model(
+        &self,
+        device: &candle_core::Device,
+    ) -> Result<(Box<dyn crate::models::Model>, Vocabs)> {
+        let best = self.dir.join(BEST_CHECKPOINT);
+        let ck = if best.exists() {
+            Checkpoint::read(&best, device)?
+        } else {
+            Checkpoint::read(&self.dir.join(LAST_CHECKPOINT), device)?
+        };
+        let vocabs = self.vocabs()?;
+        let trainer = crate::models::trainer(&self.config.model)?;
+        let params = crate::models::Params::new(ck.meta.params.clone());
+        let model = trainer.load(&vocabs, ck.model_tensors(), &params, device)?;
+        Ok((model, vocabs))
+    }
+}
+
+/// One row of [`list_sessions`].
+#[derive(Debug, Clone)]
+pub struct SessionEntry {
+    /// The session folder.
+    pub dir: PathBuf,
+    /// Its config, when readable.
+    pub config: Option<SessionConfig>,
+    /// Its status, when readable.
+    pub status: Option<Status>,
+    /// What could not be read (with path and line), if anything.
+    pub problem: Option<String>,
+}
+
+impl SessionEntry {
+    /// The state to show (stale `running` jobs show as failed; unreadable
+    /// sessions as failed).
+    pub fn state(&self) -> State {
+        match &self.status {
+            Some(s) => s.effective_state(),
+            None => State::Failed,
+        }
+    }
+}
+
+/// Every session folder directly under `root` (folders with a `config.toml`
+/// or `status.json`), sorted by name. Unreadable files do not hide a
+/// session: the entry says what is wrong.
+pub fn list_sessions(root: &Path) -> Result<Vec<SessionEntry>> {
+    if !root.exists() {
+        return Ok(Vec::new());
+    }
+    let rd = std::fs::read_dir(root).map_err(|e| Error::io(root, e))?;
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for e in rd {
+        let e = e.map_err(|e| Error::io(root, e))?;
+        let p = e.path();
+        if p.is_dir() && (p.join(CONFIG_FILE).exists() || p.join(STATUS_FILE).exists()) {
+            dirs.push(p);
+        }
+    }
+    dirs.sort();
+    Ok(dirs
+        .into_iter()
+        .map(|dir| {
+            let mut problems = Vec::new();
+            let config = SessionConfig::read(&dir)
+                .map_err(|e| problems.push(e.to_string()))
+                .ok();
+            let status = read_status(&dir)
+                .map_err(|e| problems.push(e.to_string()))
+                .ok();
+            if let Some(s) = &status {
+                if s.is_stale() {
+                    problems.push(format!(
+                        "stale: status says {} but process {} is gone",
+                        s.state, s.pid
+                    ));
+                }
+            }
+            SessionEntry {
+                dir,
+                config,
+                status,
+                problem: if problems.is_empty() {
+                    None
+                } else {
+                    Some(problems.join("; "))
+                },
+            }
+        })
+        .collect())
+}
+
+/// Whether process `pid` is alive (not a zombie) and, when `start` is given,
+/// is the same process (same start time), not a later one with a reused pid.
+pub fn pid_alive(pid: u32, start: Option<u64>) -> bool {
+    if pid == 0 || pid > i32::MAX as u32 {
+        return false;
+    }
+    // SAFETY: kill with signal 0 only checks for existence and permission.
+    let r = unsafe { libc::kill(pid as i32, 0) };
+    if r != 0 {
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EPERM) {
+            return false;
+        }
+    }
+    match proc_stat(pid) {
+        Some((state, st)) => state != 'Z' && state != 'X' && start.is_none_or(|s| s == st),
+        None => true, // no /proc: trust kill()
+    }
+}
+
+/// Start time (clock ticks since boot) of process `pid`, from `/proc`.
+pub fn process_start_time(pid: u32) -> Option<u64> {
+    proc_stat(pid).map(|(_, t)| t)
+}
+
+fn proc_stat(pid: u32) -> Option<(char, u64)> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // "pid (comm) S ppid ..."; comm may hold spaces and parentheses.
+    let rest = &s[s.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let state = fields.first()?.chars().next()?;
+    // field 22 of the whole line is starttime; rest starts at field 3.
+    let start = fields.get(19)?.parse().ok()?;
+    Some((state, start))
+}
+
+/// Seconds since the Unix epoch.
+pub fn now_unix() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+fn civil(secs: i64) -> (i64, u32, u32, u32, u32, u32) {
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Howard Hinnant's days-to-civil.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = if m <= 2 { y + 1 } else { y };
+    (
+        y,
+        m,
+        d,
+        (rem / 3600) as u32,
+        ((rem % 3600) / 60) as u32,
+        (rem % 60) as u32,
+    )
+}
+
+/// `2026-11-21T20:03:00Z` for a Unix time.
+pub fn fmt_utc(unix: f64) -> String {
+    let (y, mo, d, h, mi, s) = civil(unix.floor() as i64);
+    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z")
+}
+
+/// `20261121-200300` for a Unix time (session folder names).
+pub fn fmt_stamp(unix: f64) -> String {
+    let (y, mo, d, h, mi, s) = civil(unix.floor() as i64);
+    format!("{y:04}{mo:02}{d:02}-{h:02}{mi:02}{s:02}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_format() {
+        assert_eq!(fmt_utc(0.0), "1970-01-01T00:00:00Z");
+        assert_eq!(fmt_utc(1_700_000_000.5), "2023-11-14T22:13:20Z");
+        assert_eq!(fmt_stamp(951_782_400.0), "20000229-000000");
+    }
+
+    #[test]
+    fn own_process_is_alive_and_pid_reuse_is_detected() {
+        let me = std::process::id();
+        let start = process_start_time(me);
+        assert!(pid_alive(me, start));
+        if let Some(s) = start {
+            assert!(!pid_alive(me, Some(s + 1)));
+        }
+        assert!(!pid_alive(0, None));
+    }
+}

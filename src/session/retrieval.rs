@@ -1,0 +1,229 @@
+//! Using a model for retrieval: ad-hoc runs over a workspace's collection
+//! (queries in the source language, documents in the target language, both
+//! encoded by the model, ranked by cosine) and their trec_eval figures.
+//! Shared by the runner's per-epoch validation, `rosetta eval`, `rosetta
+//! export` and the workbench.
+
+use std::collections::BTreeMap;
+
+use ndarray::{Array2, Axis};
+
+use crate::corpus::prepare::AdhocData;
+use crate::eval::metrics::{evaluate_rankings, Evaluation};
+use crate::eval::trec::Run;
+use crate::models::{Model, Side};
+use crate::Result;
+
+/// Depth of ad-hoc runs (trec_eval's usual 1000).
+pub const RUN_DEPTH: usize = 1000;
+
+/// Embeddings of an ad-hoc task's documents (target side) and queries
+/// (source side).
+pub fn encode_adhoc(model: &dyn Model, adhoc: &AdhocData) -> Result<(Array2<f32>, Array2<f32>)> {
+    Ok((
+        model.encode(Side::Target, &adhoc.docs)?,
+        model.encode(Side::Source, &adhoc.queries)?,
+    ))
+}
+
+/// The ranked run of `model` on `adhoc`, `depth` documents per query.
+pub fn adhoc_run(model: &dyn Model, adhoc: &AdhocData, depth: usize, tag: &str) -> Result<Run> {
+    let (docs, queries) = encode_adhoc(model, adhoc)?;
+    run_from_embeddings(docs, &queries, adhoc, depth, tag)
+}
+
+/// A run from document and query embeddings (rows as in `adhoc`): cosine
+/// (dot product of unit rows), ranked as trec_eval ranks (score descending,
+/// ties by document id descending), `depth` per query.
+pub fn run_from_embeddings(
+    docs: Array2<f32>,
+    queries: &Array2<f32>,
+    adhoc: &AdhocData,
+    depth: usize,
+    tag: &str,
+) -> Result<Run> {
+    if docs.ncols() != queries.ncols() {
+        return Err(crate::Error::invalid(format!(
+            "queries have {} dimensions but documents {}",
+            queries.ncols(),
+            docs.ncols()
+        )));
+    }
+    let mut results = BTreeMap::new();
+    for (qi, ranked) in rank(&docs, queries, &adhoc.doc_ids, depth)
+        .into_iter()
+        .enumerate()
+    {
+        results.insert(
+            adhoc.query_ids[qi].clone(),
+            ranked
+                .into_iter()
+                .map(|(d, s)| (adhoc.doc_ids[d].clone(), s))
+                .collect(),
+        );
+    }
+    Ok(Run {
+        results,
+        tag: tag.to_string(),
+    })
+}
+
+/// The `depth` best documents (row, cosine) of every query row, ranked as
+/// trec_eval ranks: score descending, ties by document id descending.
+pub fn rank<S: AsRef<str>>(
+    docs: &Array2<f32>,
+    queries: &Array2<f32>,
+    doc_ids: &[S],
+    depth: usize,
+) -> Vec<Vec<(usize, f64)>> {
+    let mut out = Vec::with_capacity(queries.nrows());
+    const BLOCK: usize = 256;
+    let dt = docs.t();
+    let cmp = |a: &(usize, f64), b: &(usize, f64)| {
+        b.1.total_cmp(&a.1)
+            .then_with(|| doc_ids[b.0].as_ref().cmp(doc_ids[a.0].as_ref()))
+    };
+    for chunk in queries.axis_chunks_iter(Axis(0), BLOCK) {
+        let sims = chunk.dot(&dt);
+        for row in sims.axis_iter(Axis(0)) {
+            let mut ranked: Vec<(usize, f64)> = row
+                .iter()
+                .enumerate()
+                .map(|(d, s)| (d, *s as f64))
+                .collect();
+            if depth < ranked.len() {
+                if depth == 0 {
+                    ranked.clear();
+                } else {
+                    ranked.select_nth_unstable_by(depth - 1, cmp);
+                    ranked.truncate(depth);
+                }
+            }
+            ranked.sort_by(cmp);
+            out.push(ranked);
+        }
+    }
+    out
+}
+
+/// trec_eval figures of `model` on `adhoc`.
+pub fn adhoc_eval(model: &dyn Model, adhoc: &AdhocData) -> Result<Evaluation> {
+    let run = adhoc_run(model, adhoc, RUN_DEPTH, "rosetta")?;
+    Ok(evaluate_rankings(&run.results, &adhoc.qrels))
+}
+
+/// The per-epoch validation figures of an ad-hoc task, named `adhoc_MRR`,
+/// `adhoc_MAP`, `adhoc_P@1`, `adhoc_nDCG@10` (for
+/// [`crate::train::runner::run_job_with_validation`]).
+pub fn adhoc_validation(model: &dyn Model, adhoc: &AdhocData) -> Result<BTreeMap<String, f64>> {
+    let e = adhoc_eval(model, adhoc)?;
+    Ok([
+        ("adhoc_MRR".to_string(), e.mean.mrr),
+        ("adhoc_MAP".to_string(), e.mean.map),
+        ("adhoc_P@1".to_string(), e.mean.p1),
+        ("adhoc_nDCG@10".to_string(), e.mean.ndcg10),
+    ]
+    .into())
+}
+
+/// Figures of bilingual lexicon induction.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct BliScores {
+    /// Share of dictionary words whose nearest target term is a translation.
+    #[serde(rename = "P@1")]
+    pub p1: f64,
+    /// ... among the 5 nearest.
+    #[serde(rename = "P@5")]
+    pub p5: f64,
+    /// ... among the 10 nearest.
+    #[serde(rename = "P@10")]
+    pub p10: f64,
+    /// Dictionary words evaluated (source term and a translation in the vocabularies).
+    pub queries: usize,
+    /// Dictionary words (analysed to one term) in all.
+    pub entries: usize,
+    /// Whether CSLS ranked the candidates.
+    pub csls: bool,
+}
+
+/// Bilingual lexicon induction: for every dictionary entry (source term ->
+/// target terms, analysed as the training data) whose source term and at
+/// least one translation are in the vocabularies, the rank of the first
+/// translation among all target terms by cosine (or CSLS).
+pub fn bli(
+    loaded: &super::Loaded,
+    dict: &std::collections::HashMap<String, Vec<String>>,
+    csls: bool,
+) -> Result<BliScores> {
+    let src = loaded.term_vectors(Side::Source)?;
+    let tgt = loaded.term_vectors(Side::Target)?;
+    let r_tgt = if csls {
+        Some(loaded.csls_penalty(Side::Target)?)
+    } else {
+        None
+    };
+    let r_src = if csls {
+        Some(loaded.csls_penalty(Side::Source)?)
+    } else {
+        None
+    };
+    let (vs, vt) = (&loaded.vocabs.source, &loaded.vocabs.target);
+    let mut entries: Vec<(&String, &Vec<String>)> = dict.iter().collect();
+    entries.sort();
+    let (mut n, mut h1, mut h5, mut h10) = (0usize, 0usize, 0usize, 0usize);
+    for (s, ts) in &entries {
+        let Some(sid) = vs.id(s) else { continue };
+        let gold: Vec<usize> = ts
+            .iter()
+            .filter_map(|t| vt.id(t))
+            .map(|i| i as usize)
+            .collect();
+        if gold.is_empty() {
+            continue;
+        }
+        n += 1;
+        let mut scores = tgt.dot(&src.row(sid as usize));
+        if let (Some(rt), Some(rs)) = (r_tgt, r_src) {
+            let rq = rs[sid as usize];
+            scores.zip_mut_with(rt, |c, r| *c = 2.0 * *c - rq - r);
+        }
+        let best_gold = gold
+            .iter()
+            .map(|g| scores[*g])
+            .fold(f32::NEG_INFINITY, f32::max);
+        // rank of the best translation; ties count against it
+        let above = scores.iter().filter(|x| **x >= best_gold).count() - 1;
+        let rank = above + 1;
+        h1 += usize::from(rank <= 1);
+        h5 += usize::from(rank <= 5);
+        h10 += usize::from(rank <= 10);
+    }
+    let d = n.max(1) as f64;
+    Ok(BliScores {
+        p1: h1 as f64 / d,
+        p5: h5 as f64 / d,
+        p10: h10 as f64 / d,
+        queries: n,
+        entries: entries.len(),
+        csls,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::array;
+
+    #[test]
+    fn ranking_follows_trec_eval_order_and_depth() {
+        let docs = array![[1.0f32, 0.0], [0.0, 1.0], [1.0, 0.0], [0.6, 0.8]];
+        let ids = ["a", "b", "c", "d"];
+        let q = array![[1.0f32, 0.0], [0.0, 1.0]];
+        let r = rank(&docs, &q, &ids, 3);
+        // ties (a, c at 1.0) go to the larger id first, as trec_eval
+        assert_eq!(r[0].iter().map(|x| x.0).collect::<Vec<_>>(), vec![2, 0, 3]);
+        assert_eq!(r[1][0].0, 1);
+        assert_eq!(rank(&docs, &q, &ids, 0)[0].len(), 0);
+        assert_eq!(rank(&docs, &q, &ids, 10)[0].len(), 4);
+    }
+}

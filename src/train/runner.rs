@@ -1,0 +1,956 @@
+//! The job runner: drives a [`Trainer`] inside a session folder. It
+//! implements [`Hooks`]: metrics records, `status.json`, progress and ETA,
+//! validation (parallel sentence retrieval) and early stopping on MRR,
+//! checkpoints (`best` and `last`, atomic), cancellation on SIGTERM, and a
+//! clear `failed` state on errors (non-finite loss included).
+//!
+//! Settings the runner reads from `--set` (recorded in `config.toml` like the
+//! model's own):
+//! - `patience` (default 5): epochs without a better validation MRR before
+//!   early stopping;
+//! - `log_every` (default 10): a `step` record every N optimiser steps;
+//! - `step_delay_ms` (default 0): sleep after each step. **Test-only**: makes
+//!   jobs slow enough to be killed or cancelled mid-epoch in tests.
+//!
+//! Phases: a trainer may report several phases (XCNN: `mono`, then `cross`).
+//! Patience counts within a phase, and the `mono` phase is never
+//! early-stopped by the runner (the trainer has its own `mono_patience`);
+//! progress counts `mono_epochs` + `epochs` when a `mono` phase is planned.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use candle_core::{Device, Tensor};
+
+use crate::eval::sentence::sentence_retrieval;
+use crate::models::{Model, Params, Side};
+use crate::session::metrics::MetricsWriter;
+use crate::session::{
+    fmt_utc, now_unix, process_start_time, Checkpoint, CheckpointMeta, MetricRecord, Session,
+    State, Status, BEST_CHECKPOINT, LAST_CHECKPOINT, LOCK_FILE, LOG_FILE, METRICS_FILE,
+    VOCAB_SOURCE, VOCAB_TARGET,
+};
+use crate::train::{Flow, Hooks, Resume, StepReport, TrainData, Trainer};
+use crate::{Error, Result};
+
+/// Default early-stopping patience (epochs).
+pub const DEFAULT_PATIENCE: usize = 5;
+/// Default interval of `step` records (optimiser steps).
+pub const DEFAULT_LOG_EVERY: usize = 10;
+
+/// Picks the device for `spec`: `auto` (CUDA GPU 0 when this build has CUDA
+/// and a GPU answers, else CPU), `cpu`, `cuda` or `cuda:i`. Returns the
+/// device and its name as recorded in the session (`cpu`, `cuda:0`).
+pub fn select_device(spec: &str) -> Result<(Device, String)> {
+    let spec = spec.trim();
+    match spec {
+        "cpu" => Ok((Device::Cpu, "cpu".into())),
+        "auto" | "" => {
+            if cfg!(feature = "cuda") && candle_core::utils::cuda_is_available() {
+                if let Ok(d) = Device::new_cuda(0) {
+                    return Ok((d, "cuda:0".into()));
+                }
+            }
+            Ok((Device::Cpu, "cpu".into()))
+        }
+        s if s == "cuda" || s.starts_with("cuda:") => {
+            let i: usize = match s.strip_prefix("cuda:") {
+                None => 0,
+                Some(n) => n.parse().map_err(|_| {
+                    Error::invalid(format!("--device {s}: expected cuda:<index>, e.g. cuda:0"))
+                })?,
+            };
+            if !cfg!(feature = "cuda") || !candle_core::utils::cuda_is_available() {
+                return Err(Error::invalid(format!(
+                    "--device {s}: this build of rosetta has no CUDA support \
+                     (rebuild with `cargo build --features cuda`), use --device cpu or auto"
+                )));
+            }
+            Device::new_cuda(i)
+                .map(|d| (d, format!("cuda:{i}")))
+                .map_err(|e| Error::invalid(format!("--device {s}: no usable CUDA GPU {i} ({e})")))
+        }
+        other => Err(Error::invalid(format!(
+            "--device {other}: expected auto, cpu, cuda or cuda:<index>"
+        ))),
+    }
+}
+
+/// A flag set by SIGTERM and SIGINT, for [`run_job`]'s `cancel`: the job
+/// finishes its step, keeps its checkpoints and ends as `cancelled`. A
+/// second signal while the flag is set exits at once (status 130); the
+/// checkpoints are whole anyway (atomic writes).
+pub fn cancel_on_signals() -> Result<Arc<AtomicBool>> {
+    let flag = Arc::new(AtomicBool::new(false));
+    // a second Ctrl-C (or SIGTERM) while stopping exits at once
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register_conditional_shutdown(sig, 130, flag.clone())
+            .map_err(|e| Error::invalid(format!("cannot install signal handler: {e}")))?;
+    }
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, flag.clone())
+            .map_err(|e| Error::invalid(format!("cannot install signal handler: {e}")))?;
+    }
+    Ok(flag)
+}
+
+/// Receives the job's progress (the CLI's progress bar); the session's
+/// files get everything anyway.
+pub trait Observer {
+    /// The status after a change (every step record, epoch end, state change).
+    fn status(&mut self, _status: &Status) {}
+    /// A human-readable line (also written to `log.txt`).
+    fn line(&mut self, _line: &str) {}
+}
+
+/// An observer that ignores everything (detached jobs, tests).
+pub struct Quiet;
+impl Observer for Quiet {}
+
+/// How a job ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    /// Final state: done, failed or cancelled.
+    pub state: State,
+    /// Best validation MRR.
+    pub best_mrr: Option<f64>,
+    /// Its epoch.
+    pub best_epoch: Option<usize>,
+    /// Last completed epoch.
+    pub epoch: usize,
+    /// Last optimiser step.
+    pub step: usize,
+    /// Whether early stopping ended the training.
+    pub early_stopped: bool,
+    /// The error of a failed job.
+    pub error: Option<String>,
+}
+
+/// An exclusive lock on a session folder, held while a process runs its job.
+#[derive(Debug)]
+pub struct SessionLock {
+    _file: File,
+}
+
+impl SessionLock {
+    /// Takes the lock, or fails naming the session when another process
+    /// holds it (a job already running in it).
+    pub fn acquire(dir: &Path) -> Result<SessionLock> {
+        use std::os::unix::io::AsRawFd;
+        let path = dir.join(LOCK_FILE);
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| Error::io(&path, e))?;
+        // SAFETY: flock on a valid open descriptor.
+        let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if r != 0 {
+            return Err(Error::file(
+                dir,
+                "session is in use by another running job (see `rosetta jobs`)",
+            ));
+        }
+        Ok(SessionLock { _file: file })
+    }
+}
+
+/// Runs (or, with `resume`, continues from `last.safetensors`) the training
+/// job of `session` with `trainer` on `data`: checks the workspace hash,
+/// picks the device, writes vocabularies, metrics, status and checkpoints.
+/// Returns how it ended; a training error is an `Ok` outcome with state
+/// `failed` (recorded in the session), an `Err` is a problem before training
+/// (lock, device, hash, unreadable checkpoint).
+pub fn run_job(
+    session: &mut Session,
+    trainer: &dyn Trainer,
+    data: &TrainData,
+    workspace_hash: &str,
+    resume: bool,
+    cancel: Arc<AtomicBool>,
+    observer: &mut dyn Observer,
+) -> Result<Outcome> {
+    run_job_with_validation(
+        session,
+        trainer,
+        data,
+        workspace_hash,
+        resume,
+        cancel,
+        observer,
+        None,
+    )
+}
+
+/// More figures computed on the model at every epoch end (ad-hoc MRR/MAP on
+/// a workspace's collection), added to the `valid` record under their names.
+/// Early stopping stays on the sentence-retrieval MRR.
+pub type ExtraValidation<'a> = dyn Fn(&dyn Model) -> Result<BTreeMap<String, f64>> + 'a;
+
+/// [`run_job`] with extra validation figures per epoch.
+#[allow(clippy::too_many_arguments)]
+pub fn run_job_with_validation(
+    session: &mut Session,
+    trainer: &dyn Trainer,
+    data: &TrainData,
+    workspace_hash: &str,
+    resume: bool,
+    cancel: Arc<AtomicBool>,
+    observer: &mut dyn Observer,
+    extra_validation: Option<&ExtraValidation<'_>>,
+) -> Result<Outcome> {
+    let dir = session.dir.clone();
+    let _lock = SessionLock::acquire(&dir)?;
+    let mut log = LogFile::open(&dir.join(LOG_FILE))?;
+    match prepare_and_train(
+        session,
+        trainer,
+        data,
+        workspace_hash,
+        resume,
+        cancel,
+        observer,
+        &mut log,
+        extra_validation,
+    ) {
+        Ok(o) => Ok(o),
+        Err(e) => {
+            // a problem before training: the session says so too
+            let msg = e.to_string();
+            log.line(&format!("error: {msg}"));
+            if let Ok(mut w) = MetricsWriter::open(&dir.join(METRICS_FILE)) {
+                let _ = w.append(&MetricRecord::event("error", msg.clone(), None, None));
+            }
+            // a job that never started fails; a finished or interrupted
+            // session keeps its state (its checkpoints are still what it says)
+            let mut st =
+                crate::session::read_status(&dir).unwrap_or_else(|_| session.status.clone());
+            if st.state == State::Queued {
+                st.state = State::Failed;
+                st.error = Some(msg);
+                st.pid = std::process::id();
+                st.pid_start = process_start_time(st.pid);
+                let _ = st.write(&dir);
+            }
+            session.status = st;
+            Err(e)
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn prepare_and_train(
+    session: &mut Session,
+    trainer: &dyn Trainer,
+    data: &TrainData,
+    workspace_hash: &str,
+    resume: bool,
+    cancel: Arc<AtomicBool>,
+    observer: &mut dyn Observer,
+    log: &mut LogFile,
+    extra_validation: Option<&ExtraValidation<'_>>,
+) -> Result<Outcome> {
+    let dir = session.dir.clone();
+    if resume && session.status.state == State::Done {
+        return Err(Error::file(
+            &dir,
+            "the session is done (all epochs or early stop): nothing to resume; train a new session",
+        ));
+    }
+    session.config.check_workspace_hash(&dir, workspace_hash)?;
+    let (device, device_name) = select_device(&session.config.device_request)?;
+    session.config.device = device_name.clone();
+
+    let params = Params::new(session.config.run_params());
+    let patience: usize = params.get("patience", DEFAULT_PATIENCE)?;
+    let log_every: usize = params.get("log_every", DEFAULT_LOG_EVERY)?.max(1);
+    let step_delay_ms: u64 = params.get("step_delay_ms", 0u64)?;
+
+    // vocabularies, so new text can be encoded
+    for (name, v) in [
+        (VOCAB_SOURCE, &data.vocabs.source),
+        (VOCAB_TARGET, &data.vocabs.target),
+    ] {
+        v.save(&dir.join(name))?;
+    }
+
+    let metrics = MetricsWriter::open(&dir.join(METRICS_FILE))?;
+    let mut hooks = RunnerHooks {
+        dir: dir.clone(),
+        model_name: session.config.model.clone(),
+        data,
+        params: &params,
+        status: session.status.clone(),
+        metrics,
+        log,
+        observer,
+        cancel: cancel.clone(),
+        log_every,
+        step_delay: Duration::from_millis(step_delay_ms),
+        patience,
+        best_mrr: None,
+        best_epoch: None,
+        bad_epochs: 0,
+        phase: String::new(),
+        epoch: 0,
+        step: 0,
+        epoch_examples: 0,
+        epoch_loss_sum: 0.0,
+        started: Instant::now(),
+        progress_at_start: 0.0,
+        last_record: Instant::now(),
+        examples_since_record: 0,
+        unrecorded: None,
+        last_status_write: Instant::now(),
+        config_written: false,
+        early_stopped: false,
+        checkpoints: 0,
+        config_params_snapshot: Default::default(),
+        session_config: session.config.clone(),
+        extra_validation,
+    };
+
+    let mut resume_from: Option<Resume> = None;
+    if resume {
+        let last = dir.join(LAST_CHECKPOINT);
+        if last.exists() {
+            let ck = Checkpoint::read(&last, &device)?;
+            if ck.meta.kind != session.config.model {
+                return Err(Error::file(
+                    &last,
+                    format!(
+                        "checkpoint is of model `{}`, session is `{}`",
+                        ck.meta.kind, session.config.model
+                    ),
+                ));
+            }
+            hooks.best_mrr = ck.meta.best_mrr;
+            hooks.best_epoch = ck.meta.best_epoch;
+            hooks.bad_epochs = ck.meta.bad_epochs;
+            hooks.phase = ck.meta.phase.clone();
+            hooks.epoch = ck.meta.epoch;
+            hooks.step = ck.meta.step;
+            let msg = format!(
+                "resuming from {} (phase {}, epoch {}, step {}) on {device_name}",
+                last.display(),
+                ck.meta.phase,
+                ck.meta.epoch,
+                ck.meta.step
+            );
+            hooks.record(MetricRecord::event(
+                "resume",
+                msg.clone(),
+                Some(ck.meta.epoch),
+                Some(ck.meta.step),
+            ))?;
+            hooks.say(&msg);
+            resume_from = Some(Resume {
+                phase: ck.meta.phase,
+                epoch: ck.meta.epoch,
+                step: ck.meta.step,
+                tensors: ck.tensors,
+            });
+        } else {
+            let msg = "no checkpoint yet (stopped before its first epoch ended): starting again from the beginning";
+            hooks.record(MetricRecord::event("resume", msg, Some(0), Some(0)))?;
+            hooks.say(msg);
+        }
+    } else {
+        let msg = format!(
+            "start: model {} on {} ({} training pairs, {} validation pairs), device {device_name}, seed {}",
+            session.config.model,
+            session.config.workspace.display(),
+            data.train_src.n_rows(),
+            data.valid_src.n_rows(),
+            session.config.seed
+        );
+        hooks.record(MetricRecord::event("start", msg.clone(), Some(0), Some(0)))?;
+        hooks.say(&msg);
+    }
+
+    // running
+    let pid = std::process::id();
+    hooks.status.state = State::Running;
+    hooks.status.pid = pid;
+    hooks.status.pid_start = process_start_time(pid);
+    hooks.status.device = device_name.clone();
+    hooks.status.error = None;
+    hooks.status.best_mrr = hooks.best_mrr;
+    hooks.status.best_epoch = hooks.best_epoch;
+    hooks.status.epoch = hooks.epoch;
+    hooks.status.step = hooks.step;
+    if resume_from.is_some() {
+        // the checkpoint's epoch is complete
+        hooks.epoch_examples = hooks.epoch_size();
+    }
+    hooks.update_progress();
+    hooks.epoch_examples = 0;
+    hooks.write_config()?;
+    hooks.write_status()?;
+    hooks.progress_at_start = hooks.status.progress;
+
+    let seed = session.config.seed;
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        trainer.train(data, &params, &device, seed, resume_from, &mut hooks)
+    }));
+    let result: Result<Box<dyn Model>> = match result {
+        Ok(r) => r,
+        Err(p) => {
+            let what = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "unknown panic".into());
+            Err(Error::invalid(format!("the trainer panicked: {what}")))
+        }
+    };
+    let cancelled = cancel.load(Ordering::SeqCst);
+    let outcome = match result {
+        Ok(model) => {
+            if hooks.checkpoints == 0 && !cancelled {
+                // a trainer that never ended an epoch through the hooks
+                hooks.epoch = hooks.epoch.max(1);
+                let _ = hooks.epoch_end_inner(
+                    &hooks.phase.clone(),
+                    hooks.epoch,
+                    model.as_ref(),
+                    Vec::new(),
+                )?;
+            }
+            if cancelled {
+                hooks.finish(State::Cancelled, "cancelled", cancel_message(&hooks), None)?
+            } else if hooks.early_stopped {
+                let m = format!(
+                    "done (early stop) after epoch {}; best MRR {} at epoch {}",
+                    hooks.epoch,
+                    fmt_opt(hooks.best_mrr),
+                    hooks
+                        .best_epoch
+                        .map(|e| e.to_string())
+                        .unwrap_or("-".into())
+                );
+                hooks.finish(State::Done, "done", m, None)?
+            } else {
+                let m = format!(
+                    "done after epoch {}; best MRR {} at epoch {}",
+                    hooks.epoch,
+                    fmt_opt(hooks.best_mrr),
+                    hooks
+                        .best_epoch
+                        .map(|e| e.to_string())
+                        .unwrap_or("-".into())
+                );
+                hooks.finish(State::Done, "done", m, None)?
+            }
+        }
+        Err(Error::Cancelled) => {
+            let m = cancel_message(&hooks);
+            hooks.finish(State::Cancelled, "cancelled", m, None)?
+        }
+        Err(e) => {
+            let kept = if dir.join(BEST_CHECKPOINT).exists() {
+                format!(
+                    "; the best checkpoint (epoch {}) is kept",
+                    hooks
+                        .best_epoch
+                        .map(|e| e.to_string())
+                        .unwrap_or("-".into())
+                )
+            } else {
+                String::new()
+            };
+            let msg = format!("{e}{kept}");
+            hooks.finish(State::Failed, "error", msg.clone(), Some(msg))?
+        }
+    };
+    session.status = hooks.status;
+    session.config = hooks.session_config;
+    Ok(outcome)
+}
+
+fn cancel_message(h: &RunnerHooks<'_>) -> String {
+    format!(
+        "cancelled at epoch {}, step {}; `rosetta train --resume {}` continues from the last checkpoint{}",
+        h.epoch,
+        h.step,
+        h.dir.display(),
+        if h.checkpoints > 0 || h.dir.join(LAST_CHECKPOINT).exists() {
+            ""
+        } else {
+            " (none yet: it starts again)"
+        }
+    )
+}
+
+fn fmt_opt(v: Option<f64>) -> String {
+    v.map(|x| format!("{x:.4}")).unwrap_or_else(|| "-".into())
+}
+
+struct LogFile {
+    path: PathBuf,
+    file: File,
+}
+
+impl LogFile {
+    fn open(path: &Path) -> Result<LogFile> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| Error::io(path, e))?;
+        Ok(LogFile {
+            path: path.to_path_buf(),
+            file,
+        })
+    }
+    fn line(&mut self, msg: &str) {
+        let line = format!("{} {msg}\n", fmt_utc(now_unix()));
+        // the log is for people; a full disk shows up in the other files
+        if let Err(e) = self.file.write_all(line.as_bytes()) {
+            eprintln!("{}: {e}", self.path.display());
+        }
+    }
+}
+
+struct RunnerHooks<'a> {
+    dir: PathBuf,
+    model_name: String,
+    data: &'a TrainData,
+    params: &'a Params,
+    status: Status,
+    metrics: MetricsWriter,
+    log: &'a mut LogFile,
+    observer: &'a mut dyn Observer,
+    cancel: Arc<AtomicBool>,
+    log_every: usize,
+    step_delay: Duration,
+    patience: usize,
+    best_mrr: Option<f64>,
+    best_epoch: Option<usize>,
+    bad_epochs: usize,
+    phase: String,
+    epoch: usize,
+    step: usize,
+    epoch_examples: usize,
+    epoch_loss_sum: f64,
+    started: Instant,
+    progress_at_start: f64,
+    last_record: Instant,
+    examples_since_record: usize,
+    unrecorded: Option<StepReport>,
+    last_status_write: Instant,
+    config_written: bool,
+    early_stopped: bool,
+    checkpoints: usize,
+    config_params_snapshot: BTreeMap<String, String>,
+    session_config: crate::session::SessionConfig,
+    extra_validation: Option<&'a ExtraValidation<'a>>,
+}
+
+impl RunnerHooks<'_> {
+    fn record(&mut self, r: MetricRecord) -> Result<()> {
+        self.metrics.append(&r)
+    }
+
+    fn say(&mut self, msg: &str) {
+        self.log.line(msg);
+        self.observer.line(msg);
+    }
+
+    fn write_status(&mut self) -> Result<()> {
+        self.status.write(&self.dir)?;
+        self.last_status_write = Instant::now();
+        self.observer.status(&self.status);
+        Ok(())
+    }
+
+    /// Records the resolved parameters in `config.toml` when they changed.
+    fn write_config(&mut self) -> Result<()> {
+        let resolved = self.params.resolved();
+        if !self.config_written || resolved != self.config_params_snapshot {
+            self.session_config.params = resolved.clone();
+            self.session_config.write(&self.dir)?;
+            self.config_params_snapshot = resolved;
+            self.config_written = true;
+        }
+        Ok(())
+    }
+
+    /// A numeric setting as read by the trainer (or as given).
+    fn setting(&self, key: &str) -> Option<usize> {
+        let read = self.params.resolved().get(key).cloned();
+        read.or_else(|| self.session_config.run_params().get(key).cloned())
+            .and_then(|v| v.parse().ok())
+    }
+
+    /// Planned epochs of the current phase: `mono_epochs` in XCNN's `mono`
+    /// phase, `epochs` otherwise (0 while unknown).
+    fn planned_epochs(&self) -> usize {
+        if self.phase == "mono" {
+            self.setting("mono_epochs").unwrap_or(0)
+        } else {
+            self.setting("epochs").unwrap_or(0)
+        }
+    }
+
+    /// (epochs before the current phase, epochs of the whole job) for the
+    /// progress figure: a model with a `mono` pre-training phase
+    /// (`mono_epochs` > 0 and no `init` session) runs it before `epochs`.
+    fn progress_plan(&self) -> (usize, usize) {
+        let epochs = self.setting("epochs").unwrap_or(0);
+        let init = self
+            .params
+            .resolved()
+            .get("init")
+            .cloned()
+            .unwrap_or_default();
+        let mono = if init.is_empty() {
+            self.setting("mono_epochs").unwrap_or(0)
+        } else {
+            0
+        };
+        if self.phase == "mono" || self.phase.is_empty() {
+            (0, mono + epochs)
+        } else {
+            (mono, mono + epochs)
+        }
+    }
+
+    fn epoch_size(&self) -> usize {
+        if self.phase == "mono" {
+            self.data.mono.n_rows()
+        } else {
+            self.data.train_src.n_rows()
+        }
+        .max(1)
+    }
+
+    fn update_progress(&mut self) {
+        self.status.epochs = self.planned_epochs();
+        self.status.epoch = self.epoch;
+        self.status.step = self.step;
+        self.status.phase = self.phase.clone();
+        let (offset, total) = self.progress_plan();
+        if total > 0 {
+            let frac = (self.epoch_examples as f64 / self.epoch_size() as f64).min(1.0);
+            let done = (offset as f64 + self.epoch.saturating_sub(1) as f64 + frac) / total as f64;
+            self.status.progress = done.clamp(0.0, 1.0);
+            let gained = self.status.progress - self.progress_at_start;
+            let secs = self.started.elapsed().as_secs_f64();
+            self.status.eta_s = if gained > 1e-9 && secs > 0.0 {
+                Some((1.0 - self.status.progress).max(0.0) * secs / gained)
+            } else {
+                None
+            };
+        }
+    }
+
+    /// A `step` record for `r` (pairs/s since the previous record).
+    fn record_step(&mut self, r: &StepReport) -> Result<()> {
+        let secs = self.last_record.elapsed().as_secs_f64();
+        let pps = if secs > 0.0 {
+            self.examples_since_record as f64 / secs
+        } else {
+            0.0
+        };
+        self.last_record = Instant::now();
+        self.examples_since_record = 0;
+        self.unrecorded = None;
+        self.status.pairs_per_s = Some(pps);
+        self.record(MetricRecord::Step {
+            phase: r.phase.clone(),
+            epoch: r.epoch,
+            step: r.step,
+            examples: r.examples,
+            loss: r.loss,
+            pairs_per_s: pps,
+            wall_s: self.started.elapsed().as_secs_f64(),
+        })
+    }
+
+    fn epoch_end_inner(
+        &mut self,
+        phase: &str,
+        epoch: usize,
+        model: &dyn Model,
+        extra: Vec<(String, Tensor)>,
+    ) -> Result<Flow> {
+        // the epoch's last step is always recorded, so that short epochs
+        // still draw a loss curve
+        if let Some(r) = self.unrecorded.take() {
+            self.record_step(&r)?;
+        }
+        if phase != self.phase {
+            self.bad_epochs = 0;
+        }
+        self.phase = phase.to_string();
+        self.epoch = epoch;
+        self.write_config()?;
+        // validation
+        let mut valid_mrr = None;
+        let mut scores_line = String::new();
+        let mut scores = BTreeMap::new();
+        if self.data.valid_src.n_rows() > 0 {
+            let s = model.encode(Side::Source, &self.data.valid_src)?;
+            let t = model.encode(Side::Target, &self.data.valid_tgt)?;
+            let sc = sentence_retrieval(&s, &t);
+            if !sc.mrr.is_finite() {
+                return Err(Error::invalid(format!(
+                    "validation MRR is not finite at epoch {epoch} (the model produced NaN embeddings)"
+                )));
+            }
+            valid_mrr = Some(sc.mrr);
+            scores.insert("MRR".to_string(), sc.mrr);
+            scores.insert("P@1".to_string(), sc.p1);
+            scores.insert("queries".to_string(), sc.queries as f64);
+            scores_line = format!(" valid MRR {:.4} P@1 {:.4}", sc.mrr, sc.p1);
+        }
+        if let Some(f) = self.extra_validation {
+            for (k, v) in f(model)? {
+                scores_line.push_str(&format!(" {k} {v:.4}"));
+                scores.insert(k, v);
+            }
+        }
+        if !scores.is_empty() {
+            self.record(MetricRecord::Valid {
+                phase: phase.to_string(),
+                epoch,
+                step: self.step,
+                scores,
+            })?;
+        }
+        let improved = match (valid_mrr, self.best_mrr) {
+            (Some(m), Some(b)) => m > b,
+            (Some(_), None) => true,
+            (None, _) => true, // nothing to compare: the latest is the best
+        };
+        if improved {
+            if valid_mrr.is_some() {
+                self.best_mrr = valid_mrr;
+            }
+            self.best_epoch = Some(epoch);
+            self.bad_epochs = 0;
+        } else {
+            self.bad_epochs += 1;
+        }
+        let model_tensors = model.tensors()?;
+        let meta = CheckpointMeta {
+            kind: self.model_name.clone(),
+            phase: phase.to_string(),
+            epoch,
+            step: self.step,
+            params: self.params.resolved(),
+            valid_mrr,
+            best_mrr: self.best_mrr,
+            best_epoch: self.best_epoch,
+            bad_epochs: self.bad_epochs,
+            extra: extra.iter().map(|(n, _)| n.clone()).collect(),
+            rosetta_version: env!("CARGO_PKG_VERSION").to_string(),
+        };
+        if improved {
+            let mut m = meta.clone();
+            m.extra.clear();
+            Checkpoint::write(&self.dir.join(BEST_CHECKPOINT), &m, &model_tensors, &[])?;
+        }
+        Checkpoint::write(
+            &self.dir.join(LAST_CHECKPOINT),
+            &meta,
+            &model_tensors,
+            &extra,
+        )?;
+        self.checkpoints += 1;
+        self.record(MetricRecord::event(
+            "checkpoint",
+            format!(
+                "epoch {epoch}: last{} checkpoint written",
+                if improved { " and best" } else { "" }
+            ),
+            Some(epoch),
+            Some(self.step),
+        ))?;
+        let mean_loss = if self.epoch_examples > 0 {
+            format!(
+                " loss {:.4}",
+                self.epoch_loss_sum / self.epoch_examples as f64
+            )
+        } else {
+            String::new()
+        };
+        let epochs = self.planned_epochs();
+        self.epoch_examples = self.epoch_size();
+        self.update_progress();
+        self.status.best_mrr = self.best_mrr;
+        self.status.best_epoch = self.best_epoch;
+        let line = format!(
+            "{phase} epoch {epoch}{}{mean_loss}{scores_line} (best {} at epoch {}) {:.1} s",
+            if epochs > 0 {
+                format!("/{epochs}")
+            } else {
+                String::new()
+            },
+            fmt_opt(self.best_mrr),
+            self.best_epoch.map(|e| e.to_string()).unwrap_or("-".into()),
+            self.started.elapsed().as_secs_f64()
+        );
+        self.say(&line);
+        self.write_status()?;
+        self.epoch_examples = 0;
+        self.epoch_loss_sum = 0.0;
+        // XCNN's `mono` pre-training phase has its own patience
+        // (`mono_patience`): the sentence MRR says little about it
+        if valid_mrr.is_some() && phase != "mono" && self.bad_epochs >= self.patience {
+            self.early_stopped = true;
+            let msg = format!(
+                "early stop: no better validation MRR for {} epochs (best {} at epoch {})",
+                self.bad_epochs,
+                fmt_opt(self.best_mrr),
+                self.best_epoch.map(|e| e.to_string()).unwrap_or("-".into())
+            );
+            self.record(MetricRecord::event(
+                "early_stop",
+                msg.clone(),
+                Some(epoch),
+                Some(self.step),
+            ))?;
+            self.say(&msg);
+            return Ok(Flow::Stop);
+        }
+        if self.cancel.load(Ordering::SeqCst) {
+            return Ok(Flow::Stop);
+        }
+        Ok(Flow::Continue)
+    }
+
+    fn finish(
+        &mut self,
+        state: State,
+        event: &str,
+        message: String,
+        error: Option<String>,
+    ) -> Result<Outcome> {
+        self.write_config()?;
+        self.record(MetricRecord::event(
+            event,
+            message.clone(),
+            Some(self.epoch),
+            Some(self.step),
+        ))?;
+        self.say(&message);
+        self.status.state = state;
+        if state == State::Done {
+            self.status.progress = 1.0;
+            self.status.eta_s = Some(0.0);
+        } else {
+            self.status.eta_s = None;
+        }
+        self.status.error = if state == State::Cancelled {
+            Some(message)
+        } else {
+            error.clone()
+        };
+        self.status.best_mrr = self.best_mrr;
+        self.status.best_epoch = self.best_epoch;
+        self.write_status()?;
+        Ok(Outcome {
+            state,
+            best_mrr: self.best_mrr,
+            best_epoch: self.best_epoch,
+            epoch: self.epoch,
+            step: self.step,
+            early_stopped: self.early_stopped,
+            error,
+        })
+    }
+}
+
+impl Hooks for RunnerHooks<'_> {
+    fn step(&mut self, r: &StepReport) -> Result<Flow> {
+        if !r.loss.is_finite() {
+            return Err(Error::invalid(format!(
+                "training diverged: loss is {} at {} epoch {}, step {} (try a lower --lr)",
+                r.loss, r.phase, r.epoch, r.step
+            )));
+        }
+        if r.phase != self.phase || r.epoch != self.epoch {
+            if r.phase != self.phase {
+                // patience counts within a phase
+                self.bad_epochs = 0;
+            }
+            self.phase = r.phase.clone();
+            self.epoch = r.epoch;
+            self.epoch_examples = 0;
+            self.epoch_loss_sum = 0.0;
+        }
+        self.step = r.step;
+        self.epoch_examples += r.examples;
+        self.epoch_loss_sum += r.loss * r.examples as f64;
+        self.examples_since_record += r.examples;
+        if !self.config_written {
+            self.write_config()?;
+        }
+        if !self.step_delay.is_zero() {
+            std::thread::sleep(self.step_delay);
+        }
+        if r.step.is_multiple_of(self.log_every) {
+            self.record_step(r)?;
+        } else {
+            self.unrecorded = Some(r.clone());
+        }
+        // status.json is fsynced: at most a few writes a second
+        if self.last_status_write.elapsed() >= Duration::from_millis(500) {
+            self.update_progress();
+            self.write_status()?;
+        }
+        if self.cancel.load(Ordering::SeqCst) {
+            self.say(&format!("cancel requested: stopping after step {}", r.step));
+            return Ok(Flow::Stop);
+        }
+        Ok(Flow::Continue)
+    }
+
+    fn epoch_end(
+        &mut self,
+        phase: &str,
+        epoch: usize,
+        model: &dyn Model,
+        extra: Vec<(String, Tensor)>,
+    ) -> Result<Flow> {
+        self.epoch_end_inner(phase, epoch, model, extra)
+    }
+
+    fn log(&mut self, msg: &str) {
+        self.say(msg);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_selection() {
+        let (d, name) = select_device("cpu").unwrap();
+        assert!(d.is_cpu());
+        assert_eq!(name, "cpu");
+        let (_, auto) = select_device("auto").unwrap();
+        if !cfg!(feature = "cuda") {
+            assert_eq!(auto, "cpu");
+            let e = select_device("cuda:0").unwrap_err().to_string();
+            assert!(e.contains("no CUDA support"), "{e}");
+        }
+        assert!(select_device("cuda:x")
+            .unwrap_err()
+            .to_string()
+            .contains("cuda:<index>"));
+        assert!(select_device("gpu")
+            .unwrap_err()
+            .to_string()
+            .contains("expected auto"));
+    }
+}
