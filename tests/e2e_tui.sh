@@ -25,7 +25,8 @@ S="rosetta-e2e"
 t() { tmux -S "$SOCK" "$@"; }
 cleanup() {
     t kill-server 2>/dev/null || true
-    rm -rf "$TMP"
+    sleep 0.3
+    rm -rf "$TMP" 2>/dev/null || { sleep 1; rm -rf "$TMP" 2>/dev/null || true; }
 }
 trap cleanup EXIT
 
@@ -71,10 +72,14 @@ wait_for "New training job"
 typed "$WS"
 keys Tab C-u
 typed "$MODEL"
-keys Tab Tab C-u
-typed "3"          # epochs
+keys Tab C-u
+typed "8"          # dim (the fixture's vocabularies have ~30 terms)
+keys Tab C-u
+typed "5"          # epochs
 keys Tab Tab Tab C-u
 typed "cpu"
+keys Tab Tab C-u
+typed "batch=4 log_every=1"   # several logged steps per epoch
 keys Enter
 wait_for "started " 30
 wait_for "running|done" 30

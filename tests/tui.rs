@@ -23,7 +23,7 @@ use rosetta::{Error, Result};
 #[derive(Default)]
 struct Fake {
     sessions: Mutex<Vec<SessionSummary>>,
-    metrics: Mutex<HashMap<String, String>>,
+    metrics: Mutex<HashMap<String, Vec<MetricRecord>>>,
     launched: Mutex<Vec<JobSpec>>,
     cancelled: Mutex<Vec<String>>,
     resumed: Mutex<Vec<String>>,
@@ -80,25 +80,38 @@ fn failed() -> SessionSummary {
 }
 
 /// Deterministic metrics: a decaying saw-tooth loss and rising MRR.
-fn metrics_text(steps: usize, epochs: usize) -> String {
-    let mut s = String::new();
+fn metrics(steps: usize, epochs: usize) -> Vec<MetricRecord> {
+    let mut v = Vec::new();
     for i in 1..=steps {
         let loss = 2.0 * (-(i as f64) / 60.0).exp() + 0.3 + 0.1 * ((i % 7) as f64 / 7.0);
-        s.push_str(&format!(
-            "{{\"kind\":\"step\",\"phase\":\"train\",\"epoch\":{},\"step\":{i},\"examples\":64,\"loss\":{loss},\"pairs_per_s\":5000,\"wall_s\":1.0}}\n",
-            1 + (i - 1) * epochs / steps
-        ));
+        v.push(MetricRecord::Step {
+            phase: "train".into(),
+            epoch: 1 + (i - 1) * epochs / steps,
+            step: i,
+            examples: 64,
+            loss,
+            pairs_per_s: 5000.0,
+            wall_s: 1.0,
+        });
     }
     for e in 1..=epochs {
-        s.push_str(&format!(
-            "{{\"kind\":\"valid\",\"phase\":\"train\",\"epoch\":{e},\"step\":{},\"MRR\":{},\"P@1\":{}}}\n",
-            e * steps / epochs,
-            0.3 + 0.09 * e as f64,
-            0.2 + 0.08 * e as f64
-        ));
+        let mut scores = BTreeMap::new();
+        scores.insert("MRR".to_string(), 0.3 + 0.09 * e as f64);
+        scores.insert("P@1".to_string(), 0.2 + 0.08 * e as f64);
+        v.push(MetricRecord::Valid {
+            phase: "train".into(),
+            epoch: e,
+            step: e * steps / epochs,
+            scores,
+        });
     }
-    s.push_str("{\"kind\":\"event\",\"event\":\"checkpoint\",\"message\":\"epoch 2 saved\"}\n");
-    s
+    v.push(MetricRecord::event(
+        "checkpoint",
+        "epoch 2 saved",
+        Some(2),
+        None,
+    ));
+    v
 }
 
 impl Fake {
@@ -107,8 +120,8 @@ impl Fake {
         *f.sessions.lock().unwrap() = sessions;
         f
     }
-    fn set_metrics(&self, id: &str, text: String) {
-        self.metrics.lock().unwrap().insert(id.into(), text);
+    fn set_metrics(&self, id: &str, records: Vec<MetricRecord>) {
+        self.metrics.lock().unwrap().insert(id.into(), records);
     }
 }
 
@@ -117,17 +130,22 @@ impl Backend for Fake {
         Ok(self.sessions.lock().unwrap().clone())
     }
     fn tail_metrics(&self, session: &str, offset: u64) -> Result<MetricsChunk> {
-        let text = self
+        // the cursor counts records here
+        let all = self
             .metrics
             .lock()
             .unwrap()
             .get(session)
             .cloned()
             .unwrap_or_default();
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("metrics.jsonl");
-        std::fs::write(&p, text).unwrap();
-        tail_metrics_file(&p, offset)
+        let reset = offset as usize > all.len();
+        let from = if reset { 0 } else { offset as usize };
+        Ok(MetricsChunk {
+            records: all[from..].to_vec(),
+            next_offset: all.len() as u64,
+            reset,
+            bad_lines: 0,
+        })
     }
     fn session_spec(&self, session: &str) -> Result<JobSpec> {
         self.spec
@@ -253,6 +271,7 @@ impl Backend for Fake {
             rows,
             baseline: baseline.map(str::to_string),
             test: baseline.map(|_| "paired t-test, p<0.05".into()),
+            skipped: vec![],
         })
     }
     fn export_compare(
@@ -346,7 +365,7 @@ fn snapshot_jobs_empty() {
 #[test]
 fn snapshot_jobs_running() {
     let fake = Fake::with(vec![running(), done(), failed()]);
-    fake.set_metrics("s2net-run", metrics_text(180, 2));
+    fake.set_metrics("s2net-run", metrics(180, 2));
     let mut app = app_with(&fake);
     insta::assert_snapshot!(render(&mut app, 80, 24));
 }
@@ -354,7 +373,7 @@ fn snapshot_jobs_running() {
 #[test]
 fn snapshot_jobs_running_wide() {
     let fake = Fake::with(vec![running(), done(), failed()]);
-    fake.set_metrics("s2net-run", metrics_text(180, 2));
+    fake.set_metrics("s2net-run", metrics(180, 2));
     let mut app = app_with(&fake);
     insta::assert_snapshot!(render(&mut app, 120, 30));
 }
@@ -362,7 +381,7 @@ fn snapshot_jobs_running_wide() {
 #[test]
 fn snapshot_jobs_finished() {
     let fake = Fake::with(vec![running(), done(), failed()]);
-    fake.set_metrics("s2net-done", metrics_text(240, 3));
+    fake.set_metrics("s2net-done", metrics(240, 3));
     let mut app = app_with(&fake);
     press(&mut app, &fake, "j");
     assert_eq!(app.jobs.selected.as_deref(), Some("s2net-done"));
@@ -381,8 +400,8 @@ fn snapshot_jobs_failed() {
 #[test]
 fn snapshot_jobs_overlay() {
     let fake = Fake::with(vec![running(), done(), failed()]);
-    fake.set_metrics("s2net-run", metrics_text(180, 2));
-    fake.set_metrics("s2net-done", metrics_text(240, 3));
+    fake.set_metrics("s2net-run", metrics(180, 2));
+    fake.set_metrics("s2net-done", metrics(240, 3));
     let mut app = app_with(&fake);
     press(&mut app, &fake, " j w");
     assert_eq!(app.jobs.marked.len(), 2);
@@ -565,6 +584,14 @@ fn form_validates_then_launches_with_args() {
     let fake = Fake::with(vec![done()]);
     let mut app = app_with(&fake);
     press(&mut app, &fake, "n");
+    let Some(Popup::Form(f)) = &app.popup else {
+        panic!("no form")
+    };
+    assert_eq!(
+        f.fields[0].value, "tests/fixtures/corpus/tiny/workspace.toml",
+        "the newest session's workspace is the default"
+    );
+    app.on_key(KeyEvent::new(KeyCode::Char('u'), KeyModifiers::CONTROL));
     // empty workspace and a bad device are refused, nothing launched
     for _ in 0..6 {
         press_code(&mut app, &fake, KeyCode::Tab);
@@ -673,21 +700,19 @@ fn filter_narrows_the_list_and_esc_clears() {
 #[test]
 fn metrics_are_tailed_incrementally() {
     let fake = Fake::with(vec![running()]);
-    let text = metrics_text(10, 1);
-    let cut = text.find("\"step\":5,").unwrap() + 3; // mid-line
-    fake.set_metrics("s2net-run", text[..cut].to_string());
+    let all = metrics(10, 1);
+    fake.set_metrics("s2net-run", all[..4].to_vec());
     let mut app = app_with(&fake);
-    let n1 = app.jobs.series["s2net-run"].loss.len();
-    assert_eq!(n1, 4, "the partial line waits for its newline");
-    fake.set_metrics("s2net-run", text.clone());
+    assert_eq!(app.jobs.series["s2net-run"].loss.len(), 4);
+    fake.set_metrics("s2net-run", all.clone());
     app.poll_metrics();
     app.pump_sync(&fake);
     let s = &app.jobs.series["s2net-run"];
-    assert_eq!(s.loss.len(), 10);
+    assert_eq!(s.loss.len(), 10, "only the new records are added");
     assert_eq!(s.valid.len(), 1);
-    assert_eq!(s.offset, text.len() as u64);
-    // replaced by a shorter file: start over
-    fake.set_metrics("s2net-run", metrics_text(3, 1));
+    assert_eq!(s.offset, all.len() as u64);
+    // replaced by a shorter history: start over
+    fake.set_metrics("s2net-run", metrics(3, 1));
     app.poll_metrics();
     app.pump_sync(&fake);
     assert_eq!(app.jobs.series["s2net-run"].loss.len(), 3);
@@ -717,6 +742,20 @@ fn search_flow_fusion_and_lambda() {
     assert_eq!(app.search.result.as_ref().unwrap().hits.len(), 4);
     press(&mut app, &fake, "jj");
     assert_eq!(app.search.selected, 2);
+    // e: the workspace's judged query, with RR and AP
+    press(&mut app, &fake, "e");
+    assert_eq!(app.search.query, "where is the river");
+    assert_eq!(
+        app.search
+            .result
+            .as_ref()
+            .unwrap()
+            .judged
+            .as_ref()
+            .unwrap()
+            .qid,
+        "q7"
+    );
 }
 
 #[test]
@@ -853,64 +892,121 @@ fn config_file_theme_and_no_color() {
 
 // ------------------------------------------------------------- file parts
 
-#[test]
-fn scan_and_tail_real_session_folders() {
-    let dir = tempfile::tempdir().unwrap();
-    let s1 = dir.path().join("a1");
-    std::fs::create_dir_all(&s1).unwrap();
-    std::fs::write(
-        s1.join("status.json"),
-        r#"{"state":"done","model":"s2net","workspace":"w.toml","device":"cpu","progress":1.0,"epoch":3,"epochs":3,"pairs/s":812.5,"best":{"MRR":0.61,"epoch":2}}"#,
-    )
-    .unwrap();
-    std::fs::write(
-        s1.join("metrics.jsonl"),
-        metrics_text(5, 1) + "not json\n{\"kind\":\"step\"",
-    )
-    .unwrap();
-    std::fs::create_dir_all(dir.path().join("not-a-session")).unwrap();
-    let b2 = dir.path().join("b2");
-    std::fs::create_dir_all(&b2).unwrap();
-    std::fs::write(b2.join("status.json"), "{ broken").unwrap();
-    let b = rosetta::tui::local::LocalBackend::new(dir.path(), "/bin/false");
-    let list = b.list_sessions().unwrap();
-    assert_eq!(list.len(), 2);
-    let a = list.iter().find(|s| s.id == "a1").unwrap();
-    assert_eq!(a.state, JobState::Done);
-    assert_eq!(a.best_mrr, Some(0.61));
-    assert_eq!(a.best_epoch, Some(2));
-    assert_eq!(a.pairs_per_s, Some(812.5));
-    let bad = list.iter().find(|s| s.id == "b2").unwrap();
-    assert_eq!(bad.state, JobState::Failed);
-    assert!(bad.error.as_ref().unwrap().contains("status.json"));
-    let c = b.tail_metrics("a1", 0).unwrap();
-    assert_eq!(c.bad_lines, 1);
-    assert_eq!(c.records.len(), 5 + 1 + 1);
-    let c2 = b.tail_metrics("a1", c.next_offset).unwrap();
-    assert!(c2.records.is_empty());
-    assert!(b.tail_metrics("../x", 0).is_err());
-    // launching through a program that fails reports its status
-    let e = b.launch(&JobSpec::default()).unwrap_err().to_string();
-    assert!(e.contains("failed"), "{e}");
-    // compare from validation records
-    let t = b.compare(&["a1".into()], None).unwrap();
-    assert_eq!(t.rows[0].values[0], Some(0.39));
-    let path = b.export_compare(&t, "a1", ExportFormat::Csv).unwrap();
-    assert!(std::fs::read_to_string(path)
-        .unwrap()
-        .starts_with("session,model,MRR,MRR_sig"));
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
 }
 
 #[test]
-fn status_and_output_parsing() {
-    let s = parse_status(
-        r#"{"state":"running","pid":12,"progress":40,"eta":"90"}"#,
-        std::path::Path::new("s.json"),
-    )
-    .unwrap();
-    assert_eq!(s.progress, Some(0.4));
-    assert_eq!(s.eta_s, Some(90.0));
-    assert!(parse_status(r#"{"state":"exploded"}"#, std::path::Path::new("s.json")).is_err());
+fn real_session_folders_through_the_session_module() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("sessions");
+    copy_dir(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tui/sessions"),
+        &root,
+    );
+    std::fs::create_dir_all(root.join("not-a-session")).unwrap();
+    let b = rosetta::tui::local::LocalBackend::new(&root, "/bin/false");
+    let list = b.list_sessions().unwrap();
+    let ids: Vec<&str> = list.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(ids, ["xcnn-stale", "s2net-fixture"], "newest first");
+    let done = &list[1];
+    assert_eq!(done.state, JobState::Done);
+    assert_eq!((done.best_mrr, done.best_epoch), (Some(0.66), Some(3)));
+    assert_eq!(done.pairs_per_s, Some(950.5));
+    let stale = &list[0];
+    assert_eq!(
+        stale.state,
+        JobState::Failed,
+        "running without a process is stale"
+    );
+    assert!(stale.error.as_ref().unwrap().contains("stale"));
+
+    // metrics: all, then nothing new, then an appended partial line waits for its newline
+    let c = b.tail_metrics("s2net-fixture", 0).unwrap();
+    assert_eq!(c.bad_lines, 1);
+    assert_eq!(c.records.len(), 12);
+    let c2 = b.tail_metrics("s2net-fixture", c.next_offset).unwrap();
+    assert!(c2.records.is_empty() && !c2.reset);
+    let path = root.join("s2net-fixture/metrics.jsonl");
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    text.push_str("{\"kind\":\"event\",\"event\":\"x\",");
+    std::fs::write(&path, &text).unwrap();
+    let c3 = b.tail_metrics("s2net-fixture", c2.next_offset).unwrap();
+    assert!(c3.records.is_empty());
+    text.push_str("\"message\":\"later\"}\n");
+    std::fs::write(&path, &text).unwrap();
+    let c4 = b.tail_metrics("s2net-fixture", c3.next_offset).unwrap();
+    assert_eq!(c4.records.len(), 1);
+    // a shrunk file starts over
+    std::fs::write(&path, "").unwrap();
+    let c5 = b.tail_metrics("s2net-fixture", c4.next_offset).unwrap();
+    assert!(c5.reset);
+    assert!(b.tail_metrics("../x", 0).is_err());
+
+    // the resumed run's superseded records are dropped from the curves
+    let fake = Fake::with(vec![done.clone()]);
+    fake.set_metrics("s2net-fixture", c.records.clone());
+    let app = app_with(&fake);
+    let s = &app.jobs.series["s2net-fixture"];
+    let steps: Vec<f64> = s.loss.iter().map(|p| p.0).collect();
+    assert_eq!(steps, [10.0, 20.0, 30.0, 40.0]);
+    assert_eq!(
+        s.loss[2].1, 1.5,
+        "the retrained step, not the interrupted one"
+    );
+    assert_eq!(s.valid.len(), 4);
+
+    // duplicate: the given settings, init by session name, the rest as --set
+    let spec = b.session_spec("s2net-fixture").unwrap();
+    assert_eq!((spec.dim, spec.epochs, spec.lr), (Some(32), Some(4), None));
+    assert_eq!(spec.init.as_deref(), Some("cl-lsi-base"));
+    assert_eq!(spec.extra, vec![("batch".to_string(), "50".to_string())]);
+    assert_eq!(spec.device, "cpu");
+
+    assert!(b
+        .cancel("s2net-fixture")
+        .unwrap_err()
+        .to_string()
+        .contains("already done"));
+    assert!(b
+        .cancel("xcnn-stale")
+        .unwrap_err()
+        .to_string()
+        .contains("gone"));
+    // launching through a program that fails reports it
+    let e = b.launch(&JobSpec::default()).unwrap_err().to_string();
+    assert!(e.contains("failed"), "{e}");
+    let t = CompareTable {
+        metrics: vec!["MRR".into()],
+        rows: vec![CompareRow {
+            session: "s2net-fixture".into(),
+            model: "s2net".into(),
+            values: vec![Some(0.5)],
+            marks: vec![Significance::None],
+        }],
+        baseline: None,
+        test: None,
+        skipped: vec![],
+    };
+    let p = b
+        .export_compare(&t, "s2net-fixture", ExportFormat::Csv)
+        .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(p).unwrap(),
+        "session,model,MRR,MRR_sig\ns2net-fixture,s2net,0.5000,\n"
+    );
+}
+
+#[test]
+fn output_parsing() {
     assert_eq!(
         session_from_output(r#"{"session":"sessions/s2net-20261121"}"#).as_deref(),
         Some("s2net-20261121")
@@ -951,6 +1047,9 @@ fn form_checks_model_specific_settings() {
     assert!(f.validate(&sessions).is_none());
     assert!(f.fields[5].error.as_ref().unwrap().contains("xcnn"));
     assert!(f.fields[7].error.as_ref().unwrap().contains("finished"));
+    if !rosetta::models::MODEL_NAMES.contains(&"xcnn") {
+        return; // the rest needs xcnn in this build's registry
+    }
     f.fields[1].value = "xcnn".into();
     f.fields[7].value = "s2net-done".into();
     let spec = f.validate(&sessions).expect("valid");
@@ -970,4 +1069,129 @@ fn form_checks_model_specific_settings() {
     f.fields[1].value = "nonsense".into();
     assert!(f.validate(&sessions).is_none());
     assert!(f.fields[1].error.as_ref().unwrap().contains("s2net"));
+}
+
+/// Trains a tiny model with the real CLI and drives the engine-backed calls.
+#[test]
+fn engine_search_neighbours_compare_and_data_on_a_trained_session() {
+    let ws = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/corpus/tiny/workspace.toml");
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("sessions");
+    for (name, model, extra) in [
+        ("a", "cl-lsi", vec![]),
+        ("b", "s2net", vec!["--epochs", "3"]),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_rosetta"))
+            .args(["train", "--model", model, "--dim", "8", "--device", "cpu"])
+            .args(extra)
+            .arg("--workspace")
+            .arg(&ws)
+            .arg("--session")
+            .arg(root.join(name))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let b = rosetta::tui::local::LocalBackend::new(&root, env!("CARGO_BIN_EXE_rosetta"));
+    let seen = Mutex::new(Vec::new());
+    let info = b
+        .load_index("a", &|f, w| seen.lock().unwrap().push((f, w.to_string())))
+        .unwrap();
+    assert_eq!(info.docs, 8);
+    assert_eq!(info.judged_queries.len(), 5);
+    assert!(seen.lock().unwrap().len() >= 3, "progress is reported");
+    // a judged query: its relevant documents are marked, RR and AP given
+    let (_, qtext) = info
+        .judged_queries
+        .iter()
+        .find(|(q, _)| q == "q4")
+        .unwrap()
+        .clone();
+    let r = b.search("a", &qtext, 5, Fusion::Model).unwrap();
+    assert_eq!(r.hits.len(), 5);
+    assert!(r.hits.windows(2).all(|w| w[0].score >= w[1].score));
+    let j = r.judged.clone().expect("judged query");
+    assert_eq!(j.qid, "q4");
+    let first_rel = r
+        .hits
+        .iter()
+        .position(|h| h.relevant == Some(true))
+        .map(|i| i + 1);
+    assert_eq!(
+        first_rel.map(|p| 1.0 / p as f64),
+        Some(j.rr).filter(|x| *x > 0.0)
+    );
+    assert!(r
+        .hits
+        .iter()
+        .all(|h| h.contributions.len() <= 3 && h.text.len() <= 400 * 4));
+    for h in &r.hits {
+        for &(a, z) in &h.spans {
+            assert!(h.text.is_char_boundary(a) && h.text.is_char_boundary(z) && a < z);
+        }
+    }
+    // unknown words are reported; fusion modes rank every document
+    let r2 = b
+        .search("a", "river zzyzxq", 8, Fusion::Rrf { k: 60.0 })
+        .unwrap();
+    assert_eq!(r2.oov, vec!["zzyzxq".to_string()]);
+    assert_eq!(r2.hits.len(), 8);
+    assert!(r2.judged.is_none());
+    let r3 = b
+        .search("a", "river", 8, Fusion::Linear { lambda: 1.0 })
+        .unwrap();
+    assert!(r3.hits[0].score <= 1.0 + 1e-9);
+    // neighbours: the dictionary's translation of "river" is marked gold
+    let n = b.neighbours("a", "river", Side::Source, 5, false).unwrap();
+    assert!(n.known);
+    assert_eq!(n.cross.len(), 5);
+    assert!(
+        n.own.iter().all(|x| x.term != "river"),
+        "not its own neighbour"
+    );
+    let all = b
+        .neighbours("a", "river", Side::Source, 100, false)
+        .unwrap();
+    assert!(all.cross.iter().any(|x| x.gold), "{:?}", all.cross);
+    let c = b.neighbours("a", "river", Side::Source, 5, true).unwrap();
+    assert_eq!(c.cross.len(), 5);
+    assert!(
+        !b.neighbours("a", "qqqq", Side::Source, 5, false)
+            .unwrap()
+            .known
+    );
+    let back = b.neighbours("a", "río", Side::Target, 3, false).unwrap();
+    assert!(back.known);
+    // compare: both sessions, significance against a baseline
+    let t = b.compare(&["a".into(), "b".into()], Some("a")).unwrap();
+    assert_eq!(t.rows.len(), 2);
+    assert_eq!(t.metrics[0], "MRR");
+    assert!(t.rows.iter().all(|r| r
+        .values
+        .iter()
+        .all(|v| v.is_some_and(|x| (0.0..=1.0).contains(&x)))));
+    assert_eq!(t.baseline.as_deref(), Some("a"));
+    assert!(t.test.is_some());
+    assert!(
+        t.rows[0].marks.iter().all(|m| *m == Significance::None),
+        "no mark against itself"
+    );
+    // a session without a model is left out, not an error for the whole table
+    std::fs::create_dir_all(root.join("c")).unwrap();
+    let t2 = b.compare(&["a".into(), "c".into()], None).unwrap();
+    assert_eq!(t2.rows.len(), 1);
+    assert_eq!(t2.skipped.len(), 1);
+    // data screen figures
+    let s = b.workspace_stats(ws.to_str().unwrap()).unwrap();
+    assert_eq!(
+        (s.source_lang.as_str(), s.target_lang.as_str()),
+        ("en", "es")
+    );
+    assert!(s.splits.iter().any(|x| x.name == "train" && x.size > 0));
+    assert!(s.figures.iter().any(|(k, _)| k.contains("dictionary")));
 }

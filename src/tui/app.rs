@@ -160,6 +160,55 @@ pub enum Reply {
     },
 }
 
+/// The error reply to `req` (when running it panicked).
+pub fn failed(req: &Request, msg: String) -> Reply {
+    let e = Err(msg);
+    match req.clone() {
+        Request::ListSessions => Reply::Sessions(e.map(|_: ()| Vec::new())),
+        Request::TailMetrics { session, offset } => Reply::Metrics {
+            session,
+            offset,
+            chunk: e.map(|_: ()| MetricsChunk::default()),
+        },
+        Request::SessionSpec { session } => Reply::Spec {
+            session,
+            spec: e.map(|_: ()| JobSpec::default()),
+        },
+        Request::Launch(_) => Reply::Launched(e.map(|_: ()| unreachable_launch())),
+        Request::Cancel(session) => Reply::Cancelled { session, result: e },
+        Request::Resume(session) => Reply::Resumed {
+            session,
+            result: e.map(|_: ()| unreachable_launch()),
+        },
+        Request::LoadIndex(session) => Reply::IndexLoaded {
+            session,
+            result: e.map(|_: ()| IndexInfo::default()),
+        },
+        Request::Search { seq, .. } => Reply::Searched {
+            seq,
+            result: e.map(|_: ()| SearchResult::default()),
+        },
+        Request::Neighbours { pane, seq, .. } => Reply::Neighbours {
+            pane,
+            seq,
+            result: e.map(|_: ()| NeighbourResult::default()),
+        },
+        Request::Compare { .. } => Reply::Compared(e.map(|_: ()| CompareTable::default())),
+        Request::Export { .. } => Reply::Exported(e.map(|_: ()| std::path::PathBuf::new())),
+        Request::WorkspaceStats(workspace) => Reply::Stats {
+            workspace,
+            result: e.map(|_: ()| WorkspaceStats::default()),
+        },
+    }
+}
+
+fn unreachable_launch() -> Launched {
+    Launched {
+        session: None,
+        message: String::new(),
+    }
+}
+
 /// Runs one request against a backend (blocking); `progress` receives
 /// intermediate replies (index loading).
 pub fn execute(
@@ -270,6 +319,8 @@ pub struct Series {
     pub bad_lines: usize,
     /// Last step's phase and epoch.
     pub last_step: Option<(String, usize, usize)>,
+    /// Optimiser step of each validation point.
+    pub valid_steps: Vec<usize>,
 }
 
 impl Series {
@@ -293,21 +344,41 @@ impl Series {
                     }
                     self.last_step = Some((phase, epoch, step));
                 }
-                MetricRecord::Valid { epoch, mrr, p1, .. } => {
+                MetricRecord::Valid {
+                    epoch,
+                    step,
+                    scores,
+                    ..
+                } => {
                     let last = self.valid.last().map_or(0.0, |v| v.0);
                     let x = if epoch as f64 > last {
                         epoch as f64
                     } else {
                         last + 1.0
                     };
-                    self.valid.push((x, mrr, p1));
+                    self.valid
+                        .push((x, scores.get("MRR").copied(), scores.get("P@1").copied()));
+                    self.valid_steps.push(step);
                 }
-                MetricRecord::Event { event, message } => {
-                    self.last_event = Some(if message.is_empty() {
-                        event
-                    } else {
-                        format!("{event}: {message}")
-                    });
+                MetricRecord::Event {
+                    event,
+                    message,
+                    step,
+                    ..
+                } => {
+                    // a resumed job retrains the steps after its checkpoint:
+                    // drop what the interrupted run logged past it
+                    if let (true, Some(s)) = (event == "resume", step) {
+                        self.loss.retain(|p| p.0 <= s as f64);
+                        let keep: Vec<bool> = self.valid_steps.iter().map(|v| *v <= s).collect();
+                        let mut i = 0;
+                        self.valid.retain(|_| {
+                            i += 1;
+                            keep[i - 1]
+                        });
+                        self.valid_steps.retain(|v| *v <= s);
+                    }
+                    self.last_event = Some(if message.is_empty() { event } else { message });
                 }
             }
         }
@@ -397,7 +468,8 @@ pub struct FormField {
 pub struct JobForm {
     /// Popup title.
     pub title: String,
-    /// Fields in order: workspace, model, dim, epochs, lr, negatives, device, init.
+    /// Fields in order: workspace, model, dim, epochs, lr, negatives, device,
+    /// init, other settings.
     pub fields: Vec<FormField>,
     /// Focused field.
     pub focus: usize,
@@ -409,8 +481,7 @@ pub struct JobForm {
 
 /// Model names the form accepts: the engine's registry.
 pub fn model_names() -> Vec<&'static str> {
-    const KNOWN: &[&str] = &["cl-lsi", "opca", "cca", "s2net", "xcnn"];
-    KNOWN.to_vec()
+    crate::models::MODEL_NAMES.to_vec()
 }
 
 /// Models that take `negatives=`.
@@ -440,6 +511,14 @@ impl JobForm {
                 f("negatives", spec.negatives.clone().unwrap_or_default()),
                 f("device", spec.device.clone()),
                 f("init session", spec.init.clone().unwrap_or_default()),
+                f(
+                    "other --set",
+                    spec.extra
+                        .iter()
+                        .map(|(k, v)| format!("{k}={v}"))
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                ),
             ],
             focus: 0,
             submitting: false,
@@ -538,8 +617,24 @@ impl JobForm {
                 errs.push((7, "not a finished session".into()));
             }
         }
+        let mut extra = Vec::new();
+        for kv in v[8].split_whitespace() {
+            match kv.split_once('=') {
+                Some((k, val)) if !k.is_empty() && !val.is_empty() => {
+                    if FORM_KEYS.contains(&k) {
+                        errs.push((8, format!("{k}: use its own field")));
+                    } else if extra.iter().any(|(e, _): &(String, String)| e == k) {
+                        errs.push((8, format!("{k} given twice")));
+                    } else {
+                        extra.push((k.to_string(), val.to_string()));
+                    }
+                }
+                _ => errs.push((8, format!("{kv:?}: expected KEY=VALUE"))),
+            }
+        }
         if errs.is_empty() {
             Some(JobSpec {
+                extra,
                 workspace: v[0].clone(),
                 model: v[1].clone(),
                 dim,
@@ -621,6 +716,8 @@ pub struct SearchScreen {
     pub selected: usize,
     /// Results to ask for.
     pub k: usize,
+    /// Next judged query to offer (`e`).
+    pub judged_pos: usize,
     seq: u64,
     /// A search is running.
     pub pending: bool,
@@ -640,6 +737,7 @@ impl Default for SearchScreen {
             error: None,
             selected: 0,
             k: 20,
+            judged_pos: 0,
             seq: 0,
             pending: false,
         }
@@ -722,6 +820,8 @@ pub struct CompareScreen {
     pub pending: bool,
     /// Last error.
     pub error: Option<String>,
+    /// Ask again when the pending answer arrives (the baseline changed).
+    again: bool,
 }
 
 impl CompareScreen {
@@ -797,6 +897,9 @@ pub struct App {
     pub tab_hits: Vec<(u16, u16)>,
     /// Something changed since the last draw.
     pub dirty: bool,
+    /// Repaint every cell next frame (after a screen change or new
+    /// non-Latin text, where terminals and ratatui may disagree on widths).
+    pub full_redraw: bool,
 }
 
 impl App {
@@ -817,6 +920,7 @@ impl App {
             outbox: Vec::new(),
             tab_hits: Vec::new(),
             dirty: true,
+            full_redraw: false,
         };
         app.poll_sessions();
         app
@@ -1007,6 +1111,7 @@ impl App {
     /// Switches screen, asking for what the new screen shows.
     pub fn switch_tab(&mut self, t: Tab) {
         self.stop_editing();
+        self.full_redraw |= t != self.tab;
         self.tab = t;
         match t {
             Tab::Compare => self.request_compare(),
@@ -1023,7 +1128,11 @@ impl App {
             .filter(|s| s.state == JobState::Done || s.best_mrr.is_some())
             .map(|s| s.id.clone())
             .collect();
-        if sessions.is_empty() || self.compare.pending {
+        if sessions.is_empty() {
+            return;
+        }
+        if self.compare.pending {
+            self.compare.again = true;
             return;
         }
         self.compare.pending = true;
@@ -1104,8 +1213,19 @@ impl App {
             Action::Bottom => self.jobs.move_sel(100000),
             Action::Filter => self.jobs.editing_filter = true,
             Action::NewJob => {
+                // the configured workspace, else the newest session's
+                let workspace = Some(self.settings.workspace.clone())
+                    .filter(|w| !w.is_empty())
+                    .or_else(|| {
+                        self.jobs
+                            .sessions
+                            .iter()
+                            .map(|s| s.workspace.clone())
+                            .find(|w| !w.is_empty())
+                    })
+                    .unwrap_or_default();
                 let spec = JobSpec {
-                    workspace: self.settings.workspace.clone(),
+                    workspace,
                     ..Default::default()
                 };
                 self.popup = Some(Popup::Form(JobForm::new("New training job", &spec)));
@@ -1209,6 +1329,18 @@ impl App {
                     purpose: PickFor::Search,
                     selected: 0,
                 })
+            }
+            Action::NextJudged => {
+                let IndexState::Ready(info) = &self.search.index else {
+                    return self.error("load a session's index first (s)");
+                };
+                if info.judged_queries.is_empty() {
+                    return self.error("this workspace has no judged queries");
+                }
+                let i = self.search.judged_pos % info.judged_queries.len();
+                self.search.query = info.judged_queries[i].1.clone();
+                self.search.judged_pos = i + 1;
+                self.run_search();
             }
             Action::CycleFusion => {
                 self.search.fusion = match self.search.fusion {
@@ -1698,6 +1830,7 @@ impl App {
                 if seq != self.search.seq {
                     return;
                 }
+                self.full_redraw = true;
                 self.search.pending = false;
                 match result {
                     Ok(r) => {
@@ -1714,6 +1847,7 @@ impl App {
                 if seq != p.seq {
                     return;
                 }
+                self.full_redraw = true;
                 p.pending = false;
                 match result {
                     Ok(r) => {
@@ -1728,6 +1862,9 @@ impl App {
             }
             Reply::Compared(res) => {
                 self.compare.pending = false;
+                if std::mem::take(&mut self.compare.again) {
+                    self.request_compare();
+                }
                 match res {
                     Ok(t) => {
                         self.compare.table = Some(t);

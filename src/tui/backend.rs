@@ -5,13 +5,12 @@
 //! Every method may block (disk, compute); the event loop calls them on
 //! worker threads and feeds the answers back through a channel.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use crate::models::Side;
-use crate::{Error, Result};
+use crate::Result;
 
 /// A session's lifecycle state, as in its `status.json`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
@@ -84,50 +83,16 @@ pub struct SessionSummary {
     pub error: Option<String>,
 }
 
-/// One record of a session's `metrics.jsonl`.
-#[derive(Debug, Clone, PartialEq)]
-pub enum MetricRecord {
-    /// A training step's loss.
-    Step {
-        /// Phase (`train`, `mono`, `cross`).
-        phase: String,
-        /// Epoch, from 1.
-        epoch: usize,
-        /// Optimiser step over the whole job.
-        step: usize,
-        /// Mean loss of the step.
-        loss: f64,
-        /// Throughput when logged.
-        pairs_per_s: Option<f64>,
-    },
-    /// A validation result at the end of an epoch.
-    Valid {
-        /// Phase.
-        phase: String,
-        /// Epoch, from 1.
-        epoch: usize,
-        /// Mean reciprocal rank.
-        mrr: Option<f64>,
-        /// Precision at 1.
-        p1: Option<f64>,
-        /// Any other numeric figure of the record.
-        extra: BTreeMap<String, f64>,
-    },
-    /// A lifecycle event (`started`, `checkpoint`, `failed`, ...).
-    Event {
-        /// Event name.
-        event: String,
-        /// Human-readable message.
-        message: String,
-    },
-}
+/// One record of a session's `metrics.jsonl` (the session module's type).
+pub use crate::session::MetricRecord;
 
-/// New metrics records read from a byte offset.
+/// New metrics records read from an offset.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct MetricsChunk {
     /// Parsed records, in file order.
     pub records: Vec<MetricRecord>,
-    /// Offset to ask from next time (just past the last complete line).
+    /// Cursor to ask from next time (bytes of `metrics.jsonl` consumed, for
+    /// the real backend; any increasing number for others).
     pub next_offset: u64,
     /// The file was shorter than the offset (replaced): start over.
     pub reset: bool,
@@ -156,7 +121,12 @@ pub struct JobSpec {
     pub device: String,
     /// Session folder to initialise from (`--set init=DIR`), if any.
     pub init: Option<String>,
+    /// Any other `--set KEY=VALUE` settings (batch, patience, log_every, ...).
+    pub extra: Vec<(String, String)>,
 }
+
+/// Settings the form has a field for (not repeated under "other settings").
+pub const FORM_KEYS: &[&str] = &["dim", "epochs", "lr", "negatives", "init"];
 
 impl Default for JobSpec {
     fn default() -> Self {
@@ -169,6 +139,7 @@ impl Default for JobSpec {
             negatives: None,
             device: "auto".into(),
             init: None,
+            extra: Vec::new(),
         }
     }
 }
@@ -204,6 +175,9 @@ impl JobSpec {
                 "--set".into(),
                 format!("init={}", session_root.join(init).display()),
             ]);
+        }
+        for (k, v) in &self.extra {
+            a.extend(["--set".into(), format!("{k}={v}")]);
         }
         if session_root != Path::new("sessions") {
             let stamp = std::time::SystemTime::now()
@@ -373,6 +347,8 @@ pub struct CompareTable {
     pub baseline: Option<String>,
     /// How significance was decided (for the footer), if it was.
     pub test: Option<String>,
+    /// Sessions left out, with the reason.
+    pub skipped: Vec<(String, String)>,
 }
 
 impl CompareTable {
@@ -532,254 +508,46 @@ pub trait Backend: Send + Sync {
     fn workspace_stats(&self, workspace: &str) -> Result<WorkspaceStats>;
 }
 
-// ---------------------------------------------------------------------------
-// File-based parts shared by the real backend.
-
-fn get_str(v: &serde_json::Value, keys: &[&str]) -> Option<String> {
-    keys.iter().find_map(|k| match v.get(*k)? {
-        serde_json::Value::String(s) => Some(s.clone()),
-        serde_json::Value::Number(n) => Some(n.to_string()),
-        _ => None,
-    })
-}
-
-fn get_f64(v: &serde_json::Value, keys: &[&str]) -> Option<f64> {
-    keys.iter().find_map(|k| v.get(*k)?.as_f64())
-}
-
-fn get_usize(v: &serde_json::Value, keys: &[&str]) -> Option<usize> {
-    keys.iter()
-        .find_map(|k| v.get(*k)?.as_u64())
-        .map(|x| x as usize)
-}
-
-/// Parses a session's `status.json` text into a summary (id and dir left empty).
-pub fn parse_status(text: &str, path: &Path) -> Result<SessionSummary> {
-    let v: serde_json::Value = serde_json::from_str(text)
-        .map_err(|e| Error::parse(path, e.line(), format!("status.json: {e}")))?;
-    let state = match get_str(&v, &["state"]).as_deref() {
-        Some("queued") | None => JobState::Queued,
-        Some("running") => JobState::Running,
-        Some("done") => JobState::Done,
-        Some("failed") => JobState::Failed,
-        Some("cancelled") => JobState::Cancelled,
-        Some(other) => {
-            return Err(Error::file(path, format!("unknown state {other:?}")));
-        }
-    };
-    let best = v.get("best");
-    let eta_s = match v.get("eta").or_else(|| v.get("eta_s")) {
-        Some(serde_json::Value::Number(n)) => n.as_f64(),
-        Some(serde_json::Value::String(s)) => s.parse::<f64>().ok(),
-        _ => None,
-    };
-    let mut progress = get_f64(&v, &["progress"]);
-    if let Some(p) = progress.as_mut() {
-        if *p > 1.0 {
-            *p /= 100.0; // given in percent
-        }
-    }
-    Ok(SessionSummary {
-        state,
-        pid: get_usize(&v, &["pid"]).map(|p| p as u32),
-        model: get_str(&v, &["model"]).unwrap_or_default(),
-        workspace: get_str(&v, &["workspace"]).unwrap_or_default(),
-        device: get_str(&v, &["device"]).unwrap_or_default(),
-        progress,
-        epoch: get_usize(&v, &["epoch"]),
-        epochs: get_usize(&v, &["epochs"]),
-        eta_s,
-        pairs_per_s: get_f64(&v, &["pairs/s", "pairs_per_s", "pairs_s"]),
-        best_mrr: get_f64(&v, &["best_mrr", "best_MRR", "best MRR"])
-            .or_else(|| best.and_then(|b| get_f64(b, &["MRR", "mrr"]))),
-        best_epoch: get_usize(&v, &["best_epoch"])
-            .or_else(|| best.and_then(|b| get_usize(b, &["epoch"]))),
-        error: get_str(&v, &["error"]).filter(|s| !s.is_empty()),
-        ..Default::default()
-    })
-}
-
-/// Parses one `metrics.jsonl` line; `None` for an unknown kind.
-pub fn parse_metric_line(line: &str) -> std::result::Result<Option<MetricRecord>, String> {
-    let v: serde_json::Value = serde_json::from_str(line).map_err(|e| e.to_string())?;
-    let phase = get_str(&v, &["phase"]).unwrap_or_else(|| "train".into());
-    Ok(match get_str(&v, &["kind"]).as_deref() {
-        Some("step") => Some(MetricRecord::Step {
-            phase,
-            epoch: get_usize(&v, &["epoch"]).unwrap_or(0),
-            step: get_usize(&v, &["step"]).ok_or("step record without step")?,
-            loss: get_f64(&v, &["loss"]).ok_or("step record without loss")?,
-            pairs_per_s: get_f64(&v, &["pairs_per_s", "pairs/s"]),
-        }),
-        Some("valid") => {
-            let mut extra = BTreeMap::new();
-            if let Some(obj) = v.as_object() {
-                for (k, x) in obj {
-                    if !matches!(k.as_str(), "epoch" | "step" | "MRR" | "P@1" | "mrr" | "p1") {
-                        if let Some(f) = x.as_f64() {
-                            extra.insert(k.clone(), f);
-                        }
-                    }
-                }
-            }
-            Some(MetricRecord::Valid {
-                phase,
-                epoch: get_usize(&v, &["epoch"]).unwrap_or(0),
-                mrr: get_f64(&v, &["MRR", "mrr"]),
-                p1: get_f64(&v, &["P@1", "p1"]),
-                extra,
-            })
-        }
-        Some("event") => Some(MetricRecord::Event {
-            event: get_str(&v, &["event"]).unwrap_or_default(),
-            message: get_str(&v, &["message"]).unwrap_or_default(),
-        }),
-        _ => None,
-    })
-}
-
-/// Reads the complete lines of a metrics file from byte `offset`.
-pub fn tail_metrics_file(path: &Path, offset: u64) -> Result<MetricsChunk> {
-    use std::io::{Read, Seek, SeekFrom};
-    let mut f = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Ok(MetricsChunk {
-                next_offset: 0,
-                reset: offset > 0,
-                ..Default::default()
-            })
-        }
-        Err(e) => return Err(Error::io(path, e)),
-    };
-    let len = f.metadata().map_err(|e| Error::io(path, e))?.len();
-    let (start, reset) = if len < offset {
-        (0, true)
-    } else {
-        (offset, false)
-    };
-    f.seek(SeekFrom::Start(start))
-        .map_err(|e| Error::io(path, e))?;
-    let mut buf = Vec::new();
-    f.read_to_end(&mut buf).map_err(|e| Error::io(path, e))?;
-    let complete = buf.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-    let mut chunk = MetricsChunk {
-        next_offset: start + complete as u64,
-        reset,
-        ..Default::default()
-    };
-    for line in buf[..complete].split(|&b| b == b'\n') {
-        let Ok(line) = std::str::from_utf8(line) else {
-            chunk.bad_lines += 1;
-            continue;
-        };
-        if line.trim().is_empty() {
-            continue;
-        }
-        match parse_metric_line(line) {
-            Ok(Some(r)) => chunk.records.push(r),
-            Ok(None) => {}
-            Err(_) => chunk.bad_lines += 1,
-        }
-    }
-    Ok(chunk)
-}
-
-/// Whether a process with `pid` exists (Unix `kill(pid, 0)`).
-pub fn pid_alive(pid: u32) -> bool {
-    // SAFETY: signal 0 only checks that the process exists.
-    let r = unsafe { libc::kill(pid as libc::pid_t, 0) };
-    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
-}
-
-/// Reads every session folder under `root` (folders with a `status.json`),
-/// newest first by the status file's modification time.
-pub fn scan_sessions(root: &Path) -> Result<Vec<SessionSummary>> {
-    let rd = match std::fs::read_dir(root) {
-        Ok(rd) => rd,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(Error::io(root, e)),
-    };
-    let mut out = Vec::new();
-    for entry in rd {
-        let entry = entry.map_err(|e| Error::io(root, e))?;
-        let dir = entry.path();
-        let status = dir.join("status.json");
-        let Ok(meta) = std::fs::metadata(&status) else {
-            continue;
-        };
-        let mtime = meta.modified().ok();
-        let id = entry.file_name().to_string_lossy().into_owned();
-        let mut s = match std::fs::read_to_string(&status) {
-            Ok(text) => match parse_status(&text, &status) {
-                Ok(s) => s,
-                Err(e) => SessionSummary {
-                    state: JobState::Failed,
-                    error: Some(format!("unreadable status: {e}")),
-                    ..Default::default()
-                },
-            },
-            Err(e) => SessionSummary {
-                state: JobState::Failed,
-                error: Some(Error::io(&status, e).to_string()),
-                ..Default::default()
-            },
-        };
-        s.id = id;
-        s.dir = dir;
-        if s.state.is_active() {
-            s.alive = s.pid.map(pid_alive);
-        }
-        out.push((mtime, s));
-    }
-    out.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| b.1.id.cmp(&a.1.id)));
-    Ok(out.into_iter().map(|(_, s)| s).collect())
-}
-
-/// Reads the form settings back from a session's `config.toml`: the
-/// model, workspace and device, and the settings that were given
-/// (`[given]`), looking for each key at the top level or in any table.
-pub fn spec_from_config(text: &str, path: &Path) -> Result<JobSpec> {
-    let v: toml::Value = toml::from_str(text).map_err(|e| Error::file(path, e.to_string()))?;
-    fn find<'a>(v: &'a toml::Value, key: &str) -> Option<&'a toml::Value> {
-        let t = v.as_table()?;
-        if let Some(x) = t.get(key) {
-            return Some(x);
-        }
-        t.values().find_map(|x| find(x, key))
-    }
-    let s = |k: &str| -> Option<String> {
-        find(&v, k).map(|x| match x {
-            toml::Value::String(s) => s.clone(),
-            other => other.to_string(),
-        })
-    };
-    let d = JobSpec::default();
-    Ok(JobSpec {
-        workspace: s("workspace").unwrap_or(d.workspace),
-        model: s("model").unwrap_or(d.model),
-        dim: s("dim").and_then(|x| x.parse().ok()),
-        epochs: s("epochs").and_then(|x| x.parse().ok()),
-        lr: s("lr").and_then(|x| x.parse().ok()),
-        negatives: s("negatives"),
-        device: s("device_request")
-            .or_else(|| s("device"))
-            .filter(|x| !x.is_empty())
-            .unwrap_or(d.device),
-        init: s("init").filter(|x| !x.is_empty()).map(|x| {
+/// The form settings of a session's config: model, workspace, the device
+/// asked for, and the settings that were given (`--dim`, `--set init=`, ...).
+pub fn spec_from_config(cfg: &crate::session::SessionConfig) -> JobSpec {
+    let g = |k: &str| cfg.given.get(k).cloned();
+    JobSpec {
+        workspace: cfg.workspace.display().to_string(),
+        model: cfg.model.clone(),
+        dim: g("dim").and_then(|x| x.parse().ok()),
+        epochs: g("epochs").and_then(|x| x.parse().ok()),
+        lr: g("lr").and_then(|x| x.parse().ok()),
+        negatives: g("negatives"),
+        device: if cfg.device_request.is_empty() {
+            "auto".into()
+        } else {
+            cfg.device_request.clone()
+        },
+        init: g("init").filter(|x| !x.is_empty()).map(|x| {
             Path::new(&x)
                 .file_name()
                 .map(|f| f.to_string_lossy().into_owned())
                 .unwrap_or(x)
         }),
-    })
+        extra: cfg
+            .given
+            .iter()
+            .filter(|(k, _)| !FORM_KEYS.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+    }
 }
 
 /// The session id a `rosetta train --detach` printed: the `session` field of
 /// a JSON object, or a `sessions/<id>` path on any line.
 pub fn session_from_output(out: &str) -> Option<String> {
     if let Ok(v) = serde_json::from_str::<serde_json::Value>(out.trim()) {
-        if let Some(s) = get_str(&v, &["session", "id"]) {
+        if let Some(s) = v
+            .get("session")
+            .and_then(|x| x.as_str())
+            .map(str::to_string)
+        {
             return Some(
                 Path::new(&s)
                     .file_name()

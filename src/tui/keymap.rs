@@ -66,6 +66,7 @@ pub enum Action {
     PickSession,
     PickSession2,
     CycleFusion,
+    NextJudged,
     LambdaUp,
     LambdaDown,
     ToggleSide,
@@ -344,6 +345,13 @@ const DEFAULTS: &[(&str, Action, Context, &[&str], &str)] = {
             "raise λ (weight of BM25+dict)",
         ),
         ("lambda_down", LambdaDown, Search, &["[", "-"], "lower λ"),
+        (
+            "next_judged",
+            NextJudged,
+            Search,
+            &["e"],
+            "run the next workspace query that has judgements",
+        ),
         (
             "pick_session_left",
             PickSession,

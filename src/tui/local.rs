@@ -1,17 +1,85 @@
-//! The real [`Backend`]: session folders on disk, jobs started as detached
-//! `rosetta train` processes, and the engine for search and neighbours.
+//! The real [`Backend`]: session folders through the session module, jobs
+//! started as detached `rosetta train` processes, and the [`Engine`] for
+//! search, neighbours, compare and workspace figures.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Mutex;
 
 use super::backend::*;
+use super::engine::{self, Engine};
 use crate::models::Side;
+use crate::session::{self, MetricsTail, State};
 use crate::{Error, Result};
 
 /// The backend the workbench uses outside tests.
 pub struct LocalBackend {
     root: PathBuf,
     exe: PathBuf,
+    tails: Mutex<HashMap<String, MetricsTail>>,
+    engine: Engine,
+}
+
+/// A session summary from the session module's entry.
+pub fn summary(e: &session::SessionEntry) -> SessionSummary {
+    let id = e
+        .dir
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let state = match e.state() {
+        State::Queued => JobState::Queued,
+        State::Running => JobState::Running,
+        State::Done => JobState::Done,
+        State::Failed => JobState::Failed,
+        State::Cancelled => JobState::Cancelled,
+    };
+    let mut s = SessionSummary {
+        id,
+        dir: e.dir.clone(),
+        state,
+        model: e
+            .config
+            .as_ref()
+            .map(|c| c.model.clone())
+            .unwrap_or_default(),
+        workspace: e
+            .config
+            .as_ref()
+            .map(|c| c.workspace.display().to_string())
+            .unwrap_or_default(),
+        error: e.problem.clone(),
+        ..Default::default()
+    };
+    if let Some(st) = &e.status {
+        s.pid = (st.pid != 0).then_some(st.pid);
+        if st.state.is_final() {
+            s.alive = None;
+        } else {
+            s.alive = Some(st.process_alive());
+        }
+        if st.is_stale() {
+            s.error = Some(format!(
+                "status says running but process {} is gone (stale); r resumes it",
+                st.pid
+            ));
+        }
+        s.model = st.model.clone();
+        s.workspace = st.workspace.display().to_string();
+        s.device = st.device.clone();
+        s.progress = Some(st.progress);
+        s.epoch = (st.epoch > 0).then_some(st.epoch);
+        s.epochs = (st.epochs > 0).then_some(st.epochs);
+        s.eta_s = st.eta_s;
+        s.pairs_per_s = st.pairs_per_s;
+        s.best_mrr = st.best_mrr;
+        s.best_epoch = st.best_epoch;
+        if st.error.is_some() {
+            s.error = st.error.clone();
+        }
+    }
+    s
 }
 
 impl LocalBackend {
@@ -21,6 +89,8 @@ impl LocalBackend {
         LocalBackend {
             root: root.into(),
             exe: exe.into(),
+            tails: Mutex::new(HashMap::new()),
+            engine: Engine::default(),
         }
     }
 
@@ -52,31 +122,75 @@ impl LocalBackend {
         if !out.status.success() {
             let msg = if stderr.is_empty() { stdout } else { stderr };
             return Err(Error::invalid(format!(
-                "rosetta {} failed ({}): {msg}",
+                "rosetta {} failed ({}): {}",
                 args.first().map(String::as_str).unwrap_or(""),
-                out.status
+                out.status,
+                msg.trim_start_matches("rosetta: error: ")
             )));
         }
         Ok(Launched {
-            session: session_from_output(&stdout).or_else(|| session_from_output(&stderr)),
-            message: if stdout.is_empty() { stderr } else { stdout },
+            session: session_from_output(&stdout),
+            message: if stderr.is_empty() { stdout } else { stderr },
         })
+    }
+
+    fn status_of(&self, session: &str) -> Result<session::Status> {
+        session::read_status(&self.dir(session)?)
     }
 }
 
 impl Backend for LocalBackend {
     fn list_sessions(&self) -> Result<Vec<SessionSummary>> {
-        scan_sessions(&self.root)
+        let mut entries = session::list_sessions(&self.root)?;
+        // newest first: folder names start with the model and a UTC stamp,
+        // so order by the status's update time when known
+        entries.sort_by(|a, b| {
+            let t = |e: &session::SessionEntry| e.status.as_ref().map_or(0.0, |s| s.updated_unix);
+            let c = |e: &session::SessionEntry| {
+                e.config
+                    .as_ref()
+                    .map(|c| c.created.clone())
+                    .unwrap_or_default()
+            };
+            c(b).cmp(&c(a)).then(t(b).total_cmp(&t(a)))
+        });
+        Ok(entries.iter().map(summary).collect())
     }
 
     fn tail_metrics(&self, session: &str, offset: u64) -> Result<MetricsChunk> {
-        tail_metrics_file(&self.dir(session)?.join("metrics.jsonl"), offset)
+        let path = self.dir(session)?.join(session::METRICS_FILE);
+        let mut tails = self.tails.lock().expect("tails lock");
+        let tail = tails
+            .entry(session.to_string())
+            .or_insert_with(|| MetricsTail::new(&path));
+        let mut reset = false;
+        if tail.offset() != offset {
+            // the caller starts over (or lost track): read from the start
+            *tail = MetricsTail::new(&path);
+            reset = offset != 0;
+        }
+        let before = tail.offset();
+        let batch = tail.poll()?;
+        if tail.offset() < before {
+            reset = true;
+        }
+        // a shrunk file is reported as an error and read again from 0
+        let shrank = batch
+            .errors
+            .iter()
+            .any(|e| e.to_string().contains("file shrank"));
+        Ok(MetricsChunk {
+            records: batch.records,
+            next_offset: tail.offset(),
+            reset: reset || shrank,
+            bad_lines: batch.errors.len() - usize::from(shrank),
+        })
     }
 
     fn session_spec(&self, session: &str) -> Result<JobSpec> {
-        let path = self.dir(session)?.join("config.toml");
-        let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
-        spec_from_config(&text, &path)
+        Ok(spec_from_config(&session::SessionConfig::read(
+            &self.dir(session)?,
+        )?))
     }
 
     fn launch(&self, spec: &JobSpec) -> Result<Launched> {
@@ -84,24 +198,27 @@ impl Backend for LocalBackend {
     }
 
     fn cancel(&self, session: &str) -> Result<()> {
-        let dir = self.dir(session)?;
-        let status = dir.join("status.json");
-        let text = std::fs::read_to_string(&status).map_err(|e| Error::io(&status, e))?;
-        let s = parse_status(&text, &status)?;
-        if !s.state.is_active() {
+        let st = self.status_of(session)?;
+        if st.state.is_final() {
+            return Err(Error::invalid(format!("{session} is already {}", st.state)));
+        }
+        if st.pid == 0 {
             return Err(Error::invalid(format!(
-                "{session} is {}, not running",
-                s.state.name()
+                "{session} has not started yet; try again in a moment"
             )));
         }
-        let pid = s
-            .pid
-            .ok_or_else(|| Error::file(&status, "no pid recorded: cannot cancel"))?;
-        // SAFETY: plain signal to a process id read from the session.
-        let r = unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
-        if r != 0 {
+        if !st.process_alive() {
             return Err(Error::invalid(format!(
-                "cannot signal pid {pid} of {session}: {}",
+                "{session}: process {} is gone (stale); resume it instead",
+                st.pid
+            )));
+        }
+        // SAFETY: kill(2) on the recorded, live job process (pid reuse is
+        // ruled out by `process_alive`, which checks its start time).
+        if unsafe { libc::kill(st.pid as libc::pid_t, libc::SIGTERM) } != 0 {
+            return Err(Error::invalid(format!(
+                "cannot signal pid {} of {session}: {}",
+                st.pid,
                 std::io::Error::last_os_error()
             )));
         }
@@ -110,41 +227,61 @@ impl Backend for LocalBackend {
 
     fn resume(&self, session: &str) -> Result<Launched> {
         let dir = self.dir(session)?;
-        self.run_detached(&[
+        let mut l = self.run_detached(&[
             "train".into(),
             "--resume".into(),
             dir.to_string_lossy().into_owned(),
             "--detach".into(),
-        ])
+        ])?;
+        l.session.get_or_insert_with(|| session.to_string());
+        Ok(l)
     }
 
-    fn load_index(&self, session: &str, _progress: ProgressFn) -> Result<IndexInfo> {
-        Err(Error::invalid(format!(
-            "cannot load {session}: this build has no search index module"
-        )))
+    fn load_index(&self, session: &str, progress: ProgressFn) -> Result<IndexInfo> {
+        let dir = self.dir(session)?;
+        if !dir.join(session::BEST_CHECKPOINT).exists()
+            && !dir.join(session::LAST_CHECKPOINT).exists()
+        {
+            return Err(engine::not_finished(session));
+        }
+        self.engine.load_index(session, &dir, progress)
     }
 
-    fn search(&self, session: &str, _q: &str, _k: usize, _f: Fusion) -> Result<SearchResult> {
-        Err(Error::invalid(format!(
-            "cannot search {session}: this build has no search index module"
-        )))
+    fn search(&self, session: &str, query: &str, k: usize, fusion: Fusion) -> Result<SearchResult> {
+        self.engine.search(&self.dir(session)?, query, k, fusion)
     }
 
     fn neighbours(
         &self,
         session: &str,
-        _term: &str,
-        _side: Side,
-        _k: usize,
-        _csls: bool,
+        term: &str,
+        side: Side,
+        k: usize,
+        csls: bool,
     ) -> Result<NeighbourResult> {
-        Err(Error::invalid(format!(
-            "cannot look up neighbours in {session}: this build has no session loader"
-        )))
+        let dir = self.dir(session)?;
+        if !dir.join(session::BEST_CHECKPOINT).exists()
+            && !dir.join(session::LAST_CHECKPOINT).exists()
+        {
+            return Err(engine::not_finished(session));
+        }
+        self.engine.neighbours(&dir, term, side, k, csls)
     }
 
     fn compare(&self, sessions: &[String], baseline: Option<&str>) -> Result<CompareTable> {
-        compare_from_metrics(self, sessions, baseline)
+        let all = self.list_sessions()?;
+        let triples: Vec<(String, PathBuf, String)> = sessions
+            .iter()
+            .map(|id| {
+                let model = all
+                    .iter()
+                    .find(|s| &s.id == id)
+                    .map(|s| s.model.clone())
+                    .unwrap_or_default();
+                Ok((id.clone(), self.dir(id)?, model))
+            })
+            .collect::<Result<_>>()?;
+        self.engine.compare(&triples, baseline)
     }
 
     fn export_compare(
@@ -163,73 +300,6 @@ impl Backend for LocalBackend {
     }
 
     fn workspace_stats(&self, workspace: &str) -> Result<WorkspaceStats> {
-        Err(Error::invalid(format!(
-            "cannot read {workspace}: this build has no workspace module"
-        )))
+        engine::workspace_stats(workspace)
     }
-}
-
-/// A compare table from each session's validation records: the figures of
-/// its best-MRR epoch. No significance test (no per-query figures here).
-pub fn compare_from_metrics(
-    backend: &dyn Backend,
-    sessions: &[String],
-    baseline: Option<&str>,
-) -> Result<CompareTable> {
-    let all = backend.list_sessions()?;
-    let mut metrics: Vec<String> = vec!["MRR".into(), "P@1".into()];
-    let mut found = Vec::new();
-    for id in sessions {
-        let chunk = backend.tail_metrics(id, 0)?;
-        let mut best: Option<(f64, Option<f64>, std::collections::BTreeMap<String, f64>)> = None;
-        for r in chunk.records {
-            if let MetricRecord::Valid { mrr, p1, extra, .. } = r {
-                let m = mrr.unwrap_or(f64::NEG_INFINITY);
-                if best.as_ref().is_none_or(|b| m > b.0) {
-                    best = Some((m, p1, extra));
-                }
-            }
-        }
-        if let Some((_, _, extra)) = &best {
-            for k in extra.keys() {
-                if !metrics.contains(k) && k != "wall_s" && k != "examples" {
-                    metrics.push(k.clone());
-                }
-            }
-        }
-        found.push((id.clone(), best));
-    }
-    let rows = found
-        .into_iter()
-        .map(|(id, best)| {
-            let model = all
-                .iter()
-                .find(|s| s.id == id)
-                .map(|s| s.model.clone())
-                .unwrap_or_default();
-            let values = metrics
-                .iter()
-                .map(|m| {
-                    let (mrr, p1, extra) = best.as_ref()?;
-                    match m.as_str() {
-                        "MRR" => mrr.is_finite().then_some(*mrr),
-                        "P@1" => *p1,
-                        other => extra.get(other).copied(),
-                    }
-                })
-                .collect::<Vec<_>>();
-            CompareRow {
-                session: id,
-                model,
-                marks: vec![Significance::None; values.len()],
-                values,
-            }
-        })
-        .collect();
-    Ok(CompareTable {
-        metrics,
-        rows,
-        baseline: baseline.map(str::to_string),
-        test: None,
-    })
 }

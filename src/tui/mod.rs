@@ -10,6 +10,7 @@
 pub mod app;
 pub mod backend;
 pub mod config;
+pub mod engine;
 pub mod keymap;
 pub mod local;
 pub mod log;
@@ -18,7 +19,7 @@ pub mod ui;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::{mpsc, Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use crossterm::event::{DisableMouseCapture, EnableMouseCapture};
@@ -81,7 +82,8 @@ pub fn run(opts: Options) -> Result<()> {
     let cfg_path = opts.config.clone().unwrap_or_else(config::default_path);
     let file = ConfigFile::load(&cfg_path)?;
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-    let settings = Settings::resolve(&file, opts.theme.as_deref(), no_color)?;
+    let settings = Settings::resolve(&file, opts.theme.as_deref(), no_color)
+        .map_err(|e| Error::file(&cfg_path, e.to_string()))?;
     let log_path = log::default_path();
     if let Err(e) = log::open(log_path.clone()) {
         return Err(Error::io(&log_path, e));
@@ -94,14 +96,20 @@ pub fn run(opts: Options) -> Result<()> {
     let backend: Arc<dyn Backend> =
         Arc::new(local::LocalBackend::new(settings.sessions_dir.clone(), exe));
 
-    // Restore the terminal on panic before the message is printed.
+    // A panic on the UI thread restores the terminal, then prints the
+    // message and the log path. A panic on a worker thread is only logged
+    // (printing would tear the screen); the request answers with an error.
+    static UI_THREAD: OnceLock<std::thread::ThreadId> = OnceLock::new();
+    let _ = UI_THREAD.set(std::thread::current().id());
     let default_hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        restore_terminal();
         log::info(&format!("panic: {info}"));
-        default_hook(info);
-        if let Some(p) = log::path() {
-            eprintln!("rosetta: the workbench crashed; details in {}", p.display());
+        if UI_THREAD.get() == Some(&std::thread::current().id()) {
+            restore_terminal();
+            default_hook(info);
+            if let Some(p) = log::path() {
+                eprintln!("rosetta: the workbench crashed; details in {}", p.display());
+            }
         }
     }));
 
@@ -157,6 +165,12 @@ fn event_loop(settings: Settings, backend: Arc<dyn Backend>) -> Result<()> {
         })
     };
 
+    // SIGTERM / SIGHUP end the workbench like `q` (terminal restored).
+    let signalled = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP] {
+        signal_hook::flag::register(sig, signalled.clone())
+            .map_err(|e| Error::io("signal handler", e))?;
+    }
     let mut app = App::new(settings);
     let mut last_draw = Instant::now() - FRAME;
     // first input event not yet drawn, for the key-to-draw latency figures
@@ -174,11 +188,26 @@ fn event_loop(settings: Settings, backend: Arc<dyn Backend>) -> Result<()> {
                 let progress = move |r: Reply| {
                     let _ = t.send(Msg::Reply(r));
                 };
-                let reply = app::execute(&*b, req, &progress);
+                let r2 = req.clone();
+                let reply = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    app::execute(&*b, req, &progress)
+                }))
+                .unwrap_or_else(|p| {
+                    let msg = p
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_else(|| "unknown panic".into());
+                    app::failed(&r2, format!("internal error: {msg} (see the log)"))
+                });
                 let _ = tx.send(Msg::Reply(reply));
             });
         }
         if app.quit {
+            break;
+        }
+        if signalled.load(Ordering::Relaxed) {
+            log::info("terminated by a signal");
             break;
         }
         let now = Instant::now();
@@ -189,6 +218,12 @@ fn event_loop(settings: Settings, backend: Arc<dyn Backend>) -> Result<()> {
         };
         if app.dirty && now >= last_draw + frame {
             let t0 = Instant::now();
+            if std::mem::take(&mut app.full_redraw) {
+                if let Err(e) = terminal.clear() {
+                    result = Err(Error::io("terminal", e));
+                    break;
+                }
+            }
             if let Err(e) = terminal.draw(|f| ui::draw(f, &mut app)) {
                 result = Err(Error::io("terminal", e));
                 break;

@@ -126,9 +126,10 @@ fn hints(app: &App) -> String {
         ),
         Tab::Search if app.search.editing => "type the query · Enter search · Esc done".into(),
         Tab::Search => format!(
-            "{} session · {} query · {} fusion · {} λ",
+            "{} session · {} query · {} judged query · {} fusion · {} λ",
             k(C::Search, Action::PickSession),
             k(C::Global, Action::Filter),
+            k(C::Search, Action::NextJudged),
             k(C::Search, Action::CycleFusion),
             km.bindings
                 .iter()
@@ -223,14 +224,36 @@ fn state_label(s: &SessionSummary) -> String {
     }
 }
 
+/// Display width of `s` in terminal cells (as ratatui counts them).
+fn width(s: &str) -> usize {
+    Span::raw(s).width()
+}
+
+/// `s` cut to at most `n` cells, with `…` when cut.
 fn trunc(s: &str, n: usize) -> String {
-    if s.chars().count() <= n {
-        s.to_string()
-    } else {
-        let mut t: String = s.chars().take(n.saturating_sub(1)).collect();
-        t.push('…');
-        t
+    if width(s) <= n {
+        return s.to_string();
     }
+    let mut t = String::new();
+    let mut w = 0;
+    for c in s.chars() {
+        let cw = width(c.encode_utf8(&mut [0; 4]));
+        if w + cw + 1 > n {
+            break;
+        }
+        t.push(c);
+        w += cw;
+    }
+    t.push('…');
+    t
+}
+
+/// `s` cut or padded to exactly `n` cells.
+fn fit(s: &str, n: usize) -> String {
+    let mut t = trunc(s, n);
+    let w = width(&t);
+    t.push_str(&" ".repeat(n.saturating_sub(w)));
+    t
 }
 
 fn draw_jobs(f: &mut Frame, app: &App, area: Rect) {
@@ -274,8 +297,8 @@ fn draw_jobs(f: &mut Frame, app: &App, area: Rect) {
                 cells.push(Cell::from(s.device.clone()));
             }
             let prog = match (s.state, s.progress) {
-                (JobState::Done, _) => bar(1.0, 8),
-                (_, Some(p)) => bar(p, 8),
+                (JobState::Done, _) => bar(1.0, 5),
+                (_, Some(p)) => bar(p, 5),
                 _ => String::new(),
             };
             cells.push(Cell::from(prog));
@@ -300,18 +323,18 @@ fn draw_jobs(f: &mut Frame, app: &App, area: Rect) {
         .collect();
     let mut widths = vec![
         Constraint::Length(1),
-        Constraint::Min(14),
-        Constraint::Length(10),
-        Constraint::Length(8),
+        Constraint::Min(21),
+        Constraint::Length(9),
+        Constraint::Length(7),
     ];
     if wide {
         widths.extend([Constraint::Length(16), Constraint::Length(7)]);
     }
     widths.extend([
-        Constraint::Length(13),
-        Constraint::Length(6),
+        Constraint::Length(10),
+        Constraint::Length(5),
         Constraint::Length(7),
-        Constraint::Length(11),
+        Constraint::Length(10),
     ]);
     let mut title = format!(" Sessions ({}) ", visible.len());
     if !j.filter.is_empty() || j.editing_filter {
@@ -466,7 +489,12 @@ fn bounds(sets: &[&[(f64, f64)]]) -> Option<([f64; 2], [f64; 2])> {
         xs[1] = xs[0] + 1.0;
     }
     let pad = ((ys[1] - ys[0]) * 0.05).max(1e-6);
-    Some((xs, [ys[0] - pad, ys[1] + pad]))
+    let lo = if ys[0] >= 0.0 {
+        (ys[0] - pad).max(0.0)
+    } else {
+        ys[0] - pad
+    };
+    Some((xs, [lo, ys[1] + pad]))
 }
 
 fn axis_labels(b: [f64; 2], prec: usize) -> Vec<Span<'static>> {
@@ -739,19 +767,19 @@ fn draw_search(f: &mut Frame, app: &App, area: Rect) {
         th.dim(),
     )];
     if let Some(r) = &s.result {
+        if let Some(j) = &r.judged {
+            info.push(Span::styled(
+                format!(
+                    " · RR {:.4} · AP {:.4} · {} relevant (query {})",
+                    j.rr, j.ap, j.relevant, j.qid
+                ),
+                th.good(),
+            ));
+        }
         if !r.oov.is_empty() {
             info.push(Span::styled(
                 format!(" · OOV: {}", r.oov.join(" ")),
                 th.warn(),
-            ));
-        }
-        if let Some(j) = &r.judged {
-            info.push(Span::styled(
-                format!(
-                    " · query {} · RR {:.4} · AP {:.4} · {} relevant",
-                    j.qid, j.rr, j.ap, j.relevant
-                ),
-                th.good(),
             ));
         }
     }
@@ -809,7 +837,7 @@ fn draw_search(f: &mut Frame, app: &App, area: Rect) {
             let l1 = Line::from(vec![
                 Span::raw(format!("{:>3} ", h.rank)),
                 rel,
-                Span::styled(format!("{:<12} ", trunc(&h.docno, 12)), th.accent()),
+                Span::styled(format!("{} ", fit(&h.docno, 12)), th.accent()),
                 Span::raw(format!("{:>8.4}  ", h.score)),
                 Span::styled(trunc(&contrib, text_w.saturating_sub(24)), th.dim()),
             ]);
@@ -890,7 +918,7 @@ fn draw_neigh_pane(f: &mut Frame, app: &App, i: usize, area: Rect, wide: bool) {
     let p = &n.panes[i];
     let focused = n.pane == i;
     let title = match &p.session {
-        Some(s) => format!(" {s}{} ", if p.pending { " …" } else { "" }),
+        Some(s) => format!(" {s}{} ", if p.pending { " · looking up…" } else { "" }),
         None => " no session ".into(),
     };
     let outer = block(th, title, focused);
@@ -946,7 +974,7 @@ fn draw_neigh_pane(f: &mut Frame, app: &App, i: usize, area: Rect, wide: bool) {
             .iter()
             .map(|nb| {
                 ListItem::new(Line::from(vec![
-                    Span::raw(format!("{:<w$} ", trunc(&nb.term, w))),
+                    Span::raw(format!("{} ", fit(&nb.term, w))),
                     Span::raw(format!("{:>6.3}", nb.score)),
                     if nb.gold {
                         Span::styled(" ✓gold", th.good())
@@ -1048,13 +1076,17 @@ fn draw_compare(f: &mut Frame, app: &App, area: Rect) {
         ta,
         &mut st,
     );
-    let foot = match (&t.baseline, &t.test) {
+    let mut foot = match (&t.baseline, &t.test) {
         (Some(b), Some(test)) => {
             format!(" baseline ◆ {b} · ▲/▼ significantly better/worse ({test})")
         }
         (Some(b), None) => format!(" baseline ◆ {b} · no significance test for these figures"),
         (None, _) => " no baseline: press b on a row to choose one".into(),
     };
+    if !t.skipped.is_empty() {
+        let names: Vec<&str> = t.skipped.iter().map(|(s, _)| s.as_str()).collect();
+        foot.push_str(&format!(" · left out (no model): {}", names.join(", ")));
+    }
     f.render_widget(Paragraph::new(Span::styled(foot, th.dim())), fa);
 }
 
@@ -1234,6 +1266,7 @@ fn draw_form(f: &mut Frame, th: &Theme, form: &JobForm) {
             let hint = match i {
                 2..=5 => "(model default)",
                 7 => "(none: fresh start)",
+                8 => "(KEY=VALUE ..., e.g. batch=50 patience=3)",
                 _ => "",
             };
             spans.push(Span::styled(hint, th.dim()));
@@ -1285,7 +1318,7 @@ fn draw_picker(f: &mut Frame, app: &App, purpose: PickFor, selected: usize) {
         .iter()
         .map(|s| {
             ListItem::new(Line::from(vec![
-                Span::raw(format!("{:<28} ", trunc(&s.id, 28))),
+                Span::raw(format!("{} ", fit(&s.id, 28))),
                 Span::styled(format!("{:<10}", state_label(s)), state_style(th, s)),
                 Span::raw(format!("{:<8} ", s.model)),
                 Span::raw(
