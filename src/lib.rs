@@ -11,6 +11,7 @@ pub mod plot;
 pub mod session;
 pub mod text;
 pub mod train;
+pub mod tui;
 pub mod util;
 
 pub use error::{Error, Result};

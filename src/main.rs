@@ -4,13 +4,27 @@ mod cli;
 
 use clap::Parser;
 
+/// `rosetta` with no subcommand: the workbench, or a clear message (and a
+/// non-zero exit) when stdout is not a terminal.
+fn open_workbench(theme: Option<String>) -> anyhow::Result<()> {
+    use std::io::IsTerminal;
+    if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
+        anyhow::bail!(
+            "the workbench needs a terminal (stdout or stdin is not one); see `rosetta --help` for the commands"
+        );
+    }
+    rosetta::tui::run(rosetta::tui::Options {
+        theme,
+        config: None,
+    })?;
+    Ok(())
+}
+
 fn main() {
     let args = cli::Cli::parse();
     let result = match args.command {
         Some(cmd) => cli::run(cmd),
-        None => Err(anyhow::anyhow!(
-            "the workbench is not built yet; see `rosetta --help` for the commands"
-        )),
+        None => open_workbench(args.theme),
     };
     if let Err(e) = result {
         eprintln!("rosetta: error: {e:#}");

@@ -16,6 +16,9 @@ mod train;
 #[derive(Debug, Parser)]
 #[command(name = "rosetta", version, about, long_about = None)]
 pub struct Cli {
+    /// Colour theme of the workbench (`rosetta` with no subcommand); NO_COLOR wins.
+    #[arg(long, value_parser = ["light", "dark"])]
+    pub theme: Option<String>,
     #[command(subcommand)]
     pub command: Option<Command>,
 }

@@ -1,0 +1,266 @@
+//! Workbench settings: `$XDG_CONFIG_HOME/rosetta/config.toml` (or
+//! `~/.config/rosetta/config.toml`), the `--theme` flag and `NO_COLOR`.
+//!
+//! ```toml
+//! theme = "light"            # or "dark"
+//! sessions_dir = "sessions"  # where session folders live
+//! workspace = "data/workspace.toml"   # default of the new-job form
+//! [keys]                     # rebind any action named in the help popup's config names
+//! new_job = ["n", "ctrl-n"]
+//! [colors]                   # override theme colours (names or #rrggbb)
+//! accent = "magenta"
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use ratatui::style::{Color, Modifier, Style};
+use serde::Deserialize;
+
+use super::keymap::Keymap;
+use crate::{Error, Result};
+
+/// The config file's contents.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ConfigFile {
+    /// `dark` or `light`.
+    pub theme: Option<String>,
+    /// Sessions root (default `sessions`).
+    pub sessions_dir: Option<PathBuf>,
+    /// Default workspace of the new-job form.
+    pub workspace: Option<String>,
+    /// Key overrides: action name → keys.
+    pub keys: BTreeMap<String, Vec<String>>,
+    /// Colour overrides: slot name → colour.
+    pub colors: BTreeMap<String, String>,
+}
+
+/// The default config path.
+pub fn default_path() -> PathBuf {
+    std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|s| !s.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
+        .unwrap_or_else(|| PathBuf::from("."))
+        .join("rosetta")
+        .join("config.toml")
+}
+
+impl ConfigFile {
+    /// Reads `path`; a missing file is the default config.
+    pub fn load(path: &Path) -> Result<ConfigFile> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => toml::from_str(&text).map_err(|e| Error::file(path, e.to_string())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(ConfigFile::default()),
+            Err(e) => Err(Error::io(path, e)),
+        }
+    }
+}
+
+/// Light or dark palette.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThemeKind {
+    /// For dark terminals.
+    Dark,
+    /// For light terminals.
+    Light,
+}
+
+/// Colours and emphasis the screens use.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Theme {
+    /// No colours at all (NO_COLOR): emphasis by bold/reverse only.
+    pub mono: bool,
+    /// Titles, selected tab, smoothed curves.
+    pub accent: Color,
+    /// Secondary text.
+    pub dim: Color,
+    /// Good figures, done jobs.
+    pub good: Color,
+    /// Errors, failed jobs.
+    pub bad: Color,
+    /// Running jobs, warnings.
+    pub warn: Color,
+    /// Highlighted query terms.
+    pub highlight: Color,
+    /// Series colours for overlays.
+    pub series: Vec<Color>,
+}
+
+impl Theme {
+    /// The built-in palette.
+    pub fn new(kind: ThemeKind) -> Theme {
+        match kind {
+            ThemeKind::Dark => Theme {
+                mono: false,
+                accent: Color::Cyan,
+                dim: Color::DarkGray,
+                good: Color::Green,
+                bad: Color::Red,
+                warn: Color::Yellow,
+                highlight: Color::LightYellow,
+                series: vec![
+                    Color::Cyan,
+                    Color::Magenta,
+                    Color::Yellow,
+                    Color::Green,
+                    Color::LightBlue,
+                    Color::LightRed,
+                ],
+            },
+            ThemeKind::Light => Theme {
+                mono: false,
+                accent: Color::Blue,
+                dim: Color::Gray,
+                good: Color::Green,
+                bad: Color::Red,
+                warn: Color::Rgb(180, 110, 0),
+                highlight: Color::Magenta,
+                series: vec![
+                    Color::Blue,
+                    Color::Magenta,
+                    Color::Rgb(180, 110, 0),
+                    Color::Green,
+                    Color::Red,
+                    Color::Cyan,
+                ],
+            },
+        }
+    }
+
+    /// No colours (for `NO_COLOR` and snapshot tests).
+    pub fn mono() -> Theme {
+        Theme {
+            mono: true,
+            accent: Color::Reset,
+            dim: Color::Reset,
+            good: Color::Reset,
+            bad: Color::Reset,
+            warn: Color::Reset,
+            highlight: Color::Reset,
+            series: vec![Color::Reset],
+        }
+    }
+
+    /// Applies `[colors]` overrides.
+    pub fn with_overrides(mut self, colors: &BTreeMap<String, String>) -> Result<Theme> {
+        if self.mono {
+            return Ok(self);
+        }
+        for (k, v) in colors {
+            let c: Color = v
+                .parse()
+                .map_err(|_| Error::invalid(format!("[colors] {k}: not a colour: {v:?}")))?;
+            match k.as_str() {
+                "accent" => self.accent = c,
+                "dim" => self.dim = c,
+                "good" => self.good = c,
+                "bad" => self.bad = c,
+                "warn" => self.warn = c,
+                "highlight" => self.highlight = c,
+                other => {
+                    return Err(Error::invalid(format!(
+                        "[colors] {other}: unknown slot (accent, dim, good, bad, warn, highlight)"
+                    )))
+                }
+            }
+        }
+        Ok(self)
+    }
+
+    fn fg(&self, c: Color) -> Style {
+        if self.mono {
+            Style::default()
+        } else {
+            Style::default().fg(c)
+        }
+    }
+    /// Accent text.
+    pub fn accent(&self) -> Style {
+        self.fg(self.accent).add_modifier(Modifier::BOLD)
+    }
+    /// Secondary text.
+    pub fn dim(&self) -> Style {
+        self.fg(self.dim)
+    }
+    /// Good figures.
+    pub fn good(&self) -> Style {
+        self.fg(self.good)
+    }
+    /// Errors.
+    pub fn bad(&self) -> Style {
+        self.fg(self.bad).add_modifier(Modifier::BOLD)
+    }
+    /// Warnings / running.
+    pub fn warn(&self) -> Style {
+        self.fg(self.warn)
+    }
+    /// Highlighted words.
+    pub fn highlight(&self) -> Style {
+        if self.mono {
+            Style::default().add_modifier(Modifier::BOLD | Modifier::UNDERLINED)
+        } else {
+            Style::default()
+                .fg(self.highlight)
+                .add_modifier(Modifier::BOLD)
+        }
+    }
+    /// Selected row.
+    pub fn selected(&self) -> Style {
+        Style::default().add_modifier(Modifier::REVERSED)
+    }
+    /// Colour of overlay series `i`.
+    pub fn series(&self, i: usize) -> Style {
+        self.fg(self.series[i % self.series.len()])
+    }
+}
+
+/// Everything the workbench is configured with.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Palette.
+    pub theme: Theme,
+    /// Keymap.
+    pub keymap: Keymap,
+    /// Sessions root.
+    pub sessions_dir: PathBuf,
+    /// Default workspace of the new-job form.
+    pub workspace: String,
+}
+
+impl Settings {
+    /// Settings from the config file, the `--theme` flag (wins over the file)
+    /// and `NO_COLOR` (wins over both).
+    pub fn resolve(
+        file: &ConfigFile,
+        theme_flag: Option<&str>,
+        no_color: bool,
+    ) -> Result<Settings> {
+        let name = theme_flag.or(file.theme.as_deref()).unwrap_or("dark");
+        let kind = match name {
+            "dark" => ThemeKind::Dark,
+            "light" => ThemeKind::Light,
+            other => {
+                return Err(Error::invalid(format!(
+                    "theme {other:?}: expected dark or light"
+                )))
+            }
+        };
+        let theme = if no_color {
+            Theme::mono()
+        } else {
+            Theme::new(kind).with_overrides(&file.colors)?
+        };
+        let keymap = Keymap::with_overrides(&file.keys).map_err(Error::invalid)?;
+        Ok(Settings {
+            theme,
+            keymap,
+            sessions_dir: file
+                .sessions_dir
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("sessions")),
+            workspace: file.workspace.clone().unwrap_or_default(),
+        })
+    }
+}

@@ -1,0 +1,305 @@
+//! The real [`Backend`]: session folders through the session module, jobs
+//! started as detached `rosetta train` processes, and the [`Engine`] for
+//! search, neighbours, compare and workspace figures.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+
+use super::backend::*;
+use super::engine::{self, Engine};
+use crate::models::Side;
+use crate::session::{self, MetricsTail, State};
+use crate::{Error, Result};
+
+/// The backend the workbench uses outside tests.
+pub struct LocalBackend {
+    root: PathBuf,
+    exe: PathBuf,
+    tails: Mutex<HashMap<String, MetricsTail>>,
+    engine: Engine,
+}
+
+/// A session summary from the session module's entry.
+pub fn summary(e: &session::SessionEntry) -> SessionSummary {
+    let id = e
+        .dir
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let state = match e.state() {
+        State::Queued => JobState::Queued,
+        State::Running => JobState::Running,
+        State::Done => JobState::Done,
+        State::Failed => JobState::Failed,
+        State::Cancelled => JobState::Cancelled,
+    };
+    let mut s = SessionSummary {
+        id,
+        dir: e.dir.clone(),
+        state,
+        model: e
+            .config
+            .as_ref()
+            .map(|c| c.model.clone())
+            .unwrap_or_default(),
+        workspace: e
+            .config
+            .as_ref()
+            .map(|c| c.workspace.display().to_string())
+            .unwrap_or_default(),
+        error: e.problem.clone(),
+        ..Default::default()
+    };
+    if let Some(st) = &e.status {
+        s.pid = (st.pid != 0).then_some(st.pid);
+        if st.state.is_final() {
+            s.alive = None;
+        } else {
+            s.alive = Some(st.process_alive());
+        }
+        if st.is_stale() {
+            s.error = Some(format!(
+                "status says running but process {} is gone (stale); r resumes it",
+                st.pid
+            ));
+        }
+        s.model = st.model.clone();
+        s.workspace = st.workspace.display().to_string();
+        s.device = st.device.clone();
+        s.progress = Some(st.progress);
+        s.epoch = (st.epoch > 0).then_some(st.epoch);
+        s.epochs = (st.epochs > 0).then_some(st.epochs);
+        s.eta_s = st.eta_s;
+        s.pairs_per_s = st.pairs_per_s;
+        s.best_mrr = st.best_mrr;
+        s.best_epoch = st.best_epoch;
+        if st.error.is_some() {
+            s.error = st.error.clone();
+        }
+    }
+    s
+}
+
+impl LocalBackend {
+    /// Sessions under `root`; jobs are started with the program `exe`
+    /// (normally `std::env::current_exe()`).
+    pub fn new(root: impl Into<PathBuf>, exe: impl Into<PathBuf>) -> Self {
+        LocalBackend {
+            root: root.into(),
+            exe: exe.into(),
+            tails: Mutex::new(HashMap::new()),
+            engine: Engine::default(),
+        }
+    }
+
+    /// The sessions root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn dir(&self, session: &str) -> Result<PathBuf> {
+        if session.is_empty() || session.contains('/') || session.starts_with('.') {
+            return Err(Error::invalid(format!("not a session name: {session:?}")));
+        }
+        Ok(self.root.join(session))
+    }
+
+    fn run_detached(&self, args: &[String]) -> Result<Launched> {
+        crate::tui::log::info(&format!(
+            "launch: {} {}",
+            self.exe.display(),
+            args.join(" ")
+        ));
+        let out = Command::new(&self.exe)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| Error::io(&self.exe, e))?;
+        let stdout = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        if !out.status.success() {
+            let msg = if stderr.is_empty() { stdout } else { stderr };
+            return Err(Error::invalid(format!(
+                "rosetta {} failed ({}): {}",
+                args.first().map(String::as_str).unwrap_or(""),
+                out.status,
+                msg.trim_start_matches("rosetta: error: ")
+            )));
+        }
+        Ok(Launched {
+            session: session_from_output(&stdout),
+            message: if stderr.is_empty() { stdout } else { stderr },
+        })
+    }
+
+    fn status_of(&self, session: &str) -> Result<session::Status> {
+        session::read_status(&self.dir(session)?)
+    }
+}
+
+impl Backend for LocalBackend {
+    fn list_sessions(&self) -> Result<Vec<SessionSummary>> {
+        let mut entries = session::list_sessions(&self.root)?;
+        // newest first: folder names start with the model and a UTC stamp,
+        // so order by the status's update time when known
+        entries.sort_by(|a, b| {
+            let t = |e: &session::SessionEntry| e.status.as_ref().map_or(0.0, |s| s.updated_unix);
+            let c = |e: &session::SessionEntry| {
+                e.config
+                    .as_ref()
+                    .map(|c| c.created.clone())
+                    .unwrap_or_default()
+            };
+            c(b).cmp(&c(a)).then(t(b).total_cmp(&t(a)))
+        });
+        Ok(entries.iter().map(summary).collect())
+    }
+
+    fn tail_metrics(&self, session: &str, offset: u64) -> Result<MetricsChunk> {
+        let path = self.dir(session)?.join(session::METRICS_FILE);
+        let mut tails = self.tails.lock().expect("tails lock");
+        let tail = tails
+            .entry(session.to_string())
+            .or_insert_with(|| MetricsTail::new(&path));
+        let mut reset = false;
+        if tail.offset() != offset {
+            // the caller starts over (or lost track): read from the start
+            *tail = MetricsTail::new(&path);
+            reset = offset != 0;
+        }
+        let before = tail.offset();
+        let batch = tail.poll()?;
+        if tail.offset() < before {
+            reset = true;
+        }
+        // a shrunk file is reported as an error and read again from 0
+        let shrank = batch
+            .errors
+            .iter()
+            .any(|e| e.to_string().contains("file shrank"));
+        Ok(MetricsChunk {
+            records: batch.records,
+            next_offset: tail.offset(),
+            reset: reset || shrank,
+            bad_lines: batch.errors.len() - usize::from(shrank),
+        })
+    }
+
+    fn session_spec(&self, session: &str) -> Result<JobSpec> {
+        Ok(spec_from_config(&session::SessionConfig::read(
+            &self.dir(session)?,
+        )?))
+    }
+
+    fn launch(&self, spec: &JobSpec) -> Result<Launched> {
+        self.run_detached(&spec.train_args(&self.root))
+    }
+
+    fn cancel(&self, session: &str) -> Result<()> {
+        let st = self.status_of(session)?;
+        if st.state.is_final() {
+            return Err(Error::invalid(format!("{session} is already {}", st.state)));
+        }
+        if st.pid == 0 {
+            return Err(Error::invalid(format!(
+                "{session} has not started yet; try again in a moment"
+            )));
+        }
+        if !st.process_alive() {
+            return Err(Error::invalid(format!(
+                "{session}: process {} is gone (stale); resume it instead",
+                st.pid
+            )));
+        }
+        // SAFETY: kill(2) on the recorded, live job process (pid reuse is
+        // ruled out by `process_alive`, which checks its start time).
+        if unsafe { libc::kill(st.pid as libc::pid_t, libc::SIGTERM) } != 0 {
+            return Err(Error::invalid(format!(
+                "cannot signal pid {} of {session}: {}",
+                st.pid,
+                std::io::Error::last_os_error()
+            )));
+        }
+        Ok(())
+    }
+
+    fn resume(&self, session: &str) -> Result<Launched> {
+        let dir = self.dir(session)?;
+        let mut l = self.run_detached(&[
+            "train".into(),
+            "--resume".into(),
+            dir.to_string_lossy().into_owned(),
+            "--detach".into(),
+        ])?;
+        l.session.get_or_insert_with(|| session.to_string());
+        Ok(l)
+    }
+
+    fn load_index(&self, session: &str, progress: ProgressFn) -> Result<IndexInfo> {
+        let dir = self.dir(session)?;
+        if !dir.join(session::BEST_CHECKPOINT).exists()
+            && !dir.join(session::LAST_CHECKPOINT).exists()
+        {
+            return Err(engine::not_finished(session));
+        }
+        self.engine.load_index(session, &dir, progress)
+    }
+
+    fn search(&self, session: &str, query: &str, k: usize, fusion: Fusion) -> Result<SearchResult> {
+        self.engine.search(&self.dir(session)?, query, k, fusion)
+    }
+
+    fn neighbours(
+        &self,
+        session: &str,
+        term: &str,
+        side: Side,
+        k: usize,
+        csls: bool,
+    ) -> Result<NeighbourResult> {
+        let dir = self.dir(session)?;
+        if !dir.join(session::BEST_CHECKPOINT).exists()
+            && !dir.join(session::LAST_CHECKPOINT).exists()
+        {
+            return Err(engine::not_finished(session));
+        }
+        self.engine.neighbours(&dir, term, side, k, csls)
+    }
+
+    fn compare(&self, sessions: &[String], baseline: Option<&str>) -> Result<CompareTable> {
+        let all = self.list_sessions()?;
+        let triples: Vec<(String, PathBuf, String)> = sessions
+            .iter()
+            .map(|id| {
+                let model = all
+                    .iter()
+                    .find(|s| &s.id == id)
+                    .map(|s| s.model.clone())
+                    .unwrap_or_default();
+                Ok((id.clone(), self.dir(id)?, model))
+            })
+            .collect::<Result<_>>()?;
+        self.engine.compare(&triples, baseline)
+    }
+
+    fn export_compare(
+        &self,
+        table: &CompareTable,
+        session: &str,
+        format: ExportFormat,
+    ) -> Result<PathBuf> {
+        let (name, text) = match format {
+            ExportFormat::Markdown => ("compare.md", table.to_markdown()),
+            ExportFormat::Csv => ("compare.csv", table.to_csv()),
+        };
+        let path = self.dir(session)?.join(name);
+        crate::util::write_atomic(&path, text.as_bytes())?;
+        Ok(path)
+    }
+
+    fn workspace_stats(&self, workspace: &str) -> Result<WorkspaceStats> {
+        engine::workspace_stats(workspace)
+    }
+}

@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# End-to-end test of the workbench in a real terminal (tmux):
+#   open `rosetta` on the tiny fixture workspace, launch a tiny training job
+#   from the new-job form, wait for its loss curve and final MRR, run a query
+#   on the Search screen, look up a term's neighbours, quit, and check that
+#   the terminal is sane again (canonical mode, echo, main screen).
+#
+# Usage: tests/e2e_tui.sh [path/to/rosetta]   (default: target/debug/rosetta)
+# Needs tmux. Exit status 0 on success; on failure prints the last screen.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+BIN="${1:-$ROOT/target/debug/rosetta}"
+WS="$ROOT/tests/fixtures/corpus/tiny/workspace.toml"
+MODEL="${E2E_MODEL:-s2net}"
+TIMEOUT="${E2E_TIMEOUT:-180}"
+
+command -v tmux >/dev/null || { echo "e2e_tui: tmux is not installed" >&2; exit 2; }
+[ -x "$BIN" ] || { echo "e2e_tui: no binary at $BIN (cargo build first)" >&2; exit 2; }
+[ -f "$WS" ] || { echo "e2e_tui: fixture $WS is missing" >&2; exit 2; }
+
+TMP="$(mktemp -d)"
+SOCK="$TMP/tmux.sock"
+S="rosetta-e2e"
+t() { tmux -S "$SOCK" "$@"; }
+cleanup() {
+    t kill-server 2>/dev/null || true
+    sleep 0.3
+    rm -rf "$TMP" 2>/dev/null || { sleep 1; rm -rf "$TMP" 2>/dev/null || true; }
+}
+trap cleanup EXIT
+
+screen() { t capture-pane -p -t "$S"; }
+fail() {
+    echo "e2e_tui: FAIL: $*" >&2
+    echo "---- screen ----" >&2
+    screen >&2 || true
+    echo "---- log ----" >&2
+    tail -n 20 "$TMP/state/rosetta/tui.log" >&2 2>/dev/null || true
+    for f in "$TMP"/work/sessions/*/log.txt; do
+        [ -f "$f" ] && { echo "---- $f ----" >&2; tail -n 20 "$f" >&2; }
+    done
+    exit 1
+}
+# wait_for REGEX [SECONDS]: until the screen matches
+wait_for() {
+    local re="$1" secs="${2:-20}" i
+    for ((i = 0; i < secs * 5; i++)); do
+        if screen | grep -Eq -- "$re"; then return 0; fi
+        sleep 0.2
+    done
+    fail "timed out waiting for /$re/"
+}
+keys() { t send-keys -t "$S" "$@"; sleep 0.15; }
+typed() { t send-keys -t "$S" -l -- "$1"; sleep 0.15; }
+
+mkdir -p "$TMP/work" "$TMP/cfg" "$TMP/state"
+cd "$TMP/work"
+# A plain shell in a 100x32 terminal; the workbench runs inside it so that
+# the terminal can be checked after it exits.
+t new-session -d -s "$S" -x 100 -y 32 \
+    "env -i HOME=$TMP PATH=$PATH TERM=xterm-256color NO_COLOR=1 XDG_CONFIG_HOME=$TMP/cfg XDG_STATE_HOME=$TMP/state bash --norc --noprofile"
+sleep 0.3
+typed "stty -a | grep -o -- '-\\?icanon' > $TMP/stty.before; $BIN; echo \"EXIT=\$?\" > $TMP/exit"
+keys Enter
+wait_for "1 Jobs" 15
+wait_for "no sessions yet" 10
+
+# --- new job from the form
+keys n
+wait_for "New training job"
+typed "$WS"
+keys Tab C-u
+typed "$MODEL"
+keys Tab C-u
+typed "8"          # dim (the fixture's vocabularies have ~30 terms)
+keys Tab C-u
+typed "5"          # epochs
+keys Tab Tab Tab C-u
+typed "cpu"
+keys Tab Tab C-u
+typed "batch=4 log_every=1"   # several logged steps per epoch
+keys Enter
+wait_for "started " 30
+wait_for "running|done" 30
+# the loss curve and validation appear, then the job finishes with a best MRR
+wait_for "step" 60
+wait_for "done +$MODEL .*[0-9]\.[0-9]{4}" "$TIMEOUT"
+screen | grep -q "no training steps yet" && fail "no loss curve for a finished job"
+screen | grep -q "no validation yet" && fail "no validation curve for a finished job"
+echo "e2e_tui: job finished: $(screen | grep -Eo "done +$MODEL .*" | head -1)"
+
+# --- search
+keys 2
+keys s
+wait_for "Session to search with"
+keys Enter
+wait_for "[0-9]+ documents" 60
+keys /
+typed "fish in the cold river"
+keys Enter
+wait_for "Results for" 30
+wait_for " 1 .*[0-9]\.[0-9]{4}" 10
+echo "e2e_tui: search ok: $(screen | grep -E 'RR|fusion' | head -1)"
+
+# --- neighbours
+keys 3
+keys s
+wait_for "left pane"
+keys Enter
+keys /
+typed "river"
+keys Enter
+wait_for "other language" 30
+echo "e2e_tui: neighbours ok"
+
+# --- help, then quit
+keys '?'
+wait_for "Everywhere"
+keys Escape
+keys q
+for ((i = 0; i < 50; i++)); do [ -f "$TMP/exit" ] && break; sleep 0.2; done
+[ -f "$TMP/exit" ] || fail "the workbench did not exit on q"
+grep -q "EXIT=0" "$TMP/exit" || fail "exit status: $(cat "$TMP/exit")"
+typed "stty -a | grep -o -- '-\\?icanon' > $TMP/stty.after; echo SANE-\$(tput cols)"
+keys Enter
+wait_for "SANE-100" 10
+cmp -s "$TMP/stty.before" "$TMP/stty.after" || fail "terminal modes differ after quitting"
+grep -qx "icanon" "$TMP/stty.after" || fail "terminal left in raw mode"
+echo "e2e_tui: PASS"

@@ -1,0 +1,1197 @@
+//! Workbench tests: key handling drives `App` without a terminal, and every
+//! screen is drawn on ratatui's `TestBackend` and compared with an insta
+//! snapshot. A fake backend stands in for the engine.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use crossterm::event::{
+    Event, KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
+};
+use ratatui::backend::TestBackend;
+use ratatui::Terminal;
+use rosetta::models::Side;
+use rosetta::tui::app::{App, IndexState, Popup, Request, Tab};
+use rosetta::tui::backend::*;
+use rosetta::tui::config::{ConfigFile, Settings};
+use rosetta::tui::keymap::{Key, Keymap};
+use rosetta::tui::ui;
+use rosetta::{Error, Result};
+
+/// A backend answering from memory and recording what it was asked.
+#[derive(Default)]
+struct Fake {
+    sessions: Mutex<Vec<SessionSummary>>,
+    metrics: Mutex<HashMap<String, Vec<MetricRecord>>>,
+    launched: Mutex<Vec<JobSpec>>,
+    cancelled: Mutex<Vec<String>>,
+    resumed: Mutex<Vec<String>>,
+    searches: Mutex<Vec<(String, Fusion)>>,
+    exported: Mutex<Vec<(String, ExportFormat)>>,
+    spec: Option<JobSpec>,
+}
+
+fn summary(id: &str, state: JobState) -> SessionSummary {
+    SessionSummary {
+        id: id.into(),
+        dir: PathBuf::from("sessions").join(id),
+        state,
+        model: "s2net".into(),
+        workspace: "tests/fixtures/corpus/tiny/workspace.toml".into(),
+        device: "cpu".into(),
+        ..Default::default()
+    }
+}
+
+fn running() -> SessionSummary {
+    SessionSummary {
+        pid: Some(4242),
+        alive: Some(true),
+        progress: Some(0.4),
+        epoch: Some(2),
+        epochs: Some(5),
+        eta_s: Some(125.0),
+        pairs_per_s: Some(5230.0),
+        best_mrr: Some(0.412),
+        best_epoch: Some(1),
+        ..summary("s2net-run", JobState::Running)
+    }
+}
+
+fn done() -> SessionSummary {
+    SessionSummary {
+        progress: Some(1.0),
+        epoch: Some(3),
+        epochs: Some(3),
+        pairs_per_s: Some(6100.0),
+        best_mrr: Some(0.5731),
+        best_epoch: Some(3),
+        ..summary("s2net-done", JobState::Done)
+    }
+}
+
+fn failed() -> SessionSummary {
+    SessionSummary {
+        error: Some("data/train.hi:17: invalid UTF-8 at byte 33".into()),
+        model: "cl-lsi".into(),
+        ..summary("cl-lsi-failed", JobState::Failed)
+    }
+}
+
+/// Deterministic metrics: a decaying saw-tooth loss and rising MRR.
+fn metrics(steps: usize, epochs: usize) -> Vec<MetricRecord> {
+    let mut v = Vec::new();
+    for i in 1..=steps {
+        let loss = 2.0 * (-(i as f64) / 60.0).exp() + 0.3 + 0.1 * ((i % 7) as f64 / 7.0);
+        v.push(MetricRecord::Step {
+            phase: "train".into(),
+            epoch: 1 + (i - 1) * epochs / steps,
+            step: i,
+            examples: 64,
+            loss,
+            pairs_per_s: 5000.0,
+            wall_s: 1.0,
+        });
+    }
+    for e in 1..=epochs {
+        let mut scores = BTreeMap::new();
+        scores.insert("MRR".to_string(), 0.3 + 0.09 * e as f64);
+        scores.insert("P@1".to_string(), 0.2 + 0.08 * e as f64);
+        v.push(MetricRecord::Valid {
+            phase: "train".into(),
+            epoch: e,
+            step: e * steps / epochs,
+            scores,
+        });
+    }
+    v.push(MetricRecord::event(
+        "checkpoint",
+        "epoch 2 saved",
+        Some(2),
+        None,
+    ));
+    v
+}
+
+impl Fake {
+    fn with(sessions: Vec<SessionSummary>) -> Fake {
+        let f = Fake::default();
+        *f.sessions.lock().unwrap() = sessions;
+        f
+    }
+    fn set_metrics(&self, id: &str, records: Vec<MetricRecord>) {
+        self.metrics.lock().unwrap().insert(id.into(), records);
+    }
+}
+
+impl Backend for Fake {
+    fn list_sessions(&self) -> Result<Vec<SessionSummary>> {
+        Ok(self.sessions.lock().unwrap().clone())
+    }
+    fn tail_metrics(&self, session: &str, offset: u64) -> Result<MetricsChunk> {
+        // the cursor counts records here
+        let all = self
+            .metrics
+            .lock()
+            .unwrap()
+            .get(session)
+            .cloned()
+            .unwrap_or_default();
+        let reset = offset as usize > all.len();
+        let from = if reset { 0 } else { offset as usize };
+        Ok(MetricsChunk {
+            records: all[from..].to_vec(),
+            next_offset: all.len() as u64,
+            reset,
+            bad_lines: 0,
+        })
+    }
+    fn session_spec(&self, session: &str) -> Result<JobSpec> {
+        self.spec
+            .clone()
+            .ok_or_else(|| Error::invalid(format!("{session}: no config")))
+    }
+    fn launch(&self, spec: &JobSpec) -> Result<Launched> {
+        self.launched.lock().unwrap().push(spec.clone());
+        let id = format!("{}-new", spec.model);
+        let mut s = summary(&id, JobState::Running);
+        s.pid = Some(777);
+        s.alive = Some(true);
+        self.sessions.lock().unwrap().insert(0, s);
+        Ok(Launched {
+            session: Some(id.clone()),
+            message: format!("started sessions/{id}"),
+        })
+    }
+    fn cancel(&self, session: &str) -> Result<()> {
+        self.cancelled.lock().unwrap().push(session.into());
+        Ok(())
+    }
+    fn resume(&self, session: &str) -> Result<Launched> {
+        self.resumed.lock().unwrap().push(session.into());
+        Ok(Launched {
+            session: Some(session.into()),
+            message: String::new(),
+        })
+    }
+    fn load_index(&self, session: &str, progress: ProgressFn) -> Result<IndexInfo> {
+        progress(0.5, "encoding documents");
+        Ok(IndexInfo {
+            session: session.into(),
+            docs: 1190,
+            judged_queries: vec![("q7".into(), "where is the river".into())],
+        })
+    }
+    fn search(&self, _s: &str, query: &str, k: usize, fusion: Fusion) -> Result<SearchResult> {
+        self.searches.lock().unwrap().push((query.into(), fusion));
+        let text = "नदी के किनारे एक पुराना मंदिर है जहाँ लोग आते हैं";
+        let river = text.find("नदी").unwrap();
+        let hits = (1..=k.min(4))
+            .map(|r| Hit {
+                rank: r,
+                docno: format!("doc{r:03}"),
+                score: 1.0 / r as f64,
+                text: text.into(),
+                spans: vec![(river, river + "नदी".len())],
+                contributions: vec![("river".into(), 0.41 / r as f64), ("where".into(), 0.02)],
+                relevant: Some(r == 2),
+            })
+            .collect();
+        Ok(SearchResult {
+            hits,
+            oov: vec!["zzyzx".into()],
+            judged: (query == "where is the river").then(|| Judged {
+                qid: "q7".into(),
+                rr: 0.5,
+                ap: 0.5,
+                relevant: 1,
+            }),
+        })
+    }
+    fn neighbours(
+        &self,
+        session: &str,
+        term: &str,
+        side: Side,
+        k: usize,
+        csls: bool,
+    ) -> Result<NeighbourResult> {
+        if term == "unknownword" {
+            return Ok(NeighbourResult::default());
+        }
+        let (cross, own): (&[&str], &[&str]) = match side {
+            Side::Source => (&["नदी", "दरिया", "पानी"], &["stream", "lake", "bank"]),
+            Side::Target => (&["river", "stream", "water"], &["दरिया", "पानी", "झील"]),
+        };
+        let base =
+            if session.ends_with("done") { 0.8 } else { 0.6 } + if csls { 0.05 } else { 0.0 };
+        let mk = |ts: &[&str], gold_first: bool| {
+            ts.iter()
+                .take(k)
+                .enumerate()
+                .map(|(i, t)| Neighbour {
+                    term: t.to_string(),
+                    score: base - 0.1 * i as f64,
+                    gold: gold_first && i == 0,
+                })
+                .collect()
+        };
+        Ok(NeighbourResult {
+            known: true,
+            cross: mk(cross, true),
+            own: mk(own, false),
+        })
+    }
+    fn compare(&self, sessions: &[String], baseline: Option<&str>) -> Result<CompareTable> {
+        let rows = sessions
+            .iter()
+            .enumerate()
+            .map(|(i, s)| CompareRow {
+                session: s.clone(),
+                model: if i == 0 {
+                    "s2net".into()
+                } else {
+                    "cl-lsi".into()
+                },
+                values: vec![
+                    Some(0.5 - 0.1 * i as f64),
+                    Some(0.4 - 0.05 * i as f64),
+                    None,
+                ],
+                marks: if baseline.is_some() && baseline != Some(s.as_str()) {
+                    vec![Significance::Worse, Significance::None, Significance::None]
+                } else {
+                    vec![Significance::None; 3]
+                },
+            })
+            .collect();
+        Ok(CompareTable {
+            metrics: vec!["MRR".into(), "P@1".into(), "MAP".into()],
+            rows,
+            baseline: baseline.map(str::to_string),
+            test: baseline.map(|_| "paired t-test, p<0.05".into()),
+            skipped: vec![],
+        })
+    }
+    fn export_compare(
+        &self,
+        t: &CompareTable,
+        session: &str,
+        format: ExportFormat,
+    ) -> Result<PathBuf> {
+        assert!(!t.rows.is_empty());
+        self.exported.lock().unwrap().push((session.into(), format));
+        Ok(PathBuf::from(format!("sessions/{session}/compare.md")))
+    }
+    fn workspace_stats(&self, workspace: &str) -> Result<WorkspaceStats> {
+        Ok(WorkspaceStats {
+            path: workspace.into(),
+            source_lang: "en".into(),
+            target_lang: "hi".into(),
+            splits: vec![
+                SplitStats {
+                    name: "train".into(),
+                    size: 10000,
+                    source_oov: Some(0.031),
+                    target_oov: Some(0.052),
+                },
+                SplitStats {
+                    name: "valid".into(),
+                    size: 5000,
+                    source_oov: Some(0.04),
+                    target_oov: Some(0.061),
+                },
+                SplitStats {
+                    name: "docs".into(),
+                    size: 1190,
+                    source_oov: None,
+                    target_oov: Some(0.07),
+                },
+            ],
+            figures: vec![
+                ("vocabulary en / hi".into(), "10000 / 10000".into()),
+                ("dictionary entries".into(), "31452".into()),
+                ("dictionary coverage en".into(), "62.1%".into()),
+            ],
+        })
+    }
+}
+
+fn settings() -> Settings {
+    Settings::resolve(&ConfigFile::default(), None, true).unwrap()
+}
+
+fn app_with(fake: &Fake) -> App {
+    let mut app = App::new(settings());
+    app.pump_sync(fake);
+    app.poll_metrics();
+    app.pump_sync(fake);
+    app
+}
+
+fn key(c: char) -> KeyEvent {
+    KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)
+}
+fn code(c: KeyCode) -> KeyEvent {
+    KeyEvent::new(c, KeyModifiers::NONE)
+}
+fn press(app: &mut App, fake: &Fake, keys: &str) {
+    for c in keys.chars() {
+        app.on_key(key(c));
+        app.pump_sync(fake);
+    }
+}
+fn press_code(app: &mut App, fake: &Fake, c: KeyCode) {
+    app.on_key(code(c));
+    app.pump_sync(fake);
+}
+
+fn render(app: &mut App, w: u16, h: u16) -> String {
+    let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
+    t.draw(|f| ui::draw(f, app)).unwrap();
+    t.backend().to_string()
+}
+
+// ---------------------------------------------------------------- snapshots
+
+#[test]
+fn snapshot_jobs_empty() {
+    let fake = Fake::default();
+    let mut app = app_with(&fake);
+    insta::assert_snapshot!(render(&mut app, 80, 24));
+}
+
+#[test]
+fn snapshot_jobs_running() {
+    let fake = Fake::with(vec![running(), done(), failed()]);
+    fake.set_metrics("s2net-run", metrics(180, 2));
+    let mut app = app_with(&fake);
+    insta::assert_snapshot!(render(&mut app, 80, 24));
+}
+
+#[test]
+fn snapshot_jobs_running_wide() {
+    let fake = Fake::with(vec![running(), done(), failed()]);
+    fake.set_metrics("s2net-run", metrics(180, 2));
+    let mut app = app_with(&fake);
+    insta::assert_snapshot!(render(&mut app, 120, 30));
+}
+
+#[test]
+fn snapshot_jobs_finished() {
+    let fake = Fake::with(vec![running(), done(), failed()]);
+    fake.set_metrics("s2net-done", metrics(240, 3));
+    let mut app = app_with(&fake);
+    press(&mut app, &fake, "j");
+    assert_eq!(app.jobs.selected.as_deref(), Some("s2net-done"));
+    insta::assert_snapshot!(render(&mut app, 80, 24));
+}
+
+#[test]
+fn snapshot_jobs_failed() {
+    let fake = Fake::with(vec![running(), done(), failed()]);
+    let mut app = app_with(&fake);
+    press(&mut app, &fake, "G");
+    assert_eq!(app.jobs.selected.as_deref(), Some("cl-lsi-failed"));
+    insta::assert_snapshot!(render(&mut app, 80, 24));
+}
+
+#[test]
+fn snapshot_jobs_overlay() {
+    let fake = Fake::with(vec![running(), done(), failed()]);
+    fake.set_metrics("s2net-run", metrics(180, 2));
+    fake.set_metrics("s2net-done", metrics(240, 3));
+    let mut app = app_with(&fake);
+    press(&mut app, &fake, " j w");
+    assert_eq!(app.jobs.marked.len(), 2);
+    assert!(app.jobs.full_history);
+    insta::assert_snapshot!(render(&mut app, 80, 24));
+}
+
+#[test]
+fn snapshot_form() {
+    let fake = Fake::with(vec![done()]);
+    let mut app = app_with(&fake);
+    press(&mut app, &fake, "n");
+    // clear the epochs field and type a bad value
+    press_code(&mut app, &fake, KeyCode::Tab);
+    press_code(&mut app, &fake, KeyCode::Tab);
+    press_code(&mut app, &fake, KeyCode::Tab);
+    app.on_key(KeyEvent::new(KeyCode::Char('u'), KeyModifiers::CONTROL));
+    press(&mut app, &fake, "zero");
+    press_code(&mut app, &fake, KeyCode::Enter);
+    insta::assert_snapshot!(render(&mut app, 80, 24));
+}
+
+#[test]
+fn snapshot_search_results() {
+    let fake = Fake::with(vec![done()]);
+    let mut app = app_with(&fake);
+    press(&mut app, &fake, "2s");
+    press_code(&mut app, &fake, KeyCode::Enter);
+    press(&mut app, &fake, "/where is the river");
+    press_code(&mut app, &fake, KeyCode::Enter);
+    insta::assert_snapshot!(render(&mut app, 80, 24));
+}
+
+#[test]
+fn snapshot_search_empty() {
+    let fake = Fake::default();
+    let mut app = app_with(&fake);
+    press(&mut app, &fake, "2");
+    insta::assert_snapshot!(render(&mut app, 80, 24));
+}
+
+#[test]
+fn snapshot_neighbours_side_by_side() {
+    let fake = Fake::with(vec![done(), running()]);
+    let mut app = app_with(&fake);
+    press(&mut app, &fake, "3s");
+    press_code(&mut app, &fake, KeyCode::Enter);
+    press(&mut app, &fake, "S");
+    press_code(&mut app, &fake, KeyCode::Down);
+    press_code(&mut app, &fake, KeyCode::Enter);
+    press(&mut app, &fake, "/river");
+    press_code(&mut app, &fake, KeyCode::Enter);
+    insta::assert_snapshot!(render(&mut app, 80, 24));
+}
+
+#[test]
+fn snapshot_compare() {
+    let fake = Fake::with(vec![
+        done(),
+        SessionSummary {
+            best_mrr: Some(0.3),
+            ..summary("cl-lsi-done", JobState::Done)
+        },
+    ]);
+    let mut app = app_with(&fake);
+    press(&mut app, &fake, "4b");
+    insta::assert_snapshot!(render(&mut app, 80, 24));
+}
+
+#[test]
+fn snapshot_data() {
+    let fake = Fake::with(vec![done()]);
+    let mut app = app_with(&fake);
+    press(&mut app, &fake, "5");
+    insta::assert_snapshot!(render(&mut app, 80, 24));
+}
+
+#[test]
+fn snapshot_too_small() {
+    let fake = Fake::with(vec![done()]);
+    let mut app = app_with(&fake);
+    insta::assert_snapshot!(render(&mut app, 79, 20));
+}
+
+#[test]
+fn snapshot_confirm_quit() {
+    let fake = Fake::with(vec![done()]);
+    let mut app = app_with(&fake);
+    press(&mut app, &fake, "n");
+    for _ in 0..40 {
+        app.on_key(code(KeyCode::Backspace));
+    }
+    press(&mut app, &fake, "ws.toml");
+    press_code(&mut app, &fake, KeyCode::Enter);
+    app.poll_sessions();
+    app.pump_sync(&fake);
+    press(&mut app, &fake, "q");
+    assert!(!app.quit);
+    insta::assert_snapshot!(render(&mut app, 80, 24));
+}
+
+// ------------------------------------------------------------ key handling
+
+#[test]
+fn tabs_by_number_tab_and_mouse() {
+    let fake = Fake::default();
+    let mut app = app_with(&fake);
+    press(&mut app, &fake, "3");
+    assert_eq!(app.tab, Tab::Neighbours);
+    press_code(&mut app, &fake, KeyCode::Tab);
+    assert_eq!(app.tab, Tab::Compare);
+    press_code(&mut app, &fake, KeyCode::BackTab);
+    press_code(&mut app, &fake, KeyCode::BackTab);
+    assert_eq!(app.tab, Tab::Search);
+    press(&mut app, &fake, "1");
+    let _ = render(&mut app, 80, 24); // records where the tabs are
+    let (x0, _) = app.tab_hits[4];
+    app.on_event(Event::Mouse(MouseEvent {
+        kind: MouseEventKind::Down(MouseButton::Left),
+        column: x0 + 1,
+        row: 0,
+        modifiers: KeyModifiers::NONE,
+    }));
+    assert_eq!(app.tab, Tab::Data);
+}
+
+#[test]
+fn quit_without_jobs_is_immediate_and_ctrl_c_quits() {
+    let fake = Fake::with(vec![running()]);
+    let mut app = app_with(&fake);
+    press(&mut app, &fake, "q");
+    assert!(app.quit, "jobs not started here do not hold quitting");
+    let mut app = app_with(&fake);
+    app.on_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL));
+    assert!(app.quit);
+}
+
+fn launch_one(app: &mut App, fake: &Fake) {
+    press(app, fake, "n");
+    for _ in 0..40 {
+        app.on_key(code(KeyCode::Backspace));
+    }
+    press(app, fake, "ws.toml");
+    press_code(app, fake, KeyCode::Enter);
+    app.poll_sessions();
+    app.pump_sync(fake);
+}
+
+#[test]
+fn quit_asks_when_started_jobs_run_then_cancels() {
+    let fake = Fake::with(vec![done()]);
+    let mut app = app_with(&fake);
+    launch_one(&mut app, &fake);
+    assert!(app.started.contains("s2net-new"));
+    press(&mut app, &fake, "q");
+    assert!(matches!(app.popup, Some(Popup::ConfirmQuit(_))));
+    press_code(&mut app, &fake, KeyCode::Esc);
+    assert!(app.popup.is_none() && !app.quit);
+    press(&mut app, &fake, "q");
+    app.on_key(key('c'));
+    assert!(app.quit);
+    assert_eq!(
+        app.take_requests(),
+        vec![Request::Cancel("s2net-new".into())]
+    );
+}
+
+#[test]
+fn quit_can_leave_jobs_running() {
+    let fake = Fake::with(vec![done()]);
+    let mut app = app_with(&fake);
+    launch_one(&mut app, &fake);
+    press(&mut app, &fake, "ql");
+    assert!(app.quit);
+    assert!(fake.cancelled.lock().unwrap().is_empty());
+}
+
+#[test]
+fn form_validates_then_launches_with_args() {
+    let fake = Fake::with(vec![done()]);
+    let mut app = app_with(&fake);
+    press(&mut app, &fake, "n");
+    let Some(Popup::Form(f)) = &app.popup else {
+        panic!("no form")
+    };
+    assert_eq!(
+        f.fields[0].value, "tests/fixtures/corpus/tiny/workspace.toml",
+        "the newest session's workspace is the default"
+    );
+    app.on_key(KeyEvent::new(KeyCode::Char('u'), KeyModifiers::CONTROL));
+    // empty workspace and a bad device are refused, nothing launched
+    for _ in 0..6 {
+        press_code(&mut app, &fake, KeyCode::Tab);
+    }
+    app.on_key(KeyEvent::new(KeyCode::Char('u'), KeyModifiers::CONTROL));
+    press(&mut app, &fake, "gpu");
+    press_code(&mut app, &fake, KeyCode::Enter);
+    let Some(Popup::Form(f)) = &app.popup else {
+        panic!("form closed")
+    };
+    assert!(f.fields[0].error.is_some());
+    assert!(f.fields[6].error.is_some());
+    assert_eq!(f.focus, 0, "focus jumps to the first bad field");
+    assert!(fake.launched.lock().unwrap().is_empty());
+    // fix both, init from a session
+    press(&mut app, &fake, "ws.toml");
+    for _ in 0..6 {
+        press_code(&mut app, &fake, KeyCode::Tab);
+    }
+    app.on_key(KeyEvent::new(KeyCode::Char('u'), KeyModifiers::CONTROL));
+    press(&mut app, &fake, "cuda:1");
+    press_code(&mut app, &fake, KeyCode::Tab);
+    press(&mut app, &fake, "s2net-done");
+    press_code(&mut app, &fake, KeyCode::Enter);
+    assert!(app.popup.is_none(), "form closes after launch");
+    let launched = fake.launched.lock().unwrap().clone();
+    assert_eq!(launched.len(), 1);
+    let spec = &launched[0];
+    assert_eq!(spec.workspace, "ws.toml");
+    assert_eq!(spec.device, "cuda:1");
+    assert_eq!(spec.init.as_deref(), Some("s2net-done"));
+    assert_eq!((spec.dim, spec.epochs, spec.lr), (Some(128), None, None));
+    let args = spec.train_args(std::path::Path::new("sessions"));
+    assert_eq!(args[0], "train");
+    assert!(args
+        .windows(2)
+        .any(|w| w == ["--set", "init=sessions/s2net-done"]));
+    assert!(
+        !args.iter().any(|a| a == "--epochs" || a == "--session"),
+        "defaults are not passed"
+    );
+    assert_eq!(args.last().map(String::as_str), Some("--detach"));
+    assert_eq!(app.jobs.selected.as_deref(), Some("s2net-new"));
+}
+
+#[test]
+fn duplicate_prefills_from_session() {
+    let mut fake = Fake::with(vec![done()]);
+    fake.spec = Some(JobSpec {
+        workspace: "w.toml".into(),
+        model: "cl-lsi".into(),
+        dim: Some(300),
+        ..Default::default()
+    });
+    let mut app = app_with(&fake);
+    press(&mut app, &fake, "d");
+    let Some(Popup::Form(f)) = &app.popup else {
+        panic!("no form")
+    };
+    assert_eq!(f.fields[0].value, "w.toml");
+    assert_eq!(f.fields[1].value, "cl-lsi");
+    assert_eq!(f.fields[2].value, "300");
+}
+
+#[test]
+fn cancel_asks_and_resume_only_stopped() {
+    let fake = Fake::with(vec![running(), failed(), done()]);
+    let mut app = app_with(&fake);
+    press(&mut app, &fake, "c");
+    assert!(matches!(app.popup, Some(Popup::ConfirmCancel(_))));
+    press(&mut app, &fake, "y");
+    assert_eq!(
+        *fake.cancelled.lock().unwrap(),
+        vec!["s2net-run".to_string()]
+    );
+    press(&mut app, &fake, "r");
+    assert!(
+        fake.resumed.lock().unwrap().is_empty(),
+        "a running job is not resumed"
+    );
+    press(&mut app, &fake, "jr");
+    assert_eq!(
+        *fake.resumed.lock().unwrap(),
+        vec!["cl-lsi-failed".to_string()]
+    );
+    press(&mut app, &fake, "jc");
+    assert!(app.popup.is_none(), "a done job cannot be cancelled");
+}
+
+#[test]
+fn filter_narrows_the_list_and_esc_clears() {
+    let fake = Fake::with(vec![running(), failed(), done()]);
+    let mut app = app_with(&fake);
+    press(&mut app, &fake, "/cl-");
+    assert_eq!(app.jobs.visible().len(), 1);
+    assert_eq!(app.jobs.selected.as_deref(), Some("cl-lsi-failed"));
+    // while typing, q is text, not quit
+    press(&mut app, &fake, "q");
+    assert!(!app.quit);
+    assert_eq!(app.jobs.filter, "cl-q");
+    press_code(&mut app, &fake, KeyCode::Esc);
+    press_code(&mut app, &fake, KeyCode::Esc);
+    assert_eq!(app.jobs.visible().len(), 3);
+}
+
+#[test]
+fn metrics_are_tailed_incrementally() {
+    let fake = Fake::with(vec![running()]);
+    let all = metrics(10, 1);
+    fake.set_metrics("s2net-run", all[..4].to_vec());
+    let mut app = app_with(&fake);
+    assert_eq!(app.jobs.series["s2net-run"].loss.len(), 4);
+    fake.set_metrics("s2net-run", all.clone());
+    app.poll_metrics();
+    app.pump_sync(&fake);
+    let s = &app.jobs.series["s2net-run"];
+    assert_eq!(s.loss.len(), 10, "only the new records are added");
+    assert_eq!(s.valid.len(), 1);
+    assert_eq!(s.offset, all.len() as u64);
+    // replaced by a shorter history: start over
+    fake.set_metrics("s2net-run", metrics(3, 1));
+    app.poll_metrics();
+    app.pump_sync(&fake);
+    assert_eq!(app.jobs.series["s2net-run"].loss.len(), 3);
+}
+
+#[test]
+fn search_flow_fusion_and_lambda() {
+    let fake = Fake::with(vec![done()]);
+    let mut app = app_with(&fake);
+    press(&mut app, &fake, "2/river");
+    press_code(&mut app, &fake, KeyCode::Enter);
+    assert!(fake.searches.lock().unwrap().is_empty(), "no session yet");
+    press(&mut app, &fake, "s");
+    press_code(&mut app, &fake, KeyCode::Enter);
+    assert!(matches!(app.search.index, IndexState::Ready(_)));
+    // the query typed before the index was ready runs once it is
+    assert_eq!(fake.searches.lock().unwrap().len(), 1);
+    press(&mut app, &fake, "f");
+    press(&mut app, &fake, "]");
+    let last = fake.searches.lock().unwrap().last().cloned().unwrap();
+    assert_eq!(last.1, Fusion::Linear { lambda: 0.4 });
+    press(&mut app, &fake, "f");
+    assert_eq!(
+        fake.searches.lock().unwrap().last().unwrap().1,
+        Fusion::Rrf { k: 60.0 }
+    );
+    assert_eq!(app.search.result.as_ref().unwrap().hits.len(), 4);
+    press(&mut app, &fake, "jj");
+    assert_eq!(app.search.selected, 2);
+    // e: the workspace's judged query, with RR and AP
+    press(&mut app, &fake, "e");
+    assert_eq!(app.search.query, "where is the river");
+    assert_eq!(
+        app.search
+            .result
+            .as_ref()
+            .unwrap()
+            .judged
+            .as_ref()
+            .unwrap()
+            .qid,
+        "q7"
+    );
+}
+
+#[test]
+fn neighbours_follow_and_history() {
+    let fake = Fake::with(vec![done()]);
+    let mut app = app_with(&fake);
+    press(&mut app, &fake, "3s");
+    press_code(&mut app, &fake, KeyCode::Enter);
+    press(&mut app, &fake, "/river");
+    press_code(&mut app, &fake, KeyCode::Enter);
+    let r = app.neigh.panes[0].result.clone().unwrap();
+    assert_eq!(r.cross[0].term, "नदी");
+    assert!(r.cross[0].gold);
+    // follow the second cross-language neighbour: it becomes the query, in the other language
+    press(&mut app, &fake, "j");
+    press_code(&mut app, &fake, KeyCode::Enter);
+    assert_eq!(app.neigh.query, "दरिया");
+    assert_eq!(app.neigh.side, Side::Target);
+    assert_eq!(
+        app.neigh.panes[0].result.as_ref().unwrap().cross[0].term,
+        "river"
+    );
+    // own-language list keeps the side
+    press(&mut app, &fake, "o");
+    press_code(&mut app, &fake, KeyCode::Enter);
+    assert_eq!(app.neigh.query, "दरिया");
+    assert_eq!(app.neigh.side, Side::Target);
+    assert_eq!(app.neigh.history.len(), 2, "same term twice is one entry");
+    press(&mut app, &fake, "b");
+    assert_eq!(
+        (app.neigh.query.as_str(), app.neigh.side),
+        ("river", Side::Source)
+    );
+    press(&mut app, &fake, "f");
+    assert_eq!(app.neigh.query, "दरिया");
+    press(&mut app, &fake, "c");
+    assert!(app.neigh.csls);
+}
+
+#[test]
+fn compare_sort_baseline_export() {
+    let fake = Fake::with(vec![
+        done(),
+        SessionSummary {
+            best_mrr: Some(0.3),
+            ..summary("cl-lsi-done", JobState::Done)
+        },
+    ]);
+    let mut app = app_with(&fake);
+    press(&mut app, &fake, "4");
+    let t = app.compare.table.clone().unwrap();
+    assert_eq!(t.rows.len(), 2);
+    press(&mut app, &fake, "lls"); // sort by MRR, descending
+    assert_eq!(app.compare.sort, Some((2, true)));
+    let order = app.compare.order();
+    assert_eq!(t.rows[order[0]].session, "s2net-done");
+    press(&mut app, &fake, "s");
+    assert_eq!(t.rows[app.compare.order()[0]].session, "cl-lsi-done");
+    press(&mut app, &fake, "b");
+    assert_eq!(app.compare.baseline.as_deref(), Some("cl-lsi-done"));
+    press(&mut app, &fake, "mx");
+    let ex = fake.exported.lock().unwrap().clone();
+    assert_eq!(
+        ex,
+        vec![
+            ("cl-lsi-done".to_string(), ExportFormat::Markdown),
+            ("cl-lsi-done".to_string(), ExportFormat::Csv)
+        ]
+    );
+}
+
+#[test]
+fn help_lists_every_binding_with_a_description() {
+    let km = Keymap::default();
+    let help = km.help();
+    let n: usize = help.iter().map(|(_, r)| r.len()).sum();
+    assert_eq!(n, km.bindings.len());
+    for b in &km.bindings {
+        assert!(!b.desc.is_empty(), "{} has no description", b.name);
+        assert!(!b.keys.is_empty(), "{} has no key", b.name);
+    }
+    let fake = Fake::default();
+    let mut app = app_with(&fake);
+    press(&mut app, &fake, "?");
+    let screen = render(&mut app, 80, 60);
+    assert!(screen.contains("quit (asks if jobs you started still run)"));
+    assert!(screen.contains("new training job (form)"));
+    press_code(&mut app, &fake, KeyCode::Esc);
+    assert!(app.popup.is_none());
+}
+
+#[test]
+fn keymap_overrides_rebind_and_reject_unknown() {
+    let mut o = BTreeMap::new();
+    o.insert("new_job".to_string(), vec!["ctrl-n".to_string()]);
+    let km = Keymap::with_overrides(&o).unwrap();
+    let fake = Fake::default();
+    let mut s = settings();
+    s.keymap = km;
+    let mut app = App::new(s);
+    app.pump_sync(&fake);
+    app.on_key(key('n'));
+    assert!(app.popup.is_none());
+    app.on_key(KeyEvent::new(KeyCode::Char('n'), KeyModifiers::CONTROL));
+    assert!(matches!(app.popup, Some(Popup::Form(_))));
+    o.insert("no_such".into(), vec!["x".into()]);
+    assert!(Keymap::with_overrides(&o).unwrap_err().contains("no_such"));
+    let mut o = BTreeMap::new();
+    o.insert("quit".to_string(), vec!["ctrl-".to_string() + "toolong"]);
+    assert!(Keymap::with_overrides(&o).is_err());
+    assert_eq!(Key::parse("shift-tab").unwrap().code, KeyCode::BackTab);
+}
+
+#[test]
+fn config_file_theme_and_no_color() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("config.toml");
+    std::fs::write(
+        &p,
+        "theme = \"light\"\n[colors]\naccent = \"magenta\"\n[keys]\nquit = [\"ctrl-q\"]\n",
+    )
+    .unwrap();
+    let f = ConfigFile::load(&p).unwrap();
+    let s = Settings::resolve(&f, None, false).unwrap();
+    assert_eq!(s.theme.accent, ratatui::style::Color::Magenta);
+    assert!(!s.theme.mono);
+    assert!(Settings::resolve(&f, None, true).unwrap().theme.mono);
+    assert!(Settings::resolve(&f, Some("purple"), false).is_err());
+    std::fs::write(&p, "colour = 1\n").unwrap();
+    let e = ConfigFile::load(&p).unwrap_err().to_string();
+    assert!(e.contains("config.toml"), "{e}");
+    assert!(ConfigFile::load(&dir.path().join("missing.toml")).is_ok());
+}
+
+// ------------------------------------------------------------- file parts
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+#[test]
+fn real_session_folders_through_the_session_module() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("sessions");
+    copy_dir(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tui/sessions"),
+        &root,
+    );
+    std::fs::create_dir_all(root.join("not-a-session")).unwrap();
+    let b = rosetta::tui::local::LocalBackend::new(&root, "/bin/false");
+    let list = b.list_sessions().unwrap();
+    let ids: Vec<&str> = list.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(ids, ["xcnn-stale", "s2net-fixture"], "newest first");
+    let done = &list[1];
+    assert_eq!(done.state, JobState::Done);
+    assert_eq!((done.best_mrr, done.best_epoch), (Some(0.66), Some(3)));
+    assert_eq!(done.pairs_per_s, Some(950.5));
+    let stale = &list[0];
+    assert_eq!(
+        stale.state,
+        JobState::Failed,
+        "running without a process is stale"
+    );
+    assert!(stale.error.as_ref().unwrap().contains("stale"));
+
+    // metrics: all, then nothing new, then an appended partial line waits for its newline
+    let c = b.tail_metrics("s2net-fixture", 0).unwrap();
+    assert_eq!(c.bad_lines, 1);
+    assert_eq!(c.records.len(), 12);
+    let c2 = b.tail_metrics("s2net-fixture", c.next_offset).unwrap();
+    assert!(c2.records.is_empty() && !c2.reset);
+    let path = root.join("s2net-fixture/metrics.jsonl");
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    text.push_str("{\"kind\":\"event\",\"event\":\"x\",");
+    std::fs::write(&path, &text).unwrap();
+    let c3 = b.tail_metrics("s2net-fixture", c2.next_offset).unwrap();
+    assert!(c3.records.is_empty());
+    text.push_str("\"message\":\"later\"}\n");
+    std::fs::write(&path, &text).unwrap();
+    let c4 = b.tail_metrics("s2net-fixture", c3.next_offset).unwrap();
+    assert_eq!(c4.records.len(), 1);
+    // a shrunk file starts over
+    std::fs::write(&path, "").unwrap();
+    let c5 = b.tail_metrics("s2net-fixture", c4.next_offset).unwrap();
+    assert!(c5.reset);
+    assert!(b.tail_metrics("../x", 0).is_err());
+
+    // the resumed run's superseded records are dropped from the curves
+    let fake = Fake::with(vec![done.clone()]);
+    fake.set_metrics("s2net-fixture", c.records.clone());
+    let app = app_with(&fake);
+    let s = &app.jobs.series["s2net-fixture"];
+    let steps: Vec<f64> = s.loss.iter().map(|p| p.0).collect();
+    assert_eq!(steps, [10.0, 20.0, 30.0, 40.0]);
+    assert_eq!(
+        s.loss[2].1, 1.5,
+        "the retrained step, not the interrupted one"
+    );
+    assert_eq!(s.valid.len(), 4);
+
+    // duplicate: the given settings, init by session name, the rest as --set
+    let spec = b.session_spec("s2net-fixture").unwrap();
+    assert_eq!((spec.dim, spec.epochs, spec.lr), (Some(32), Some(4), None));
+    assert_eq!(spec.init.as_deref(), Some("cl-lsi-base"));
+    assert_eq!(spec.extra, vec![("batch".to_string(), "50".to_string())]);
+    assert_eq!(spec.device, "cpu");
+
+    assert!(b
+        .cancel("s2net-fixture")
+        .unwrap_err()
+        .to_string()
+        .contains("already done"));
+    assert!(b
+        .cancel("xcnn-stale")
+        .unwrap_err()
+        .to_string()
+        .contains("gone"));
+    // launching through a program that fails reports it
+    let e = b.launch(&JobSpec::default()).unwrap_err().to_string();
+    assert!(e.contains("failed"), "{e}");
+    let t = CompareTable {
+        metrics: vec!["MRR".into()],
+        rows: vec![CompareRow {
+            session: "s2net-fixture".into(),
+            model: "s2net".into(),
+            values: vec![Some(0.5)],
+            marks: vec![Significance::None],
+        }],
+        baseline: None,
+        test: None,
+        skipped: vec![],
+    };
+    let p = b
+        .export_compare(&t, "s2net-fixture", ExportFormat::Csv)
+        .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(p).unwrap(),
+        "session,model,MRR,MRR_sig\ns2net-fixture,s2net,0.5000,\n"
+    );
+}
+
+#[test]
+fn output_parsing() {
+    assert_eq!(
+        session_from_output(r#"{"session":"sessions/s2net-20261121"}"#).as_deref(),
+        Some("s2net-20261121")
+    );
+    assert_eq!(
+        session_from_output("started job in sessions/abc/ (pid 5)").as_deref(),
+        Some("abc")
+    );
+    assert_eq!(session_from_output("nothing here"), None);
+    assert_eq!(
+        session_from_output("/work/x/sessions/s2net-20261121T2003\n").as_deref(),
+        Some("s2net-20261121T2003")
+    );
+}
+
+#[test]
+fn downsample_keeps_extremes_and_ema_smooths() {
+    let pts: Vec<(f64, f64)> = (0..1000)
+        .map(|i| (i as f64, if i == 500 { 9.0 } else { 1.0 }))
+        .collect();
+    let d = ui::downsample(&pts, 100);
+    assert!(d.len() <= 100);
+    assert!(d.iter().any(|p| p.1 == 9.0), "the spike survives");
+    let e = ui::ema(&[(0.0, 1.0), (1.0, 3.0)], 0.5);
+    assert_eq!(e[0].1, 1.0, "debiased first value");
+    assert!(e[1].1 > 1.0 && e[1].1 < 3.0);
+    assert_eq!(ui::fmt_duration(3725.0), "1h02m");
+}
+
+#[test]
+fn form_checks_model_specific_settings() {
+    use rosetta::tui::app::JobForm;
+    let sessions = vec![done(), running()];
+    let mut f = JobForm::new("t", &JobSpec::default());
+    f.fields[0].value = "ws.toml".into();
+    f.fields[5].value = "4".into(); // negatives: s2net takes none
+    f.fields[7].value = "s2net-run".into(); // not finished
+    assert!(f.validate(&sessions).is_none());
+    assert!(f.fields[5].error.as_ref().unwrap().contains("xcnn"));
+    assert!(f.fields[7].error.as_ref().unwrap().contains("finished"));
+    if !rosetta::models::MODEL_NAMES.contains(&"xcnn") {
+        return; // the rest needs xcnn in this build's registry
+    }
+    f.fields[1].value = "xcnn".into();
+    f.fields[7].value = "s2net-done".into();
+    let spec = f.validate(&sessions).expect("valid");
+    assert_eq!(spec.negatives.as_deref(), Some("random:4"));
+    let args = spec.train_args(std::path::Path::new("/tmp/runs"));
+    assert!(args.iter().any(|a| a == "negatives=random:4"));
+    assert!(
+        args.iter().any(|a| a.starts_with("/tmp/runs/xcnn-")),
+        "{args:?}"
+    );
+    f.fields[1].value = "cl-lsi".into();
+    f.fields[5].value.clear();
+    assert!(
+        f.validate(&sessions).is_none(),
+        "cl-lsi cannot start from a session"
+    );
+    f.fields[1].value = "nonsense".into();
+    assert!(f.validate(&sessions).is_none());
+    assert!(f.fields[1].error.as_ref().unwrap().contains("s2net"));
+}
+
+/// Trains a tiny model with the real CLI and drives the engine-backed calls.
+#[test]
+fn engine_search_neighbours_compare_and_data_on_a_trained_session() {
+    let ws = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/corpus/tiny/workspace.toml");
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("sessions");
+    for (name, model, extra) in [
+        ("a", "cl-lsi", vec![]),
+        ("b", "s2net", vec!["--epochs", "3"]),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_rosetta"))
+            .args(["train", "--model", model, "--dim", "8", "--device", "cpu"])
+            .args(extra)
+            .arg("--workspace")
+            .arg(&ws)
+            .arg("--session")
+            .arg(root.join(name))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let b = rosetta::tui::local::LocalBackend::new(&root, env!("CARGO_BIN_EXE_rosetta"));
+    let seen = Mutex::new(Vec::new());
+    let info = b
+        .load_index("a", &|f, w| seen.lock().unwrap().push((f, w.to_string())))
+        .unwrap();
+    assert_eq!(info.docs, 8);
+    assert_eq!(info.judged_queries.len(), 5);
+    assert!(seen.lock().unwrap().len() >= 3, "progress is reported");
+    // a judged query: its relevant documents are marked, RR and AP given
+    let (_, qtext) = info
+        .judged_queries
+        .iter()
+        .find(|(q, _)| q == "q4")
+        .unwrap()
+        .clone();
+    let r = b.search("a", &qtext, 5, Fusion::Model).unwrap();
+    assert_eq!(r.hits.len(), 5);
+    assert!(r.hits.windows(2).all(|w| w[0].score >= w[1].score));
+    let j = r.judged.clone().expect("judged query");
+    assert_eq!(j.qid, "q4");
+    let first_rel = r
+        .hits
+        .iter()
+        .position(|h| h.relevant == Some(true))
+        .map(|i| i + 1);
+    assert_eq!(
+        first_rel.map(|p| 1.0 / p as f64),
+        Some(j.rr).filter(|x| *x > 0.0)
+    );
+    assert!(r
+        .hits
+        .iter()
+        .all(|h| h.contributions.len() <= 3 && h.text.len() <= 400 * 4));
+    for h in &r.hits {
+        for &(a, z) in &h.spans {
+            assert!(h.text.is_char_boundary(a) && h.text.is_char_boundary(z) && a < z);
+        }
+    }
+    // unknown words are reported; fusion modes rank every document
+    let r2 = b
+        .search("a", "river zzyzxq", 8, Fusion::Rrf { k: 60.0 })
+        .unwrap();
+    assert_eq!(r2.oov, vec!["zzyzxq".to_string()]);
+    assert_eq!(r2.hits.len(), 8);
+    assert!(r2.judged.is_none());
+    let r3 = b
+        .search("a", "river", 8, Fusion::Linear { lambda: 1.0 })
+        .unwrap();
+    assert!(r3.hits[0].score <= 1.0 + 1e-9);
+    // neighbours: the dictionary's translation of "river" is marked gold
+    let n = b.neighbours("a", "river", Side::Source, 5, false).unwrap();
+    assert!(n.known);
+    assert_eq!(n.cross.len(), 5);
+    assert!(
+        n.own.iter().all(|x| x.term != "river"),
+        "not its own neighbour"
+    );
+    let all = b
+        .neighbours("a", "river", Side::Source, 100, false)
+        .unwrap();
+    assert!(all.cross.iter().any(|x| x.gold), "{:?}", all.cross);
+    let c = b.neighbours("a", "river", Side::Source, 5, true).unwrap();
+    assert_eq!(c.cross.len(), 5);
+    assert!(
+        !b.neighbours("a", "qqqq", Side::Source, 5, false)
+            .unwrap()
+            .known
+    );
+    let back = b.neighbours("a", "río", Side::Target, 3, false).unwrap();
+    assert!(back.known);
+    // compare: both sessions, significance against a baseline
+    let t = b.compare(&["a".into(), "b".into()], Some("a")).unwrap();
+    assert_eq!(t.rows.len(), 2);
+    assert_eq!(t.metrics[0], "MRR");
+    assert!(t.rows.iter().all(|r| r
+        .values
+        .iter()
+        .all(|v| v.is_some_and(|x| (0.0..=1.0).contains(&x)))));
+    assert_eq!(t.baseline.as_deref(), Some("a"));
+    assert!(t.test.is_some());
+    assert!(
+        t.rows[0].marks.iter().all(|m| *m == Significance::None),
+        "no mark against itself"
+    );
+    // a session without a model is left out, not an error for the whole table
+    std::fs::create_dir_all(root.join("c")).unwrap();
+    let t2 = b.compare(&["a".into(), "c".into()], None).unwrap();
+    assert_eq!(t2.rows.len(), 1);
+    assert_eq!(t2.skipped.len(), 1);
+    // data screen figures
+    let s = b.workspace_stats(ws.to_str().unwrap()).unwrap();
+    assert_eq!(
+        (s.source_lang.as_str(), s.target_lang.as_str()),
+        ("en", "es")
+    );
+    assert!(s.splits.iter().any(|x| x.name == "train" && x.size > 0));
+    assert!(s.figures.iter().any(|(k, _)| k.contains("dictionary")));
+}
