@@ -10,7 +10,7 @@
 //!
 //! Pseudo-relevant positives for XCNN's mono phase: each training target text's
 //! best log-tf·idf cosine match other than itself
-//! (`models::xcnn::tfidf_positives`, until the index's BM25 miner is used).
+//! (`models::xcnn::tfidf_positives`, the index miner with TF-IDF scoring).
 //!
 //! Throughput (`pairs_per_s`) counts training examples (mono triples and
 //! cross pairs) over the time spent in the training loops, as
@@ -176,7 +176,7 @@ fn main() -> anyhow::Result<()> {
     let (train_src, train_tgt) = keep(&vs.count_matrix(&tr_s), &vt.count_matrix(&tr_t));
     let (valid_src, valid_tgt) = keep(&vs.count_matrix(&va_s), &vt.count_matrix(&va_t));
     let (test_src, test_tgt) = (vs.count_matrix(&te_s), vt.count_matrix(&te_t));
-    let mono_positive = rosetta::models::xcnn::tfidf_positives(&train_tgt, &vt);
+    let mono_positive = rosetta::models::xcnn::tfidf_positives(&train_tgt, &vt)?;
     let data = TrainData {
         vocabs: Vocabs {
             source: vs,

@@ -488,7 +488,7 @@ fn positives_are_computed_when_none_are_given() {
         vec![2, 3, 1, 1, 1],
         4,
     );
-    let p = rosetta::models::xcnn::tfidf_positives(&m, &v);
+    let p = rosetta::models::xcnn::tfidf_positives(&m, &v).unwrap();
     assert_eq!(p, vec![Some(2), Some(0), Some(0), None]);
     // training with no positives given uses them (and says so)
     let mut d = data(100, 40);

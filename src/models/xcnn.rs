@@ -773,46 +773,16 @@ pub(crate) fn nonempty_rows(m: &CsrMatrix) -> Vec<usize> {
 /// For each row of `m` (raw counts over `vocab`), the row of its best
 /// log-tf·idf cosine match other than itself, or `None` when no other row
 /// shares a term: the paper's pseudo-relevant positives (Sec. 5.1 uses the
-/// best TF-IDF match). An inverted-index sparse product, `O(Σ postings²)`
-/// in the worst case; fine for tens of thousands of short texts.
-pub fn tfidf_positives(m: &CsrMatrix, vocab: &crate::text::Vocabulary) -> Vec<Option<u32>> {
-    use crate::text::weight::{weigh, Weighting};
-    let w = weigh(m, vocab, Weighting::LogTfIdf, true);
-    let mut postings: Vec<Vec<(u32, f32)>> = vec![Vec::new(); w.n_cols];
-    for i in 0..w.n_rows() {
-        let (c, v) = w.row(i);
-        for (c, v) in c.iter().zip(v) {
-            postings[*c as usize].push((i as u32, *v));
-        }
-    }
-    let mut acc = vec![0f32; w.n_rows()];
-    let mut touched = Vec::new();
-    (0..w.n_rows())
-        .map(|i| {
-            let (c, v) = w.row(i);
-            for (c, v) in c.iter().zip(v) {
-                for (j, x) in &postings[*c as usize] {
-                    if acc[*j as usize] == 0.0 {
-                        touched.push(*j);
-                    }
-                    acc[*j as usize] += v * x;
-                }
-            }
-            let mut best: Option<(u32, f32)> = None;
-            for &j in &touched {
-                let s = acc[j as usize];
-                if j as usize != i
-                    && s > 0.0
-                    && best.is_none_or(|b| s > b.1 || (s == b.1 && j < b.0))
-                {
-                    best = Some((j, s));
-                }
-                acc[j as usize] = 0.0;
-            }
-            touched.clear();
-            best.map(|b| b.0)
-        })
-        .collect()
+/// best TF-IDF match). Runs the index's exact pruned miner
+/// ([`crate::index::mining`]) with TF-IDF scoring and the vocabulary's df.
+pub fn tfidf_positives(m: &CsrMatrix, vocab: &crate::text::Vocabulary) -> Result<Vec<Option<u32>>> {
+    use crate::index::mining::{mine_positives, IdfSource, MineConfig, MineScoring};
+    let cfg = MineConfig {
+        scoring: MineScoring::TfIdfCosine,
+        idf: IdfSource::Vocabulary,
+        skip_duplicates: false,
+    };
+    Ok(mine_positives(m, vocab, &cfg)?.positives)
 }
 
 /// Pseudo-relevance triples of the mono phase, split into training and
@@ -855,7 +825,7 @@ fn mono_data(
         hooks.log(
             "xcnn mono: no pseudo-relevant positives given; using each text's best log-tf·idf match",
         );
-        computed = tfidf_positives(m, &data.vocabs.target);
+        computed = tfidf_positives(m, &data.vocabs.target)?;
         &computed
     };
     let mut pairs = Vec::new();
