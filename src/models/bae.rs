@@ -541,23 +541,7 @@ impl Trainer for BaeTrainer {
         let cfg = BaeConfig::from_params(params)?;
         params.check_unused()?;
         let (vs, vt) = (data.vocabs.source.len(), data.vocabs.target.len());
-        if vs == 0 || vt == 0 {
-            return Err(Error::invalid(format!(
-                "bae: empty vocabulary (source {vs} terms, target {vt} terms)"
-            )));
-        }
-        if data.train_src.n_cols != vs || data.train_tgt.n_cols != vt {
-            return Err(Error::invalid(
-                "bae: training counts do not match the vocabularies",
-            ));
-        }
-        if data.train_src.n_rows() != data.train_tgt.n_rows() {
-            return Err(Error::invalid(format!(
-                "bae: {} source but {} target training texts",
-                data.train_src.n_rows(),
-                data.train_tgt.n_rows()
-            )));
-        }
+        data.check_shapes("bae")?;
         let pairs: Vec<usize> = (0..data.train_src.n_rows())
             .filter(|&i| !data.train_src.row_is_empty(i) && !data.train_tgt.row_is_empty(i))
             .collect();

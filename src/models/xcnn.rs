@@ -1216,23 +1216,7 @@ impl Trainer for XcnnTrainer {
         let cfg = XcnnConfig::from_params(params)?;
         params.check_unused()?;
         let (vs, vt) = (data.vocabs.source.len(), data.vocabs.target.len());
-        if vs == 0 || vt == 0 {
-            return Err(Error::invalid(format!(
-                "xcnn: empty vocabulary (source {vs} terms, target {vt} terms)"
-            )));
-        }
-        if data.train_src.n_cols != vs || data.train_tgt.n_cols != vt {
-            return Err(Error::invalid(
-                "xcnn: training counts do not match the vocabularies",
-            ));
-        }
-        if data.train_src.n_rows() != data.train_tgt.n_rows() {
-            return Err(Error::invalid(format!(
-                "xcnn: {} source but {} target training texts",
-                data.train_src.n_rows(),
-                data.train_tgt.n_rows()
-            )));
-        }
+        data.check_shapes("xcnn")?;
         let usable = (0..data.train_src.n_rows())
             .filter(|&i| !data.train_src.row_is_empty(i) && !data.train_tgt.row_is_empty(i))
             .count();

@@ -32,6 +32,32 @@ pub struct TrainData {
     pub mono_positive: Vec<Option<u32>>,
 }
 
+impl TrainData {
+    /// Checks that the matrices fit the vocabularies and that the training
+    /// sides are aligned; `model` names the model in the message.
+    pub fn check_shapes(&self, model: &str) -> Result<()> {
+        let (vs, vt) = (self.vocabs.source.len(), self.vocabs.target.len());
+        if vs == 0 || vt == 0 {
+            return Err(crate::Error::invalid(format!(
+                "{model}: empty vocabulary (source {vs} terms, target {vt} terms)"
+            )));
+        }
+        if self.train_src.n_cols != vs || self.train_tgt.n_cols != vt {
+            return Err(crate::Error::invalid(format!(
+                "{model}: training counts do not match the vocabularies"
+            )));
+        }
+        if self.train_src.n_rows() != self.train_tgt.n_rows() {
+            return Err(crate::Error::invalid(format!(
+                "{model}: {} source but {} target training texts",
+                self.train_src.n_rows(),
+                self.train_tgt.n_rows()
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// Whether training goes on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Flow {
