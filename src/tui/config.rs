@@ -36,6 +36,10 @@ pub struct ConfigFile {
     pub colors: BTreeMap<String, String>,
 }
 
+/// The workspace `rosetta setup` writes (English→Spanish Bible), when it is
+/// there: the new-job form's default unless the config names another.
+pub const SETUP_WORKSPACE: &str = "workspaces/bible-en-es/workspace.toml";
+
 /// The default config path.
 pub fn default_path() -> PathBuf {
     std::env::var_os("XDG_CONFIG_HOME")

@@ -17,6 +17,7 @@ pub mod log;
 pub mod ui;
 
 use std::io::IsTerminal;
+use std::path::Path;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, OnceLock};
@@ -82,8 +83,11 @@ pub fn run(opts: Options) -> Result<()> {
     let cfg_path = opts.config.clone().unwrap_or_else(config::default_path);
     let file = ConfigFile::load(&cfg_path)?;
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-    let settings = Settings::resolve(&file, opts.theme.as_deref(), no_color)
+    let mut settings = Settings::resolve(&file, opts.theme.as_deref(), no_color)
         .map_err(|e| Error::file(&cfg_path, e.to_string()))?;
+    if settings.workspace.is_empty() && Path::new(config::SETUP_WORKSPACE).is_file() {
+        settings.workspace = config::SETUP_WORKSPACE.to_string();
+    }
     let log_path = log::default_path();
     if let Err(e) = log::open(log_path.clone()) {
         return Err(Error::io(&log_path, e));
