@@ -285,15 +285,7 @@ fn draw_jobs(f: &mut Frame, app: &App, area: Rect) {
                 Cell::from(s.model.clone()),
             ];
             if wide {
-                cells.push(Cell::from(trunc(
-                    std::path::Path::new(&s.workspace)
-                        .parent()
-                        .and_then(|p| p.file_name())
-                        .map(|n| n.to_string_lossy().into_owned())
-                        .unwrap_or_else(|| s.workspace.clone())
-                        .as_str(),
-                    16,
-                )));
+                cells.push(Cell::from(trunc(&workspace_label(&s.workspace), 16)));
                 cells.push(Cell::from(s.device.clone()));
             }
             let prog = match (s.state, s.progress) {
@@ -1337,4 +1329,18 @@ fn draw_picker(f: &mut Frame, app: &App, purpose: PickFor, selected: usize) {
         area,
         &mut st,
     );
+}
+
+/// A short name for a workspace file: its folder for `…/NAME/workspace.toml`,
+/// else the file's stem (`assets/workspaces/enhi-xquad.toml` → `enhi-xquad`).
+fn workspace_label(path: &str) -> String {
+    let p = std::path::Path::new(path);
+    let named = if p.file_name().is_some_and(|n| n == "workspace.toml") {
+        p.parent().and_then(|d| d.file_name())
+    } else {
+        p.file_stem()
+    };
+    named
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.to_string())
 }
