@@ -52,6 +52,19 @@ wait_for() {
     fail "timed out waiting for /$re/"
 }
 keys() { t send-keys -t "$S" "$@"; sleep 0.15; }
+# Press KEY until /RE/ shows (a loaded machine may draw a list after the key
+# that needs it arrived); fails after TRIES presses two seconds apart.
+press_until() {
+    local key="$1" re="$2" tries="${3:-10}" i j
+    for ((i = 0; i < tries; i++)); do
+        keys "$key"
+        for ((j = 0; j < 10; j++)); do
+            if screen | grep -Eq -- "$re"; then return 0; fi
+            sleep 0.2
+        done
+    done
+    fail "timed out pressing $key for /$re/"
+}
 typed() { t send-keys -t "$S" -l -- "$1"; sleep 0.15; }
 
 mkdir -p "$TMP/work" "$TMP/cfg" "$TMP/state"
@@ -92,8 +105,7 @@ echo "e2e_tui: job finished: $(screen | grep -Eo "done +$MODEL .*" | head -1)"
 
 # --- search
 keys 2
-keys s
-wait_for "Session to search with"
+press_until s "Session to search with"
 keys Enter
 wait_for "[0-9]+ documents" 60
 keys /
@@ -105,8 +117,7 @@ echo "e2e_tui: search ok: $(screen | grep -E 'RR|fusion' | head -1)"
 
 # --- neighbours
 keys 3
-keys s
-wait_for "left pane"
+press_until s "left pane"
 keys Enter
 keys /
 typed "river"
