@@ -307,10 +307,7 @@ fn event_loop(settings: Settings, backend: Arc<dyn Backend>) -> Result<()> {
             log::info(&format!("at quit: {reply:?}"));
         }
     }
-    // Not joined: on a hung-up terminal crossterm's read can spin without
-    // returning, and waiting for it kept a terminal-less workbench alive at
-    // full CPU (ignoring SIGTERM). The thread ends with the process.
-    drop(input);
+    let _ = input.join();
     rt.shutdown_timeout(Duration::from_millis(100));
     result
 }
