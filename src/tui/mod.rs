@@ -307,7 +307,10 @@ fn event_loop(settings: Settings, backend: Arc<dyn Backend>) -> Result<()> {
             log::info(&format!("at quit: {reply:?}"));
         }
     }
-    let _ = input.join();
+    // Not joined: on a hung-up terminal crossterm's read can spin without
+    // returning, and waiting for it kept a terminal-less workbench alive at
+    // full CPU (ignoring SIGTERM). The thread ends with the process.
+    drop(input);
     rt.shutdown_timeout(Duration::from_millis(100));
     result
 }
