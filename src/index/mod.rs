@@ -11,11 +11,13 @@
 pub mod adhoc;
 pub mod bm25;
 pub mod dense;
+pub mod fusion;
 pub mod mining;
 pub mod translate;
 
 pub use bm25::{Bm25Index, Bm25Params, Clause, Query};
 pub use dense::{DenseIndex, Matmul};
+pub use fusion::Fusion;
 pub use mining::{mine_positives, MineConfig, MineScoring};
 pub use translate::{apertium_translate, translate_dict, translate_dict_with, DictTranslation};
 
