@@ -274,6 +274,9 @@ pub struct EvalArgs {
 /// `rosetta eval`.
 pub fn eval(args: EvalArgs) -> anyhow::Result<()> {
     use rosetta::session::retrieval::{adhoc_run, bli, RUN_DEPTH};
+    if rosetta::session::Session::open(&args.session)?.is_lexical() {
+        return eval_lexical(args);
+    }
     let (l, ws, prepared) = with_workspace(&args.session, &args.device)?;
     let want = |t: Task| args.task == t || args.task == Task::All;
     let mut out = serde_json::Map::new();
@@ -367,6 +370,94 @@ pub fn eval(args: EvalArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::Value::Object(out));
     } else {
         println!("{} ({})", args.session.display(), l.session.config.model);
+        for t in text {
+            println!("  {t}");
+        }
+    }
+    Ok(())
+}
+
+/// The session's name, for run tags.
+fn session_tag(dir: &Path) -> String {
+    dir.file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_else(|| "rosetta".into())
+}
+
+/// `rosetta eval` of a lexical baseline session: the same tasks and output
+/// as a trained model's, lexicon induction excepted (a BM25 baseline has no
+/// term space; its dictionary is its translation).
+fn eval_lexical(args: EvalArgs) -> anyhow::Result<()> {
+    use rosetta::models::bm25::Bm25Baseline;
+    use rosetta::session::retrieval::RUN_DEPTH;
+    let session = rosetta::session::Session::open(&args.session)?;
+    let ws = rosetta::corpus::Workspace::load(&session.config.workspace)?;
+    session
+        .config
+        .check_workspace_hash(&args.session, &ws.content_hash()?)?;
+    let params = rosetta::models::Params::new(session.config.run_params());
+    let baseline = Bm25Baseline::new(&session.config.model, &params)?;
+    let want = |t: Task| args.task == t || args.task == Task::All;
+    let mut out = serde_json::Map::new();
+    out.insert("session".into(), serde_json::json!(args.session));
+    out.insert("model".into(), serde_json::json!(session.config.model));
+    let mut text = Vec::new();
+    if want(Task::Sentence) {
+        let splits = ws.splits()?;
+        let name = match args.split {
+            Split::Valid => "valid",
+            Split::Test => "test",
+        };
+        let split = splits
+            .get(name)
+            .ok_or_else(|| anyhow::anyhow!("the workspace has no {name} split"))?;
+        let sc = baseline.sentence_retrieval(&ws, split)?;
+        text.push(format!(
+            "sentence retrieval ({name}, {} pairs): MRR {:.4}  P@1 {:.4}",
+            sc.queries, sc.mrr, sc.p1
+        ));
+        let mut v = serde_json::to_value(sc)?;
+        v["split"] = serde_json::json!(name);
+        out.insert("sentence".into(), v);
+    }
+    if want(Task::Adhoc) {
+        let task = ws.adhoc()?;
+        let mut r = baseline.adhoc_run(&ws, &task, RUN_DEPTH)?;
+        r.run.tag = session_tag(&args.session);
+        let e = rosetta::eval::evaluate(&r.run, &task.qrels);
+        text.push(format!(
+            "ad-hoc retrieval ({}{} queries, {} documents): MRR {:.4}  MAP {:.4}  P@1 {:.4}  nDCG@10 {:.4}  R@100 {:.4}",
+            if task.derived { "derived, " } else { "" },
+            e.queries,
+            task.docs.len(),
+            e.mean.mrr,
+            e.mean.map,
+            e.mean.p1,
+            e.mean.ndcg10,
+            e.mean.r100
+        ));
+        let mut v = serde_json::to_value(e.mean)?;
+        v["queries"] = serde_json::json!(e.queries);
+        v["derived"] = serde_json::json!(task.derived);
+        v["query_stats"] = serde_json::to_value(&r.stats)?;
+        if let Some(p) = &args.run {
+            r.run.write(p)?;
+            v["run"] = serde_json::json!(p);
+            text.push(format!("run written to {}", p.display()));
+        }
+        out.insert("adhoc".into(), v);
+    }
+    if args.task == Task::Bli {
+        anyhow::bail!(
+            "{}: lexicon induction does not apply to the lexical baseline `{}` (it has no term space)",
+            args.session.display(),
+            session.config.model
+        );
+    }
+    if args.json {
+        println!("{}", serde_json::Value::Object(out));
+    } else {
+        println!("{} ({})", args.session.display(), session.config.model);
         for t in text {
             println!("  {t}");
         }

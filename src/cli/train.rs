@@ -91,8 +91,9 @@ pub struct CancelArgs {
 
 fn model_help() -> String {
     format!(
-        "Model to train: {}",
-        rosetta::models::MODEL_NAMES.join(", ")
+        "Model to train: {}; or a lexical baseline (nothing learnt, scored like a model): {}",
+        rosetta::models::MODEL_NAMES.join(", "),
+        rosetta::models::bm25::LEXICAL_NAMES.join(", ")
     )
 }
 
@@ -127,7 +128,9 @@ pub fn train(args: TrainArgs) -> anyhow::Result<()> {
 
 fn new_session(args: &TrainArgs) -> anyhow::Result<Session> {
     let model = args.model.clone().expect("clap: required");
-    rosetta::models::trainer(&model)?; // unknown model: error listing the known ones
+    if !rosetta::models::bm25::is_lexical(&model) {
+        rosetta::models::trainer(&model)?; // unknown model: error listing the known ones
+    }
     rosetta::train::runner::select_device(&args.device)?; // fail now, not in the background
     let mut given = parse_sets(&args.set)?;
     for (k, v) in [
@@ -217,6 +220,25 @@ fn run_session(mut session: Session, background: bool) -> anyhow::Result<()> {
     // first, so that a SIGTERM while the data loads cancels cleanly too
     let cancel = cancel_on_signals()?;
     let resume = session.status.state != State::Queued;
+    if rosetta::models::bm25::is_lexical(&session.config.model) {
+        let mut bar;
+        let mut quiet = Quiet;
+        let observer: &mut dyn Observer = if background {
+            &mut quiet
+        } else {
+            bar = Bar::new();
+            &mut bar
+        };
+        let o = rosetta::train::lexical::run_lexical_job(&mut session, observer)?;
+        println!(
+            "done: {} (validation sentence-retrieval MRR {})",
+            session.dir.display(),
+            o.best_mrr
+                .map(|m| format!("{m:.4}"))
+                .unwrap_or_else(|| "-".into())
+        );
+        return Ok(());
+    }
     if session.status.state == State::Queued {
         // this process owns the queued job from now on: `jobs` can tell
         // when it dies while loading the data

@@ -270,7 +270,11 @@ mod tests {
             let e = bad.parse::<Fusion>().unwrap_err().to_string();
             assert!(e.contains("fusion"), "{bad}: {e}");
         }
-        for f in [Fusion::None, Fusion::Linear { lambda: 0.25 }, Fusion::Rrf { k: 60.0 }] {
+        for f in [
+            Fusion::None,
+            Fusion::Linear { lambda: 0.25 },
+            Fusion::Rrf { k: 60.0 },
+        ] {
             assert_eq!(f.to_string().parse::<Fusion>().unwrap(), f);
         }
     }
@@ -303,7 +307,11 @@ mod tests {
         assert!((get("c") - 1.0 / 62.0).abs() < 1e-12);
         assert_eq!(f[0].0, "b");
         // ties (a and c would tie at equal ranks) follow the evaluator: id descending
-        let f2 = fuse(&l(&[("a", 1.0)]), &l(&[("c", 1.0)]), Fusion::Rrf { k: 60.0 });
+        let f2 = fuse(
+            &l(&[("a", 1.0)]),
+            &l(&[("c", 1.0)]),
+            Fusion::Rrf { k: 60.0 },
+        );
         assert_eq!(f2[0].0, "c");
     }
 
@@ -312,10 +320,16 @@ mod tests {
         // q1: BM25 finds the relevant doc, the model does not; q2 the reverse
         let mut model = Run::default();
         let mut bm = Run::default();
-        model.results.insert("q1".into(), l(&[("x", 0.9), ("r1", 0.1)]));
-        bm.results.insert("q1".into(), l(&[("r1", 5.0), ("x", 1.0)]));
-        model.results.insert("q2".into(), l(&[("r2", 0.9), ("y", 0.1)]));
-        bm.results.insert("q2".into(), l(&[("y", 5.0), ("r2", 1.0)]));
+        model
+            .results
+            .insert("q1".into(), l(&[("x", 0.9), ("r1", 0.1)]));
+        bm.results
+            .insert("q1".into(), l(&[("r1", 5.0), ("x", 1.0)]));
+        model
+            .results
+            .insert("q2".into(), l(&[("r2", 0.9), ("y", 0.1)]));
+        bm.results
+            .insert("q2".into(), l(&[("y", 5.0), ("r2", 1.0)]));
         let qrels = Qrels::from_pairs([("q1", "r1"), ("q2", "r2")]);
         let only = |q: &str| [q.to_string()].into_iter().collect::<BTreeSet<_>>();
         let c1 = tune_lambda(&model, &bm, &qrels, &only("q1"), Metric::Mrr, &LAMBDA_GRID);

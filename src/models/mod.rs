@@ -6,6 +6,7 @@
 //! unit-length rows so that a dot product is the cosine.
 
 pub mod bae;
+pub mod bm25;
 pub mod xcnn;
 
 use std::collections::BTreeMap;
@@ -169,6 +170,16 @@ pub mod s2net;
 /// Names of every trainable model, in the order `rosetta train --help` lists them.
 pub const MODEL_NAMES: &[&str] = &["cl-lsi", "opca", "cca", "s2net", "xcnn", "bae"];
 
+/// Every name `rosetta train --model` takes: the models with a space, then
+/// the lexical baselines ([`bm25::LEXICAL_NAMES`]).
+pub fn all_model_names() -> Vec<&'static str> {
+    MODEL_NAMES
+        .iter()
+        .chain(bm25::LEXICAL_NAMES)
+        .copied()
+        .collect()
+}
+
 /// The trainer of model `name`; an unknown name is an error listing the
 /// known ones. One match arm per model.
 pub fn trainer(name: &str) -> Result<Box<dyn crate::train::Trainer>> {
@@ -179,13 +190,12 @@ pub fn trainer(name: &str) -> Result<Box<dyn crate::train::Trainer>> {
         "s2net" => Ok(Box::new(s2net::S2NetTrainer)),
         "xcnn" => Ok(xcnn::xcnn_trainer()),
         "bae" => Ok(bae::bae_trainer()),
+        other if bm25::is_lexical(other) => Err(crate::Error::invalid(format!(
+            "`{other}` is a lexical baseline: it has no trainer or embedding space"
+        ))),
         other => Err(crate::Error::invalid(format!(
             "unknown model `{other}`; known models: {}",
-            if MODEL_NAMES.is_empty() {
-                "(none registered in this build)".to_string()
-            } else {
-                MODEL_NAMES.join(", ")
-            }
+            all_model_names().join(", ")
         ))),
     }
 }

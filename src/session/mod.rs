@@ -444,6 +444,12 @@ impl Session {
         Checkpoint::read(&self.dir.join(rel), device)
     }
 
+    /// Whether the session is a lexical baseline (`bm25`, `bm25-dict`,
+    /// `bm25-mt`): no checkpoints, its index rebuilt from the workspace.
+    pub fn is_lexical(&self) -> bool {
+        crate::models::bm25::is_lexical(&self.config.model)
+    }
+
     /// Loads the trained model: the best checkpoint (or the last one when
     /// no best exists), rebuilt by the model's trainer from the registry.
     /// The config's workspace is not read (the session has its vocabularies).
@@ -451,6 +457,16 @@ impl Session {
         &self,
         device: &candle_core::Device,
     ) -> Result<(Box<dyn crate::models::Model>, Vocabs)> {
+        if self.is_lexical() {
+            return Err(Error::file(
+                &self.dir,
+                format!(
+                    "the session is the lexical baseline `{}`: it has no embedding space \
+                     (term neighbours, lexicon induction and embedding export need a trained model)",
+                    self.config.model
+                ),
+            ));
+        }
         let best = self.dir.join(BEST_CHECKPOINT);
         let ck = if best.exists() {
             Checkpoint::read(&best, device)?

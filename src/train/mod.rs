@@ -135,4 +135,5 @@ pub trait Trainer: Send + Sync {
         device: &Device,
     ) -> Result<Box<dyn Model>>;
 }
+pub mod lexical;
 pub mod runner;

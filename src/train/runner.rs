@@ -492,13 +492,13 @@ fn fmt_opt(v: Option<f64>) -> String {
     v.map(|x| format!("{x:.4}")).unwrap_or_else(|| "-".into())
 }
 
-struct LogFile {
+pub(crate) struct LogFile {
     path: PathBuf,
     file: File,
 }
 
 impl LogFile {
-    fn open(path: &Path) -> Result<LogFile> {
+    pub(crate) fn open(path: &Path) -> Result<LogFile> {
         let file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -509,7 +509,7 @@ impl LogFile {
             file,
         })
     }
-    fn line(&mut self, msg: &str) {
+    pub(crate) fn line(&mut self, msg: &str) {
         let line = format!("{} {msg}\n", fmt_utc(now_unix()));
         // the log is for people; a full disk shows up in the other files
         if let Err(e) = self.file.write_all(line.as_bytes()) {

@@ -1,0 +1,206 @@
+//! The BM25 baselines as session models (`bm25`, `bm25-dict`, `bm25-mt`), so
+//! that every row of a comparison is a session: BM25 over the target
+//! language with the source query untranslated, translated word by word
+//! through the workspace dictionary (Pirkola structured queries), or
+//! translated whole by Apertium.
+//!
+//! Nothing is learnt: "training" one records its settings and its validation
+//! figures (see [`crate::train::lexical`]); using one rebuilds its index from
+//! the workspace, which takes seconds. A lexical model has no shared space,
+//! so it has no term vectors or embeddings: lexicon induction, neighbours and
+//! export do not apply to it.
+
+use std::collections::HashMap;
+
+use crate::corpus::parallel::ParallelText;
+use crate::corpus::{AdhocTask, Collection, Workspace};
+use crate::eval::sentence::SentenceScores;
+use crate::eval::Qrels;
+use crate::index::adhoc::{bm25_run, build_queries, Bm25Run, Bm25RunConfig, Translation};
+use crate::index::{Bm25Index, Bm25Params, Query};
+use crate::models::{Params, Side};
+use crate::text::Analyzer;
+use crate::{Error, Result};
+
+/// Names of the lexical baselines, as `rosetta train --model` takes them.
+pub const LEXICAL_NAMES: &[&str] = &["bm25", "bm25-dict", "bm25-mt"];
+
+/// Whether `name` is a lexical baseline rather than a model with a space.
+pub fn is_lexical(name: &str) -> bool {
+    LEXICAL_NAMES.contains(&name)
+}
+
+/// A BM25 baseline: how queries are translated and BM25's parameters.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bm25Baseline {
+    /// BM25 parameters (`--set k1=`, `--set b=`).
+    pub params: Bm25Params,
+    /// Translation of source-language queries, from the model name.
+    pub translation: Translation,
+    /// `bm25-dict` only: keep terms the dictionary lacks (`--set keep_untranslated=true`).
+    pub keep_untranslated: bool,
+}
+
+impl Bm25Baseline {
+    /// The baseline `name` with its settings from `params` (each recorded,
+    /// defaults included, like a trained model's).
+    pub fn new(name: &str, params: &Params) -> Result<Bm25Baseline> {
+        let translation = match name {
+            "bm25" => Translation::None,
+            "bm25-dict" => Translation::Dict,
+            "bm25-mt" => Translation::Mt,
+            other => {
+                return Err(Error::invalid(format!(
+                    "`{other}` is not a lexical baseline ({})",
+                    LEXICAL_NAMES.join(", ")
+                )))
+            }
+        };
+        let defaults = Bm25Params::default();
+        let bm = Bm25Params {
+            k1: params.get("k1", defaults.k1)?,
+            b: params.get("b", defaults.b)?,
+        };
+        bm.validate()?;
+        let keep_untranslated = if translation == Translation::Dict {
+            params.get("keep_untranslated", false)?
+        } else {
+            false
+        };
+        Ok(Bm25Baseline {
+            params: bm,
+            translation,
+            keep_untranslated,
+        })
+    }
+
+    /// The run settings for the workspace's ad-hoc task.
+    pub fn run_config(&self, depth: usize) -> Bm25RunConfig {
+        Bm25RunConfig {
+            params: self.params,
+            queries: Side::Source,
+            translation: self.translation,
+            depth,
+            keep_untranslated: self.keep_untranslated,
+        }
+    }
+
+    /// The ranked run on the workspace's ad-hoc task.
+    pub fn adhoc_run(&self, ws: &Workspace, task: &AdhocTask, depth: usize) -> Result<Bm25Run> {
+        bm25_run(ws, task, &self.run_config(depth))
+    }
+
+    /// Source texts as BM25 queries over the target language.
+    pub fn queries<S: AsRef<str>>(&self, ws: &Workspace, texts: &[S]) -> Result<Vec<Query>> {
+        let task = AdhocTask {
+            docs: Collection::default(),
+            queries: Collection {
+                ids: (0..texts.len()).map(|i| i.to_string()).collect(),
+                texts: texts.iter().map(|t| t.as_ref().to_string()).collect(),
+            },
+            target_queries: None,
+            qrels: Qrels::default(),
+            unknown_doc_judgements: 0,
+            derived: false,
+        };
+        Ok(build_queries(ws, &task, &self.run_config(1))?.1)
+    }
+
+    /// Parallel sentence retrieval on a split: every source sentence (as a
+    /// query) ranks all target sentences of the usable pairs; ties count
+    /// against the true translation as in
+    /// [`crate::eval::sentence::aligned_ranks`], so a query with no match
+    /// ranks its translation last.
+    pub fn sentence_retrieval(
+        &self,
+        ws: &Workspace,
+        split: &ParallelText,
+    ) -> Result<SentenceScores> {
+        let rows = split.usable();
+        let tgt = Analyzer::new(&ws.target_lang, &ws.text)?;
+        let docs: Vec<Vec<String>> = rows
+            .iter()
+            .map(|&i| tgt.analyze(&split.target[i]))
+            .collect();
+        let index = Bm25Index::build(&docs, self.params)?;
+        let src: Vec<&str> = rows.iter().map(|&i| split.source[i].as_str()).collect();
+        let queries = self.queries(ws, &src)?;
+        let n = rows.len();
+        let hits = index.search_many(&queries, n);
+        let mut rr = 0.0;
+        let mut first = 0usize;
+        for (i, hs) in hits.iter().enumerate() {
+            let own = hs
+                .iter()
+                .find(|h| h.doc as usize == i)
+                .map_or(0.0, |h| h.score);
+            let rank = if own > 0.0 {
+                1 + hs
+                    .iter()
+                    .filter(|h| h.doc as usize != i && h.score >= own)
+                    .count()
+            } else {
+                // every other document scores at least 0: all rank above it
+                n
+            };
+            rr += 1.0 / rank as f64;
+            first += usize::from(rank == 1);
+        }
+        let q = n.max(1) as f64;
+        Ok(SentenceScores {
+            mrr: rr / q,
+            p1: first as f64 / q,
+            queries: n,
+        })
+    }
+}
+
+/// The analysed dictionary of a workspace in both directions (source term →
+/// target terms, target term → source terms), empty without a dictionary.
+pub type DictPair = (HashMap<String, Vec<String>>, HashMap<String, Vec<String>>);
+
+/// Reads and analyses the workspace dictionary in both directions.
+pub fn analysed_dictionary(ws: &Workspace, src: &Analyzer, tgt: &Analyzer) -> Result<DictPair> {
+    let Some(d) = ws.read_dictionary()? else {
+        return Ok(Default::default());
+    };
+    let fwd = d.analysed(src, tgt);
+    let mut rev: HashMap<String, Vec<String>> = HashMap::new();
+    for (s, ts) in &fwd {
+        for t in ts {
+            let e = rev.entry(t.clone()).or_default();
+            if !e.contains(s) {
+                e.push(s.clone());
+            }
+        }
+    }
+    Ok((fwd, rev))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn names_and_settings() {
+        assert!(is_lexical("bm25-dict") && !is_lexical("cca"));
+        let p = Params::new(BTreeMap::from([("k1".into(), "0.9".into())]));
+        let b = Bm25Baseline::new("bm25-dict", &p).unwrap();
+        assert_eq!(b.translation, Translation::Dict);
+        assert_eq!(b.params.k1, 0.9);
+        let r = p.resolved();
+        assert_eq!(r["b"], "0.75");
+        assert_eq!(r["keep_untranslated"], "false");
+        assert!(Bm25Baseline::new("cca", &p).is_err());
+        let bad = Params::new(BTreeMap::from([("b".into(), "2".into())]));
+        assert!(Bm25Baseline::new("bm25", &bad).is_err());
+        // keep_untranslated is not a setting of bm25-mt
+        let keep = Params::new(BTreeMap::from([(
+            "keep_untranslated".into(),
+            "true".into(),
+        )]));
+        Bm25Baseline::new("bm25-mt", &keep).unwrap();
+        assert!(keep.check_unused().is_err());
+    }
+}
