@@ -263,6 +263,15 @@ pub struct EvalArgs {
     /// Write the ad-hoc run (TREC format, 1000 per query) to this file.
     #[arg(long, value_name = "FILE")]
     pub run: Option<PathBuf>,
+    /// Also score the ad-hoc run fused with BM25 over dictionary-translated
+    /// queries: `bm25:auto` (λ chosen for MAP on a seeded half of the judged
+    /// queries), `bm25:λ`, `rrf` or `rrf:K`. Fused, model and BM25 figures
+    /// are all on the other half of the queries.
+    #[arg(long, value_name = "FUSION")]
+    pub fuse: Option<rosetta::index::fusion::FusionSpec>,
+    /// Seed of the validation/test split of the queries for --fuse.
+    #[arg(long, default_value_t = 1, requires = "fuse")]
+    pub fuse_seed: u64,
     /// Device to load the model on (auto, cpu, cuda, cuda:<i>).
     #[arg(long, default_value = "cpu")]
     pub device: String,
@@ -345,6 +354,30 @@ pub fn eval(args: EvalArgs) -> anyhow::Result<()> {
             text.push(format!("run written to {}", p.display()));
         }
         out.insert("adhoc".into(), v);
+        if let Some(spec) = args.fuse {
+            let f = fused_adhoc(&ws, &run, spec, args.fuse_seed)?;
+            text.push(format!(
+                "fused with BM25+dict ({}{}; {} held-out queries): MAP {:.4} (model {:.4}, BM25 {:.4})  MRR {:.4} (model {:.4}, BM25 {:.4})  nDCG@10 {:.4} (model {:.4}, BM25 {:.4})",
+                f.fusion,
+                f.tuning
+                    .as_ref()
+                    .map(|t| format!(", λ chosen on {} queries", t.queries))
+                    .unwrap_or_default(),
+                f.queries,
+                f.fused.map,
+                f.model.map,
+                f.bm25.map,
+                f.fused.mrr,
+                f.model.mrr,
+                f.bm25.mrr,
+                f.fused.ndcg10,
+                f.model.ndcg10,
+                f.bm25.ndcg10
+            ));
+            out.insert("adhoc_fused".into(), serde_json::to_value(f)?);
+        }
+    } else if args.fuse.is_some() {
+        anyhow::bail!("--fuse applies to the ad-hoc task (--task adhoc or all)");
     }
     if want(Task::Bli) {
         match &ws.dictionary {
@@ -375,6 +408,30 @@ pub fn eval(args: EvalArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The model's ad-hoc run fused with BM25 over dictionary-translated
+/// queries, scored on held-out queries (see `rosetta::index::fusion::evaluate_fusion`).
+fn fused_adhoc(
+    ws: &rosetta::corpus::Workspace,
+    run: &rosetta::eval::Run,
+    spec: rosetta::index::fusion::FusionSpec,
+    seed: u64,
+) -> anyhow::Result<rosetta::index::fusion::FusedEvaluation> {
+    use rosetta::index::adhoc::{bm25_run, Bm25RunConfig, Translation};
+    let task = ws.adhoc()?;
+    let cfg = Bm25RunConfig {
+        translation: Translation::Dict,
+        ..Default::default()
+    };
+    let bm = bm25_run(ws, &task, &cfg)?;
+    Ok(rosetta::index::fusion::evaluate_fusion(
+        run,
+        &bm.run,
+        &task.qrels,
+        spec,
+        seed,
+    ))
 }
 
 /// The session's name, for run tags.
@@ -447,6 +504,13 @@ fn eval_lexical(args: EvalArgs) -> anyhow::Result<()> {
         }
         out.insert("adhoc".into(), v);
     }
+    if args.fuse.is_some() {
+        anyhow::bail!(
+            "{}: --fuse blends BM25 into a trained model; `{}` is a BM25 baseline itself",
+            args.session.display(),
+            session.config.model
+        );
+    }
     if args.task == Task::Bli {
         anyhow::bail!(
             "{}: lexicon induction does not apply to the lexical baseline `{}` (it has no term space)",
@@ -468,7 +532,7 @@ fn eval_lexical(args: EvalArgs) -> anyhow::Result<()> {
 /// Arguments of `rosetta search`.
 #[derive(Debug, Args)]
 pub struct SearchArgs {
-    /// Trained session folder.
+    /// Session folder (a trained model or a BM25 baseline).
     #[arg(long, value_name = "DIR")]
     pub session: PathBuf,
     /// Query text in the source language.
@@ -477,61 +541,75 @@ pub struct SearchArgs {
     /// Number of documents to show.
     #[arg(long, default_value_t = 10)]
     pub k: usize,
-    /// Device to load the model on (auto, cpu, cuda, cuda:<i>).
-    #[arg(long, default_value = "cpu")]
-    pub device: String,
+    /// Blend in BM25 over the query's dictionary translation: `bm25:λ`
+    /// (min-max normalised, λ·BM25 + (1−λ)·model, λ in 0..1), `rrf` or
+    /// `rrf:K` (reciprocal rank fusion, K = 60 by default), or `none`.
+    #[arg(long, value_name = "FUSION", default_value = "none")]
+    pub fuse: rosetta::index::Fusion,
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
 }
 
-/// `rosetta search`: the query against the workspace's collection, by cosine.
+/// `rosetta search`: the query against the workspace's collection (the
+/// engine's `Searcher`, as in the workbench's Search screen).
 pub fn search(args: SearchArgs) -> anyhow::Result<()> {
-    let (l, ws, prepared) = with_workspace(&args.session, &args.device)?;
-    let a = &prepared.adhoc;
-    let q = l.encode_texts(Side::Source, std::slice::from_ref(&args.query))?;
-    if q.iter().all(|x| *x == 0.0) {
+    let s = rosetta::session::search::Searcher::open_alone(&args.session, &|_, _| {})?;
+    let r = s.search(&args.query, args.k, args.fuse)?;
+    if r.hits.is_empty() {
         anyhow::bail!(
-            "no word of the query is in the {} vocabulary of this session",
-            l.vocabs.source.lang
+            "no document matches: none of the query's words is usable by {} ({})",
+            args.session.display(),
+            s.session.config.model
         );
     }
-    let docs = l.model.encode(Side::Target, &a.docs)?;
-    let hits = rosetta::session::retrieval::rank(&docs, &q, &a.doc_ids, args.k);
-    // document texts for snippets (the derived task has none to show)
-    let texts: Option<rosetta::corpus::AdhocTask> = if a.derived {
-        None
-    } else {
-        rosetta::corpus::AdhocTask::load(&ws).ok()
-    };
-    let text_of = |id: &str| -> Option<String> {
-        let t = texts.as_ref()?;
-        let i = t.docs.ids.iter().position(|x| x == id)?;
-        Some(t.docs.texts[i].chars().take(160).collect())
-    };
-    let rows: Vec<serde_json::Value> = hits[0]
-        .iter()
-        .enumerate()
-        .map(|(r, (doc, score))| {
-            let id = &a.doc_ids[*doc];
-            serde_json::json!({"rank": r + 1, "docno": id, "score": score, "text": text_of(id)})
-        })
-        .collect();
     if args.json {
-        println!(
-            "{}",
-            serde_json::json!({"session": args.session, "query": args.query, "results": rows})
-        );
+        let mut v = serde_json::to_value(&r)?;
+        v["session"] = serde_json::json!(args.session);
+        v["query"] = serde_json::json!(args.query);
+        v["fusion"] = serde_json::json!(args.fuse.to_string());
+        println!("{v}");
         return Ok(());
     }
-    for r in rows {
+    println!(
+        "{} ({}), {}, {} documents{}",
+        args.session.display(),
+        s.session.config.model,
+        args.fuse.label(),
+        s.corpus.len(),
+        if r.oov.is_empty() {
+            String::new()
+        } else {
+            format!("; not in the vocabulary: {}", r.oov.join(" "))
+        }
+    );
+    if let Some(j) = &r.judged {
         println!(
-            "{:>3}  {:.4}  {}  {}",
-            r["rank"],
-            r["score"].as_f64().unwrap_or(0.0),
-            r["docno"].as_str().unwrap_or(""),
-            r["text"].as_str().unwrap_or("")
+            "judged query {}: RR {:.4}, AP {:.4}, {} relevant",
+            j.qid, j.rr, j.ap, j.relevant
         );
+    }
+    for h in &r.hits {
+        let mark = match h.relevant {
+            Some(true) => "*",
+            _ => " ",
+        };
+        let snippet: String = h.text.chars().take(160).collect();
+        println!(
+            "{:>3}{mark} {:.4}  {}  {}",
+            h.rank,
+            h.score,
+            h.docno,
+            snippet.replace('\n', " ")
+        );
+        if !h.contributions.is_empty() {
+            let c: Vec<String> = h
+                .contributions
+                .iter()
+                .map(|(t, v)| format!("{t} {v:+.3}"))
+                .collect();
+            println!("       query terms: {}", c.join(", "));
+        }
     }
     Ok(())
 }

@@ -16,7 +16,7 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use crate::eval::metrics::{evaluate_rankings, Metric};
+use crate::eval::metrics::{evaluate_rankings, Metric, Metrics};
 use crate::eval::trec::{sorted_for_eval, Qrels, Run};
 use crate::Error;
 
@@ -30,7 +30,7 @@ pub const LAMBDA_GRID: [f64; 11] = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8,
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Fusion {
     /// The model alone.
-    None,
+    Model,
     /// `λ · minmax(bm25) + (1 − λ) · minmax(model)`; a document missing from
     /// one list counts as that list's minimum.
     Linear {
@@ -48,7 +48,7 @@ impl Fusion {
     /// A short human label (`model only`, `BM25+dict λ=0.30`, `RRF k=60`).
     pub fn label(&self) -> String {
         match self {
-            Fusion::None => "model only".into(),
+            Fusion::Model => "model only".into(),
             Fusion::Linear { lambda } => format!("BM25+dict λ={lambda:.2}"),
             Fusion::Rrf { k } => format!("RRF k={k:.0}"),
         }
@@ -56,7 +56,7 @@ impl Fusion {
 
     /// Whether BM25 takes part.
     pub fn uses_bm25(&self) -> bool {
-        !matches!(self, Fusion::None)
+        !matches!(self, Fusion::Model)
     }
 
     /// Checks the parameters (λ in [0, 1], k > 0).
@@ -77,7 +77,7 @@ impl fmt::Display for Fusion {
     /// The spelling [`Fusion::from_str`] reads back.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Fusion::None => write!(f, "none"),
+            Fusion::Model => write!(f, "none"),
             Fusion::Linear { lambda } => write!(f, "bm25:{lambda}"),
             Fusion::Rrf { k } => write!(f, "rrf:{k}"),
         }
@@ -99,7 +99,7 @@ impl FromStr for Fusion {
             None => (s.trim(), None),
         };
         let f = match (name, arg) {
-            ("none" | "model", None) => Fusion::None,
+            ("none" | "model", None) => Fusion::Model,
             ("bm25", Some(a)) => Fusion::Linear {
                 lambda: a.parse().map_err(|_| bad("λ is not a number"))?,
             },
@@ -115,14 +115,15 @@ impl FromStr for Fusion {
     }
 }
 
-/// Min-max normalised scores of a list (all 0 when every score is equal).
+/// Min-max normalised scores of a list. When every score is equal (one
+/// document, say) all are the list's best: 1, above the documents it misses.
 fn minmax(list: &[(String, f64)]) -> HashMap<&str, f64> {
     let lo = list.iter().map(|x| x.1).fold(f64::INFINITY, f64::min);
     let hi = list.iter().map(|x| x.1).fold(f64::NEG_INFINITY, f64::max);
     let span = hi - lo;
     list.iter()
         .map(|(d, s)| {
-            let v = if span > 0.0 { (s - lo) / span } else { 0.0 };
+            let v = if span > 0.0 { (s - lo) / span } else { 1.0 };
             (d.as_str(), v)
         })
         .collect()
@@ -133,7 +134,7 @@ fn minmax(list: &[(String, f64)]) -> HashMap<&str, f64> {
 /// of either list is in the result.
 pub fn fuse(model: &[(String, f64)], bm25: &[(String, f64)], fusion: Fusion) -> Vec<(String, f64)> {
     let mut fused: Vec<(String, f64)> = match fusion {
-        Fusion::None => model.to_vec(),
+        Fusion::Model => model.to_vec(),
         Fusion::Linear { lambda } => {
             let (m, b) = (minmax(model), minmax(bm25));
             let mut docs: Vec<&str> = m.keys().chain(b.keys()).copied().collect();
@@ -249,6 +250,89 @@ pub fn split_queries<S: AsRef<str>>(ids: &[S], seed: u64) -> (BTreeSet<String>, 
     (v.into_iter().collect(), test.into_iter().collect())
 }
 
+/// A fusion as `rosetta eval --fuse` takes it: a fixed one, or linear
+/// fusion with λ chosen on validation queries (`bm25:auto`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum FusionSpec {
+    /// Fixed settings.
+    Fixed(Fusion),
+    /// [`Fusion::Linear`] with λ from [`tune_lambda`] over [`LAMBDA_GRID`] (MAP).
+    TunedLinear,
+}
+
+impl FromStr for FusionSpec {
+    type Err = Error;
+
+    /// `bm25:auto`, or anything [`Fusion::from_str`] reads.
+    fn from_str(s: &str) -> crate::Result<FusionSpec> {
+        if s.trim() == "bm25:auto" {
+            Ok(FusionSpec::TunedLinear)
+        } else {
+            Ok(FusionSpec::Fixed(s.parse()?))
+        }
+    }
+}
+
+/// A fused run scored against the model and BM25 alone on the same held-out
+/// queries.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct FusedEvaluation {
+    /// The fusion used (`bm25:0.3`, `rrf:60`).
+    pub fusion: String,
+    /// λ's choice on the validation queries (`bm25:auto` only).
+    pub tuning: Option<LambdaChoice>,
+    /// Seed of the validation/test split of the queries.
+    pub split_seed: u64,
+    /// Judged queries scored (the test half).
+    pub queries: usize,
+    /// The model alone on those queries.
+    pub model: Metrics,
+    /// BM25 alone on those queries.
+    pub bm25: Metrics,
+    /// The fused run on those queries.
+    pub fused: Metrics,
+}
+
+/// Scores `spec` on the test half of the judged queries (the split of
+/// [`split_queries`] with `seed`; λ of `bm25:auto` is chosen on the other
+/// half), next to the model and BM25 alone on the same queries.
+pub fn evaluate_fusion(
+    model: &Run,
+    bm25: &Run,
+    qrels: &Qrels,
+    spec: FusionSpec,
+    seed: u64,
+) -> FusedEvaluation {
+    let ids: Vec<&String> = qrels.judgements.keys().collect();
+    let (valid, test) = split_queries(&ids, seed);
+    let (fusion, tuning) = match spec {
+        FusionSpec::Fixed(f) => (f, None),
+        FusionSpec::TunedLinear => {
+            let c = tune_lambda(model, bm25, qrels, &valid, Metric::Map, &LAMBDA_GRID);
+            (Fusion::Linear { lambda: c.lambda }, Some(c))
+        }
+    };
+    let held_out = Qrels {
+        judgements: qrels
+            .judgements
+            .iter()
+            .filter(|(q, _)| test.contains(*q))
+            .map(|(q, j)| (q.clone(), j.clone()))
+            .collect(),
+    };
+    let fused = fuse_runs(model, bm25, fusion, usize::MAX, "fused");
+    let score = |r: &Run| evaluate_rankings(&r.results, &held_out).mean;
+    FusedEvaluation {
+        fusion: fusion.to_string(),
+        tuning,
+        split_seed: seed,
+        queries: held_out.judgements.len(),
+        model: score(model),
+        bm25: score(bm25),
+        fused: score(&fused),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -259,7 +343,7 @@ mod tests {
 
     #[test]
     fn parses_and_prints() {
-        assert_eq!("none".parse::<Fusion>().unwrap(), Fusion::None);
+        assert_eq!("none".parse::<Fusion>().unwrap(), Fusion::Model);
         assert_eq!(
             "bm25:0.3".parse::<Fusion>().unwrap(),
             Fusion::Linear { lambda: 0.3 }
@@ -271,7 +355,7 @@ mod tests {
             assert!(e.contains("fusion"), "{bad}: {e}");
         }
         for f in [
-            Fusion::None,
+            Fusion::Model,
             Fusion::Linear { lambda: 0.25 },
             Fusion::Rrf { k: 60.0 },
         ] {
@@ -337,6 +421,31 @@ mod tests {
         assert!(c1.lambda > 0.5 && c1.score == 1.0, "{c1:?}");
         let c2 = tune_lambda(&model, &bm, &qrels, &only("q2"), Metric::Mrr, &LAMBDA_GRID);
         assert_eq!((c2.lambda, c2.score), (0.0, 1.0));
+    }
+
+    #[test]
+    fn fusion_is_scored_on_held_out_queries() {
+        let mut model = Run::default();
+        let mut bm = Run::default();
+        let mut pairs = Vec::new();
+        for i in 0..20 {
+            let (q, r) = (format!("q{i}"), format!("r{i}"));
+            // BM25 always right, the model always second
+            model
+                .results
+                .insert(q.clone(), l(&[("x", 0.9), (r.as_str(), 0.5)]));
+            bm.results.insert(q.clone(), l(&[(r.as_str(), 3.0)]));
+            pairs.push((q, r));
+        }
+        let qrels = Qrels::from_pairs(pairs.iter().map(|(q, r)| (q.as_str(), r.as_str())));
+        let e = evaluate_fusion(&model, &bm, &qrels, "bm25:auto".parse().unwrap(), 1);
+        assert_eq!(e.queries, 10);
+        assert_eq!((e.model.mrr, e.bm25.mrr, e.fused.mrr), (0.5, 1.0, 1.0));
+        let t = e.tuning.unwrap();
+        assert_eq!((t.queries, t.tried.len()), (10, LAMBDA_GRID.len()));
+        assert!(t.lambda > 0.0);
+        let fixed = evaluate_fusion(&model, &bm, &qrels, "bm25:0".parse().unwrap(), 1);
+        assert_eq!((fixed.fused.mrr, fixed.tuning), (0.5, None));
     }
 
     #[test]

@@ -19,6 +19,7 @@ pub mod checkpoint;
 pub mod loaded;
 pub mod metrics;
 pub mod retrieval;
+pub mod search;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -206,34 +206,8 @@ pub struct Launched {
     pub message: String,
 }
 
-/// How a query's ranking mixes the model with BM25 over a dictionary
-/// translation of the query.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Fusion {
-    /// The model's cosine only.
-    Model,
-    /// `λ·bm25 + (1-λ)·cosine` on normalised scores.
-    Linear {
-        /// Weight of BM25, 0..=1.
-        lambda: f64,
-    },
-    /// Reciprocal rank fusion, `Σ 1/(k + rank)`.
-    Rrf {
-        /// The RRF constant (60 by convention).
-        k: f64,
-    },
-}
-
-impl Fusion {
-    /// Short label for the status line.
-    pub fn label(&self) -> String {
-        match self {
-            Fusion::Model => "model only".into(),
-            Fusion::Linear { lambda } => format!("BM25+dict λ={lambda:.2}"),
-            Fusion::Rrf { k } => format!("RRF k={k:.0}"),
-        }
-    }
-}
+/// How a query's ranking mixes the model with BM25 (the engine's).
+pub use crate::index::fusion::Fusion;
 
 /// A loaded search index.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -246,70 +220,9 @@ pub struct IndexInfo {
     pub judged_queries: Vec<(String, String)>,
 }
 
-/// One ranked document.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Hit {
-    /// 1-based rank.
-    pub rank: usize,
-    /// Document id.
-    pub docno: String,
-    /// Fused score.
-    pub score: f64,
-    /// Document text (possibly shortened).
-    pub text: String,
-    /// Byte ranges of `text` related to the query (to highlight).
-    pub spans: Vec<(usize, usize)>,
-    /// Query terms that contribute most to this document's score.
-    pub contributions: Vec<(String, f64)>,
-    /// Judged relevant (when the query has judgements).
-    pub relevant: Option<bool>,
-}
-
-/// The evaluation of a query that is one of the workspace's judged queries.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Judged {
-    /// Query id.
-    pub qid: String,
-    /// Reciprocal rank of the first relevant document.
-    pub rr: f64,
-    /// Average precision.
-    pub ap: f64,
-    /// Number of relevant documents.
-    pub relevant: usize,
-}
-
-/// The answer to a query.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct SearchResult {
-    /// Ranked documents.
-    pub hits: Vec<Hit>,
-    /// Query words the model does not know.
-    pub oov: Vec<String>,
-    /// Present when the query is a judged workspace query.
-    pub judged: Option<Judged>,
-}
-
-/// One nearest term.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Neighbour {
-    /// The term.
-    pub term: String,
-    /// Cosine or CSLS score.
-    pub score: f64,
-    /// Listed as a translation in the workspace's dictionary.
-    pub gold: bool,
-}
-
-/// Nearest terms of one term in both languages.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct NeighbourResult {
-    /// Whether the term is in the model's vocabulary.
-    pub known: bool,
-    /// Nearest terms in the other language.
-    pub cross: Vec<Neighbour>,
-    /// Nearest terms in the term's own language.
-    pub own: Vec<Neighbour>,
-}
+pub use crate::session::search::{
+    Hit, Judged, MarkedNeighbour as Neighbour, NeighbourResult, SearchResult,
+};
 
 /// Whether a figure differs significantly from the baseline's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

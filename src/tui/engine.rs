@@ -1,30 +1,24 @@
-//! The engine-backed half of the workbench's backend: a finished session's
-//! model over its workspace's ad-hoc task (search with fusion, per-query
-//! evaluation for the compare table), its term vectors (neighbours), and
-//! workspace figures. Everything here is slow and runs on worker threads;
-//! loaded sessions and workspaces are kept for later calls.
+//! The engine-backed half of the workbench's backend: a cache of the
+//! engine's [`Searcher`]s (a session over its workspace's collection: search
+//! with fusion, neighbours, per-query ad-hoc figures) and the compare table
+//! built from them, plus workspace figures. Everything here is slow and runs
+//! on worker threads.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
-
-use ndarray::{Array1, Array2};
-use unicode_segmentation::UnicodeSegmentation;
+use std::sync::{Arc, Mutex};
 
 use super::backend::{
-    CompareRow, CompareTable, Fusion, Hit, IndexInfo, Judged, Neighbour, NeighbourResult,
-    SearchResult, Significance, SplitStats, WorkspaceStats,
+    CompareRow, CompareTable, Fusion, IndexInfo, NeighbourResult, SearchResult, Significance,
+    SplitStats, WorkspaceStats,
 };
-use crate::corpus::{Dictionary, Workspace};
-use crate::eval::{evaluate_rankings, Correction, Metric, Metrics, PairedTest, Qrels};
-use crate::index::{translate_dict, Bm25Index, Bm25Params, DenseIndex};
+use crate::corpus::Workspace;
+use crate::eval::{Correction, Metric, Metrics, PairedTest};
 use crate::models::Side;
-use crate::session::{Loaded as Model, Session};
-use crate::text::Analyzer;
+use crate::session::search::{Corpus, Searcher};
+use crate::session::Session;
 use crate::{Error, Result};
 
-/// Longest document text kept for display, in characters.
-const TEXT_CHARS: usize = 400;
 /// Metrics the compare table shows.
 const COMPARE_METRICS: [Metric; 5] = [
     Metric::Mrr,
@@ -36,131 +30,44 @@ const COMPARE_METRICS: [Metric; 5] = [
 /// Significance level of the compare table's marks (after Holm correction).
 const ALPHA: f64 = 0.05;
 
-/// A workspace's ad-hoc task, analysed once and shared by its sessions.
-struct WsData {
-    doc_ids: Vec<String>,
-    /// Document texts as stored (encoded by each session's analyser).
-    doc_full: Vec<String>,
-    /// Document texts shortened for display.
-    doc_texts: Vec<String>,
-    queries: Vec<(String, String)>,
-    qrels: Qrels,
-    /// Analysed source term → analysed target terms.
-    dict: HashMap<String, Vec<String>>,
-    /// Analysed target term → analysed source terms.
-    dict_rev: HashMap<String, Vec<String>>,
-    bm25: Bm25Index,
-}
-
-/// A session's model (the session module's [`Model`]) with its workspace's
-/// documents encoded.
-struct Loaded {
-    ws: Arc<WsData>,
-    m: Model,
-    dense: DenseIndex,
-    doc_emb: Array2<f32>,
-    /// Per-query metrics of the model alone on the ad-hoc task.
-    evaluation: OnceLock<BTreeMap<String, Metrics>>,
-}
-
-/// Loaded sessions and workspaces.
+/// Loaded sessions and workspace collections (the engine's
+/// [`Searcher`]s and [`Corpus`]es), kept for later calls.
 #[derive(Default)]
 pub struct Engine {
-    sessions: Mutex<HashMap<PathBuf, Arc<Loaded>>>,
-    workspaces: Mutex<HashMap<PathBuf, Arc<WsData>>>,
-}
-
-fn words_with_spans(text: &str) -> Vec<(usize, &str)> {
-    // The analyser's own segmentation (`Analyzer::words`), with offsets.
-    text.unicode_word_indices().collect()
+    sessions: Mutex<HashMap<PathBuf, Arc<Searcher>>>,
+    corpora: Mutex<HashMap<PathBuf, Arc<Corpus>>>,
 }
 
 impl Engine {
-    fn workspace(&self, path: &Path, progress: &dyn Fn(f64, &str)) -> Result<Arc<WsData>> {
-        let key = path.to_path_buf();
-        if let Some(w) = self.workspaces.lock().expect("engine lock").get(&key) {
-            return Ok(w.clone());
+    fn corpus(&self, path: &Path, progress: &dyn Fn(f64, &str)) -> Result<Arc<Corpus>> {
+        if let Some(c) = self.corpora.lock().expect("engine lock").get(path) {
+            return Ok(c.clone());
         }
-        progress(0.05, "reading the workspace");
-        let ws = Workspace::load(path)?;
-        let src_an = Analyzer::new(&ws.source_lang, &ws.text)?;
-        let tgt_an = Analyzer::new(&ws.target_lang, &ws.text)?;
-        progress(0.1, "reading documents and queries");
-        let task = ws.adhoc()?;
-        let doc_tokens: Vec<Vec<String>> =
-            task.docs.texts.iter().map(|t| tgt_an.analyze(t)).collect();
-        progress(0.3, "building the BM25 index");
-        let bm25 =
-            Bm25Index::build(&doc_tokens, Bm25Params::default())?.with_docnos(&task.docs.ids)?;
-        let (dict, dict_rev) = match &ws.dictionary {
-            Some(p) => {
-                progress(0.35, "reading the dictionary");
-                let d = Dictionary::read(p)?.analysed(&src_an, &tgt_an);
-                let mut rev: HashMap<String, Vec<String>> = HashMap::new();
-                for (s, ts) in &d {
-                    for t in ts {
-                        let e = rev.entry(t.clone()).or_default();
-                        if !e.contains(s) {
-                            e.push(s.clone());
-                        }
-                    }
-                }
-                (d, rev)
-            }
-            None => Default::default(),
-        };
-        let data = Arc::new(WsData {
-            doc_ids: task.docs.ids.clone(),
-            doc_full: task.docs.texts.clone(),
-            doc_texts: task
-                .docs
-                .texts
-                .iter()
-                .map(|t| t.chars().take(TEXT_CHARS).collect())
-                .collect(),
-            queries: task
-                .queries
-                .ids
-                .iter()
-                .cloned()
-                .zip(task.queries.texts.iter().cloned())
-                .collect(),
-            qrels: task.qrels.clone(),
-            dict,
-            dict_rev,
-            bm25,
-        });
-        self.workspaces
+        // built outside the lock: other requests go on meanwhile
+        let c = Arc::new(Corpus::load(path, progress)?);
+        Ok(self
+            .corpora
             .lock()
             .expect("engine lock")
-            .insert(key, data.clone());
-        Ok(data)
+            .entry(path.to_path_buf())
+            .or_insert(c)
+            .clone())
     }
 
-    fn session(&self, dir: &Path, progress: &dyn Fn(f64, &str)) -> Result<Arc<Loaded>> {
+    fn session(&self, dir: &Path, progress: &dyn Fn(f64, &str)) -> Result<Arc<Searcher>> {
         if let Some(l) = self.sessions.lock().expect("engine lock").get(dir) {
             return Ok(l.clone());
         }
         let session = Session::open(dir)?;
-        let ws = self.workspace(&session.config.workspace, progress)?;
-        progress(0.45, "loading the model");
-        let m = Model::open(dir, &candle_core::Device::Cpu)?;
-        progress(0.6, "encoding documents");
-        let doc_emb = m.encode_texts(Side::Target, &ws.doc_full)?;
-        let dense = DenseIndex::new(doc_emb.clone())?.with_docnos(&ws.doc_ids)?;
-        progress(1.0, "ready");
-        let loaded = Arc::new(Loaded {
-            ws,
-            m,
-            dense,
-            doc_emb,
-            evaluation: OnceLock::new(),
-        });
-        self.sessions
+        let corpus = self.corpus(&session.config.workspace, progress)?;
+        let s = Arc::new(Searcher::open(dir, corpus, progress)?);
+        Ok(self
+            .sessions
             .lock()
             .expect("engine lock")
-            .insert(dir.to_path_buf(), loaded.clone());
-        Ok(loaded)
+            .entry(dir.to_path_buf())
+            .or_insert(s)
+            .clone())
     }
 
     /// Loads a session's model and encodes its workspace's documents.
@@ -171,16 +78,10 @@ impl Engine {
         progress: &dyn Fn(f64, &str),
     ) -> Result<IndexInfo> {
         let l = self.session(dir, progress)?;
-        let judged =
-            l.ws.queries
-                .iter()
-                .filter(|(q, _)| l.ws.qrels.judgements.contains_key(q))
-                .cloned()
-                .collect();
         Ok(IndexInfo {
             session: id.to_string(),
-            docs: l.ws.doc_ids.len(),
-            judged_queries: judged,
+            docs: l.corpus.len(),
+            judged_queries: l.corpus.judged_queries(),
         })
     }
 
@@ -192,162 +93,10 @@ impl Engine {
         k: usize,
         fusion: Fusion,
     ) -> Result<SearchResult> {
-        let l = self.session(dir, &|_, _| {})?;
-        let ws = &l.ws;
-        let n = ws.doc_ids.len();
-        let src_an = l.m.analyzer(Side::Source);
-        let tokens = src_an.analyze(query);
-        let mut oov = Vec::new();
-        for w in Analyzer::words(query) {
-            if let Some(t) = src_an.term(&w) {
-                if l.m.vocabs.source.id(&t).is_none() && !oov.contains(&w) {
-                    oov.push(w);
-                }
-            }
-        }
-        let q = l.m.encode_texts(Side::Source, &[query])?;
-        let dense = l.dense.search(q.view(), n)?.pop().unwrap_or_default();
-        let dense_docs: Vec<(u32, f64)> = dense.iter().map(|h| (h.doc, h.score)).collect();
-        let fused: Vec<(u32, f64)> = match fusion {
-            Fusion::Model => dense_docs.clone(),
-            Fusion::Linear { lambda } => {
-                let bm = self.bm25_hits(ws, &tokens, n);
-                let norm = |v: &[(u32, f64)]| -> HashMap<u32, f64> {
-                    let lo = v.iter().map(|x| x.1).fold(f64::INFINITY, f64::min);
-                    let hi = v.iter().map(|x| x.1).fold(f64::NEG_INFINITY, f64::max);
-                    let span = if hi > lo { hi - lo } else { 1.0 };
-                    v.iter().map(|&(d, s)| (d, (s - lo) / span)).collect()
-                };
-                let (bn, dn) = (norm(&bm), norm(&dense_docs));
-                let mut all: Vec<(u32, f64)> = (0..n as u32)
-                    .map(|d| {
-                        let b = bn.get(&d).copied().unwrap_or(0.0);
-                        let c = dn.get(&d).copied().unwrap_or(0.0);
-                        (d, lambda * b + (1.0 - lambda) * c)
-                    })
-                    .collect();
-                self.sort(ws, &mut all);
-                all
-            }
-            Fusion::Rrf { k: c } => {
-                let bm = self.bm25_hits(ws, &tokens, n);
-                let mut score: HashMap<u32, f64> = HashMap::new();
-                for list in [&bm, &dense_docs] {
-                    for (r, (d, _)) in list.iter().enumerate() {
-                        *score.entry(*d).or_default() += 1.0 / (c + (r + 1) as f64);
-                    }
-                }
-                let mut all: Vec<(u32, f64)> = score.into_iter().collect();
-                self.sort(ws, &mut all);
-                all
-            }
-        };
-        // judged query: the first workspace query with this text
-        let norm_q = Analyzer::words(query);
-        let qid = ws
-            .queries
-            .iter()
-            .find(|(id, t)| Analyzer::words(t) == norm_q && ws.qrels.judgements.contains_key(id))
-            .map(|(id, _)| id.clone());
-        let judged_map = qid.as_ref().and_then(|q| ws.qrels.judgements.get(q));
-        let judged = match (&qid, judged_map) {
-            (Some(q), Some(j)) => {
-                let ranking: Vec<(String, f64)> = fused
-                    .iter()
-                    .map(|&(d, s)| (ws.doc_ids[d as usize].clone(), s))
-                    .collect();
-                let m = crate::eval::metrics::query_metrics(&ranking, j);
-                Some(Judged {
-                    qid: q.clone(),
-                    rr: m.mrr,
-                    ap: m.map,
-                    relevant: j.values().filter(|g| **g > 0).count(),
-                })
-            }
-            _ => None,
-        };
-        // per-term contributions and highlights
-        let tv_src = l.m.term_vectors(Side::Source)?;
-        let tv_tgt = l.m.term_vectors(Side::Target)?;
-        let q_terms: Vec<(String, u32)> = {
-            let mut seen = HashSet::new();
-            tokens
-                .iter()
-                .filter_map(|t| Some((t.clone(), l.m.vocabs.source.id(t)?)))
-                .filter(|(t, _)| seen.insert(t.clone()))
-                .collect()
-        };
-        let translations: HashSet<&str> = tokens
-            .iter()
-            .filter_map(|t| ws.dict.get(t))
-            .flatten()
-            .map(String::as_str)
-            .collect();
-        let qv: Array1<f32> = q.row(0).to_owned();
-        let hits = fused
-            .iter()
-            .take(k)
-            .enumerate()
-            .map(|(i, &(d, score))| {
-                let de = l.doc_emb.row(d as usize);
-                let mut contributions: Vec<(String, f64)> = q_terms
-                    .iter()
-                    .map(|(t, id)| (t.clone(), tv_src.row(*id as usize).dot(&de) as f64))
-                    .collect();
-                contributions.sort_by(|a, b| b.1.total_cmp(&a.1));
-                contributions.truncate(3);
-                let text = &ws.doc_texts[d as usize];
-                let mut spans = Vec::new();
-                for (off, w) in words_with_spans(text) {
-                    let Some(t) = l.m.analyzer(Side::Target).analyze(w).into_iter().next() else {
-                        continue;
-                    };
-                    let related = translations.contains(t.as_str())
-                        || l.m
-                            .vocabs
-                            .target
-                            .id(&t)
-                            .is_some_and(|id| tv_tgt.row(id as usize).dot(&qv) >= 0.5);
-                    if related {
-                        spans.push((off, off + w.len()));
-                    }
-                }
-                let docno = ws.doc_ids[d as usize].clone();
-                Hit {
-                    rank: i + 1,
-                    relevant: judged_map.map(|j| j.get(&docno).is_some_and(|g| *g > 0)),
-                    docno,
-                    score,
-                    text: text.clone(),
-                    spans,
-                    contributions,
-                }
-            })
-            .collect();
-        Ok(SearchResult { hits, oov, judged })
+        self.session(dir, &|_, _| {})?.search(query, k, fusion)
     }
 
-    fn bm25_hits(&self, ws: &WsData, tokens: &[String], n: usize) -> Vec<(u32, f64)> {
-        let tr = translate_dict(tokens, &ws.dict);
-        if tr.query.is_empty() {
-            return Vec::new();
-        }
-        ws.bm25
-            .search(&tr.query, n)
-            .into_iter()
-            .map(|h| (h.doc, h.score))
-            .collect()
-    }
-
-    fn sort(&self, ws: &WsData, v: &mut [(u32, f64)]) {
-        v.sort_by(|a, b| {
-            b.1.total_cmp(&a.1)
-                .then_with(|| ws.doc_ids[b.0 as usize].cmp(&ws.doc_ids[a.0 as usize]))
-        });
-    }
-
-    /// Nearest terms of `term` in both languages (the session module's
-    /// neighbours), with the dictionary's translations marked.
+    /// Nearest terms of `term` in both languages, translations marked.
     pub fn neighbours(
         &self,
         dir: &Path,
@@ -356,68 +105,8 @@ impl Engine {
         k: usize,
         csls: bool,
     ) -> Result<NeighbourResult> {
-        let l = self.session(dir, &|_, _| {})?;
-        let an = l.m.analyzer(side);
-        let known = match Analyzer::words(term).as_slice() {
-            [w] => an
-                .term(w)
-                .is_some_and(|t| l.m.vocabs.side(side).id(&t).is_some()),
-            _ => true, // let the session module say what is wrong
-        };
-        if !known {
-            return Ok(NeighbourResult::default());
-        }
-        let n = l.m.neighbours(term, side, k, csls)?;
-        let gold: HashSet<&str> = match side {
-            Side::Source => l.ws.dict.get(n.term.as_str()),
-            Side::Target => l.ws.dict_rev.get(n.term.as_str()),
-        }
-        .map(|v| v.iter().map(String::as_str).collect())
-        .unwrap_or_default();
-        let conv = |v: Vec<crate::session::loaded::Neighbour>, gold: &HashSet<&str>| {
-            v.into_iter()
-                .map(|x| Neighbour {
-                    gold: gold.contains(x.term.as_str()),
-                    term: x.term,
-                    score: x.score as f64,
-                })
-                .collect()
-        };
-        Ok(NeighbourResult {
-            known: true,
-            cross: conv(n.cross, &gold),
-            own: conv(n.same, &HashSet::new()),
-        })
-    }
-
-    fn evaluation<'a>(&self, l: &'a Loaded) -> Result<&'a BTreeMap<String, Metrics>> {
-        if l.evaluation.get().is_none() {
-            let ws = &l.ws;
-            let judged: Vec<&(String, String)> = ws
-                .queries
-                .iter()
-                .filter(|(q, _)| ws.qrels.judgements.contains_key(q))
-                .collect();
-            let texts: Vec<&str> = judged.iter().map(|(_, t)| t.as_str()).collect();
-            let q = l.m.encode_texts(Side::Source, &texts)?;
-            let hits = l.dense.search(q.view(), 1000.min(ws.doc_ids.len()))?;
-            let rankings: BTreeMap<String, Vec<(String, f64)>> = judged
-                .iter()
-                .zip(hits)
-                .map(|((qid, _), hs)| {
-                    (
-                        qid.clone(),
-                        hs.into_iter()
-                            .map(|h| (ws.doc_ids[h.doc as usize].clone(), h.score))
-                            .collect(),
-                    )
-                })
-                .collect();
-            let _ = l
-                .evaluation
-                .set(evaluate_rankings(&rankings, &ws.qrels).per_query);
-        }
-        Ok(l.evaluation.get().expect("set above"))
+        self.session(dir, &|_, _| {})?
+            .neighbours(term, side, k, csls)
     }
 
     /// Sessions × metrics on each session's ad-hoc task (model alone), with
@@ -433,7 +122,7 @@ impl Engine {
         for (id, dir, model) in sessions {
             match self
                 .session(dir, &|_, _| {})
-                .and_then(|l| Ok(self.evaluation(&l)?.clone()))
+                .and_then(|l| Ok(l.adhoc_evaluation()?.clone()))
             {
                 Ok(e) => evals.push((id.clone(), model.clone(), e)),
                 Err(e) => skipped.push((id.clone(), e.to_string())),

@@ -1,0 +1,551 @@
+//! Interactive search over a session's workspace collection: one query at a
+//! time, ranked by the session's model (cosine in its space, or BM25 for a
+//! lexical baseline), optionally fused with BM25 over a dictionary
+//! translation of the query ([`crate::index::fusion`]), with what a reader
+//! needs to judge the answer: out-of-vocabulary words, each query term's
+//! contribution to a document's cosine (additive models), the document words
+//! related to the query, and the query's own RR and AP when it is one of the
+//! workspace's judged queries. Also the per-query ad-hoc figures of the
+//! model alone (for comparisons) and term neighbours with the dictionary's
+//! translations marked.
+//!
+//! `rosetta search` and the workbench's Search, Neighbours and Compare
+//! screens all go through here.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use ndarray::{Array1, Array2};
+use serde::Serialize;
+use unicode_segmentation::UnicodeSegmentation;
+
+use super::{Loaded, Session};
+use crate::corpus::Workspace;
+use crate::eval::metrics::{evaluate_rankings, query_metrics, Metrics};
+use crate::eval::Qrels;
+use crate::index::adhoc::Translation;
+use crate::index::fusion::{fuse, Fusion};
+use crate::index::{translate_dict, Bm25Index, Bm25Params, DenseIndex, Query};
+use crate::models::bm25::{analysed_dictionary, Bm25Baseline};
+use crate::models::{Params, Side};
+use crate::session::retrieval::RUN_DEPTH;
+use crate::text::Analyzer;
+use crate::{Error, Result};
+
+/// Longest document text kept for display, in characters.
+pub const TEXT_CHARS: usize = 400;
+/// Query terms listed per document as its top contributors.
+const CONTRIBUTORS: usize = 3;
+/// Cosine from which a document term counts as related to the query.
+const RELATED_COSINE: f32 = 0.5;
+
+/// A workspace's ad-hoc collection, analysed once and shared by the sessions
+/// on that workspace: texts, judged queries, the analysed dictionary and a
+/// BM25 index (default parameters) for fusion.
+pub struct Corpus {
+    /// The workspace file.
+    pub path: PathBuf,
+    /// The workspace.
+    pub ws: Workspace,
+    /// Document ids, in collection order.
+    pub doc_ids: Vec<String>,
+    doc_full: Vec<String>,
+    doc_short: Vec<String>,
+    /// The workspace's queries `(id, text)`.
+    pub queries: Vec<(String, String)>,
+    /// Their judgements.
+    pub qrels: Qrels,
+    dict: HashMap<String, Vec<String>>,
+    dict_rev: HashMap<String, Vec<String>>,
+    bm25: Bm25Index,
+}
+
+impl Corpus {
+    /// Reads and indexes the workspace's ad-hoc task (declared or derived),
+    /// reporting progress from 0 to about 0.4.
+    pub fn load(path: &Path, progress: &dyn Fn(f64, &str)) -> Result<Corpus> {
+        progress(0.05, "reading the workspace");
+        let ws = Workspace::load(path)?;
+        let src = Analyzer::new(&ws.source_lang, &ws.text)?;
+        let tgt = Analyzer::new(&ws.target_lang, &ws.text)?;
+        progress(0.1, "reading documents and queries");
+        let task = ws.adhoc()?;
+        progress(0.2, "building the BM25 index");
+        let bm25 = crate::index::adhoc::index_documents(&ws, &task, Bm25Params::default())?;
+        progress(0.35, "reading the dictionary");
+        let (dict, dict_rev) = analysed_dictionary(&ws, &src, &tgt)?;
+        Ok(Corpus {
+            path: path.to_path_buf(),
+            doc_short: task
+                .docs
+                .texts
+                .iter()
+                .map(|t| t.chars().take(TEXT_CHARS).collect())
+                .collect(),
+            doc_ids: task.docs.ids,
+            doc_full: task.docs.texts,
+            queries: task
+                .queries
+                .ids
+                .into_iter()
+                .zip(task.queries.texts)
+                .collect(),
+            qrels: task.qrels,
+            dict,
+            dict_rev,
+            bm25,
+            ws,
+        })
+    }
+
+    /// The workspace queries that have judgements, `(id, text)`.
+    pub fn judged_queries(&self) -> Vec<(String, String)> {
+        self.queries
+            .iter()
+            .filter(|(q, _)| self.qrels.judgements.contains_key(q))
+            .cloned()
+            .collect()
+    }
+
+    /// Number of documents.
+    pub fn len(&self) -> usize {
+        self.doc_ids.len()
+    }
+
+    /// Whether the collection is empty.
+    pub fn is_empty(&self) -> bool {
+        self.doc_ids.is_empty()
+    }
+
+    /// BM25 over the dictionary translation of analysed source tokens (the
+    /// fusion partner), every matching document.
+    fn bm25_dict(&self, tokens: &[String]) -> Vec<(String, f64)> {
+        let tr = translate_dict(tokens, &self.dict);
+        self.hits(&self.bm25, &tr.query)
+    }
+
+    fn hits(&self, index: &Bm25Index, q: &Query) -> Vec<(String, f64)> {
+        if q.is_empty() {
+            return Vec::new();
+        }
+        index
+            .search(q, self.len())
+            .into_iter()
+            .map(|h| (self.doc_ids[h.doc as usize].clone(), h.score))
+            .collect()
+    }
+}
+
+/// One ranked document.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct Hit {
+    /// 1-based rank.
+    pub rank: usize,
+    /// Document id.
+    pub docno: String,
+    /// Score (fused when fusing).
+    pub score: f64,
+    /// Document text, shortened to [`TEXT_CHARS`] characters.
+    pub text: String,
+    /// Byte ranges of `text` related to the query (dictionary translations
+    /// of a query term, or terms close to the query in the model's space).
+    pub spans: Vec<(usize, usize)>,
+    /// Query terms contributing most to the document's cosine (additive models).
+    pub contributions: Vec<(String, f64)>,
+    /// Judged relevant, when the query is a judged workspace query.
+    pub relevant: Option<bool>,
+}
+
+/// A query's own evaluation, when it is one of the workspace's judged queries.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct Judged {
+    /// Query id.
+    pub qid: String,
+    /// Reciprocal rank of the first relevant document.
+    pub rr: f64,
+    /// Average precision.
+    pub ap: f64,
+    /// Number of relevant documents.
+    pub relevant: usize,
+}
+
+/// The answer to a query.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct SearchResult {
+    /// Ranked documents.
+    pub hits: Vec<Hit>,
+    /// Query words the model cannot use (out of its vocabulary, or with no
+    /// dictionary translation for `bm25-dict`).
+    pub oov: Vec<String>,
+    /// Present when the query is a judged workspace query.
+    pub judged: Option<Judged>,
+}
+
+/// One nearest term, marked when the dictionary lists it as a translation.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct MarkedNeighbour {
+    /// The term.
+    pub term: String,
+    /// Cosine or CSLS score.
+    pub score: f64,
+    /// Listed as a translation in the workspace's dictionary.
+    pub gold: bool,
+}
+
+/// Nearest terms of one term in both languages.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct NeighbourResult {
+    /// Whether the term is in the model's vocabulary.
+    pub known: bool,
+    /// Nearest terms in the other language.
+    pub cross: Vec<MarkedNeighbour>,
+    /// Nearest terms in the term's own language.
+    pub own: Vec<MarkedNeighbour>,
+}
+
+/// A ranked list of `(document id, score)`.
+type Ranking = Vec<(String, f64)>;
+
+enum Ranker {
+    Dense {
+        m: Box<Loaded>,
+        dense: DenseIndex,
+        doc_emb: Array2<f32>,
+    },
+    Lexical {
+        baseline: Bm25Baseline,
+        index: Bm25Index,
+    },
+}
+
+/// A session ready to search its workspace's collection.
+pub struct Searcher {
+    /// The collection.
+    pub corpus: Arc<Corpus>,
+    /// The session.
+    pub session: Session,
+    ranker: Ranker,
+    evaluation: OnceLock<BTreeMap<String, Metrics>>,
+}
+
+impl Searcher {
+    /// Opens the session in `dir` over `corpus` (which must be its
+    /// workspace's; see [`Corpus::load`]): loads the model on the CPU and
+    /// encodes the documents, or for a lexical baseline builds its index.
+    /// Refuses a session whose workspace changed since it was made.
+    pub fn open(dir: &Path, corpus: Arc<Corpus>, progress: &dyn Fn(f64, &str)) -> Result<Searcher> {
+        let session = Session::open(dir)?;
+        session
+            .config
+            .check_workspace_hash(dir, &corpus.ws.content_hash()?)?;
+        let ranker = if session.is_lexical() {
+            progress(0.5, "building the baseline's index");
+            let params = Params::new(session.config.run_params());
+            let baseline = Bm25Baseline::new(&session.config.model, &params)?;
+            let task = corpus.ws.adhoc()?;
+            let index = crate::index::adhoc::index_documents(&corpus.ws, &task, baseline.params)?;
+            Ranker::Lexical { baseline, index }
+        } else {
+            progress(0.45, "loading the model");
+            let m = Loaded::open(dir, &candle_core::Device::Cpu)?;
+            progress(0.6, "encoding documents");
+            let doc_emb = m.encode_texts(Side::Target, &corpus.doc_full)?;
+            let dense = DenseIndex::new(doc_emb.clone())?.with_docnos(&corpus.doc_ids)?;
+            Ranker::Dense {
+                m: Box::new(m),
+                dense,
+                doc_emb,
+            }
+        };
+        progress(1.0, "ready");
+        Ok(Searcher {
+            corpus,
+            session,
+            ranker,
+            evaluation: OnceLock::new(),
+        })
+    }
+
+    /// Opens a session with its own corpus.
+    pub fn open_alone(dir: &Path, progress: &dyn Fn(f64, &str)) -> Result<Searcher> {
+        let session = Session::open(dir)?;
+        let corpus = Arc::new(Corpus::load(&session.config.workspace, progress)?);
+        Searcher::open(dir, corpus, progress)
+    }
+
+    /// Whether the session is a lexical baseline.
+    pub fn is_lexical(&self) -> bool {
+        matches!(self.ranker, Ranker::Lexical { .. })
+    }
+
+    /// The model's own ranking of every document it scores, and the query
+    /// words it cannot use.
+    fn model_ranking(&self, query: &str) -> Result<(Ranking, Vec<String>)> {
+        let c = &self.corpus;
+        match &self.ranker {
+            Ranker::Dense { m, dense, .. } => {
+                let an = m.analyzer(Side::Source);
+                let mut oov = Vec::new();
+                for w in Analyzer::words(query) {
+                    if let Some(t) = an.term(&w) {
+                        if m.vocabs.source.id(&t).is_none() && !oov.contains(&w) {
+                            oov.push(w);
+                        }
+                    }
+                }
+                let q = m.encode_texts(Side::Source, &[query])?;
+                let hits = dense.search(q.view(), c.len())?.pop().unwrap_or_default();
+                let ranked = hits
+                    .iter()
+                    .map(|h| (c.doc_ids[h.doc as usize].clone(), h.score))
+                    .collect();
+                Ok((ranked, oov))
+            }
+            Ranker::Lexical { baseline, index } => {
+                let an = Analyzer::new(&c.ws.source_lang, &c.ws.text)?;
+                let mut oov = Vec::new();
+                if baseline.translation != Translation::Mt {
+                    for w in Analyzer::words(query) {
+                        if let Some(t) = an.term(&w) {
+                            let known = match baseline.translation {
+                                Translation::Dict => c.dict.contains_key(&t),
+                                _ => index.contains(&t),
+                            };
+                            if !known && !oov.contains(&w) {
+                                oov.push(w);
+                            }
+                        }
+                    }
+                }
+                let q = baseline.queries(&c.ws, &[query])?.pop().unwrap_or_default();
+                Ok((c.hits(index, &q), oov))
+            }
+        }
+    }
+
+    /// The `k` best documents for `query` (source language), ranked by the
+    /// model or fused with BM25 over its dictionary translation.
+    pub fn search(&self, query: &str, k: usize, fusion: Fusion) -> Result<SearchResult> {
+        fusion.validate()?;
+        if fusion.uses_bm25() && self.is_lexical() {
+            return Err(Error::invalid(format!(
+                "{} is itself a BM25 baseline: fusion with BM25 applies to trained models",
+                self.session.config.model
+            )));
+        }
+        let c = &self.corpus;
+        let src = Analyzer::new(&c.ws.source_lang, &c.ws.text)?;
+        let tokens = src.analyze(query);
+        let (model, oov) = self.model_ranking(query)?;
+        let ranked = if fusion.uses_bm25() {
+            fuse(&model, &c.bm25_dict(&tokens), fusion)
+        } else {
+            model
+        };
+        // a judged query: the first workspace query with the same words
+        let words = Analyzer::words(query);
+        let judged_q = c
+            .queries
+            .iter()
+            .find(|(id, t)| c.qrels.judgements.contains_key(id) && Analyzer::words(t) == words);
+        let judgements = judged_q.and_then(|(id, _)| c.qrels.judgements.get(id));
+        let judged = judged_q.zip(judgements).map(|((id, _), j)| {
+            let m = query_metrics(&ranked, j);
+            Judged {
+                qid: id.clone(),
+                rr: m.mrr,
+                ap: m.map,
+                relevant: j.values().filter(|g| **g > 0).count(),
+            }
+        });
+        let translations: HashSet<&str> = tokens
+            .iter()
+            .filter_map(|t| c.dict.get(t))
+            .flatten()
+            .map(String::as_str)
+            .collect();
+        let row: HashMap<&str, usize> = c
+            .doc_ids
+            .iter()
+            .enumerate()
+            .map(|(i, d)| (d.as_str(), i))
+            .collect();
+        let explain = match &self.ranker {
+            Ranker::Dense { m, doc_emb, .. } => Some(Explain::new(m, doc_emb, query, &tokens)?),
+            Ranker::Lexical { .. } => None,
+        };
+        let tgt = Analyzer::new(&c.ws.target_lang, &c.ws.text)?;
+        let hits = ranked
+            .iter()
+            .take(k)
+            .enumerate()
+            .map(|(i, (docno, score))| {
+                let d = row[docno.as_str()];
+                let text = &c.doc_short[d];
+                let mut spans = Vec::new();
+                for (off, w) in text.unicode_word_indices() {
+                    let Some(t) = tgt.term(w) else { continue };
+                    let related = translations.contains(t.as_str())
+                        || explain.as_ref().is_some_and(|e| e.related(&t));
+                    if related {
+                        spans.push((off, off + w.len()));
+                    }
+                }
+                Hit {
+                    rank: i + 1,
+                    relevant: judgements.map(|j| j.get(docno).is_some_and(|g| *g > 0)),
+                    docno: docno.clone(),
+                    score: *score,
+                    text: text.clone(),
+                    spans,
+                    contributions: explain
+                        .as_ref()
+                        .map(|e| e.contributions(d))
+                        .unwrap_or_default(),
+                }
+            })
+            .collect();
+        Ok(SearchResult { hits, oov, judged })
+    }
+
+    /// Nearest terms of `term` in both languages, the dictionary's
+    /// translations marked; `known` is false for a word outside the
+    /// vocabulary. A lexical baseline has no term space: an error.
+    pub fn neighbours(
+        &self,
+        term: &str,
+        side: Side,
+        k: usize,
+        csls: bool,
+    ) -> Result<NeighbourResult> {
+        let Ranker::Dense { m, .. } = &self.ranker else {
+            return Err(Error::invalid(format!(
+                "{} is a lexical baseline: it has no term space to look up neighbours in",
+                self.session.config.model
+            )));
+        };
+        let an = m.analyzer(side);
+        let known = match Analyzer::words(term).as_slice() {
+            [w] => an
+                .term(w)
+                .is_some_and(|t| m.vocabs.side(side).id(&t).is_some()),
+            _ => true, // let the session module say what is wrong
+        };
+        if !known {
+            return Ok(NeighbourResult::default());
+        }
+        let n = m.neighbours(term, side, k, csls)?;
+        let gold: HashSet<&str> = match side {
+            Side::Source => self.corpus.dict.get(n.term.as_str()),
+            Side::Target => self.corpus.dict_rev.get(n.term.as_str()),
+        }
+        .map(|v| v.iter().map(String::as_str).collect())
+        .unwrap_or_default();
+        let conv = |v: Vec<super::Neighbour>, gold: &HashSet<&str>| {
+            v.into_iter()
+                .map(|x| MarkedNeighbour {
+                    gold: gold.contains(x.term.as_str()),
+                    term: x.term,
+                    score: x.score as f64,
+                })
+                .collect()
+        };
+        Ok(NeighbourResult {
+            known: true,
+            cross: conv(n.cross, &gold),
+            own: conv(n.same, &HashSet::new()),
+        })
+    }
+
+    /// Per-query trec_eval figures of the model alone on the workspace's
+    /// judged queries ([`RUN_DEPTH`] documents each), computed once.
+    pub fn adhoc_evaluation(&self) -> Result<&BTreeMap<String, Metrics>> {
+        if let Some(e) = self.evaluation.get() {
+            return Ok(e);
+        }
+        let c = &self.corpus;
+        let judged = c.judged_queries();
+        let depth = RUN_DEPTH.min(c.len());
+        let rankings: BTreeMap<String, Vec<(String, f64)>> = match &self.ranker {
+            Ranker::Dense { m, dense, .. } => {
+                let texts: Vec<&str> = judged.iter().map(|(_, t)| t.as_str()).collect();
+                let q = m.encode_texts(Side::Source, &texts)?;
+                judged
+                    .iter()
+                    .zip(dense.search(q.view(), depth)?)
+                    .map(|((qid, _), hs)| {
+                        let list = hs
+                            .into_iter()
+                            .map(|h| (c.doc_ids[h.doc as usize].clone(), h.score))
+                            .collect();
+                        (qid.clone(), list)
+                    })
+                    .collect()
+            }
+            Ranker::Lexical { baseline, .. } => {
+                let task = c.ws.adhoc()?;
+                baseline.adhoc_run(&c.ws, &task, depth)?.run.results
+            }
+        };
+        let e = evaluate_rankings(&rankings, &c.qrels).per_query;
+        Ok(self.evaluation.get_or_init(|| e))
+    }
+}
+
+/// Why a dense model ranked a document: each query term's share of the
+/// cosine (exact for additive models, whose text vector is a sum of term
+/// vectors) and the document terms close to the query.
+struct Explain<'a> {
+    m: &'a Loaded,
+    doc_emb: &'a Array2<f32>,
+    terms: Vec<(String, u32)>,
+    query: Array1<f32>,
+    tv_src: &'a Array2<f32>,
+    tv_tgt: &'a Array2<f32>,
+}
+
+impl<'a> Explain<'a> {
+    fn new(
+        m: &'a Loaded,
+        doc_emb: &'a Array2<f32>,
+        query: &str,
+        tokens: &[String],
+    ) -> Result<Explain<'a>> {
+        let mut seen = HashSet::new();
+        let terms = tokens
+            .iter()
+            .filter_map(|t| Some((t.clone(), m.vocabs.source.id(t)?)))
+            .filter(|(t, _)| seen.insert(t.clone()))
+            .collect();
+        let q = m.encode_texts(Side::Source, &[query])?;
+        Ok(Explain {
+            m,
+            doc_emb,
+            terms,
+            query: q.row(0).to_owned(),
+            tv_src: m.term_vectors(Side::Source)?,
+            tv_tgt: m.term_vectors(Side::Target)?,
+        })
+    }
+
+    fn contributions(&self, doc: usize) -> Vec<(String, f64)> {
+        let de = self.doc_emb.row(doc);
+        let mut c: Vec<(String, f64)> = self
+            .terms
+            .iter()
+            .map(|(t, id)| (t.clone(), self.tv_src.row(*id as usize).dot(&de) as f64))
+            .collect();
+        c.sort_by(|a, b| b.1.total_cmp(&a.1));
+        c.truncate(CONTRIBUTORS);
+        c
+    }
+
+    fn related(&self, term: &str) -> bool {
+        self.m
+            .vocabs
+            .target
+            .id(term)
+            .is_some_and(|id| self.tv_tgt.row(id as usize).dot(&self.query) >= RELATED_COSINE)
+    }
+}

@@ -1,0 +1,289 @@
+//! BM25 baselines as sessions (`rosetta train --model bm25|bm25-dict`), and
+//! fusion of a trained model with BM25 (`rosetta search --fuse`, `rosetta
+//! eval --fuse`), on the tiny English→Spanish fixture workspace.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+/// A private copy of the tiny workspace (jobs write a cache next to it).
+fn tiny_workspace() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for e in std::fs::read_dir("tests/fixtures/corpus/tiny").unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_file() {
+            std::fs::copy(e.path(), dir.path().join(e.file_name())).unwrap();
+        }
+    }
+    dir
+}
+
+fn rosetta(cwd: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_rosetta"))
+        .current_dir(cwd)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn ok(out: &std::process::Output) -> String {
+    assert!(
+        out.status.success(),
+        "stdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+fn err(out: &std::process::Output) -> String {
+    assert!(!out.status.success(), "expected a failure");
+    String::from_utf8_lossy(&out.stderr).to_string()
+}
+
+fn json(out: &std::process::Output) -> Value {
+    serde_json::from_str(ok(out).trim()).unwrap()
+}
+
+fn train(cwd: &Path, ws: &Path, model: &str, dir: &Path, more: &[&str]) {
+    let mut args = vec![
+        "train",
+        "--workspace",
+        ws.to_str().unwrap(),
+        "--model",
+        model,
+        "--session",
+        dir.to_str().unwrap(),
+    ];
+    args.extend_from_slice(more);
+    ok(&rosetta(cwd, &args));
+}
+
+#[test]
+fn bm25_dict_session_is_a_row_like_any_other() {
+    let ws = tiny_workspace();
+    let wsf = ws.path().join("workspace.toml");
+    let root = tempfile::tempdir().unwrap();
+    let dict = root.path().join("sessions/dict");
+    let none = root.path().join("sessions/none");
+    train(root.path(), &wsf, "bm25-dict", &dict, &["--set", "k1=1.0"]);
+    train(root.path(), &wsf, "bm25", &none, &[]);
+
+    // a finished session: status, config with every setting, one valid record
+    let st: Value =
+        serde_json::from_str(&std::fs::read_to_string(dict.join("status.json")).unwrap()).unwrap();
+    assert_eq!(st["state"], "done");
+    assert!(st["best_mrr"].as_f64().unwrap() > 0.0);
+    let cfg = std::fs::read_to_string(dict.join("config.toml")).unwrap();
+    for key in [
+        "k1 = \"1.0\"",
+        "b = \"0.75\"",
+        "keep_untranslated = \"false\"",
+    ] {
+        assert!(cfg.contains(key), "{key} missing from\n{cfg}");
+    }
+    let metrics = std::fs::read_to_string(dict.join("metrics.jsonl")).unwrap();
+    assert!(metrics.contains("\"kind\":\"valid\"") && metrics.contains("adhoc_MAP"));
+    let jobs = json(&rosetta(root.path(), &["jobs", "--json"]));
+    let rows = jobs.to_string();
+    assert!(
+        rows.contains("bm25-dict") && rows.contains("done"),
+        "{rows}"
+    );
+
+    // eval: the ad-hoc figures equal `rosetta bm25 --translate dict` with the same k1
+    let e = json(&rosetta(
+        root.path(),
+        &["eval", "--session", dict.to_str().unwrap(), "--json"],
+    ));
+    let run = root.path().join("bm25.run");
+    let b = json(&rosetta(
+        root.path(),
+        &[
+            "bm25",
+            "--workspace",
+            wsf.to_str().unwrap(),
+            "--translate",
+            "dict",
+            "--k1",
+            "1.0",
+            "--run",
+            run.to_str().unwrap(),
+            "--json",
+        ],
+    ));
+    assert_eq!(e["adhoc"]["MAP"], b["metrics"]["MAP"]);
+    assert_eq!(e["adhoc"]["MRR"], b["metrics"]["MRR"]);
+    // dictionary translation beats none on sentence retrieval
+    let n = json(&rosetta(
+        root.path(),
+        &["eval", "--session", none.to_str().unwrap(), "--json"],
+    ));
+    let (d_mrr, n_mrr) = (
+        e["sentence"]["MRR"].as_f64().unwrap(),
+        n["sentence"]["MRR"].as_f64().unwrap(),
+    );
+    assert!(d_mrr > n_mrr, "dict {d_mrr} vs none {n_mrr}");
+
+    // search ranks the right document; no term space for BLI or neighbours
+    let s = json(&rosetta(
+        root.path(),
+        &[
+            "search",
+            "--session",
+            dict.to_str().unwrap(),
+            "--query",
+            "dog drinks water",
+            "--json",
+        ],
+    ));
+    assert_eq!(s["hits"][0]["docno"], "d01", "{s}");
+    assert_eq!(s["judged"]["qid"], "q1");
+    assert_eq!(s["judged"]["rr"], 1.0);
+    let e = err(&rosetta(
+        root.path(),
+        &["eval", "--session", dict.to_str().unwrap(), "--task", "bli"],
+    ));
+    assert!(e.contains("lexicon induction does not apply"), "{e}");
+    let e = err(&rosetta(
+        root.path(),
+        &[
+            "neighbours",
+            "--session",
+            dict.to_str().unwrap(),
+            "--term",
+            "dog",
+        ],
+    ));
+    assert!(
+        e.contains("lexical baseline") && e.contains("no embedding space"),
+        "{e}"
+    );
+    let e = err(&rosetta(
+        root.path(),
+        &[
+            "search",
+            "--session",
+            dict.to_str().unwrap(),
+            "--query",
+            "dog",
+            "--fuse",
+            "rrf",
+        ],
+    ));
+    assert!(e.contains("BM25 baseline"), "{e}");
+    // settings of another baseline are refused by name
+    let bad = root.path().join("sessions/bad");
+    let e = err(&rosetta(
+        root.path(),
+        &[
+            "train",
+            "--workspace",
+            wsf.to_str().unwrap(),
+            "--model",
+            "bm25-mt",
+            "--set",
+            "keep_untranslated=true",
+            "--session",
+            bad.to_str().unwrap(),
+        ],
+    ));
+    assert!(e.contains("keep_untranslated"), "{e}");
+}
+
+#[test]
+fn a_trained_model_fuses_with_bm25_in_search_and_eval() {
+    let ws = tiny_workspace();
+    let wsf = ws.path().join("workspace.toml");
+    let root = tempfile::tempdir().unwrap();
+    let s2 = root.path().join("s2net");
+    train(
+        root.path(),
+        &wsf,
+        "s2net",
+        &s2,
+        &["--dim", "4", "--epochs", "2"],
+    );
+    let search = |fuse: &str| {
+        json(&rosetta(
+            root.path(),
+            &[
+                "search",
+                "--session",
+                s2.to_str().unwrap(),
+                "--query",
+                "dog drinks water",
+                "--k",
+                "8",
+                "--fuse",
+                fuse,
+                "--json",
+            ],
+        ))
+    };
+    // λ = 1: BM25 over the dictionary translation decides alone
+    let bm = search("bm25:1");
+    assert_eq!(bm["fusion"], "bm25:1");
+    assert_eq!(bm["hits"][0]["docno"], "d01", "{bm}");
+    assert_eq!(bm["hits"][0]["score"], 1.0);
+    let rrf = search("rrf:60");
+    let top = rrf["hits"][0]["score"].as_f64().unwrap();
+    assert!(top > 1.0 / 61.0 && top <= 2.0 / 61.0, "{rrf}");
+    // the model alone lists every document with cosine scores
+    let m = search("none");
+    assert_eq!(m["hits"].as_array().unwrap().len(), 8);
+    let e = err(&rosetta(
+        root.path(),
+        &[
+            "search",
+            "--session",
+            s2.to_str().unwrap(),
+            "--query",
+            "dog",
+            "--fuse",
+            "bm25:1.5",
+        ],
+    ));
+    assert!(e.contains("outside 0..1"), "{e}");
+
+    // eval --fuse: λ chosen on half the judged queries, scored on the other
+    let e = json(&rosetta(
+        root.path(),
+        &[
+            "eval",
+            "--session",
+            s2.to_str().unwrap(),
+            "--task",
+            "adhoc",
+            "--fuse",
+            "bm25:auto",
+            "--json",
+        ],
+    ));
+    let f = &e["adhoc_fused"];
+    let judged = e["adhoc"]["queries"].as_u64().unwrap();
+    assert_eq!(
+        f["queries"].as_u64().unwrap() + f["tuning"]["queries"].as_u64().unwrap(),
+        judged,
+        "{f}"
+    );
+    assert_eq!(f["tuning"]["tried"].as_array().unwrap().len(), 11);
+    for k in ["model", "bm25", "fused"] {
+        assert!(f[k]["MAP"].as_f64().is_some(), "{k}: {f}");
+    }
+    let e = err(&rosetta(
+        root.path(),
+        &[
+            "eval",
+            "--session",
+            s2.to_str().unwrap(),
+            "--task",
+            "sentence",
+            "--fuse",
+            "rrf",
+        ],
+    ));
+    assert!(e.contains("--fuse applies to the ad-hoc task"), "{e}");
+}
