@@ -3,30 +3,11 @@
 //! eval --fuse`), on the tiny English→Spanish fixture workspace.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
-/// A private copy of the tiny workspace (jobs write a cache next to it).
-fn tiny_workspace() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    for e in std::fs::read_dir("tests/fixtures/corpus/tiny").unwrap() {
-        let e = e.unwrap();
-        if e.file_type().unwrap().is_file() {
-            std::fs::copy(e.path(), dir.path().join(e.file_name())).unwrap();
-        }
-    }
-    dir
-}
-
-fn rosetta(cwd: &Path, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_rosetta"))
-        .current_dir(cwd)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
+mod common;
+use common::{rosetta_in as rosetta, tiny_workspace};
 
 fn ok(out: &std::process::Output) -> String {
     assert!(

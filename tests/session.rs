@@ -984,28 +984,8 @@ fn patience_counts_within_a_phase_and_mono_is_not_early_stopped() {
 
 // ---------------------------------------------------------------- CLI on a real workspace
 
-/// A private copy of the corpus engineer's tiny workspace (jobs write their
-/// prepared-data cache next to it; the hash test edits its data).
-fn tiny_workspace() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let src = Path::new("tests/fixtures/corpus/tiny");
-    for e in std::fs::read_dir(src).unwrap() {
-        let e = e.unwrap();
-        if e.file_type().unwrap().is_file() {
-            std::fs::copy(e.path(), dir.path().join(e.file_name())).unwrap();
-        }
-    }
-    dir
-}
-
-fn rosetta_in(cwd: &Path, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_rosetta"))
-        .current_dir(cwd)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
+use common::{rosetta_in, tiny_workspace};
+mod common;
 
 fn wait_pid_gone(pid: u32) {
     let deadline = Instant::now() + Duration::from_secs(60);

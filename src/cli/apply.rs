@@ -195,12 +195,7 @@ fn export_workspace(l: &Loaded, out: &Path) -> anyhow::Result<Vec<PathBuf>> {
         rosetta::util::write_atomic(&idp, text.as_bytes())?;
         written.extend([p, idp]);
     }
-    let tag = l
-        .session
-        .dir
-        .file_name()
-        .map(|n| n.to_string_lossy().to_string())
-        .unwrap_or_else(|| "rosetta".into());
+    let tag = session_tag(&l.session.dir);
     let run = run_from_embeddings(docs, &queries, a, RUN_DEPTH, &tag)?;
     let p = out.join("adhoc.run");
     run.write(&p)?;
@@ -326,28 +321,10 @@ pub fn eval(args: EvalArgs) -> anyhow::Result<()> {
         if a.derived && args.task == Task::Adhoc {
             eprintln!("note: the workspace has no [adhoc] collection; using the task derived from its parallel data");
         }
-        let tag = l
-            .session
-            .dir
-            .file_name()
-            .map(|n| n.to_string_lossy().to_string())
-            .unwrap_or_else(|| "rosetta".into());
+        let tag = session_tag(&l.session.dir);
         let run = adhoc_run(l.model.as_ref(), a, RUN_DEPTH, &tag)?;
         let e = rosetta::eval::evaluate_rankings(&run.results, &a.qrels);
-        text.push(format!(
-            "ad-hoc retrieval ({}{} queries, {} documents): MRR {:.4}  MAP {:.4}  P@1 {:.4}  nDCG@10 {:.4}  R@100 {:.4}",
-            if a.derived { "derived, " } else { "" },
-            e.queries,
-            a.doc_ids.len(),
-            e.mean.mrr,
-            e.mean.map,
-            e.mean.p1,
-            e.mean.ndcg10,
-            e.mean.r100
-        ));
-        let mut v = serde_json::to_value(e.mean)?;
-        v["queries"] = serde_json::json!(e.queries);
-        v["derived"] = serde_json::json!(a.derived);
+        let mut v = adhoc_report(&e, a.derived, a.doc_ids.len(), &mut text)?;
         if let Some(p) = &args.run {
             run.write(p)?;
             v["run"] = serde_json::json!(p);
@@ -434,6 +411,29 @@ fn fused_adhoc(
     ))
 }
 
+/// The ad-hoc figures as a text line (pushed on `text`) and as JSON.
+fn adhoc_report(
+    e: &rosetta::eval::metrics::Evaluation,
+    derived: bool,
+    docs: usize,
+    text: &mut Vec<String>,
+) -> anyhow::Result<serde_json::Value> {
+    text.push(format!(
+        "ad-hoc retrieval ({}{} queries, {docs} documents): MRR {:.4}  MAP {:.4}  P@1 {:.4}  nDCG@10 {:.4}  R@100 {:.4}",
+        if derived { "derived, " } else { "" },
+        e.queries,
+        e.mean.mrr,
+        e.mean.map,
+        e.mean.p1,
+        e.mean.ndcg10,
+        e.mean.r100
+    ));
+    let mut v = serde_json::to_value(e.mean)?;
+    v["queries"] = serde_json::json!(e.queries);
+    v["derived"] = serde_json::json!(derived);
+    Ok(v)
+}
+
 /// The session's name, for run tags.
 fn session_tag(dir: &Path) -> String {
     dir.file_name()
@@ -482,20 +482,7 @@ fn eval_lexical(args: EvalArgs) -> anyhow::Result<()> {
         let mut r = baseline.adhoc_run(&ws, &task, RUN_DEPTH)?;
         r.run.tag = session_tag(&args.session);
         let e = rosetta::eval::evaluate(&r.run, &task.qrels);
-        text.push(format!(
-            "ad-hoc retrieval ({}{} queries, {} documents): MRR {:.4}  MAP {:.4}  P@1 {:.4}  nDCG@10 {:.4}  R@100 {:.4}",
-            if task.derived { "derived, " } else { "" },
-            e.queries,
-            task.docs.len(),
-            e.mean.mrr,
-            e.mean.map,
-            e.mean.p1,
-            e.mean.ndcg10,
-            e.mean.r100
-        ));
-        let mut v = serde_json::to_value(e.mean)?;
-        v["queries"] = serde_json::json!(e.queries);
-        v["derived"] = serde_json::json!(task.derived);
+        let mut v = adhoc_report(&e, task.derived, task.docs.len(), &mut text)?;
         v["query_stats"] = serde_json::to_value(&r.stats)?;
         if let Some(p) = &args.run {
             r.run.write(p)?;

@@ -220,15 +220,15 @@ fn run_session(mut session: Session, background: bool) -> anyhow::Result<()> {
     // first, so that a SIGTERM while the data loads cancels cleanly too
     let cancel = cancel_on_signals()?;
     let resume = session.status.state != State::Queued;
+    let mut bar;
+    let mut quiet = Quiet;
+    let observer: &mut dyn Observer = if background {
+        &mut quiet
+    } else {
+        bar = Bar::new();
+        &mut bar
+    };
     if rosetta::models::bm25::is_lexical(&session.config.model) {
-        let mut bar;
-        let mut quiet = Quiet;
-        let observer: &mut dyn Observer = if background {
-            &mut quiet
-        } else {
-            bar = Bar::new();
-            &mut bar
-        };
         let o = rosetta::train::lexical::run_lexical_job(&mut session, observer)?;
         println!(
             "done: {} (validation sentence-retrieval MRR {})",
@@ -272,14 +272,6 @@ fn run_session(mut session: Session, background: bool) -> anyhow::Result<()> {
         None
     } else {
         Some(&adhoc_figures)
-    };
-    let mut bar;
-    let mut quiet = Quiet;
-    let observer: &mut dyn Observer = if background {
-        &mut quiet
-    } else {
-        bar = Bar::new();
-        &mut bar
     };
     let outcome = run_job_with_validation(
         &mut session,

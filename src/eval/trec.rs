@@ -46,6 +46,18 @@ impl Qrels {
         Ok(q)
     }
 
+    /// The judgements of the queries in `queries` only.
+    pub fn restricted_to(&self, queries: &std::collections::BTreeSet<String>) -> Qrels {
+        Qrels {
+            judgements: self
+                .judgements
+                .iter()
+                .filter(|(q, _)| queries.contains(*q))
+                .map(|(q, j)| (q.clone(), j.clone()))
+                .collect(),
+        }
+    }
+
     /// Qrels with one relevant document per query, from `(qid, docid)` pairs.
     pub fn from_pairs<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Qrels {
         let mut q = Qrels::default();

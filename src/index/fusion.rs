@@ -210,14 +210,7 @@ pub fn tune_lambda(
     metric: Metric,
     grid: &[f64],
 ) -> LambdaChoice {
-    let sub = Qrels {
-        judgements: qrels
-            .judgements
-            .iter()
-            .filter(|(q, _)| valid.contains(*q))
-            .map(|(q, j)| (q.clone(), j.clone()))
-            .collect(),
-    };
+    let sub = qrels.restricted_to(valid);
     let mut tried = Vec::with_capacity(grid.len());
     let mut best = (f64::NAN, f64::NEG_INFINITY);
     for &lambda in grid {
@@ -312,14 +305,7 @@ pub fn evaluate_fusion(
             (Fusion::Linear { lambda: c.lambda }, Some(c))
         }
     };
-    let held_out = Qrels {
-        judgements: qrels
-            .judgements
-            .iter()
-            .filter(|(q, _)| test.contains(*q))
-            .map(|(q, j)| (q.clone(), j.clone()))
-            .collect(),
-    };
+    let held_out = qrels.restricted_to(&test);
     let fused = fuse_runs(model, bm25, fusion, usize::MAX, "fused");
     let score = |r: &Run| evaluate_rankings(&r.results, &held_out).mean;
     FusedEvaluation {
