@@ -5,8 +5,6 @@
 use std::process::Command;
 
 #[test]
-#[ignore = "intermittent: the workbench's background search-index or neighbours load \
-            sometimes never answers (issue 6); run: cargo test --test e2e_tui -- --ignored"]
 fn workbench_in_a_real_terminal() {
     let have_tmux = Command::new("tmux").arg("-V").output().is_ok();
     assert!(

@@ -795,6 +795,66 @@ fn neighbours_follow_and_history() {
     assert!(app.neigh.csls);
 }
 
+/// Answers `reqs` in order, then a session rescan and a metrics tail that
+/// bring nothing new, all before the next frame (as the event loop takes a
+/// batch of queued replies between two draws).
+fn answer_then_quiet_replies(app: &mut App, fake: &Fake, reqs: Vec<Request>) {
+    for r in reqs {
+        app.on_reply(rosetta::tui::app::execute(fake, r, &|_| {}));
+    }
+    app.poll_sessions();
+    app.poll_metrics();
+    let quiet = app.take_requests();
+    assert!(
+        quiet.iter().any(|r| matches!(r, Request::ListSessions)),
+        "{quiet:?}"
+    );
+    for r in quiet {
+        app.on_reply(rosetta::tui::app::execute(fake, r, &|_| {}));
+    }
+}
+
+/// Issue 6: an answer that arrived but was not drawn yet must survive quiet
+/// replies (an unchanged session list, no new metrics) that follow it before
+/// the next frame. They used to clear the redraw flag, so the workbench sat
+/// at "looking up…" (or without its "N documents" line) with the answer in
+/// hand until something else changed.
+#[test]
+fn quiet_replies_do_not_swallow_an_undrawn_answer() {
+    let fake = Fake::with(vec![done()]);
+    fake.set_metrics("s2net-done", metrics(4, 2));
+    let mut app = app_with(&fake);
+
+    // neighbours
+    press(&mut app, &fake, "3s");
+    press_code(&mut app, &fake, KeyCode::Enter);
+    press(&mut app, &fake, "/river");
+    app.on_key(code(KeyCode::Enter));
+    let reqs = app.take_requests();
+    assert!(
+        matches!(reqs[..], [Request::Neighbours { .. }]),
+        "{reqs:?}"
+    );
+    assert!(render(&mut app, 100, 30).contains("looking up"));
+    app.dirty = false; // the event loop drew that frame
+    answer_then_quiet_replies(&mut app, &fake, reqs);
+    assert!(app.dirty, "the neighbours answer was never drawn");
+    let screen = render(&mut app, 100, 30);
+    assert!(!screen.contains("looking up"), "{screen}");
+    assert!(screen.contains("other language"), "{screen}");
+
+    // the search index
+    press(&mut app, &fake, "2s");
+    app.on_key(code(KeyCode::Enter));
+    let reqs = app.take_requests();
+    assert!(matches!(reqs[..], [Request::LoadIndex(_)]), "{reqs:?}");
+    render(&mut app, 100, 30);
+    app.dirty = false;
+    answer_then_quiet_replies(&mut app, &fake, reqs);
+    assert!(matches!(app.search.index, IndexState::Ready(_)));
+    assert!(app.dirty, "the loaded index was never drawn");
+}
+
 #[test]
 fn compare_sort_baseline_export() {
     let fake = Fake::with(vec![

@@ -1711,16 +1711,32 @@ impl App {
         }
     }
 
-    /// Applies a backend answer.
+    /// Applies a backend answer; marks the screen for redrawing when the
+    /// answer changed what is shown.
+    ///
+    /// A quiet answer (an unchanged session list, no new metrics) never
+    /// *clears* `dirty`: replies arrive in batches and between frames, so an
+    /// earlier answer (an index loaded, neighbours found) may still be
+    /// waiting to be drawn, and clearing the flag lost it until some later
+    /// change — the workbench then sat at "looking up…" although the
+    /// answer had arrived.
     pub fn on_reply(&mut self, r: Reply) {
-        self.dirty = true;
+        if self.apply_reply(r) {
+            self.dirty = true;
+        }
+    }
+
+    /// [`App::on_reply`] without the redraw mark; `false` when nothing
+    /// shown changed (stale or empty answers).
+    fn apply_reply(&mut self, r: Reply) -> bool {
+        let mut changed = true;
         match r {
             Reply::Sessions(res) => {
                 self.jobs.pending_scan = false;
                 match res {
                     Ok(list) => {
                         if self.jobs.sessions == list && self.jobs.scanned {
-                            self.dirty = false;
+                            changed = false;
                         }
                         self.jobs.sessions = list;
                         self.jobs.scanned = true;
@@ -1746,10 +1762,10 @@ impl App {
                     Ok(c) => {
                         let s = self.jobs.series.entry(session).or_default();
                         if s.offset != offset {
-                            return; // stale answer
+                            return false; // stale answer
                         }
                         if c.records.is_empty() && !c.reset && c.next_offset == offset {
-                            self.dirty = false;
+                            changed = false;
                         }
                         s.apply(c);
                     }
@@ -1828,7 +1844,7 @@ impl App {
             }
             Reply::Searched { seq, result } => {
                 if seq != self.search.seq {
-                    return;
+                    return false;
                 }
                 self.full_redraw = true;
                 self.search.pending = false;
@@ -1845,7 +1861,7 @@ impl App {
             Reply::Neighbours { pane, seq, result } => {
                 let p = &mut self.neigh.panes[pane.min(1)];
                 if seq != p.seq {
-                    return;
+                    return false;
                 }
                 self.full_redraw = true;
                 p.pending = false;
@@ -1890,6 +1906,7 @@ impl App {
                 }
             }
         }
+        changed
     }
 
     /// Runs every queued request against `backend` right away (tests and
