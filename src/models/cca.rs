@@ -26,11 +26,11 @@ use faer::Mat;
 use ndarray::Array2;
 
 use crate::models::linear::{
-    add_outer_products, check_fit_sizes, check_rank, cholesky_with_ridge, col_means, csr_mul,
-    csr_t_mul, mean_diag, randomized_svd, solve_lower, solve_lower_t, symmetrize_from_upper,
-    to_ndarray, weighted, LinOp, LinearModel,
+    add_outer_products, check_rank, cholesky_with_ridge, closed_form_input, col_means, csr_mul,
+    csr_t_mul, logging_warnings, mean_diag, randomized_svd, solve_lower, solve_lower_t,
+    symmetrize_from_upper, to_ndarray, LinOp, LinearModel,
 };
-use crate::models::{Model, Params, Side, Vocabs};
+use crate::models::{Model, Params, Vocabs};
 use crate::text::CsrMatrix;
 use crate::train::{Hooks, Resume, TrainData, Trainer};
 use crate::{Error, Result};
@@ -181,27 +181,17 @@ impl Trainer for CcaTrainer {
         resume: Option<Resume>,
         hooks: &mut dyn Hooks,
     ) -> Result<Box<dyn Model>> {
-        if resume.is_some() {
-            hooks.log(&format!(
-                "{KIND}: a closed-form fit has no partial state to resume; fitting again (seeded, same result)"
-            ));
-        }
-        let k: usize = params.get("dim", 128)?;
-        let reg: f64 = params.get("reg", 0.3)?;
-        let oversample: usize = params.get("oversample", 10)?;
-        let iters: usize = params.get("power_iters", 6)?;
-        params.check_unused()?;
-        check_fit_sizes(KIND, data, k)?;
-        let xs = weighted(&data.train_src, &data.vocabs, Side::Source);
-        let xt = weighted(&data.train_tgt, &data.vocabs, Side::Target);
+        let (k, (reg, oversample, iters), xs, xt) =
+            closed_form_input(KIND, data, params, resume.is_some(), hooks, |params| {
+                let reg: f64 = params.get("reg", 0.3)?;
+                let oversample: usize = params.get("oversample", 10)?;
+                let iters: usize = params.get("power_iters", 6)?;
+                Ok((reg, oversample, iters))
+            })?;
         let t0 = std::time::Instant::now();
-        let mut warnings = Vec::new();
-        let f = fit(&xs, &xt, k, reg, oversample, iters, seed, &mut |m: &str| {
-            warnings.push(m.to_string())
+        let f = logging_warnings(hooks, |warn| {
+            fit(&xs, &xt, k, reg, oversample, iters, seed, warn)
         })?;
-        for w in &warnings {
-            hooks.log(&format!("warning: {w}"));
-        }
         hooks.log(&format!(
             "cca: fitted in {:.1}s; canonical correlations {:.4} .. {:.4}",
             t0.elapsed().as_secs_f64(),

@@ -15,9 +15,9 @@ use std::collections::HashMap;
 use candle_core::{Device, Tensor};
 
 use crate::models::linear::{
-    check_fit_sizes, check_rank, hconcat, randomized_svd, split_joint, weighted, CsrOp, LinearModel,
+    check_rank, closed_form_input, hconcat, randomized_svd, split_joint, CsrOp, LinearModel,
 };
-use crate::models::{Model, Params, Side, Vocabs};
+use crate::models::{Model, Params, Vocabs};
 use crate::text::CsrMatrix;
 use crate::train::{Hooks, Resume, TrainData, Trainer};
 use crate::Result;
@@ -66,18 +66,12 @@ impl Trainer for ClLsiTrainer {
         resume: Option<Resume>,
         hooks: &mut dyn Hooks,
     ) -> Result<Box<dyn Model>> {
-        if resume.is_some() {
-            hooks.log(&format!(
-                "{KIND}: a closed-form fit has no partial state to resume; fitting again (seeded, same result)"
-            ));
-        }
-        let k: usize = params.get("dim", 128)?;
-        let oversample: usize = params.get("oversample", 10)?;
-        let iters: usize = params.get("power_iters", 4)?;
-        params.check_unused()?;
-        check_fit_sizes(KIND, data, k)?;
-        let xs = weighted(&data.train_src, &data.vocabs, Side::Source);
-        let xt = weighted(&data.train_tgt, &data.vocabs, Side::Target);
+        let (k, (oversample, iters), xs, xt) =
+            closed_form_input(KIND, data, params, resume.is_some(), hooks, |params| {
+                let oversample: usize = params.get("oversample", 10)?;
+                let iters: usize = params.get("power_iters", 4)?;
+                Ok((oversample, iters))
+            })?;
         let t0 = std::time::Instant::now();
         let f = fit(&xs, &xt, k, oversample, iters, seed)?;
         hooks.log(&format!(

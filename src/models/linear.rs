@@ -204,6 +204,45 @@ impl Model for LinearModel {
     }
 }
 
+/// The start every closed-form fit (CL-LSI, OPCA, CCA) shares: a note that
+/// a resume fits again, `dim` (default 128) and the model's own settings
+/// (read by `own`, before unknown settings are refused), the size check,
+/// and both sides' training matrices weighted for the fit.
+pub fn closed_form_input<T>(
+    kind: &str,
+    data: &TrainData,
+    params: &crate::models::Params,
+    resume: bool,
+    hooks: &mut dyn crate::train::Hooks,
+    own: impl FnOnce(&crate::models::Params) -> Result<T>,
+) -> Result<(usize, T, CsrMatrix, CsrMatrix)> {
+    if resume {
+        hooks.log(&format!(
+            "{kind}: a closed-form fit has no partial state to resume; fitting again (seeded, same result)"
+        ));
+    }
+    let k: usize = params.get("dim", 128)?;
+    let settings = own(params)?;
+    params.check_unused()?;
+    check_fit_sizes(kind, data, k)?;
+    let xs = weighted(&data.train_src, &data.vocabs, Side::Source);
+    let xt = weighted(&data.train_tgt, &data.vocabs, Side::Target);
+    Ok((k, settings, xs, xt))
+}
+
+/// Runs a fit that reports warnings through a callback, logging each.
+pub fn logging_warnings<T>(
+    hooks: &mut dyn crate::train::Hooks,
+    fit: impl FnOnce(&mut dyn FnMut(&str)) -> Result<T>,
+) -> Result<T> {
+    let mut warnings = Vec::new();
+    let r = fit(&mut |m: &str| warnings.push(m.to_string()));
+    for w in &warnings {
+        hooks.log(&format!("warning: {w}"));
+    }
+    r
+}
+
 /// Checks that `k` directions can be fitted from `data`: a clear error for a
 /// zero `k`, a vocabulary smaller than `k`, or fewer training pairs than `k`.
 pub fn check_fit_sizes(kind: &str, data: &TrainData, k: usize) -> Result<()> {

@@ -32,11 +32,11 @@ use candle_core::{Device, Tensor};
 use faer::Mat;
 
 use crate::models::linear::{
-    add_outer_products, check_fit_sizes, check_rank, cholesky_with_ridge, col_means, csr_mul,
-    csr_t_mul, hconcat, mean_diag, randomized_svd, solve_lower, solve_lower_t, split_joint,
-    vstack_joint, weighted, LinOp, LinearModel,
+    add_outer_products, check_rank, cholesky_with_ridge, closed_form_input, col_means, csr_mul,
+    csr_t_mul, hconcat, logging_warnings, mean_diag, randomized_svd, solve_lower, solve_lower_t,
+    split_joint, vstack_joint, LinOp, LinearModel,
 };
-use crate::models::{Model, Params, Side, Vocabs};
+use crate::models::{Model, Params, Vocabs};
 use crate::text::CsrMatrix;
 use crate::train::{Hooks, Resume, TrainData, Trainer};
 use crate::{Error, Result};
@@ -163,19 +163,13 @@ impl Trainer for OpcaTrainer {
         resume: Option<Resume>,
         hooks: &mut dyn Hooks,
     ) -> Result<Box<dyn Model>> {
-        if resume.is_some() {
-            hooks.log(&format!(
-                "{KIND}: a closed-form fit has no partial state to resume; fitting again (seeded, same result)"
-            ));
-        }
-        let k: usize = params.get("dim", 128)?;
-        let ridge: f64 = params.get("ridge", 0.1)?;
-        let oversample: usize = params.get("oversample", 10)?;
-        let iters: usize = params.get("power_iters", 6)?;
-        params.check_unused()?;
-        check_fit_sizes(KIND, data, k)?;
-        let xs = weighted(&data.train_src, &data.vocabs, Side::Source);
-        let xt = weighted(&data.train_tgt, &data.vocabs, Side::Target);
+        let (k, (ridge, oversample, iters), xs, xt) =
+            closed_form_input(KIND, data, params, resume.is_some(), hooks, |params| {
+                let ridge: f64 = params.get("ridge", 0.1)?;
+                let oversample: usize = params.get("oversample", 10)?;
+                let iters: usize = params.get("power_iters", 6)?;
+                Ok((ridge, oversample, iters))
+            })?;
         let v = xs.n_cols + xt.n_cols;
         hooks.log(&format!(
             "opca: dense noise covariance {v} × {v} f64 ({:.2} GB), Cholesky ~{:.1e} flops",
@@ -183,20 +177,9 @@ impl Trainer for OpcaTrainer {
             (v as f64).powi(3) / 3.0
         ));
         let t0 = std::time::Instant::now();
-        let mut warnings = Vec::new();
-        let f = fit(
-            &xs,
-            &xt,
-            k,
-            ridge,
-            oversample,
-            iters,
-            seed,
-            &mut |m: &str| warnings.push(m.to_string()),
-        )?;
-        for w in &warnings {
-            hooks.log(&format!("warning: {w}"));
-        }
+        let f = logging_warnings(hooks, |warn| {
+            fit(&xs, &xt, k, ridge, oversample, iters, seed, warn)
+        })?;
         hooks.log(&format!(
             "opca: fitted in {:.1}s; eigenvalues {:.4} .. {:.4}, ridge {:.3e}",
             t0.elapsed().as_secs_f64(),
