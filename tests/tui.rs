@@ -831,10 +831,7 @@ fn quiet_replies_do_not_swallow_an_undrawn_answer() {
     press(&mut app, &fake, "/river");
     app.on_key(code(KeyCode::Enter));
     let reqs = app.take_requests();
-    assert!(
-        matches!(reqs[..], [Request::Neighbours { .. }]),
-        "{reqs:?}"
-    );
+    assert!(matches!(reqs[..], [Request::Neighbours { .. }]), "{reqs:?}");
     assert!(render(&mut app, 100, 30).contains("looking up"));
     app.dirty = false; // the event loop drew that frame
     answer_then_quiet_replies(&mut app, &fake, reqs);
