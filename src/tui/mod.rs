@@ -58,7 +58,8 @@ pub const RESCAN: Duration = Duration::from_secs(2);
 pub const TAIL: Duration = Duration::from_millis(500);
 
 enum Msg {
-    Input(crossterm::event::Event),
+    /// A terminal event and when the input thread read it.
+    Input(crossterm::event::Event, Instant),
     InputError(String),
     Reply(Reply),
 }
@@ -131,6 +132,25 @@ pub fn run(opts: Options) -> Result<()> {
     result
 }
 
+/// Clears the screen and makes the next frame write every cell.
+///
+/// Not `Terminal::clear`: that first asks the terminal where its cursor is
+/// (`ESC [ 6 n`) and waits for the answer on crossterm's event reader, which
+/// the input thread holds while it polls (200 ms at a time). Every screen
+/// change and every search or neighbours answer (which repaint fully) then
+/// took up to 200 ms to show, and a lost answer ended the workbench with an
+/// error. The cursor is hidden, so there is nothing to restore.
+fn repaint_all(terminal: &mut Terminal<CrosstermBackend<std::io::Stdout>>) -> std::io::Result<()> {
+    ratatui::backend::Backend::clear_region(
+        terminal.backend_mut(),
+        ratatui::backend::ClearType::All,
+    )?;
+    // Between frames the current buffer is blank; swapping blanks the
+    // previous one too, so the next frame is diffed against nothing.
+    terminal.swap_buffers();
+    Ok(())
+}
+
 fn event_loop(settings: Settings, backend: Arc<dyn Backend>) -> Result<()> {
     let mut terminal = Terminal::new(CrosstermBackend::new(std::io::stdout()))
         .map_err(|e| Error::io("terminal", e))?;
@@ -150,7 +170,7 @@ fn event_loop(settings: Settings, backend: Arc<dyn Backend>) -> Result<()> {
                 match crossterm::event::poll(Duration::from_millis(200)) {
                     Ok(true) => match crossterm::event::read() {
                         Ok(ev) => {
-                            if tx.send(Msg::Input(ev)).is_err() {
+                            if tx.send(Msg::Input(ev, Instant::now())).is_err() {
                                 break;
                             }
                         }
@@ -223,7 +243,7 @@ fn event_loop(settings: Settings, backend: Arc<dyn Backend>) -> Result<()> {
         if app.dirty && now >= last_draw + frame {
             let t0 = Instant::now();
             if std::mem::take(&mut app.full_redraw) {
-                if let Err(e) = terminal.clear() {
+                if let Err(e) = repaint_all(&mut terminal) {
                     result = Err(Error::io("terminal", e));
                     break;
                 }
@@ -251,8 +271,10 @@ fn event_loop(settings: Settings, backend: Arc<dyn Backend>) -> Result<()> {
             Ok(msg) => {
                 let mut handle = |m: Msg, app: &mut App| -> Option<String> {
                     match m {
-                        Msg::Input(ev) => {
-                            input_at.get_or_insert_with(Instant::now);
+                        Msg::Input(ev, read_at) => {
+                            // from the moment the key was read, so that a
+                            // busy UI thread counts too
+                            input_at.get_or_insert(read_at);
                             app.on_event(ev)
                         }
                         Msg::Reply(r) => app.on_reply(r),
