@@ -268,3 +268,43 @@ fn a_trained_model_fuses_with_bm25_in_search_and_eval() {
     ));
     assert!(e.contains("--fuse applies to the ad-hoc task"), "{e}");
 }
+
+#[test]
+fn the_workbench_engine_reloads_a_session_whose_model_changed() {
+    use rosetta::index::Fusion;
+    let ws = tiny_workspace();
+    let wsf = ws.path().join("workspace.toml");
+    let root = tempfile::tempdir().unwrap();
+    let (a, b) = (root.path().join("a"), root.path().join("b"));
+    train(
+        root.path(),
+        &wsf,
+        "s2net",
+        &a,
+        &["--dim", "4", "--epochs", "1"],
+    );
+    train(
+        root.path(),
+        &wsf,
+        "s2net",
+        &b,
+        &["--dim", "4", "--epochs", "1", "--seed", "7"],
+    );
+    let engine = rosetta::tui::engine::Engine::default();
+    let scores = |e: &rosetta::tui::engine::Engine| -> Vec<f64> {
+        e.search(&a, "dog drinks water", 8, Fusion::Model)
+            .unwrap()
+            .hits
+            .iter()
+            .map(|h| h.score)
+            .collect()
+    };
+    let before = scores(&engine);
+    assert_eq!(scores(&engine), before, "a cached session answers the same");
+    // the job writes a new best model (here: another seed's), a second later
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let best = "checkpoints/best.safetensors";
+    let bytes = std::fs::read(b.join(best)).unwrap();
+    std::fs::write(a.join(best), bytes).unwrap();
+    assert_ne!(scores(&engine), before, "the new model was not loaded");
+}

@@ -267,6 +267,20 @@ impl Searcher {
         })
     }
 
+    /// When the model a searcher of `dir` would load was last written (the
+    /// best checkpoint's time, else the last one's; `None` without either,
+    /// as for a lexical baseline): a cache compares it to know when to load
+    /// a session again.
+    pub fn model_stamp(dir: &Path) -> Option<std::time::SystemTime> {
+        [super::BEST_CHECKPOINT, super::LAST_CHECKPOINT]
+            .iter()
+            .find_map(|f| {
+                std::fs::metadata(dir.join(f))
+                    .and_then(|m| m.modified())
+                    .ok()
+            })
+    }
+
     /// Opens a session with its own corpus.
     pub fn open_alone(dir: &Path, progress: &dyn Fn(f64, &str)) -> Result<Searcher> {
         let session = Session::open(dir)?;

@@ -30,11 +30,14 @@ const COMPARE_METRICS: [Metric; 5] = [
 /// Significance level of the compare table's marks (after Holm correction).
 const ALPHA: f64 = 0.05;
 
+/// A loaded searcher with the time of the model it loaded.
+type Cached = (Arc<Searcher>, Option<std::time::SystemTime>);
+
 /// Loaded sessions and workspace collections (the engine's
 /// [`Searcher`]s and [`Corpus`]es), kept for later calls.
 #[derive(Default)]
 pub struct Engine {
-    sessions: Mutex<HashMap<PathBuf, Arc<Searcher>>>,
+    sessions: Mutex<HashMap<PathBuf, Cached>>,
     corpora: Mutex<HashMap<PathBuf, Arc<Corpus>>>,
 }
 
@@ -54,20 +57,23 @@ impl Engine {
             .clone())
     }
 
+    /// The session's searcher, loaded again when its model changed since
+    /// (a job that was still training when it was first searched).
     fn session(&self, dir: &Path, progress: &dyn Fn(f64, &str)) -> Result<Arc<Searcher>> {
-        if let Some(l) = self.sessions.lock().expect("engine lock").get(dir) {
-            return Ok(l.clone());
+        let stamp = Searcher::model_stamp(dir);
+        if let Some((s, at)) = self.sessions.lock().expect("engine lock").get(dir) {
+            if *at == stamp {
+                return Ok(s.clone());
+            }
         }
         let session = Session::open(dir)?;
         let corpus = self.corpus(&session.config.workspace, progress)?;
         let s = Arc::new(Searcher::open(dir, corpus, progress)?);
-        Ok(self
-            .sessions
+        self.sessions
             .lock()
             .expect("engine lock")
-            .entry(dir.to_path_buf())
-            .or_insert(s)
-            .clone())
+            .insert(dir.to_path_buf(), (s.clone(), stamp));
+        Ok(s)
     }
 
     /// Loads a session's model and encodes its workspace's documents.
