@@ -1126,6 +1126,27 @@ fn form_checks_model_specific_settings() {
     f.fields[1].value = "nonsense".into();
     assert!(f.validate(&sessions).is_none());
     assert!(f.fields[1].error.as_ref().unwrap().contains("s2net"));
+    assert!(f.fields[1].error.as_ref().unwrap().contains("bm25-dict"));
+    // a lexical baseline launches from the form, with no training settings
+    f.fields[1].value = "bm25-dict".into();
+    f.fields[7].value.clear();
+    f.fields[3].value = "5".into();
+    assert!(f.validate(&sessions).is_none());
+    assert!(f.fields[3]
+        .error
+        .as_ref()
+        .unwrap()
+        .contains("learns nothing"));
+    f.fields[2].value.clear();
+    f.fields[3].value.clear();
+    f.fields[8].value = "k1=0.9".into();
+    let spec = f.validate(&sessions).unwrap_or_else(|| {
+        panic!(
+            "{:?}",
+            f.fields.iter().map(|x| x.error.clone()).collect::<Vec<_>>()
+        )
+    });
+    assert_eq!(spec.model, "bm25-dict");
 }
 
 /// Trains a tiny model with the real CLI and drives the engine-backed calls.

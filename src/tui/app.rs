@@ -479,9 +479,10 @@ pub struct JobForm {
     pub error: Option<String>,
 }
 
-/// Model names the form accepts: the engine's registry.
+/// Model names the form accepts: the engine's registry, lexical baselines
+/// included.
 pub fn model_names() -> Vec<&'static str> {
-    crate::models::MODEL_NAMES.to_vec()
+    crate::models::all_model_names()
 }
 
 /// Models that take `negatives=`.
@@ -615,6 +616,14 @@ impl JobForm {
                 .any(|s| &s.id == i && s.state == JobState::Done)
             {
                 errs.push((7, "not a finished session".into()));
+            }
+        }
+        if crate::models::bm25::is_lexical(&v[1]) {
+            // a BM25 baseline learns nothing: only its own --set keys apply
+            for i in [2, 3, 4, 5, 7] {
+                if !v[i].is_empty() && !errs.iter().any(|e| e.0 == i) {
+                    errs.push((i, format!("{} learns nothing: leave empty", v[1])));
+                }
             }
         }
         let mut extra = Vec::new();
