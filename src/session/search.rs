@@ -482,16 +482,18 @@ impl Searcher {
         let judged = c.judged_queries();
         let depth = RUN_DEPTH.min(c.len());
         let rankings: BTreeMap<String, Vec<(String, f64)>> = match &self.ranker {
-            Ranker::Dense { m, dense, .. } => {
+            Ranker::Dense { m, doc_emb, .. } => {
+                // the ranking `rosetta eval` uses (select, then sort the depth kept)
                 let texts: Vec<&str> = judged.iter().map(|(_, t)| t.as_str()).collect();
                 let q = m.encode_texts(Side::Source, &texts)?;
+                let ranked = super::retrieval::rank(doc_emb, &q, &c.doc_ids, depth);
                 judged
                     .iter()
-                    .zip(dense.search(q.view(), depth)?)
+                    .zip(ranked)
                     .map(|((qid, _), hs)| {
                         let list = hs
                             .into_iter()
-                            .map(|h| (c.doc_ids[h.doc as usize].clone(), h.score))
+                            .map(|(d, s)| (c.doc_ids[d].clone(), s))
                             .collect();
                         (qid.clone(), list)
                     })
