@@ -23,7 +23,15 @@ fn open_workbench(theme: Option<String>) -> anyhow::Result<()> {
 fn main() {
     let args = cli::Cli::parse();
     let result = match args.command {
-        Some(cmd) => cli::run(cmd),
+        Some(cmd) => {
+            // a closed pipe (`rosetta search ... | head`) ends the command
+            // quietly, as for other Unix tools, instead of a panic in print!
+            // SAFETY: restoring the default disposition of one signal.
+            unsafe {
+                libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+            }
+            cli::run(cmd)
+        }
         None => open_workbench(args.theme),
     };
     if let Err(e) = result {
