@@ -312,7 +312,13 @@ fn logistic_loss_by_hand_and_its_gradient() {
         .unwrap()
         .detach();
     check_grad(&vars, &|| {
-        batch_loss(&net.compose(&src).unwrap(), &pos, Some(&neg), Loss::Logistic(3.0)).unwrap()
+        batch_loss(
+            &net.compose(&src).unwrap(),
+            &pos,
+            Some(&neg),
+            Loss::Logistic(3.0),
+        )
+        .unwrap()
     });
     check_grad(&vars, &|| {
         batch_loss(&net.compose(&src).unwrap(), &pos, None, Loss::Logistic(3.0)).unwrap()
@@ -530,6 +536,32 @@ fn logistic_loss_with_in_batch_negatives_learns() {
     let t = model.encode(Side::Target, &d.valid_tgt).unwrap();
     let mrr = sentence_retrieval(&s, &t).mrr;
     assert!(mrr > 0.35, "valid MRR {mrr}");
+}
+
+#[test]
+fn train_target_moves_the_target_network_in_the_cross_phase() {
+    let d = data(300, 40);
+    for optim in ["adam", "lazy-adam"] {
+        let p = params(&[
+            ("dim", "8"),
+            ("mono_epochs", "1"),
+            ("epochs", "2"),
+            ("batch", "20"),
+            ("negatives", "in-batch"),
+            ("train_target", "true"),
+            ("optim", optim),
+        ]);
+        let mut rec = Recorder::default();
+        xcnn_trainer()
+            .train(&d, &p, &Device::Cpu, 1, None, &mut rec)
+            .unwrap();
+        let mono: Vec<_> = rec.tgt.iter().filter(|r| r.0 == "mono").collect();
+        let cross: Vec<_> = rec.tgt.iter().filter(|r| r.0 == "cross").collect();
+        assert_eq!((mono.len(), cross.len()), (1, 2));
+        assert_ne!(cross[0].2, mono[0].2, "{optim}: target frozen");
+        assert_ne!(cross[1].2, cross[0].2, "{optim}: target frozen");
+        assert!(rec.losses.iter().all(|l| l.is_finite()));
+    }
 }
 
 #[test]
