@@ -8,7 +8,7 @@ use candle_core::{DType, Device, Tensor, Var};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rosetta::eval::sentence::sentence_retrieval;
-use rosetta::models::xcnn::{objective, xcnn_trainer, Composer, SparseBatch};
+use rosetta::models::xcnn::{batch_loss, objective, xcnn_trainer, Composer, Loss, SparseBatch};
 use rosetta::models::{Model, Params, Side, Vocabs};
 use rosetta::text::{CsrMatrix, Vocabulary};
 use rosetta::train::{Flow, Hooks, Resume, StepReport, TrainData};
@@ -264,6 +264,68 @@ fn objective_values_by_hand() {
 }
 
 #[test]
+fn logistic_loss_by_hand_and_its_gradient() {
+    let dev = Device::Cpu;
+    let q = Tensor::new(&[[1.0f64, 0.0], [0.0, 2.0]], &dev).unwrap();
+    let p = Tensor::new(&[[1.0f64, 1.0], [0.0, 1.0]], &dev).unwrap();
+    let n = Tensor::new(&[[0.0f64, 1.0], [1.0, 0.0]], &dev).unwrap();
+    let sp = |x: f64| (1.0 + x.exp()).ln();
+    let g = 10.0;
+    let r = 0.5f64.sqrt();
+    // random negatives: pair 0 delta = 1/√2 − 0, pair 1 delta = 1 − 0
+    let l = batch_loss(&q, &p, Some(&n), Loss::Logistic(g))
+        .unwrap()
+        .to_scalar::<f64>()
+        .unwrap();
+    let want = (sp(-g * r) + sp(-g)) / 2.0;
+    assert!((l - want).abs() < 1e-9, "{l} vs {want}");
+    // in-batch: pair 0 against p1 (cos 0), pair 1 against p0 (cos 1/√2)
+    let l = batch_loss(&q, &p, None, Loss::Logistic(g))
+        .unwrap()
+        .to_scalar::<f64>()
+        .unwrap();
+    let want = (sp(-g * r) + sp(-g * (1.0 - r))) / 2.0;
+    assert!((l - want).abs() < 1e-9, "{l} vs {want}");
+    // the paper's loss is −J
+    let l = batch_loss(&q, &p, Some(&n), Loss::CosDiff)
+        .unwrap()
+        .to_scalar::<f64>()
+        .unwrap();
+    let j = objective(&q, &p, Some(&n))
+        .unwrap()
+        .to_scalar::<f64>()
+        .unwrap();
+    assert!((l + j).abs() < 1e-12);
+    // gradients against finite differences, both negative kinds
+    let (s, t, _) = corpus(12, 16, 3);
+    let mut rng = ChaCha8Rng::seed_from_u64(9);
+    let net = Composer::random(16, 3, 1, 0.5, &mut rng, DType::F64, &dev).unwrap();
+    let vars: Vec<Var> = net.named_vars("n").into_iter().map(|v| v.1).collect();
+    let tgt = Composer::random(16, 3, 1, 0.5, &mut rng, DType::F64, &dev).unwrap();
+    let src = SparseBatch::new(&s, &[0, 1, 2], false, DType::F64, &dev).unwrap();
+    let pos = tgt
+        .compose(&SparseBatch::new(&t, &[0, 1, 2], false, DType::F64, &dev).unwrap())
+        .unwrap()
+        .detach();
+    let neg = tgt
+        .compose(&SparseBatch::new(&t, &[5, 6, 7, 8, 9, 3], false, DType::F64, &dev).unwrap())
+        .unwrap()
+        .detach();
+    check_grad(&vars, &|| {
+        batch_loss(
+            &net.compose(&src).unwrap(),
+            &pos,
+            Some(&neg),
+            Loss::Logistic(3.0),
+        )
+        .unwrap()
+    });
+    check_grad(&vars, &|| {
+        batch_loss(&net.compose(&src).unwrap(), &pos, None, Loss::Logistic(3.0)).unwrap()
+    });
+}
+
+#[test]
 fn cross_phase_leaves_the_target_network_bit_identical() {
     let d = data(300, 40);
     let p = params(&[
@@ -454,6 +516,55 @@ fn resume_case(optim: &str) {
 }
 
 #[test]
+fn logistic_loss_with_in_batch_negatives_learns() {
+    let d = data(600, 40);
+    let p = params(&[
+        ("dim", "16"),
+        ("mono_epochs", "3"),
+        ("epochs", "15"),
+        ("batch", "20"),
+        ("lr", "0.05"),
+        ("negatives", "in-batch"),
+        ("loss", "logistic:10"),
+    ]);
+    let mut rec = Recorder::default();
+    let model = xcnn_trainer()
+        .train(&d, &p, &Device::Cpu, 7, None, &mut rec)
+        .unwrap();
+    assert!(rec.losses.iter().all(|l| l.is_finite() && *l > 0.0));
+    let s = model.encode(Side::Source, &d.valid_src).unwrap();
+    let t = model.encode(Side::Target, &d.valid_tgt).unwrap();
+    let mrr = sentence_retrieval(&s, &t).mrr;
+    assert!(mrr > 0.35, "valid MRR {mrr}");
+}
+
+#[test]
+fn train_target_moves_the_target_network_in_the_cross_phase() {
+    let d = data(300, 40);
+    for optim in ["adam", "lazy-adam"] {
+        let p = params(&[
+            ("dim", "8"),
+            ("mono_epochs", "1"),
+            ("epochs", "2"),
+            ("batch", "20"),
+            ("negatives", "in-batch"),
+            ("train_target", "true"),
+            ("optim", optim),
+        ]);
+        let mut rec = Recorder::default();
+        xcnn_trainer()
+            .train(&d, &p, &Device::Cpu, 1, None, &mut rec)
+            .unwrap();
+        let mono: Vec<_> = rec.tgt.iter().filter(|r| r.0 == "mono").collect();
+        let cross: Vec<_> = rec.tgt.iter().filter(|r| r.0 == "cross").collect();
+        assert_eq!((mono.len(), cross.len()), (1, 2));
+        assert_ne!(cross[0].2, mono[0].2, "{optim}: target frozen");
+        assert_ne!(cross[1].2, cross[0].2, "{optim}: target frozen");
+        assert!(rec.losses.iter().all(|l| l.is_finite()));
+    }
+}
+
+#[test]
 fn in_batch_negatives_and_depth_train_without_nan() {
     let d = data(200, 40);
     let p = params(&[
@@ -528,6 +639,8 @@ fn bad_input_is_a_clear_error() {
     assert!(run(&[("dim", "1000000")], &d).contains("dim=1000000"));
     assert!(run(&[("dim", "0")], &d).contains("dim=0"));
     assert!(run(&[("negatives", "some")], &d).contains("negatives"));
+    assert!(run(&[("loss", "logistic:-1")], &d).contains("loss"));
+    assert!(run(&[("loss", "hinge")], &d).contains("loss"));
     assert!(run(&[("lr", "-1")], &d).contains("lr"));
     assert!(run(&[("dimm", "8")], &d).contains("dimm"));
     // no usable pseudo-relevance positives with a mono phase asked for: none

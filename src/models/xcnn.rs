@@ -39,7 +39,12 @@
 //! `mono_valid` (0.05, share of triples held out), `optim` (`adam`, or
 //! `lazy-adam`: row-sparse Adam that reads and writes only the term-table rows
 //! a batch uses, see [`Adam::backward_step_rows`]), `negatives`
-//! (`random:1`, `random:K`, `in-batch`), `valid_max` (2000 validation pairs
+//! (`random:1`, `random:K`, `in-batch`), `mono_negatives` (the same
+//! choices for the mono phase, `random:1` by default as in the paper),
+//! `train_target` (false: the paper's frozen target network in the cross
+//! phase; true trains both networks there, a deviation for comparison), `loss` (`cos`: the paper's `−J`;
+//! `logistic:G`: S2Net's pairwise logistic loss with scale G on the same
+//! cosines, see [`Loss`]), `valid_max` (2000 validation pairs
 //! for the trainer's own best-epoch choice), `init` (a session directory whose
 //! `checkpoints/best.safetensors`, or a checkpoint file, gives a
 //! pre-initialised target network; the mono phase is then skipped; see
@@ -558,6 +563,85 @@ pub fn objective(q: &Tensor, pos: &Tensor, neg: Option<&Tensor>) -> Result<Tenso
     Ok((cp - cn)?.mean_all()?)
 }
 
+/// What the training steps minimise.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Loss {
+    /// The paper's objective (Eq. 7 / 9): minimise `−J`, `J = cos(q, p) −
+    /// mean cos(q, n)`. Every negative pulls with the same weight, so with
+    /// many negatives it pushes `q` from their centroid, not from the close
+    /// ones.
+    CosDiff,
+    /// S2Net's pairwise logistic loss on the same cosines: the mean over
+    /// (pair, negative) of `log(1 + exp(−γ (cos(q, p) − cos(q, n))))`, which
+    /// weights a negative by how close it comes (not in the paper).
+    Logistic(f64),
+}
+
+impl std::str::FromStr for Loss {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        if s == "cos" {
+            return Ok(Loss::CosDiff);
+        }
+        if let Some(g) = s.strip_prefix("logistic:") {
+            return match g.parse::<f64>() {
+                Ok(g) if g.is_finite() && g > 0.0 => Ok(Loss::Logistic(g)),
+                _ => Err(format!("logistic:G needs G > 0, got {g:?}")),
+            };
+        }
+        Err("expected cos or logistic:G".to_string())
+    }
+}
+
+impl std::fmt::Display for Loss {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Loss::CosDiff => write!(f, "cos"),
+            Loss::Logistic(g) => write!(f, "logistic:{g}"),
+        }
+    }
+}
+
+/// `log(1 + exp(x))` without overflow: `max(x, 0) + log(1 + exp(−|x|))`.
+fn softplus(x: &Tensor) -> Result<Tensor> {
+    Ok((x.relu()? + (x.abs()?.neg()?.exp()? + 1.0)?.log()?)?)
+}
+
+/// The loss of a batch to minimise (see [`Loss`]); `q`, `pos`, `neg` as in
+/// [`objective`]. For [`Loss::CosDiff`] it is exactly `−objective`.
+pub fn batch_loss(q: &Tensor, pos: &Tensor, neg: Option<&Tensor>, loss: Loss) -> Result<Tensor> {
+    let gamma = match loss {
+        Loss::CosDiff => return Ok(objective(q, pos, neg)?.neg()?),
+        Loss::Logistic(g) => g,
+    };
+    let (b, k) = q.dims2()?;
+    let qn = unit_rows(q)?;
+    let pn = unit_rows(pos)?;
+    let cp = (&qn * &pn)?.sum_keepdim(1)?;
+    match neg {
+        Some(neg) => {
+            let kk = neg.dim(0)? / b.max(1);
+            let nn = unit_rows(neg)?.reshape((b, kk, k))?;
+            let cn = nn.broadcast_mul(&qn.unsqueeze(1)?)?.sum(2)?;
+            let delta = cn.broadcast_sub(&cp)?;
+            Ok(softplus(&(delta * gamma)?)?.mean_all()?)
+        }
+        None => {
+            if b < 2 {
+                return Ok(cp.sum_all()?.zeros_like()?);
+            }
+            // Every (i, j ≠ i); the diagonal has delta 0, softplus(0) = ln 2,
+            // and no gradient (cp − c_ii is identically zero), so it is
+            // subtracted as a constant.
+            let c = qn.matmul(&pn.t()?)?;
+            let delta = c.broadcast_sub(&cp)?;
+            let all = softplus(&(delta * gamma)?)?.sum_all()?;
+            let off = (all - (b as f64) * std::f64::consts::LN_2)?;
+            Ok((off / ((b * (b - 1)) as f64))?)
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------
 // The model
 // ---------------------------------------------------------------------------
@@ -678,6 +762,12 @@ pub struct XcnnConfig {
     pub mono_valid: f64,
     /// Cross-lingual negatives.
     pub negatives: Negatives,
+    /// What both phases minimise.
+    pub loss: Loss,
+    /// Negatives of the mono phase (the paper: one random text).
+    pub mono_negatives: Negatives,
+    /// Train the target network in the cross phase too (the paper freezes it).
+    pub train_target: bool,
     /// Validation pairs used for the trainer's own best-epoch choice.
     pub valid_max: usize,
     /// Session directory to take a pre-initialised target network from.
@@ -701,6 +791,9 @@ impl XcnnConfig {
             mono_patience: p.get("mono_patience", 3usize)?,
             mono_valid: p.get("mono_valid", 0.05f64)?,
             negatives: p.get("negatives", Negatives::Random(1))?,
+            loss: p.get("loss", Loss::CosDiff)?,
+            mono_negatives: p.get("mono_negatives", Negatives::Random(1))?,
+            train_target: p.get("train_target", false)?,
             valid_max: p.get("valid_max", 2000usize)?,
             init: p.get_opt("init").map(PathBuf::from),
             lazy: match p.get("optim", "adam".to_string())?.as_str() {
@@ -1024,12 +1117,16 @@ impl XcnnTrainer {
                 let b = chunk.len();
                 let mut rows: Vec<usize> = chunk.iter().map(|t| t.0).collect();
                 rows.extend(chunk.iter().map(|t| t.1));
-                for (q, _) in chunk {
-                    let mut n = md.pool[rng.random_range(0..md.pool.len())];
-                    if n == *q {
-                        n = md.pool[rng.random_range(0..md.pool.len())];
+                if let Negatives::Random(k) = cfg.mono_negatives {
+                    for (q, _) in chunk {
+                        for _ in 0..k {
+                            let mut n = md.pool[rng.random_range(0..md.pool.len())];
+                            if n == *q {
+                                n = md.pool[rng.random_range(0..md.pool.len())];
+                            }
+                            rows.push(n);
+                        }
                     }
-                    rows.push(n);
                 }
                 let batch = SparseBatch::new(&data.mono, &rows, false, dtype, device)?;
                 let (y, leaf) = if cfg.lazy {
@@ -1038,12 +1135,14 @@ impl XcnnTrainer {
                 } else {
                     (net.compose(&batch)?, None)
                 };
-                let j = objective(
-                    &y.narrow(0, 0, b)?,
-                    &y.narrow(0, b, b)?,
-                    Some(&y.narrow(0, 2 * b, b)?),
-                )?;
-                let loss = j.neg()?;
+                let (q, pos) = (y.narrow(0, 0, b)?, y.narrow(0, b, b)?);
+                let loss = match cfg.mono_negatives {
+                    Negatives::Random(_) => {
+                        let neg = y.narrow(0, 2 * b, rows.len() - 2 * b)?;
+                        batch_loss(&q, &pos, Some(&neg), cfg.loss)?
+                    }
+                    Negatives::InBatch => batch_loss(&q, &pos, None, cfg.loss)?,
+                };
                 match &leaf {
                     Some(leaf) => {
                         opt.backward_step_rows(&loss, &[("tgt.w1", &batch.uniq, leaf)])?
@@ -1122,16 +1221,26 @@ impl XcnnTrainer {
         let src = &model.src;
         let dtype = src.layers[0].0.dtype();
         // The target network is frozen: its term table once, outside the graph.
-        let tgt_table = model.tgt.term_table(None)?.detach();
-        let mut opt = Adam::new(src.named_vars("src"), cfg.lr, cfg.weight_decay)?;
+        // (unless `train_target` is set: then it trains along, not the paper)
+        let tgt_table = if cfg.train_target {
+            None
+        } else {
+            Some(model.tgt.term_table(None)?.detach())
+        };
+        let mut vars = src.named_vars("src");
+        if cfg.train_target {
+            vars.extend(model.tgt.named_vars("tgt"));
+        }
+        let mut opt = Adam::new(vars, cfg.lr, cfg.weight_decay)?;
         if let Some(t) = resume {
             opt.restore(t)?;
         }
         let mut best = (valid_mrr(model, data, cfg.valid_max)?, model.snapshot()?);
         hooks.log(&format!(
-            "xcnn cross: {} pairs, negatives {}, start validation MRR {:.4}",
+            "xcnn cross: {} pairs, negatives {}, loss {}, start validation MRR {:.4}",
             pairs.len(),
             cfg.negatives,
+            cfg.loss,
             best.0
         ));
         for epoch in start_epoch + 1..=cfg.epochs {
@@ -1154,7 +1263,14 @@ impl XcnnTrainer {
                     }
                 }
                 let tb = SparseBatch::new(&data.train_tgt, &trows, false, dtype, device)?;
-                let yt = tb.compose(&tgt_table, false)?;
+                let (yt, tleaf) = match &tgt_table {
+                    Some(table) => (tb.compose(table, false)?, None),
+                    None if cfg.lazy => {
+                        let (y, leaf) = model.tgt.compose_rows(&tb)?;
+                        (y, Some(leaf))
+                    }
+                    None => (model.tgt.compose(&tb)?, None),
+                };
                 let (ys, leaf) = if cfg.lazy {
                     let (y, leaf) = src.compose_rows(&sb)?;
                     (y, Some(leaf))
@@ -1162,17 +1278,22 @@ impl XcnnTrainer {
                     (src.compose(&sb)?, None)
                 };
                 let pos = yt.narrow(0, 0, b)?;
-                let j = match cfg.negatives {
+                let loss = match cfg.negatives {
                     Negatives::Random(_) => {
                         let neg = yt.narrow(0, b, trows.len() - b)?;
-                        objective(&ys, &pos, Some(&neg))?
+                        batch_loss(&ys, &pos, Some(&neg), cfg.loss)?
                     }
-                    Negatives::InBatch => objective(&ys, &pos, None)?,
+                    Negatives::InBatch => batch_loss(&ys, &pos, None, cfg.loss)?,
                 };
-                let loss = j.neg()?;
-                match &leaf {
-                    Some(leaf) => opt.backward_step_rows(&loss, &[("src.w1", &sb.uniq, leaf)])?,
-                    None => opt.backward_step(&loss)?,
+                match (&leaf, &tleaf) {
+                    (Some(leaf), Some(tleaf)) => opt.backward_step_rows(
+                        &loss,
+                        &[("src.w1", &sb.uniq, leaf), ("tgt.w1", &tb.uniq, tleaf)],
+                    )?,
+                    (Some(leaf), None) => {
+                        opt.backward_step_rows(&loss, &[("src.w1", &sb.uniq, leaf)])?
+                    }
+                    _ => opt.backward_step(&loss)?,
                 }
                 *step += 1;
                 let l = loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
