@@ -308,3 +308,58 @@ fn the_workbench_engine_reloads_a_session_whose_model_changed() {
     std::fs::write(a.join(best), bytes).unwrap();
     assert_ne!(scores(&engine), before, "the new model was not loaded");
 }
+
+/// The engine's table of settings per model (used by the workbench's form)
+/// is what each model really reads: every model trains one short job on the
+/// tiny workspace and its session records the settings it read.
+#[test]
+fn model_settings_table_matches_what_each_model_reads() {
+    let ws = tiny_workspace();
+    let wsf = ws.path().join("workspace.toml");
+    let root = tempfile::tempdir().unwrap();
+    for name in rosetta::models::all_model_names() {
+        let dir = root.path().join(name);
+        let mut args: Vec<String> = [
+            "train",
+            "--workspace",
+            wsf.to_str().unwrap(),
+            "--model",
+            name,
+            "--session",
+            dir.to_str().unwrap(),
+        ]
+        .map(String::from)
+        .to_vec();
+        for (key, value) in [("dim", "4"), ("epochs", "1")] {
+            if rosetta::models::takes_setting(name, key) {
+                args.extend(["--set".into(), format!("{key}={value}")]);
+            }
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        // bm25-mt may fail later without Apertium; its settings are recorded first
+        let _ = rosetta(root.path(), &args);
+        let cfg = rosetta::session::SessionConfig::read(&dir).unwrap();
+        let mut read: Vec<&str> = cfg.params.keys().map(String::as_str).collect();
+        read.retain(|k| !rosetta::models::RUNNER_SETTINGS.contains(k));
+        let mut table: Vec<&str> = rosetta::models::MODEL_SETTINGS
+            .iter()
+            .find(|(m, _)| *m == name)
+            .unwrap_or_else(|| panic!("{name} is missing from MODEL_SETTINGS"))
+            .1
+            .iter()
+            .copied()
+            .filter(|k| *k != "init") // read only when given
+            .collect();
+        read.sort_unstable();
+        table.sort_unstable();
+        assert_eq!(read, table, "{name}: settings read vs MODEL_SETTINGS");
+        let trained = rosetta::models::MODEL_NAMES.contains(&name);
+        for k in rosetta::models::RUNNER_SETTINGS {
+            assert_eq!(
+                cfg.params.contains_key(*k),
+                trained,
+                "{name}: runner key {k}"
+            );
+        }
+    }
+}

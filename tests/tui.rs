@@ -1136,7 +1136,7 @@ fn form_checks_model_specific_settings() {
         .error
         .as_ref()
         .unwrap()
-        .contains("learns nothing"));
+        .contains("does not take epochs"));
     f.fields[2].value.clear();
     f.fields[3].value.clear();
     f.fields[8].value = "k1=0.9".into();

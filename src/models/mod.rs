@@ -170,6 +170,86 @@ pub mod s2net;
 /// Names of every trainable model, in the order `rosetta train --help` lists them.
 pub const MODEL_NAMES: &[&str] = &["cl-lsi", "opca", "cca", "s2net", "xcnn", "bae"];
 
+/// Every `--set` key each model reads (the runner's own keys aside, see
+/// [`RUNNER_SETTINGS`]), so that a front-end can check a job before
+/// launching it. `init` is read only when given. A test trains every model
+/// and compares this table with the settings its session recorded.
+pub const MODEL_SETTINGS: &[(&str, &[&str])] = &[
+    ("cl-lsi", &["dim", "oversample", "power_iters"]),
+    ("opca", &["dim", "oversample", "power_iters", "ridge"]),
+    ("cca", &["dim", "oversample", "power_iters", "reg"]),
+    (
+        "s2net",
+        &[
+            "batch",
+            "beta",
+            "dim",
+            "epochs",
+            "gamma",
+            "init",
+            "init_scale",
+            "lr",
+            "weight_decay",
+        ],
+    ),
+    (
+        "xcnn",
+        &[
+            "batch",
+            "dim",
+            "epochs",
+            "init",
+            "init_scale",
+            "layers",
+            "loss",
+            "lr",
+            "mono_epochs",
+            "mono_negatives",
+            "mono_patience",
+            "mono_valid",
+            "negatives",
+            "optim",
+            "train_target",
+            "valid_max",
+            "weight_decay",
+        ],
+    ),
+    (
+        "bae",
+        &[
+            "batch",
+            "center",
+            "corr",
+            "dim",
+            "epochs",
+            "init_scale",
+            "input",
+            "lr",
+            "optim",
+            "recon",
+            "valid_max",
+            "weight_decay",
+        ],
+    ),
+    ("bm25", &["b", "k1"]),
+    ("bm25-dict", &["b", "k1", "keep_untranslated"]),
+    ("bm25-mt", &["b", "k1"]),
+];
+
+/// Settings the job runner reads for every trained model (not the lexical
+/// baselines): early-stopping patience, step-record interval, test slow-down.
+pub const RUNNER_SETTINGS: &[&str] = &["patience", "log_every", "step_delay_ms"];
+
+/// Whether `model` reads the `--set` key `key` (runner keys included for
+/// trained models); false for an unknown model.
+pub fn takes_setting(model: &str, key: &str) -> bool {
+    let own = MODEL_SETTINGS
+        .iter()
+        .find(|(m, _)| *m == model)
+        .is_some_and(|(_, keys)| keys.contains(&key));
+    own || (MODEL_NAMES.contains(&model) && RUNNER_SETTINGS.contains(&key))
+}
+
 /// Every name `rosetta train --model` takes: the models with a space, then
 /// the lexical baselines ([`bm25::LEXICAL_NAMES`]).
 pub fn all_model_names() -> Vec<&'static str> {

@@ -485,10 +485,13 @@ pub fn model_names() -> Vec<&'static str> {
     crate::models::all_model_names()
 }
 
-/// Models that take `negatives=`.
-pub const NEGATIVE_MODELS: &[&str] = &["xcnn"];
-/// Models that take `init=` (a trained session to start from).
-pub const INIT_MODELS: &[&str] = &["s2net", "xcnn"];
+/// Models that read the setting `key` (the engine's table).
+fn models_taking(key: &str) -> Vec<&'static str> {
+    crate::models::all_model_names()
+        .into_iter()
+        .filter(|m| crate::models::takes_setting(m, key))
+        .collect()
+}
 
 impl JobForm {
     /// A form filled from `spec`.
@@ -573,10 +576,13 @@ impl JobForm {
         };
         let negatives = if v[5].is_empty() {
             None
-        } else if !NEGATIVE_MODELS.contains(&v[1].as_str()) {
+        } else if !crate::models::takes_setting(&v[1], "negatives") {
             errs.push((
                 5,
-                format!("only {} sample negatives", NEGATIVE_MODELS.join(", ")),
+                format!(
+                    "only {} sample negatives",
+                    models_taking("negatives").join(", ")
+                ),
             ));
             None
         } else if let Ok(k) = v[5].parse::<usize>() {
@@ -606,10 +612,13 @@ impl JobForm {
         }
         let init = (!v[7].is_empty()).then(|| v[7].clone());
         if let Some(i) = &init {
-            if !INIT_MODELS.contains(&v[1].as_str()) {
+            if !crate::models::takes_setting(&v[1], "init") {
                 errs.push((
                     7,
-                    format!("only {} start from a session", INIT_MODELS.join(", ")),
+                    format!(
+                        "only {} start from a session",
+                        models_taking("init").join(", ")
+                    ),
                 ));
             } else if !sessions
                 .iter()
@@ -618,11 +627,15 @@ impl JobForm {
                 errs.push((7, "not a finished session".into()));
             }
         }
-        if crate::models::bm25::is_lexical(&v[1]) {
-            // a BM25 baseline learns nothing: only its own --set keys apply
-            for i in [2, 3, 4, 5, 7] {
-                if !v[i].is_empty() && !errs.iter().any(|e| e.0 == i) {
-                    errs.push((i, format!("{} learns nothing: leave empty", v[1])));
+        if models.contains(&v[1].as_str()) {
+            // fields the chosen model does not read (CL-LSI has no epochs, a
+            // BM25 baseline learns nothing): empty, or `rosetta train` refuses
+            for (i, key) in [(2, "dim"), (3, "epochs"), (4, "lr")] {
+                if !v[i].is_empty()
+                    && !errs.iter().any(|e| e.0 == i)
+                    && !crate::models::takes_setting(&v[1], key)
+                {
+                    errs.push((i, format!("{} does not take {key}: leave empty", v[1])));
                 }
             }
         }
