@@ -27,7 +27,8 @@
 //!
 //! Trained with Adam on mini-batches of pairs (phase `train`); the trainer
 //! keeps the epoch of best validation MRR. Settings: `dim` (128), `batch`
-//! (100), `lr` (0.001), `weight_decay` (0), `epochs` (50), `optim` (`adam`, or
+//! (100), `lr` (0.01: 0.001 reached 0.02 validation MRR after 5 epochs on
+//! enhi-nmt-sample-18k where 0.01 reached 0.25), `weight_decay` (0), `epochs` (50), `optim` (`adam`, or
 //! `lazy-adam`: row-sparse Adam on the encoder tables), `recon` (`full` or
 //! `sampled:N`), `input`
 //! (`binary`|`tf`), `corr` (5), `center` (`side`|`none`), `init_scale` (0.1),
@@ -90,7 +91,7 @@ impl BaeConfig {
         let c = BaeConfig {
             dim: p.get("dim", 128usize)?,
             batch: p.get("batch", 100usize)?,
-            lr: p.get("lr", 0.001f64)?,
+            lr: p.get("lr", 0.01f64)?,
             weight_decay: p.get("weight_decay", 0.0f64)?,
             epochs: p.get("epochs", 50usize)?,
             binary: match input.as_str() {
