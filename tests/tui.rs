@@ -243,7 +243,15 @@ impl Backend for Fake {
             own: mk(own, false),
         })
     }
-    fn compare(&self, sessions: &[String], baseline: Option<&str>) -> Result<CompareTable> {
+    fn compare(
+        &self,
+        sessions: &[String],
+        baseline: Option<&str>,
+        progress: &dyn Fn(usize, usize, &str),
+    ) -> Result<CompareTable> {
+        for (i, s) in sessions.iter().enumerate() {
+            progress(i, sessions.len(), s);
+        }
         let rows = sessions
             .iter()
             .enumerate()
@@ -884,6 +892,42 @@ fn compare_sort_baseline_export() {
     );
 }
 
+/// The compare table reports which session it is evaluating while it builds
+/// (over real Bible sessions it takes tens of seconds).
+#[test]
+fn compare_shows_its_progress_while_building() {
+    let fake = Fake::with(vec![
+        done(),
+        SessionSummary {
+            best_mrr: Some(0.3),
+            ..summary("cl-lsi-done", JobState::Done)
+        },
+    ]);
+    let mut app = app_with(&fake);
+    app.on_key(key('4'));
+    let reqs = app.take_requests();
+    let compare = reqs
+        .into_iter()
+        .find(|r| matches!(r, Request::Compare { .. }))
+        .expect("the compare tab asks for a table");
+    let reports = std::sync::Mutex::new(Vec::new());
+    let table = rosetta::tui::app::execute(&fake, compare, &|p| reports.lock().unwrap().push(p));
+    let reports = reports.into_inner().unwrap();
+    assert_eq!(reports.len(), 2, "one report per session");
+    app.on_reply(reports.into_iter().nth(1).unwrap());
+    assert_eq!(
+        app.compare.progress.as_ref().map(|p| (p.0, p.1)),
+        Some((1, 2))
+    );
+    let screen = render(&mut app, 100, 24);
+    assert!(
+        screen.contains("1/2 sessions evaluated (cl-lsi-done)"),
+        "{screen}"
+    );
+    app.on_reply(table);
+    assert!(app.compare.progress.is_none() && app.compare.table.is_some());
+}
+
 #[test]
 fn help_lists_every_binding_with_a_description() {
     let km = Keymap::default();
@@ -1246,7 +1290,9 @@ fn engine_search_neighbours_compare_and_data_on_a_trained_session() {
     let back = b.neighbours("a", "río", Side::Target, 3, false).unwrap();
     assert!(back.known);
     // compare: both sessions, significance against a baseline
-    let t = b.compare(&["a".into(), "b".into()], Some("a")).unwrap();
+    let t = b
+        .compare(&["a".into(), "b".into()], Some("a"), &|_, _, _| {})
+        .unwrap();
     assert_eq!(t.rows.len(), 2);
     assert_eq!(t.metrics[0], "MRR");
     assert!(t.rows.iter().all(|r| r
@@ -1261,7 +1307,9 @@ fn engine_search_neighbours_compare_and_data_on_a_trained_session() {
     );
     // a session without a model is left out, not an error for the whole table
     std::fs::create_dir_all(root.join("c")).unwrap();
-    let t2 = b.compare(&["a".into(), "c".into()], None).unwrap();
+    let t2 = b
+        .compare(&["a".into(), "c".into()], None, &|_, _, _| {})
+        .unwrap();
     assert_eq!(t2.rows.len(), 1);
     assert_eq!(t2.skipped.len(), 1);
     // data screen figures

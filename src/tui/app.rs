@@ -152,6 +152,11 @@ pub enum Reply {
         seq: u64,
         result: Result<NeighbourResult, String>,
     },
+    CompareProgress {
+        done: usize,
+        total: usize,
+        session: String,
+    },
     Compared(Result<CompareTable, String>),
     Exported(Result<std::path::PathBuf, String>),
     Stats {
@@ -278,7 +283,18 @@ pub fn execute(
                 .map_err(s),
         },
         Request::Compare { sessions, baseline } => {
-            Reply::Compared(backend.compare(&sessions, baseline.as_deref()).map_err(s))
+            let cb = |done: usize, total: usize, session: &str| {
+                progress(Reply::CompareProgress {
+                    done,
+                    total,
+                    session: session.to_string(),
+                })
+            };
+            Reply::Compared(
+                backend
+                    .compare(&sessions, baseline.as_deref(), &cb)
+                    .map_err(s),
+            )
         }
         Request::Export {
             table,
@@ -840,6 +856,8 @@ pub struct CompareScreen {
     pub col: usize,
     /// Waiting for the table.
     pub pending: bool,
+    /// Sessions evaluated so far, of how many, and the one under way.
+    pub progress: Option<(usize, usize, String)>,
     /// Last error.
     pub error: Option<String>,
     /// Ask again when the pending answer arrives (the baseline changed).
@@ -1898,8 +1916,20 @@ impl App {
                     }
                 }
             }
+            Reply::CompareProgress {
+                done,
+                total,
+                session,
+            } => {
+                if self.compare.pending {
+                    self.compare.progress = Some((done, total, session));
+                } else {
+                    changed = false; // a late report of a finished table
+                }
+            }
             Reply::Compared(res) => {
                 self.compare.pending = false;
+                self.compare.progress = None;
                 if std::mem::take(&mut self.compare.again) {
                     self.request_compare();
                 }

@@ -408,8 +408,14 @@ pub trait Backend: Send + Sync {
         k: usize,
         csls: bool,
     ) -> Result<NeighbourResult>;
-    /// Sessions × metrics with significance marks against `baseline`.
-    fn compare(&self, sessions: &[String], baseline: Option<&str>) -> Result<CompareTable>;
+    /// Sessions × metrics with significance marks against `baseline`;
+    /// `progress(done, total, session)` before each session is evaluated.
+    fn compare(
+        &self,
+        sessions: &[String],
+        baseline: Option<&str>,
+        progress: &dyn Fn(usize, usize, &str),
+    ) -> Result<CompareTable>;
     /// Writes the table into `session`'s folder; returns the file written.
     fn export_compare(
         &self,

@@ -122,10 +122,12 @@ impl Engine {
         &self,
         sessions: &[(String, PathBuf, String)],
         baseline: Option<&str>,
+        progress: &dyn Fn(usize, usize, &str),
     ) -> Result<CompareTable> {
         let mut evals = Vec::new();
         let mut skipped = Vec::new();
-        for (id, dir, model) in sessions {
+        for (i, (id, dir, model)) in sessions.iter().enumerate() {
+            progress(i, sessions.len(), id);
             match self
                 .session(dir, &|_, _| {})
                 .and_then(|l| Ok(l.adhoc_evaluation()?.clone()))

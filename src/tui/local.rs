@@ -268,7 +268,12 @@ impl Backend for LocalBackend {
         self.engine.neighbours(&dir, term, side, k, csls)
     }
 
-    fn compare(&self, sessions: &[String], baseline: Option<&str>) -> Result<CompareTable> {
+    fn compare(
+        &self,
+        sessions: &[String],
+        baseline: Option<&str>,
+        progress: &dyn Fn(usize, usize, &str),
+    ) -> Result<CompareTable> {
         let all = self.list_sessions()?;
         let triples: Vec<(String, PathBuf, String)> = sessions
             .iter()
@@ -281,7 +286,7 @@ impl Backend for LocalBackend {
                 Ok((id.clone(), self.dir(id)?, model))
             })
             .collect::<Result<_>>()?;
-        self.engine.compare(&triples, baseline)
+        self.engine.compare(&triples, baseline, progress)
     }
 
     fn export_compare(

@@ -996,7 +996,12 @@ fn draw_compare(f: &mut Frame, app: &App, area: Rect) {
         let msg = if let Some(e) = &c.error {
             Span::styled(format!(" {e}"), th.bad())
         } else if c.pending {
-            Span::raw(" building the table…")
+            Span::raw(match &c.progress {
+                Some((done, total, s)) => {
+                    format!(" building the table… {done}/{total} sessions evaluated ({s})")
+                }
+                None => " building the table…".to_string(),
+            })
         } else {
             Span::styled(" no finished sessions to compare yet", th.dim())
         };
