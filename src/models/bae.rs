@@ -129,15 +129,7 @@ impl BaeConfig {
                     },
                 }
             },
-            lazy: match p.get("optim", "adam".to_string())?.as_str() {
-                "adam" => false,
-                "lazy-adam" => true,
-                o => {
-                    return Err(Error::invalid(format!(
-                        "bae: optim={o}: expected adam or lazy-adam"
-                    )))
-                }
-            },
+            lazy: super::xcnn::lazy_optim(p, "bae", "adam")?,
         };
         if c.dim == 0 || c.dim > MAX_DIM {
             return Err(Error::invalid(format!(

@@ -186,6 +186,18 @@ pub fn normal_tensor(
 // Adam with exposed state
 // ---------------------------------------------------------------------------
 
+/// The `optim` setting of a model trained with [`Adam`]: `adam` (dense) or
+/// `lazy-adam` (row-sparse, [`Adam::backward_step_rows`]); true for lazy.
+pub fn lazy_optim(p: &crate::models::Params, kind: &str, default: &str) -> Result<bool> {
+    match p.get("optim", default.to_string())?.as_str() {
+        "adam" => Ok(false),
+        "lazy-adam" => Ok(true),
+        o => Err(Error::invalid(format!(
+            "{kind}: optim={o}: expected adam or lazy-adam"
+        ))),
+    }
+}
+
 /// Adam with decoupled weight decay, the update of `candle_nn::AdamW`, with
 /// named parameters and moments that can be checkpointed and restored.
 pub struct Adam {
@@ -798,15 +810,7 @@ impl XcnnConfig {
             train_target: p.get("train_target", false)?,
             valid_max: p.get("valid_max", 2000usize)?,
             init: p.get_opt("init").map(PathBuf::from),
-            lazy: match p.get("optim", "lazy-adam".to_string())?.as_str() {
-                "adam" => false,
-                "lazy-adam" => true,
-                o => {
-                    return Err(Error::invalid(format!(
-                        "xcnn: optim={o}: expected adam or lazy-adam"
-                    )))
-                }
-            },
+            lazy: lazy_optim(p, "xcnn", "lazy-adam")?,
         };
         if c.dim == 0 || c.dim > MAX_DIM {
             return Err(Error::invalid(format!(
