@@ -363,3 +363,94 @@ fn model_settings_table_matches_what_each_model_reads() {
         }
     }
 }
+
+/// `rosetta eval --test/--adhoc/--dictionary`: other data stands in for the
+/// workspace's. Given the workspace's own files, the figures equal the
+/// workspace evaluation; other files change them; flags for a task not run,
+/// and missing files, are errors.
+#[test]
+fn eval_takes_other_test_data() {
+    let ws = tiny_workspace();
+    let wsf = ws.path().join("workspace.toml");
+    let root = tempfile::tempdir().unwrap();
+    let s2 = root.path().join("s2net");
+    let dict = root.path().join("dict");
+    train(
+        root.path(),
+        &wsf,
+        "s2net",
+        &s2,
+        &["--dim", "4", "--epochs", "2"],
+    );
+    train(root.path(), &wsf, "bm25-dict", &dict, &[]);
+    let f = |name: &str| ws.path().join(name).to_str().unwrap().to_string();
+    let eval = |session: &Path, more: &[&str]| {
+        let mut args = vec!["eval", "--session", session.to_str().unwrap(), "--json"];
+        args.extend_from_slice(more);
+        rosetta(root.path(), &args)
+    };
+    for session in [&s2, &dict] {
+        let own = json(&eval(session, &["--task", "sentence"]));
+        let given = json(&eval(
+            session,
+            &["--task", "sentence", "--test", &f("test.en"), &f("test.es")],
+        ));
+        assert_eq!(
+            own["sentence"]["MRR"], given["sentence"]["MRR"],
+            "{session:?}"
+        );
+        assert_eq!(own["sentence"]["queries"], given["sentence"]["queries"]);
+        let tsv = json(&eval(
+            session,
+            &["--task", "sentence", "--test", &f("pairs.tsv")],
+        ));
+        assert_ne!(
+            tsv["sentence"]["queries"], own["sentence"]["queries"],
+            "{tsv}"
+        );
+        let own = json(&eval(session, &["--task", "adhoc"]));
+        let given = json(&eval(
+            session,
+            &[
+                "--task",
+                "adhoc",
+                "--adhoc",
+                &f("docs.es.tsv"),
+                &f("queries.en.tsv"),
+                &f("qrels.tsv"),
+            ],
+        ));
+        assert_eq!(own["adhoc"]["MAP"], given["adhoc"]["MAP"], "{session:?}");
+        assert_eq!(own["adhoc"]["queries"], given["adhoc"]["queries"]);
+        // qrels naming queries the given topics lack: the file and query are named
+        let e = err(&eval(
+            session,
+            &[
+                "--task",
+                "adhoc",
+                "--adhoc",
+                &f("docs.es.tsv"),
+                &f("topics.en.txt"),
+                &f("qrels.tsv"),
+            ],
+        ));
+        assert!(e.contains("qrels.tsv") && e.contains("\"q3\""), "{e}");
+    }
+    let own = json(&eval(&s2, &["--task", "bli"]));
+    let given = json(&eval(
+        &s2,
+        &["--task", "bli", "--dictionary", &f("eng-spa.tsv")],
+    ));
+    assert_eq!(own["bli"], given["bli"]);
+    // a data flag for a task not run does nothing: refused
+    let e = err(&eval(&s2, &["--task", "adhoc", "--test", &f("pairs.tsv")]));
+    assert!(e.contains("--test applies to --task sentence"), "{e}");
+    let e = err(&eval(&dict, &["--dictionary", &f("eng-spa.tsv")]));
+    assert!(e.contains("lexicon induction does not apply"), "{e}");
+    // a missing file is named
+    let e = err(&eval(
+        &s2,
+        &["--task", "sentence", "--test", &f("nope.en"), &f("test.es")],
+    ));
+    assert!(e.contains("nope.en"), "{e}");
+}

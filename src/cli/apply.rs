@@ -196,7 +196,7 @@ fn export_workspace(l: &Loaded, out: &Path) -> anyhow::Result<Vec<PathBuf>> {
         written.extend([p, idp]);
     }
     let tag = session_tag(&l.session.dir);
-    let run = run_from_embeddings(docs, &queries, a, RUN_DEPTH, &tag)?;
+    let run = run_from_embeddings(docs, &queries, &a.doc_ids, &a.query_ids, RUN_DEPTH, &tag)?;
     let p = out.join("adhoc.run");
     run.write(&p)?;
     written.push(p);
@@ -255,6 +255,18 @@ pub struct EvalArgs {
     /// Split for sentence retrieval.
     #[arg(long, value_enum, default_value = "test")]
     pub split: Split,
+    /// Sentence retrieval on other parallel data instead of the workspace's
+    /// split: two line-aligned files (SRC TGT) or one TSV of pairs.
+    #[arg(long, value_name = "FILE", num_args = 1..=2)]
+    pub test: Option<Vec<PathBuf>>,
+    /// Ad-hoc retrieval on another collection instead of the workspace's:
+    /// documents (TSV or JSONL), queries (TSV or TREC topics) and qrels.
+    #[arg(long, value_names = ["DOCS", "QUERIES", "QRELS"], num_args = 3)]
+    pub adhoc: Option<Vec<PathBuf>>,
+    /// Lexicon induction against another dictionary (TSV, space-separated
+    /// or dictd) instead of the workspace's.
+    #[arg(long, value_name = "FILE")]
+    pub dictionary: Option<PathBuf>,
     /// Write the ad-hoc run (TREC format, 1000 per query) to this file.
     #[arg(long, value_name = "FILE")]
     pub run: Option<PathBuf>,
@@ -277,7 +289,8 @@ pub struct EvalArgs {
 
 /// `rosetta eval`.
 pub fn eval(args: EvalArgs) -> anyhow::Result<()> {
-    use rosetta::session::retrieval::{adhoc_run, bli, RUN_DEPTH};
+    use rosetta::session::retrieval::{adhoc_run, bli, run_from_embeddings, RUN_DEPTH};
+    check_task_flags(&args)?;
     if rosetta::session::Session::open(&args.session)?.is_lexical() {
         return eval_lexical(args);
     }
@@ -287,7 +300,32 @@ pub fn eval(args: EvalArgs) -> anyhow::Result<()> {
     out.insert("session".into(), serde_json::json!(args.session));
     out.insert("model".into(), serde_json::json!(l.session.config.model));
     let mut text = Vec::new();
-    if want(Task::Sentence) {
+    if let (true, Some(files)) = (want(Task::Sentence), &args.test) {
+        let pairs = read_pairs(files)?;
+        let rows = pairs.usable();
+        let side = |s: Side, texts: &[String]| {
+            let t: Vec<&str> = rows.iter().map(|&i| texts[i].as_str()).collect();
+            l.encode_texts(s, &t)
+        };
+        let (s, t) = (
+            side(Side::Source, &pairs.source)?,
+            side(Side::Target, &pairs.target)?,
+        );
+        let zero = |m: &ndarray::Array2<f32>, i: usize| m.row(i).iter().all(|x| *x == 0.0);
+        let without_terms = (0..rows.len())
+            .filter(|&i| zero(&s, i) || zero(&t, i))
+            .count();
+        let sc = rosetta::eval::sentence::sentence_retrieval(&s, &t);
+        let name = files_label(files);
+        text.push(format!(
+            "sentence retrieval ({name}, {} pairs, {without_terms} with no known term on a side): MRR {:.4}  P@1 {:.4}",
+            sc.queries, sc.mrr, sc.p1
+        ));
+        let mut v = serde_json::to_value(sc)?;
+        v["split"] = serde_json::json!(name);
+        v["pairs_without_known_terms"] = serde_json::json!(without_terms);
+        out.insert("sentence".into(), v);
+    } else if want(Task::Sentence) {
         let (name, split) = match args.split {
             Split::Valid => ("valid", &prepared.valid),
             Split::Test => ("test", &prepared.test),
@@ -317,14 +355,27 @@ pub fn eval(args: EvalArgs) -> anyhow::Result<()> {
         }
     }
     if want(Task::Adhoc) {
-        let a = &prepared.adhoc;
-        if a.derived && args.task == Task::Adhoc {
-            eprintln!("note: the workspace has no [adhoc] collection; using the task derived from its parallel data");
-        }
         let tag = session_tag(&l.session.dir);
-        let run = adhoc_run(l.model.as_ref(), a, RUN_DEPTH, &tag)?;
-        let e = rosetta::eval::evaluate_rankings(&run.results, &a.qrels);
-        let mut v = adhoc_report(&e, a.derived, a.doc_ids.len(), &mut text)?;
+        let other = args.adhoc.as_deref().map(other_task).transpose()?;
+        let (run, qrels, derived, docs) = match &other {
+            Some(task) => {
+                let d = l.encode_texts(Side::Target, &task.docs.texts)?;
+                let q = l.encode_texts(Side::Source, &task.queries.texts)?;
+                let run =
+                    run_from_embeddings(d, &q, &task.docs.ids, &task.queries.ids, RUN_DEPTH, &tag)?;
+                (run, &task.qrels, false, task.docs.len())
+            }
+            None => {
+                let a = &prepared.adhoc;
+                if a.derived && args.task == Task::Adhoc {
+                    eprintln!("note: the workspace has no [adhoc] collection; using the task derived from its parallel data");
+                }
+                let run = adhoc_run(l.model.as_ref(), a, RUN_DEPTH, &tag)?;
+                (run, &a.qrels, a.derived, a.doc_ids.len())
+            }
+        };
+        let e = rosetta::eval::evaluate_rankings(&run.results, qrels);
+        let mut v = adhoc_report(&e, derived, docs, &mut text)?;
         if let Some(p) = &args.run {
             run.write(p)?;
             v["run"] = serde_json::json!(p);
@@ -332,7 +383,11 @@ pub fn eval(args: EvalArgs) -> anyhow::Result<()> {
         }
         out.insert("adhoc".into(), v);
         if let Some(spec) = args.fuse {
-            let f = fused_adhoc(&ws, &run, spec, args.fuse_seed)?;
+            let task = match other {
+                Some(t) => t,
+                None => ws.adhoc()?,
+            };
+            let f = fused_adhoc(&ws, &task, &run, spec, args.fuse_seed)?;
             text.push(format!(
                 "fused with BM25+dict ({}{}; {} held-out queries): MAP {:.4} (model {:.4}, BM25 {:.4})  MRR {:.4} (model {:.4}, BM25 {:.4})  nDCG@10 {:.4} (model {:.4}, BM25 {:.4})",
                 f.fusion,
@@ -357,8 +412,11 @@ pub fn eval(args: EvalArgs) -> anyhow::Result<()> {
         anyhow::bail!("--fuse applies to the ad-hoc task (--task adhoc or all)");
     }
     if want(Task::Bli) {
-        match &ws.dictionary {
-            None if args.task == Task::Bli => anyhow::bail!("the workspace has no [dictionary]"),
+        match args.dictionary.as_ref().or(ws.dictionary.as_ref()) {
+            None if args.task == Task::Bli => anyhow::bail!(
+                "{}: the workspace has no [dictionary] (give one with --dictionary)",
+                ws.path.display()
+            ),
             None => {}
             Some(path) => {
                 let dict = rosetta::corpus::Dictionary::read(path)?;
@@ -391,17 +449,17 @@ pub fn eval(args: EvalArgs) -> anyhow::Result<()> {
 /// queries, scored on held-out queries (see `rosetta::index::fusion::evaluate_fusion`).
 fn fused_adhoc(
     ws: &rosetta::corpus::Workspace,
+    task: &rosetta::corpus::AdhocTask,
     run: &rosetta::eval::Run,
     spec: rosetta::index::fusion::FusionSpec,
     seed: u64,
 ) -> anyhow::Result<rosetta::index::fusion::FusedEvaluation> {
     use rosetta::index::adhoc::{bm25_run, Bm25RunConfig, Translation};
-    let task = ws.adhoc()?;
     let cfg = Bm25RunConfig {
         translation: Translation::Dict,
         ..Default::default()
     };
-    let bm = bm25_run(ws, &task, &cfg)?;
+    let bm = bm25_run(ws, task, &cfg)?;
     Ok(rosetta::index::fusion::evaluate_fusion(
         run,
         &bm.run,
@@ -434,6 +492,54 @@ fn adhoc_report(
     Ok(v)
 }
 
+/// Refuses a data flag whose task is not evaluated (it would do nothing).
+fn check_task_flags(args: &EvalArgs) -> anyhow::Result<()> {
+    let runs = |t: Task| args.task == t || args.task == Task::All;
+    for (given, flag, task, name) in [
+        (args.test.is_some(), "--test", Task::Sentence, "sentence"),
+        (args.adhoc.is_some(), "--adhoc", Task::Adhoc, "adhoc"),
+        (args.dictionary.is_some(), "--dictionary", Task::Bli, "bli"),
+    ] {
+        if given && !runs(task) {
+            anyhow::bail!("{flag} applies to --task {name} (or all)");
+        }
+    }
+    Ok(())
+}
+
+/// Parallel text from `--test`: one TSV of pairs, or two aligned files.
+fn read_pairs(files: &[PathBuf]) -> anyhow::Result<rosetta::corpus::ParallelText> {
+    use rosetta::corpus::ParallelText;
+    let pairs = match files {
+        [tsv] => ParallelText::read_tsv(tsv)?,
+        [src, tgt] => ParallelText::read_files(src, tgt)?,
+        _ => anyhow::bail!("--test takes one TSV of pairs or two aligned files"),
+    };
+    if pairs.usable().is_empty() {
+        anyhow::bail!("{}: no pair with text on both sides", files_label(files));
+    }
+    Ok(pairs)
+}
+
+/// The ad-hoc task of `--adhoc DOCS QUERIES QRELS`.
+fn other_task(files: &[PathBuf]) -> anyhow::Result<rosetta::corpus::AdhocTask> {
+    match files {
+        [docs, queries, qrels] => Ok(rosetta::corpus::AdhocTask::from_files(
+            docs, queries, None, qrels,
+        )?),
+        _ => anyhow::bail!("--adhoc takes DOCS QUERIES QRELS"),
+    }
+}
+
+/// Files named as one label (`a.en+a.hi`).
+fn files_label(files: &[PathBuf]) -> String {
+    files
+        .iter()
+        .map(|f| f.display().to_string())
+        .collect::<Vec<_>>()
+        .join("+")
+}
+
 /// The session's name, for run tags.
 fn session_tag(dir: &Path) -> String {
     dir.file_name()
@@ -454,21 +560,40 @@ fn eval_lexical(args: EvalArgs) -> anyhow::Result<()> {
         .check_workspace_hash(&args.session, &ws.content_hash()?)?;
     let params = rosetta::models::Params::new(session.config.run_params());
     let baseline = Bm25Baseline::new(&session.config.model, &params)?;
+    if args.fuse.is_some() {
+        anyhow::bail!(
+            "{}: --fuse blends BM25 into a trained model; `{}` is a BM25 baseline itself",
+            args.session.display(),
+            session.config.model
+        );
+    }
+    if args.task == Task::Bli || args.dictionary.is_some() {
+        anyhow::bail!(
+            "{}: lexicon induction does not apply to the lexical baseline `{}` (it has no term space)",
+            args.session.display(),
+            session.config.model
+        );
+    }
     let want = |t: Task| args.task == t || args.task == Task::All;
     let mut out = serde_json::Map::new();
     out.insert("session".into(), serde_json::json!(args.session));
     out.insert("model".into(), serde_json::json!(session.config.model));
     let mut text = Vec::new();
     if want(Task::Sentence) {
-        let splits = ws.splits()?;
-        let name = match args.split {
-            Split::Valid => "valid",
-            Split::Test => "test",
+        let (name, pairs) = match &args.test {
+            Some(files) => (files_label(files), read_pairs(files)?),
+            None => {
+                let name = match args.split {
+                    Split::Valid => "valid",
+                    Split::Test => "test",
+                };
+                let split = ws.splits()?.get(name).cloned().ok_or_else(|| {
+                    anyhow::anyhow!("{}: the workspace has no {name} split", ws.path.display())
+                })?;
+                (name.to_string(), split)
+            }
         };
-        let split = splits
-            .get(name)
-            .ok_or_else(|| anyhow::anyhow!("the workspace has no {name} split"))?;
-        let sc = baseline.sentence_retrieval(&ws, split)?;
+        let sc = baseline.sentence_retrieval(&ws, &pairs)?;
         text.push(format!(
             "sentence retrieval ({name}, {} pairs): MRR {:.4}  P@1 {:.4}",
             sc.queries, sc.mrr, sc.p1
@@ -478,7 +603,10 @@ fn eval_lexical(args: EvalArgs) -> anyhow::Result<()> {
         out.insert("sentence".into(), v);
     }
     if want(Task::Adhoc) {
-        let task = ws.adhoc()?;
+        let task = match &args.adhoc {
+            Some(files) => other_task(files)?,
+            None => ws.adhoc()?,
+        };
         let mut r = baseline.adhoc_run(&ws, &task, RUN_DEPTH)?;
         r.run.tag = session_tag(&args.session);
         let e = rosetta::eval::evaluate(&r.run, &task.qrels);
@@ -490,20 +618,6 @@ fn eval_lexical(args: EvalArgs) -> anyhow::Result<()> {
             text.push(format!("run written to {}", p.display()));
         }
         out.insert("adhoc".into(), v);
-    }
-    if args.fuse.is_some() {
-        anyhow::bail!(
-            "{}: --fuse blends BM25 into a trained model; `{}` is a BM25 baseline itself",
-            args.session.display(),
-            session.config.model
-        );
-    }
-    if args.task == Task::Bli {
-        anyhow::bail!(
-            "{}: lexicon induction does not apply to the lexical baseline `{}` (it has no term space)",
-            args.session.display(),
-            session.config.model
-        );
     }
     if args.json {
         println!("{}", serde_json::Value::Object(out));

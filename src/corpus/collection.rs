@@ -301,23 +301,31 @@ impl AdhocTask {
     pub fn load(ws: &Workspace) -> Result<AdhocTask> {
         match &ws.adhoc {
             Some(a) => {
-                let mut t = AdhocTask {
-                    docs: Collection::read_docs(&a.docs)?,
-                    queries: Collection::read_queries(&a.queries)?,
-                    target_queries: a
-                        .target_queries
-                        .as_deref()
-                        .map(Collection::read_queries)
-                        .transpose()?,
-                    qrels: Qrels::read(&a.qrels)?,
-                    unknown_doc_judgements: 0,
-                    derived: false,
-                };
-                t.check(Some(&a.qrels))?;
-                Ok(t)
+                AdhocTask::from_files(&a.docs, &a.queries, a.target_queries.as_deref(), &a.qrels)
             }
             None => Ok(derived_task(&Splits::read(ws)?)),
         }
+    }
+
+    /// A task from its files (documents, source-language queries, optional
+    /// target-language queries, qrels), checked against each other: a
+    /// workspace's `[adhoc]` section, or `rosetta eval --adhoc`.
+    pub fn from_files(
+        docs: &Path,
+        queries: &Path,
+        target_queries: Option<&Path>,
+        qrels: &Path,
+    ) -> Result<AdhocTask> {
+        let mut t = AdhocTask {
+            docs: Collection::read_docs(docs)?,
+            queries: Collection::read_queries(queries)?,
+            target_queries: target_queries.map(Collection::read_queries).transpose()?,
+            qrels: Qrels::read(qrels)?,
+            unknown_doc_judgements: 0,
+            derived: false,
+        };
+        t.check(Some(qrels))?;
+        Ok(t)
     }
 }
 

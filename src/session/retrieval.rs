@@ -29,16 +29,18 @@ pub fn encode_adhoc(model: &dyn Model, adhoc: &AdhocData) -> Result<(Array2<f32>
 /// The ranked run of `model` on `adhoc`, `depth` documents per query.
 pub fn adhoc_run(model: &dyn Model, adhoc: &AdhocData, depth: usize, tag: &str) -> Result<Run> {
     let (docs, queries) = encode_adhoc(model, adhoc)?;
-    run_from_embeddings(docs, &queries, adhoc, depth, tag)
+    run_from_embeddings(docs, &queries, &adhoc.doc_ids, &adhoc.query_ids, depth, tag)
 }
 
-/// A run from document and query embeddings (rows as in `adhoc`): cosine
-/// (dot product of unit rows), ranked as trec_eval ranks (score descending,
-/// ties by document id descending), `depth` per query.
-pub fn run_from_embeddings(
+/// A run from document and query embeddings (rows in the order of
+/// `doc_ids` and `query_ids`): cosine (dot product of unit rows), ranked as
+/// trec_eval ranks (score descending, ties by document id descending),
+/// `depth` per query.
+pub fn run_from_embeddings<S: AsRef<str>>(
     docs: Array2<f32>,
     queries: &Array2<f32>,
-    adhoc: &AdhocData,
+    doc_ids: &[S],
+    query_ids: &[S],
     depth: usize,
     tag: &str,
 ) -> Result<Run> {
@@ -50,15 +52,12 @@ pub fn run_from_embeddings(
         )));
     }
     let mut results = BTreeMap::new();
-    for (qi, ranked) in rank(&docs, queries, &adhoc.doc_ids, depth)
-        .into_iter()
-        .enumerate()
-    {
+    for (qi, ranked) in rank(&docs, queries, doc_ids, depth).into_iter().enumerate() {
         results.insert(
-            adhoc.query_ids[qi].clone(),
+            query_ids[qi].as_ref().to_string(),
             ranked
                 .into_iter()
-                .map(|(d, s)| (adhoc.doc_ids[d].clone(), s))
+                .map(|(d, s)| (doc_ids[d].as_ref().to_string(), s))
                 .collect(),
         );
     }

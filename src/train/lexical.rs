@@ -92,7 +92,7 @@ fn score(
     let splits = ws.splits()?;
     let valid = splits
         .get("valid")
-        .ok_or_else(|| Error::invalid("the workspace has no validation split"))?;
+        .ok_or_else(|| Error::file(&ws.path, "the workspace has no validation split"))?;
     let s = baseline.sentence_retrieval(&ws, valid)?;
     let mut scores: BTreeMap<String, f64> = BTreeMap::from([
         ("MRR".into(), s.mrr),
