@@ -26,7 +26,7 @@ use crate::eval::metrics::{evaluate_rankings, query_metrics, Metrics};
 use crate::eval::Qrels;
 use crate::index::adhoc::Translation;
 use crate::index::fusion::{fuse, Fusion};
-use crate::index::{translate_dict, Bm25Index, Bm25Params, DenseIndex, Query};
+use crate::index::{translate_dict, translate_dict_with, Bm25Index, Bm25Params, DenseIndex, Query};
 use crate::models::bm25::{analysed_dictionary, Bm25Baseline};
 use crate::models::{Params, Side};
 use crate::session::retrieval::RUN_DEPTH;
@@ -59,6 +59,10 @@ pub struct Corpus {
     dict: HashMap<String, Vec<String>>,
     dict_rev: HashMap<String, Vec<String>>,
     bm25: Bm25Index,
+    /// Document id → row.
+    rows: HashMap<String, usize>,
+    src: Analyzer,
+    tgt: Analyzer,
 }
 
 impl Corpus {
@@ -76,6 +80,15 @@ impl Corpus {
         progress(0.35, "reading the dictionary");
         let (dict, dict_rev) = analysed_dictionary(&ws, &src, &tgt)?;
         Ok(Corpus {
+            rows: task
+                .docs
+                .ids
+                .iter()
+                .enumerate()
+                .map(|(i, d)| (d.clone(), i))
+                .collect(),
+            src,
+            tgt,
             path: path.to_path_buf(),
             doc_short: task
                 .docs
@@ -215,7 +228,8 @@ enum Ranker {
     },
     Lexical {
         baseline: Bm25Baseline,
-        index: Bm25Index,
+        /// Its own index when its BM25 parameters are not the corpus index's.
+        index: Option<Bm25Index>,
     },
 }
 
@@ -243,8 +257,16 @@ impl Searcher {
             progress(0.5, "building the baseline's index");
             let params = Params::new(session.config.run_params());
             let baseline = Bm25Baseline::new(&session.config.model, &params)?;
-            let task = corpus.ws.adhoc()?;
-            let index = crate::index::adhoc::index_documents(&corpus.ws, &task, baseline.params)?;
+            let index = if baseline.params == corpus.bm25.params() {
+                None
+            } else {
+                let docs: Vec<Vec<String>> = corpus
+                    .doc_full
+                    .iter()
+                    .map(|t| corpus.tgt.analyze(t))
+                    .collect();
+                Some(Bm25Index::build(&docs, baseline.params)?.with_docnos(&corpus.doc_ids)?)
+            };
             Ranker::Lexical { baseline, index }
         } else {
             progress(0.45, "loading the model");
@@ -295,7 +317,7 @@ impl Searcher {
 
     /// The model's own ranking of every document it scores, and the query
     /// words it cannot use.
-    fn model_ranking(&self, query: &str) -> Result<(Ranking, Vec<String>)> {
+    fn model_ranking(&self, query: &str) -> Result<(Ranking, Vec<String>, Option<Array1<f32>>)> {
         let c = &self.corpus;
         match &self.ranker {
             Ranker::Dense { m, dense, .. } => {
@@ -314,10 +336,11 @@ impl Searcher {
                     .iter()
                     .map(|h| (c.doc_ids[h.doc as usize].clone(), h.score))
                     .collect();
-                Ok((ranked, oov))
+                Ok((ranked, oov, Some(q.row(0).to_owned())))
             }
             Ranker::Lexical { baseline, index } => {
-                let an = Analyzer::new(&c.ws.source_lang, &c.ws.text)?;
+                let index = index.as_ref().unwrap_or(&c.bm25);
+                let an = &c.src;
                 let mut oov = Vec::new();
                 if baseline.translation != Translation::Mt {
                     for w in Analyzer::words(query) {
@@ -332,8 +355,16 @@ impl Searcher {
                         }
                     }
                 }
-                let q = baseline.queries(&c.ws, &[query])?.pop().unwrap_or_default();
-                Ok((c.hits(index, &q), oov))
+                let q = match baseline.translation {
+                    // the corpus holds the analysed dictionary: no rereading per query
+                    Translation::Dict => {
+                        translate_dict_with(&an.analyze(query), &c.dict, baseline.keep_untranslated)
+                            .query
+                    }
+                    Translation::None => Query::from_tokens(&an.analyze(query)),
+                    Translation::Mt => baseline.queries(&c.ws, &[query])?.pop().unwrap_or_default(),
+                };
+                Ok((c.hits(index, &q), oov, None))
             }
         }
     }
@@ -349,9 +380,8 @@ impl Searcher {
             )));
         }
         let c = &self.corpus;
-        let src = Analyzer::new(&c.ws.source_lang, &c.ws.text)?;
-        let tokens = src.analyze(query);
-        let (model, oov) = self.model_ranking(query)?;
+        let tokens = c.src.analyze(query);
+        let (model, oov, qv) = self.model_ranking(query)?;
         let ranked = if fusion.uses_bm25() {
             fuse(&model, &c.bm25_dict(&tokens), fusion)
         } else {
@@ -379,27 +409,22 @@ impl Searcher {
             .flatten()
             .map(String::as_str)
             .collect();
-        let row: HashMap<&str, usize> = c
-            .doc_ids
-            .iter()
-            .enumerate()
-            .map(|(i, d)| (d.as_str(), i))
-            .collect();
-        let explain = match &self.ranker {
-            Ranker::Dense { m, doc_emb, .. } => Some(Explain::new(m, doc_emb, query, &tokens)?),
-            Ranker::Lexical { .. } => None,
+        let explain = match (&self.ranker, qv) {
+            (Ranker::Dense { m, doc_emb, .. }, Some(q)) => {
+                Some(Explain::new(m, doc_emb, q, &tokens)?)
+            }
+            _ => None,
         };
-        let tgt = Analyzer::new(&c.ws.target_lang, &c.ws.text)?;
         let hits = ranked
             .iter()
             .take(k)
             .enumerate()
             .map(|(i, (docno, score))| {
-                let d = row[docno.as_str()];
+                let d = c.rows[docno];
                 let text = &c.doc_short[d];
                 let mut spans = Vec::new();
                 for (off, w) in text.unicode_word_indices() {
-                    let Some(t) = tgt.term(w) else { continue };
+                    let Some(t) = c.tgt.term(w) else { continue };
                     let related = translations.contains(t.as_str())
                         || explain.as_ref().is_some_and(|e| e.related(&t));
                     if related {
@@ -525,7 +550,7 @@ impl<'a> Explain<'a> {
     fn new(
         m: &'a Loaded,
         doc_emb: &'a Array2<f32>,
-        query: &str,
+        query: Array1<f32>,
         tokens: &[String],
     ) -> Result<Explain<'a>> {
         let mut seen = HashSet::new();
@@ -534,12 +559,11 @@ impl<'a> Explain<'a> {
             .filter_map(|t| Some((t.clone(), m.vocabs.source.id(t)?)))
             .filter(|(t, _)| seen.insert(t.clone()))
             .collect();
-        let q = m.encode_texts(Side::Source, &[query])?;
         Ok(Explain {
             m,
             doc_emb,
             terms,
-            query: q.row(0).to_owned(),
+            query,
             tv_src: m.term_vectors(Side::Source)?,
             tv_tgt: m.term_vectors(Side::Target)?,
         })
