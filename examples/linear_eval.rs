@@ -30,7 +30,7 @@ use rosetta::train::{Flow, Hooks, StepReport, TrainData};
 /// Trains one linear CLIR model on parallel data and reports test MRR, time and memory.
 #[derive(Parser, Debug)]
 struct Args {
-    /// Folder with train/val/test .en and .hi files.
+    /// Folder with train/val/test .en and .{tgt} files.
     #[arg(long)]
     data: PathBuf,
     /// Model: cl-lsi, opca, cca or s2net.
@@ -58,6 +58,9 @@ struct Args {
     /// DIR/vocab.source.json, DIR/vocab.target.json, as a session lays them out) that `--set init=DIR` of s2net can start from.
     #[arg(long)]
     save: Option<PathBuf>,
+    /// Target language code (file suffix and analyser).
+    #[arg(long, default_value = "hi")]
+    tgt: String,
     /// Skip validation at epoch ends (faster S2Net throughput runs).
     #[arg(long)]
     no_valid: bool,
@@ -161,11 +164,11 @@ fn main() -> anyhow::Result<()> {
         stopwords: !a.keep_stopwords,
         stem: !a.no_stem,
     };
-    let (en, hi) = (Analyzer::new("en", &cfg)?, Analyzer::new("hi", &cfg)?);
+    let (en, hi) = (Analyzer::new("en", &cfg)?, Analyzer::new(&a.tgt, &cfg)?);
     let load = |split: &str| -> anyhow::Result<(Docs, Docs)> {
         Ok((
             analyse(&a.data.join(format!("{split}.en")), &en)?,
-            analyse(&a.data.join(format!("{split}.hi")), &hi)?,
+            analyse(&a.data.join(format!("{split}.{}", a.tgt)), &hi)?,
         ))
     };
     let (tr_en, tr_hi) = load("train")?;
@@ -173,7 +176,7 @@ fn main() -> anyhow::Result<()> {
     let (te_en, te_hi) = load("test")?;
     let vocabs = Vocabs {
         source: Vocabulary::build("en", &tr_en, cfg.vocab_per_language, cfg.min_df),
-        target: Vocabulary::build("hi", &tr_hi, cfg.vocab_per_language, cfg.min_df),
+        target: Vocabulary::build(&a.tgt, &tr_hi, cfg.vocab_per_language, cfg.min_df),
     };
     let (cs, ct) = (
         vocabs.source.count_matrix(&tr_en),

@@ -67,6 +67,27 @@ struct Args {
     /// Use CUDA device 0.
     #[arg(long)]
     cuda: bool,
+    /// External target-language texts (one per line, repeatable) for XCNN's
+    /// mono phase instead of the training pairs' target side, as the paper's
+    /// Hindi news titles.
+    #[arg(long)]
+    mono: Vec<PathBuf>,
+    /// Use only the first N training pairs (0 = all).
+    #[arg(long, default_value_t = 0)]
+    train_limit: usize,
+    /// Name of the test split's files (`NAME.{src,tgt}`).
+    #[arg(long, default_value = "test")]
+    test_split: String,
+    /// Pre-initialise XCNN's target network from monolingual LSI of the mono
+    /// texts (the paper: "any monolingual latent semantic model") instead of
+    /// the pseudo-relevance phase: term row i = c·idf_i·v_i, v the top right
+    /// singular vectors of the log-tf·idf mono matrix, c giving RMS 0.1.
+    /// The checkpoint is written to this path and passed as `init`.
+    #[arg(long)]
+    lsi_init: Option<PathBuf>,
+    /// Feed the model log-tf·idf weights instead of raw counts (experiment).
+    #[arg(long)]
+    tfidf: bool,
 }
 
 fn analyze(path: &Path, a: &Analyzer) -> anyhow::Result<Vec<Vec<String>>> {
@@ -152,17 +173,21 @@ fn main() -> anyhow::Result<()> {
     };
     let (sa, ta) = (Analyzer::new(&a.src, &cfg)?, Analyzer::new(&a.tgt, &cfg)?);
     let file = |split: &str, lang: &str| a.data.join(format!("{split}.{lang}"));
-    let (tr_s, tr_t) = (
+    let (mut tr_s, mut tr_t) = (
         analyze(&file("train", &a.src), &sa)?,
         analyze(&file("train", &a.tgt), &ta)?,
     );
+    if a.train_limit > 0 {
+        tr_s.truncate(a.train_limit);
+        tr_t.truncate(a.train_limit);
+    }
     let (va_s, va_t) = (
         analyze(&file("val", &a.src), &sa)?,
         analyze(&file("val", &a.tgt), &ta)?,
     );
     let (te_s, te_t) = (
-        analyze(&file("test", &a.src), &sa)?,
-        analyze(&file("test", &a.tgt), &ta)?,
+        analyze(&file(&a.test_split, &a.src), &sa)?,
+        analyze(&file(&a.test_split, &a.tgt), &ta)?,
     );
     let vs = Vocabulary::build(&a.src, &tr_s, cfg.vocab_per_language, cfg.min_df);
     let vt = Vocabulary::build(&a.tgt, &tr_t, cfg.vocab_per_language, cfg.min_df);
@@ -176,13 +201,36 @@ fn main() -> anyhow::Result<()> {
     let (train_src, train_tgt) = keep(&vs.count_matrix(&tr_s), &vt.count_matrix(&tr_t));
     let (valid_src, valid_tgt) = keep(&vs.count_matrix(&va_s), &vt.count_matrix(&va_t));
     let (test_src, test_tgt) = (vs.count_matrix(&te_s), vt.count_matrix(&te_t));
-    let mono_positive = rosetta::models::xcnn::tfidf_positives(&train_tgt, &vt)?;
+    let mono_counts = if a.mono.is_empty() {
+        train_tgt.clone()
+    } else {
+        let mut texts = Vec::new();
+        for p in &a.mono {
+            texts.extend(analyze(p, &ta)?);
+        }
+        let m = vt.count_matrix(&texts);
+        let rows: Vec<usize> = (0..m.n_rows()).filter(|&i| !m.row_is_empty(i)).collect();
+        m.select_rows(&rows)
+    };
+    let mono_positive = rosetta::models::xcnn::tfidf_positives(&mono_counts, &vt)?;
+    let w = |m: CsrMatrix, v: &Vocabulary| {
+        if a.tfidf {
+            rosetta::text::weight::weigh(&m, v, rosetta::text::weight::Weighting::LogTfIdf, false)
+        } else {
+            m
+        }
+    };
+    let (train_src, train_tgt) = (w(train_src, &vs), w(train_tgt, &vt));
+    let (valid_src, valid_tgt) = (w(valid_src, &vs), w(valid_tgt, &vt));
+    let (test_src, test_tgt) = (w(test_src, &vs), w(test_tgt, &vt));
+    let mono_counts_for_lsi = mono_counts.clone();
+    let mono_w = w(mono_counts, &vt);
     let data = TrainData {
         vocabs: Vocabs {
             source: vs,
             target: vt,
         },
-        mono: train_tgt.clone(),
+        mono: mono_w,
         mono_positive,
         train_src,
         train_tgt,
@@ -191,10 +239,11 @@ fn main() -> anyhow::Result<()> {
     };
     let prep_s = t0.elapsed().as_secs_f64();
     eprintln!(
-        "prep {prep_s:.1}s: {} train pairs, {} valid, {} test; vocab {} / {}",
+        "prep {prep_s:.1}s: {} train pairs, {} valid, {} test, {} mono; vocab {} / {}",
         data.train_src.n_rows(),
         data.valid_src.n_rows(),
         test_src.n_rows(),
+        data.mono.n_rows(),
         data.vocabs.source.len(),
         data.vocabs.target.len()
     );
@@ -204,6 +253,45 @@ fn main() -> anyhow::Result<()> {
             .split_once('=')
             .ok_or_else(|| anyhow::anyhow!("--set {s}: expected key=value"))?;
         given.insert(k.to_string(), v.to_string());
+    }
+    if let Some(path) = &a.lsi_init {
+        use rosetta::models::linear::{randomized_svd, CsrOp};
+        use rosetta::text::weight::{weigh, Weighting};
+        let dim: usize = given
+            .get("dim")
+            .map(|d| d.parse())
+            .transpose()?
+            .unwrap_or(128);
+        let vt = &data.vocabs.target;
+        let xm = weigh(&mono_counts_for_lsi, vt, Weighting::LogTfIdf, true);
+        let svd = randomized_svd(&CsrOp(&xm), dim, 10, 4, a.seed)?;
+        let nv = vt.len();
+        let mut w: Vec<f32> = Vec::with_capacity(nv * dim);
+        for i in 0..nv {
+            let idf = vt.idf(i as u32) as f64;
+            for j in 0..dim {
+                w.push((idf * svd.v[(i, j)]) as f32);
+            }
+        }
+        let rms = (w.iter().map(|x| (*x as f64).powi(2)).sum::<f64>() / w.len() as f64).sqrt();
+        let c = 0.1 / rms.max(1e-12);
+        let w: Vec<f32> = w.iter().map(|x| (*x as f64 * c) as f32).collect();
+        let mut t = std::collections::HashMap::new();
+        t.insert(
+            "tgt.w1".to_string(),
+            Tensor::from_vec(w, (nv, dim), &Device::Cpu)?,
+        );
+        t.insert(
+            "tgt.b1".to_string(),
+            Tensor::zeros(dim, candle_core::DType::F32, &Device::Cpu)?,
+        );
+        candle_core::safetensors::save(&t, path)?;
+        eprintln!(
+            "lsi init: singular values {:.3} .. {:.3}, scale {c:.3}",
+            svd.s[0],
+            svd.s[dim - 1]
+        );
+        given.insert("init".into(), path.display().to_string());
     }
     let params = Params::new(given);
     let trainer: Box<dyn Trainer> = match a.model.as_str() {
@@ -240,6 +328,7 @@ fn main() -> anyhow::Result<()> {
         "threads": std::env::var("RAYON_NUM_THREADS").ok(),
         "device": format!("{device:?}"),
         "train_pairs": data.train_src.n_rows(),
+        "mono_texts": data.mono.n_rows(),
         "test_pairs": test_src.n_rows(),
         "test_empty": (0..test_src.n_rows()).filter(|&i| test_src.row_is_empty(i) || test_tgt.row_is_empty(i)).count(),
         "vocab": [data.vocabs.source.len(), data.vocabs.target.len()],

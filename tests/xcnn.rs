@@ -797,77 +797,89 @@ fn bae_resume_and_bad_input() {
     assert!(run(&[("dim", "4")], &empty).contains("no training pair"));
 }
 
-#[test]
-fn init_takes_a_pre_initialised_target_network() {
-    let d = data(200, 40);
-    let kv = [("dim", "8"), ("mono_epochs", "2"), ("epochs", "1")];
-    let first = xcnn_trainer()
-        .train(
-            &d,
-            &params(&kv),
-            &Device::Cpu,
-            1,
-            None,
-            &mut Recorder::default(),
-        )
-        .unwrap();
+/// A minimal session folder for `init=`: `model` as its best checkpoint,
+/// next to both vocabularies, as a session lays them out.
+fn session_dir(model: &dyn Model, vocabs: &Vocabs) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("checkpoints")).unwrap();
-    let tensors: HashMap<String, Tensor> = first.tensors().unwrap().into_iter().collect();
+    let tensors: HashMap<String, Tensor> = model.tensors().unwrap().into_iter().collect();
     candle_core::safetensors::save(&tensors, dir.path().join("checkpoints/best.safetensors"))
         .unwrap();
-    d.vocabs
+    vocabs
+        .source
+        .save(&dir.path().join("vocab.source.json"))
+        .unwrap();
+    vocabs
         .target
         .save(&dir.path().join("vocab.target.json"))
         .unwrap();
-    let init = dir.path().to_str().unwrap();
+    dir
+}
+
+/// A model trained by `trainer` with settings `kv`, and what its hooks saw.
+fn trained(
+    trainer: Box<dyn rosetta::train::Trainer>,
+    d: &TrainData,
+    kv: &[(&str, &str)],
+    seed: u64,
+) -> (Box<dyn Model>, Recorder) {
     let mut rec = Recorder::default();
-    let second = xcnn_trainer()
-        .train(
-            &d,
-            &params(&[("dim", "8"), ("epochs", "2"), ("init", init)]),
-            &Device::Cpu,
-            9,
-            None,
-            &mut rec,
-        )
+    let m = trainer
+        .train(d, &params(kv), &Device::Cpu, seed, None, &mut rec)
         .unwrap();
-    assert!(rec.tgt.iter().all(|r| r.0 == "cross"), "no mono phase");
-    assert_eq!(tgt_bits(second.as_ref()), tgt_bits(first.as_ref()));
-    // the checkpoint file itself works too
-    let file = dir.path().join("checkpoints/best.safetensors");
-    let third = xcnn_trainer()
+    (m, rec)
+}
+
+/// The error message of an XCNN training that must fail.
+fn xcnn_error(d: &TrainData, kv: &[(&str, &str)]) -> String {
+    xcnn_trainer()
         .train(
-            &d,
-            &params(&[
-                ("dim", "8"),
-                ("epochs", "1"),
-                ("init", file.to_str().unwrap()),
-            ]),
-            &Device::Cpu,
-            9,
-            None,
-            &mut Recorder::default(),
-        )
-        .unwrap();
-    assert_eq!(tgt_bits(third.as_ref()), tgt_bits(first.as_ref()));
-    // another vocabulary is refused, naming the file
-    let mut other = d.vocabs.target.clone();
-    other.terms.swap(0, 1);
-    let other = Vocabulary::from_parts("hi", other.terms, other.df, other.n_docs);
-    other.save(&dir.path().join("vocab.target.json")).unwrap();
-    let e = xcnn_trainer()
-        .train(
-            &d,
-            &params(&[("dim", "8"), ("init", init)]),
+            d,
+            &params(kv),
             &Device::Cpu,
             9,
             None,
             &mut Recorder::default(),
         )
         .err()
-        .unwrap()
-        .to_string();
+        .expect("training should fail")
+        .to_string()
+}
+
+#[test]
+fn init_takes_a_pre_initialised_target_network() {
+    let d = data(200, 40);
+    let kv = [("dim", "8"), ("mono_epochs", "2"), ("epochs", "1")];
+    let (first, _) = trained(xcnn_trainer(), &d, &kv, 1);
+    let dir = session_dir(first.as_ref(), &d.vocabs);
+    let init = dir.path().to_str().unwrap();
+    let (second, rec) = trained(
+        xcnn_trainer(),
+        &d,
+        &[("dim", "8"), ("epochs", "2"), ("init", init)],
+        9,
+    );
+    assert!(rec.tgt.iter().all(|r| r.0 == "cross"), "no mono phase");
+    assert_eq!(tgt_bits(second.as_ref()), tgt_bits(first.as_ref()));
+    // the checkpoint file itself works too
+    let file = dir.path().join("checkpoints/best.safetensors");
+    let (third, _) = trained(
+        xcnn_trainer(),
+        &d,
+        &[
+            ("dim", "8"),
+            ("epochs", "1"),
+            ("init", file.to_str().unwrap()),
+        ],
+        9,
+    );
+    assert_eq!(tgt_bits(third.as_ref()), tgt_bits(first.as_ref()));
+    // another vocabulary is refused, naming the file
+    let mut other = d.vocabs.target.clone();
+    other.terms.swap(0, 1);
+    let other = Vocabulary::from_parts("hi", other.terms, other.df, other.n_docs);
+    other.save(&dir.path().join("vocab.target.json")).unwrap();
+    let e = xcnn_error(&d, &[("dim", "8"), ("init", init)]);
     assert!(
         e.contains("vocab.target.json") && e.contains("vocabulary differs"),
         "{e}"
@@ -877,18 +889,7 @@ fn init_takes_a_pre_initialised_target_network() {
         .target
         .save(&dir.path().join("vocab.target.json"))
         .unwrap();
-    let e = xcnn_trainer()
-        .train(
-            &d,
-            &params(&[("dim", "16"), ("init", file.to_str().unwrap())]),
-            &Device::Cpu,
-            9,
-            None,
-            &mut Recorder::default(),
-        )
-        .err()
-        .unwrap()
-        .to_string();
+    let e = xcnn_error(&d, &[("dim", "16"), ("init", file.to_str().unwrap())]);
     assert!(e.contains("16"), "{e}");
 }
 
@@ -922,4 +923,85 @@ fn both_models_train_on_the_tiny_workspace() {
         let tv = m.term_vectors(Side::Target).unwrap();
         assert_eq!(tv.nrows(), d.vocabs.target.len());
     }
+}
+
+/// `init=` a linear model's session starts both networks at its projection
+/// (term rows `idf · P`, tanh near linear): before any training the XCNN
+/// vectors point where the linear model's do, and there is no mono phase.
+#[test]
+fn init_from_a_linear_session_starts_both_networks_at_its_projection() {
+    let mut d = data(200, 40);
+    // document frequencies that differ, so idf weighting matters
+    let spread = |lang: &str| {
+        Vocabulary::from_parts(
+            lang,
+            (0..40).map(|i| format!("{lang}{i}")).collect(),
+            (0..40).map(|i| 1 + (i * 7 % 40) as u32).collect(),
+            40,
+        )
+    };
+    d.vocabs = Vocabs {
+        source: spread("en"),
+        target: spread("hi"),
+    };
+    let (linear, _) = trained(
+        rosetta::models::linear::linear_trainer("opca").unwrap(),
+        &d,
+        &[("dim", "8")],
+        1,
+    );
+    let dir = session_dir(linear.as_ref(), &d.vocabs);
+    let init = dir.path().to_str().unwrap();
+    let (xcnn, rec) = trained(
+        xcnn_trainer(),
+        &d,
+        &[("dim", "8"), ("epochs", "0"), ("init", init)],
+        3,
+    );
+    assert!(rec.tgt.iter().all(|r| r.0 == "cross"), "no mono phase");
+    assert!(
+        rec.logs.iter().any(|l| l.contains("linear model")),
+        "{:?}",
+        rec.logs
+    );
+    for (side, m) in [(Side::Source, &d.valid_src), (Side::Target, &d.valid_tgt)] {
+        let (a, b) = (
+            xcnn.encode(side, m).unwrap(),
+            linear.encode(side, m).unwrap(),
+        );
+        // raw counts against the linear model's log-tf: close, not equal
+        let mut sum = 0.0;
+        for i in 0..m.n_rows() {
+            let cos = a.row(i).dot(&b.row(i));
+            assert!(cos > 0.9, "{side:?} row {i}: cosine {cos}");
+            sum += cos;
+        }
+        let mean = sum / m.n_rows() as f32;
+        assert!(mean > 0.98, "{side:?}: mean cosine {mean}");
+    }
+    let mrr = |m: &dyn Model| {
+        sentence_retrieval(
+            &m.encode(Side::Source, &d.valid_src).unwrap(),
+            &m.encode(Side::Target, &d.valid_tgt).unwrap(),
+        )
+        .mrr
+    };
+    let (mx, ml) = (mrr(xcnn.as_ref()), mrr(linear.as_ref()));
+    assert!((mx - ml).abs() < 0.05, "xcnn {mx} vs opca {ml}");
+    // and it trains on from there
+    let (further, _) = trained(
+        xcnn_trainer(),
+        &d,
+        &[
+            ("dim", "8"),
+            ("epochs", "3"),
+            ("init", init),
+            ("train_target", "true"),
+        ],
+        3,
+    );
+    assert!(mrr(further.as_ref()) >= mx - 1e-9);
+    // a deeper network cannot start from a projection
+    let e = xcnn_error(&d, &[("dim", "8"), ("layers", "2"), ("init", init)]);
+    assert!(e.contains("layers=1"), "{e}");
 }

@@ -416,7 +416,7 @@ pub fn load_init(dir: &Path, vocabs: &Vocabs, k: usize) -> Result<(Array2<f32>, 
 /// Scales a projection so that its root mean square is `rms` (the random
 /// init's): every cosine stays the same (each language's rows are normalised
 /// on their own), and `lr` means the same for any starting model.
-fn rescale(mut a: Array2<f32>, rms: f64) -> Array2<f32> {
+pub(crate) fn rescale(mut a: Array2<f32>, rms: f64) -> Array2<f32> {
     let cur = (a.iter().map(|v| (*v as f64).powi(2)).sum::<f64>() / a.len().max(1) as f64).sqrt();
     if cur > 0.0 && cur.is_finite() {
         let f = (rms / cur) as f32;

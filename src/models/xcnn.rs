@@ -50,7 +50,9 @@
 //! for the trainer's own best-epoch choice), `init` (a session directory whose
 //! `checkpoints/best.safetensors`, or a checkpoint file, gives a
 //! pre-initialised target network; the mono phase is then skipped; see
-//! [`load_init`]).
+//! [`load_init`]. The session of a linear model (`cl-lsi`, `opca`, `cca`,
+//! `s2net`) gives both networks instead, as S2Net starts from OPCA: see
+//! [`composers_from_linear`]).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -1084,6 +1086,53 @@ pub fn load_init(
     Ok(net)
 }
 
+/// Whether `init` names a linear model's session (its best checkpoint holds
+/// `proj.source`), rather than an XCNN session or checkpoint.
+fn is_linear_session(init: &Path) -> bool {
+    let ck = init.join("checkpoints").join("best.safetensors");
+    init.is_dir()
+        && candle_core::safetensors::load(&ck, &Device::Cpu)
+            .map(|t| t.contains_key(crate::models::linear::PROJ_SOURCE))
+            .unwrap_or(false)
+}
+
+/// Both composition networks (one layer, biases 0) from the projections of a
+/// trained linear model's session `dir` (checked as S2Net's `init`): term
+/// row i is `idf_i · P[i]`, scaled so the table's root mean square is
+/// `scale`. While tanh is near linear at that scale, a text's XCNN vector
+/// `Σ count_i · tanh(row_i)` is then the linear model's projection of its
+/// tf·idf vector up to a positive factor, which cosine ignores: training
+/// starts where the linear model ended, as S2Net starts from OPCA (the
+/// paper's XCNN starts from random parameters; this is for comparison).
+pub fn composers_from_linear(
+    dir: &Path,
+    vocabs: &Vocabs,
+    cfg: &XcnnConfig,
+    dtype: DType,
+    device: &Device,
+) -> Result<(Composer, Composer)> {
+    if cfg.layers != 1 {
+        return Err(Error::invalid(format!(
+            "xcnn: init from a linear model needs layers=1 (got {})",
+            cfg.layers
+        )));
+    }
+    let (ps, pt) = crate::models::s2net::load_init(dir, vocabs, cfg.dim)?;
+    let net = |mut p: Array2<f32>, v: &crate::text::Vocabulary| -> Result<Composer> {
+        for (i, mut row) in p.rows_mut().into_iter().enumerate() {
+            row *= v.idf(i as u32);
+        }
+        let p = crate::models::s2net::rescale(p, cfg.init_scale);
+        let w = Tensor::from_vec(p.iter().copied().collect::<Vec<f32>>(), p.dim(), device)?
+            .to_dtype(dtype)?;
+        let b = Tensor::zeros(cfg.dim, dtype, device)?;
+        Ok(Composer {
+            layers: vec![(Var::from_tensor(&w)?, Var::from_tensor(&b)?)],
+        })
+    };
+    Ok((net(ps, &vocabs.source)?, net(pt, &vocabs.target)?))
+}
+
 impl XcnnTrainer {
     #[allow(clippy::too_many_arguments)]
     fn mono_phase(
@@ -1385,6 +1434,16 @@ impl Trainer for XcnnTrainer {
                     ));
                 }
                 m
+            }
+            None if cfg.init.as_deref().is_some_and(is_linear_session) => {
+                let dir = cfg.init.as_deref().unwrap_or(Path::new("."));
+                do_mono = false;
+                hooks.log(&format!(
+                    "xcnn: both networks from the linear model in {}",
+                    dir.display()
+                ));
+                let (src, tgt) = composers_from_linear(dir, &data.vocabs, &cfg, dtype, device)?;
+                XcnnModel { src, tgt }
             }
             None => {
                 let src = Composer::random(
