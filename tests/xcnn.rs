@@ -211,7 +211,7 @@ fn gradient_of_j_matches_finite_differences() {
     let (s, t, _) = corpus(12, 16, 3);
     let mut rng = ChaCha8Rng::seed_from_u64(5);
     // Two layers, so the chain through the deeper layer is checked too.
-    let net = Composer::random(16, 3, 2, 0.5, &mut rng, DType::F64, &dev).unwrap();
+    let net = Composer::random(16, 3, 2, 0.5, None, &mut rng, DType::F64, &dev).unwrap();
     let vars: Vec<Var> = net.named_vars("n").into_iter().map(|v| v.1).collect();
     // Mono (Eq. 7): q, d+, d− through the same network.
     let q = SparseBatch::new(&t, &[0, 1, 2, 3], false, DType::F64, &dev).unwrap();
@@ -227,7 +227,7 @@ fn gradient_of_j_matches_finite_differences() {
     });
     // Cross (Eq. 9) with a fixed target network, two random negatives each
     // and in-batch negatives.
-    let tgt = Composer::random(16, 3, 2, 0.5, &mut rng, DType::F64, &dev).unwrap();
+    let tgt = Composer::random(16, 3, 2, 0.5, None, &mut rng, DType::F64, &dev).unwrap();
     let src = SparseBatch::new(&s, &[0, 1, 2], false, DType::F64, &dev).unwrap();
     let pos = tgt
         .compose(&SparseBatch::new(&t, &[0, 1, 2], false, DType::F64, &dev).unwrap())
@@ -299,9 +299,9 @@ fn logistic_loss_by_hand_and_its_gradient() {
     // gradients against finite differences, both negative kinds
     let (s, t, _) = corpus(12, 16, 3);
     let mut rng = ChaCha8Rng::seed_from_u64(9);
-    let net = Composer::random(16, 3, 1, 0.5, &mut rng, DType::F64, &dev).unwrap();
+    let net = Composer::random(16, 3, 1, 0.5, None, &mut rng, DType::F64, &dev).unwrap();
     let vars: Vec<Var> = net.named_vars("n").into_iter().map(|v| v.1).collect();
-    let tgt = Composer::random(16, 3, 1, 0.5, &mut rng, DType::F64, &dev).unwrap();
+    let tgt = Composer::random(16, 3, 1, 0.5, None, &mut rng, DType::F64, &dev).unwrap();
     let src = SparseBatch::new(&s, &[0, 1, 2], false, DType::F64, &dev).unwrap();
     let pos = tgt
         .compose(&SparseBatch::new(&t, &[0, 1, 2], false, DType::F64, &dev).unwrap())
@@ -406,7 +406,7 @@ fn lazy_adam_learns_too_and_touches_only_batch_rows() {
     // one lazy step changes exactly the rows of the batch's terms
     let dev = Device::Cpu;
     let mut rng = ChaCha8Rng::seed_from_u64(1);
-    let net = Composer::random(40, 4, 1, 0.1, &mut rng, DType::F32, &dev).unwrap();
+    let net = Composer::random(40, 4, 1, 0.1, None, &mut rng, DType::F32, &dev).unwrap();
     let mut opt = rosetta::models::xcnn::Adam::new(net.named_vars("n"), 0.1, 0.0).unwrap();
     let before = net.layers[0].0.as_tensor().to_vec2::<f32>().unwrap();
     let b = SparseBatch::new(&d.train_src, &[0, 1], false, DType::F32, &dev).unwrap();
@@ -643,6 +643,8 @@ fn bad_input_is_a_clear_error() {
     assert!(run(&[("loss", "hinge")], &d).contains("loss"));
     assert!(run(&[("lr", "-1")], &d).contains("lr"));
     assert!(run(&[("dimm", "8")], &d).contains("dimm"));
+    assert!(run(&[("init_bias", "low")], &d).contains("init_bias=low"));
+    assert!(run(&[("init_bias", "NaN")], &d).contains("init_bias=NaN"));
     // no usable pseudo-relevance positives with a mono phase asked for: none
     // given and none to compute (no two texts share a term)
     let mut none = d.clone();
@@ -1004,4 +1006,32 @@ fn init_from_a_linear_session_starts_both_networks_at_its_projection() {
     // a deeper network cannot start from a projection
     let e = xcnn_error(&d, &[("dim", "8"), ("layers", "2"), ("init", init)]);
     assert!(e.contains("layers=1"), "{e}");
+}
+
+/// `init_bias=V` starts every bias of both networks at V (the authors' jDNN
+/// code uses −1.5); by default biases are `N(0,1)·init_scale` like weights.
+#[test]
+fn init_bias_sets_every_bias() {
+    let d = data(50, 40);
+    let kv = [("dim", "4"), ("mono_epochs", "0"), ("epochs", "0")];
+    let biases = |m: &dyn Model| -> Vec<f32> {
+        m.tensors()
+            .unwrap()
+            .into_iter()
+            .filter(|(n, _)| n.ends_with(".b1"))
+            .flat_map(|(_, t)| t.flatten_all().unwrap().to_vec1::<f32>().unwrap())
+            .collect()
+    };
+    let (m, _) = trained(
+        xcnn_trainer(),
+        &d,
+        &[kv[0], kv[1], kv[2], ("init_bias", "-1.5")],
+        1,
+    );
+    let b = biases(m.as_ref());
+    assert_eq!(b.len(), 8, "src.b1 and tgt.b1");
+    assert!(b.iter().all(|v| *v == -1.5), "{b:?}");
+    let (m, _) = trained(xcnn_trainer(), &d, &kv, 1);
+    let b = biases(m.as_ref());
+    assert!(b.iter().any(|v| *v != b[0]), "random biases differ: {b:?}");
 }

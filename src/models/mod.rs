@@ -187,6 +187,7 @@ pub const MODEL_SETTINGS: &[(&str, &[&str])] = &[
             "epochs",
             "gamma",
             "init",
+            "init_bias",
             "init_scale",
             "lr",
             "weight_decay",

@@ -34,7 +34,8 @@
 //! exactly ([`Adam`]).
 //!
 //! Settings (`--set key=value`): `dim` (128), `layers` (1), `init_scale`
-//! (0.1: parameters `N(0,1)·0.1`), `batch` (100), `lr` (0.01), `weight_decay`
+//! (0.1: parameters `N(0,1)·0.1`), `init_bias` (`random`: biases drawn like
+//! the weights; or a constant, e.g. −1.5 as the authors' jDNN code), `batch` (100), `lr` (0.01), `weight_decay`
 //! (0), `epochs` (50, cross phase), `mono_epochs` (20), `mono_patience` (3),
 //! `mono_valid` (0.05, share of triples held out), `optim` (`lazy-adam`, the
 //! default: row-sparse Adam that reads and writes only the term-table rows a
@@ -381,13 +382,16 @@ pub struct Composer {
 }
 
 impl Composer {
-    /// A network with `N(0,1)·scale` parameters (biases included, as the
-    /// paper's "parameters").
+    /// A network with `N(0,1)·scale` weights; biases `N(0,1)·scale` too (the
+    /// paper's "parameters") or, with `bias` given, that constant in every
+    /// entry (the authors' jDNN code starts its biases at −1.5).
+    #[allow(clippy::too_many_arguments)]
     pub fn random(
         vocab: usize,
         dim: usize,
         layers: usize,
         scale: f64,
+        bias: Option<f64>,
         rng: &mut ChaCha8Rng,
         dtype: DType,
         device: &Device,
@@ -397,6 +401,10 @@ impl Composer {
             let rows = if j == 0 { vocab } else { dim };
             let w = normal_tensor((rows, dim), scale, rng, dtype, device)?;
             let b = normal_tensor((1, dim), scale, rng, dtype, device)?.reshape(dim)?;
+            let b = match bias {
+                Some(v) => (b.zeros_like()? + v)?,
+                None => b,
+            };
             out.push((Var::from_tensor(&w)?, Var::from_tensor(&b)?));
         }
         Ok(Composer { layers: out })
@@ -762,6 +770,8 @@ pub struct XcnnConfig {
     pub layers: usize,
     /// Scale of the normal initialisation.
     pub init_scale: f64,
+    /// Constant initial bias (`None`: `N(0,1)·init_scale` like the weights).
+    pub init_bias: Option<f64>,
     /// Mini-batch size.
     pub batch: usize,
     /// Adam learning rate.
@@ -795,25 +805,36 @@ pub struct XcnnConfig {
 impl XcnnConfig {
     /// Reads (and records) every setting, checking ranges.
     pub fn from_params(p: &Params) -> Result<Self> {
-        let c = XcnnConfig {
-            dim: p.get("dim", 128usize)?,
-            layers: p.get("layers", 1usize)?,
-            init_scale: p.get("init_scale", 0.1f64)?,
-            batch: p.get("batch", 100usize)?,
-            lr: p.get("lr", 0.01f64)?,
-            weight_decay: p.get("weight_decay", 0.0f64)?,
-            epochs: p.get("epochs", 50usize)?,
-            mono_epochs: p.get("mono_epochs", 20usize)?,
-            mono_patience: p.get("mono_patience", 3usize)?,
-            mono_valid: p.get("mono_valid", 0.05f64)?,
-            negatives: p.get("negatives", Negatives::Random(1))?,
-            loss: p.get("loss", Loss::CosDiff)?,
-            mono_negatives: p.get("mono_negatives", Negatives::Random(1))?,
-            train_target: p.get("train_target", false)?,
-            valid_max: p.get("valid_max", 2000usize)?,
-            init: p.get_opt("init").map(PathBuf::from),
-            lazy: lazy_optim(p, "xcnn", "lazy-adam")?,
-        };
+        let c =
+            XcnnConfig {
+                dim: p.get("dim", 128usize)?,
+                layers: p.get("layers", 1usize)?,
+                init_scale: p.get("init_scale", 0.1f64)?,
+                init_bias: match p.get("init_bias", "random".to_string())?.as_str() {
+                    "random" => None,
+                    v => Some(v.parse::<f64>().ok().filter(|b| b.is_finite()).ok_or_else(
+                        || {
+                            Error::invalid(format!(
+                                "xcnn: init_bias={v}: expected random or a number"
+                            ))
+                        },
+                    )?),
+                },
+                batch: p.get("batch", 100usize)?,
+                lr: p.get("lr", 0.01f64)?,
+                weight_decay: p.get("weight_decay", 0.0f64)?,
+                epochs: p.get("epochs", 50usize)?,
+                mono_epochs: p.get("mono_epochs", 20usize)?,
+                mono_patience: p.get("mono_patience", 3usize)?,
+                mono_valid: p.get("mono_valid", 0.05f64)?,
+                negatives: p.get("negatives", Negatives::Random(1))?,
+                loss: p.get("loss", Loss::CosDiff)?,
+                mono_negatives: p.get("mono_negatives", Negatives::Random(1))?,
+                train_target: p.get("train_target", false)?,
+                valid_max: p.get("valid_max", 2000usize)?,
+                init: p.get_opt("init").map(PathBuf::from),
+                lazy: lazy_optim(p, "xcnn", "lazy-adam")?,
+            };
         if c.dim == 0 || c.dim > MAX_DIM {
             return Err(Error::invalid(format!(
                 "xcnn: dim={} is out of range (1..={MAX_DIM})",
@@ -1451,6 +1472,7 @@ impl Trainer for XcnnTrainer {
                     cfg.dim,
                     cfg.layers,
                     cfg.init_scale,
+                    cfg.init_bias,
                     &mut rng,
                     dtype,
                     device,
@@ -1466,6 +1488,7 @@ impl Trainer for XcnnTrainer {
                         cfg.dim,
                         cfg.layers,
                         cfg.init_scale,
+                        cfg.init_bias,
                         &mut rng,
                         dtype,
                         device,
