@@ -407,7 +407,7 @@ fn lazy_adam_learns_too_and_touches_only_batch_rows() {
     let dev = Device::Cpu;
     let mut rng = ChaCha8Rng::seed_from_u64(1);
     let net = Composer::random(40, 4, 1, 0.1, None, &mut rng, DType::F32, &dev).unwrap();
-    let mut opt = rosetta::models::xcnn::Adam::new(net.named_vars("n"), 0.1, 0.0).unwrap();
+    let mut opt = rosetta::train::optim::Adam::new(net.named_vars("n"), 0.1, 0.0).unwrap();
     let before = net.layers[0].0.as_tensor().to_vec2::<f32>().unwrap();
     let b = SparseBatch::new(&d.train_src, &[0, 1], false, DType::F32, &dev).unwrap();
     let (y, leaf) = net.compose_rows(&b).unwrap();

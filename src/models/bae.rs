@@ -44,11 +44,11 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::xcnn::{
-    check_loss, epoch_rng, normal_tensor, to_array, unit_rows, valid_mrr, Adam, SparseBatch,
-    MAX_DIM,
+    check_loss, epoch_rng, normal_tensor, to_array, unit_rows, valid_mrr, SparseBatch, MAX_DIM,
 };
 use super::{Model, Params, Side, Vocabs};
 use crate::text::CsrMatrix;
+use crate::train::optim::Adam;
 use crate::train::{Flow, Hooks, Resume, StepReport, TrainData, Trainer};
 use crate::{Error, Result};
 

@@ -14,11 +14,10 @@
 //! per text (`index_add`); candle's autograd gives the gradients (checked
 //! against central differences in `tests/linear.rs`).
 //!
-//! Optimiser: AdamW with decoupled weight decay, the same update as
-//! `candle_nn::AdamW` (β₁ 0.9, β₂ 0.999, ε 1e-8), written out here because
-//! `candle_nn::AdamW` keeps its moments private: this one hands them to
-//! `Hooks::epoch_end` (`adam.m.*`, `adam.v.*`), so a resume continues with
-//! the model **and** the optimiser state (moments and step count).
+//! Optimiser: AdamW with decoupled weight decay ([`crate::train::optim::Adam`],
+//! the update of `candle_nn::AdamW`), whose moments go to `Hooks::epoch_end`
+//! (`adam.m.source`, …), so a resume continues with the model **and** the
+//! optimiser state (moments and step count).
 //!
 //! Settings: `dim` (128), `batch` (100), `lr` (1e-3), `epochs` (10), `gamma`
 //! (10), `weight_decay` (0), `init_scale` (0.01: start from `N(0, 1)·0.01`),
@@ -30,9 +29,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use candle_core::{
-    backprop::GradStore, CpuStorage, DType, Device, InplaceOp2, InplaceOp3, Layout, Tensor, Var,
-};
+use candle_core::{DType, Device, Tensor, Var};
 use ndarray::Array2;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -41,6 +38,7 @@ use rand_distr::{Distribution, StandardNormal};
 use crate::models::linear::{check_fit_sizes, weighted, LinearModel, PROJ_SOURCE, PROJ_TARGET};
 use crate::models::{Model, Params, Side, Vocabs};
 use crate::text::{CsrMatrix, Vocabulary};
+use crate::train::optim::Adam;
 use crate::train::{Flow, Hooks, Resume, StepReport, TrainData, Trainer};
 use crate::{Error, Result};
 
@@ -139,196 +137,6 @@ pub fn batch_objective(
             Ok((loss + (r * (beta / 2.0))?)?)
         }
         _ => Ok(loss),
-    }
-}
-
-/// AdamW (decoupled weight decay), the update of `candle_nn::AdamW`, with
-/// moments that can be saved and restored.
-struct AdamW {
-    lr: f64,
-    beta1: f64,
-    beta2: f64,
-    eps: f64,
-    weight_decay: f64,
-    t: usize,
-    m: Vec<Tensor>,
-    v: Vec<Tensor>,
-}
-
-impl AdamW {
-    fn new(vars: &[&Var], lr: f64, weight_decay: f64) -> Result<Self> {
-        // separate storages: the fused kernels update m and v in place
-        let zeros = || {
-            vars.iter()
-                .map(|v| v.as_tensor().zeros_like())
-                .collect::<candle_core::Result<Vec<_>>>()
-        };
-        let (m, v) = (zeros()?, zeros()?);
-        Ok(AdamW {
-            lr,
-            beta1: 0.9,
-            beta2: 0.999,
-            eps: 1e-8,
-            weight_decay,
-            t: 0,
-            m,
-            v,
-        })
-    }
-
-    fn step(&mut self, vars: &[&Var], grads: &GradStore) -> Result<()> {
-        self.t += 1;
-        let scale_m = 1.0 / (1.0 - self.beta1.powi(self.t as i32));
-        let scale_v = 1.0 / (1.0 - self.beta2.powi(self.t as i32));
-        for (i, var) in vars.iter().enumerate() {
-            let Some(g) = grads.get(var.as_tensor()) else {
-                continue;
-            };
-            let theta = var.as_tensor();
-            if fused_ok(&[theta, g, &self.m[i], &self.v[i]]) {
-                // CPU, f32, contiguous: three fused in-place passes, no temporaries
-                self.m[i].inplace_op2(
-                    g,
-                    &Moment {
-                        beta: self.beta1,
-                        square: false,
-                    },
-                )?;
-                self.v[i].inplace_op2(
-                    g,
-                    &Moment {
-                        beta: self.beta2,
-                        square: true,
-                    },
-                )?;
-                theta.inplace_op3(
-                    &self.m[i],
-                    &self.v[i],
-                    &ParamUpdate {
-                        lr: self.lr,
-                        decay: 1.0 - self.lr * self.weight_decay,
-                        scale_m,
-                        scale_v,
-                        eps: self.eps,
-                    },
-                )?;
-                continue;
-            }
-            let m = ((&self.m[i] * self.beta1)? + (g * (1.0 - self.beta1))?)?;
-            let v = ((&self.v[i] * self.beta2)? + (g.sqr()? * (1.0 - self.beta2))?)?;
-            let upd = ((&m * scale_m)? / ((&v * scale_v)?.sqrt()? + self.eps)?)?;
-            let next = if self.weight_decay > 0.0 {
-                (theta * (1.0 - self.lr * self.weight_decay))?
-            } else {
-                theta.clone()
-            };
-            var.set(&(next - (upd * self.lr)?)?)?;
-            self.m[i] = m;
-            self.v[i] = v;
-        }
-        Ok(())
-    }
-}
-
-/// Whether the fused CPU kernels apply: f32 tensors on the CPU, contiguous
-/// from offset 0, of one shape.
-fn fused_ok(ts: &[&Tensor]) -> bool {
-    ts.iter().all(|t| {
-        t.device().is_cpu()
-            && t.dtype() == DType::F32
-            && t.layout().contiguous_offsets() == Some((0, t.elem_count()))
-            && t.shape() == ts[0].shape()
-    })
-}
-
-fn f32_slice<'a>(s: &'a CpuStorage, name: &str) -> candle_core::Result<&'a [f32]> {
-    match s {
-        CpuStorage::F32(v) => Ok(v),
-        _ => candle_core::bail!("{name}: f32 storage expected"),
-    }
-}
-
-/// `m ← β m + (1 − β) g` (or `g²`), in place.
-struct Moment {
-    beta: f64,
-    square: bool,
-}
-
-impl InplaceOp2 for Moment {
-    fn name(&self) -> &'static str {
-        "adamw-moment"
-    }
-    fn cpu_fwd(
-        &self,
-        s1: &mut CpuStorage,
-        _l1: &Layout,
-        s2: &CpuStorage,
-        _l2: &Layout,
-    ) -> candle_core::Result<()> {
-        use rayon::prelude::*;
-        let g = f32_slice(s2, self.name())?;
-        let CpuStorage::F32(m) = s1 else {
-            candle_core::bail!("adamw-moment: f32 storage expected");
-        };
-        let (b, c) = (self.beta as f32, (1.0 - self.beta) as f32);
-        let sq = self.square;
-        m.par_chunks_mut(1 << 14)
-            .zip(g.par_chunks(1 << 14))
-            .for_each(|(m, g)| {
-                for (m, g) in m.iter_mut().zip(g) {
-                    let g = if sq { g * g } else { *g };
-                    *m = b * *m + c * g;
-                }
-            });
-        Ok(())
-    }
-}
-
-/// `θ ← θ·(1 − lr·λ) − lr · m̂ / (√v̂ + ε)`, in place.
-struct ParamUpdate {
-    lr: f64,
-    decay: f64,
-    scale_m: f64,
-    scale_v: f64,
-    eps: f64,
-}
-
-impl InplaceOp3 for ParamUpdate {
-    fn name(&self) -> &'static str {
-        "adamw-update"
-    }
-    fn cpu_fwd(
-        &self,
-        s1: &mut CpuStorage,
-        _l1: &Layout,
-        s2: &CpuStorage,
-        _l2: &Layout,
-        s3: &CpuStorage,
-        _l3: &Layout,
-    ) -> candle_core::Result<()> {
-        use rayon::prelude::*;
-        let m = f32_slice(s2, self.name())?;
-        let v = f32_slice(s3, self.name())?;
-        let CpuStorage::F32(theta) = s1 else {
-            candle_core::bail!("adamw-update: f32 storage expected");
-        };
-        let (lr, decay, sm, sv, eps) = (
-            self.lr as f32,
-            self.decay as f32,
-            self.scale_m as f32,
-            self.scale_v as f32,
-            self.eps as f32,
-        );
-        const C: usize = 1 << 14;
-        theta
-            .par_chunks_mut(C)
-            .zip(m.par_chunks(C).zip(v.par_chunks(C)))
-            .for_each(|(t, (m, v))| {
-                for ((t, m), v) in t.iter_mut().zip(m).zip(v) {
-                    *t = *t * decay - lr * (m * sm) / ((v * sv).sqrt() + eps);
-                }
-            });
-        Ok(())
     }
 }
 
@@ -499,8 +307,14 @@ impl Trainer for S2NetTrainer {
         };
         let a_s = Var::from_tensor(&from_array(&s0, device)?)?;
         let a_t = Var::from_tensor(&from_array(&t0, device)?)?;
-        let vars = [&a_s, &a_t];
-        let mut opt = AdamW::new(&vars, lr, weight_decay)?;
+        let mut opt = Adam::new(
+            vec![
+                ("source".into(), a_s.clone()),
+                ("target".into(), a_t.clone()),
+            ],
+            lr,
+            weight_decay,
+        )?;
         let (mut epoch0, mut step) = (0, 0);
         if let Some(r) = resume {
             let get = |name: &str| -> Result<Tensor> {
@@ -523,18 +337,10 @@ impl Trainer for S2NetTrainer {
             }
             a_s.set(&ps)?;
             a_t.set(&pt)?;
-            match (
-                get("adam.m.source"),
-                get("adam.v.source"),
-                get("adam.m.target"),
-                get("adam.v.target"),
-            ) {
-                (Ok(ms), Ok(vs), Ok(mt), Ok(vt)) => {
-                    opt.m = vec![ms, mt];
-                    opt.v = vec![vs, vt];
-                    opt.t = r.step;
-                }
-                _ => hooks.log(
+            // checkpoints keep the step count as the resume step
+            match opt.restore_moments(&r.tensors) {
+                Ok(()) => opt.set_step(r.step),
+                Err(_) => hooks.log(
                     "warning: s2net resume: no optimiser moments in the checkpoint; AdamW restarts",
                 ),
             }
@@ -574,8 +380,7 @@ impl Trainer for S2NetTrainer {
                     gamma,
                     anchor.as_ref().map(|(s, t)| (s, t, beta)),
                 )?;
-                let grads = loss.backward()?;
-                opt.step(&vars, &grads)?;
+                opt.backward_step(&loss)?;
                 step += 1;
                 let l = loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
                 let flow = hooks.step(&StepReport {
@@ -590,12 +395,7 @@ impl Trainer for S2NetTrainer {
                 }
             }
             let model = current(&a_s, &a_t)?;
-            let extra = vec![
-                ("adam.m.source".to_string(), opt.m[0].copy()?),
-                ("adam.v.source".to_string(), opt.v[0].copy()?),
-                ("adam.m.target".to_string(), opt.m[1].copy()?),
-                ("adam.v.target".to_string(), opt.v[1].copy()?),
-            ];
+            let extra = opt.state()?;
             if hooks.epoch_end("train", epoch, &model, extra)? == Flow::Stop {
                 return Ok(Box::new(model));
             }
@@ -611,48 +411,5 @@ impl Trainer for S2NetTrainer {
         _device: &Device,
     ) -> Result<Box<dyn Model>> {
         Ok(Box::new(LinearModel::from_tensors(KIND, vocabs, &tensors)?))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The fused in-place CPU kernels (f32) and the tensor-op update (f64,
-    /// the path other devices take) give the same AdamW trajectory.
-    #[test]
-    fn fused_adamw_matches_tensor_ops() {
-        let dev = Device::Cpu;
-        let init: Vec<f32> = (0..24).map(|i| (i as f32 * 0.37).sin()).collect();
-        let c: Vec<f32> = (0..24).map(|i| (i as f32 * 0.11).cos()).collect();
-        let run = |dtype: DType| -> Vec<f32> {
-            let t = Tensor::from_vec(init.clone(), (4, 6), &dev).unwrap();
-            let var = Var::from_tensor(&t.to_dtype(dtype).unwrap()).unwrap();
-            let ct = Tensor::from_vec(c.clone(), (4, 6), &dev)
-                .unwrap()
-                .to_dtype(dtype)
-                .unwrap();
-            let mut opt = AdamW::new(&[&var], 0.1, 0.01).unwrap();
-            assert_eq!(
-                fused_ok(&[var.as_tensor(), &opt.m[0], &opt.v[0]]),
-                dtype == DType::F32
-            );
-            for _ in 0..5 {
-                let loss = (var.as_tensor() * &ct)
-                    .unwrap()
-                    .sin()
-                    .unwrap()
-                    .sum_all()
-                    .unwrap();
-                let g = loss.backward().unwrap();
-                opt.step(&[&var], &g).unwrap();
-            }
-            to_array(var.as_tensor()).unwrap().iter().copied().collect()
-        };
-        let (fused, plain) = (run(DType::F32), run(DType::F64));
-        assert_ne!(fused, init, "no update happened");
-        for (a, b) in fused.iter().zip(&plain) {
-            assert!((a - b).abs() < 1e-5, "{a} vs {b}");
-        }
     }
 }

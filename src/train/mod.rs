@@ -136,4 +136,5 @@ pub trait Trainer: Send + Sync {
     ) -> Result<Box<dyn Model>>;
 }
 pub mod lexical;
+pub mod optim;
 pub mod runner;

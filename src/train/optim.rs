@@ -1,0 +1,408 @@
+//! Adam with decoupled weight decay (the update of `candle_nn::AdamW`: β₁ 0.9,
+//! β₂ 0.999, ε 1e-8), shared by the models trained by gradient (S2Net, XCNN,
+//! BAE). Written out rather than taken from `candle_nn` because a resumed job
+//! must continue with the optimiser's state: here the moments and the step
+//! count are named tensors a checkpoint holds (`adam.m.NAME`, `adam.v.NAME`,
+//! `adam.t`).
+//!
+//! Two updates: dense ([`Adam::step`]: every entry of every parameter, with
+//! fused in-place CPU kernels for f32 and candle tensor ops on other devices,
+//! the same arithmetic) and row-sparse "lazy" ([`Adam::backward_step_rows`]:
+//! only the term-table rows a batch uses, as TensorFlow's LazyAdam).
+
+use std::collections::HashMap;
+
+use candle_core::backprop::GradStore;
+use candle_core::{CpuStorage, DType, Device, InplaceOp2, InplaceOp3, Layout, Tensor, Var};
+
+use crate::{Error, Result};
+
+/// Adam with decoupled weight decay, the update of `candle_nn::AdamW`, with
+/// named parameters and moments that can be checkpointed and restored.
+pub struct Adam {
+    vars: Vec<(String, Var, Var, Var)>,
+    t: usize,
+    /// Learning rate.
+    pub lr: f64,
+    /// Decoupled weight decay (0 = plain Adam).
+    pub weight_decay: f64,
+    beta1: f64,
+    beta2: f64,
+    eps: f64,
+}
+
+impl Adam {
+    /// An optimiser over named variables, moments zero.
+    pub fn new(vars: Vec<(String, Var)>, lr: f64, weight_decay: f64) -> Result<Self> {
+        let vars = vars
+            .into_iter()
+            .map(|(n, v)| {
+                let m = Var::zeros(v.shape(), v.dtype(), v.device())?;
+                let s = Var::zeros(v.shape(), v.dtype(), v.device())?;
+                Ok((n, v, m, s))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Adam {
+            vars,
+            t: 0,
+            lr,
+            weight_decay,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+        })
+    }
+
+    /// One update from the gradients of `loss` (minimised).
+    pub fn backward_step(&mut self, loss: &Tensor) -> Result<()> {
+        let grads = loss.backward()?;
+        self.step(&grads)
+    }
+
+    /// One update from gradients already computed. On the CPU with f32
+    /// contiguous tensors three fused in-place passes do it ([`fused_ok`]),
+    /// without the temporaries of tensor ops; elsewhere (CUDA, f64) the same
+    /// update runs as candle tensor ops.
+    pub fn step(&mut self, grads: &GradStore) -> Result<()> {
+        self.t += 1;
+        let (b1, b2) = (self.beta1, self.beta2);
+        let scale_m = 1.0 / (1.0 - b1.powi(self.t as i32));
+        let scale_v = 1.0 / (1.0 - b2.powi(self.t as i32));
+        for (_, theta, m, v) in &self.vars {
+            let Some(g) = grads.get(theta.as_tensor()) else {
+                continue;
+            };
+            let (th, mt, vt) = (theta.as_tensor(), m.as_tensor(), v.as_tensor());
+            if fused_ok(&[th, g, mt, vt]) {
+                mt.inplace_op2(
+                    g,
+                    &Moment {
+                        beta: b1,
+                        square: false,
+                    },
+                )?;
+                vt.inplace_op2(
+                    g,
+                    &Moment {
+                        beta: b2,
+                        square: true,
+                    },
+                )?;
+                th.inplace_op3(
+                    mt,
+                    vt,
+                    &ParamUpdate {
+                        lr: self.lr,
+                        decay: 1.0 - self.lr * self.weight_decay,
+                        scale_m,
+                        scale_v,
+                        eps: self.eps,
+                    },
+                )?;
+                continue;
+            }
+            let next_m = ((mt * b1)? + (g * (1.0 - b1))?)?;
+            let next_v = ((vt * b2)? + (g.sqr()? * (1.0 - b2))?)?;
+            let upd = ((&next_m * scale_m)? / ((&next_v * scale_v)?.sqrt()? + self.eps)?)?;
+            let mut next = th.clone();
+            if self.weight_decay != 0.0 {
+                next = (next * (1.0 - self.lr * self.weight_decay))?;
+            }
+            let next = (next - (upd * self.lr)?)?;
+            m.set(&next_m)?;
+            v.set(&next_v)?;
+            theta.set(&next)?;
+        }
+        Ok(())
+    }
+
+    /// One update where some table parameters got their gradient through a
+    /// per-step leaf holding only the rows `ids` (distinct) of the table named
+    /// `name` (see [`crate::models::xcnn::Composer::compose_rows`]): those rows, and only those,
+    /// of the table and its moments are updated in place ("lazy" Adam, as
+    /// TensorFlow's LazyAdam and PyTorch's SparseAdam: untouched rows keep
+    /// their moments instead of decaying them). Other variables get the
+    /// ordinary update.
+    pub fn backward_step_rows(
+        &mut self,
+        loss: &Tensor,
+        rows: &[(&str, &Tensor, &Var)],
+    ) -> Result<()> {
+        let grads = loss.backward()?;
+        self.t += 1;
+        let (b1, b2) = (self.beta1, self.beta2);
+        let scale_m = 1.0 / (1.0 - b1.powi(self.t as i32));
+        let scale_v = 1.0 / (1.0 - b2.powi(self.t as i32));
+        for (name, theta, m, v) in &self.vars {
+            let sparse = rows.iter().find(|r| r.0 == name);
+            let (g, ids) = match sparse {
+                Some((_, ids, leaf)) => match grads.get(leaf.as_tensor()) {
+                    Some(g) => (g.clone(), Some(*ids)),
+                    None => continue,
+                },
+                None => match grads.get(theta.as_tensor()) {
+                    Some(g) => (g.clone(), None),
+                    None => continue,
+                },
+            };
+            let take = |t: &Tensor| -> Result<Tensor> {
+                Ok(match ids {
+                    Some(ids) => t.index_select(ids, 0)?,
+                    None => t.clone(),
+                })
+            };
+            let m0 = take(m.as_tensor())?;
+            let v0 = take(v.as_tensor())?;
+            let th0 = take(theta.as_tensor())?;
+            let next_m = ((m0 * b1)? + (&g * (1.0 - b1))?)?;
+            let next_v = ((v0 * b2)? + (g.sqr()? * (1.0 - b2))?)?;
+            let upd = ((&next_m * scale_m)? / ((&next_v * scale_v)?.sqrt()? + self.eps)?)?;
+            let mut next = th0;
+            if self.weight_decay != 0.0 {
+                next = (next * (1.0 - self.lr * self.weight_decay))?;
+            }
+            let next = (next - (upd * self.lr)?)?;
+            match ids {
+                Some(ids) => {
+                    let idx = if next.rank() == 1 {
+                        ids.clone()
+                    } else {
+                        ids.unsqueeze(1)?.broadcast_as(next.shape())?.contiguous()?
+                    };
+                    m.as_tensor().scatter_set(&idx, &next_m, 0)?;
+                    v.as_tensor().scatter_set(&idx, &next_v, 0)?;
+                    theta.as_tensor().scatter_set(&idx, &next, 0)?;
+                }
+                None => {
+                    m.set(&next_m)?;
+                    v.set(&next_v)?;
+                    theta.set(&next)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Moments and step count as named tensors (`adam.m.NAME`, `adam.v.NAME`,
+    /// `adam.t`), for a checkpoint.
+    pub fn state(&self) -> Result<Vec<(String, Tensor)>> {
+        let mut out = Vec::new();
+        for (n, _, m, v) in &self.vars {
+            out.push((format!("adam.m.{n}"), m.as_tensor().copy()?));
+            out.push((format!("adam.v.{n}"), v.as_tensor().copy()?));
+        }
+        let dev = self.vars.first().map(|v| v.1.device().clone());
+        let dev = dev.unwrap_or(Device::Cpu);
+        out.push(("adam.t".to_string(), Tensor::new(&[self.t as i64], &dev)?));
+        Ok(out)
+    }
+
+    /// Restores moments and step count written by [`Adam::state`].
+    pub fn restore(&mut self, tensors: &HashMap<String, Tensor>) -> Result<()> {
+        self.restore_moments(tensors)?;
+        let t = tensors
+            .get("adam.t")
+            .ok_or_else(|| Error::invalid("checkpoint lacks adam.t"))?;
+        self.t = t.to_dtype(DType::I64)?.flatten_all()?.to_vec1::<i64>()?[0].max(0) as usize;
+        Ok(())
+    }
+
+    /// Restores the moments only (`adam.m.NAME`, `adam.v.NAME`), for
+    /// checkpoints that keep the step count elsewhere; see [`Adam::set_step`].
+    pub fn restore_moments(&mut self, tensors: &HashMap<String, Tensor>) -> Result<()> {
+        for (n, theta, m, v) in &self.vars {
+            for (kind, var) in [("m", m), ("v", v)] {
+                let key = format!("adam.{kind}.{n}");
+                let t = tensors
+                    .get(&key)
+                    .ok_or_else(|| Error::invalid(format!("checkpoint lacks {key}")))?;
+                if t.shape() != theta.shape() {
+                    return Err(Error::invalid(format!(
+                        "checkpoint {key} has shape {:?}, expected {:?}",
+                        t.dims(),
+                        theta.dims()
+                    )));
+                }
+                var.set(&t.to_dtype(theta.dtype())?.to_device(theta.device())?)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Sets the step count (bias correction) after [`Adam::restore_moments`].
+    pub fn set_step(&mut self, t: usize) {
+        self.t = t;
+    }
+}
+
+/// Whether the fused CPU kernels apply: f32 tensors on the CPU, contiguous
+/// from offset 0, of one shape.
+pub fn fused_ok(ts: &[&Tensor]) -> bool {
+    ts.iter().all(|t| {
+        t.device().is_cpu()
+            && t.dtype() == DType::F32
+            && t.layout().contiguous_offsets() == Some((0, t.elem_count()))
+            && t.shape() == ts[0].shape()
+    })
+}
+
+fn f32_slice<'a>(s: &'a CpuStorage, name: &str) -> candle_core::Result<&'a [f32]> {
+    match s {
+        CpuStorage::F32(v) => Ok(v),
+        _ => candle_core::bail!("{name}: f32 storage expected"),
+    }
+}
+
+/// `m ← β m + (1 − β) g` (or `g²`), in place.
+struct Moment {
+    beta: f64,
+    square: bool,
+}
+
+impl InplaceOp2 for Moment {
+    fn name(&self) -> &'static str {
+        "adamw-moment"
+    }
+    fn cpu_fwd(
+        &self,
+        s1: &mut CpuStorage,
+        _l1: &Layout,
+        s2: &CpuStorage,
+        _l2: &Layout,
+    ) -> candle_core::Result<()> {
+        use rayon::prelude::*;
+        let g = f32_slice(s2, self.name())?;
+        let CpuStorage::F32(m) = s1 else {
+            candle_core::bail!("adamw-moment: f32 storage expected");
+        };
+        let (b, c) = (self.beta as f32, (1.0 - self.beta) as f32);
+        let sq = self.square;
+        m.par_chunks_mut(1 << 14)
+            .zip(g.par_chunks(1 << 14))
+            .for_each(|(m, g)| {
+                for (m, g) in m.iter_mut().zip(g) {
+                    let g = if sq { g * g } else { *g };
+                    *m = b * *m + c * g;
+                }
+            });
+        Ok(())
+    }
+}
+
+/// `θ ← θ·(1 − lr·λ) − lr · m̂ / (√v̂ + ε)`, in place.
+struct ParamUpdate {
+    lr: f64,
+    decay: f64,
+    scale_m: f64,
+    scale_v: f64,
+    eps: f64,
+}
+
+impl InplaceOp3 for ParamUpdate {
+    fn name(&self) -> &'static str {
+        "adamw-update"
+    }
+    fn cpu_fwd(
+        &self,
+        s1: &mut CpuStorage,
+        _l1: &Layout,
+        s2: &CpuStorage,
+        _l2: &Layout,
+        s3: &CpuStorage,
+        _l3: &Layout,
+    ) -> candle_core::Result<()> {
+        use rayon::prelude::*;
+        let m = f32_slice(s2, self.name())?;
+        let v = f32_slice(s3, self.name())?;
+        let CpuStorage::F32(theta) = s1 else {
+            candle_core::bail!("adamw-update: f32 storage expected");
+        };
+        let (lr, decay, sm, sv, eps) = (
+            self.lr as f32,
+            self.decay as f32,
+            self.scale_m as f32,
+            self.scale_v as f32,
+            self.eps as f32,
+        );
+        const C: usize = 1 << 14;
+        theta
+            .par_chunks_mut(C)
+            .zip(m.par_chunks(C).zip(v.par_chunks(C)))
+            .for_each(|(t, (m, v))| {
+                for ((t, m), v) in t.iter_mut().zip(m).zip(v) {
+                    *t = *t * decay - lr * (m * sm) / ((v * sv).sqrt() + eps);
+                }
+            });
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fused in-place CPU kernels (f32) and the tensor-op update (f64,
+    /// the path other devices take) give the same trajectory.
+    #[test]
+    fn fused_adam_matches_tensor_ops() {
+        let dev = Device::Cpu;
+        let init: Vec<f32> = (0..24).map(|i| (i as f32 * 0.37).sin()).collect();
+        let c: Vec<f32> = (0..24).map(|i| (i as f32 * 0.11).cos()).collect();
+        let run = |dtype: DType| -> Vec<f32> {
+            let t = Tensor::from_vec(init.clone(), (4, 6), &dev).unwrap();
+            let var = Var::from_tensor(&t.to_dtype(dtype).unwrap()).unwrap();
+            let ct = Tensor::from_vec(c.clone(), (4, 6), &dev)
+                .unwrap()
+                .to_dtype(dtype)
+                .unwrap();
+            let mut opt = Adam::new(vec![("p".into(), var.clone())], 0.1, 0.01).unwrap();
+            let (_, th, m, v) = &opt.vars[0];
+            assert_eq!(
+                fused_ok(&[th.as_tensor(), m.as_tensor(), v.as_tensor()]),
+                dtype == DType::F32
+            );
+            for _ in 0..5 {
+                let loss = (var.as_tensor() * &ct)
+                    .unwrap()
+                    .sin()
+                    .unwrap()
+                    .sum_all()
+                    .unwrap();
+                opt.backward_step(&loss).unwrap();
+            }
+            var.as_tensor()
+                .to_dtype(DType::F32)
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .to_vec1()
+                .unwrap()
+        };
+        let (fused, plain) = (run(DType::F32), run(DType::F64));
+        assert_ne!(fused, init, "no update happened");
+        for (a, b) in fused.iter().zip(&plain) {
+            assert!((a - b).abs() < 1e-5, "{a} vs {b}");
+        }
+    }
+
+    /// State written and restored continues the same trajectory.
+    #[test]
+    fn state_round_trips() {
+        let dev = Device::Cpu;
+        let var = Var::from_tensor(&Tensor::new(&[1.0f32, -2.0, 3.0], &dev).unwrap()).unwrap();
+        let loss = |v: &Var| v.as_tensor().sqr().unwrap().sum_all().unwrap();
+        let mut a = Adam::new(vec![("p".into(), var.clone())], 0.1, 0.0).unwrap();
+        a.backward_step(&loss(&var)).unwrap();
+        let state: HashMap<String, Tensor> = a.state().unwrap().into_iter().collect();
+        let copy = Var::from_tensor(&var.as_tensor().copy().unwrap()).unwrap();
+        let mut b = Adam::new(vec![("p".into(), copy.clone())], 0.1, 0.0).unwrap();
+        b.restore(&state).unwrap();
+        a.backward_step(&loss(&var)).unwrap();
+        b.backward_step(&loss(&copy)).unwrap();
+        let vals = |v: &Var| v.as_tensor().to_vec1::<f32>().unwrap();
+        assert_eq!(vals(&var), vals(&copy));
+        let mut c = Adam::new(vec![("q".into(), copy)], 0.1, 0.0).unwrap();
+        let e = c.restore(&state).unwrap_err().to_string();
+        assert!(e.contains("adam.m.q"), "{e}");
+    }
+}
