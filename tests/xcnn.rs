@@ -604,19 +604,34 @@ fn positives_are_computed_when_none_are_given() {
     // training with no positives given uses them (and says so)
     let mut d = data(100, 40);
     d.mono_positive = Vec::new();
-    let mut rec = Recorder::default();
-    xcnn_trainer()
-        .train(
-            &d,
-            &params(&[("dim", "4"), ("mono_epochs", "1"), ("epochs", "1")]),
-            &Device::Cpu,
-            1,
-            None,
-            &mut rec,
-        )
-        .unwrap();
-    assert!(rec.logs.iter().any(|l| l.contains("best log-tf·idf match")));
+    let kv = [("dim", "4"), ("mono_epochs", "1"), ("epochs", "1")];
+    let (_, rec) = trained(xcnn_trainer(), &d, &kv, 1);
+    assert!(
+        rec.logs
+            .iter()
+            .any(|l| l.contains("best tfidf match mined")),
+        "{:?}",
+        rec.logs
+    );
     assert!(rec.tgt.iter().any(|r| r.0 == "mono"));
+    // or the best BM25 match, when asked
+    let (_, rec) = trained(
+        xcnn_trainer(),
+        &d,
+        &[kv[0], kv[1], kv[2], ("positives", "bm25")],
+        1,
+    );
+    assert!(
+        rec.logs.iter().any(|l| l.contains("best bm25 match mined")),
+        "{:?}",
+        rec.logs
+    );
+    // positives that come with the data are used as they are
+    let (_, rec) = trained(xcnn_trainer(), &data(100, 40), &kv, 1);
+    assert!(rec
+        .logs
+        .iter()
+        .any(|l| l.contains("given with the training data")));
 }
 
 #[test]
@@ -644,6 +659,7 @@ fn bad_input_is_a_clear_error() {
     assert!(run(&[("lr", "-1")], &d).contains("lr"));
     assert!(run(&[("dimm", "8")], &d).contains("dimm"));
     assert!(run(&[("init_bias", "low")], &d).contains("init_bias=low"));
+    assert!(run(&[("positives", "random")], &d).contains("positives"));
     assert!(run(&[("init_bias", "NaN")], &d).contains("init_bias=NaN"));
     // no usable pseudo-relevance positives with a mono phase asked for: none
     // given and none to compute (no two texts share a term)

@@ -35,6 +35,38 @@ pub enum BenchCommand {
     /// Pseudo-relevance mining (best match of every text) on synthetic
     /// Zipfian texts or on a text file.
     Mine(MineArgs),
+    /// Training throughput of a gradient-trained model (pairs/s, training
+    /// loop only) on a workspace, optionally against the PyTorch reference
+    /// `torch_ref.py` on the same files (`--torch-ref`).
+    Train(TrainBenchArgs),
+}
+
+/// Arguments of `rosetta bench train`.
+#[derive(Debug, Args)]
+pub struct TrainBenchArgs {
+    /// Workspace file whose training split is trained on.
+    #[arg(long)]
+    pub workspace: PathBuf,
+    /// Model: xcnn, s2net or bae.
+    #[arg(long, value_parser = ["xcnn", "s2net", "bae"])]
+    pub model: String,
+    /// Model settings, KEY=VALUE (repeatable), as `rosetta train --set`.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Worker threads (Rosetta's and torch_ref's).
+    #[arg(long, default_value_t = 2)]
+    pub threads: usize,
+    /// Random seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// torch_ref.py to run on the workspace's train and test files with the
+    /// same model settings and threads (the workspace's train and test
+    /// splits must be file pairs).
+    #[arg(long, value_name = "SCRIPT")]
+    pub torch_ref: Option<PathBuf>,
+    /// Python interpreter for --torch-ref.
+    #[arg(long, default_value = "python3")]
+    pub python: PathBuf,
 }
 
 /// Arguments of `rosetta bench search`.
@@ -129,6 +161,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.what {
         BenchCommand::Search(a) => search(a),
         BenchCommand::Mine(a) => mine(a),
+        BenchCommand::Train(a) => train(a),
     }
 }
 
@@ -435,6 +468,166 @@ fn mine(a: MineArgs) -> anyhow::Result<()> {
             println!("{report}");
             bail!("pruned mining differs from brute force on {diff} texts");
         }
+    }
+    println!("{report}");
+    Ok(())
+}
+
+/// Hooks that time the training loop: from the end of one epoch's hooks to
+/// the last step of the next, so batch building, forward, backward and
+/// updates count while the trainer's own validation does not (as
+/// `torch_ref.py` counts).
+struct LoopTimer {
+    examples: usize,
+    train_s: f64,
+    mark: Instant,
+    epochs: Vec<serde_json::Value>,
+}
+
+impl rosetta::train::Hooks for LoopTimer {
+    fn step(&mut self, r: &rosetta::train::StepReport) -> rosetta::Result<rosetta::train::Flow> {
+        self.examples += r.examples;
+        self.train_s += self.mark.elapsed().as_secs_f64();
+        self.mark = Instant::now();
+        Ok(rosetta::train::Flow::Continue)
+    }
+    fn epoch_end(
+        &mut self,
+        phase: &str,
+        epoch: usize,
+        _model: &dyn rosetta::models::Model,
+        _extra: Vec<(String, candle_core::Tensor)>,
+    ) -> rosetta::Result<rosetta::train::Flow> {
+        self.epochs.push(json!({
+            "phase": phase,
+            "epoch": epoch,
+            "examples": self.examples,
+            "train_s": round(self.train_s, 3),
+        }));
+        self.mark = Instant::now();
+        Ok(rosetta::train::Flow::Continue)
+    }
+    fn log(&mut self, _msg: &str) {}
+}
+
+/// `rosetta bench train`.
+fn train(a: TrainBenchArgs) -> anyhow::Result<()> {
+    use rosetta::corpus::workspace::{PairSource, ParallelSpec, Workspace};
+    use rosetta::models::{Params, Side};
+    if a.torch_ref.is_some() && a.model == "bae" {
+        bail!("--torch-ref has no BAE (torch_ref.py implements s2net and xcnn)");
+    }
+    // candle's CPU kernels size their thread pools from RAYON_NUM_THREADS
+    std::env::set_var("RAYON_NUM_THREADS", a.threads.to_string());
+    let pool = pool(a.threads)?;
+    let (prepared, data, _) = crate::cli::train::load_workspace(&a.workspace)?;
+    let params = Params::new(crate::cli::train::parse_sets(&a.set)?);
+    let trainer = rosetta::models::trainer(&a.model)?;
+    let mut timer = LoopTimer {
+        examples: 0,
+        train_s: 0.0,
+        mark: Instant::now(),
+        epochs: Vec::new(),
+    };
+    let model = pool.install(|| {
+        trainer.train(
+            &data,
+            &params,
+            &candle_core::Device::Cpu,
+            a.seed,
+            None,
+            &mut timer,
+        )
+    })?;
+    if timer.examples == 0 || timer.train_s <= 0.0 {
+        bail!("no training step ran (epochs=0?): nothing to time");
+    }
+    let test = &prepared.test;
+    let test_mrr = if test.src.n_rows() > 0 {
+        let s = rosetta::eval::sentence::sentence_retrieval(
+            &model.encode(Side::Source, &test.src)?,
+            &model.encode(Side::Target, &test.tgt)?,
+        );
+        json!(round(s.mrr, 4))
+    } else {
+        serde_json::Value::Null
+    };
+    let settings = params.resolved();
+    let pairs_per_s = timer.examples as f64 / timer.train_s;
+    let mut report = json!({
+        "bench": "train",
+        "model": a.model,
+        "workspace": a.workspace.display().to_string(),
+        "threads": a.threads,
+        "settings": settings,
+        "train_pairs": data.train_src.n_rows(),
+        "vocab": [data.vocabs.source.len(), data.vocabs.target.len()],
+        "examples": timer.examples,
+        "train_s": round(timer.train_s, 3),
+        "pairs_per_s": round(pairs_per_s, 1),
+        "test_mrr": test_mrr,
+        "epochs": timer.epochs,
+    });
+    if let Some(script) = &a.torch_ref {
+        let ws = Workspace::load(&a.workspace)?;
+        let files = |p: &Option<PairSource>, split: &str| -> anyhow::Result<[PathBuf; 2]> {
+            match p {
+                Some(PairSource::Files { source, target }) => Ok([source.clone(), target.clone()]),
+                _ => bail!(
+                    "--torch-ref needs the workspace's {split} split as two line-aligned files \
+                     (torch_ref.py reads no TSV and no fraction split)"
+                ),
+            }
+        };
+        let (train, test) = match &ws.parallel {
+            ParallelSpec::Splits { train, test, .. } => {
+                (files(&Some(train.clone()), "train")?, files(test, "test")?)
+            }
+            ParallelSpec::Fractions { .. } => {
+                bail!("--torch-ref needs a workspace with train/test file pairs, not a fraction split")
+            }
+        };
+        let get = |k: &str| -> anyhow::Result<String> {
+            settings
+                .get(k)
+                .cloned()
+                .ok_or_else(|| anyhow::anyhow!("{}: setting {k} unknown", a.model))
+        };
+        let mut cmd = std::process::Command::new(&a.python);
+        cmd.arg(script)
+            .args(["--model", a.model.as_str()])
+            .arg("--train")
+            .args(&train)
+            .arg("--test")
+            .args(&test)
+            .args(["--vocab", &ws.text.vocab_per_language.to_string()])
+            .args(["--dim", &get("dim")?, "--batch", &get("batch")?])
+            .args(["--epochs", &get("epochs")?, "--lr", &get("lr")?])
+            .args(["--threads", &a.threads.to_string()])
+            .args(["--seed", &a.seed.to_string()]);
+        if a.model == "xcnn" {
+            cmd.args(["--mono-epochs", &get("mono_epochs")?]);
+        }
+        let o = cmd
+            .output()
+            .with_context(|| format!("running {} {}", a.python.display(), script.display()))?;
+        if !o.status.success() {
+            bail!(
+                "{} failed ({}): {}",
+                script.display(),
+                o.status,
+                String::from_utf8_lossy(&o.stderr).trim()
+            );
+        }
+        let out = String::from_utf8_lossy(&o.stdout);
+        let last = out.lines().last().unwrap_or_default();
+        let theirs: serde_json::Value = serde_json::from_str(last)
+            .with_context(|| format!("{} printed no JSON last line: {last:?}", script.display()))?;
+        let their_rate = theirs["pairs_per_s"]
+            .as_f64()
+            .context("torch_ref JSON lacks pairs_per_s")?;
+        report["pairs_per_s_over_torch_ref"] = json!(round(pairs_per_s / their_rate, 3));
+        report["torch_ref"] = theirs;
     }
     println!("{report}");
     Ok(())

@@ -9,7 +9,6 @@ use anyhow::{anyhow, bail, Context};
 use clap::Args;
 
 use rosetta::corpus::{Prepared, Workspace};
-use rosetta::index::{mine_positives, MineConfig};
 use rosetta::session::retrieval::adhoc_validation;
 use rosetta::session::{
     list_sessions, now_unix, read_status, Session, SessionConfig, State, Status, LOG_FILE,
@@ -97,7 +96,7 @@ fn model_help() -> String {
     )
 }
 
-fn parse_sets(sets: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
+pub(crate) fn parse_sets(sets: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
     let mut m = BTreeMap::new();
     for s in sets {
         let (k, v) = s
@@ -250,8 +249,7 @@ fn run_session(mut session: Session, background: bool) -> anyhow::Result<()> {
     let loaded = rosetta::models::trainer(&session.config.model)
         .map_err(anyhow::Error::from)
         .and_then(|t| {
-            let (prepared, data, hash) =
-                load_workspace(&session.config.workspace, &session.config.model)?;
+            let (prepared, data, hash) = load_workspace(&session.config.workspace)?;
             Ok((t, prepared, data, hash))
         });
     let (trainer, prepared, data, hash) = match loaded {
@@ -310,30 +308,13 @@ fn run_session(mut session: Session, background: bool) -> anyhow::Result<()> {
     }
 }
 
-/// A workspace's prepared data (cached by the corpus module), the training
-/// data for `model` and the workspace's content hash.
-fn load_workspace(path: &Path, model: &str) -> anyhow::Result<(Prepared, TrainData, String)> {
+/// A workspace's prepared data (cached by the corpus module), its training
+/// data and its content hash.
+pub(crate) fn load_workspace(path: &Path) -> anyhow::Result<(Prepared, TrainData, String)> {
     let ws = Workspace::load(path)?;
     let prepared = Prepared::load_or_build(&ws)?;
-    // pseudo-relevant positives: only XCNN's mono phase uses them
-    let positives = if model == "xcnn" {
-        let t = Instant::now();
-        let mined = mine_positives(
-            &prepared.mono,
-            &prepared.vocabs.target,
-            &MineConfig::default(),
-        )?;
-        eprintln!(
-            "mined pseudo-relevant positives for {} of {} monolingual texts in {:.1} s",
-            mined.with_positive,
-            prepared.mono.n_rows(),
-            t.elapsed().as_secs_f64()
-        );
-        mined.positives
-    } else {
-        Vec::new()
-    };
-    let data = prepared.train_data(positives);
+    // XCNN mines its own pseudo-relevant positives (its `positives` setting)
+    let data = prepared.train_data(Vec::new());
     let hash = prepared.hash.clone();
     Ok((prepared, data, hash))
 }

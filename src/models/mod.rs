@@ -210,6 +210,7 @@ pub const MODEL_SETTINGS: &[(&str, &[&str])] = &[
             "mono_valid",
             "negatives",
             "optim",
+            "positives",
             "train_target",
             "valid_max",
             "weight_decay",

@@ -44,6 +44,8 @@
 //! `adam`, dense), `negatives`
 //! (`random:1`, `random:K`, `in-batch`), `mono_negatives` (the same
 //! choices for the mono phase, `random:1` by default as in the paper),
+//! `positives` (`tfidf`: the mono phase's positive is a text's best
+//! log-tf·idf cosine match, as the paper; `bm25`: its best BM25 match),
 //! `train_target` (false: the paper's frozen target network in the cross
 //! phase; true trains both networks there, a deviation for comparison), `loss` (`cos`: the paper's `−J`;
 //! `logistic:G`: S2Net's pairwise logistic loss with scale G on the same
@@ -624,6 +626,8 @@ pub struct XcnnConfig {
     pub loss: Loss,
     /// Negatives of the mono phase (the paper: one random text).
     pub mono_negatives: Negatives,
+    /// How the mono phase's pseudo-relevant positives are mined.
+    pub positives: Positives,
     /// Train the target network in the cross phase too (the paper freezes it).
     pub train_target: bool,
     /// Validation pairs used for the trainer's own best-epoch choice.
@@ -662,6 +666,7 @@ impl XcnnConfig {
                 negatives: p.get("negatives", Negatives::Random(1))?,
                 loss: p.get("loss", Loss::CosDiff)?,
                 mono_negatives: p.get("mono_negatives", Negatives::Random(1))?,
+                positives: p.get("positives", Positives::TfIdf)?,
                 train_target: p.get("train_target", false)?,
                 valid_max: p.get("valid_max", 2000usize)?,
                 init: p.get_opt("init").map(PathBuf::from),
@@ -698,6 +703,38 @@ impl XcnnConfig {
             )));
         }
         Ok(c)
+    }
+}
+
+/// How the pseudo-relevant positive of a monolingual text is chosen (when
+/// the training data brings none): its best match by log-tf·idf cosine
+/// (`tfidf`, the paper's Sec. 5.1 "most relevant title according to the
+/// TF-IDF score") or by BM25 (`bm25`, k1 1.2, b 0.75), other than itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Positives {
+    /// Best log-tf·idf cosine match.
+    TfIdf,
+    /// Best BM25 match.
+    Bm25,
+}
+
+impl std::str::FromStr for Positives {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "tfidf" => Ok(Positives::TfIdf),
+            "bm25" => Ok(Positives::Bm25),
+            _ => Err("expected tfidf or bm25".into()),
+        }
+    }
+}
+
+impl std::fmt::Display for Positives {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Positives::TfIdf => "tfidf",
+            Positives::Bm25 => "bm25",
+        })
     }
 }
 
@@ -764,24 +801,35 @@ fn mono_data(
         )));
     }
     let computed;
-    let positives = if !data.mono_positive.is_empty()
-        && data.mono_positive.iter().any(|p| p.is_some())
-    {
-        if data.mono_positive.len() != m.n_rows() {
-            return Err(Error::invalid(format!(
-                "xcnn: {} monolingual texts but {} pseudo-relevance entries",
+    let positives =
+        if !data.mono_positive.is_empty() && data.mono_positive.iter().any(|p| p.is_some()) {
+            if data.mono_positive.len() != m.n_rows() {
+                return Err(Error::invalid(format!(
+                    "xcnn: {} monolingual texts but {} pseudo-relevance entries",
+                    m.n_rows(),
+                    data.mono_positive.len()
+                )));
+            }
+            hooks.log("xcnn mono: pseudo-relevant positives given with the training data");
+            &data.mono_positive
+        } else {
+            let t = std::time::Instant::now();
+            computed = match cfg.positives {
+                Positives::TfIdf => tfidf_positives(m, &data.vocabs.target)?,
+                Positives::Bm25 => {
+                    use crate::index::mining::{mine_positives, MineConfig};
+                    mine_positives(m, &data.vocabs.target, &MineConfig::default())?.positives
+                }
+            };
+            hooks.log(&format!(
+                "xcnn mono: best {} match mined for {} of {} monolingual texts in {:.1} s",
+                cfg.positives,
+                computed.iter().filter(|p| p.is_some()).count(),
                 m.n_rows(),
-                data.mono_positive.len()
-            )));
-        }
-        &data.mono_positive
-    } else {
-        hooks.log(
-            "xcnn mono: no pseudo-relevant positives given; using each text's best log-tf·idf match",
-        );
-        computed = tfidf_positives(m, &data.vocabs.target)?;
-        &computed
-    };
+                t.elapsed().as_secs_f64()
+            ));
+            &computed
+        };
     let mut pairs = Vec::new();
     for (q, p) in positives.iter().enumerate() {
         if let Some(p) = *p {

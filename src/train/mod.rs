@@ -26,9 +26,9 @@ pub struct TrainData {
     /// Target-language monolingual texts for pseudo-relevance training
     /// (defaults to the target side of the training pairs).
     pub mono: CsrMatrix,
-    /// For each row of `mono`, the row of its best BM25 match other than
-    /// itself (the pseudo-relevant positive, seed 000 Sec. 4.1), or `None`
-    /// when it has no match.
+    /// For each row of `mono`, the row of its pseudo-relevant positive (seed
+    /// 000 Sec. 4.1), or `None`; all `None` (or empty) lets XCNN mine its own
+    /// by its `positives` setting (best TF-IDF or BM25 match).
     pub mono_positive: Vec<Option<u32>>,
 }
 

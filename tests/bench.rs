@@ -1,0 +1,150 @@
+//! `rosetta bench train`: training throughput on a workspace, alone and
+//! against a torch_ref-like peer (a shell stand-in here: no Python in tests).
+
+mod common;
+
+use common::{rosetta_in, tiny_workspace};
+
+fn json(out: &std::process::Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(text.lines().last().unwrap()).unwrap()
+}
+
+#[test]
+fn bench_train_times_the_training_loop() {
+    let ws = tiny_workspace();
+    let out = rosetta_in(
+        ws.path(),
+        &[
+            "bench",
+            "train",
+            "--workspace",
+            "workspace.toml",
+            "--model",
+            "xcnn",
+            "--set",
+            "dim=8",
+            "--set",
+            "mono_epochs=1",
+            "--set",
+            "epochs=2",
+            "--threads",
+            "1",
+        ],
+    );
+    let j = json(&out);
+    assert_eq!(j["model"], "xcnn");
+    assert_eq!(j["settings"]["epochs"], "2");
+    assert_eq!(j["settings"]["positives"], "tfidf");
+    let pairs = j["train_pairs"].as_u64().unwrap();
+    let epochs = j["epochs"].as_array().unwrap();
+    // one mono epoch and two cross epochs, each reported
+    assert_eq!(epochs.len(), 3, "{epochs:?}");
+    assert_eq!(epochs[2]["phase"], "cross");
+    // the cross epochs saw every training pair
+    let cross = epochs[2]["examples"].as_u64().unwrap() - epochs[0]["examples"].as_u64().unwrap();
+    assert_eq!(cross, 2 * pairs);
+    assert!(j["pairs_per_s"].as_f64().unwrap() > 0.0);
+    assert!(j["test_mrr"].as_f64().unwrap() > 0.0);
+    assert!(j.get("torch_ref").is_none());
+}
+
+#[test]
+fn bench_train_hands_the_same_settings_to_the_peer() {
+    let ws = tiny_workspace();
+    let script = std::env::current_dir()
+        .unwrap()
+        .join("tests/fixtures/bench/fake_torch_ref.sh");
+    let out = rosetta_in(
+        ws.path(),
+        &[
+            "bench",
+            "train",
+            "--workspace",
+            "workspace.toml",
+            "--model",
+            "xcnn",
+            "--set",
+            "dim=8",
+            "--set",
+            "mono_epochs=1",
+            "--set",
+            "epochs=1",
+            "--set",
+            "lr=0.02",
+            "--threads",
+            "1",
+            "--torch-ref",
+            script.to_str().unwrap(),
+            "--python",
+            "sh",
+        ],
+    );
+    let j = json(&out);
+    let args = j["torch_ref"]["args"].as_str().unwrap();
+    for want in [
+        "--model xcnn",
+        "--dim 8",
+        "--batch 100",
+        "--epochs 1",
+        "--mono-epochs 1",
+        "--lr 0.02",
+        "--threads 1",
+        "--vocab 1000",
+    ] {
+        assert!(args.contains(want), "{want} missing from {args}");
+    }
+    assert!(
+        args.contains("train.en") && args.contains("test.es"),
+        "{args}"
+    );
+    let ratio = j["pairs_per_s_over_torch_ref"].as_f64().unwrap();
+    let ours = j["pairs_per_s"].as_f64().unwrap();
+    assert!((ratio - ours / 1000.0).abs() < 1e-3, "{ratio} vs {ours}");
+}
+
+#[test]
+fn bench_train_refuses_what_it_cannot_do() {
+    let ws = tiny_workspace();
+    let run = |args: &[&str]| {
+        let out = rosetta_in(ws.path(), args);
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    let e = run(&[
+        "bench",
+        "train",
+        "--workspace",
+        "workspace.toml",
+        "--model",
+        "bae",
+        "--torch-ref",
+        "x.py",
+    ]);
+    assert!(e.contains("no BAE"), "{e}");
+    let e = run(&[
+        "bench",
+        "train",
+        "--workspace",
+        "workspace.toml",
+        "--model",
+        "xcnn",
+        "--set",
+        "positives=random",
+    ]);
+    assert!(e.contains("positives"), "{e}");
+    let e = run(&[
+        "bench",
+        "train",
+        "--workspace",
+        "missing.toml",
+        "--model",
+        "s2net",
+    ]);
+    assert!(e.contains("missing.toml"), "{e}");
+}
