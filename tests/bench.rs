@@ -5,6 +5,13 @@ mod common;
 
 use common::{rosetta_in, tiny_workspace};
 
+/// `rosetta bench train ARGS` in `dir`, ARGS split at spaces.
+fn bench_train(dir: &std::path::Path, args: &str) -> std::process::Output {
+    let mut all = vec!["bench", "train"];
+    all.extend(args.split_whitespace());
+    rosetta_in(dir, &all)
+}
+
 fn json(out: &std::process::Output) -> serde_json::Value {
     assert!(
         out.status.success(),
@@ -18,24 +25,10 @@ fn json(out: &std::process::Output) -> serde_json::Value {
 #[test]
 fn bench_train_times_the_training_loop() {
     let ws = tiny_workspace();
-    let out = rosetta_in(
+    let out = bench_train(
         ws.path(),
-        &[
-            "bench",
-            "train",
-            "--workspace",
-            "workspace.toml",
-            "--model",
-            "xcnn",
-            "--set",
-            "dim=8",
-            "--set",
-            "mono_epochs=1",
-            "--set",
-            "epochs=2",
-            "--threads",
-            "1",
-        ],
+        "--workspace workspace.toml --model xcnn --set dim=8 --set mono_epochs=1 --set epochs=2 \
+         --threads 1",
     );
     let j = json(&out);
     assert_eq!(j["model"], "xcnn");
@@ -60,30 +53,13 @@ fn bench_train_hands_the_same_settings_to_the_peer() {
     let script = std::env::current_dir()
         .unwrap()
         .join("tests/fixtures/bench/fake_torch_ref.sh");
-    let out = rosetta_in(
+    let out = bench_train(
         ws.path(),
-        &[
-            "bench",
-            "train",
-            "--workspace",
-            "workspace.toml",
-            "--model",
-            "xcnn",
-            "--set",
-            "dim=8",
-            "--set",
-            "mono_epochs=1",
-            "--set",
-            "epochs=1",
-            "--set",
-            "lr=0.02",
-            "--threads",
-            "1",
-            "--torch-ref",
-            script.to_str().unwrap(),
-            "--python",
-            "sh",
-        ],
+        &format!(
+            "--workspace workspace.toml --model xcnn --set dim=8 --set mono_epochs=1 \
+             --set epochs=1 --set lr=0.02 --threads 1 --torch-ref {} --python sh",
+            script.display()
+        ),
     );
     let j = json(&out);
     let args = j["torch_ref"]["args"].as_str().unwrap();
@@ -111,40 +87,15 @@ fn bench_train_hands_the_same_settings_to_the_peer() {
 #[test]
 fn bench_train_refuses_what_it_cannot_do() {
     let ws = tiny_workspace();
-    let run = |args: &[&str]| {
-        let out = rosetta_in(ws.path(), args);
+    let run = |args: &str| {
+        let out = bench_train(ws.path(), args);
         assert!(!out.status.success());
         String::from_utf8_lossy(&out.stderr).to_string()
     };
-    let e = run(&[
-        "bench",
-        "train",
-        "--workspace",
-        "workspace.toml",
-        "--model",
-        "bae",
-        "--torch-ref",
-        "x.py",
-    ]);
+    let e = run("--workspace workspace.toml --model bae --torch-ref x.py");
     assert!(e.contains("no BAE"), "{e}");
-    let e = run(&[
-        "bench",
-        "train",
-        "--workspace",
-        "workspace.toml",
-        "--model",
-        "xcnn",
-        "--set",
-        "positives=random",
-    ]);
+    let e = run("--workspace workspace.toml --model xcnn --set positives=random");
     assert!(e.contains("positives"), "{e}");
-    let e = run(&[
-        "bench",
-        "train",
-        "--workspace",
-        "missing.toml",
-        "--model",
-        "s2net",
-    ]);
+    let e = run("--workspace missing.toml --model s2net");
     assert!(e.contains("missing.toml"), "{e}");
 }
