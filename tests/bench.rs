@@ -96,6 +96,9 @@ fn bench_train_refuses_what_it_cannot_do() {
     assert!(e.contains("no BAE"), "{e}");
     let e = run("--workspace workspace.toml --model xcnn --set positives=random");
     assert!(e.contains("positives"), "{e}");
+    // torch_ref reads file pairs only: refused before any training
+    let e = run("--workspace split.toml --model s2net --torch-ref x.py");
+    assert!(e.contains("--torch-ref needs"), "{e}");
     let e = run("--workspace missing.toml --model s2net");
     assert!(e.contains("missing.toml"), "{e}");
 }

@@ -35,9 +35,10 @@ pub enum BenchCommand {
     /// Pseudo-relevance mining (best match of every text) on synthetic
     /// Zipfian texts or on a text file.
     Mine(MineArgs),
-    /// Training throughput of a gradient-trained model (pairs/s, training
-    /// loop only) on a workspace, optionally against the PyTorch reference
-    /// `torch_ref.py` on the same files (`--torch-ref`).
+    /// Training throughput of a gradient-trained model on the CPU (training
+    /// examples per second, mono triples included, training loop only, as
+    /// torch_ref.py counts) on a workspace, optionally against the PyTorch
+    /// reference `torch_ref.py` on the same files (`--torch-ref`).
     Train(TrainBenchArgs),
 }
 
@@ -517,6 +518,33 @@ fn train(a: TrainBenchArgs) -> anyhow::Result<()> {
     if a.torch_ref.is_some() && a.model == "bae" {
         bail!("--torch-ref has no BAE (torch_ref.py implements s2net and xcnn)");
     }
+    // the peer's files first, so a workspace it cannot read fails before training
+    let peer_files = match &a.torch_ref {
+        None => None,
+        Some(_) => {
+            let ws = Workspace::load(&a.workspace)?;
+            let files = |p: &Option<PairSource>, split: &str| -> anyhow::Result<[PathBuf; 2]> {
+                match p {
+                    Some(PairSource::Files { source, target }) => {
+                        Ok([source.clone(), target.clone()])
+                    }
+                    _ => bail!(
+                        "--torch-ref needs the workspace's {split} split as two line-aligned \
+                         files (torch_ref.py reads no TSV and no fraction split)"
+                    ),
+                }
+            };
+            let splits = match &ws.parallel {
+                ParallelSpec::Splits { train, test, .. } => {
+                    (files(&Some(train.clone()), "train")?, files(test, "test")?)
+                }
+                ParallelSpec::Fractions { .. } => bail!(
+                    "--torch-ref needs a workspace with train/test file pairs, not a fraction split"
+                ),
+            };
+            Some((splits, ws.text.vocab_per_language))
+        }
+    };
     // candle's CPU kernels size their thread pools from RAYON_NUM_THREADS
     std::env::set_var("RAYON_NUM_THREADS", a.threads.to_string());
     let pool = pool(a.threads)?;
@@ -568,25 +596,11 @@ fn train(a: TrainBenchArgs) -> anyhow::Result<()> {
         "test_mrr": test_mrr,
         "epochs": timer.epochs,
     });
-    if let Some(script) = &a.torch_ref {
-        let ws = Workspace::load(&a.workspace)?;
-        let files = |p: &Option<PairSource>, split: &str| -> anyhow::Result<[PathBuf; 2]> {
-            match p {
-                Some(PairSource::Files { source, target }) => Ok([source.clone(), target.clone()]),
-                _ => bail!(
-                    "--torch-ref needs the workspace's {split} split as two line-aligned files \
-                     (torch_ref.py reads no TSV and no fraction split)"
-                ),
-            }
-        };
-        let (train, test) = match &ws.parallel {
-            ParallelSpec::Splits { train, test, .. } => {
-                (files(&Some(train.clone()), "train")?, files(test, "test")?)
-            }
-            ParallelSpec::Fractions { .. } => {
-                bail!("--torch-ref needs a workspace with train/test file pairs, not a fraction split")
-            }
-        };
+    if let Some(((train, test), vocab)) = &peer_files {
+        let script = a
+            .torch_ref
+            .as_ref()
+            .expect("peer files only with --torch-ref");
         let get = |k: &str| -> anyhow::Result<String> {
             settings
                 .get(k)
@@ -597,10 +611,10 @@ fn train(a: TrainBenchArgs) -> anyhow::Result<()> {
         cmd.arg(script)
             .args(["--model", a.model.as_str()])
             .arg("--train")
-            .args(&train)
+            .args(train)
             .arg("--test")
-            .args(&test)
-            .args(["--vocab", &ws.text.vocab_per_language.to_string()])
+            .args(test)
+            .args(["--vocab", &vocab.to_string()])
             .args(["--dim", &get("dim")?, "--batch", &get("batch")?])
             .args(["--epochs", &get("epochs")?, "--lr", &get("lr")?])
             .args(["--threads", &a.threads.to_string()])
