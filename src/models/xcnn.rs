@@ -33,29 +33,32 @@
 //! `candle_nn::AdamW` but with its moments exposed so a checkpoint can resume
 //! exactly ([`Adam`]).
 //!
-//! Settings (`--set key=value`): `dim` (128), `layers` (1), `init_scale`
-//! (0.1: parameters `N(0,1)·0.1`), `init_bias` (`random`: biases drawn like
-//! the weights; or a constant, e.g. −1.5 as the authors' jDNN code), `batch` (100), `lr` (0.01), `weight_decay`
-//! (0), `epochs` (50, cross phase), `mono_epochs` (20), `mono_patience` (3),
-//! `mono_valid` (0.05, share of triples held out), `optim` (`lazy-adam`, the
-//! default: row-sparse Adam that reads and writes only the term-table rows a
-//! batch uses, see [`Adam::backward_step_rows`], about 1.5× faster than `adam`
-//! with equal or better MRR in every pair compared in `docs/xcnn.md`; or
-//! `adam`, dense), `negatives`
-//! (`random:1`, `random:K`, `in-batch`), `mono_negatives` (the same
-//! choices for the mono phase, `random:1` by default as in the paper),
-//! `positives` (`tfidf`: the mono phase's positive is a text's best
-//! log-tf·idf cosine match, as the paper; `bm25`: its best BM25 match),
-//! `train_target` (false: the paper's frozen target network in the cross
-//! phase; true trains both networks there, a deviation for comparison), `loss` (`cos`: the paper's `−J`;
-//! `logistic:G`: S2Net's pairwise logistic loss with scale G on the same
-//! cosines, see [`Loss`]), `valid_max` (2000 validation pairs
-//! for the trainer's own best-epoch choice), `init` (a session directory whose
-//! `checkpoints/best.safetensors`, or a checkpoint file, gives a
-//! pre-initialised target network; the mono phase is then skipped; see
-//! [`load_init`]. The session of a linear model (`cl-lsi`, `opca`, `cca`,
-//! `s2net`) gives both networks instead, as S2Net starts from OPCA: see
-//! [`composers_from_linear`]).
+//! Settings (`--set key=value`):
+//! - `dim` (128), `layers` (1), `batch` (100), `lr` (0.01), `weight_decay` (0);
+//! - `init_scale` (0.1: parameters `N(0,1)·0.1`), `init_bias` (`random`:
+//!   biases drawn like the weights; or a constant, e.g. −1.5 as the authors'
+//!   jDNN code);
+//! - `epochs` (50, cross phase), `mono_epochs` (20), `mono_patience` (3),
+//!   `mono_valid` (0.05, share of triples held out);
+//! - `optim` (`lazy-adam`, the default: row-sparse Adam that reads and writes
+//!   only the term-table rows a batch uses, see [`Adam::backward_step_rows`],
+//!   about 1.5× faster than `adam` with equal or better MRR in every pair
+//!   compared in `docs/xcnn.md`; or `adam`, dense);
+//! - `negatives` (`random:1`, `random:K`, `in-batch`), `mono_negatives` (the
+//!   same choices for the mono phase, `random:1` by default as in the paper);
+//! - `positives` (`tfidf`: the mono phase's positive is a text's best
+//!   log-tf·idf cosine match, as the paper; `bm25`: its best BM25 match);
+//! - `train_target` (false: the paper's frozen target network in the cross
+//!   phase; true trains both networks there, a deviation for comparison);
+//! - `loss` (`cos`: the paper's `−J`; `logistic:G`: S2Net's pairwise
+//!   logistic loss with scale G on the same cosines, see [`Loss`]);
+//! - `valid_max` (2000 validation pairs for the trainer's own best-epoch
+//!   choice);
+//! - `init` (a session directory whose `checkpoints/best.safetensors`, or a
+//!   checkpoint file, gives a pre-initialised target network; the mono phase
+//!   is then skipped; see [`load_init`]. The session of a linear model
+//!   (`cl-lsi`, `opca`, `cca`, `s2net`) gives both networks instead, as S2Net
+//!   starts from OPCA: see [`composers_from_linear`]).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
