@@ -594,6 +594,7 @@ fn train(a: TrainBenchArgs) -> anyhow::Result<()> {
         "train_s": round(timer.train_s, 3),
         "pairs_per_s": round(pairs_per_s, 1),
         "test_mrr": test_mrr,
+        "peak_rss_mb": peak_rss_bytes().map(|b| round(b as f64 / 1048576.0, 1)),
         "epochs": timer.epochs,
     });
     if let Some(((train, test), vocab)) = &peer_files {
