@@ -262,8 +262,8 @@ fn s2net_gradient_matches_central_differences() {
     let anchor_t = Tensor::from_vec(rnd(vt, k), (vt, k), &dev).unwrap();
     let (s, t) = parallel(4, vs, vt, 9);
     let rows: Vec<usize> = (0..4).collect();
-    let bs = SparseBatch::new(&s, &rows, DType::F64, &dev).unwrap();
-    let bt = SparseBatch::new(&t, &rows, DType::F64, &dev).unwrap();
+    let bs = SparseBatch::new(&s, &rows, false, DType::F64, &dev).unwrap();
+    let bt = SparseBatch::new(&t, &rows, false, DType::F64, &dev).unwrap();
     let beta = 0.3;
     let loss = |a: &[f64], b: &[f64]| -> f64 {
         let ta = Tensor::from_vec(a.to_vec(), (vs, k), &dev).unwrap();
@@ -382,12 +382,30 @@ fn every_model_trains_and_retrieves() {
 
 #[test]
 fn s2net_learns_stops_and_resumes_with_optimiser_state() {
+    s2net_case("adam");
+    s2net_case("lazy-adam");
+    // row-sparse updates cannot honour the anchor term, which ties every row
+    let e = train(
+        "s2net",
+        &train_data(60, 25, 25, 5),
+        &[("dim", "8"), ("optim", "lazy-adam"), ("beta", "0.5")],
+        &mut TestHooks::default(),
+    )
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(e.contains("lazy-adam") && e.contains("beta"), "{e}");
+}
+
+/// Learning, stopping and an exact resume, with dense or row-sparse Adam.
+fn s2net_case(optim: &str) {
     let data = train_data(300, 25, 25, 5);
     let kv = [
         ("dim", "8"),
         ("epochs", "4"),
         ("lr", "0.05"),
         ("batch", "30"),
+        ("optim", optim),
     ];
     let mut hooks = TestHooks::default();
     let full = train("s2net", &data, &kv, &mut hooks).unwrap();
@@ -395,7 +413,10 @@ fn s2net_learns_stops_and_resumes_with_optimiser_state() {
     assert_eq!(hooks.steps.len(), 40);
     let first: f64 = hooks.steps[..10].iter().sum();
     let last: f64 = hooks.steps[30..].iter().sum();
-    assert!(last < first * 0.7, "loss did not fall: {first} → {last}");
+    assert!(
+        last < first * 0.7,
+        "{optim}: loss did not fall: {first} → {last}"
+    );
 
     // stop after 5 steps
     let mut stop = TestHooks {
@@ -416,6 +437,7 @@ fn s2net_learns_stops_and_resumes_with_optimiser_state() {
             ("epochs", "2"),
             ("lr", "0.05"),
             ("batch", "30"),
+            ("optim", optim),
         ],
         &mut first_half,
     )
@@ -453,7 +475,7 @@ fn s2net_learns_stops_and_resumes_with_optimiser_state() {
     let diff = (&a - &b).iter().fold(0f32, |m, v| m.max(v.abs()));
     assert!(
         diff < 1e-4,
-        "resumed run differs from the uninterrupted one by {diff}"
+        "{optim}: resumed run differs from the uninterrupted one by {diff}"
     );
 }
 

@@ -189,6 +189,7 @@ pub const MODEL_SETTINGS: &[(&str, &[&str])] = &[
             "init",
             "init_scale",
             "lr",
+            "optim",
             "weight_decay",
         ],
     ),

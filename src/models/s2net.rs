@@ -24,7 +24,9 @@
 //! `init` (a session directory of a trained `cl-lsi`/`opca`/`cca`/`s2net`
 //! model to start from: its `checkpoints/best.safetensors`, each language's
 //! projection rescaled to the RMS `init_scale`, which leaves every cosine
-//! unchanged), `beta` (0).
+//! unchanged), `beta` (0), `optim` (`adam`, dense, the default; or
+//! `lazy-adam`: only the projection rows of a batch's terms and their
+//! moments change, about 1.8× the pairs/s on enhi, not with `beta` > 0).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -37,7 +39,7 @@ use rand_distr::{Distribution, StandardNormal};
 
 use crate::models::linear::{check_fit_sizes, weighted, LinearModel, PROJ_SOURCE, PROJ_TARGET};
 use crate::models::{Model, Params, Side, Vocabs};
-use crate::text::{CsrMatrix, Vocabulary};
+use crate::text::Vocabulary;
 use crate::train::optim::Adam;
 use crate::train::{Flow, Hooks, Resume, StepReport, TrainData, Trainer};
 use crate::{Error, Result};
@@ -45,53 +47,14 @@ use crate::{Error, Result};
 /// The registry name.
 pub const KIND: &str = "s2net";
 
-/// The rows of a sparse matrix as tensors for the gather / segment-sum input
-/// layer: term ids, their weights and the row (within the batch) of each.
-#[derive(Debug, Clone)]
-pub struct SparseBatch {
-    ids: Tensor,
-    vals: Tensor,
-    seg: Tensor,
-    rows: usize,
-}
+/// The batch layout shared with XCNN: term ids, local ids, weights and the
+/// row of every entry, for the gather / segment-sum input layer.
+pub use super::xcnn::SparseBatch;
 
-impl SparseBatch {
-    /// The given `rows` of `m` (weights as stored) on `device` in `dtype`.
-    pub fn new(m: &CsrMatrix, rows: &[usize], dtype: DType, device: &Device) -> Result<Self> {
-        let mut ids = Vec::new();
-        let mut vals = Vec::new();
-        let mut seg = Vec::new();
-        for (r, &i) in rows.iter().enumerate() {
-            let (c, v) = m.row(i);
-            ids.extend_from_slice(c);
-            vals.extend(v.iter().map(|x| *x as f64));
-            seg.extend(std::iter::repeat_n(r as u32, c.len()));
-        }
-        let nnz = ids.len();
-        Ok(SparseBatch {
-            ids: Tensor::from_vec(ids, nnz, device)?,
-            vals: Tensor::from_vec(vals, (nnz, 1), device)?.to_dtype(dtype)?,
-            seg: Tensor::from_vec(seg, nnz, device)?,
-            rows: rows.len(),
-        })
-    }
-
-    /// Number of texts in the batch.
-    pub fn rows(&self) -> usize {
-        self.rows
-    }
-}
-
-/// `X · W` for a batch `X` given as a [`SparseBatch`]: gathers the rows of
-/// `w` (V × k) of the batch's terms and sums them per text (rows × k).
+/// `X · W` for a batch `X`: gathers the rows of `w` (V × k) of the batch's
+/// terms, weighted, and sums them per text (rows × k).
 pub fn encode_batch(w: &Tensor, batch: &SparseBatch) -> Result<Tensor> {
-    let k = w.dim(1)?;
-    let out = Tensor::zeros((batch.rows, k), w.dtype(), w.device())?;
-    if batch.ids.dim(0)? == 0 {
-        return Ok(out);
-    }
-    let picked = w.index_select(&batch.ids, 0)?.broadcast_mul(&batch.vals)?;
-    Ok(out.index_add(&batch.seg, &picked, 0)?)
+    batch.compose(w, false)
 }
 
 fn unit(y: &Tensor) -> Result<Tensor> {
@@ -262,6 +225,14 @@ impl Trainer for S2NetTrainer {
         let weight_decay: f64 = params.get("weight_decay", 0.0)?;
         let init_scale: f64 = params.get("init_scale", 0.01)?;
         let beta: f64 = params.get("beta", 0.0)?;
+        let lazy = super::xcnn::lazy_optim(params, KIND, "adam")?;
+        if lazy && beta > 0.0 {
+            return Err(Error::invalid(
+                "s2net: optim=lazy-adam updates only a batch's rows, but beta > 0 ties every row \
+                 to its start; use optim=adam with beta"
+                    .to_string(),
+            ));
+        }
         let init = params.get_opt("init");
         params.check_unused()?;
         check_fit_sizes(KIND, data, k)?;
@@ -370,17 +341,35 @@ impl Trainer for S2NetTrainer {
                 if chunk.len() < 2 {
                     continue;
                 }
-                let bs = SparseBatch::new(&xs, chunk, DType::F32, device)?;
-                let bt = SparseBatch::new(&xt, chunk, DType::F32, device)?;
-                let loss = batch_objective(
-                    a_s.as_tensor(),
-                    a_t.as_tensor(),
-                    &bs,
-                    &bt,
-                    gamma,
-                    anchor.as_ref().map(|(s, t)| (s, t, beta)),
-                )?;
-                opt.backward_step(&loss)?;
+                let bs = SparseBatch::new(&xs, chunk, false, DType::F32, device)?;
+                let bt = SparseBatch::new(&xt, chunk, false, DType::F32, device)?;
+                let loss = if lazy {
+                    // row-sparse: the loss sees only the batch's rows, as
+                    // leaves; only those rows and their moments change
+                    let ls = Var::from_tensor(&a_s.as_tensor().index_select(&bs.uniq, 0)?)?;
+                    let lt = Var::from_tensor(&a_t.as_tensor().index_select(&bt.uniq, 0)?)?;
+                    let loss = s2net_loss(
+                        &bs.compose(ls.as_tensor(), true)?,
+                        &bt.compose(lt.as_tensor(), true)?,
+                        gamma,
+                    )?;
+                    opt.backward_step_rows(
+                        &loss,
+                        &[("source", &bs.uniq, &ls), ("target", &bt.uniq, &lt)],
+                    )?;
+                    loss
+                } else {
+                    let loss = batch_objective(
+                        a_s.as_tensor(),
+                        a_t.as_tensor(),
+                        &bs,
+                        &bt,
+                        gamma,
+                        anchor.as_ref().map(|(s, t)| (s, t, beta)),
+                    )?;
+                    opt.backward_step(&loss)?;
+                    loss
+                };
                 step += 1;
                 let l = loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
                 let flow = hooks.step(&StepReport {
