@@ -65,53 +65,96 @@ impl Adam {
     /// update runs as candle tensor ops.
     pub fn step(&mut self, grads: &GradStore) -> Result<()> {
         self.t += 1;
+        for (_, theta, m, v) in &self.vars {
+            if let Some(g) = grads.get(theta.as_tensor()) {
+                self.update(theta, m, v, g, None)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The update of one parameter from its gradient `g`: of every entry, or
+    /// with `rows` of only those rows of a table (`g` then holds just them).
+    /// Fused in-place CPU kernels where the tensors allow ([`fused_ok`]),
+    /// candle tensor ops otherwise; the same arithmetic either way.
+    fn update(
+        &self,
+        theta: &Var,
+        m: &Var,
+        v: &Var,
+        g: &Tensor,
+        rows: Option<&Tensor>,
+    ) -> Result<()> {
         let (b1, b2) = (self.beta1, self.beta2);
         let scale_m = 1.0 / (1.0 - b1.powi(self.t as i32));
         let scale_v = 1.0 / (1.0 - b2.powi(self.t as i32));
-        for (_, theta, m, v) in &self.vars {
-            let Some(g) = grads.get(theta.as_tensor()) else {
-                continue;
-            };
-            let (th, mt, vt) = (theta.as_tensor(), m.as_tensor(), v.as_tensor());
-            if fused_ok(&[th, g, mt, vt]) {
-                mt.inplace_op2(
-                    g,
-                    &Moment {
-                        beta: b1,
-                        square: false,
-                    },
-                )?;
-                vt.inplace_op2(
-                    g,
-                    &Moment {
-                        beta: b2,
-                        square: true,
-                    },
-                )?;
-                th.inplace_op3(
-                    mt,
-                    vt,
-                    &ParamUpdate {
-                        lr: self.lr,
-                        decay: 1.0 - self.lr * self.weight_decay,
-                        scale_m,
-                        scale_v,
-                        eps: self.eps,
-                    },
-                )?;
-                continue;
+        let (th, mt, vt) = (theta.as_tensor(), m.as_tensor(), v.as_tensor());
+        let fused = match rows {
+            None => fused_ok(&[th, g, mt, vt]).then_some(None),
+            Some(ids) => fused_rows(th, mt, vt, g, ids)?.map(Some),
+        };
+        if let Some(ids) = fused {
+            let ids = ids.map(std::sync::Arc::new);
+            mt.inplace_op2(
+                g,
+                &Moment {
+                    beta: b1,
+                    square: false,
+                    rows: ids.clone(),
+                },
+            )?;
+            vt.inplace_op2(
+                g,
+                &Moment {
+                    beta: b2,
+                    square: true,
+                    rows: ids.clone(),
+                },
+            )?;
+            th.inplace_op3(
+                mt,
+                vt,
+                &ParamUpdate {
+                    lr: self.lr,
+                    decay: 1.0 - self.lr * self.weight_decay,
+                    scale_m,
+                    scale_v,
+                    eps: self.eps,
+                    rows: ids,
+                },
+            )?;
+            return Ok(());
+        }
+        let take = |t: &Tensor| -> Result<Tensor> {
+            Ok(match rows {
+                Some(ids) => t.index_select(ids, 0)?,
+                None => t.clone(),
+            })
+        };
+        let next_m = ((take(mt)? * b1)? + (g * (1.0 - b1))?)?;
+        let next_v = ((take(vt)? * b2)? + (g.sqr()? * (1.0 - b2))?)?;
+        let upd = ((&next_m * scale_m)? / ((&next_v * scale_v)?.sqrt()? + self.eps)?)?;
+        let mut next = take(th)?;
+        if self.weight_decay != 0.0 {
+            next = (next * (1.0 - self.lr * self.weight_decay))?;
+        }
+        let next = (next - (upd * self.lr)?)?;
+        match rows {
+            Some(ids) => {
+                let idx = if next.rank() == 1 {
+                    ids.clone()
+                } else {
+                    ids.unsqueeze(1)?.broadcast_as(next.shape())?.contiguous()?
+                };
+                mt.scatter_set(&idx, &next_m, 0)?;
+                vt.scatter_set(&idx, &next_v, 0)?;
+                th.scatter_set(&idx, &next, 0)?;
             }
-            let next_m = ((mt * b1)? + (g * (1.0 - b1))?)?;
-            let next_v = ((vt * b2)? + (g.sqr()? * (1.0 - b2))?)?;
-            let upd = ((&next_m * scale_m)? / ((&next_v * scale_v)?.sqrt()? + self.eps)?)?;
-            let mut next = th.clone();
-            if self.weight_decay != 0.0 {
-                next = (next * (1.0 - self.lr * self.weight_decay))?;
+            None => {
+                m.set(&next_m)?;
+                v.set(&next_v)?;
+                theta.set(&next)?;
             }
-            let next = (next - (upd * self.lr)?)?;
-            m.set(&next_m)?;
-            v.set(&next_v)?;
-            theta.set(&next)?;
         }
         Ok(())
     }
@@ -130,53 +173,17 @@ impl Adam {
     ) -> Result<()> {
         let grads = loss.backward()?;
         self.t += 1;
-        let (b1, b2) = (self.beta1, self.beta2);
-        let scale_m = 1.0 / (1.0 - b1.powi(self.t as i32));
-        let scale_v = 1.0 / (1.0 - b2.powi(self.t as i32));
         for (name, theta, m, v) in &self.vars {
-            let sparse = rows.iter().find(|r| r.0 == name);
-            let (g, ids) = match sparse {
-                Some((_, ids, leaf)) => match grads.get(leaf.as_tensor()) {
-                    Some(g) => (g.clone(), Some(*ids)),
-                    None => continue,
-                },
-                None => match grads.get(theta.as_tensor()) {
-                    Some(g) => (g.clone(), None),
-                    None => continue,
-                },
-            };
-            let take = |t: &Tensor| -> Result<Tensor> {
-                Ok(match ids {
-                    Some(ids) => t.index_select(ids, 0)?,
-                    None => t.clone(),
-                })
-            };
-            let m0 = take(m.as_tensor())?;
-            let v0 = take(v.as_tensor())?;
-            let th0 = take(theta.as_tensor())?;
-            let next_m = ((m0 * b1)? + (&g * (1.0 - b1))?)?;
-            let next_v = ((v0 * b2)? + (g.sqr()? * (1.0 - b2))?)?;
-            let upd = ((&next_m * scale_m)? / ((&next_v * scale_v)?.sqrt()? + self.eps)?)?;
-            let mut next = th0;
-            if self.weight_decay != 0.0 {
-                next = (next * (1.0 - self.lr * self.weight_decay))?;
-            }
-            let next = (next - (upd * self.lr)?)?;
-            match ids {
-                Some(ids) => {
-                    let idx = if next.rank() == 1 {
-                        ids.clone()
-                    } else {
-                        ids.unsqueeze(1)?.broadcast_as(next.shape())?.contiguous()?
-                    };
-                    m.as_tensor().scatter_set(&idx, &next_m, 0)?;
-                    v.as_tensor().scatter_set(&idx, &next_v, 0)?;
-                    theta.as_tensor().scatter_set(&idx, &next, 0)?;
+            match rows.iter().find(|r| r.0 == name) {
+                Some((_, ids, leaf)) => {
+                    if let Some(g) = grads.get(leaf.as_tensor()) {
+                        self.update(theta, m, v, g, Some(ids))?;
+                    }
                 }
                 None => {
-                    m.set(&next_m)?;
-                    v.set(&next_v)?;
-                    theta.set(&next)?;
+                    if let Some(g) = grads.get(theta.as_tensor()) {
+                        self.update(theta, m, v, g, None)?;
+                    }
                 }
             }
         }
@@ -246,6 +253,44 @@ pub fn fused_ok(ts: &[&Tensor]) -> bool {
     })
 }
 
+/// Entries per row of a (rows × width) tensor's layout.
+fn row_width(l: &Layout) -> usize {
+    l.dims().last().copied().unwrap_or(1)
+}
+
+/// The ids of a row-sparse update when the fused kernels can do it: the
+/// table, its moments and the rows' gradient f32, contiguous, on the CPU,
+/// `g` one row per id and every id inside the table; `None` otherwise.
+fn fused_rows(
+    th: &Tensor,
+    m: &Tensor,
+    v: &Tensor,
+    g: &Tensor,
+    ids: &Tensor,
+) -> Result<Option<Vec<u32>>> {
+    let dense = |t: &Tensor| {
+        t.device().is_cpu()
+            && t.dtype() == DType::F32
+            && t.layout().contiguous_offsets() == Some((0, t.elem_count()))
+    };
+    if th.rank() != 2
+        || ![th, m, v, g].iter().all(|t| dense(t))
+        || m.shape() != th.shape()
+        || v.shape() != th.shape()
+        || !ids.device().is_cpu()
+        || ids.dtype() != DType::U32
+        || ids.rank() != 1
+    {
+        return Ok(None);
+    }
+    let (n, k) = th.dims2()?;
+    let ids: Vec<u32> = ids.to_vec1()?;
+    if g.dims() != [ids.len(), k] || ids.iter().any(|&r| r as usize >= n) {
+        return Ok(None);
+    }
+    Ok(Some(ids))
+}
+
 fn f32_slice<'a>(s: &'a CpuStorage, name: &str) -> candle_core::Result<&'a [f32]> {
     match s {
         CpuStorage::F32(v) => Ok(v),
@@ -253,10 +298,12 @@ fn f32_slice<'a>(s: &'a CpuStorage, name: &str) -> candle_core::Result<&'a [f32]
     }
 }
 
-/// `m ← β m + (1 − β) g` (or `g²`), in place.
+/// `m ← β m + (1 − β) g` (or `g²`), in place; with `rows`, only those rows
+/// of `m` change and `g` holds one row per id, in order.
 struct Moment {
     beta: f64,
     square: bool,
+    rows: Option<std::sync::Arc<Vec<u32>>>,
 }
 
 impl InplaceOp2 for Moment {
@@ -266,7 +313,7 @@ impl InplaceOp2 for Moment {
     fn cpu_fwd(
         &self,
         s1: &mut CpuStorage,
-        _l1: &Layout,
+        l1: &Layout,
         s2: &CpuStorage,
         _l2: &Layout,
     ) -> candle_core::Result<()> {
@@ -277,6 +324,17 @@ impl InplaceOp2 for Moment {
         };
         let (b, c) = (self.beta as f32, (1.0 - self.beta) as f32);
         let sq = self.square;
+        if let Some(ids) = &self.rows {
+            let k = row_width(l1);
+            for (j, &r) in ids.iter().enumerate() {
+                let (m, g) = (&mut m[r as usize * k..][..k], &g[j * k..][..k]);
+                for (m, g) in m.iter_mut().zip(g) {
+                    let g = if sq { g * g } else { *g };
+                    *m = b * *m + c * g;
+                }
+            }
+            return Ok(());
+        }
         m.par_chunks_mut(1 << 14)
             .zip(g.par_chunks(1 << 14))
             .for_each(|(m, g)| {
@@ -289,13 +347,15 @@ impl InplaceOp2 for Moment {
     }
 }
 
-/// `θ ← θ·(1 − lr·λ) − lr · m̂ / (√v̂ + ε)`, in place.
+/// `θ ← θ·(1 − lr·λ) − lr · m̂ / (√v̂ + ε)`, in place; with `rows`, only
+/// those rows.
 struct ParamUpdate {
     lr: f64,
     decay: f64,
     scale_m: f64,
     scale_v: f64,
     eps: f64,
+    rows: Option<std::sync::Arc<Vec<u32>>>,
 }
 
 impl InplaceOp3 for ParamUpdate {
@@ -305,7 +365,7 @@ impl InplaceOp3 for ParamUpdate {
     fn cpu_fwd(
         &self,
         s1: &mut CpuStorage,
-        _l1: &Layout,
+        l1: &Layout,
         s2: &CpuStorage,
         _l2: &Layout,
         s3: &CpuStorage,
@@ -324,6 +384,21 @@ impl InplaceOp3 for ParamUpdate {
             self.scale_v as f32,
             self.eps as f32,
         );
+        if let Some(ids) = &self.rows {
+            let width = row_width(l1);
+            for &r in ids.iter() {
+                let at = r as usize * width;
+                let (t, m, v) = (
+                    &mut theta[at..at + width],
+                    &m[at..at + width],
+                    &v[at..at + width],
+                );
+                for ((t, m), v) in t.iter_mut().zip(m).zip(v) {
+                    *t = *t * decay - lr * (m * sm) / ((v * sv).sqrt() + eps);
+                }
+            }
+            return Ok(());
+        }
         const C: usize = 1 << 14;
         theta
             .par_chunks_mut(C)
@@ -382,6 +457,60 @@ mod tests {
         assert_ne!(fused, init, "no update happened");
         for (a, b) in fused.iter().zip(&plain) {
             assert!((a - b).abs() < 1e-5, "{a} vs {b}");
+        }
+    }
+
+    /// Row-sparse ("lazy") steps: the fused row kernels (f32) and the tensor-op
+    /// path (f64) agree, and rows outside the batch never change.
+    #[test]
+    fn fused_rows_match_tensor_ops_and_leave_other_rows() {
+        let dev = Device::Cpu;
+        let init: Vec<f32> = (0..24).map(|i| (i as f32 * 0.37).sin()).collect();
+        let run = |dtype: DType| -> Vec<f32> {
+            let t = Tensor::from_vec(init.clone(), (6, 4), &dev).unwrap();
+            let table = Var::from_tensor(&t.to_dtype(dtype).unwrap()).unwrap();
+            let mut opt = Adam::new(vec![("p".into(), table.clone())], 0.1, 0.01).unwrap();
+            let (_, th, m, v) = &opt.vars[0];
+            let g = Tensor::zeros((3, 4), dtype, &dev).unwrap();
+            let ids = Tensor::new(&[1u32, 3, 4], &dev).unwrap();
+            let fusable = fused_rows(th.as_tensor(), m.as_tensor(), v.as_tensor(), &g, &ids);
+            assert_eq!(fusable.unwrap().is_some(), dtype == DType::F32);
+            for step in 0..5u32 {
+                // distinct ids, in another order every other step
+                let order = if step % 2 == 0 {
+                    [1u32, 3, 4]
+                } else {
+                    [4, 1, 3]
+                };
+                let ids = Tensor::new(&order, &dev).unwrap();
+                let rows = table.as_tensor().index_select(&ids, 0).unwrap();
+                let leaf = Var::from_tensor(&rows).unwrap();
+                let loss = leaf
+                    .as_tensor()
+                    .sin()
+                    .unwrap()
+                    .sqr()
+                    .unwrap()
+                    .sum_all()
+                    .unwrap();
+                opt.backward_step_rows(&loss, &[("p", &ids, &leaf)])
+                    .unwrap();
+            }
+            table
+                .as_tensor()
+                .to_dtype(DType::F32)
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .to_vec1()
+                .unwrap()
+        };
+        let (fused, plain) = (run(DType::F32), run(DType::F64));
+        for (i, (a, b)) in fused.iter().zip(&plain).enumerate() {
+            assert!((a - b).abs() < 1e-5, "entry {i}: {a} vs {b}");
+            let row = i / 4;
+            let touched = [1, 3, 4].contains(&row);
+            assert_eq!(*a != init[i], touched, "entry {i} of row {row}");
         }
     }
 
