@@ -416,6 +416,16 @@ impl InplaceOp3 for ParamUpdate {
 mod tests {
     use super::*;
 
+    /// A tensor's values as `f32`.
+    fn values(t: &Tensor) -> Vec<f32> {
+        t.to_dtype(DType::F32)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1()
+            .unwrap()
+    }
+
     /// The fused in-place CPU kernels (f32) and the tensor-op update (f64,
     /// the path other devices take) give the same trajectory.
     #[test]
@@ -445,13 +455,7 @@ mod tests {
                     .unwrap();
                 opt.backward_step(&loss).unwrap();
             }
-            var.as_tensor()
-                .to_dtype(DType::F32)
-                .unwrap()
-                .flatten_all()
-                .unwrap()
-                .to_vec1()
-                .unwrap()
+            values(var.as_tensor())
         };
         let (fused, plain) = (run(DType::F32), run(DType::F64));
         assert_ne!(fused, init, "no update happened");
@@ -496,14 +500,7 @@ mod tests {
                 opt.backward_step_rows(&loss, &[("p", &ids, &leaf)])
                     .unwrap();
             }
-            table
-                .as_tensor()
-                .to_dtype(DType::F32)
-                .unwrap()
-                .flatten_all()
-                .unwrap()
-                .to_vec1()
-                .unwrap()
+            values(table.as_tensor())
         };
         let (fused, plain) = (run(DType::F32), run(DType::F64));
         for (i, (a, b)) in fused.iter().zip(&plain).enumerate() {
