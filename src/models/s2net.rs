@@ -26,7 +26,7 @@
 //! projection rescaled to the RMS `init_scale`, which leaves every cosine
 //! unchanged), `beta` (0), `optim` (`adam`, dense, the default; or
 //! `lazy-adam`: only the projection rows of a batch's terms and their
-//! moments change, about 1.8× the pairs/s on enhi, not with `beta` > 0).
+//! moments change, about 5× the pairs/s on enhi, not with `beta` > 0).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -42,7 +42,7 @@
 //!   `mono_valid` (0.05, share of triples held out);
 //! - `optim` (`lazy-adam`, the default: row-sparse Adam that reads and writes
 //!   only the term-table rows a batch uses, see [`Adam::backward_step_rows`],
-//!   about 1.5× faster than `adam` with equal or better MRR in every pair
+//!   about 2× faster than `adam` with equal or better MRR in every pair
 //!   compared in `docs/xcnn.md`; or `adam`, dense);
 //! - `negatives` (`random:1`, `random:K`, `in-batch`), `mono_negatives` (the
 //!   same choices for the mono phase, `random:1` by default as in the paper);
