@@ -1,4 +1,4 @@
-//! `rosetta bench ...`: timings of the index against peers, printed as JSON.
+//! `rosetta bench ...`: timings of the index and of training against peers, printed as JSON.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;

@@ -57,7 +57,8 @@ pub enum Command {
     /// A BM25 run on a workspace's ad-hoc task (monolingual, untranslated,
     /// dictionary or MT queries), written as a TREC run and scored.
     Bm25(bm25::Bm25Args),
-    /// Benchmarks of the index (dense top-k against faiss, pseudo-relevance mining).
+    /// Benchmarks: dense top-k against faiss, pseudo-relevance mining, training
+    /// throughput against torch_ref.
     Bench(bench::BenchArgs),
 }
 
