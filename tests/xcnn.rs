@@ -328,16 +328,17 @@ fn logistic_loss_by_hand_and_its_gradient() {
 #[test]
 fn cross_phase_leaves_the_target_network_bit_identical() {
     let d = data(300, 40);
-    let p = params(&[
-        ("dim", "8"),
-        ("mono_epochs", "1"),
-        ("epochs", "3"),
-        ("batch", "20"),
-    ]);
-    let mut rec = Recorder::default();
-    let model = xcnn_trainer()
-        .train(&d, &p, &Device::Cpu, 1, None, &mut rec)
-        .unwrap();
+    let (model, rec) = trained(
+        xcnn_trainer(),
+        &d,
+        &[
+            ("dim", "8"),
+            ("mono_epochs", "1"),
+            ("epochs", "3"),
+            ("batch", "20"),
+        ],
+        1,
+    );
     let mono: Vec<_> = rec.tgt.iter().filter(|r| r.0 == "mono").collect();
     let cross: Vec<_> = rec.tgt.iter().filter(|r| r.0 == "cross").collect();
     assert_eq!(mono.len(), 1);
@@ -388,17 +389,19 @@ fn cross_phase_leaves_the_target_network_bit_identical() {
 #[test]
 fn lazy_adam_learns_too_and_touches_only_batch_rows() {
     let d = data(600, 40);
-    let p = params(&[
-        ("dim", "16"),
-        ("mono_epochs", "2"),
-        ("epochs", "15"),
-        ("batch", "20"),
-        ("lr", "0.05"),
-        ("optim", "lazy-adam"),
-    ]);
-    let model = xcnn_trainer()
-        .train(&d, &p, &Device::Cpu, 7, None, &mut Recorder::default())
-        .unwrap();
+    let (model, _) = trained(
+        xcnn_trainer(),
+        &d,
+        &[
+            ("dim", "16"),
+            ("mono_epochs", "2"),
+            ("epochs", "15"),
+            ("batch", "20"),
+            ("lr", "0.05"),
+            ("optim", "lazy-adam"),
+        ],
+        7,
+    );
     let s = model.encode(Side::Source, &d.valid_src).unwrap();
     let t = model.encode(Side::Target, &d.valid_tgt).unwrap();
     let mrr = sentence_retrieval(&s, &t).mrr;
@@ -428,17 +431,18 @@ fn lazy_adam_learns_too_and_touches_only_batch_rows() {
 #[test]
 fn training_learns_the_translation_and_encodes_unit_rows() {
     let d = data(600, 40);
-    let p = params(&[
-        ("dim", "16"),
-        ("mono_epochs", "3"),
-        ("epochs", "15"),
-        ("batch", "20"),
-        ("lr", "0.05"),
-    ]);
-    let mut rec = Recorder::default();
-    let model = xcnn_trainer()
-        .train(&d, &p, &Device::Cpu, 7, None, &mut rec)
-        .unwrap();
+    let (model, rec) = trained(
+        xcnn_trainer(),
+        &d,
+        &[
+            ("dim", "16"),
+            ("mono_epochs", "3"),
+            ("epochs", "15"),
+            ("batch", "20"),
+            ("lr", "0.05"),
+        ],
+        7,
+    );
     assert!(rec.losses.iter().all(|l| l.is_finite()));
     let s = model.encode(Side::Source, &d.valid_src).unwrap();
     let t = model.encode(Side::Target, &d.valid_tgt).unwrap();
@@ -461,7 +465,7 @@ fn training_learns_the_translation_and_encodes_unit_rows() {
     // the checkpoint reloads to the same encodings
     let tensors: HashMap<String, Tensor> = model.tensors().unwrap().into_iter().collect();
     let again = xcnn_trainer()
-        .load(&d.vocabs, tensors, &p, &Device::Cpu)
+        .load(&d.vocabs, tensors, &params(&[("dim", "16")]), &Device::Cpu)
         .unwrap();
     assert_eq!(again.encode(Side::Source, &d.valid_src).unwrap(), s);
 }
@@ -518,19 +522,20 @@ fn resume_case(optim: &str) {
 #[test]
 fn logistic_loss_with_in_batch_negatives_learns() {
     let d = data(600, 40);
-    let p = params(&[
-        ("dim", "16"),
-        ("mono_epochs", "3"),
-        ("epochs", "15"),
-        ("batch", "20"),
-        ("lr", "0.05"),
-        ("negatives", "in-batch"),
-        ("loss", "logistic:10"),
-    ]);
-    let mut rec = Recorder::default();
-    let model = xcnn_trainer()
-        .train(&d, &p, &Device::Cpu, 7, None, &mut rec)
-        .unwrap();
+    let (model, rec) = trained(
+        xcnn_trainer(),
+        &d,
+        &[
+            ("dim", "16"),
+            ("mono_epochs", "3"),
+            ("epochs", "15"),
+            ("batch", "20"),
+            ("lr", "0.05"),
+            ("negatives", "in-batch"),
+            ("loss", "logistic:10"),
+        ],
+        7,
+    );
     assert!(rec.losses.iter().all(|l| l.is_finite() && *l > 0.0));
     let s = model.encode(Side::Source, &d.valid_src).unwrap();
     let t = model.encode(Side::Target, &d.valid_tgt).unwrap();
@@ -567,17 +572,18 @@ fn train_target_moves_the_target_network_in_the_cross_phase() {
 #[test]
 fn in_batch_negatives_and_depth_train_without_nan() {
     let d = data(200, 40);
-    let p = params(&[
-        ("dim", "8"),
-        ("layers", "2"),
-        ("mono_epochs", "1"),
-        ("epochs", "2"),
-        ("negatives", "in-batch"),
-    ]);
-    let mut rec = Recorder::default();
-    let m = xcnn_trainer()
-        .train(&d, &p, &Device::Cpu, 1, None, &mut rec)
-        .unwrap();
+    let (m, rec) = trained(
+        xcnn_trainer(),
+        &d,
+        &[
+            ("dim", "8"),
+            ("layers", "2"),
+            ("mono_epochs", "1"),
+            ("epochs", "2"),
+            ("negatives", "in-batch"),
+        ],
+        1,
+    );
     assert!(!rec.losses.is_empty() && rec.losses.iter().all(|l| l.is_finite()));
     assert!(m
         .encode(Side::Source, &d.valid_src)
