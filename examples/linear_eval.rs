@@ -20,12 +20,13 @@ use std::time::Instant;
 
 use candle_core::{Device, Tensor};
 use clap::Parser;
-use rosetta::corpus::io::read_lines;
 use rosetta::eval::sentence::sentence_retrieval;
 use rosetta::models::linear::linear_trainer;
-use rosetta::models::{Model, Params, Side, Vocabs};
+use rosetta::models::{Flow, Hooks, StepReport, TrainData};
+use rosetta::models::{Model, Params};
+use rosetta::text::io::read_lines;
 use rosetta::text::{Analyzer, CsrMatrix, TextConfig, Vocabulary};
-use rosetta::train::{Flow, Hooks, StepReport, TrainData};
+use rosetta::text::{Side, Vocabs};
 
 /// Trains one linear CLIR model on parallel data and reports test MRR, time and memory.
 #[derive(Parser, Debug)]

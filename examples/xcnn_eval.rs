@@ -24,11 +24,12 @@ use std::time::Instant;
 
 use candle_core::{Device, Tensor};
 use clap::Parser;
-use rosetta::corpus::io::read_lines;
 use rosetta::eval::sentence::sentence_retrieval;
-use rosetta::models::{Model, Params, Side, Vocabs};
+use rosetta::models::{Flow, Hooks, StepReport, TrainData, Trainer};
+use rosetta::models::{Model, Params};
+use rosetta::text::io::read_lines;
 use rosetta::text::{Analyzer, CsrMatrix, TextConfig, Vocabulary};
-use rosetta::train::{Flow, Hooks, StepReport, TrainData, Trainer};
+use rosetta::text::{Side, Vocabs};
 
 #[derive(Parser)]
 #[command(about = "Train XCNN/BAE on a parallel corpus and report test MRR and pairs/s")]

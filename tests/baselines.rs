@@ -317,7 +317,7 @@ fn model_settings_table_matches_what_each_model_reads() {
     let ws = tiny_workspace();
     let wsf = ws.path().join("workspace.toml");
     let root = tempfile::tempdir().unwrap();
-    for name in rosetta::models::all_model_names() {
+    for name in rosetta::models::registry::names() {
         let dir = root.path().join(name);
         let mut args: Vec<String> = [
             "train",
@@ -340,23 +340,23 @@ fn model_settings_table_matches_what_each_model_reads() {
         let _ = rosetta(root.path(), &args);
         let cfg = rosetta::session::SessionConfig::read(&dir).unwrap();
         let mut read: Vec<&str> = cfg.params.keys().map(String::as_str).collect();
-        read.retain(|k| !rosetta::models::RUNNER_SETTINGS.contains(k));
-        let mut table: Vec<&str> = rosetta::models::MODEL_SETTINGS
+        let runner = rosetta::models::registry::RUNNER_SETTINGS;
+        read.retain(|k| !runner.iter().any(|s| s.key == *k));
+        let spec = rosetta::models::registry::spec(name).unwrap();
+        let mut table: Vec<&str> = spec
+            .settings
             .iter()
-            .find(|(m, _)| *m == name)
-            .unwrap_or_else(|| panic!("{name} is missing from MODEL_SETTINGS"))
-            .1
-            .iter()
-            .copied()
-            .filter(|k| *k != "init") // read only when given
+            .filter(|s| s.default.is_some()) // `init` is read only when given
+            .map(|s| s.key)
             .collect();
         read.sort_unstable();
         table.sort_unstable();
-        assert_eq!(read, table, "{name}: settings read vs MODEL_SETTINGS");
-        let trained = rosetta::models::MODEL_NAMES.contains(&name);
-        for k in rosetta::models::RUNNER_SETTINGS {
+        assert_eq!(read, table, "{name}: settings read vs the registry");
+        let trained = spec.trainer.is_some();
+        for s in runner {
+            let k = s.key;
             assert_eq!(
-                cfg.params.contains_key(*k),
+                cfg.params.contains_key(k),
                 trained,
                 "{name}: runner key {k}"
             );

@@ -79,7 +79,7 @@ fn tiny_workspace_prepares() {
     // alignment kept: pair 28 (after the empty one) is still "children eat bread"
     assert_eq!(p.train.src_tokens[28], vec!["children", "eat", "bread"]);
     assert_eq!(p.train.tgt_tokens[28], vec!["niñ", "com", "pan"]);
-    let td = p.train_data(Vec::new());
+    let td = rosetta::models::TrainData::from_prepared(&p, Vec::new());
     assert_eq!(td.train_src.n_rows(), 28);
     assert_eq!(td.train_tgt.n_rows(), 28);
     assert_eq!(td.valid_src.n_rows(), 6);
@@ -95,7 +95,7 @@ fn tiny_workspace_prepares() {
     // new text counted like the workspace's own
     let m = p
         .count_texts(
-            rosetta::models::Side::Target,
+            rosetta::text::Side::Target,
             &["El perro bebe agua.".to_string()],
         )
         .unwrap();

@@ -344,7 +344,7 @@ fn bm25_runs_on_a_workspace_task() {
     use rosetta::corpus::Workspace;
     use rosetta::eval::{evaluate, Run};
     use rosetta::index::adhoc::{bm25_run, Bm25RunConfig, Translation};
-    use rosetta::models::Side;
+    use rosetta::text::Side;
 
     let ws = Workspace::load(&tiny_ws()).unwrap();
     let task = ws.adhoc().unwrap();

@@ -12,9 +12,10 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rosetta::models::linear::{hconcat, linear_trainer, to_faer, vstack_joint, weighted};
 use rosetta::models::s2net::{batch_objective, SparseBatch};
-use rosetta::models::{cca, cl_lsi, opca, Model, Params, Side, Vocabs};
+use rosetta::models::{cca, cl_lsi, opca, Model, Params};
+use rosetta::models::{Flow, Hooks, Resume, StepReport, TrainData};
 use rosetta::text::{CsrMatrix, Vocabulary};
-use rosetta::train::{Flow, Hooks, Resume, StepReport, TrainData};
+use rosetta::text::{Side, Vocabs};
 
 /// Records everything a trainer reports.
 #[derive(Default)]

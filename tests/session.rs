@@ -19,14 +19,15 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use rosetta::models::{Model, Params, Side, Vocabs};
+use rosetta::models::{Flow, Hooks, Phase, Resume, StepReport, TrainData, Trainer};
+use rosetta::models::{Model, Params};
 use rosetta::session::{
     list_sessions, read_status, Checkpoint, MetricRecord, MetricsTail, Session, SessionConfig,
     State, BEST_CHECKPOINT, LAST_CHECKPOINT, METRICS_FILE,
 };
 use rosetta::text::{CsrMatrix, Vocabulary};
+use rosetta::text::{Side, Vocabs};
 use rosetta::train::runner::{run_job, Outcome, Quiet, SessionLock};
-use rosetta::train::{Flow, Hooks, Resume, StepReport, TrainData, Trainer};
 
 const HASH: &str = "0123456789abcdef-test-workspace";
 
@@ -95,6 +96,18 @@ impl Model for LinearModel {
 struct TestTrainer;
 
 impl Trainer for TestTrainer {
+    /// A `mono` pre-training phase (`mono_epochs`, learns nothing), then `train`.
+    fn plan(&self, data: &TrainData, params: &Params) -> rosetta::Result<Vec<Phase>> {
+        let n = data.train_src.n_rows();
+        let mut plan = Vec::new();
+        let mono: usize = params.get_or("mono_epochs", 0)?;
+        if mono > 0 {
+            plan.push(Phase::pretraining("mono", mono, n));
+        }
+        plan.push(Phase::new("train", params.get_or("epochs", 3)?, n));
+        Ok(plan)
+    }
+
     fn train(
         &self,
         data: &TrainData,
@@ -104,12 +117,12 @@ impl Trainer for TestTrainer {
         resume: Option<Resume>,
         hooks: &mut dyn Hooks,
     ) -> rosetta::Result<Box<dyn Model>> {
-        let dim: usize = params.get("dim", 4)?;
-        let epochs: usize = params.get("epochs", 3)?;
-        let batch: usize = params.get("batch", 4)?;
-        let lr: f32 = params.get("lr", 0.05)?;
-        let nan_at: usize = params.get("nan_at_step", 0)?;
-        let mono_epochs: usize = params.get("mono_epochs", 0)?;
+        let dim: usize = params.get_or("dim", 4)?;
+        let epochs: usize = params.get_or("epochs", 3)?;
+        let batch: usize = params.get_or("batch", 4)?;
+        let lr: f32 = params.get_or("lr", 0.05)?;
+        let nan_at: usize = params.get_or("nan_at_step", 0)?;
+        let mono_epochs: usize = params.get_or("mono_epochs", 0)?;
         params.check_unused()?;
         let (vs, vt) = (data.vocabs.source.len(), data.vocabs.target.len());
         let mut rng = ChaCha8Rng::seed_from_u64(seed);

@@ -8,10 +8,12 @@ use candle_core::{DType, Device, Tensor, Var};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rosetta::eval::sentence::sentence_retrieval;
-use rosetta::models::xcnn::{batch_loss, objective, xcnn_trainer, Composer, Loss, SparseBatch};
-use rosetta::models::{Model, Params, Side, Vocabs};
+use rosetta::models::nn::SparseBatch;
+use rosetta::models::xcnn::{batch_loss, objective, xcnn_trainer, Composer, Loss};
+use rosetta::models::{Flow, Hooks, Resume, StepReport, TrainData};
+use rosetta::models::{Model, Params};
 use rosetta::text::{CsrMatrix, Vocabulary};
-use rosetta::train::{Flow, Hooks, Resume, StepReport, TrainData};
+use rosetta::text::{Side, Vocabs};
 
 fn vocab(lang: &str, n: usize) -> Vocabulary {
     Vocabulary::from_parts(
@@ -410,7 +412,7 @@ fn lazy_adam_learns_too_and_touches_only_batch_rows() {
     let dev = Device::Cpu;
     let mut rng = ChaCha8Rng::seed_from_u64(1);
     let net = Composer::random(40, 4, 1, 0.1, None, &mut rng, DType::F32, &dev).unwrap();
-    let mut opt = rosetta::train::optim::Adam::new(net.named_vars("n"), 0.1, 0.0).unwrap();
+    let mut opt = rosetta::models::optim::Adam::new(net.named_vars("n"), 0.1, 0.0).unwrap();
     let before = net.layers[0].0.as_tensor().to_vec2::<f32>().unwrap();
     let b = SparseBatch::new(&d.train_src, &[0, 1], false, DType::F32, &dev).unwrap();
     let (y, leaf) = net.compose_rows(&b).unwrap();
@@ -842,7 +844,7 @@ fn session_dir(model: &dyn Model, vocabs: &Vocabs) -> tempfile::TempDir {
 
 /// A model trained by `trainer` with settings `kv`, and what its hooks saw.
 fn trained(
-    trainer: Box<dyn rosetta::train::Trainer>,
+    trainer: Box<dyn rosetta::models::Trainer>,
     d: &TrainData,
     kv: &[(&str, &str)],
     seed: u64,
@@ -925,7 +927,7 @@ fn both_models_train_on_the_tiny_workspace() {
     .unwrap();
     let prepared = rosetta::corpus::prepare::Prepared::build(&ws).unwrap();
     // no miner: the XCNN trainer finds its own pseudo-relevant positives
-    let d = prepared.train_data(Vec::new());
+    let d = rosetta::models::TrainData::from_prepared(&prepared, Vec::new());
     for (name, kv) in [
         ("xcnn", vec![("mono_epochs", "2"), ("epochs", "3")]),
         ("bae", vec![("epochs", "3")]),

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use clap::Args;
 
-use rosetta::models::Side;
 use rosetta::session::Loaded;
+use rosetta::text::Side;
 use rosetta::train::runner::select_device;
 
 /// Which language a word is in.

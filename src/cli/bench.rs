@@ -399,7 +399,7 @@ fn mine(a: MineArgs) -> anyhow::Result<()> {
             )
         }
         Some(path) => {
-            let lines = rosetta::corpus::io::read_lines(path)?;
+            let lines = rosetta::text::io::read_lines(path)?;
             let texts: Vec<String> = match a.field {
                 None => lines,
                 Some(0) => bail!("--field counts from 1"),
@@ -485,12 +485,12 @@ struct LoopTimer {
     epochs: Vec<serde_json::Value>,
 }
 
-impl rosetta::train::Hooks for LoopTimer {
-    fn step(&mut self, r: &rosetta::train::StepReport) -> rosetta::Result<rosetta::train::Flow> {
+impl rosetta::models::Hooks for LoopTimer {
+    fn step(&mut self, r: &rosetta::models::StepReport) -> rosetta::Result<rosetta::models::Flow> {
         self.examples += r.examples;
         self.train_s += self.mark.elapsed().as_secs_f64();
         self.mark = Instant::now();
-        Ok(rosetta::train::Flow::Continue)
+        Ok(rosetta::models::Flow::Continue)
     }
     fn epoch_end(
         &mut self,
@@ -498,7 +498,7 @@ impl rosetta::train::Hooks for LoopTimer {
         epoch: usize,
         _model: &dyn rosetta::models::Model,
         _extra: Vec<(String, candle_core::Tensor)>,
-    ) -> rosetta::Result<rosetta::train::Flow> {
+    ) -> rosetta::Result<rosetta::models::Flow> {
         self.epochs.push(json!({
             "phase": phase,
             "epoch": epoch,
@@ -506,7 +506,7 @@ impl rosetta::train::Hooks for LoopTimer {
             "train_s": round(self.train_s, 3),
         }));
         self.mark = Instant::now();
-        Ok(rosetta::train::Flow::Continue)
+        Ok(rosetta::models::Flow::Continue)
     }
     fn log(&mut self, _msg: &str) {}
 }
@@ -514,7 +514,8 @@ impl rosetta::train::Hooks for LoopTimer {
 /// `rosetta bench train`.
 fn train(a: TrainBenchArgs) -> anyhow::Result<()> {
     use rosetta::corpus::workspace::{PairSource, ParallelSpec, Workspace};
-    use rosetta::models::{Params, Side};
+    use rosetta::models::Params;
+    use rosetta::text::Side;
     if a.torch_ref.is_some() && a.model == "bae" {
         bail!("--torch-ref has no BAE (torch_ref.py implements s2net and xcnn)");
     }

@@ -11,7 +11,7 @@ use rosetta::corpus::Workspace;
 use rosetta::eval::{evaluate, Metric};
 use rosetta::index::adhoc::{bm25_run, Bm25RunConfig, Translation};
 use rosetta::index::Bm25Params;
-use rosetta::models::Side;
+use rosetta::text::Side;
 
 /// Which queries of the task are searched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

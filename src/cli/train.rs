@@ -9,6 +9,7 @@ use anyhow::{anyhow, bail, Context};
 use clap::Args;
 
 use rosetta::corpus::{Prepared, Workspace};
+use rosetta::models::TrainData;
 use rosetta::session::retrieval::adhoc_validation;
 use rosetta::session::{
     list_sessions, now_unix, read_status, Session, SessionConfig, State, Status, LOG_FILE,
@@ -16,10 +17,10 @@ use rosetta::session::{
 use rosetta::train::runner::{
     cancel_on_signals, run_job_with_validation, ExtraValidation, Observer, Quiet,
 };
-use rosetta::train::TrainData;
 
 /// Arguments of `rosetta train`.
 #[derive(Debug, Args)]
+#[command(after_long_help = rosetta::models::registry::settings_help())]
 pub struct TrainArgs {
     /// Workspace file (workspace.toml) to train on.
     #[arg(long, value_name = "FILE", required_unless_present = "resume")]
@@ -90,9 +91,10 @@ pub struct CancelArgs {
 
 fn model_help() -> String {
     format!(
-        "Model to train: {}; or a lexical baseline (nothing learnt, scored like a model): {}",
-        rosetta::models::MODEL_NAMES.join(", "),
-        rosetta::models::bm25::LEXICAL_NAMES.join(", ")
+        "Model to train: {} (settings and defaults: see the end of `rosetta train --help`)",
+        rosetta::models::registry::names()
+            .collect::<Vec<_>>()
+            .join(", ")
     )
 }
 
@@ -127,7 +129,7 @@ pub fn train(args: TrainArgs) -> anyhow::Result<()> {
 
 fn new_session(args: &TrainArgs) -> anyhow::Result<Session> {
     let model = args.model.clone().expect("clap: required");
-    if !rosetta::models::bm25::is_lexical(&model) {
+    if !rosetta::models::is_lexical(&model) {
         rosetta::models::trainer(&model)?; // unknown model: error listing the known ones
     }
     rosetta::train::runner::select_device(&args.device)?; // fail now, not in the background
@@ -227,7 +229,7 @@ fn run_session(mut session: Session, background: bool) -> anyhow::Result<()> {
         bar = Bar::new();
         &mut bar
     };
-    if rosetta::models::bm25::is_lexical(&session.config.model) {
+    if rosetta::models::is_lexical(&session.config.model) {
         let o = rosetta::train::lexical::run_lexical_job(&mut session, observer)?;
         println!(
             "done: {} (validation sentence-retrieval MRR {})",
@@ -314,7 +316,7 @@ pub(crate) fn load_workspace(path: &Path) -> anyhow::Result<(Prepared, TrainData
     let ws = Workspace::load(path)?;
     let prepared = Prepared::load_or_build(&ws)?;
     // XCNN mines its own pseudo-relevant positives (its `positives` setting)
-    let data = prepared.train_data(Vec::new());
+    let data = rosetta::models::TrainData::from_prepared(&prepared, Vec::new());
     let hash = prepared.hash.clone();
     Ok((prepared, data, hash))
 }

@@ -204,7 +204,7 @@ pub fn setup(dir: &Path, log: &mut dyn FnMut(&str)) -> Result<SetupReport> {
     let ws = dir.join("workspace.toml");
     let files = ["kjv.en", "sparv.es", "verses.txt"].map(|f| dir.join(f));
     if ws.exists() && files.iter().all(|f| f.exists()) {
-        let n = super::io::read_lines(&files[2])?.len();
+        let n = crate::text::io::read_lines(&files[2])?.len();
         return Ok(SetupReport {
             workspace: ws,
             already_present: true,

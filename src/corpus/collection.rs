@@ -7,10 +7,10 @@
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
-use super::io::read_lines;
 use super::parallel::Splits;
 use super::workspace::Workspace;
 use crate::eval::Qrels;
+use crate::text::io::read_lines;
 use crate::{Error, Result};
 
 /// Texts with unique ids, in file order.

@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use super::io::read_lines;
+use crate::text::io::read_lines;
 use crate::text::Analyzer;
 use crate::{Error, Result};
 

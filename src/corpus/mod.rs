@@ -6,7 +6,6 @@ pub mod bible;
 pub mod collection;
 pub mod dictionary;
 pub mod inspect;
-pub mod io;
 pub mod parallel;
 pub mod prepare;
 pub mod workspace;

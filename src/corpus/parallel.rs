@@ -9,8 +9,8 @@ use std::path::Path;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 
-use super::io::read_lines;
 use super::workspace::{PairSource, ParallelSpec, Workspace};
+use crate::text::io::read_lines;
 use crate::{Error, Result};
 
 /// Aligned pairs: `source[i]` translates `target[i]`.

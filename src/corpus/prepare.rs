@@ -12,13 +12,12 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::collection::{derived_task, AdhocTask};
-use super::io::read_lines;
 use super::parallel::{ParallelText, Splits};
 use super::workspace::Workspace;
 use crate::eval::Qrels;
-use crate::models::{Side, Vocabs};
+use crate::text::io::read_lines;
 use crate::text::{Analyzer, CsrMatrix, TextConfig, Vocabulary};
-use crate::train::TrainData;
+use crate::text::{Side, Vocabs};
 use crate::{Error, Result};
 
 /// Bump when the cache layout or the analysis changes.
@@ -335,35 +334,6 @@ impl Prepared {
         let an = Analyzer::new(lang, &self.text)?;
         let toks: Vec<Vec<String>> = texts.par_iter().map(|t| an.analyze(t)).collect();
         Ok(vocab.count_matrix(&toks))
-    }
-
-    /// What a trainer needs: the trainable pairs of train and valid (see
-    /// [`SplitData::trainable`]), the monolingual texts and their
-    /// pseudo-relevant positives. An empty `mono_positive` means none are
-    /// known (all `None`); otherwise it must have one entry per row of
-    /// [`Prepared::mono`] (a mismatch is a programming error and panics).
-    pub fn train_data(&self, mono_positive: Vec<Option<u32>>) -> TrainData {
-        let mono_positive = if mono_positive.is_empty() {
-            vec![None; self.mono.n_rows()]
-        } else {
-            assert_eq!(
-                mono_positive.len(),
-                self.mono.n_rows(),
-                "mono_positive needs one entry per monolingual text"
-            );
-            mono_positive
-        };
-        let tr = self.train.trainable();
-        let va = self.valid.trainable();
-        TrainData {
-            vocabs: self.vocabs.clone(),
-            train_src: self.train.src.select_rows(&tr),
-            train_tgt: self.train.tgt.select_rows(&tr),
-            valid_src: self.valid.src.select_rows(&va),
-            valid_tgt: self.valid.tgt.select_rows(&va),
-            mono: self.mono.clone(),
-            mono_positive,
-        }
     }
 
     // ---- the cache ----

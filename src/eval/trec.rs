@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::corpus::io::read_lines;
+use crate::text::io::read_lines;
 use crate::{Error, Result};
 
 /// Relevance judgements: query id → document id → grade (> 0 is relevant).

@@ -10,8 +10,8 @@ use super::bm25::{Bm25Index, Bm25Params, Query};
 use super::translate::{apertium_translate, translate_dict_with};
 use crate::corpus::{AdhocTask, Workspace};
 use crate::eval::Run;
-use crate::models::Side;
 use crate::text::Analyzer;
+use crate::text::Side;
 use crate::{Error, Result};
 
 /// How source-language queries reach the documents' language.

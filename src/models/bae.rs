@@ -43,13 +43,14 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::xcnn::{
-    check_loss, epoch_rng, normal_tensor, to_array, unit_rows, valid_mrr, SparseBatch, MAX_DIM,
+use super::nn::{
+    epoch_rng, normal_tensor, report_step, to_array, unit_rows, valid_mrr, SparseBatch,
 };
-use super::{Model, Params, Side, Vocabs};
+use super::{Model, Params};
+use crate::models::optim::Adam;
+use crate::models::{Flow, Hooks, Phase, Resume, TrainData, Trainer};
 use crate::text::CsrMatrix;
-use crate::train::optim::Adam;
-use crate::train::{Flow, Hooks, Resume, StepReport, TrainData, Trainer};
+use crate::text::{Side, Vocabs};
 use crate::{Error, Result};
 
 /// Settings of a BAE job, read from [`Params`].
@@ -84,39 +85,25 @@ pub struct BaeConfig {
 }
 
 impl BaeConfig {
-    /// Reads (and records) every setting, checking ranges.
+    /// Reads (and records) every setting; the registry checks the values.
     pub fn from_params(p: &Params) -> Result<Self> {
-        let input: String = p.get("input", "binary".to_string())?;
-        let center: String = p.get("center", "side".to_string())?;
+        let p = p.of("bae")?;
+        let input: String = p.get("input")?;
+        let center: String = p.get("center")?;
         let c = BaeConfig {
-            dim: p.get("dim", 128usize)?,
-            batch: p.get("batch", 100usize)?,
-            lr: p.get("lr", 0.01f64)?,
-            weight_decay: p.get("weight_decay", 0.0f64)?,
-            epochs: p.get("epochs", 50usize)?,
-            binary: match input.as_str() {
-                "binary" => true,
-                "tf" => false,
-                o => {
-                    return Err(Error::invalid(format!(
-                        "bae: input={o}: expected binary or tf"
-                    )))
-                }
-            },
-            corr: p.get("corr", 5.0f64)?,
-            center: match center.as_str() {
-                "side" => true,
-                "none" => false,
-                o => {
-                    return Err(Error::invalid(format!(
-                        "bae: center={o}: expected side or none"
-                    )))
-                }
-            },
-            init_scale: p.get("init_scale", 0.1f64)?,
-            valid_max: p.get("valid_max", 2000usize)?,
+            dim: p.get("dim")?,
+            batch: p.get("batch")?,
+            lr: p.get("lr")?,
+            weight_decay: p.get("weight_decay")?,
+            epochs: p.get("epochs")?,
+            // the registry admits binary or tf, side or none
+            binary: input == "binary",
+            corr: p.get("corr")?,
+            center: center == "side",
+            init_scale: p.get("init_scale")?,
+            valid_max: p.get("valid_max")?,
             sampled: {
-                let r: String = p.get("recon", "full".to_string())?;
+                let r: String = p.get("recon")?;
                 match r.as_str() {
                     "full" => None,
                     o => match o.strip_prefix("sampled:").map(|n| n.parse::<usize>()) {
@@ -129,29 +116,8 @@ impl BaeConfig {
                     },
                 }
             },
-            lazy: super::xcnn::lazy_optim(p, "bae", "adam")?,
+            lazy: super::nn::lazy_optim(&p)?,
         };
-        if c.dim == 0 || c.dim > MAX_DIM {
-            return Err(Error::invalid(format!(
-                "bae: dim={} is out of range (1..={MAX_DIM})",
-                c.dim
-            )));
-        }
-        if c.batch == 0 {
-            return Err(Error::invalid("bae: batch must be at least 1"));
-        }
-        if !(c.lr.is_finite() && c.lr > 0.0) {
-            return Err(Error::invalid(format!("bae: lr={} must be > 0", c.lr)));
-        }
-        if !(c.corr.is_finite() && c.corr >= 0.0) {
-            return Err(Error::invalid(format!("bae: corr={} must be >= 0", c.corr)));
-        }
-        if !(c.init_scale.is_finite() && c.init_scale > 0.0) {
-            return Err(Error::invalid(format!(
-                "bae: init_scale={} must be > 0",
-                c.init_scale
-            )));
-        }
         Ok(c)
     }
 }
@@ -522,6 +488,11 @@ pub fn bae_trainer() -> Box<dyn Trainer> {
 }
 
 impl Trainer for BaeTrainer {
+    fn plan(&self, data: &TrainData, params: &Params) -> Result<Vec<Phase>> {
+        let epochs = params.of("bae")?.get("epochs")?;
+        Ok(vec![Phase::new("train", epochs, data.train_src.n_rows())])
+    }
+
     fn train(
         &self,
         data: &TrainData,
@@ -649,16 +620,7 @@ impl Trainer for BaeTrainer {
                     opt.backward_step(&loss)?;
                 }
                 step += 1;
-                let l = loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
-                check_loss("bae", l, "train", step)?;
-                let r = StepReport {
-                    phase: "train".into(),
-                    epoch,
-                    step,
-                    loss: l,
-                    examples: n,
-                };
-                if hooks.step(&r)? == Flow::Stop {
+                if report_step(hooks, "bae", "train", (epoch, step), &loss, n)? == Flow::Stop {
                     stop = true;
                     break;
                 }

@@ -18,17 +18,10 @@ use crate::eval::sentence::SentenceScores;
 use crate::eval::Qrels;
 use crate::index::adhoc::{bm25_run, build_queries, Bm25Run, Bm25RunConfig, Translation};
 use crate::index::{Bm25Index, Bm25Params, Query};
-use crate::models::{Params, Side};
+use crate::models::Params;
 use crate::text::Analyzer;
+use crate::text::Side;
 use crate::{Error, Result};
-
-/// Names of the lexical baselines, as `rosetta train --model` takes them.
-pub const LEXICAL_NAMES: &[&str] = &["bm25", "bm25-dict", "bm25-mt"];
-
-/// Whether `name` is a lexical baseline rather than a model with a space.
-pub fn is_lexical(name: &str) -> bool {
-    LEXICAL_NAMES.contains(&name)
-}
 
 /// A BM25 baseline: how queries are translated and BM25's parameters.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -51,19 +44,18 @@ impl Bm25Baseline {
             "bm25-mt" => Translation::Mt,
             other => {
                 return Err(Error::invalid(format!(
-                    "`{other}` is not a lexical baseline ({})",
-                    LEXICAL_NAMES.join(", ")
+                    "`{other}` is not a lexical baseline (bm25, bm25-dict, bm25-mt)"
                 )))
             }
         };
-        let defaults = Bm25Params::default();
+        let p = params.of(name)?;
         let bm = Bm25Params {
-            k1: params.get("k1", defaults.k1)?,
-            b: params.get("b", defaults.b)?,
+            k1: p.get("k1")?,
+            b: p.get("b")?,
         };
         bm.validate()?;
         let keep_untranslated = if translation == Translation::Dict {
-            params.get("keep_untranslated", false)?
+            p.get("keep_untranslated")?
         } else {
             false
         };
@@ -184,7 +176,7 @@ mod tests {
 
     #[test]
     fn names_and_settings() {
-        assert!(is_lexical("bm25-dict") && !is_lexical("cca"));
+        assert!(crate::models::is_lexical("bm25-dict") && !crate::models::is_lexical("cca"));
         let p = Params::new(BTreeMap::from([("k1".into(), "0.9".into())]));
         let b = Bm25Baseline::new("bm25-dict", &p).unwrap();
         assert_eq!(b.translation, Translation::Dict);

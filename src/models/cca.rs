@@ -30,9 +30,10 @@ use crate::models::linear::{
     csr_t_mul, logging_warnings, mean_diag, randomized_svd, solve_lower, solve_lower_t,
     symmetrize_from_upper, to_ndarray, LinOp, LinearModel,
 };
-use crate::models::{Model, Params, Vocabs};
+use crate::models::{Hooks, Phase, Resume, TrainData, Trainer};
+use crate::models::{Model, Params};
 use crate::text::CsrMatrix;
-use crate::train::{Hooks, Resume, TrainData, Trainer};
+use crate::text::Vocabs;
 use crate::{Error, Result};
 
 /// The registry name.
@@ -172,6 +173,10 @@ pub fn fit(
 pub struct CcaTrainer;
 
 impl Trainer for CcaTrainer {
+    fn plan(&self, data: &TrainData, _params: &Params) -> Result<Vec<Phase>> {
+        Ok(vec![Phase::closed_form(data.train_src.n_rows())])
+    }
+
     fn train(
         &self,
         data: &TrainData,
@@ -183,9 +188,9 @@ impl Trainer for CcaTrainer {
     ) -> Result<Box<dyn Model>> {
         let (k, (reg, oversample, iters), xs, xt) =
             closed_form_input(KIND, data, params, resume.is_some(), hooks, |params| {
-                let reg: f64 = params.get("reg", 0.3)?;
-                let oversample: usize = params.get("oversample", 10)?;
-                let iters: usize = params.get("power_iters", 6)?;
+                let reg: f64 = params.get("reg")?;
+                let oversample: usize = params.get("oversample")?;
+                let iters: usize = params.get("power_iters")?;
                 Ok((reg, oversample, iters))
             })?;
         let t0 = std::time::Instant::now();

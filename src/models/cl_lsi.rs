@@ -17,9 +17,10 @@ use candle_core::{Device, Tensor};
 use crate::models::linear::{
     check_rank, closed_form_input, hconcat, randomized_svd, split_joint, CsrOp, LinearModel,
 };
-use crate::models::{Model, Params, Vocabs};
+use crate::models::{Hooks, Phase, Resume, TrainData, Trainer};
+use crate::models::{Model, Params};
 use crate::text::CsrMatrix;
-use crate::train::{Hooks, Resume, TrainData, Trainer};
+use crate::text::Vocabs;
 use crate::Result;
 
 /// The registry name.
@@ -57,6 +58,10 @@ pub fn fit(
 pub struct ClLsiTrainer;
 
 impl Trainer for ClLsiTrainer {
+    fn plan(&self, data: &TrainData, _params: &Params) -> Result<Vec<Phase>> {
+        Ok(vec![Phase::closed_form(data.train_src.n_rows())])
+    }
+
     fn train(
         &self,
         data: &TrainData,
@@ -68,8 +73,8 @@ impl Trainer for ClLsiTrainer {
     ) -> Result<Box<dyn Model>> {
         let (k, (oversample, iters), xs, xt) =
             closed_form_input(KIND, data, params, resume.is_some(), hooks, |params| {
-                let oversample: usize = params.get("oversample", 10)?;
-                let iters: usize = params.get("power_iters", 4)?;
+                let oversample: usize = params.get("oversample")?;
+                let iters: usize = params.get("power_iters")?;
                 Ok((oversample, iters))
             })?;
         let t0 = std::time::Instant::now();

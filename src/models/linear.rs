@@ -19,10 +19,11 @@ use ndarray::{Array2, Axis};
 use rand::SeedableRng;
 use rand_distr::{Distribution, StandardNormal};
 
-use crate::models::{Model, Side, Vocabs};
+use crate::models::Model;
+use crate::models::{TrainData, Trainer};
 use crate::text::weight::{weigh, Weighting};
 use crate::text::CsrMatrix;
-use crate::train::{TrainData, Trainer};
+use crate::text::{Side, Vocabs};
 use crate::{Error, Result};
 
 /// Name of the source-side projection tensor in checkpoints.
@@ -213,16 +214,17 @@ pub fn closed_form_input<T>(
     data: &TrainData,
     params: &crate::models::Params,
     resume: bool,
-    hooks: &mut dyn crate::train::Hooks,
-    own: impl FnOnce(&crate::models::Params) -> Result<T>,
+    hooks: &mut dyn crate::models::Hooks,
+    own: impl FnOnce(&crate::models::ModelParams<'_>) -> Result<T>,
 ) -> Result<(usize, T, CsrMatrix, CsrMatrix)> {
     if resume {
         hooks.log(&format!(
             "{kind}: a closed-form fit has no partial state to resume; fitting again (seeded, same result)"
         ));
     }
-    let k: usize = params.get("dim", 128)?;
-    let settings = own(params)?;
+    let p = params.of(kind)?;
+    let k: usize = p.get("dim")?;
+    let settings = own(&p)?;
     params.check_unused()?;
     check_fit_sizes(kind, data, k)?;
     let xs = weighted(&data.train_src, &data.vocabs, Side::Source);
@@ -232,7 +234,7 @@ pub fn closed_form_input<T>(
 
 /// Runs a fit that reports warnings through a callback, logging each.
 pub fn logging_warnings<T>(
-    hooks: &mut dyn crate::train::Hooks,
+    hooks: &mut dyn crate::models::Hooks,
     fit: impl FnOnce(&mut dyn FnMut(&str)) -> Result<T>,
 ) -> Result<T> {
     let mut warnings = Vec::new();

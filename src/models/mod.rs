@@ -1,41 +1,26 @@
 //! The models: every way of putting two languages' texts into one space,
 //! behind one [`Model`] trait. One file per model.
 //!
-//! A model sees texts as raw term counts over its side's [`Vocabulary`] (a
+//! A model sees texts as raw term counts over its side's [`Vocabulary`](crate::text::Vocabulary) (a
 //! [`CsrMatrix`] row per text) and applies its own weighting; it returns
 //! unit-length rows so that a dot product is the cosine.
 
 pub mod bae;
 pub mod bm25;
+pub mod nn;
+pub mod optim;
+pub mod trainer;
 pub mod xcnn;
+
+pub use trainer::{Flow, Hooks, Phase, Resume, StepReport, TrainData, Trainer};
 
 use std::collections::BTreeMap;
 
 use ndarray::Array2;
 use serde::{Deserialize, Serialize};
 
-use crate::text::{CsrMatrix, Vocabulary};
+use crate::text::{CsrMatrix, Side};
 use crate::Result;
-
-/// Which language of a workspace a text is in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Side {
-    /// The query language (`[source]`).
-    Source,
-    /// The document language (`[target]`).
-    Target,
-}
-
-impl Side {
-    /// The other side.
-    pub fn other(self) -> Side {
-        match self {
-            Side::Source => Side::Target,
-            Side::Target => Side::Source,
-        }
-    }
-}
 
 /// A trained model that maps texts of either language into one space.
 pub trait Model: Send + Sync {
@@ -83,8 +68,27 @@ impl Params {
             .insert(key.to_string(), v.to_string());
     }
 
-    /// The value of `key` parsed as `T`, or `default`; the choice is recorded.
-    pub fn get<T>(&self, key: &str, default: T) -> Result<T>
+    /// The settings of model `name` as read through its registry row
+    /// (defaults and checks from [`registry::MODELS`]).
+    pub fn of(&self, name: &str) -> Result<ModelParams<'_>> {
+        Ok(ModelParams {
+            params: self,
+            spec: registry::spec(name)?,
+        })
+    }
+
+    /// The job runner's settings ([`registry::RUNNER_SETTINGS`]), whatever the model.
+    pub fn runner(&self) -> ModelParams<'_> {
+        ModelParams {
+            params: self,
+            spec: &registry::RUNNER,
+        }
+    }
+
+    /// The value of `key` parsed as `T`, or `default`, with no registry
+    /// check; the choice is recorded. For trainers outside the registry
+    /// (test doubles); registered models read through [`Params::of`].
+    pub fn get_or<T>(&self, key: &str, default: T) -> Result<T>
     where
         T: std::str::FromStr + ToString,
         T::Err: std::fmt::Display,
@@ -104,10 +108,11 @@ impl Params {
         }
     }
 
-    /// An optional string value (recorded when present).
-    pub fn get_opt(&self, key: &str) -> Option<String> {
-        let v = self.given.get(key).cloned();
-        if let Some(s) = &v {
+    /// The value given for `key`, if any (recorded when present), with no
+    /// registry default or check: for settings whose default is not static.
+    pub fn given(&self, key: &str) -> Option<&str> {
+        let v = self.given.get(key).map(String::as_str);
+        if let Some(s) = v {
             self.record(key, s);
         }
         v
@@ -142,143 +147,107 @@ impl Params {
     }
 }
 
-/// Vocabularies of both sides, as a model was trained with them.
-#[derive(Debug, Clone)]
-pub struct Vocabs {
-    /// Query-language vocabulary.
-    pub source: Vocabulary,
-    /// Document-language vocabulary.
-    pub target: Vocabulary,
-}
-
-impl Vocabs {
-    /// The vocabulary of `side`.
-    pub fn side(&self, side: Side) -> &Vocabulary {
-        match side {
-            Side::Source => &self.source,
-            Side::Target => &self.target,
-        }
-    }
-}
-
 pub mod cca;
 pub mod cl_lsi;
 pub mod linear;
 pub mod opca;
+pub mod registry;
 pub mod s2net;
 
-/// Names of every trainable model, in the order `rosetta train --help` lists them.
-pub const MODEL_NAMES: &[&str] = &["cl-lsi", "opca", "cca", "s2net", "xcnn", "bae"];
+pub use registry::{ModelSpec, Setting, MODELS};
 
-/// Every `--set` key each model reads (the runner's own keys aside, see
-/// [`RUNNER_SETTINGS`]), so that a front-end can check a job before
-/// launching it. `init` is read only when given. A test trains every model
-/// and compares this table with the settings its session recorded.
-pub const MODEL_SETTINGS: &[(&str, &[&str])] = &[
-    ("cl-lsi", &["dim", "oversample", "power_iters"]),
-    ("opca", &["dim", "oversample", "power_iters", "ridge"]),
-    ("cca", &["dim", "oversample", "power_iters", "reg"]),
-    (
-        "s2net",
-        &[
-            "batch",
-            "beta",
-            "dim",
-            "epochs",
-            "gamma",
-            "init",
-            "init_scale",
-            "lr",
-            "optim",
-            "weight_decay",
-        ],
-    ),
-    (
-        "xcnn",
-        &[
-            "batch",
-            "dim",
-            "epochs",
-            "init",
-            "init_bias",
-            "init_scale",
-            "layers",
-            "loss",
-            "lr",
-            "mono_epochs",
-            "mono_negatives",
-            "mono_patience",
-            "mono_valid",
-            "negatives",
-            "optim",
-            "positives",
-            "train_target",
-            "valid_max",
-            "weight_decay",
-        ],
-    ),
-    (
-        "bae",
-        &[
-            "batch",
-            "center",
-            "corr",
-            "dim",
-            "epochs",
-            "init_scale",
-            "input",
-            "lr",
-            "optim",
-            "recon",
-            "valid_max",
-            "weight_decay",
-        ],
-    ),
-    ("bm25", &["b", "k1"]),
-    ("bm25-dict", &["b", "k1", "keep_untranslated"]),
-    ("bm25-mt", &["b", "k1"]),
-];
+/// One model's view of [`Params`]: values are checked and defaulted by the
+/// model's registry row, and every value read is recorded.
+#[derive(Debug, Clone, Copy)]
+pub struct ModelParams<'a> {
+    params: &'a Params,
+    spec: &'static ModelSpec,
+}
 
-/// Settings the job runner reads for every trained model (not the lexical
-/// baselines): early-stopping patience, step-record interval, test slow-down.
-pub const RUNNER_SETTINGS: &[&str] = &["patience", "log_every", "step_delay_ms"];
+impl ModelParams<'_> {
+    fn setting(&self, key: &str) -> Result<&'static Setting> {
+        self.spec.setting(key).ok_or_else(|| {
+            crate::Error::invalid(format!(
+                "{}: `{key}` is not in the model's registry row",
+                self.spec.name
+            ))
+        })
+    }
+
+    /// The value of `key` parsed as `T`: the given one (checked by the
+    /// registry) or the registry default; the choice is recorded.
+    pub fn get<T>(&self, key: &str) -> Result<T>
+    where
+        T: std::str::FromStr,
+        T::Err: std::fmt::Display,
+    {
+        let setting = self.setting(key)?;
+        let name = self.spec.name;
+        let (value, given) = match self.params.given.get(key) {
+            Some(v) => (v.as_str(), true),
+            None => (
+                setting.default.ok_or_else(|| {
+                    crate::Error::invalid(format!("{name}: `{key}` has no default; set it"))
+                })?,
+                false,
+            ),
+        };
+        if given {
+            setting
+                .check
+                .check(value)
+                .map_err(|e| crate::Error::invalid(format!("{name}: --set {key}={value}: {e}")))?;
+        }
+        let v = value.trim().parse::<T>().map_err(|e| {
+            crate::Error::invalid(format!(
+                "{name}: --set {key}={value}: not a valid value ({e})"
+            ))
+        })?;
+        self.params.record(key, value.trim());
+        Ok(v)
+    }
+
+    /// An optional setting with no default (`init`): the given value,
+    /// checked and recorded, or `None`.
+    pub fn get_opt(&self, key: &str) -> Result<Option<String>> {
+        let setting = self.setting(key)?;
+        match self.params.given.get(key) {
+            None => Ok(None),
+            Some(v) => {
+                setting.check.check(v).map_err(|e| {
+                    crate::Error::invalid(format!("{}: --set {key}={v}: {e}", self.spec.name))
+                })?;
+                self.params.record(key, v);
+                Ok(Some(v.clone()))
+            }
+        }
+    }
+
+    /// [`Params::check_unused`].
+    pub fn check_unused(&self) -> Result<()> {
+        self.params.check_unused()
+    }
+}
 
 /// Whether `model` reads the `--set` key `key` (runner keys included for
 /// trained models); false for an unknown model.
 pub fn takes_setting(model: &str, key: &str) -> bool {
-    let own = MODEL_SETTINGS
-        .iter()
-        .find(|(m, _)| *m == model)
-        .is_some_and(|(_, keys)| keys.contains(&key));
-    own || (MODEL_NAMES.contains(&model) && RUNNER_SETTINGS.contains(&key))
+    registry::spec(model).is_ok_and(|m| m.setting(key).is_some())
 }
 
-/// Every name `rosetta train --model` takes: the models with a space, then
-/// the lexical baselines ([`bm25::LEXICAL_NAMES`]).
-pub fn all_model_names() -> Vec<&'static str> {
-    MODEL_NAMES
-        .iter()
-        .chain(bm25::LEXICAL_NAMES)
-        .copied()
-        .collect()
+/// Whether `name` is a lexical baseline (no trainer, no space).
+pub fn is_lexical(name: &str) -> bool {
+    registry::spec(name).is_ok_and(|m| m.trainer.is_none())
 }
 
 /// The trainer of model `name`; an unknown name is an error listing the
-/// known ones. One match arm per model.
-pub fn trainer(name: &str) -> Result<Box<dyn crate::train::Trainer>> {
-    match name {
-        "cl-lsi" => Ok(Box::new(cl_lsi::ClLsiTrainer)),
-        "opca" => Ok(Box::new(opca::OpcaTrainer)),
-        "cca" => Ok(Box::new(cca::CcaTrainer)),
-        "s2net" => Ok(Box::new(s2net::S2NetTrainer)),
-        "xcnn" => Ok(xcnn::xcnn_trainer()),
-        "bae" => Ok(bae::bae_trainer()),
-        other if bm25::is_lexical(other) => Err(crate::Error::invalid(format!(
-            "`{other}` is a lexical baseline: it has no trainer or embedding space"
-        ))),
-        other => Err(crate::Error::invalid(format!(
-            "unknown model `{other}`; known models: {}",
-            all_model_names().join(", ")
+/// known ones, a lexical baseline one saying it has no trainer.
+pub fn trainer(name: &str) -> Result<Box<dyn Trainer>> {
+    let spec = registry::spec(name)?;
+    match spec.trainer {
+        Some(make) => Ok(make()),
+        None => Err(crate::Error::invalid(format!(
+            "`{name}` is a lexical baseline: it has no trainer or embedding space"
         ))),
     }
 }

@@ -36,9 +36,10 @@ use crate::models::linear::{
     csr_t_mul, hconcat, logging_warnings, mean_diag, randomized_svd, solve_lower, solve_lower_t,
     split_joint, vstack_joint, LinOp, LinearModel,
 };
-use crate::models::{Model, Params, Vocabs};
+use crate::models::{Hooks, Phase, Resume, TrainData, Trainer};
+use crate::models::{Model, Params};
 use crate::text::CsrMatrix;
-use crate::train::{Hooks, Resume, TrainData, Trainer};
+use crate::text::Vocabs;
 use crate::{Error, Result};
 
 /// The registry name.
@@ -154,6 +155,10 @@ pub fn fit(
 pub struct OpcaTrainer;
 
 impl Trainer for OpcaTrainer {
+    fn plan(&self, data: &TrainData, _params: &Params) -> Result<Vec<Phase>> {
+        Ok(vec![Phase::closed_form(data.train_src.n_rows())])
+    }
+
     fn train(
         &self,
         data: &TrainData,
@@ -165,9 +170,9 @@ impl Trainer for OpcaTrainer {
     ) -> Result<Box<dyn Model>> {
         let (k, (ridge, oversample, iters), xs, xt) =
             closed_form_input(KIND, data, params, resume.is_some(), hooks, |params| {
-                let ridge: f64 = params.get("ridge", 0.1)?;
-                let oversample: usize = params.get("oversample", 10)?;
-                let iters: usize = params.get("power_iters", 6)?;
+                let ridge: f64 = params.get("ridge")?;
+                let oversample: usize = params.get("oversample")?;
+                let iters: usize = params.get("power_iters")?;
                 Ok((ridge, oversample, iters))
             })?;
         let v = xs.n_cols + xt.n_cols;

@@ -14,7 +14,7 @@
 //! per text (`index_add`); candle's autograd gives the gradients (checked
 //! against central differences in `tests/linear.rs`).
 //!
-//! Optimiser: AdamW with decoupled weight decay ([`crate::train::optim::Adam`],
+//! Optimiser: AdamW with decoupled weight decay ([`crate::models::optim::Adam`],
 //! the update of `candle_nn::AdamW`), whose moments go to `Hooks::epoch_end`
 //! (`adam.m.source`, …), so a resume continues with the model **and** the
 //! optimiser state (moments and step count).
@@ -38,10 +38,11 @@ use rand::SeedableRng;
 use rand_distr::{Distribution, StandardNormal};
 
 use crate::models::linear::{check_fit_sizes, weighted, LinearModel, PROJ_SOURCE, PROJ_TARGET};
-use crate::models::{Model, Params, Side, Vocabs};
+use crate::models::optim::Adam;
+use crate::models::{Flow, Hooks, Phase, Resume, TrainData, Trainer};
+use crate::models::{Model, Params};
 use crate::text::Vocabulary;
-use crate::train::optim::Adam;
-use crate::train::{Flow, Hooks, Resume, StepReport, TrainData, Trainer};
+use crate::text::{Side, Vocabs};
 use crate::{Error, Result};
 
 /// The registry name.
@@ -49,7 +50,8 @@ pub const KIND: &str = "s2net";
 
 /// The batch layout shared with XCNN: term ids, local ids, weights and the
 /// row of every entry, for the gather / segment-sum input layer.
-pub use super::xcnn::SparseBatch;
+use super::nn::report_step;
+pub use super::nn::SparseBatch;
 
 /// `X · W` for a batch `X`: gathers the rows of `w` (V × k) of the batch's
 /// terms, weighted, and sums them per text (rows × k).
@@ -208,6 +210,11 @@ fn random_init(rows: usize, k: usize, scale: f64, rng: &mut impl rand::Rng) -> A
 pub struct S2NetTrainer;
 
 impl Trainer for S2NetTrainer {
+    fn plan(&self, data: &TrainData, params: &Params) -> Result<Vec<Phase>> {
+        let epochs = params.of(KIND)?.get("epochs")?;
+        Ok(vec![Phase::new("train", epochs, data.train_src.n_rows())])
+    }
+
     fn train(
         &self,
         data: &TrainData,
@@ -217,15 +224,16 @@ impl Trainer for S2NetTrainer {
         resume: Option<Resume>,
         hooks: &mut dyn Hooks,
     ) -> Result<Box<dyn Model>> {
-        let k: usize = params.get("dim", 128)?;
-        let batch: usize = params.get("batch", 100)?;
-        let lr: f64 = params.get("lr", 1e-3)?;
-        let epochs: usize = params.get("epochs", 10)?;
-        let gamma: f64 = params.get("gamma", 10.0)?;
-        let weight_decay: f64 = params.get("weight_decay", 0.0)?;
-        let init_scale: f64 = params.get("init_scale", 0.01)?;
-        let beta: f64 = params.get("beta", 0.0)?;
-        let lazy = super::xcnn::lazy_optim(params, KIND, "adam")?;
+        let p = params.of(KIND)?;
+        let k: usize = p.get("dim")?;
+        let batch: usize = p.get("batch")?;
+        let lr: f64 = p.get("lr")?;
+        let epochs: usize = p.get("epochs")?;
+        let gamma: f64 = p.get("gamma")?;
+        let weight_decay: f64 = p.get("weight_decay")?;
+        let init_scale: f64 = p.get("init_scale")?;
+        let beta: f64 = p.get("beta")?;
+        let lazy = super::nn::lazy_optim(&p)?;
         if lazy && beta > 0.0 {
             return Err(Error::invalid(
                 "s2net: optim=lazy-adam updates only a batch's rows, but beta > 0 ties every row \
@@ -233,26 +241,9 @@ impl Trainer for S2NetTrainer {
                     .to_string(),
             ));
         }
-        let init = params.get_opt("init");
+        let init = p.get_opt("init")?;
         params.check_unused()?;
         check_fit_sizes(KIND, data, k)?;
-        if batch < 2 {
-            return Err(Error::invalid(
-                "s2net: batch must be at least 2 (the other pairs are the negatives)".to_string(),
-            ));
-        }
-        for (name, v) in [("lr", lr), ("gamma", gamma), ("init_scale", init_scale)] {
-            if !(v.is_finite() && v > 0.0) {
-                return Err(Error::invalid(format!(
-                    "s2net: {name} must be a finite number > 0, got {v}"
-                )));
-            }
-        }
-        if !(beta.is_finite() && beta >= 0.0 && weight_decay.is_finite() && weight_decay >= 0.0) {
-            return Err(Error::invalid(
-                "s2net: beta and weight_decay must be ≥ 0".to_string(),
-            ));
-        }
         let xs = weighted(&data.train_src, &data.vocabs, Side::Source);
         let xt = weighted(&data.train_tgt, &data.vocabs, Side::Target);
         let n = xs.n_rows();
@@ -371,14 +362,7 @@ impl Trainer for S2NetTrainer {
                     loss
                 };
                 step += 1;
-                let l = loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
-                let flow = hooks.step(&StepReport {
-                    phase: "train".into(),
-                    epoch,
-                    step,
-                    loss: l,
-                    examples: chunk.len(),
-                })?;
+                let flow = report_step(hooks, KIND, "train", (epoch, step), &loss, chunk.len())?;
                 if flow == Flow::Stop {
                     return Ok(Box::new(current(&a_s, &a_t)?));
                 }

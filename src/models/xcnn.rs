@@ -68,144 +68,17 @@ use ndarray::Array2;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use rand_distr::{Distribution, StandardNormal};
 
-use super::{Model, Params, Side, Vocabs};
-use crate::eval::sentence::sentence_retrieval;
+use super::nn::{
+    epoch_rng, lazy_optim, nonempty_rows, normal_tensor, report_step, to_array, unit_rows,
+    valid_mrr, SparseBatch,
+};
+use super::{Model, Params};
+use crate::models::optim::Adam;
+use crate::models::{Flow, Hooks, Phase, Resume, TrainData, Trainer};
 use crate::text::CsrMatrix;
-use crate::train::optim::Adam;
-use crate::train::{Flow, Hooks, Resume, StepReport, TrainData, Trainer};
+use crate::text::{Side, Vocabs};
 use crate::{Error, Result};
-
-/// Largest shared-space dimension accepted (a `V × k` table per language).
-pub const MAX_DIM: usize = 4096;
-const NORM_EPS: f64 = 1e-12;
-
-// ---------------------------------------------------------------------------
-// Sparse batches
-// ---------------------------------------------------------------------------
-
-/// Rows of a raw-count [`CsrMatrix`] laid out for composition on a device:
-/// the distinct terms the rows use, and per stored entry its term (global id
-/// and position among the distinct terms), its row in the batch and its count.
-#[derive(Debug, Clone)]
-pub struct SparseBatch {
-    /// Number of texts (rows) in the batch.
-    pub n_rows: usize,
-    /// Distinct term ids used by the batch, ascending (`u32`, length `u`).
-    pub uniq: Tensor,
-    /// Global term id of every entry (`u32`, length `nnz`).
-    pub terms: Tensor,
-    /// Position of every entry's term in `uniq` (`u32`, length `nnz`).
-    pub local: Tensor,
-    /// Batch row of every entry (`u32`, length `nnz`).
-    pub rows: Tensor,
-    /// Value of every entry as an `nnz × 1` column of `dtype`.
-    pub weights: Tensor,
-    /// Number of stored entries.
-    pub nnz: usize,
-}
-
-impl SparseBatch {
-    /// The rows `rows` of `m` (in that order), on `device`, values as `dtype`;
-    /// `binary` replaces every count by 1.
-    pub fn new(
-        m: &CsrMatrix,
-        rows: &[usize],
-        binary: bool,
-        dtype: DType,
-        device: &Device,
-    ) -> Result<Self> {
-        let mut terms = Vec::new();
-        let mut row_of = Vec::new();
-        let mut vals = Vec::new();
-        for (b, &r) in rows.iter().enumerate() {
-            let (c, v) = m.row(r);
-            terms.extend_from_slice(c);
-            row_of.extend(std::iter::repeat_n(b as u32, c.len()));
-            vals.extend(v.iter().map(|&x| if binary { 1.0f64 } else { x as f64 }));
-        }
-        let mut uniq = terms.clone();
-        uniq.sort_unstable();
-        uniq.dedup();
-        let local: Vec<u32> = terms
-            .iter()
-            .map(|t| uniq.binary_search(t).expect("term in its own set") as u32)
-            .collect();
-        let nnz = terms.len();
-        Ok(SparseBatch {
-            n_rows: rows.len(),
-            uniq: Tensor::from_vec(uniq.clone(), uniq.len(), device)?,
-            terms: Tensor::from_vec(terms, nnz, device)?,
-            local: Tensor::from_vec(local, nnz, device)?,
-            rows: Tensor::from_vec(row_of, nnz, device)?,
-            weights: Tensor::from_vec(vals, (nnz, 1), device)?.to_dtype(dtype)?,
-            nnz,
-        })
-    }
-
-    /// Segment sum: `out[r] = Σ weight·table[idx]` over the entries of row
-    /// `r`, where `table` is indexed by `idx` (`terms` for a full `V × k`
-    /// table, `local` for a table of the distinct terms). Empty rows stay zero.
-    pub fn compose(&self, table: &Tensor, by_local: bool) -> Result<Tensor> {
-        let k = table.dim(1)?;
-        let out = Tensor::zeros((self.n_rows, k), table.dtype(), table.device())?;
-        if self.nnz == 0 {
-            return Ok(out);
-        }
-        let idx = if by_local { &self.local } else { &self.terms };
-        let g = table.index_select(idx, 0)?.broadcast_mul(&self.weights)?;
-        Ok(out.index_add(&self.rows, &g, 0)?)
-    }
-}
-
-/// Rows scaled to unit length (`y / sqrt(|y|² + ε)`: zero rows stay zero and
-/// the gradient stays finite).
-pub fn unit_rows(y: &Tensor) -> Result<Tensor> {
-    let n = (y.sqr()?.sum_keepdim(1)? + NORM_EPS)?.sqrt()?;
-    Ok(y.broadcast_div(&n)?)
-}
-
-/// A tensor of unit rows as an ndarray matrix of `f32`.
-pub fn to_array(y: &Tensor) -> Result<Array2<f32>> {
-    let (n, k) = y.dims2()?;
-    let v = y.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
-    Array2::from_shape_vec((n, k), v).map_err(|e| Error::invalid(format!("tensor shape: {e}")))
-}
-
-/// Normal `N(0,1)·scale` values from a seeded generator (device independent).
-pub fn normal_tensor(
-    shape: (usize, usize),
-    scale: f64,
-    rng: &mut ChaCha8Rng,
-    dtype: DType,
-    device: &Device,
-) -> Result<Tensor> {
-    let n = shape.0 * shape.1;
-    let v: Vec<f64> = (0..n)
-        .map(|_| {
-            let z: f64 = StandardNormal.sample(rng);
-            z * scale
-        })
-        .collect();
-    Ok(Tensor::from_vec(v, shape, device)?.to_dtype(dtype)?)
-}
-
-// ---------------------------------------------------------------------------
-// Adam with exposed state
-// ---------------------------------------------------------------------------
-
-/// The `optim` setting of a model trained with [`Adam`]: `adam` (dense) or
-/// `lazy-adam` (row-sparse, [`Adam::backward_step_rows`]); true for lazy.
-pub fn lazy_optim(p: &crate::models::Params, kind: &str, default: &str) -> Result<bool> {
-    match p.get("optim", default.to_string())?.as_str() {
-        "adam" => Ok(false),
-        "lazy-adam" => Ok(true),
-        o => Err(Error::invalid(format!(
-            "{kind}: optim={o}: expected adam or lazy-adam"
-        ))),
-    }
-}
 
 // ---------------------------------------------------------------------------
 // The composition network
@@ -642,14 +515,15 @@ pub struct XcnnConfig {
 }
 
 impl XcnnConfig {
-    /// Reads (and records) every setting, checking ranges.
+    /// Reads (and records) every setting; the registry checks the values.
     pub fn from_params(p: &Params) -> Result<Self> {
+        let p = p.of("xcnn")?;
         let c =
             XcnnConfig {
-                dim: p.get("dim", 128usize)?,
-                layers: p.get("layers", 1usize)?,
-                init_scale: p.get("init_scale", 0.1f64)?,
-                init_bias: match p.get("init_bias", "random".to_string())?.as_str() {
+                dim: p.get("dim")?,
+                layers: p.get("layers")?,
+                init_scale: p.get("init_scale")?,
+                init_bias: match p.get::<String>("init_bias")?.as_str() {
                     "random" => None,
                     v => Some(v.parse::<f64>().ok().filter(|b| b.is_finite()).ok_or_else(
                         || {
@@ -659,52 +533,22 @@ impl XcnnConfig {
                         },
                     )?),
                 },
-                batch: p.get("batch", 100usize)?,
-                lr: p.get("lr", 0.01f64)?,
-                weight_decay: p.get("weight_decay", 0.0f64)?,
-                epochs: p.get("epochs", 50usize)?,
-                mono_epochs: p.get("mono_epochs", 20usize)?,
-                mono_patience: p.get("mono_patience", 3usize)?,
-                mono_valid: p.get("mono_valid", 0.05f64)?,
-                negatives: p.get("negatives", Negatives::Random(1))?,
-                loss: p.get("loss", Loss::CosDiff)?,
-                mono_negatives: p.get("mono_negatives", Negatives::Random(1))?,
-                positives: p.get("positives", Positives::TfIdf)?,
-                train_target: p.get("train_target", false)?,
-                valid_max: p.get("valid_max", 2000usize)?,
-                init: p.get_opt("init").map(PathBuf::from),
-                lazy: lazy_optim(p, "xcnn", "lazy-adam")?,
+                batch: p.get("batch")?,
+                lr: p.get("lr")?,
+                weight_decay: p.get("weight_decay")?,
+                epochs: p.get("epochs")?,
+                mono_epochs: p.get("mono_epochs")?,
+                mono_patience: p.get("mono_patience")?,
+                mono_valid: p.get("mono_valid")?,
+                negatives: p.get("negatives")?,
+                loss: p.get("loss")?,
+                mono_negatives: p.get("mono_negatives")?,
+                positives: p.get("positives")?,
+                train_target: p.get("train_target")?,
+                valid_max: p.get("valid_max")?,
+                init: p.get_opt("init")?.map(PathBuf::from),
+                lazy: lazy_optim(&p)?,
             };
-        if c.dim == 0 || c.dim > MAX_DIM {
-            return Err(Error::invalid(format!(
-                "xcnn: dim={} is out of range (1..={MAX_DIM})",
-                c.dim
-            )));
-        }
-        if c.layers == 0 || c.layers > 8 {
-            return Err(Error::invalid(format!(
-                "xcnn: layers={} is out of range (1..=8)",
-                c.layers
-            )));
-        }
-        if c.batch == 0 {
-            return Err(Error::invalid("xcnn: batch must be at least 1"));
-        }
-        if !(c.lr.is_finite() && c.lr > 0.0) {
-            return Err(Error::invalid(format!("xcnn: lr={} must be > 0", c.lr)));
-        }
-        if !(c.init_scale.is_finite() && c.init_scale > 0.0) {
-            return Err(Error::invalid(format!(
-                "xcnn: init_scale={} must be > 0",
-                c.init_scale
-            )));
-        }
-        if !(0.0..1.0).contains(&c.mono_valid) {
-            return Err(Error::invalid(format!(
-                "xcnn: mono_valid={} must be in [0, 1)",
-                c.mono_valid
-            )));
-        }
         Ok(c)
     }
 }
@@ -748,20 +592,6 @@ pub struct XcnnTrainer;
 /// The XCNN trainer, boxed for the model registry.
 pub fn xcnn_trainer() -> Box<dyn Trainer> {
     Box::new(XcnnTrainer)
-}
-
-/// A generator for one (phase, epoch), so a resumed job draws what the
-/// uninterrupted one would have.
-pub(crate) fn epoch_rng(seed: u64, phase: u64, epoch: usize) -> ChaCha8Rng {
-    ChaCha8Rng::seed_from_u64(
-        seed ^ phase.wrapping_mul(0x9E37_79B9_7F4A_7C15)
-            ^ (epoch as u64).wrapping_mul(0xD1B5_4A32_D192_ED03),
-    )
-}
-
-/// Rows of a matrix with at least one known term.
-pub(crate) fn nonempty_rows(m: &CsrMatrix) -> Vec<usize> {
-    (0..m.n_rows()).filter(|&i| !m.row_is_empty(i)).collect()
 }
 
 /// For each row of `m` (raw counts over `vocab`), the row of its best
@@ -905,28 +735,6 @@ fn mono_accuracy(
         i += 2 + n.len();
     }
     Ok(won as f64 / all.max(1) as f64)
-}
-
-/// Sentence-retrieval MRR on (at most `max`) validation pairs.
-pub(crate) fn valid_mrr(model: &dyn Model, data: &TrainData, max: usize) -> Result<f64> {
-    let n = data.valid_src.n_rows().min(max);
-    if n == 0 {
-        return Ok(f64::NAN);
-    }
-    let rows: Vec<usize> = (0..n).collect();
-    let s = model.encode(Side::Source, &data.valid_src.select_rows(&rows))?;
-    let t = model.encode(Side::Target, &data.valid_tgt.select_rows(&rows))?;
-    Ok(sentence_retrieval(&s, &t).mrr)
-}
-
-pub(crate) fn check_loss(model: &str, loss: f64, phase: &str, step: usize) -> Result<()> {
-    if loss.is_finite() {
-        Ok(())
-    } else {
-        Err(Error::invalid(format!(
-            "{model}: {phase} loss became {loss} at step {step} (try a lower lr)"
-        )))
-    }
 }
 
 /// Takes the target network of a pre-initialised session: the tensors
@@ -1109,16 +917,7 @@ impl XcnnTrainer {
                     None => opt.backward_step(&loss)?,
                 }
                 *step += 1;
-                let l = loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
-                check_loss("xcnn", l, "mono", *step)?;
-                let r = StepReport {
-                    phase: "mono".into(),
-                    epoch,
-                    step: *step,
-                    loss: l,
-                    examples: b,
-                };
-                if hooks.step(&r)? == Flow::Stop {
+                if report_step(hooks, "xcnn", "mono", (epoch, *step), &loss, b)? == Flow::Stop {
                     net.set_from("tgt", &best.1)?;
                     return Ok(Flow::Stop);
                 }
@@ -1255,16 +1054,7 @@ impl XcnnTrainer {
                     _ => opt.backward_step(&loss)?,
                 }
                 *step += 1;
-                let l = loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
-                check_loss("xcnn", l, "cross", *step)?;
-                let r = StepReport {
-                    phase: "cross".into(),
-                    epoch,
-                    step: *step,
-                    loss: l,
-                    examples: b,
-                };
-                if hooks.step(&r)? == Flow::Stop {
+                if report_step(hooks, "xcnn", "cross", (epoch, *step), &loss, b)? == Flow::Stop {
                     return Ok(best.1);
                 }
             }
@@ -1284,6 +1074,22 @@ impl XcnnTrainer {
 }
 
 impl Trainer for XcnnTrainer {
+    /// `mono` (pre-initialising the target network on monolingual texts,
+    /// when `mono_epochs` > 0 and no `init` session), then `cross`.
+    fn plan(&self, data: &TrainData, params: &Params) -> Result<Vec<Phase>> {
+        let cfg = XcnnConfig::from_params(params)?;
+        let mut plan = Vec::new();
+        if cfg.mono_epochs > 0 && cfg.init.is_none() {
+            plan.push(Phase::pretraining(
+                "mono",
+                cfg.mono_epochs,
+                data.mono.n_rows(),
+            ));
+        }
+        plan.push(Phase::new("cross", cfg.epochs, data.train_src.n_rows()));
+        Ok(plan)
+    }
+
     fn train(
         &self,
         data: &TrainData,

@@ -10,8 +10,9 @@ use ndarray::{Array1, Array2, ArrayView1, Axis};
 use serde::Serialize;
 
 use super::Session;
-use crate::models::{Model, Side, Vocabs};
+use crate::models::Model;
 use crate::text::{Analyzer, CsrMatrix, TextConfig};
+use crate::text::{Side, Vocabs};
 use crate::{Error, Result};
 
 /// Number of nearest neighbours CSLS averages over (Conneau et al. 2018).

@@ -110,6 +110,9 @@ pub struct TailBatch {
     /// Corrupt or truncated lines, each an [`Error::Parse`] with path and
     /// line; the records around them still load.
     pub errors: Vec<Error>,
+    /// The file had shrunk below the offset (replaced): it was read again
+    /// from the start, and `records` begin at its first line.
+    pub restarted: bool,
 }
 
 /// Reads `metrics.jsonl` incrementally from a byte offset: each [`poll`]
@@ -155,7 +158,7 @@ impl MetricsTail {
 
     /// Reads what was appended since the last call. A missing file is an
     /// empty batch (the job has not written yet); a file that shrank is
-    /// reported and read again from the start.
+    /// read again from the start ([`TailBatch::restarted`]).
     pub fn poll(&mut self) -> Result<TailBatch> {
         let mut batch = TailBatch::default();
         let mut f = match std::fs::File::open(&self.path) {
@@ -165,13 +168,7 @@ impl MetricsTail {
         };
         let len = f.metadata().map_err(|e| Error::io(&self.path, e))?.len();
         if len < self.offset {
-            batch.errors.push(Error::file(
-                &self.path,
-                format!(
-                    "file shrank from {} to {len} bytes; reading it again from the start",
-                    self.offset
-                ),
-            ));
+            batch.restarted = true;
             self.offset = 0;
             self.line = 0;
             self.pending.clear();

@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::models::Vocabs;
+use crate::text::Vocabs;
 use crate::text::Vocabulary;
 use crate::util::write_atomic;
 use crate::{Error, Result};
@@ -448,7 +448,7 @@ impl Session {
     /// Whether the session is a lexical baseline (`bm25`, `bm25-dict`,
     /// `bm25-mt`): no checkpoints, its index rebuilt from the workspace.
     pub fn is_lexical(&self) -> bool {
-        crate::models::bm25::is_lexical(&self.config.model)
+        crate::models::is_lexical(&self.config.model)
     }
 
     /// Loads the trained model: the best checkpoint (or the last one when

@@ -11,7 +11,8 @@ use ndarray::{Array2, Axis};
 use crate::corpus::prepare::AdhocData;
 use crate::eval::metrics::{evaluate_rankings, Evaluation};
 use crate::eval::trec::Run;
-use crate::models::{Model, Side};
+use crate::models::Model;
+use crate::text::Side;
 use crate::Result;
 
 /// Depth of ad-hoc runs (trec_eval's usual 1000).

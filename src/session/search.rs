@@ -28,9 +28,10 @@ use crate::index::adhoc::Translation;
 use crate::index::fusion::{fuse, Fusion};
 use crate::index::{translate_dict, translate_dict_with, Bm25Index, Bm25Params, DenseIndex, Query};
 use crate::models::bm25::{analysed_dictionary, Bm25Baseline};
-use crate::models::{Params, Side};
+use crate::models::Params;
 use crate::session::retrieval::RUN_DEPTH;
 use crate::text::Analyzer;
+use crate::text::Side;
 use crate::{Error, Result};
 
 /// Longest document text kept for display, in characters.

@@ -7,10 +7,13 @@
 //! counts → [`weight`] (log-tf·idf, BM25-saturated) for the models.
 
 mod analyzer;
+pub mod io;
+mod lang;
 pub mod sparse;
 mod vocab;
 pub mod weight;
 
 pub use analyzer::{Analyzer, TextConfig};
+pub use lang::{Side, Vocabs};
 pub use sparse::CsrMatrix;
 pub use vocab::{Encoded, Vocabulary};

@@ -4,18 +4,14 @@
 //! checkpoints (`best` and `last`, atomic), cancellation on SIGTERM, and a
 //! clear `failed` state on errors (non-finite loss included).
 //!
-//! Settings the runner reads from `--set` (recorded in `config.toml` like the
-//! model's own):
-//! - `patience` (default 5): epochs without a better validation MRR before
-//!   early stopping;
-//! - `log_every` (default 10): a `step` record every N optimiser steps;
-//! - `step_delay_ms` (default 0): sleep after each step. **Test-only**: makes
-//!   jobs slow enough to be killed or cancelled mid-epoch in tests.
+//! Settings the runner reads from `--set` are the registry's
+//! [`RUNNER_SETTINGS`](crate::models::registry::RUNNER_SETTINGS) (`patience`,
+//! `log_every`, `step_delay_ms`), recorded in `config.toml` like the model's own.
 //!
-//! Phases: a trainer may report several phases (XCNN: `mono`, then `cross`).
-//! Patience counts within a phase, and the `mono` phase is never
-//! early-stopped by the runner (the trainer has its own `mono_patience`);
-//! progress counts `mono_epochs` + `epochs` when a `mono` phase is planned.
+//! Phases: the runner executes the trainer's declared plan
+//! ([`Trainer::plan`]) without knowing any model by name: progress and the
+//! planned epochs come from the plan, patience counts within a phase, and a
+//! phase declared as pre-training is never early-stopped here.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -28,20 +24,16 @@ use std::time::{Duration, Instant};
 use candle_core::{Device, Tensor};
 
 use crate::eval::sentence::sentence_retrieval;
-use crate::models::{Model, Params, Side};
+use crate::models::{Flow, Hooks, Phase, Resume, StepReport, TrainData, Trainer};
+use crate::models::{Model, Params};
 use crate::session::metrics::MetricsWriter;
 use crate::session::{
     fmt_utc, now_unix, process_start_time, Checkpoint, CheckpointMeta, MetricRecord, Session,
     State, Status, BEST_CHECKPOINT, LAST_CHECKPOINT, LOCK_FILE, LOG_FILE, METRICS_FILE,
     VOCAB_SOURCE, VOCAB_TARGET,
 };
-use crate::train::{Flow, Hooks, Resume, StepReport, TrainData, Trainer};
+use crate::text::Side;
 use crate::{Error, Result};
-
-/// Default early-stopping patience (epochs).
-pub const DEFAULT_PATIENCE: usize = 5;
-/// Default interval of `step` records (optimiser steps).
-pub const DEFAULT_LOG_EVERY: usize = 10;
 
 /// Picks the device for `spec`: `auto` (CUDA GPU 0 when this build has CUDA
 /// and a GPU answers, else CPU), `cpu`, `cuda` or `cuda:i`. Returns the
@@ -268,9 +260,17 @@ fn prepare_and_train(
     session.config.device = device_name.clone();
 
     let params = Params::new(session.config.run_params());
-    let patience: usize = params.get("patience", DEFAULT_PATIENCE)?;
-    let log_every: usize = params.get("log_every", DEFAULT_LOG_EVERY)?.max(1);
-    let step_delay_ms: u64 = params.get("step_delay_ms", 0u64)?;
+    let runner_params = params.runner();
+    let patience: usize = runner_params.get("patience")?;
+    let log_every: usize = runner_params.get("log_every")?;
+    let step_delay_ms: u64 = runner_params.get("step_delay_ms")?;
+    let plan = trainer.plan(data, &params)?;
+    if plan.is_empty() {
+        return Err(Error::invalid(format!(
+            "{}: the trainer planned no phase",
+            session.config.model
+        )));
+    }
 
     // vocabularies, so new text can be encoded
     for (name, v) in [
@@ -314,6 +314,7 @@ fn prepare_and_train(
         config_params_snapshot: Default::default(),
         session_config: session.config.clone(),
         extra_validation,
+        plan,
     };
 
     let mut resume_from: Option<Resume> = None;
@@ -551,6 +552,7 @@ struct RunnerHooks<'a> {
     config_params_snapshot: BTreeMap<String, String>,
     session_config: crate::session::SessionConfig,
     extra_validation: Option<&'a ExtraValidation<'a>>,
+    plan: Vec<Phase>,
 }
 
 impl RunnerHooks<'_> {
@@ -582,53 +584,36 @@ impl RunnerHooks<'_> {
         Ok(())
     }
 
-    /// A numeric setting as read by the trainer (or as given).
-    fn setting(&self, key: &str) -> Option<usize> {
-        let read = self.params.resolved().get(key).cloned();
-        read.or_else(|| self.session_config.run_params().get(key).cloned())
-            .and_then(|v| v.parse().ok())
+    /// The plan's phase that is running (the first before any step).
+    fn current_phase(&self) -> Option<(usize, &Phase)> {
+        if self.phase.is_empty() {
+            return self.plan.first().map(|p| (0, p));
+        }
+        self.plan
+            .iter()
+            .enumerate()
+            .find(|(_, p)| p.name == self.phase)
     }
 
-    /// Planned epochs of the current phase: `mono_epochs` in XCNN's `mono`
-    /// phase, `epochs` otherwise (0 while unknown).
+    /// Planned epochs of the current phase (0 while unknown).
     fn planned_epochs(&self) -> usize {
-        if self.phase == "mono" {
-            self.setting("mono_epochs").unwrap_or(0)
-        } else {
-            self.setting("epochs").unwrap_or(0)
-        }
+        self.current_phase().map_or(0, |(_, p)| p.epochs)
     }
 
-    /// (epochs before the current phase, epochs of the whole job) for the
-    /// progress figure: a model with a `mono` pre-training phase
-    /// (`mono_epochs` > 0 and no `init` session) runs it before `epochs`.
+    /// (epochs of the phases before the current one, epochs of the whole
+    /// plan) for the progress figure.
     fn progress_plan(&self) -> (usize, usize) {
-        let epochs = self.setting("epochs").unwrap_or(0);
-        let init = self
-            .params
-            .resolved()
-            .get("init")
-            .cloned()
-            .unwrap_or_default();
-        let mono = if init.is_empty() {
-            self.setting("mono_epochs").unwrap_or(0)
-        } else {
-            0
-        };
-        if self.phase == "mono" || self.phase.is_empty() {
-            (0, mono + epochs)
-        } else {
-            (mono, mono + epochs)
-        }
+        let total = self.plan.iter().map(|p| p.epochs).sum();
+        let before = self
+            .current_phase()
+            .map_or(0, |(i, _)| self.plan[..i].iter().map(|p| p.epochs).sum());
+        (before, total)
     }
 
     fn epoch_size(&self) -> usize {
-        if self.phase == "mono" {
-            self.data.mono.n_rows()
-        } else {
-            self.data.train_src.n_rows()
-        }
-        .max(1)
+        self.current_phase()
+            .map_or(self.data.train_src.n_rows(), |(_, p)| p.examples)
+            .max(1)
     }
 
     fn update_progress(&mut self) {
@@ -802,9 +787,10 @@ impl RunnerHooks<'_> {
         self.write_status()?;
         self.epoch_examples = 0;
         self.epoch_loss_sum = 0.0;
-        // XCNN's `mono` pre-training phase has its own patience
-        // (`mono_patience`): the sentence MRR says little about it
-        if valid_mrr.is_some() && phase != "mono" && self.bad_epochs >= self.patience {
+        // a pre-training phase is not early-stopped by the runner: the
+        // sentence MRR says little about it
+        let early_stop = self.current_phase().is_none_or(|(_, p)| p.early_stop);
+        if valid_mrr.is_some() && early_stop && self.bad_epochs >= self.patience {
             self.early_stopped = true;
             let msg = format!(
                 "early stop: no better validation MRR for {} epochs (best {} at epoch {})",

@@ -11,7 +11,7 @@ use crossterm::event::{
 use super::backend::*;
 use super::config::Settings;
 use super::keymap::{Action, Context};
-use crate::models::Side;
+use crate::text::Side;
 
 /// The five screens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -498,13 +498,12 @@ pub struct JobForm {
 /// Model names the form accepts: the engine's registry, lexical baselines
 /// included.
 pub fn model_names() -> Vec<&'static str> {
-    crate::models::all_model_names()
+    crate::models::registry::names().collect()
 }
 
 /// Models that read the setting `key` (the engine's table).
 fn models_taking(key: &str) -> Vec<&'static str> {
-    crate::models::all_model_names()
-        .into_iter()
+    crate::models::registry::names()
         .filter(|m| crate::models::takes_setting(m, key))
         .collect()
 }

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::models::Side;
+use crate::text::Side;
 use crate::Result;
 
 /// A session's lifecycle state, as in its `status.json`.

@@ -14,9 +14,9 @@ use super::backend::{
 };
 use crate::corpus::Workspace;
 use crate::eval::{Correction, Metric, Metrics, PairedTest};
-use crate::models::Side;
 use crate::session::search::{Corpus, Searcher};
 use crate::session::Session;
+use crate::text::Side;
 use crate::{Error, Result};
 
 /// Metrics the compare table shows.

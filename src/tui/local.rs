@@ -9,8 +9,8 @@ use std::sync::Mutex;
 
 use super::backend::*;
 use super::engine::{self, Engine};
-use crate::models::Side;
 use crate::session::{self, MetricsTail, State};
+use crate::text::Side;
 use crate::{Error, Result};
 
 /// The backend the workbench uses outside tests.
@@ -174,16 +174,11 @@ impl Backend for LocalBackend {
         if tail.offset() < before {
             reset = true;
         }
-        // a shrunk file is reported as an error and read again from 0
-        let shrank = batch
-            .errors
-            .iter()
-            .any(|e| e.to_string().contains("file shrank"));
         Ok(MetricsChunk {
             records: batch.records,
             next_offset: tail.offset(),
-            reset: reset || shrank,
-            bad_lines: batch.errors.len() - usize::from(shrank),
+            reset: reset || batch.restarted,
+            bad_lines: batch.errors.len(),
         })
     }
 

@@ -14,7 +14,7 @@ use super::app::*;
 use super::backend::*;
 use super::config::Theme;
 use super::keymap::{Action, Context};
-use crate::models::Side;
+use crate::text::Side;
 
 /// Smallest usable terminal.
 pub const MIN_W: u16 = 80;

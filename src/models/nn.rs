@@ -1,0 +1,189 @@
+//! The shared kit of the candle-trained models (S2Net, XCNN, BAE): sparse
+//! batches composed on the device, unit rows, seeded initialisation, the
+//! `optim` setting, per-epoch generators, validation MRR and loss checks.
+
+use candle_core::{DType, Device, Tensor};
+use ndarray::Array2;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, StandardNormal};
+
+use super::{Model, TrainData};
+use crate::eval::sentence::sentence_retrieval;
+use crate::text::{CsrMatrix, Side};
+use crate::{Error, Result};
+
+/// Largest shared-space dimension accepted (a `V × k` table per language).
+pub const MAX_DIM: usize = 4096;
+const NORM_EPS: f64 = 1e-12;
+
+/// Rows of a raw-count [`CsrMatrix`] laid out for composition on a device:
+/// the distinct terms the rows use, and per stored entry its term (global id
+/// and position among the distinct terms), its row in the batch and its count.
+#[derive(Debug, Clone)]
+pub struct SparseBatch {
+    /// Number of texts (rows) in the batch.
+    pub n_rows: usize,
+    /// Distinct term ids used by the batch, ascending (`u32`, length `u`).
+    pub uniq: Tensor,
+    /// Global term id of every entry (`u32`, length `nnz`).
+    pub terms: Tensor,
+    /// Position of every entry's term in `uniq` (`u32`, length `nnz`).
+    pub local: Tensor,
+    /// Batch row of every entry (`u32`, length `nnz`).
+    pub rows: Tensor,
+    /// Value of every entry as an `nnz × 1` column of `dtype`.
+    pub weights: Tensor,
+    /// Number of stored entries.
+    pub nnz: usize,
+}
+
+impl SparseBatch {
+    /// The rows `rows` of `m` (in that order), on `device`, values as `dtype`;
+    /// `binary` replaces every count by 1.
+    pub fn new(
+        m: &CsrMatrix,
+        rows: &[usize],
+        binary: bool,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<Self> {
+        let mut terms = Vec::new();
+        let mut row_of = Vec::new();
+        let mut vals = Vec::new();
+        for (b, &r) in rows.iter().enumerate() {
+            let (c, v) = m.row(r);
+            terms.extend_from_slice(c);
+            row_of.extend(std::iter::repeat_n(b as u32, c.len()));
+            vals.extend(v.iter().map(|&x| if binary { 1.0f64 } else { x as f64 }));
+        }
+        let mut uniq = terms.clone();
+        uniq.sort_unstable();
+        uniq.dedup();
+        let local: Vec<u32> = terms
+            .iter()
+            .map(|t| uniq.binary_search(t).expect("term in its own set") as u32)
+            .collect();
+        let nnz = terms.len();
+        Ok(SparseBatch {
+            n_rows: rows.len(),
+            uniq: Tensor::from_vec(uniq.clone(), uniq.len(), device)?,
+            terms: Tensor::from_vec(terms, nnz, device)?,
+            local: Tensor::from_vec(local, nnz, device)?,
+            rows: Tensor::from_vec(row_of, nnz, device)?,
+            weights: Tensor::from_vec(vals, (nnz, 1), device)?.to_dtype(dtype)?,
+            nnz,
+        })
+    }
+
+    /// Segment sum: `out[r] = Σ weight·table[idx]` over the entries of row
+    /// `r`, where `table` is indexed by `idx` (`terms` for a full `V × k`
+    /// table, `local` for a table of the distinct terms). Empty rows stay zero.
+    pub fn compose(&self, table: &Tensor, by_local: bool) -> Result<Tensor> {
+        let k = table.dim(1)?;
+        let out = Tensor::zeros((self.n_rows, k), table.dtype(), table.device())?;
+        if self.nnz == 0 {
+            return Ok(out);
+        }
+        let idx = if by_local { &self.local } else { &self.terms };
+        let g = table.index_select(idx, 0)?.broadcast_mul(&self.weights)?;
+        Ok(out.index_add(&self.rows, &g, 0)?)
+    }
+}
+
+/// Rows scaled to unit length (`y / sqrt(|y|² + ε)`: zero rows stay zero and
+/// the gradient stays finite).
+pub fn unit_rows(y: &Tensor) -> Result<Tensor> {
+    let n = (y.sqr()?.sum_keepdim(1)? + NORM_EPS)?.sqrt()?;
+    Ok(y.broadcast_div(&n)?)
+}
+
+/// A tensor of unit rows as an ndarray matrix of `f32`.
+pub fn to_array(y: &Tensor) -> Result<Array2<f32>> {
+    let (n, k) = y.dims2()?;
+    let v = y.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
+    Array2::from_shape_vec((n, k), v).map_err(|e| Error::invalid(format!("tensor shape: {e}")))
+}
+
+/// Normal `N(0,1)·scale` values from a seeded generator (device independent).
+pub fn normal_tensor(
+    shape: (usize, usize),
+    scale: f64,
+    rng: &mut ChaCha8Rng,
+    dtype: DType,
+    device: &Device,
+) -> Result<Tensor> {
+    let n = shape.0 * shape.1;
+    let v: Vec<f64> = (0..n)
+        .map(|_| {
+            let z: f64 = StandardNormal.sample(rng);
+            z * scale
+        })
+        .collect();
+    Ok(Tensor::from_vec(v, shape, device)?.to_dtype(dtype)?)
+}
+
+/// The `optim` setting of a model trained with [`Adam`]: `adam` (dense) or
+/// `lazy-adam` (row-sparse, [`Adam::backward_step_rows`]); true for lazy.
+pub fn lazy_optim(p: &super::ModelParams<'_>) -> Result<bool> {
+    Ok(p.get::<String>("optim")? == "lazy-adam")
+}
+
+/// A generator for one (phase, epoch), so a resumed job draws what the
+/// uninterrupted one would have.
+pub fn epoch_rng(seed: u64, phase: u64, epoch: usize) -> ChaCha8Rng {
+    ChaCha8Rng::seed_from_u64(
+        seed ^ phase.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            ^ (epoch as u64).wrapping_mul(0xD1B5_4A32_D192_ED03),
+    )
+}
+
+/// Rows of a matrix with at least one known term.
+pub fn nonempty_rows(m: &CsrMatrix) -> Vec<usize> {
+    (0..m.n_rows()).filter(|&i| !m.row_is_empty(i)).collect()
+}
+
+/// Sentence-retrieval MRR on (at most `max`) validation pairs.
+pub fn valid_mrr(model: &dyn Model, data: &TrainData, max: usize) -> Result<f64> {
+    let n = data.valid_src.n_rows().min(max);
+    if n == 0 {
+        return Ok(f64::NAN);
+    }
+    let rows: Vec<usize> = (0..n).collect();
+    let s = model.encode(Side::Source, &data.valid_src.select_rows(&rows))?;
+    let t = model.encode(Side::Target, &data.valid_tgt.select_rows(&rows))?;
+    Ok(sentence_retrieval(&s, &t).mrr)
+}
+
+/// A non-finite training loss is an error naming the model, phase and step.
+pub fn check_loss(model: &str, loss: f64, phase: &str, step: usize) -> Result<()> {
+    if loss.is_finite() {
+        Ok(())
+    } else {
+        Err(Error::invalid(format!(
+            "{model}: {phase} loss became {loss} at step {step} (try a lower lr)"
+        )))
+    }
+}
+
+/// The tail of every optimiser step: reads the mean loss back (the step's
+/// one host round-trip besides the batch upload), fails on a non-finite
+/// loss, and reports the step to the runner.
+pub fn report_step(
+    hooks: &mut dyn super::Hooks,
+    kind: &str,
+    phase: &str,
+    (epoch, step): (usize, usize),
+    loss: &Tensor,
+    examples: usize,
+) -> Result<super::Flow> {
+    let l = loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
+    check_loss(kind, l, phase, step)?;
+    hooks.step(&super::StepReport {
+        phase: phase.to_string(),
+        epoch,
+        step,
+        loss: l,
+        examples,
+    })
+}

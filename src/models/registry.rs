@@ -1,0 +1,775 @@
+//! The model registry: one table naming every model once, with its settings,
+//! their defaults and checks, whether it has an embedding space, and its
+//! trainer. `rosetta train --help`, the workbench's job form, the README's
+//! model table and the validation of `--set` values all read it; a model
+//! reads its settings through [`Params`](super::Params), which takes the
+//! default and the check from here.
+//!
+//! Adding a model: one file under `models/` with its [`Trainer`], and one
+//! [`ModelSpec`] row in [`MODELS`].
+
+use super::{bae, cca, cl_lsi, opca, s2net, xcnn, Trainer};
+
+/// What a setting's value must be. Every check refuses NaN and infinities.
+#[derive(Debug, Clone, Copy)]
+pub enum Check {
+    /// A whole number in `min..=max`.
+    Int {
+        /// Smallest value.
+        min: u64,
+        /// Largest value.
+        max: u64,
+    },
+    /// A finite number `> 0`.
+    Positive,
+    /// A finite number `≥ 0`.
+    NonNegative,
+    /// A finite number in `[min, max]` (`max` excluded when `open`).
+    Range {
+        /// Smallest value.
+        min: f64,
+        /// Largest value.
+        max: f64,
+        /// Whether `max` itself is refused.
+        open: bool,
+    },
+    /// `true` or `false`.
+    Bool,
+    /// One of the listed words.
+    Choice(&'static [&'static str]),
+    /// A value with its own grammar, checked by the function (the message
+    /// says what is expected).
+    Parse(fn(&str) -> Result<(), String>),
+    /// A path (read when the job starts).
+    Path,
+}
+
+impl Check {
+    /// Checks `value`; the message says what was expected.
+    pub fn check(&self, value: &str) -> Result<(), String> {
+        let v = value.trim();
+        let number = || -> Result<f64, String> {
+            let x: f64 = v
+                .parse()
+                .map_err(|_| format!("expected a number, got `{v}`"))?;
+            if x.is_finite() {
+                Ok(x)
+            } else {
+                Err(format!("expected a finite number, got `{v}`"))
+            }
+        };
+        match *self {
+            Check::Int { min, max } => {
+                let x: u64 = v
+                    .parse()
+                    .map_err(|_| format!("expected a whole number in {min}..={max}, got `{v}`"))?;
+                if x < min || x > max {
+                    return Err(format!("{x} is out of range ({min}..={max})"));
+                }
+                Ok(())
+            }
+            Check::Positive => {
+                let x = number()?;
+                if x > 0.0 {
+                    Ok(())
+                } else {
+                    Err(format!("must be > 0, got {x}"))
+                }
+            }
+            Check::NonNegative => {
+                let x = number()?;
+                if x >= 0.0 {
+                    Ok(())
+                } else {
+                    Err(format!("must be ≥ 0, got {x}"))
+                }
+            }
+            Check::Range { min, max, open } => {
+                let x = number()?;
+                let ok = x >= min && if open { x < max } else { x <= max };
+                if ok {
+                    Ok(())
+                } else {
+                    let close = if open { ")" } else { "]" };
+                    Err(format!("must lie in [{min}, {max}{close}, got {x}"))
+                }
+            }
+            Check::Bool => match v {
+                "true" | "false" => Ok(()),
+                _ => Err(format!("expected true or false, got `{v}`")),
+            },
+            Check::Choice(words) => {
+                if words.contains(&v) {
+                    Ok(())
+                } else {
+                    Err(format!("expected {}, got `{v}`", words.join(" or ")))
+                }
+            }
+            Check::Parse(f) => f(v),
+            Check::Path => {
+                if v.is_empty() {
+                    Err("expected a path".into())
+                } else {
+                    Ok(())
+                }
+            }
+        }
+    }
+
+    /// A short description of the accepted values, for help texts.
+    pub fn describe(&self) -> String {
+        match *self {
+            Check::Int { min, max } if max == u64::MAX => format!("integer ≥ {min}"),
+            Check::Int { min, max } => format!("integer {min}..={max}"),
+            Check::Positive => "number > 0".into(),
+            Check::NonNegative => "number ≥ 0".into(),
+            Check::Range { min, max, open } => {
+                format!("number in [{min}, {max}{}", if open { ")" } else { "]" })
+            }
+            Check::Bool => "true|false".into(),
+            Check::Choice(w) => w.join("|"),
+            Check::Parse(_) => "see the model's docs".into(),
+            Check::Path => "path".into(),
+        }
+    }
+}
+
+/// One `--set` key of a model.
+#[derive(Debug, Clone, Copy)]
+pub struct Setting {
+    /// The key.
+    pub key: &'static str,
+    /// The default as written in `config.toml`; `None`: unset unless given.
+    pub default: Option<&'static str>,
+    /// What a value must be.
+    pub check: Check,
+    /// One line of help.
+    pub help: &'static str,
+}
+
+/// One model of the registry.
+#[derive(Clone, Copy)]
+pub struct ModelSpec {
+    /// Registry name (`--model`).
+    pub name: &'static str,
+    /// One line: what the model is, and its paper.
+    pub summary: &'static str,
+    /// Whether texts and terms are mapped into a space (neighbours, export,
+    /// lexicon induction); false for the lexical baselines.
+    pub space: bool,
+    /// Whether the job runner's settings ([`RUNNER_SETTINGS`]) apply.
+    pub runner: bool,
+    /// The model's own settings.
+    pub settings: &'static [Setting],
+    /// Its trainer; `None` for the lexical baselines (run by their own job).
+    pub trainer: Option<fn() -> Box<dyn Trainer>>,
+}
+
+impl std::fmt::Debug for ModelSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelSpec")
+            .field("name", &self.name)
+            .field("space", &self.space)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ModelSpec {
+    /// The setting `key`, the runner's included where they apply.
+    pub fn setting(&self, key: &str) -> Option<&'static Setting> {
+        self.all_settings().find(|s| s.key == key)
+    }
+
+    /// Every setting the model reads: its own, then the runner's.
+    pub fn all_settings(&self) -> impl Iterator<Item = &'static Setting> {
+        let runner: &'static [Setting] = if self.runner { RUNNER_SETTINGS } else { &[] };
+        self.settings.iter().chain(runner.iter())
+    }
+}
+
+const fn s(key: &'static str, default: &'static str, check: Check, help: &'static str) -> Setting {
+    Setting {
+        key,
+        default: Some(default),
+        check,
+        help,
+    }
+}
+
+const DIM: Setting = s(
+    "dim",
+    "128",
+    Check::Int {
+        min: 1,
+        max: super::nn::MAX_DIM as u64,
+    },
+    "dimension of the shared space (--dim)",
+);
+const EPOCHS: Check = Check::Int {
+    min: 1,
+    max: 1_000_000,
+};
+const BATCH: Check = Check::Int {
+    min: 1,
+    max: 1_000_000,
+};
+const COUNT: Check = Check::Int {
+    min: 0,
+    max: 1_000_000,
+};
+const OPTIM: Check = Check::Choice(&["adam", "lazy-adam"]);
+const INIT: Setting = Setting {
+    key: "init",
+    default: None,
+    check: Check::Path,
+    help: "start from a trained session (or checkpoint)",
+};
+const OVERSAMPLE: Setting = s(
+    "oversample",
+    "10",
+    COUNT,
+    "randomised SVD: extra sketch columns",
+);
+const POWER_ITERS_6: Setting = s(
+    "power_iters",
+    "6",
+    COUNT,
+    "randomised SVD: power iterations",
+);
+const WEIGHT_DECAY: Setting = s(
+    "weight_decay",
+    "0",
+    Check::NonNegative,
+    "decoupled weight decay",
+);
+const VALID_MAX: Setting = s(
+    "valid_max",
+    "2000",
+    Check::Int {
+        min: 1,
+        max: u64::MAX,
+    },
+    "validation pairs scored per epoch (at most)",
+);
+const BM25_K1: Setting = s("k1", "1.2", Check::NonNegative, "BM25 term saturation");
+const BM25_B: Setting = s(
+    "b",
+    "0.75",
+    Check::Range {
+        min: 0.0,
+        max: 1.0,
+        open: false,
+    },
+    "BM25 length normalisation",
+);
+
+fn negatives(v: &str) -> Result<(), String> {
+    v.parse::<xcnn::Negatives>().map(|_| ())
+}
+fn xcnn_loss(v: &str) -> Result<(), String> {
+    v.parse::<xcnn::Loss>().map(|_| ())
+}
+fn init_bias(v: &str) -> Result<(), String> {
+    if v == "random" || v.parse::<f64>().is_ok_and(f64::is_finite) {
+        Ok(())
+    } else {
+        Err(format!("expected random or a number, got `{v}`"))
+    }
+}
+fn recon(v: &str) -> Result<(), String> {
+    match v.strip_prefix("sampled:").map(str::parse::<usize>) {
+        _ if v == "full" => Ok(()),
+        Some(Ok(n)) if n > 0 => Ok(()),
+        _ => Err(format!("expected full or sampled:N (N ≥ 1), got `{v}`")),
+    }
+}
+
+/// Settings the job runner reads for every trained model (not the lexical
+/// baselines).
+pub const RUNNER_SETTINGS: &[Setting] = &[
+    s(
+        "patience",
+        "5",
+        Check::Int {
+            min: 1,
+            max: u64::MAX,
+        },
+        "epochs without a better validation MRR before early stopping",
+    ),
+    s(
+        "log_every",
+        "10",
+        Check::Int {
+            min: 1,
+            max: u64::MAX,
+        },
+        "a step record every N optimiser steps",
+    ),
+    s(
+        "step_delay_ms",
+        "0",
+        COUNT,
+        "test only: sleep after every step",
+    ),
+];
+
+/// The runner's settings alone, for [`Params::runner`](super::Params::runner).
+pub(super) static RUNNER: ModelSpec = ModelSpec {
+    name: "runner",
+    summary: "the job runner's settings",
+    space: false,
+    runner: true,
+    settings: &[],
+    trainer: None,
+};
+
+/// Every model, in the order `rosetta train --help` lists them: the models
+/// with a space, then the lexical baselines.
+pub static MODELS: &[ModelSpec] = &[
+    ModelSpec {
+        name: "cl-lsi",
+        summary: "cross-language LSI: truncated SVD of the stacked bilingual term-document matrix",
+        space: true,
+        runner: true,
+        settings: &[
+            DIM,
+            OVERSAMPLE,
+            s(
+                "power_iters",
+                "4",
+                COUNT,
+                "randomised SVD: power iterations",
+            ),
+        ],
+        trainer: Some(|| Box::new(cl_lsi::ClLsiTrainer)),
+    },
+    ModelSpec {
+        name: "opca",
+        summary:
+            "oriented PCA: generalised eigenproblem of translation-noise covariance (seed 001)",
+        space: true,
+        runner: true,
+        settings: &[
+            DIM,
+            OVERSAMPLE,
+            POWER_ITERS_6,
+            s(
+                "ridge",
+                "0.1",
+                Check::NonNegative,
+                "ridge on the noise covariance",
+            ),
+        ],
+        trainer: Some(|| Box::new(opca::OpcaTrainer)),
+    },
+    ModelSpec {
+        name: "cca",
+        summary: "regularised canonical correlation analysis of the aligned bags of words",
+        space: true,
+        runner: true,
+        settings: &[
+            DIM,
+            OVERSAMPLE,
+            POWER_ITERS_6,
+            s(
+                "reg",
+                "0.3",
+                Check::NonNegative,
+                "ridge relative to the covariances' mean diagonal",
+            ),
+        ],
+        trainer: Some(|| Box::new(cca::CcaTrainer)),
+    },
+    ModelSpec {
+        name: "s2net",
+        summary: "Siamese linear projection trained on in-batch cosine margins (seed 001)",
+        space: true,
+        runner: true,
+        settings: &[
+            s(
+                "batch",
+                "100",
+                Check::Int {
+                    min: 2,
+                    max: 1_000_000,
+                },
+                "pairs per minibatch (the others are the negatives)",
+            ),
+            s(
+                "beta",
+                "0",
+                Check::NonNegative,
+                "pull towards the start (needs optim=adam)",
+            ),
+            DIM,
+            s("epochs", "10", EPOCHS, "training epochs"),
+            s(
+                "gamma",
+                "10",
+                Check::Positive,
+                "scale of the cosine margins",
+            ),
+            INIT,
+            s(
+                "init_scale",
+                "0.01",
+                Check::Positive,
+                "std of the random start",
+            ),
+            s("lr", "0.001", Check::Positive, "Adam learning rate"),
+            s("optim", "adam", OPTIM, "dense Adam or row-sparse lazy Adam"),
+            WEIGHT_DECAY,
+        ],
+        trainer: Some(|| Box::new(s2net::S2NetTrainer)),
+    },
+    ModelSpec {
+        name: "xcnn",
+        summary:
+            "cross-lingual compositional network with monolingual pre-initialisation (seed 000)",
+        space: true,
+        runner: true,
+        settings: &[
+            s("batch", "100", BATCH, "pairs per minibatch"),
+            DIM,
+            s(
+                "epochs",
+                "50",
+                COUNT,
+                "cross-language epochs (0: pre-initialisation only)",
+            ),
+            INIT,
+            s(
+                "init_bias",
+                "random",
+                Check::Parse(init_bias),
+                "random or a constant start of the biases",
+            ),
+            s(
+                "init_scale",
+                "0.1",
+                Check::Positive,
+                "std of the random start",
+            ),
+            s(
+                "layers",
+                "1",
+                Check::Int { min: 1, max: 8 },
+                "tanh layers per network",
+            ),
+            s("loss", "cos", Check::Parse(xcnn_loss), "cos or logistic:γ"),
+            s("lr", "0.01", Check::Positive, "Adam learning rate"),
+            s(
+                "mono_epochs",
+                "20",
+                COUNT,
+                "monolingual pre-initialisation epochs (0: none)",
+            ),
+            s(
+                "mono_negatives",
+                "random:1",
+                Check::Parse(negatives),
+                "negatives of the mono phase",
+            ),
+            s(
+                "mono_patience",
+                "3",
+                COUNT,
+                "mono epochs without gain before it stops",
+            ),
+            s(
+                "mono_valid",
+                "0.05",
+                Check::Range {
+                    min: 0.0,
+                    max: 1.0,
+                    open: true,
+                },
+                "share of mono texts held out",
+            ),
+            s(
+                "negatives",
+                "random:1",
+                Check::Parse(negatives),
+                "random:K or in-batch",
+            ),
+            s(
+                "optim",
+                "lazy-adam",
+                OPTIM,
+                "dense Adam or row-sparse lazy Adam",
+            ),
+            s(
+                "positives",
+                "tfidf",
+                Check::Choice(&["tfidf", "bm25"]),
+                "how mono positives are mined",
+            ),
+            s(
+                "train_target",
+                "false",
+                Check::Bool,
+                "train the target network in the cross phase",
+            ),
+            VALID_MAX,
+            WEIGHT_DECAY,
+        ],
+        trainer: Some(xcnn::xcnn_trainer),
+    },
+    ModelSpec {
+        name: "bae",
+        summary: "bilingual autoencoder with cross-reconstruction and a correlation term",
+        space: true,
+        runner: true,
+        settings: &[
+            s("batch", "100", BATCH, "pairs per minibatch"),
+            s(
+                "center",
+                "side",
+                Check::Choice(&["side", "none"]),
+                "centre the codes per language",
+            ),
+            s(
+                "corr",
+                "5",
+                Check::NonNegative,
+                "weight of the correlation term",
+            ),
+            DIM,
+            s("epochs", "50", EPOCHS, "training epochs"),
+            s(
+                "init_scale",
+                "0.1",
+                Check::Positive,
+                "std of the random start",
+            ),
+            s(
+                "input",
+                "binary",
+                Check::Choice(&["binary", "tf"]),
+                "binary bags or term counts",
+            ),
+            s("lr", "0.01", Check::Positive, "Adam learning rate"),
+            s("optim", "adam", OPTIM, "dense Adam or row-sparse lazy Adam"),
+            s(
+                "recon",
+                "full",
+                Check::Parse(recon),
+                "full or sampled:N reconstruction",
+            ),
+            VALID_MAX,
+            WEIGHT_DECAY,
+        ],
+        trainer: Some(bae::bae_trainer),
+    },
+    ModelSpec {
+        name: "bm25",
+        summary: "BM25 with untranslated queries (lexical baseline)",
+        space: false,
+        runner: false,
+        settings: &[BM25_B, BM25_K1],
+        trainer: None,
+    },
+    ModelSpec {
+        name: "bm25-dict",
+        summary: "BM25 over dictionary-translated queries (lexical baseline)",
+        space: false,
+        runner: false,
+        settings: &[
+            BM25_B,
+            BM25_K1,
+            s(
+                "keep_untranslated",
+                "false",
+                Check::Bool,
+                "keep words the dictionary lacks",
+            ),
+        ],
+        trainer: None,
+    },
+    ModelSpec {
+        name: "bm25-mt",
+        summary: "BM25 over machine-translated queries (Apertium; lexical baseline)",
+        space: false,
+        runner: false,
+        settings: &[BM25_B, BM25_K1],
+        trainer: None,
+    },
+];
+
+/// The registry row of `name`; an unknown name is an error listing the known ones.
+pub fn spec(name: &str) -> crate::Result<&'static ModelSpec> {
+    MODELS.iter().find(|m| m.name == name).ok_or_else(|| {
+        crate::Error::invalid(format!(
+            "unknown model `{name}`; known models: {}",
+            names().collect::<Vec<_>>().join(", ")
+        ))
+    })
+}
+
+/// Every model name, in registry order.
+pub fn names() -> impl Iterator<Item = &'static str> {
+    MODELS.iter().map(|m| m.name)
+}
+
+/// Checks `key=value` settings for `model` before anything is written:
+/// every key known to the model, every value passing its check. The error
+/// names the key and the value.
+pub fn validate_settings<'a>(
+    model: &str,
+    given: impl IntoIterator<Item = (&'a String, &'a String)>,
+) -> crate::Result<()> {
+    let spec = spec(model)?;
+    let mut unknown = Vec::new();
+    for (k, v) in given {
+        match spec.setting(k) {
+            None => unknown.push(k.as_str()),
+            Some(s) => s
+                .check
+                .check(v)
+                .map_err(|e| crate::Error::invalid(format!("{model}: --set {k}={v}: {e}")))?,
+        }
+    }
+    if unknown.is_empty() {
+        Ok(())
+    } else {
+        Err(crate::Error::invalid(format!(
+            "unknown setting(s) for {model}: {} (its settings: {})",
+            unknown.join(", "),
+            spec.all_settings()
+                .map(|s| s.key)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )))
+    }
+}
+
+/// The models and their settings with defaults, as `rosetta train --help`
+/// and the README list them.
+pub fn settings_help() -> String {
+    let mut out =
+        String::from("Models and their settings (--set KEY=VALUE; default in brackets):\n");
+    for m in MODELS {
+        out.push_str(&format!("\n  {}: {}\n", m.name, m.summary));
+        for s in m.settings {
+            out.push_str(&format!(
+                "    {:<18} [{}] {} ({})\n",
+                s.key,
+                s.default.unwrap_or("unset"),
+                s.help,
+                s.check.describe()
+            ));
+        }
+    }
+    out.push_str("\n  every trained model (not the bm25 baselines) also takes:\n");
+    for s in RUNNER_SETTINGS {
+        out.push_str(&format!(
+            "    {:<18} [{}] {}\n",
+            s.key,
+            s.default.unwrap_or("unset"),
+            s.help
+        ));
+    }
+    out
+}
+
+/// The README's model table (Markdown): every model with its summary,
+/// whether it has a space, and its settings with defaults. A test keeps the
+/// README's copy equal to this.
+pub fn markdown_table() -> String {
+    let mut out =
+        String::from("| model | what it is | space | settings (defaults) |\n|---|---|---|---|\n");
+    for m in MODELS {
+        let settings: Vec<String> = m
+            .settings
+            .iter()
+            .map(|s| match s.default {
+                Some(d) => format!("`{}={d}`", s.key),
+                None => format!("`{}`", s.key),
+            })
+            .collect();
+        out.push_str(&format!(
+            "| `{}` | {} | {} | {} |\n",
+            m.name,
+            m.summary,
+            if m.space { "yes" } else { "no" },
+            settings.join(" ")
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_default_passes_its_check_and_names_are_unique() {
+        let mut names: Vec<&str> = names().collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), MODELS.len());
+        for m in MODELS {
+            let mut keys: Vec<&str> = m.all_settings().map(|s| s.key).collect();
+            keys.sort_unstable();
+            keys.dedup();
+            assert_eq!(
+                keys.len(),
+                m.all_settings().count(),
+                "{}: key twice",
+                m.name
+            );
+            for s in m.all_settings() {
+                if let Some(d) = s.default {
+                    assert!(s.check.check(d).is_ok(), "{}: {}={d}", m.name, s.key);
+                }
+            }
+            assert_eq!(m.space, m.trainer.is_some(), "{}", m.name);
+        }
+    }
+
+    #[test]
+    fn checks_refuse_non_finite_and_out_of_range_values() {
+        let given = |k: &str, v: &str| {
+            let m = std::collections::BTreeMap::from([(k.to_string(), v.to_string())]);
+            validate_settings("xcnn", &m).map_err(|e| e.to_string())
+        };
+        for (k, v) in [
+            ("weight_decay", "NaN"),
+            ("weight_decay", "-1"),
+            ("lr", "inf"),
+            ("lr", "0"),
+            ("dim", "0"),
+            ("dim", "99999"),
+            ("layers", "9"),
+            ("negatives", "random:x"),
+            ("mono_valid", "1"),
+            ("train_target", "yes"),
+        ] {
+            let e = given(k, v).unwrap_err();
+            assert!(e.contains(k) && e.contains(v), "{k}={v}: {e}");
+        }
+        assert!(given("lr", "0.5").is_ok());
+        assert!(given("negatives", "in-batch").is_ok());
+        let e = given("gamma", "1").unwrap_err();
+        assert!(e.contains("unknown setting") && e.contains("gamma"), "{e}");
+        assert!(given("patience", "2").is_ok(), "runner keys apply to xcnn");
+        let bm = std::collections::BTreeMap::from([("patience".to_string(), "2".to_string())]);
+        assert!(validate_settings("bm25", &bm).is_err(), "not to a baseline");
+        assert!(validate_settings("nope", &bm)
+            .unwrap_err()
+            .to_string()
+            .contains("known models"));
+    }
+
+    #[test]
+    fn settings_help_lists_every_model_and_default() {
+        let h = settings_help();
+        for m in MODELS {
+            assert!(h.contains(m.name));
+            for s in m.settings {
+                assert!(h.contains(s.key), "{}", s.key);
+            }
+        }
+        assert!(h.contains("[lazy-adam]") && h.contains("[random:1]"));
+    }
+}

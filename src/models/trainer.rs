@@ -1,0 +1,213 @@
+//! The training contract between a model and the job runner: the data a
+//! trainer is given, the hooks it reports through, and how it resumes.
+
+use std::collections::HashMap;
+
+use candle_core::{Device, Tensor};
+
+use super::{Model, Params};
+use crate::corpus::Prepared;
+use crate::text::{CsrMatrix, Vocabs};
+use crate::Result;
+
+/// Everything a model trains on, already analysed and counted.
+#[derive(Debug, Clone)]
+pub struct TrainData {
+    /// Vocabularies of both languages.
+    pub vocabs: Vocabs,
+    /// Raw term counts of the training pairs (row i of each side aligned);
+    /// pairs with an empty side are already dropped.
+    pub train_src: CsrMatrix,
+    /// Target side of the training pairs.
+    pub train_tgt: CsrMatrix,
+    /// Validation pairs (source side), same conventions.
+    pub valid_src: CsrMatrix,
+    /// Validation pairs (target side).
+    pub valid_tgt: CsrMatrix,
+    /// Target-language monolingual texts for pseudo-relevance training
+    /// (defaults to the target side of the training pairs).
+    pub mono: CsrMatrix,
+    /// For each row of `mono`, the row of its pseudo-relevant positive (seed
+    /// 000 Sec. 4.1), or `None`; all `None` (or empty) lets XCNN mine its own
+    /// by its `positives` setting (best TF-IDF or BM25 match).
+    pub mono_positive: Vec<Option<u32>>,
+}
+
+impl TrainData {
+    /// The trainable pairs of a prepared workspace (pairs with an empty side
+    /// dropped) and its monolingual texts. `mono_positive` is empty when no
+    /// positives are known (all `None`); otherwise it must have one entry per
+    /// row of [`Prepared::mono`] (a mismatch is a programming error and panics).
+    pub fn from_prepared(prepared: &Prepared, mono_positive: Vec<Option<u32>>) -> TrainData {
+        let mono_positive = if mono_positive.is_empty() {
+            vec![None; prepared.mono.n_rows()]
+        } else {
+            assert_eq!(
+                mono_positive.len(),
+                prepared.mono.n_rows(),
+                "mono_positive needs one entry per monolingual text"
+            );
+            mono_positive
+        };
+        let tr = prepared.train.trainable();
+        let va = prepared.valid.trainable();
+        TrainData {
+            vocabs: prepared.vocabs.clone(),
+            train_src: prepared.train.src.select_rows(&tr),
+            train_tgt: prepared.train.tgt.select_rows(&tr),
+            valid_src: prepared.valid.src.select_rows(&va),
+            valid_tgt: prepared.valid.tgt.select_rows(&va),
+            mono: prepared.mono.clone(),
+            mono_positive,
+        }
+    }
+
+    /// Checks that the matrices fit the vocabularies and that the training
+    /// sides are aligned; `model` names the model in the message.
+    pub fn check_shapes(&self, model: &str) -> Result<()> {
+        let (vs, vt) = (self.vocabs.source.len(), self.vocabs.target.len());
+        if vs == 0 || vt == 0 {
+            return Err(crate::Error::invalid(format!(
+                "{model}: empty vocabulary (source {vs} terms, target {vt} terms)"
+            )));
+        }
+        if self.train_src.n_cols != vs || self.train_tgt.n_cols != vt {
+            return Err(crate::Error::invalid(format!(
+                "{model}: training counts do not match the vocabularies"
+            )));
+        }
+        if self.train_src.n_rows() != self.train_tgt.n_rows() {
+            return Err(crate::Error::invalid(format!(
+                "{model}: {} source but {} target training texts",
+                self.train_src.n_rows(),
+                self.train_tgt.n_rows()
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Whether training goes on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    /// Keep training.
+    Continue,
+    /// Stop now (cancelled, early stop): return the best model so far.
+    Stop,
+}
+
+/// One training-loss report.
+#[derive(Debug, Clone)]
+pub struct StepReport {
+    /// Training phase (a [`Phase`] name of the trainer's plan).
+    pub phase: String,
+    /// Epoch, from 1.
+    pub epoch: usize,
+    /// Optimiser step, from 1, counted over the whole job.
+    pub step: usize,
+    /// Mean loss of the step.
+    pub loss: f64,
+    /// Training examples in the step.
+    pub examples: usize,
+}
+
+/// The job runner's side of a training loop.
+pub trait Hooks {
+    /// Called after every optimiser step. Returns [`Flow::Stop`] when the job
+    /// was cancelled; a non-finite loss is an error the runner reports.
+    fn step(&mut self, report: &StepReport) -> Result<Flow>;
+    /// Called at the end of every epoch with the current model and any extra
+    /// state (optimiser moments) a resume needs: validates, logs, checkpoints
+    /// and decides early stopping.
+    fn epoch_end(
+        &mut self,
+        phase: &str,
+        epoch: usize,
+        model: &dyn Model,
+        extra: Vec<(String, Tensor)>,
+    ) -> Result<Flow>;
+    /// A human-readable line for the session's `log.txt`.
+    fn log(&mut self, msg: &str);
+}
+
+/// A checkpoint to continue from.
+#[derive(Debug)]
+pub struct Resume {
+    /// Phase the checkpoint was written in.
+    pub phase: String,
+    /// Last completed epoch.
+    pub epoch: usize,
+    /// Last optimiser step.
+    pub step: usize,
+    /// Model and extra tensors of the checkpoint.
+    pub tensors: HashMap<String, Tensor>,
+}
+
+/// One phase of a trainer's plan, as the runner executes and reports it:
+/// progress, the planned epochs shown, whether its epochs are
+/// early-stopped on validation MRR. A resume continues in the phase its
+/// checkpoint names; patience counts within a phase.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Phase {
+    /// Name, as in the metrics records and checkpoints (`train`, `mono`,
+    /// `cross`, `layer1`, ...).
+    pub name: String,
+    /// Planned epochs (the phase may end sooner by its own rule or an early stop).
+    pub epochs: usize,
+    /// Training examples in one epoch (progress within an epoch).
+    pub examples: usize,
+    /// Whether the runner's patience (`patience`) on validation MRR may end
+    /// this phase; false for pre-training, whose epochs the cross-language
+    /// MRR says little about.
+    pub early_stop: bool,
+}
+
+impl Phase {
+    /// A phase that the runner early-stops on validation MRR.
+    pub fn new(name: &str, epochs: usize, examples: usize) -> Phase {
+        Phase {
+            name: name.to_string(),
+            epochs,
+            examples,
+            early_stop: true,
+        }
+    }
+
+    /// A pre-training phase: never early-stopped by the runner.
+    pub fn pretraining(name: &str, epochs: usize, examples: usize) -> Phase {
+        Phase {
+            early_stop: false,
+            ..Phase::new(name, epochs, examples)
+        }
+    }
+
+    /// A closed-form fit: one "epoch" over the training pairs.
+    pub fn closed_form(examples: usize) -> Phase {
+        Phase::new("train", 1, examples)
+    }
+}
+
+/// How to train and reload one kind of model.
+pub trait Trainer: Send + Sync {
+    /// The phases `train` will run on `data` with `params`, in order (the
+    /// runner reports progress and applies early stopping from it).
+    fn plan(&self, data: &TrainData, params: &Params) -> Result<Vec<Phase>>;
+    /// Trains on `data`, reporting through `hooks`.
+    fn train(
+        &self,
+        data: &TrainData,
+        params: &Params,
+        device: &Device,
+        seed: u64,
+        resume: Option<Resume>,
+        hooks: &mut dyn Hooks,
+    ) -> Result<Box<dyn Model>>;
+    /// Rebuilds a trained model from its checkpoint tensors.
+    fn load(
+        &self,
+        vocabs: &Vocabs,
+        tensors: HashMap<String, Tensor>,
+        params: &Params,
+        device: &Device,
+    ) -> Result<Box<dyn Model>>;
+}
