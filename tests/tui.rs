@@ -711,19 +711,19 @@ fn metrics_are_tailed_incrementally() {
     let all = metrics(10, 1);
     fake.set_metrics("s2net-run", all[..4].to_vec());
     let mut app = app_with(&fake);
-    assert_eq!(app.jobs.series["s2net-run"].loss.len(), 4);
+    assert_eq!(app.jobs.series["s2net-run"].curves.loss.len(), 4);
     fake.set_metrics("s2net-run", all.clone());
     app.poll_metrics();
     app.pump_sync(&fake);
     let s = &app.jobs.series["s2net-run"];
-    assert_eq!(s.loss.len(), 10, "only the new records are added");
-    assert_eq!(s.valid.len(), 1);
+    assert_eq!(s.curves.loss.len(), 10, "only the new records are added");
+    assert_eq!(s.curves.valid.len(), 1);
     assert_eq!(s.offset, all.len() as u64);
     // replaced by a shorter history: start over
     fake.set_metrics("s2net-run", metrics(3, 1));
     app.poll_metrics();
     app.pump_sync(&fake);
-    assert_eq!(app.jobs.series["s2net-run"].loss.len(), 3);
+    assert_eq!(app.jobs.series["s2net-run"].curves.loss.len(), 3);
 }
 
 #[test]
@@ -1057,13 +1057,13 @@ fn real_session_folders_through_the_session_module() {
     fake.set_metrics("s2net-fixture", c.records.clone());
     let app = app_with(&fake);
     let s = &app.jobs.series["s2net-fixture"];
-    let steps: Vec<f64> = s.loss.iter().map(|p| p.0).collect();
+    let steps: Vec<f64> = s.curves.loss.iter().map(|p| p.0).collect();
     assert_eq!(steps, [10.0, 20.0, 30.0, 40.0]);
     assert_eq!(
-        s.loss[2].1, 1.5,
+        s.curves.loss[2].1, 1.5,
         "the retrained step, not the interrupted one"
     );
-    assert_eq!(s.valid.len(), 4);
+    assert_eq!(s.curves.valid.len(), 4);
 
     // duplicate: the given settings, init by session name, the rest as --set
     let spec = b.session_spec("s2net-fixture").unwrap();

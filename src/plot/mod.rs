@@ -10,7 +10,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::FontStyle;
 
-use crate::session::{effective_history, MetricRecord};
+use crate::session::{Curves, MetricRecord};
 use crate::{Error, Result};
 
 static FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
@@ -60,42 +60,10 @@ pub struct Series {
 /// Points of `metric` in a history: (step, loss) or (epoch index, MRR).
 /// Epochs of later phases continue the count of earlier ones.
 pub fn points(records: &[MetricRecord], metric: Metric) -> Vec<(f64, f64)> {
-    let hist = effective_history(records);
+    let curves = Curves::from_records(records);
     match metric {
-        Metric::Loss => hist
-            .iter()
-            .filter_map(|r| match r {
-                MetricRecord::Step { step, loss, .. } if loss.is_finite() => {
-                    Some((*step as f64, *loss))
-                }
-                _ => None,
-            })
-            .collect(),
-        Metric::Mrr => {
-            let mut out = Vec::new();
-            let mut offset = 0usize;
-            let mut last_phase: Option<String> = None;
-            let mut last_epoch = 0usize;
-            for r in &hist {
-                if let MetricRecord::Valid {
-                    phase,
-                    epoch,
-                    scores,
-                    ..
-                } = r
-                {
-                    if last_phase.as_deref().is_some_and(|p| p != phase) {
-                        offset += last_epoch;
-                    }
-                    last_phase = Some(phase.clone());
-                    last_epoch = *epoch;
-                    if let Some(m) = scores.get("MRR") {
-                        out.push(((offset + epoch) as f64, *m));
-                    }
-                }
-            }
-            out
-        }
+        Metric::Loss => curves.loss,
+        Metric::Mrr => curves.valid_points("MRR"),
     }
 }
 

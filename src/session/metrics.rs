@@ -102,6 +102,120 @@ pub fn effective_history(records: &[MetricRecord]) -> Vec<MetricRecord> {
     out
 }
 
+/// One validation point of a [`Curves`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValidPoint {
+    /// Epoch counted over the whole job (a later phase continues the
+    /// earlier phases' count).
+    pub x: f64,
+    /// Its phase and the epoch within it.
+    pub phase: String,
+    /// Epoch within the phase.
+    pub epoch: usize,
+    /// Optimiser step it was taken at.
+    pub step: usize,
+    /// Its figures (`MRR`, `P@1`, ad-hoc figures).
+    pub scores: BTreeMap<String, f64>,
+}
+
+/// A session's training curves, built record by record (so a live view can
+/// feed it what it tails) with the same rules as [`effective_history`]: a
+/// resume drops the points the interrupted run logged past its checkpoint.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Curves {
+    /// (step, loss) of every step record with a finite loss.
+    pub loss: Vec<(f64, f64)>,
+    /// Validation points in order.
+    pub valid: Vec<ValidPoint>,
+    /// Phase, epoch and step of the last step record.
+    pub last_step: Option<(String, usize, usize)>,
+    /// The last event's message (or name).
+    pub last_event: Option<String>,
+    /// Epochs of the phases before the current one.
+    offset: usize,
+    /// The current phase and its last epoch.
+    phase: Option<(String, usize)>,
+}
+
+impl Curves {
+    /// The curves of a whole history.
+    pub fn from_records(records: &[MetricRecord]) -> Curves {
+        let mut c = Curves::default();
+        for r in records {
+            c.push(r);
+        }
+        c
+    }
+
+    /// Adds one record.
+    pub fn push(&mut self, r: &MetricRecord) {
+        match r {
+            MetricRecord::Step {
+                phase,
+                epoch,
+                step,
+                loss,
+                ..
+            } => {
+                if loss.is_finite() {
+                    self.loss.push((*step as f64, *loss));
+                }
+                self.last_step = Some((phase.clone(), *epoch, *step));
+            }
+            MetricRecord::Valid {
+                phase,
+                epoch,
+                step,
+                scores,
+            } => {
+                match &self.phase {
+                    Some((p, last)) if p != phase => {
+                        self.offset += last;
+                    }
+                    _ => {}
+                }
+                self.phase = Some((phase.clone(), *epoch));
+                self.valid.push(ValidPoint {
+                    x: (self.offset + epoch) as f64,
+                    phase: phase.clone(),
+                    epoch: *epoch,
+                    step: *step,
+                    scores: scores.clone(),
+                });
+            }
+            MetricRecord::Event {
+                event,
+                message,
+                step,
+                ..
+            } => {
+                if let (true, Some(s)) = (event == "resume", step) {
+                    self.loss.retain(|p| p.0 <= *s as f64);
+                    self.valid.retain(|v| v.step <= *s);
+                    // the phase bookkeeping continues from the last point kept
+                    (self.offset, self.phase) = match self.valid.last() {
+                        Some(v) => (v.x as usize - v.epoch, Some((v.phase.clone(), v.epoch))),
+                        None => (0, None),
+                    };
+                }
+                self.last_event = Some(if message.is_empty() {
+                    event.clone()
+                } else {
+                    message.clone()
+                });
+            }
+        }
+    }
+
+    /// (x, value) of validation figure `name` (`MRR`, `P@1`, ...).
+    pub fn valid_points(&self, name: &str) -> Vec<(f64, f64)> {
+        self.valid
+            .iter()
+            .filter_map(|v| Some((v.x, *v.scores.get(name)?)))
+            .collect()
+    }
+}
+
 /// What one read of a metrics file found.
 #[derive(Debug, Default)]
 pub struct TailBatch {
@@ -393,5 +507,36 @@ mod tests {
         assert_eq!(h.len(), 4);
         assert_eq!(h[3], step(3));
         assert_eq!(h[1], step(2));
+    }
+
+    fn valid(phase: &str, epoch: usize, step: usize, mrr: f64) -> MetricRecord {
+        MetricRecord::Valid {
+            phase: phase.into(),
+            epoch,
+            step,
+            scores: BTreeMap::from([("MRR".to_string(), mrr)]),
+        }
+    }
+
+    /// Epochs of a later phase continue the count; a resume from a
+    /// checkpoint of the first phase drops the second phase's points and
+    /// counts from the first phase again.
+    #[test]
+    fn curves_count_epochs_across_phases_and_resumes() {
+        let recs = vec![
+            valid("mono", 1, 10, 0.1),
+            valid("mono", 2, 20, 0.2),
+            valid("cross", 1, 30, 0.3),
+            valid("cross", 2, 40, 0.4),
+        ];
+        let c = Curves::from_records(&recs);
+        let xs: Vec<f64> = c.valid.iter().map(|v| v.x).collect();
+        assert_eq!(xs, [1.0, 2.0, 3.0, 4.0]);
+        let mut again = recs[..3].to_vec();
+        again.push(MetricRecord::event("resume", "", Some(2), Some(20)));
+        again.push(valid("cross", 1, 30, 0.35));
+        let c = Curves::from_records(&again);
+        assert_eq!(c.valid_points("MRR"), [(1.0, 0.1), (2.0, 0.2), (3.0, 0.35)]);
+        assert_eq!(c.last_event.as_deref(), Some("resume"));
     }
 }

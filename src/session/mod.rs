@@ -33,7 +33,7 @@ use crate::{Error, Result};
 
 pub use checkpoint::{Checkpoint, CheckpointMeta};
 pub use loaded::{Loaded, Neighbour, Neighbours};
-pub use metrics::{effective_history, MetricRecord, MetricsTail, TailBatch};
+pub use metrics::{effective_history, Curves, MetricRecord, MetricsTail, TailBatch, ValidPoint};
 
 /// File names inside a session folder.
 pub const CONFIG_FILE: &str = "config.toml";

@@ -11,6 +11,7 @@ use crossterm::event::{
 use super::backend::*;
 use super::config::Settings;
 use super::keymap::{Action, Context};
+use crate::session::Curves;
 use crate::text::Side;
 
 /// The five screens.
@@ -320,23 +321,15 @@ pub enum Message {
     Error(String),
 }
 
-/// A session's curves, built from its metrics records.
+/// A session's curves as tailed so far (the engine's [`Curves`]).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Series {
     /// Bytes of `metrics.jsonl` read so far.
     pub offset: u64,
-    /// (step, loss).
-    pub loss: Vec<(f64, f64)>,
-    /// (x = epoch, MRR, P@1).
-    pub valid: Vec<(f64, Option<f64>, Option<f64>)>,
-    /// Last event message.
-    pub last_event: Option<String>,
     /// Malformed lines seen.
     pub bad_lines: usize,
-    /// Last step's phase and epoch.
-    pub last_step: Option<(String, usize, usize)>,
-    /// Optimiser step of each validation point.
-    pub valid_steps: Vec<usize>,
+    /// The curves.
+    pub curves: Curves,
 }
 
 impl Series {
@@ -346,57 +339,8 @@ impl Series {
         }
         self.offset = chunk.next_offset;
         self.bad_lines += chunk.bad_lines;
-        for r in chunk.records {
-            match r {
-                MetricRecord::Step {
-                    phase,
-                    epoch,
-                    step,
-                    loss,
-                    ..
-                } => {
-                    if loss.is_finite() {
-                        self.loss.push((step as f64, loss));
-                    }
-                    self.last_step = Some((phase, epoch, step));
-                }
-                MetricRecord::Valid {
-                    epoch,
-                    step,
-                    scores,
-                    ..
-                } => {
-                    let last = self.valid.last().map_or(0.0, |v| v.0);
-                    let x = if epoch as f64 > last {
-                        epoch as f64
-                    } else {
-                        last + 1.0
-                    };
-                    self.valid
-                        .push((x, scores.get("MRR").copied(), scores.get("P@1").copied()));
-                    self.valid_steps.push(step);
-                }
-                MetricRecord::Event {
-                    event,
-                    message,
-                    step,
-                    ..
-                } => {
-                    // a resumed job retrains the steps after its checkpoint:
-                    // drop what the interrupted run logged past it
-                    if let (true, Some(s)) = (event == "resume", step) {
-                        self.loss.retain(|p| p.0 <= s as f64);
-                        let keep: Vec<bool> = self.valid_steps.iter().map(|v| *v <= s).collect();
-                        let mut i = 0;
-                        self.valid.retain(|_| {
-                            i += 1;
-                            keep[i - 1]
-                        });
-                        self.valid_steps.retain(|v| *v <= s);
-                    }
-                    self.last_event = Some(if message.is_empty() { event } else { message });
-                }
-            }
+        for r in &chunk.records {
+            self.curves.push(r);
         }
     }
 }

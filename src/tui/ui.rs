@@ -374,10 +374,10 @@ fn draw_jobs(f: &mut Frame, app: &App, area: Rect) {
         if let (Some(e), Some(n)) = (s.epoch, s.epochs) {
             l1.push(Span::raw(format!(" · epoch {e}/{n}")));
         }
-        if let Some((phase, _, step)) = series.and_then(|x| x.last_step.as_ref()) {
+        if let Some((phase, _, step)) = series.and_then(|x| x.curves.last_step.as_ref()) {
             l1.push(Span::raw(format!(" · {phase} step {step}")));
         }
-        if let Some((_, loss)) = series.and_then(|x| x.loss.last()) {
+        if let Some((_, loss)) = series.and_then(|x| x.curves.loss.last()) {
             l1.push(Span::raw(format!(" · loss {loss:.4}")));
         }
         if let Some(m) = s.best_mrr {
@@ -400,7 +400,7 @@ fn draw_jobs(f: &mut Frame, app: &App, area: Rect) {
                 ),
                 th.bad(),
             )
-        } else if let Some(ev) = series.and_then(|x| x.last_event.as_ref()) {
+        } else if let Some(ev) = series.and_then(|x| x.curves.last_event.as_ref()) {
             Span::styled(format!(" {ev}"), th.dim())
         } else {
             Span::raw("")
@@ -535,10 +535,10 @@ fn draw_loss_chart(f: &mut Frame, app: &App, area: Rect) {
     let mut data: Vec<Curve> = Vec::new();
     for (i, id) in ids.iter().enumerate() {
         let Some(s) = j.series.get(id) else { continue };
-        if s.loss.is_empty() {
+        if s.curves.loss.is_empty() {
             continue;
         }
-        let pts = window(&s.loss);
+        let pts = window(&s.curves.loss);
         let smooth = downsample(&ema(&pts, 0.9), max_pts);
         if overlay {
             data.push((trunc(id, 18), th.series(i), smooth));
@@ -555,38 +555,19 @@ fn draw_loss_chart(f: &mut Frame, app: &App, area: Rect) {
             format!("last {RECENT_STEPS} steps")
         }
     );
-    let refs: Vec<&[(f64, f64)]> = data.iter().map(|d| d.2.as_slice()).collect();
-    let Some((xb, yb)) = bounds(&refs) else {
-        f.render_widget(
-            Paragraph::new(Span::styled(" no training steps yet", th.dim()))
-                .block(block(th, title, false)),
-            area,
-        );
-        return;
-    };
-    let datasets = data
-        .iter()
-        .map(|(name, style, pts)| {
-            Dataset::default()
-                .name(name.clone())
-                .marker(Marker::Braille)
-                .graph_type(GraphType::Line)
-                .style(*style)
-                .data(pts)
-        })
-        .collect();
-    let chart = Chart::new(datasets)
-        .block(block(th, title, false))
-        .x_axis(
-            Axis::default()
-                .title("step")
-                .bounds(xb)
-                .labels(axis_labels(xb, 0)),
-        )
-        .y_axis(Axis::default().bounds(yb).labels(axis_labels(yb, 3)))
-        .legend_position(Some(LegendPosition::TopRight))
-        .hidden_legend_constraints((Constraint::Percentage(60), Constraint::Percentage(60)));
-    f.render_widget(chart, area);
+    draw_chart(
+        f,
+        th,
+        area,
+        ChartSpec {
+            title,
+            x_title: "step",
+            empty: " no training steps yet",
+            legend: LegendPosition::TopRight,
+            probability: false,
+        },
+        &data,
+    );
 }
 
 fn draw_valid_chart(f: &mut Frame, app: &App, area: Rect) {
@@ -597,8 +578,8 @@ fn draw_valid_chart(f: &mut Frame, app: &App, area: Rect) {
     let mut data: Vec<Curve> = Vec::new();
     for (i, id) in ids.iter().enumerate() {
         let Some(s) = j.series.get(id) else { continue };
-        let mrr: Vec<(f64, f64)> = s.valid.iter().filter_map(|v| Some((v.0, v.1?))).collect();
-        let p1: Vec<(f64, f64)> = s.valid.iter().filter_map(|v| Some((v.0, v.2?))).collect();
+        let mrr = s.curves.valid_points("MRR");
+        let p1 = s.curves.valid_points("P@1");
         if overlay {
             if !mrr.is_empty() {
                 data.push((trunc(id, 18), th.series(i), mrr));
@@ -617,19 +598,49 @@ fn draw_valid_chart(f: &mut Frame, app: &App, area: Rect) {
     } else {
         " Validation MRR / P@1 "
     };
+    draw_chart(
+        f,
+        th,
+        area,
+        ChartSpec {
+            title: title.to_string(),
+            x_title: "epoch",
+            empty: " no validation yet",
+            legend: LegendPosition::BottomRight,
+            probability: true,
+        },
+        &data,
+    );
+}
+
+/// What distinguishes one chart of curves from another.
+struct ChartSpec {
+    title: String,
+    x_title: &'static str,
+    /// Shown instead of the chart when there is nothing to draw.
+    empty: &'static str,
+    legend: LegendPosition,
+    /// Values are probabilities (MRR, P@1): the y axis stays within [0, 1].
+    probability: bool,
+}
+
+/// Draws `data` as line curves with their legend: the one chart function of
+/// the Jobs screen.
+fn draw_chart(f: &mut Frame, th: &Theme, area: Rect, spec: ChartSpec, data: &[Curve]) {
     let refs: Vec<&[(f64, f64)]> = data.iter().map(|d| d.2.as_slice()).collect();
     let Some((mut xb, mut yb)) = bounds(&refs) else {
         f.render_widget(
-            Paragraph::new(Span::styled(" no validation yet", th.dim()))
-                .block(block(th, title, false)),
+            Paragraph::new(Span::styled(spec.empty, th.dim())).block(block(th, spec.title, false)),
             area,
         );
         return;
     };
-    xb[0] = xb[0].clamp(0.0, 1.0);
-    yb = [yb[0].max(0.0), yb[1].min(1.0)];
-    if yb[1] <= yb[0] {
-        yb = [0.0, 1.0];
+    if spec.probability {
+        xb[0] = xb[0].clamp(0.0, 1.0);
+        yb = [yb[0].max(0.0), yb[1].min(1.0)];
+        if yb[1] <= yb[0] {
+            yb = [0.0, 1.0];
+        }
     }
     let datasets = data
         .iter()
@@ -643,15 +654,15 @@ fn draw_valid_chart(f: &mut Frame, app: &App, area: Rect) {
         })
         .collect();
     let chart = Chart::new(datasets)
-        .block(block(th, title, false))
+        .block(block(th, spec.title, false))
         .x_axis(
             Axis::default()
-                .title("epoch")
+                .title(spec.x_title)
                 .bounds(xb)
                 .labels(axis_labels(xb, 0)),
         )
         .y_axis(Axis::default().bounds(yb).labels(axis_labels(yb, 3)))
-        .legend_position(Some(LegendPosition::BottomRight))
+        .legend_position(Some(spec.legend))
         .hidden_legend_constraints((Constraint::Percentage(60), Constraint::Percentage(60)));
     f.render_widget(chart, area);
 }
