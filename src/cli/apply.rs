@@ -195,30 +195,12 @@ fn export_workspace(l: &Loaded, out: &Path) -> anyhow::Result<Vec<PathBuf>> {
         rosetta::util::write_atomic(&idp, text.as_bytes())?;
         written.extend([p, idp]);
     }
-    let tag = session_tag(&l.session.dir);
+    let tag = rosetta::session::evaluate::session_tag(&l.session.dir);
     let run = run_from_embeddings(docs, &queries, &a.doc_ids, &a.query_ids, RUN_DEPTH, &tag)?;
     let p = out.join("adhoc.run");
     run.write(&p)?;
     written.push(p);
     Ok(written)
-}
-
-/// A loaded session with its workspace's prepared data, refused when the
-/// workspace changed since the session was made.
-fn with_workspace(
-    dir: &Path,
-    device: &str,
-) -> anyhow::Result<(
-    Loaded,
-    rosetta::corpus::Workspace,
-    rosetta::corpus::Prepared,
-)> {
-    let (device, _) = select_device(device)?;
-    let l = Loaded::open(dir, &device)?;
-    let ws = rosetta::corpus::Workspace::load(&l.session.config.workspace)?;
-    let prepared = rosetta::corpus::Prepared::load_or_build(&ws)?;
-    l.session.config.check_workspace_hash(dir, &prepared.hash)?;
-    Ok((l, ws, prepared))
 }
 
 /// Which evaluation to run.
@@ -287,343 +269,38 @@ pub struct EvalArgs {
     pub json: bool,
 }
 
-/// `rosetta eval`.
+/// `rosetta eval`: the engine's [`evaluate`](rosetta::session::evaluate::evaluate), printed.
 pub fn eval(args: EvalArgs) -> anyhow::Result<()> {
-    use rosetta::session::retrieval::{adhoc_run, bli, run_from_embeddings, RUN_DEPTH};
-    check_task_flags(&args)?;
-    if rosetta::session::Session::open(&args.session)?.is_lexical() {
-        return eval_lexical(args);
-    }
-    let (l, ws, prepared) = with_workspace(&args.session, &args.device)?;
-    let want = |t: Task| args.task == t || args.task == Task::All;
-    let mut out = serde_json::Map::new();
-    out.insert("session".into(), serde_json::json!(args.session));
-    out.insert("model".into(), serde_json::json!(l.session.config.model));
-    let mut text = Vec::new();
-    if let (true, Some(files)) = (want(Task::Sentence), &args.test) {
-        let pairs = read_pairs(files)?;
-        let rows = pairs.usable();
-        let side = |s: Side, texts: &[String]| {
-            let t: Vec<&str> = rows.iter().map(|&i| texts[i].as_str()).collect();
-            l.encode_texts(s, &t)
-        };
-        let (s, t) = (
-            side(Side::Source, &pairs.source)?,
-            side(Side::Target, &pairs.target)?,
-        );
-        let zero = |m: &ndarray::Array2<f32>, i: usize| m.row(i).iter().all(|x| *x == 0.0);
-        let without_terms = (0..rows.len())
-            .filter(|&i| zero(&s, i) || zero(&t, i))
-            .count();
-        let sc = rosetta::eval::sentence::sentence_retrieval(&s, &t);
-        let name = files_label(files);
-        text.push(format!(
-            "sentence retrieval ({name}, {} pairs, {without_terms} with no known term on a side): MRR {:.4}  P@1 {:.4}",
-            sc.queries, sc.mrr, sc.p1
-        ));
-        let mut v = serde_json::to_value(sc)?;
-        v["split"] = serde_json::json!(name);
-        v["pairs_without_known_terms"] = serde_json::json!(without_terms);
-        out.insert("sentence".into(), v);
-    } else if want(Task::Sentence) {
-        let (name, split) = match args.split {
-            Split::Valid => ("valid", &prepared.valid),
-            Split::Test => ("test", &prepared.test),
-        };
-        let rows = split.nonblank();
-        let without_terms = rows.len() - split.trainable().len();
-        if rows.is_empty() {
-            if args.task == Task::Sentence {
-                anyhow::bail!("the {name} split has no usable pairs");
-            }
-        } else {
-            let s = l
-                .model
-                .encode(Side::Source, &split.src.select_rows(&rows))?;
-            let t = l
-                .model
-                .encode(Side::Target, &split.tgt.select_rows(&rows))?;
-            let sc = rosetta::eval::sentence::sentence_retrieval(&s, &t);
-            text.push(format!(
-                "sentence retrieval ({name}, {} pairs, {without_terms} with no known term on a side): MRR {:.4}  P@1 {:.4}",
-                sc.queries, sc.mrr, sc.p1
-            ));
-            let mut v = serde_json::to_value(sc)?;
-            v["split"] = serde_json::json!(name);
-            v["pairs_without_known_terms"] = serde_json::json!(without_terms);
-            out.insert("sentence".into(), v);
-        }
-    }
-    if want(Task::Adhoc) {
-        let tag = session_tag(&l.session.dir);
-        let other = args.adhoc.as_deref().map(other_task).transpose()?;
-        let (run, qrels, derived, docs) = match &other {
-            Some(task) => {
-                let d = l.encode_texts(Side::Target, &task.docs.texts)?;
-                let q = l.encode_texts(Side::Source, &task.queries.texts)?;
-                let run =
-                    run_from_embeddings(d, &q, &task.docs.ids, &task.queries.ids, RUN_DEPTH, &tag)?;
-                (run, &task.qrels, false, task.docs.len())
-            }
-            None => {
-                let a = &prepared.adhoc;
-                if a.derived && args.task == Task::Adhoc {
-                    eprintln!("note: the workspace has no [adhoc] collection; using the task derived from its parallel data");
-                }
-                let run = adhoc_run(l.model.as_ref(), a, RUN_DEPTH, &tag)?;
-                (run, &a.qrels, a.derived, a.doc_ids.len())
-            }
-        };
-        let e = rosetta::eval::evaluate_rankings(&run.results, qrels);
-        let mut v = adhoc_report(&e, derived, docs, &mut text)?;
-        if let Some(p) = &args.run {
-            run.write(p)?;
-            v["run"] = serde_json::json!(p);
-            text.push(format!("run written to {}", p.display()));
-        }
-        out.insert("adhoc".into(), v);
-        if let Some(spec) = args.fuse {
-            let task = match other {
-                Some(t) => t,
-                None => ws.adhoc()?,
-            };
-            let f = fused_adhoc(&ws, &task, &run, spec, args.fuse_seed)?;
-            text.push(format!(
-                "fused with BM25+dict ({}{}; {} held-out queries): MAP {:.4} (model {:.4}, BM25 {:.4})  MRR {:.4} (model {:.4}, BM25 {:.4})  nDCG@10 {:.4} (model {:.4}, BM25 {:.4})",
-                f.fusion,
-                f.tuning
-                    .as_ref()
-                    .map(|t| format!(", λ chosen on {} queries", t.queries))
-                    .unwrap_or_default(),
-                f.queries,
-                f.fused.map,
-                f.model.map,
-                f.bm25.map,
-                f.fused.mrr,
-                f.model.mrr,
-                f.bm25.mrr,
-                f.fused.ndcg10,
-                f.model.ndcg10,
-                f.bm25.ndcg10
-            ));
-            out.insert("adhoc_fused".into(), serde_json::to_value(f)?);
-        }
-    } else if args.fuse.is_some() {
-        anyhow::bail!("--fuse applies to the ad-hoc task (--task adhoc or all)");
-    }
-    if want(Task::Bli) {
-        match args.dictionary.as_ref().or(ws.dictionary.as_ref()) {
-            None if args.task == Task::Bli => anyhow::bail!(
-                "{}: the workspace has no [dictionary] (give one with --dictionary)",
-                ws.path.display()
-            ),
-            None => {}
-            Some(path) => {
-                let dict = rosetta::corpus::Dictionary::read(path)?;
-                let analysed = dict.analysed(l.analyzer(Side::Source), l.analyzer(Side::Target));
-                let cos = bli(&l, &analysed, false)?;
-                let csls = bli(&l, &analysed, true)?;
-                text.push(format!(
-                    "lexicon induction ({} of {} entries): cosine P@1 {:.4} P@5 {:.4} P@10 {:.4}; CSLS P@1 {:.4} P@5 {:.4} P@10 {:.4}",
-                    cos.queries, cos.entries, cos.p1, cos.p5, cos.p10, csls.p1, csls.p5, csls.p10
-                ));
-                out.insert(
-                    "bli".into(),
-                    serde_json::json!({ "cosine": cos, "csls": csls }),
-                );
-            }
-        }
+    use rosetta::session::evaluate::{self as ev, EvalRequest};
+    let req = EvalRequest {
+        session: args.session.clone(),
+        task: match args.task {
+            Task::Sentence => ev::Task::Sentence,
+            Task::Adhoc => ev::Task::Adhoc,
+            Task::Bli => ev::Task::Bli,
+            Task::All => ev::Task::All,
+        },
+        split: match args.split {
+            Split::Valid => ev::Split::Valid,
+            Split::Test => ev::Split::Test,
+        },
+        test: args.test,
+        adhoc: args.adhoc,
+        dictionary: args.dictionary,
+        run: args.run,
+        fuse: args.fuse,
+        fuse_seed: args.fuse_seed,
+        device: args.device,
+    };
+    let report = ev::evaluate(&req)?;
+    for n in &report.notes {
+        eprintln!("note: {n}");
     }
     if args.json {
-        println!("{}", serde_json::Value::Object(out));
+        println!("{}", serde_json::to_value(&report)?);
     } else {
-        println!("{} ({})", args.session.display(), l.session.config.model);
-        for t in text {
-            println!("  {t}");
-        }
-    }
-    Ok(())
-}
-
-/// The model's ad-hoc run fused with BM25 over dictionary-translated
-/// queries, scored on held-out queries (see `rosetta::index::fusion::evaluate_fusion`).
-fn fused_adhoc(
-    ws: &rosetta::corpus::Workspace,
-    task: &rosetta::corpus::AdhocTask,
-    run: &rosetta::eval::Run,
-    spec: rosetta::index::fusion::FusionSpec,
-    seed: u64,
-) -> anyhow::Result<rosetta::index::fusion::FusedEvaluation> {
-    use rosetta::index::adhoc::{bm25_run, Bm25RunConfig, Translation};
-    let cfg = Bm25RunConfig {
-        translation: Translation::Dict,
-        ..Default::default()
-    };
-    let bm = bm25_run(ws, task, &cfg)?;
-    Ok(rosetta::index::fusion::evaluate_fusion(
-        run,
-        &bm.run,
-        &task.qrels,
-        spec,
-        seed,
-    ))
-}
-
-/// The ad-hoc figures as a text line (pushed on `text`) and as JSON.
-fn adhoc_report(
-    e: &rosetta::eval::metrics::Evaluation,
-    derived: bool,
-    docs: usize,
-    text: &mut Vec<String>,
-) -> anyhow::Result<serde_json::Value> {
-    text.push(format!(
-        "ad-hoc retrieval ({}{} queries, {docs} documents): MRR {:.4}  MAP {:.4}  P@1 {:.4}  nDCG@10 {:.4}  R@100 {:.4}",
-        if derived { "derived, " } else { "" },
-        e.queries,
-        e.mean.mrr,
-        e.mean.map,
-        e.mean.p1,
-        e.mean.ndcg10,
-        e.mean.r100
-    ));
-    let mut v = serde_json::to_value(e.mean)?;
-    v["queries"] = serde_json::json!(e.queries);
-    v["derived"] = serde_json::json!(derived);
-    Ok(v)
-}
-
-/// Refuses a data flag whose task is not evaluated (it would do nothing).
-fn check_task_flags(args: &EvalArgs) -> anyhow::Result<()> {
-    let runs = |t: Task| args.task == t || args.task == Task::All;
-    for (given, flag, task, name) in [
-        (args.test.is_some(), "--test", Task::Sentence, "sentence"),
-        (args.adhoc.is_some(), "--adhoc", Task::Adhoc, "adhoc"),
-        (args.dictionary.is_some(), "--dictionary", Task::Bli, "bli"),
-    ] {
-        if given && !runs(task) {
-            anyhow::bail!("{flag} applies to --task {name} (or all)");
-        }
-    }
-    Ok(())
-}
-
-/// Parallel text from `--test`: one TSV of pairs, or two aligned files.
-fn read_pairs(files: &[PathBuf]) -> anyhow::Result<rosetta::corpus::ParallelText> {
-    use rosetta::corpus::ParallelText;
-    let pairs = match files {
-        [tsv] => ParallelText::read_tsv(tsv)?,
-        [src, tgt] => ParallelText::read_files(src, tgt)?,
-        _ => anyhow::bail!("--test takes one TSV of pairs or two aligned files"),
-    };
-    if pairs.usable().is_empty() {
-        anyhow::bail!("{}: no pair with text on both sides", files_label(files));
-    }
-    Ok(pairs)
-}
-
-/// The ad-hoc task of `--adhoc DOCS QUERIES QRELS`.
-fn other_task(files: &[PathBuf]) -> anyhow::Result<rosetta::corpus::AdhocTask> {
-    match files {
-        [docs, queries, qrels] => Ok(rosetta::corpus::AdhocTask::from_files(
-            docs, queries, None, qrels,
-        )?),
-        _ => anyhow::bail!("--adhoc takes DOCS QUERIES QRELS"),
-    }
-}
-
-/// Files named as one label (`a.en+a.hi`).
-fn files_label(files: &[PathBuf]) -> String {
-    files
-        .iter()
-        .map(|f| f.display().to_string())
-        .collect::<Vec<_>>()
-        .join("+")
-}
-
-/// The session's name, for run tags.
-fn session_tag(dir: &Path) -> String {
-    dir.file_name()
-        .map(|n| n.to_string_lossy().to_string())
-        .unwrap_or_else(|| "rosetta".into())
-}
-
-/// `rosetta eval` of a lexical baseline session: the same tasks and output
-/// as a trained model's, lexicon induction excepted (a BM25 baseline has no
-/// term space; its dictionary is its translation).
-fn eval_lexical(args: EvalArgs) -> anyhow::Result<()> {
-    use rosetta::models::bm25::Bm25Baseline;
-    use rosetta::session::retrieval::RUN_DEPTH;
-    let session = rosetta::session::Session::open(&args.session)?;
-    let ws = rosetta::corpus::Workspace::load(&session.config.workspace)?;
-    session
-        .config
-        .check_workspace_hash(&args.session, &ws.content_hash()?)?;
-    let params = rosetta::models::Params::new(session.config.run_params());
-    let baseline = Bm25Baseline::new(&session.config.model, &params)?;
-    if args.fuse.is_some() {
-        anyhow::bail!(
-            "{}: --fuse blends BM25 into a trained model; `{}` is a BM25 baseline itself",
-            args.session.display(),
-            session.config.model
-        );
-    }
-    if args.task == Task::Bli || args.dictionary.is_some() {
-        anyhow::bail!(
-            "{}: lexicon induction does not apply to the lexical baseline `{}` (it has no term space)",
-            args.session.display(),
-            session.config.model
-        );
-    }
-    let want = |t: Task| args.task == t || args.task == Task::All;
-    let mut out = serde_json::Map::new();
-    out.insert("session".into(), serde_json::json!(args.session));
-    out.insert("model".into(), serde_json::json!(session.config.model));
-    let mut text = Vec::new();
-    if want(Task::Sentence) {
-        let (name, pairs) = match &args.test {
-            Some(files) => (files_label(files), read_pairs(files)?),
-            None => {
-                let name = match args.split {
-                    Split::Valid => "valid",
-                    Split::Test => "test",
-                };
-                let split = ws.splits()?.get(name).cloned().ok_or_else(|| {
-                    anyhow::anyhow!("{}: the workspace has no {name} split", ws.path.display())
-                })?;
-                (name.to_string(), split)
-            }
-        };
-        let sc = baseline.sentence_retrieval(&ws, &pairs)?;
-        text.push(format!(
-            "sentence retrieval ({name}, {} pairs): MRR {:.4}  P@1 {:.4}",
-            sc.queries, sc.mrr, sc.p1
-        ));
-        let mut v = serde_json::to_value(sc)?;
-        v["split"] = serde_json::json!(name);
-        out.insert("sentence".into(), v);
-    }
-    if want(Task::Adhoc) {
-        let task = match &args.adhoc {
-            Some(files) => other_task(files)?,
-            None => ws.adhoc()?,
-        };
-        let mut r = baseline.adhoc_run(&ws, &task, RUN_DEPTH)?;
-        r.run.tag = session_tag(&args.session);
-        let e = rosetta::eval::evaluate(&r.run, &task.qrels);
-        let mut v = adhoc_report(&e, task.derived, task.docs.len(), &mut text)?;
-        v["query_stats"] = serde_json::to_value(&r.stats)?;
-        if let Some(p) = &args.run {
-            r.run.write(p)?;
-            v["run"] = serde_json::json!(p);
-            text.push(format!("run written to {}", p.display()));
-        }
-        out.insert("adhoc".into(), v);
-    }
-    if args.json {
-        println!("{}", serde_json::Value::Object(out));
-    } else {
-        println!("{} ({})", args.session.display(), session.config.model);
-        for t in text {
+        println!("{} ({})", report.session.display(), report.model);
+        for t in report.lines() {
             println!("  {t}");
         }
     }

@@ -20,7 +20,9 @@ use ndarray::Array2;
 use serde::{Deserialize, Serialize};
 
 use crate::text::{CsrMatrix, Side};
-use crate::Result;
+use candle_core::Device;
+
+use crate::{Error, Result};
 
 /// A trained model that maps texts of either language into one space.
 pub trait Model: Send + Sync {
@@ -238,6 +240,44 @@ pub fn takes_setting(model: &str, key: &str) -> bool {
 /// Whether `name` is a lexical baseline (no trainer, no space).
 pub fn is_lexical(name: &str) -> bool {
     registry::spec(name).is_ok_and(|m| m.trainer.is_none())
+}
+
+/// Picks the device for `spec`: `auto` (CUDA GPU 0 when this build has CUDA
+/// and a GPU answers, else CPU), `cpu`, `cuda` or `cuda:i`. Returns the
+/// device and its name as recorded in the session (`cpu`, `cuda:0`).
+pub fn select_device(spec: &str) -> Result<(Device, String)> {
+    let spec = spec.trim();
+    match spec {
+        "cpu" => Ok((Device::Cpu, "cpu".into())),
+        "auto" | "" => {
+            if cfg!(feature = "cuda") && candle_core::utils::cuda_is_available() {
+                if let Ok(d) = Device::new_cuda(0) {
+                    return Ok((d, "cuda:0".into()));
+                }
+            }
+            Ok((Device::Cpu, "cpu".into()))
+        }
+        s if s == "cuda" || s.starts_with("cuda:") => {
+            let i: usize = match s.strip_prefix("cuda:") {
+                None => 0,
+                Some(n) => n.parse().map_err(|_| {
+                    Error::invalid(format!("--device {s}: expected cuda:<index>, e.g. cuda:0"))
+                })?,
+            };
+            if !cfg!(feature = "cuda") || !candle_core::utils::cuda_is_available() {
+                return Err(Error::invalid(format!(
+                    "--device {s}: this build of rosetta has no CUDA support \
+                     (rebuild with `cargo build --features cuda`), use --device cpu or auto"
+                )));
+            }
+            Device::new_cuda(i)
+                .map(|d| (d, format!("cuda:{i}")))
+                .map_err(|e| Error::invalid(format!("--device {s}: no usable CUDA GPU {i} ({e})")))
+        }
+        other => Err(Error::invalid(format!(
+            "--device {other}: expected auto, cpu, cuda or cuda:<index>"
+        ))),
+    }
 }
 
 /// The trainer of model `name`; an unknown name is an error listing the

@@ -16,6 +16,7 @@
 //! one, never a partial one.
 
 pub mod checkpoint;
+pub mod evaluate;
 pub mod loaded;
 pub mod metrics;
 pub mod retrieval;

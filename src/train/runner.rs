@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use candle_core::{Device, Tensor};
+use candle_core::Tensor;
 
 use crate::eval::sentence::sentence_retrieval;
 use crate::models::{Flow, Hooks, Phase, Resume, StepReport, TrainData, Trainer};
@@ -35,43 +35,7 @@ use crate::session::{
 use crate::text::Side;
 use crate::{Error, Result};
 
-/// Picks the device for `spec`: `auto` (CUDA GPU 0 when this build has CUDA
-/// and a GPU answers, else CPU), `cpu`, `cuda` or `cuda:i`. Returns the
-/// device and its name as recorded in the session (`cpu`, `cuda:0`).
-pub fn select_device(spec: &str) -> Result<(Device, String)> {
-    let spec = spec.trim();
-    match spec {
-        "cpu" => Ok((Device::Cpu, "cpu".into())),
-        "auto" | "" => {
-            if cfg!(feature = "cuda") && candle_core::utils::cuda_is_available() {
-                if let Ok(d) = Device::new_cuda(0) {
-                    return Ok((d, "cuda:0".into()));
-                }
-            }
-            Ok((Device::Cpu, "cpu".into()))
-        }
-        s if s == "cuda" || s.starts_with("cuda:") => {
-            let i: usize = match s.strip_prefix("cuda:") {
-                None => 0,
-                Some(n) => n.parse().map_err(|_| {
-                    Error::invalid(format!("--device {s}: expected cuda:<index>, e.g. cuda:0"))
-                })?,
-            };
-            if !cfg!(feature = "cuda") || !candle_core::utils::cuda_is_available() {
-                return Err(Error::invalid(format!(
-                    "--device {s}: this build of rosetta has no CUDA support \
-                     (rebuild with `cargo build --features cuda`), use --device cpu or auto"
-                )));
-            }
-            Device::new_cuda(i)
-                .map(|d| (d, format!("cuda:{i}")))
-                .map_err(|e| Error::invalid(format!("--device {s}: no usable CUDA GPU {i} ({e})")))
-        }
-        other => Err(Error::invalid(format!(
-            "--device {other}: expected auto, cpu, cuda or cuda:<index>"
-        ))),
-    }
-}
+pub use crate::models::select_device;
 
 /// A flag set by SIGTERM and SIGINT, for [`run_job`]'s `cancel`: the job
 /// finishes its step, keeps its checkpoints and ends as `cancelled`. A

@@ -1,0 +1,517 @@
+//! One evaluation entry point for a session, trained model or lexical
+//! baseline: parallel sentence retrieval, ad-hoc retrieval (optionally
+//! fused with BM25), bilingual lexicon induction, on the workspace's data
+//! or on other files given. It returns an [`EvalReport`] that front-ends
+//! print as text ([`EvalReport::lines`]) or JSON (serde).
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::retrieval::{adhoc_run, bli, run_from_embeddings, BliScores, RUN_DEPTH};
+use super::{Loaded, Session};
+use crate::corpus::{AdhocTask, Dictionary, ParallelText, Prepared, Workspace};
+use crate::eval::metrics::{Evaluation, Metrics};
+use crate::eval::sentence::{sentence_retrieval, SentenceScores};
+use crate::index::fusion::{evaluate_fusion, FusedEvaluation, FusionSpec};
+use crate::models::bm25::Bm25Baseline;
+use crate::models::Params;
+use crate::text::Side;
+use crate::{Error, Result};
+
+/// Which evaluation to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Task {
+    /// Parallel sentence retrieval (MRR, P@1) on a split.
+    Sentence,
+    /// Ad-hoc retrieval (trec_eval figures).
+    Adhoc,
+    /// Bilingual lexicon induction (P@1/5/10, cosine and CSLS).
+    Bli,
+    /// Every task the workspace has data for.
+    All,
+}
+
+/// Which parallel split sentence retrieval uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Split {
+    /// The validation split.
+    Valid,
+    /// The test split.
+    Test,
+}
+
+impl Split {
+    /// `valid` or `test`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Split::Valid => "valid",
+            Split::Test => "test",
+        }
+    }
+}
+
+/// What to evaluate, and on which data.
+#[derive(Debug, Clone)]
+pub struct EvalRequest {
+    /// The session folder.
+    pub session: PathBuf,
+    /// Task(s).
+    pub task: Task,
+    /// Split for sentence retrieval on the workspace's data.
+    pub split: Split,
+    /// Other parallel data for sentence retrieval: one TSV of pairs or two
+    /// aligned files.
+    pub test: Option<Vec<PathBuf>>,
+    /// Another ad-hoc collection: documents, queries, qrels.
+    pub adhoc: Option<Vec<PathBuf>>,
+    /// Another dictionary for lexicon induction.
+    pub dictionary: Option<PathBuf>,
+    /// Where to write the ad-hoc run (TREC format).
+    pub run: Option<PathBuf>,
+    /// Also score the ad-hoc run fused with BM25 over dictionary-translated queries.
+    pub fuse: Option<FusionSpec>,
+    /// Seed of the query split that `fuse` tunes on one half of.
+    pub fuse_seed: u64,
+    /// Device to load the model on.
+    pub device: String,
+}
+
+/// Sentence-retrieval figures and what they are over.
+#[derive(Debug, Clone, Serialize)]
+pub struct SentenceFigures {
+    /// MRR, P@1 and the number of queries.
+    #[serde(flatten)]
+    pub scores: SentenceScores,
+    /// The split's name, or the files' label.
+    pub split: String,
+    /// Pairs with no known term on a side (they encode to zero vectors);
+    /// not counted for a lexical baseline.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pairs_without_known_terms: Option<usize>,
+}
+
+/// Ad-hoc figures and what they are over.
+#[derive(Debug, Clone, Serialize)]
+pub struct AdhocFigures {
+    /// Mean figures over the judged queries.
+    #[serde(flatten)]
+    pub mean: Metrics,
+    /// Judged queries evaluated.
+    pub queries: usize,
+    /// Whether the task is derived from the parallel test split.
+    pub derived: bool,
+    /// Documents in the collection.
+    #[serde(skip)]
+    pub docs: usize,
+    /// A lexical baseline's query statistics (translation, OOV).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub query_stats: Option<serde_json::Value>,
+    /// The run file written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run: Option<PathBuf>,
+}
+
+/// Lexicon-induction figures, by cosine and by CSLS.
+#[derive(Debug, Clone, Serialize)]
+pub struct BliFigures {
+    /// Nearest neighbours by cosine.
+    pub cosine: BliScores,
+    /// By CSLS.
+    pub csls: BliScores,
+}
+
+/// What [`evaluate`] found.
+#[derive(Debug, Clone, Serialize)]
+pub struct EvalReport {
+    /// The session folder.
+    pub session: PathBuf,
+    /// Its model.
+    pub model: String,
+    /// Sentence retrieval.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sentence: Option<SentenceFigures>,
+    /// Ad-hoc retrieval.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adhoc: Option<AdhocFigures>,
+    /// Ad-hoc retrieval fused with BM25.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adhoc_fused: Option<FusedEvaluation>,
+    /// Lexicon induction.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bli: Option<BliFigures>,
+    /// Remarks for a reader (a derived task used, a run written).
+    #[serde(skip)]
+    pub notes: Vec<String>,
+}
+
+impl EvalReport {
+    /// The report as human-readable lines.
+    pub fn lines(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(s) = &self.sentence {
+            let missing = s
+                .pairs_without_known_terms
+                .map(|n| format!(", {n} with no known term on a side"))
+                .unwrap_or_default();
+            out.push(format!(
+                "sentence retrieval ({}, {} pairs{missing}): MRR {:.4}  P@1 {:.4}",
+                s.split, s.scores.queries, s.scores.mrr, s.scores.p1
+            ));
+        }
+        if let Some(a) = &self.adhoc {
+            out.push(format!(
+                "ad-hoc retrieval ({}{} queries, {} documents): MRR {:.4}  MAP {:.4}  P@1 {:.4}  nDCG@10 {:.4}  R@100 {:.4}",
+                if a.derived { "derived, " } else { "" },
+                a.queries,
+                a.docs,
+                a.mean.mrr,
+                a.mean.map,
+                a.mean.p1,
+                a.mean.ndcg10,
+                a.mean.r100
+            ));
+            if let Some(p) = &a.run {
+                out.push(format!("run written to {}", p.display()));
+            }
+        }
+        if let Some(f) = &self.adhoc_fused {
+            out.push(format!(
+                "fused with BM25+dict ({}{}; {} held-out queries): MAP {:.4} (model {:.4}, BM25 {:.4})  MRR {:.4} (model {:.4}, BM25 {:.4})  nDCG@10 {:.4} (model {:.4}, BM25 {:.4})",
+                f.fusion,
+                f.tuning
+                    .as_ref()
+                    .map(|t| format!(", λ chosen on {} queries", t.queries))
+                    .unwrap_or_default(),
+                f.queries,
+                f.fused.map,
+                f.model.map,
+                f.bm25.map,
+                f.fused.mrr,
+                f.model.mrr,
+                f.bm25.mrr,
+                f.fused.ndcg10,
+                f.model.ndcg10,
+                f.bm25.ndcg10
+            ));
+        }
+        if let Some(b) = &self.bli {
+            let (c, s) = (&b.cosine, &b.csls);
+            out.push(format!(
+                "lexicon induction ({} of {} entries): cosine P@1 {:.4} P@5 {:.4} P@10 {:.4}; CSLS P@1 {:.4} P@5 {:.4} P@10 {:.4}",
+                c.queries, c.entries, c.p1, c.p5, c.p10, s.p1, s.p5, s.p10
+            ));
+        }
+        out
+    }
+}
+
+impl EvalRequest {
+    fn wants(&self, t: Task) -> bool {
+        self.task == t || self.task == Task::All
+    }
+
+    /// Refuses a data flag whose task is not evaluated (it would do nothing).
+    fn check_task_flags(&self) -> Result<()> {
+        for (given, flag, task, name) in [
+            (self.test.is_some(), "--test", Task::Sentence, "sentence"),
+            (self.adhoc.is_some(), "--adhoc", Task::Adhoc, "adhoc"),
+            (self.dictionary.is_some(), "--dictionary", Task::Bli, "bli"),
+        ] {
+            if given && !self.wants(task) {
+                return Err(Error::invalid(format!(
+                    "{flag} applies to --task {name} (or all)"
+                )));
+            }
+        }
+        if self.fuse.is_some() && !self.wants(Task::Adhoc) {
+            return Err(Error::invalid(
+                "--fuse applies to the ad-hoc task (--task adhoc or all)",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Evaluates a session as `req` asks (a trained model or a lexical
+/// baseline); refused when the workspace changed since the session was made.
+pub fn evaluate(req: &EvalRequest) -> Result<EvalReport> {
+    req.check_task_flags()?;
+    if Session::open(&req.session)?.is_lexical() {
+        return evaluate_lexical(req);
+    }
+    let (device, _) = crate::models::select_device(&req.device)?;
+    let l = Loaded::open(&req.session, &device)?;
+    let ws = Workspace::load(&l.session.config.workspace)?;
+    let prepared = Prepared::load_or_build(&ws)?;
+    l.session
+        .config
+        .check_workspace_hash(&req.session, &prepared.hash)?;
+    let mut report = EvalReport {
+        session: req.session.clone(),
+        model: l.session.config.model.clone(),
+        sentence: None,
+        adhoc: None,
+        adhoc_fused: None,
+        bli: None,
+        notes: Vec::new(),
+    };
+    if req.wants(Task::Sentence) {
+        report.sentence = sentence_figures(req, &l, &prepared)?;
+    }
+    if req.wants(Task::Adhoc) {
+        let tag = session_tag(&l.session.dir);
+        let other = req.adhoc.as_deref().map(other_task).transpose()?;
+        let (run, qrels, derived, docs) = match &other {
+            Some(task) => {
+                let d = l.encode_texts(Side::Target, &task.docs.texts)?;
+                let q = l.encode_texts(Side::Source, &task.queries.texts)?;
+                let run =
+                    run_from_embeddings(d, &q, &task.docs.ids, &task.queries.ids, RUN_DEPTH, &tag)?;
+                (run, &task.qrels, false, task.docs.len())
+            }
+            None => {
+                let a = &prepared.adhoc;
+                if a.derived && req.task == Task::Adhoc {
+                    report.notes.push(
+                        "the workspace has no [adhoc] collection; using the task derived from its parallel data"
+                            .into(),
+                    );
+                }
+                let run = adhoc_run(l.model.as_ref(), a, RUN_DEPTH, &tag)?;
+                (run, &a.qrels, a.derived, a.doc_ids.len())
+            }
+        };
+        let e = crate::eval::evaluate_rankings(&run.results, qrels);
+        if let Some(p) = &req.run {
+            run.write(p)?;
+        }
+        report.adhoc = Some(adhoc_figures(&e, derived, docs, req.run.clone()));
+        if let Some(spec) = req.fuse {
+            let task = match other {
+                Some(t) => t,
+                None => ws.adhoc()?,
+            };
+            report.adhoc_fused = Some(fused_adhoc(&ws, &task, &run, spec, req.fuse_seed)?);
+        }
+    }
+    if req.wants(Task::Bli) {
+        match req.dictionary.as_ref().or(ws.dictionary.as_ref()) {
+            None if req.task == Task::Bli => {
+                return Err(Error::file(
+                    &ws.path,
+                    "the workspace has no [dictionary] (give one with --dictionary)",
+                ))
+            }
+            None => {}
+            Some(path) => {
+                let dict = Dictionary::read(path)?;
+                let analysed = dict.analysed(l.analyzer(Side::Source), l.analyzer(Side::Target));
+                report.bli = Some(BliFigures {
+                    cosine: bli(&l, &analysed, false)?,
+                    csls: bli(&l, &analysed, true)?,
+                });
+            }
+        }
+    }
+    Ok(report)
+}
+
+/// Sentence retrieval of a loaded model on `--test` data or a workspace split.
+fn sentence_figures(
+    req: &EvalRequest,
+    l: &Loaded,
+    prepared: &Prepared,
+) -> Result<Option<SentenceFigures>> {
+    let zero = |m: &ndarray::Array2<f32>, i: usize| m.row(i).iter().all(|x| *x == 0.0);
+    if let Some(files) = &req.test {
+        let pairs = read_pairs(files)?;
+        let rows = pairs.usable();
+        let side = |s: Side, texts: &[String]| {
+            let t: Vec<&str> = rows.iter().map(|&i| texts[i].as_str()).collect();
+            l.encode_texts(s, &t)
+        };
+        let (s, t) = (
+            side(Side::Source, &pairs.source)?,
+            side(Side::Target, &pairs.target)?,
+        );
+        let without = (0..rows.len())
+            .filter(|&i| zero(&s, i) || zero(&t, i))
+            .count();
+        return Ok(Some(SentenceFigures {
+            scores: sentence_retrieval(&s, &t),
+            split: files_label(files),
+            pairs_without_known_terms: Some(without),
+        }));
+    }
+    let name = req.split.name();
+    let split = match req.split {
+        Split::Valid => &prepared.valid,
+        Split::Test => &prepared.test,
+    };
+    let rows = split.nonblank();
+    if rows.is_empty() {
+        if req.task == Task::Sentence {
+            return Err(Error::invalid(format!(
+                "the {name} split has no usable pairs"
+            )));
+        }
+        return Ok(None);
+    }
+    let without = rows.len() - split.trainable().len();
+    let s = l
+        .model
+        .encode(Side::Source, &split.src.select_rows(&rows))?;
+    let t = l
+        .model
+        .encode(Side::Target, &split.tgt.select_rows(&rows))?;
+    Ok(Some(SentenceFigures {
+        scores: sentence_retrieval(&s, &t),
+        split: name.to_string(),
+        pairs_without_known_terms: Some(without),
+    }))
+}
+
+fn adhoc_figures(e: &Evaluation, derived: bool, docs: usize, run: Option<PathBuf>) -> AdhocFigures {
+    AdhocFigures {
+        mean: e.mean,
+        queries: e.queries,
+        derived,
+        docs,
+        query_stats: None,
+        run,
+    }
+}
+
+/// A lexical baseline's evaluation: the same tasks and report as a trained
+/// model's, lexicon induction excepted (a BM25 baseline has no term space;
+/// its dictionary is its translation).
+fn evaluate_lexical(req: &EvalRequest) -> Result<EvalReport> {
+    let session = Session::open(&req.session)?;
+    let ws = Workspace::load(&session.config.workspace)?;
+    session
+        .config
+        .check_workspace_hash(&req.session, &ws.content_hash()?)?;
+    let params = Params::new(session.config.run_params());
+    let baseline = Bm25Baseline::new(&session.config.model, &params)?;
+    let model = &session.config.model;
+    if req.fuse.is_some() {
+        return Err(Error::invalid(format!(
+            "{}: --fuse blends BM25 into a trained model; `{model}` is a BM25 baseline itself",
+            req.session.display()
+        )));
+    }
+    if req.task == Task::Bli || req.dictionary.is_some() {
+        return Err(Error::invalid(format!(
+            "{}: lexicon induction does not apply to the lexical baseline `{model}` (it has no term space)",
+            req.session.display()
+        )));
+    }
+    let mut report = EvalReport {
+        session: req.session.clone(),
+        model: model.clone(),
+        sentence: None,
+        adhoc: None,
+        adhoc_fused: None,
+        bli: None,
+        notes: Vec::new(),
+    };
+    if req.wants(Task::Sentence) {
+        let (name, pairs) = match &req.test {
+            Some(files) => (files_label(files), read_pairs(files)?),
+            None => {
+                let name = req.split.name();
+                let split = ws.splits()?.get(name).cloned().ok_or_else(|| {
+                    Error::file(&ws.path, format!("the workspace has no {name} split"))
+                })?;
+                (name.to_string(), split)
+            }
+        };
+        report.sentence = Some(SentenceFigures {
+            scores: baseline.sentence_retrieval(&ws, &pairs)?,
+            split: name,
+            pairs_without_known_terms: None,
+        });
+    }
+    if req.wants(Task::Adhoc) {
+        let task = match &req.adhoc {
+            Some(files) => other_task(files)?,
+            None => ws.adhoc()?,
+        };
+        let mut r = baseline.adhoc_run(&ws, &task, RUN_DEPTH)?;
+        r.run.tag = session_tag(&req.session);
+        let e = crate::eval::evaluate(&r.run, &task.qrels);
+        if let Some(p) = &req.run {
+            r.run.write(p)?;
+        }
+        let mut a = adhoc_figures(&e, task.derived, task.docs.len(), req.run.clone());
+        a.query_stats = Some(
+            serde_json::to_value(&r.stats)
+                .map_err(|e| Error::invalid(format!("query statistics: {e}")))?,
+        );
+        report.adhoc = Some(a);
+    }
+    Ok(report)
+}
+
+/// The model's ad-hoc run fused with BM25 over dictionary-translated
+/// queries, scored on held-out queries ([`evaluate_fusion`]).
+fn fused_adhoc(
+    ws: &Workspace,
+    task: &AdhocTask,
+    run: &crate::eval::Run,
+    spec: FusionSpec,
+    seed: u64,
+) -> Result<FusedEvaluation> {
+    use crate::index::adhoc::{bm25_run, Bm25RunConfig, Translation};
+    let cfg = Bm25RunConfig {
+        translation: Translation::Dict,
+        ..Default::default()
+    };
+    let bm = bm25_run(ws, task, &cfg)?;
+    Ok(evaluate_fusion(run, &bm.run, &task.qrels, spec, seed))
+}
+
+/// Parallel text from `--test`: one TSV of pairs, or two aligned files.
+fn read_pairs(files: &[PathBuf]) -> Result<ParallelText> {
+    let pairs = match files {
+        [tsv] => ParallelText::read_tsv(tsv)?,
+        [src, tgt] => ParallelText::read_files(src, tgt)?,
+        _ => {
+            return Err(Error::invalid(
+                "--test takes one TSV of pairs or two aligned files",
+            ))
+        }
+    };
+    if pairs.usable().is_empty() {
+        return Err(Error::invalid(format!(
+            "{}: no pair with text on both sides",
+            files_label(files)
+        )));
+    }
+    Ok(pairs)
+}
+
+/// The ad-hoc task of `--adhoc DOCS QUERIES QRELS`.
+fn other_task(files: &[PathBuf]) -> Result<AdhocTask> {
+    match files {
+        [docs, queries, qrels] => AdhocTask::from_files(docs, queries, None, qrels),
+        _ => Err(Error::invalid("--adhoc takes DOCS QUERIES QRELS")),
+    }
+}
+
+/// Files named as one label (`a.en+a.hi`).
+fn files_label(files: &[PathBuf]) -> String {
+    files
+        .iter()
+        .map(|f| f.display().to_string())
+        .collect::<Vec<_>>()
+        .join("+")
+}
+
+/// The session's folder name, for run tags.
+pub fn session_tag(dir: &Path) -> String {
+    dir.file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_else(|| "rosetta".into())
+}
