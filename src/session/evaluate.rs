@@ -146,6 +146,18 @@ pub struct EvalReport {
 }
 
 impl EvalReport {
+    fn empty(session: &Path, model: &str) -> EvalReport {
+        EvalReport {
+            session: session.to_path_buf(),
+            model: model.to_string(),
+            sentence: None,
+            adhoc: None,
+            adhoc_fused: None,
+            bli: None,
+            notes: Vec::new(),
+        }
+    }
+
     /// The report as human-readable lines.
     pub fn lines(&self) -> Vec<String> {
         let mut out = Vec::new();
@@ -247,15 +259,7 @@ pub fn evaluate(req: &EvalRequest) -> Result<EvalReport> {
     l.session
         .config
         .check_workspace_hash(&req.session, &prepared.hash)?;
-    let mut report = EvalReport {
-        session: req.session.clone(),
-        model: l.session.config.model.clone(),
-        sentence: None,
-        adhoc: None,
-        adhoc_fused: None,
-        bli: None,
-        notes: Vec::new(),
-    };
+    let mut report = EvalReport::empty(&req.session, &l.session.config.model);
     if req.wants(Task::Sentence) {
         report.sentence = sentence_figures(req, &l, &prepared)?;
     }
@@ -407,15 +411,7 @@ fn evaluate_lexical(req: &EvalRequest) -> Result<EvalReport> {
             req.session.display()
         )));
     }
-    let mut report = EvalReport {
-        session: req.session.clone(),
-        model: model.clone(),
-        sentence: None,
-        adhoc: None,
-        adhoc_fused: None,
-        bli: None,
-        notes: Vec::new(),
-    };
+    let mut report = EvalReport::empty(&req.session, model);
     if req.wants(Task::Sentence) {
         let (name, pairs) = match &req.test {
             Some(files) => (files_label(files), read_pairs(files)?),
