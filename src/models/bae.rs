@@ -1,38 +1,11 @@
-//! BAE, a bilingual autoencoder (seed 002 Sec. 3.3, after Chandar A P et al.
-//! 2014): one shared code layer of size `k` between two languages' bags of
-//! words.
-//!
-//! - Encoders: `h(x) = σ(W_s x + b)`, `h(y) = σ(W_t y + b)` and, for a pair,
-//!   `h(x, y) = σ(W_s x + W_t y + b)` (one shared bias). `x`, `y` are bags of
-//!   words over each language's vocabulary, binary (default) or raw counts
-//!   (`input=tf`); `W x` is a sparse gather and segment sum as in XCNN
-//!   ([`SparseBatch`]), never a dense product.
-//! - Decoders, untied: `x̂ = σ(D_s h + c_s)`, `ŷ = σ(D_t h + c_t)`, each a
-//!   sigmoid per vocabulary term, trained with binary cross-entropy against the
-//!   binary bag, summed over the whole vocabulary (`recon=full`, default,
-//!   exact) or over the batch's terms plus `N` sampled others scaled up to
-//!   stand for the rest (`recon=sampled:N`, reconstruction sampling after
-//!   Dauphin et al. 2011: on a loaded 2-core CPU the full 3 × 100 × 10k
-//!   logits per language and step dominate the time).
-//! - Loss per pair: each language reconstructed from itself, each from the
-//!   other, both from both (six cross-entropies), minus `λ · Σ_j
-//!   corr(h(x)_j, h(y)_j)` over the batch (`corr=λ`, default 5; 0 turns it
-//!   off). Measured on enhi-nmt-sample-18k: without it the codes of the two
-//!   languages barely align (validation MRR 0.019 after 8 epochs), with λ = 5
-//!   0.23 after 5.
-//! - Document vectors are codes `h(x)` (or `h(y)`), centred by the mean code
-//!   of that language's training texts (`center=side`, default; sigmoid codes
-//!   are all positive, so uncentred cosines are all high) and scaled to unit
-//!   length. Term vectors are the codes of one-term documents, centred alike.
-//!
-//! Trained with Adam on mini-batches of pairs (phase `train`); the trainer
-//! keeps the epoch of best validation MRR. Settings: `dim` (128), `batch`
-//! (100), `lr` (0.01: 0.001 reached 0.02 validation MRR after 5 epochs on
-//! enhi-nmt-sample-18k where 0.01 reached 0.25), `weight_decay` (0), `epochs` (50), `optim` (`adam`, or
-//! `lazy-adam`: row-sparse Adam on the encoder tables), `recon` (`full` or
-//! `sampled:N`), `input`
-//! (`binary`|`tf`), `corr` (5), `center` (`side`|`none`), `init_scale` (0.1),
-//! `valid_max` (2000).
+//! BAE, a bilingual autoencoder: one shared sigmoid code layer between two
+//! languages' bags of words, untied sigmoid decoders trained with binary
+//! cross-entropy (six reconstructions per pair: each language from itself,
+//! from the other, from both), minus a correlation term between the two
+//! languages' codes. Document and term vectors are codes centred by the
+//! language's mean training code and scaled to unit length. The trainer
+//! keeps the epoch of best validation MRR. Paper, choices and measured notes:
+//! `docs/models.md`.
 
 use std::collections::HashMap;
 

@@ -1,14 +1,10 @@
-//! The BM25 baselines as session models (`bm25`, `bm25-dict`, `bm25-mt`), so
-//! that every row of a comparison is a session: BM25 over the target
-//! language with the source query untranslated, translated word by word
-//! through the workspace dictionary (Pirkola structured queries), or
-//! translated whole by Apertium.
-//!
-//! Nothing is learnt: "training" one records its settings and its validation
-//! figures (see [`crate::train::lexical`]); using one rebuilds its index from
-//! the workspace, which takes seconds. A lexical model has no shared space,
-//! so it has no term vectors or embeddings: lexicon induction, neighbours and
-//! export do not apply to it.
+//! The BM25 baselines as session models (`bm25`, `bm25-dict`, `bm25-mt`):
+//! BM25 over the target language with the source query untranslated,
+//! translated word by word through the workspace dictionary (structured
+//! queries), or translated by Apertium. Nothing is learnt: "training" one
+//! records its settings and validation figures (see
+//! [`crate::train::lexical`]); it has no shared space, so lexicon induction,
+//! neighbours and export do not apply.
 
 use std::collections::HashMap;
 

@@ -1,23 +1,10 @@
-//! Regularised canonical correlation analysis (Hardoon, Szedmak, Shawe-Taylor
-//! 2004; Vinokourov et al. 2003) between the two languages' term vectors of
-//! the training pairs (log-tf·idf, rows of unit length):
-//!
-//! - `C_xx + r_x I`, `C_yy + r_y I`: per-language covariances (dense,
-//!   `V_s²` and `V_t²` f64) with a ridge `r = reg · mean(diag C)` (`--set
-//!   reg=`, default 0.3, relative to the data's scale; best of 0.01-1 on the
-//!   validation pairs of enhi-nmt-sample-18k);
-//! - `C_xy`: the cross-covariance, applied through the sparse data only.
-//!
-//! With `C_xx + r_x I = L_x L_xᵀ` and `C_yy + r_y I = L_y L_yᵀ` (Cholesky,
-//! faer), the top-`k` singular triplets `(u, ρ, w)` of the whitened
-//! `T = L_x⁻¹ C_xy L_y⁻ᵀ` (randomised SVD) give the canonical directions
-//! `a = L_x⁻ᵀ u`, `b = L_y⁻ᵀ w`, with `C_xy b = ρ (C_xx + r_x I) a` and
-//! `C_yx a = ρ (C_yy + r_y I) b`.
-//!
-//! Cost: memory `V_s² + V_t²` f64 (10k + 10k terms → 1.6 GB), Cholesky
-//! `(V_s³ + V_t³)/3` flops, two triangular solves per side per power iteration.
-//!
-//! Settings: `dim` (128), `reg` (0.3), `oversample` (10), `power_iters` (6).
+//! Regularised canonical correlation analysis between the two languages'
+//! term vectors of the training pairs (log-tf·idf, unit rows): the top-`k`
+//! singular triplets of the whitened cross-covariance
+//! `L_x⁻¹ C_xy L_y⁻ᵀ` give the canonical directions. The per-language
+//! covariances are dense (memory `V_s² + V_t²`); the cross-covariance is
+//! applied through the sparse data only. Paper, cost and notes:
+//! `docs/models.md`.
 
 use std::collections::HashMap;
 

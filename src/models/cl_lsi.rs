@@ -1,14 +1,8 @@
-//! Cross-language latent semantic indexing (Dumais et al. 1997; seed 000
-//! Sec. 3.1): a truncated SVD of the matrix of concatenated training pairs
-//! `D = [X_src | X_tgt]` (log-tf·idf, rows of unit length per language); the
-//! top-`k` right singular vectors project either language (each language uses
-//! its own rows of them, which is the same as a zero other half).
-//!
-//! The SVD is randomised (Halko et al. 2011) over the sparse `D`: cost
-//! `O(nnz(D)·(k + p)·(2q + 2) + (V_s + V_t)·(k + p)²)`, memory linear in the
-//! vocabulary; no `(V_s + V_t)²` matrix is ever formed.
-//!
-//! Settings: `dim` (128), `oversample` (p = 10), `power_iters` (q = 4).
+//! Cross-language latent semantic indexing: a truncated (randomised) SVD of
+//! the concatenated training pairs `D = [X_src | X_tgt]` (log-tf·idf, unit
+//! rows per language); each language projects with its own rows of the top-`k`
+//! right singular vectors. Memory linear in the vocabulary: no `(V_s + V_t)²`
+//! matrix is formed. Paper, cost and notes: `docs/models.md`.
 
 use std::collections::HashMap;
 

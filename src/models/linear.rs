@@ -1,12 +1,9 @@
-//! What the four linear projection models (CL-LSI, OPCA, CCA, S2Net) share:
-//! a projection matrix per language applied to log-tf·idf weighted,
-//! row-normalised sparse term vectors (`g = Aᵀ f`, seed 001 Sec. 3.1), plus the
-//! numerical kit they are fitted with: a seeded randomised SVD (Halko,
-//! Martinsson, Tropp 2011) over implicit linear operators, dense Cholesky
-//! factors with a ridge, and triangular whitening with faer.
-//!
-//! Checkpoint tensors of every linear model: `proj.source` (V_s × k) and
-//! `proj.target` (V_t × k), f32.
+//! What the linear projection models (CL-LSI, OPCA, CCA, S2Net) share: a
+//! projection matrix per language applied to log-tf·idf weighted,
+//! row-normalised sparse term vectors, and the numerical kit they are fitted
+//! with (seeded randomised SVD over implicit operators, dense Cholesky with a
+//! ridge, triangular whitening, with faer). Checkpoint tensors of every
+//! linear model: `proj.source` (V_s × k) and `proj.target` (V_t × k), f32.
 
 use std::collections::HashMap;
 

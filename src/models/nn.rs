@@ -123,8 +123,8 @@ pub fn normal_tensor(
     Ok(Tensor::from_vec(v, shape, device)?.to_dtype(dtype)?)
 }
 
-/// The `optim` setting of a model trained with [`Adam`]: `adam` (dense) or
-/// `lazy-adam` (row-sparse, [`Adam::backward_step_rows`]); true for lazy.
+/// The `optim` setting of a model trained with [`Adam`](super::optim::Adam): `adam` (dense) or
+/// `lazy-adam` (row-sparse, [`Adam::backward_step_rows`](super::optim::Adam::backward_step_rows)); true for lazy.
 pub fn lazy_optim(p: &super::ModelParams<'_>) -> Result<bool> {
     Ok(p.get::<String>("optim")? == "lazy-adam")
 }

@@ -1,30 +1,11 @@
-//! Oriented principal component analysis (Diamantaras & Kung 1996; Platt et
-//! al. 2010; seed 000 Eq. 2): the generalised eigenproblem `S v = λ N v` in the
-//! joint term space of both languages (`V = V_s + V_t` columns), where
-//!
-//! - `S` is the covariance of all training texts of both languages (each a
-//!   row `[x_s, 0]` or `[0, x_t]`, log-tf·idf with unit rows): the signal;
-//! - `N = (1/n) Σ_i d_i d_iᵀ`, `d_i = [x_s,i, −x_t,i]`, the second moment of the
-//!   differences of the `n` parallel pairs: the noise, plus a ridge
-//!   `ridge · mean(diag N) · I` (`--set ridge=`, default 0.1, relative so that
-//!   it does not depend on the weighting's scale).
-//!
-//! `N + ridge·I = L Lᵀ` is factorised (dense Cholesky, faer, f64), and the top
-//! `k` eigenvectors `u` of the whitened, symmetric `M = L⁻¹ S L⁻ᵀ` come from a
-//! randomised subspace iteration (Halko et al. 2011) that applies `S` through
-//! the sparse data (never dense) and `L⁻¹` by triangular solves; the Rayleigh
-//! -Ritz step is a small dense SVD of the symmetric positive semi-definite `M`
-//! restricted to the subspace. Directions are `v = L⁻ᵀ u` (so `vᵀ N v = 1`).
-//!
-//! **Cost: quadratic memory, cubic time in the vocabulary.** `N` is a dense
-//! `V × V` f64 matrix: 20k terms → 3.2 GB; its Cholesky factor is computed in
-//! place (`V³/3` flops: ~2.7·10¹² for 20k). Each power iteration costs two
-//! triangular solves, `2·V²·(k + p)` flops. A singular or near-singular `N`
-//! (fewer pairs than terms, unseen terms) always gets the ridge, and the fit
-//! logs a warning; when the Cholesky factor still fails, the ridge grows ten
-//! times (logged) before the fit gives up with an error.
-//!
-//! Settings: `dim` (128), `ridge` (0.1), `oversample` (10), `power_iters` (6).
+//! Oriented principal component analysis: the generalised eigenproblem
+//! `S v = λ N v` in the joint term space of both languages (`S` the covariance
+//! of all training texts, `N` the second moment of the pairs' differences plus
+//! a relative ridge), solved by a dense Cholesky factor of `N` and a
+//! randomised subspace iteration that applies `S` through the sparse data.
+//! Memory is quadratic in the vocabulary (`N` is dense); a factor that fails
+//! gets a growing ridge (logged) before the fit gives up. Paper, cost and
+//! notes: `docs/models.md`.
 
 use std::collections::HashMap;
 

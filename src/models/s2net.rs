@@ -1,32 +1,10 @@
-//! S2Net (Yih, Toutanova, Platt, Meek 2011; seed 001 Sec. 3): one projection
-//! per language (`A_s`: V_s × k, `A_t`: V_t × k) applied to log-tf·idf term
-//! vectors with unit rows, trained discriminatively with the pairwise logistic
-//! loss `L(Δ) = log(1 + exp(−γΔ))`, `γ = 10` (Eq. 2), where for every
-//! training pair `i` of a mini-batch and every other pair `j` of it,
-//! `Δ = cos(s_i, t_i) − cos(s_i, t_j)` (all other pairs of the batch are the
-//! negatives, Sec. 4.1). The loss of a step is the mean over the `b(b−1)`
-//! ordered pairs; an optional `β/2 ‖A − A₀‖²` (`--set beta=`, default 0: the
-//! paper prefers early stopping) keeps the model near its start `A₀`.
-//!
-//! Training runs in candle on the given device (CPU or CUDA, same code). The
-//! sparse input layer never densifies a text: the rows of `A` of a batch's
-//! term ids are gathered (`index_select`), scaled by their weights and summed
-//! per text (`index_add`); candle's autograd gives the gradients (checked
-//! against central differences in `tests/linear.rs`).
-//!
-//! Optimiser: AdamW with decoupled weight decay ([`crate::models::optim::Adam`],
-//! the update of `candle_nn::AdamW`), whose moments go to `Hooks::epoch_end`
-//! (`adam.m.source`, …), so a resume continues with the model **and** the
-//! optimiser state (moments and step count).
-//!
-//! Settings: `dim` (128), `batch` (100), `lr` (1e-3), `epochs` (10), `gamma`
-//! (10), `weight_decay` (0), `init_scale` (0.01: start from `N(0, 1)·0.01`),
-//! `init` (a session directory of a trained `cl-lsi`/`opca`/`cca`/`s2net`
-//! model to start from: its `checkpoints/best.safetensors`, each language's
-//! projection rescaled to the RMS `init_scale`, which leaves every cosine
-//! unchanged), `beta` (0), `optim` (`adam`, dense, the default; or
-//! `lazy-adam`: only the projection rows of a batch's terms and their
-//! moments change, about 5× the pairs/s on enhi, not with `beta` > 0).
+//! S2Net: one linear projection per language on log-tf·idf term vectors
+//! with unit rows, trained with the pairwise logistic loss over in-batch
+//! negatives (`L(Δ) = log(1 + exp(−γΔ))`, `Δ = cos(s_i, t_i) − cos(s_i, t_j)`),
+//! optionally pulled towards its start (`beta`). Trained in candle on the
+//! given device; the sparse input is gathered and segment-summed, never
+//! densified. Adam's moments go to the checkpoint, so a resume continues the
+//! optimiser exactly. Paper, choices and measured notes: `docs/models.md`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

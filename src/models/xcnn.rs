@@ -1,64 +1,13 @@
-//! XCNN, the external-data composition neural network (seed 000/002, Gupta,
-//! Banchs & Rosso: Sec. 4, 5.1, Appendix A).
-//!
-//! **Composition** (Eq. 5-6): every term `i` of a language has the vector
-//! `y_i = g(W_m … g(W_1 e_i + b_1) … + b_m)` with `g = tanh` and `e_i` one-hot,
-//! so for one layer `y_i = tanh(W_1[:, i] + b_1)`; a text is the sum of its
-//! terms' vectors over token occurrences (raw counts). We store `W_1` as a
-//! `V × k` table (row `i` is the paper's column `i`), compute the term vectors
-//! of the terms a batch uses once per step and compose by a sparse gather
-//! (`index_select` by term id) and a segment sum (`index_add` by row, weighted
-//! by counts): no dense one-hot product, and the same tensor code on CPU and CUDA.
-//!
-//! **Training**, one job in two phases:
-//! 1. `mono` (Sec. 4.1, Eq. 7-8): the target-language network alone on
-//!    pseudo-relevance triples `(q, d+, d−)` of [`TrainData::mono`], `d+` the
-//!    text's best match from [`TrainData::mono_positive`], `d−` random;
-//!    maximises `J = cos(y_q, y_d+) − cos(y_q, y_d−)`. Its own validation
-//!    figure each epoch is the share of (held-out query, sampled negative)
-//!    pairs where `d+` outranks the negative (logged, and passed to
-//!    `epoch_end("mono", …)` as the extra tensor `mono.valid_accuracy`); it
-//!    keeps the best epoch and stops after `mono_patience` epochs without
-//!    improvement. A [`Flow::Stop`] from `epoch_end` in this phase ends the
-//!    pre-initialisation only (the runner's early stopping watches
-//!    cross-lingual MRR, meaningless before the source network trains); a
-//!    cancellation still stops the job at the next `Hooks::step`.
-//! 2. `cross` (Sec. 4.2, Eq. 9): the source network on parallel pairs with
-//!    `J_cl = cos(y_src, y+_tgt) − cos(y_src, y−_tgt)`, the target network
-//!    frozen (its term table is computed once and never differentiated).
-//!
-//! The paper maximises with conjugate gradient (3 iterations, 3 line searches
-//! per mini-batch); we use Adam with decoupled weight decay (default 0: the
-//! paper uses early stopping instead of regularisation), same update as
-//! `candle_nn::AdamW` but with its moments exposed so a checkpoint can resume
-//! exactly ([`Adam`]).
-//!
-//! Settings (`--set key=value`):
-//! - `dim` (128), `layers` (1), `batch` (100), `lr` (0.01), `weight_decay` (0);
-//! - `init_scale` (0.1: parameters `N(0,1)·0.1`), `init_bias` (`random`:
-//!   biases drawn like the weights; or a constant, e.g. −1.5 as the authors'
-//!   jDNN code);
-//! - `epochs` (50, cross phase), `mono_epochs` (20), `mono_patience` (3),
-//!   `mono_valid` (0.05, share of triples held out);
-//! - `optim` (`lazy-adam`, the default: row-sparse Adam that reads and writes
-//!   only the term-table rows a batch uses, see [`Adam::backward_step_rows`],
-//!   about 2× faster than `adam` with equal or better MRR in every pair
-//!   compared in `docs/xcnn.md`; or `adam`, dense);
-//! - `negatives` (`random:1`, `random:K`, `in-batch`), `mono_negatives` (the
-//!   same choices for the mono phase, `random:1` by default as in the paper);
-//! - `positives` (`tfidf`: the mono phase's positive is a text's best
-//!   log-tf·idf cosine match, as the paper; `bm25`: its best BM25 match);
-//! - `train_target` (false: the paper's frozen target network in the cross
-//!   phase; true trains both networks there, a deviation for comparison);
-//! - `loss` (`cos`: the paper's `−J`; `logistic:G`: S2Net's pairwise
-//!   logistic loss with scale G on the same cosines, see [`Loss`]);
-//! - `valid_max` (2000 validation pairs for the trainer's own best-epoch
-//!   choice);
-//! - `init` (a session directory whose `checkpoints/best.safetensors`, or a
-//!   checkpoint file, gives a pre-initialised target network; the mono phase
-//!   is then skipped; see [`load_init`]. The session of a linear model
-//!   (`cl-lsi`, `opca`, `cca`, `s2net`) gives both networks instead, as S2Net
-//!   starts from OPCA: see [`composers_from_linear`]).
+//! XCNN, the external-data composition network: a text is the sum over its
+//! tokens of its terms' vectors `y_i = g(W_m … g(W_1 e_i + b_1) … + b_m)`
+//! (`g = tanh`), composed on the device by a sparse gather and segment sum.
+//! The plan has two phases: `mono` pre-initialises the target network on
+//! pseudo-relevance triples of monolingual texts (skipped when `mono_epochs`
+//! is 0 or `init` gives a network), keeping its best epoch by held-out
+//! pairwise accuracy and stopping after `mono_patience` epochs without gain;
+//! `cross` trains the source network on parallel pairs against the frozen
+//! target network (or both, with `train_target`). Paper, equations, choices
+//! and measured notes: `docs/models.md`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
