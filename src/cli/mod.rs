@@ -29,8 +29,8 @@ pub enum Command {
     /// Score a TREC run against qrels with trec_eval's conventions (MRR, MAP,
     /// P@k, R@100, nDCG@k, Top-1).
     TrecEval(eval::TrecEvalArgs),
-    /// Compare TREC runs on the same qrels, with paired significance tests
-    /// against a baseline.
+    /// Compare TREC runs on qrels, or sessions on their workspaces' ad-hoc
+    /// task, with paired significance tests against a baseline.
     Compare(eval::CompareArgs),
     /// Train a model on a workspace into a session folder (or resume one).
     Train(train::TrainArgs),
