@@ -1,6 +1,7 @@
 //! The engine's comparison table (`rosetta::eval::compare`) on hand-made
-//! per-query figures, its renderings, and `rosetta compare --sessions` end to
-//! end on tiny trained sessions.
+//! per-query figures, its renderings, `rosetta compare --sessions` end to
+//! end on tiny trained sessions, and `rosetta neighbours` marking the
+//! dictionary's translations.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -406,4 +407,74 @@ fn cli_compare_sessions() {
     assert!(!out.status.success());
     let out = rosetta(cwd, &["compare", "a.run"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("--qrels"));
+}
+
+/// `rosetta neighbours` marks the dictionary's translations of the word, as
+/// the workbench's Neighbours screen does.
+#[test]
+fn cli_neighbours_marks_dictionary_translations() {
+    let ws = tiny_workspace();
+    let wsf = ws.path().join("workspace.toml");
+    let root = tempfile::tempdir().unwrap();
+    let cwd = root.path();
+    train(cwd, &wsf, "cl-lsi", "sessions/lsi", &["--dim", "8"]);
+    let j: Value = serde_json::from_str(&ok(&rosetta(
+        cwd,
+        &[
+            "neighbours",
+            "--session",
+            "sessions/lsi",
+            "--term",
+            "river",
+            "--k",
+            "1000",
+            "--json",
+        ],
+    )))
+    .unwrap();
+    assert_eq!(j["term"], "river");
+    assert_eq!(j["side"], "source");
+    let translations: Vec<&str> = j["translations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(!translations.is_empty());
+    let cross = j["cross"].as_array().unwrap();
+    let gold: Vec<&str> = cross
+        .iter()
+        .filter(|n| n["gold"] == true)
+        .map(|n| n["term"].as_str().unwrap())
+        .collect();
+    assert!(!gold.is_empty(), "{j}");
+    // marked exactly when listed
+    for n in cross {
+        let t = n["term"].as_str().unwrap();
+        assert_eq!(n["gold"] == true, translations.contains(&t), "{t}");
+    }
+    assert!(j["own"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|n| n["gold"] == false));
+
+    let text = ok(&rosetta(
+        cwd,
+        &[
+            "neighbours",
+            "--session",
+            "sessions/lsi",
+            "--term",
+            "river",
+            "--k",
+            "1000",
+        ],
+    ));
+    let marked = text
+        .lines()
+        .find(|l| l.contains(&format!("{} ", gold[0])) && l.contains('✓'))
+        .unwrap_or_else(|| panic!("{} not marked in\n{text}", gold[0]));
+    assert!(marked.starts_with("  "), "{text}");
+    assert!(text.contains("✓ dictionary translation"), "{text}");
 }

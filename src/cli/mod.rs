@@ -40,7 +40,8 @@ pub enum Command {
     Cancel(train::CancelArgs),
     /// Plot training curves (loss or validation MRR) of sessions to PNG or SVG.
     Plot(plot::PlotArgs),
-    /// Nearest terms of a word in a trained session's space (other language and own).
+    /// Nearest terms of a word in a trained session's space (other language and
+    /// own), dictionary translations marked.
     Neighbours(apply::NeighboursArgs),
     /// Export a trained session's term vectors (.vec) and embeddings.
     Export(apply::ExportArgs),
