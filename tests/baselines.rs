@@ -290,8 +290,8 @@ fn the_workbench_engine_reloads_a_session_whose_model_changed() {
         &b,
         &["--dim", "4", "--epochs", "1", "--seed", "7"],
     );
-    let engine = rosetta::tui::engine::Engine::default();
-    let scores = |e: &rosetta::tui::engine::Engine| -> Vec<f64> {
+    let engine = rosetta::session::Workbench::default();
+    let scores = |e: &rosetta::session::Workbench| -> Vec<f64> {
         e.search(&a, "dog drinks water", 8, Fusion::Model)
             .unwrap()
             .hits

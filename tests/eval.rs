@@ -256,13 +256,14 @@ fn cli_compare_t_test_matches_scipy() {
         "sig.qrels",
         "--json",
     ]));
-    assert_eq!(out["queries"], 12);
     assert_eq!(out["baseline"], "sig_base.run");
     assert_eq!(out["test"], "t");
     assert_eq!(out["correction"], "holm");
-    let runs = out["runs"].as_array().unwrap();
+    let runs = out["systems"].as_array().unwrap();
     assert_eq!(runs.len(), 3);
-    assert!(runs[0].get("tests").is_none());
+    assert!(runs.iter().all(|r| r["queries"] == 12));
+    assert_eq!(runs[0]["baseline"], true);
+    assert!(runs[0]["tests"].as_object().unwrap().is_empty());
     let t = |run: usize, m: &str, k: &str| runs[run]["tests"][m][k].as_f64().unwrap();
     let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1e-3);
     assert!(close(t(1, "MAP", "statistic"), 10.109987343371625));
@@ -277,10 +278,12 @@ fn cli_compare_t_test_matches_scipy() {
     ));
     assert!(close(t(2, "MAP", "p_adjusted"), 0.41836940768885583));
     assert_eq!(runs[1]["tests"]["MAP"]["significant"], true);
+    assert_eq!(runs[1]["tests"]["MAP"]["mark"], "better");
     assert_eq!(runs[2]["tests"]["MAP"]["significant"], false);
+    assert_eq!(runs[2]["tests"]["MAP"]["mark"], "none");
     // the means are trec_eval's
     let want = read_json("sig_better.expected.json");
-    let got = runs[1]["metrics"]["MAP"].as_f64().unwrap();
+    let got = runs[1]["means"]["MAP"].as_f64().unwrap();
     assert!((got - want["map"].as_f64().unwrap()).abs() <= 5e-5);
 }
 
@@ -307,9 +310,9 @@ fn cli_compare_randomization_exact_matches_scipy() {
     ]));
     assert_eq!(out["baseline"], "sig_base.run");
     assert_eq!(out["permutations"], 4096);
-    let runs = out["runs"].as_array().unwrap();
-    assert_eq!(runs[0]["run"], "sig_base.run");
-    assert_eq!(runs[1]["run"], "sig_better.run");
+    let runs = out["systems"].as_array().unwrap();
+    assert_eq!(runs[0]["system"], "sig_base.run");
+    assert_eq!(runs[1]["system"], "sig_better.run");
     let t = |run: usize, m: &str, k: &str| runs[run]["tests"][m][k].as_f64().unwrap();
     assert_eq!(t(1, "MAP", "p_value"), 0.00048828125);
     assert_eq!(t(1, "MRR", "p_value"), 0.0009765625);
@@ -337,9 +340,10 @@ fn cli_compare_table_marks_significance() {
             .unwrap_or_else(|| panic!("no row {name} in {text}"))
             .to_string()
     };
-    assert!(row("sig_better.run").contains("0.8206†"), "{text}");
-    assert!(!row("sig_same.run").contains('†'), "{text}");
-    assert!(!row("sig_base.run").contains('†'), "{text}");
+    let marked = |name: &str| row(name).contains('▲') || row(name).contains('▼');
+    assert!(row("sig_better.run").contains("0.8206 ▲"), "{text}");
+    assert!(!marked("sig_same.run"), "{text}");
+    assert!(!marked("sig_base.run"), "{text}");
     assert!(
         text.contains("holm correction over 2 comparisons"),
         "{text}"

@@ -3,7 +3,7 @@
 //! snapshot. A fake backend stands in for the engine.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use crossterm::event::{
@@ -11,6 +11,8 @@ use crossterm::event::{
 };
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;
+use rosetta::eval::compare::{CompareOptions, System};
+use rosetta::eval::{Metric, Metrics};
 use rosetta::text::Side;
 use rosetta::tui::app::{App, IndexState, Popup, Request, Tab};
 use rosetta::tui::backend::*;
@@ -28,7 +30,7 @@ struct Fake {
     cancelled: Mutex<Vec<String>>,
     resumed: Mutex<Vec<String>>,
     searches: Mutex<Vec<(String, Fusion)>>,
-    exported: Mutex<Vec<(String, ExportFormat)>>,
+    exported: Mutex<Vec<(PathBuf, TableFormat)>>,
     spec: Option<JobSpec>,
 }
 
@@ -234,6 +236,7 @@ impl Backend for Fake {
                     term: t.to_string(),
                     score: base - 0.1 * i as f64,
                     gold: gold_first && i == 0,
+                    ..Default::default()
                 })
                 .collect()
         };
@@ -241,6 +244,7 @@ impl Backend for Fake {
             known: true,
             cross: mk(cross, true),
             own: mk(own, false),
+            ..Default::default()
         })
     }
     fn compare(
@@ -248,49 +252,47 @@ impl Backend for Fake {
         sessions: &[String],
         baseline: Option<&str>,
         progress: &dyn Fn(usize, usize, &str),
-    ) -> Result<CompareTable> {
+    ) -> Result<Comparison> {
         for (i, s) in sessions.iter().enumerate() {
             progress(i, sessions.len(), s);
         }
-        let rows = sessions
+        // every later session 0.1 MRR below the one before on each query (a
+        // significant loss), P@1 up and down, MAP the same
+        let systems: Vec<System> = sessions
             .iter()
             .enumerate()
-            .map(|(i, s)| CompareRow {
-                session: s.clone(),
-                model: if i == 0 {
-                    "s2net".into()
-                } else {
-                    "cl-lsi".into()
-                },
-                values: vec![
-                    Some(0.5 - 0.1 * i as f64),
-                    Some(0.4 - 0.05 * i as f64),
-                    None,
-                ],
-                marks: if baseline.is_some() && baseline != Some(s.as_str()) {
-                    vec![Significance::Worse, Significance::None, Significance::None]
-                } else {
-                    vec![Significance::None; 3]
-                },
+            .map(|(i, s)| System {
+                name: s.clone(),
+                detail: if i == 0 { "s2net" } else { "cl-lsi" }.into(),
+                per_query: [-0.02, 0.02, -0.01, 0.01]
+                    .iter()
+                    .enumerate()
+                    .map(|(q, off)| {
+                        let swing = if (q + i) % 2 == 0 { 0.1 } else { -0.1 };
+                        let m = Metrics {
+                            mrr: 0.5 - 0.1 * i as f64 + off,
+                            p1: 0.4 - 0.05 * i as f64 + swing,
+                            map: 0.3,
+                            ..Default::default()
+                        };
+                        (format!("q{q}"), m)
+                    })
+                    .collect(),
             })
             .collect();
-        Ok(CompareTable {
-            metrics: vec!["MRR".into(), "P@1".into(), "MAP".into()],
-            rows,
-            baseline: baseline.map(str::to_string),
-            test: baseline.map(|_| "paired t-test, p<0.05".into()),
-            skipped: vec![],
-        })
+        let options = CompareOptions {
+            metrics: vec![Metric::Mrr, Metric::P1, Metric::Map],
+            ..Default::default()
+        };
+        Comparison::build(&systems, baseline, &options)
     }
-    fn export_compare(
-        &self,
-        t: &CompareTable,
-        session: &str,
-        format: ExportFormat,
-    ) -> Result<PathBuf> {
+    fn export_compare(&self, t: &Comparison, path: &Path, format: TableFormat) -> Result<()> {
         assert!(!t.rows.is_empty());
-        self.exported.lock().unwrap().push((session.into(), format));
-        Ok(PathBuf::from(format!("sessions/{session}/compare.md")))
+        self.exported
+            .lock()
+            .unwrap()
+            .push((path.to_path_buf(), format));
+        Ok(())
     }
     fn workspace_stats(&self, workspace: &str) -> Result<WorkspaceStats> {
         Ok(WorkspaceStats {
@@ -477,6 +479,27 @@ fn snapshot_compare() {
     let mut app = app_with(&fake);
     press(&mut app, &fake, "4b");
     insta::assert_snapshot!(render(&mut app, 80, 24));
+}
+
+/// The footer gives the selected cell's test against the baseline.
+#[test]
+fn compare_footer_shows_the_selected_test() {
+    let fake = Fake::with(vec![
+        done(),
+        SessionSummary {
+            best_mrr: Some(0.3),
+            ..summary("cl-lsi-done", JobState::Done)
+        },
+    ]);
+    let mut app = app_with(&fake);
+    press(&mut app, &fake, "4bllj"); // MRR column, the second row
+    let screen = render(&mut app, 120, 24);
+    assert!(
+        screen.contains("p <.0001 · wins/ties/losses 0/0/4"),
+        "{screen}"
+    );
+    press(&mut app, &fake, "k"); // the baseline: no test of its own
+    assert!(!render(&mut app, 120, 24).contains("wins/ties/losses"));
 }
 
 #[test]
@@ -876,9 +899,9 @@ fn compare_sort_baseline_export() {
     press(&mut app, &fake, "lls"); // sort by MRR, descending
     assert_eq!(app.compare.sort, Some((2, true)));
     let order = app.compare.order();
-    assert_eq!(t.rows[order[0]].session, "s2net-done");
+    assert_eq!(t.rows[order[0]].system, "s2net-done");
     press(&mut app, &fake, "s");
-    assert_eq!(t.rows[app.compare.order()[0]].session, "cl-lsi-done");
+    assert_eq!(t.rows[app.compare.order()[0]].system, "cl-lsi-done");
     press(&mut app, &fake, "b");
     assert_eq!(app.compare.baseline.as_deref(), Some("cl-lsi-done"));
     press(&mut app, &fake, "mx");
@@ -886,8 +909,14 @@ fn compare_sort_baseline_export() {
     assert_eq!(
         ex,
         vec![
-            ("cl-lsi-done".to_string(), ExportFormat::Markdown),
-            ("cl-lsi-done".to_string(), ExportFormat::Csv)
+            (
+                PathBuf::from("sessions/cl-lsi-done/compare.md"),
+                TableFormat::Markdown
+            ),
+            (
+                PathBuf::from("sessions/cl-lsi-done/compare.csv"),
+                TableFormat::Csv
+            )
         ]
     );
 }
@@ -1085,24 +1114,31 @@ fn real_session_folders_through_the_session_module() {
     // launching through a program that fails reports it
     let e = b.launch(&JobSpec::default()).unwrap_err().to_string();
     assert!(e.contains("failed"), "{e}");
-    let t = CompareTable {
-        metrics: vec!["MRR".into()],
-        rows: vec![CompareRow {
-            session: "s2net-fixture".into(),
-            model: "s2net".into(),
-            values: vec![Some(0.5)],
-            marks: vec![Significance::None],
+    let t = Comparison::build(
+        &[System {
+            name: "s2net-fixture".into(),
+            detail: "s2net".into(),
+            per_query: BTreeMap::from([(
+                "q1".to_string(),
+                Metrics {
+                    mrr: 0.5,
+                    ..Default::default()
+                },
+            )]),
         }],
-        baseline: None,
-        test: None,
-        skipped: vec![],
-    };
-    let p = b
-        .export_compare(&t, "s2net-fixture", ExportFormat::Csv)
-        .unwrap();
+        None,
+        &CompareOptions {
+            metrics: vec![Metric::Mrr],
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let p = root.join("s2net-fixture/compare.csv");
+    b.export_compare(&t, &p, TableFormat::Csv).unwrap();
     assert_eq!(
         std::fs::read_to_string(p).unwrap(),
-        "session,model,MRR,MRR_sig\ns2net-fixture,s2net,0.5000,\n"
+        "system,model,queries,baseline,MRR,MRR_p,MRR_sig,MRR_wins,MRR_ties,MRR_losses\n\
+         s2net-fixture,s2net,1,false,0.5000,,,,,\n"
     );
 }
 
@@ -1294,16 +1330,19 @@ fn engine_search_neighbours_compare_and_data_on_a_trained_session() {
         .compare(&["a".into(), "b".into()], Some("a"), &|_, _, _| {})
         .unwrap();
     assert_eq!(t.rows.len(), 2);
-    assert_eq!(t.metrics[0], "MRR");
-    assert!(t.rows.iter().all(|r| r
-        .values
+    assert_eq!(t.metrics[0], Metric::Mrr);
+    assert!(t
+        .rows
         .iter()
-        .all(|v| v.is_some_and(|x| (0.0..=1.0).contains(&x)))));
+        .all(|r| r.queries == 5 && r.means.values().all(|x| (0.0..=1.0).contains(x))));
     assert_eq!(t.baseline.as_deref(), Some("a"));
-    assert!(t.test.is_some());
+    assert_eq!(
+        (t.rows[1].detail.as_str(), t.rows[1].tests.len()),
+        ("s2net", t.metrics.len())
+    );
     assert!(
-        t.rows[0].marks.iter().all(|m| *m == Significance::None),
-        "no mark against itself"
+        t.rows[0].baseline && t.rows[0].tests.is_empty(),
+        "no test against itself"
     );
     // a session without a model is left out, not an error for the whole table
     std::fs::create_dir_all(root.join("c")).unwrap();

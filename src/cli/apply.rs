@@ -1,4 +1,5 @@
-//! Commands that use a trained session: `rosetta neighbours`, `rosetta export`.
+//! Commands that use a trained session: `rosetta neighbours`, `rosetta export`,
+//! `rosetta eval`, `rosetta search`.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -6,6 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use clap::Args;
 
+use rosetta::session::search::{marked_neighbours, TermTranslations};
 use rosetta::session::Loaded;
 use rosetta::text::Side;
 use rosetta::train::runner::select_device;
@@ -54,16 +56,33 @@ pub struct NeighboursArgs {
     pub json: bool,
 }
 
-/// `rosetta neighbours`.
+/// `rosetta neighbours`: the engine's [`marked_neighbours`], as the
+/// workbench's Neighbours screen shows them.
 pub fn neighbours(args: NeighboursArgs) -> anyhow::Result<()> {
     let (device, _) = select_device(&args.device)?;
     let l = Loaded::open(&args.session, &device)?;
-    let n = l.neighbours(&args.term, args.lang.into(), args.k, args.csls)?;
+    let side: Side = args.lang.into();
+    let dict = match workspace_dictionary(&l) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("warning: dictionary translations not marked: {e:#}");
+            None
+        }
+    };
+    let n = marked_neighbours(
+        &l,
+        &args.term,
+        side,
+        args.k,
+        args.csls,
+        dict.as_ref().map(|(f, r)| (f, r)),
+    )?;
     if args.json {
-        println!("{}", serde_json::to_string(&n)?);
+        let mut v = serde_json::to_value(&n)?;
+        v["side"] = serde_json::to_value(side)?;
+        println!("{v}");
         return Ok(());
     }
-    let side: Side = args.lang.into();
     let (lang, other) = (
         l.vocabs.side(side).lang.clone(),
         l.vocabs.side(side.other()).lang.clone(),
@@ -74,21 +93,56 @@ pub fn neighbours(args: NeighboursArgs) -> anyhow::Result<()> {
         n.term,
         if n.csls { "CSLS" } else { "cosine" }
     );
-    println!("  {other:<24} {:>7}   {lang:<24} {:>7}", "score", "cosine");
-    for i in 0..n.cross.len().max(n.same.len()) {
+    println!(
+        "  {other:<24} {:>7}     {lang:<24} {:>7}",
+        "score", "cosine"
+    );
+    for i in 0..n.cross.len().max(n.own.len()) {
         let c = n
             .cross
             .get(i)
-            .map(|x| format!("{:<24} {:>7.4}", x.term, x.score))
-            .unwrap_or_else(|| " ".repeat(32));
+            .map(|x| {
+                let mark = if x.gold { "✓" } else { " " };
+                format!("{:<24} {:>7.4} {mark}", x.term, x.score)
+            })
+            .unwrap_or_else(|| " ".repeat(34));
         let s = n
-            .same
+            .own
             .get(i)
             .map(|x| format!("{:<24} {:>7.4}", x.term, x.cosine))
             .unwrap_or_default();
-        println!("  {c}   {s}");
+        println!("  {c}   {}", s.trim_end());
+    }
+    match &n.translations {
+        None => println!("(the workspace has no dictionary: translations not marked)"),
+        Some(t) if t.is_empty() => {
+            println!("✓ dictionary translation (none listed for `{}`)", n.term)
+        }
+        Some(t) => println!(
+            "✓ dictionary translation ({} listed for `{}`: {})",
+            t.len(),
+            n.term,
+            t.join(", ")
+        ),
     }
     Ok(())
+}
+
+/// The session's workspace dictionary analysed as the session's texts, or
+/// `None` when the workspace names no dictionary.
+fn workspace_dictionary(
+    l: &Loaded,
+) -> anyhow::Result<Option<(TermTranslations, TermTranslations)>> {
+    let ws = rosetta::corpus::Workspace::load(&l.session.config.workspace)?;
+    if ws.dictionary.is_none() {
+        return Ok(None);
+    }
+    let d = rosetta::models::bm25::analysed_dictionary(
+        &ws,
+        l.analyzer(Side::Source),
+        l.analyzer(Side::Target),
+    )?;
+    Ok(Some(d))
 }
 
 /// Arguments of `rosetta export`.

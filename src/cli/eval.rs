@@ -1,15 +1,16 @@
 //! `rosetta trec-eval` and `rosetta compare`: scoring TREC runs against qrels
-//! with trec_eval's conventions, and comparing runs with paired significance
-//! tests.
+//! with trec_eval's conventions, and comparing runs or sessions with paired
+//! significance tests (the engine's [`rosetta::eval::compare`] table).
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use clap::{Args, ValueEnum};
-use serde_json::{json, Map, Value};
+use serde_json::json;
 
+use rosetta::eval::compare::{self, CompareOptions, Comparison, System, TableFormat};
 use rosetta::eval::{evaluate, Correction, Evaluation, Metric, PairedTest, Qrels, Run};
+use rosetta::session::Workbench;
 
 /// Arguments of `rosetta trec-eval`.
 #[derive(Debug, Args)]
@@ -48,21 +49,53 @@ pub enum CorrectionKind {
     None,
 }
 
+/// Output format of `rosetta compare`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FormatKind {
+    /// Aligned plain text.
+    Text,
+    /// GitHub Markdown.
+    #[value(alias = "markdown")]
+    Md,
+    /// Comma-separated values.
+    Csv,
+    /// One JSON object (as --json).
+    Json,
+}
+
 /// Arguments of `rosetta compare`.
 #[derive(Debug, Args)]
+#[command(after_help = "\
+Two forms, one table:
+  rosetta compare RUN... --qrels QRELS      TREC run files scored against qrels
+  rosetta compare --sessions DIR...         session folders, each scored on its own
+                                            workspace's ad-hoc task (model alone)
+Rows are labelled by file or folder name. Each system is tested against the
+baseline on the queries both were scored on; ▲/▼ mark a significantly better/
+worse mean (corrected p < --alpha). The text and Markdown tables also give the
+corrected p-values and per-query wins/ties/losses against the baseline.")]
 pub struct CompareArgs {
     /// TREC run files to compare (the first is the baseline unless
-    /// --baseline names one).
-    #[arg(required = true)]
+    /// --baseline names one); needs --qrels.
+    #[arg(required_unless_present = "sessions", conflicts_with = "sessions")]
     pub runs: Vec<PathBuf>,
     /// TREC qrels file the runs are scored against.
-    #[arg(long)]
-    pub qrels: PathBuf,
-    /// The run the others are tested against (added to the list if not in it;
-    /// default: the first run).
+    #[arg(long, conflicts_with = "sessions")]
+    pub qrels: Option<PathBuf>,
+    /// Session folders to compare instead of runs, each on its own
+    /// workspace's ad-hoc task (the first is the baseline unless --baseline
+    /// names one).
+    #[arg(long, value_name = "DIR", num_args = 1..)]
+    pub sessions: Vec<PathBuf>,
+    /// The run (or session folder) the others are tested against (added to
+    /// the list if not in it; default: the first).
     #[arg(long)]
     pub baseline: Option<PathBuf>,
-    /// Paired significance test over the judged queries.
+    /// Metrics to show, comma-separated (MRR, MAP, P@1, P@5, P@10, R@100,
+    /// nDCG@1, nDCG@5, nDCG@10, Top1; trec_eval names work too) [default: all].
+    #[arg(long, value_delimiter = ',', value_parser = parse_metric)]
+    pub metrics: Vec<Metric>,
+    /// Paired significance test over the queries both were scored on.
     #[arg(long, value_enum, default_value = "t")]
     pub test: TestKind,
     /// Random sign flips for `--test randomization` (all 2^n of them when
@@ -76,12 +109,22 @@ pub struct CompareArgs {
     /// (one family per metric).
     #[arg(long, value_enum, default_value = "holm")]
     pub correction: CorrectionKind,
-    /// Significance level for the † mark, after correction.
+    /// Significance level for the ▲/▼ marks, after correction.
     #[arg(long, default_value_t = 0.05)]
     pub alpha: f64,
-    /// Print one JSON object (each run's metrics and p-values) instead of a table.
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: FormatKind,
+    /// Print one JSON object (each system's means, tests and counts): --format json.
     #[arg(long)]
     pub json: bool,
+    /// Write the table to this file instead of standard output.
+    #[arg(long, value_name = "PATH")]
+    pub out: Option<PathBuf>,
+}
+
+fn parse_metric(s: &str) -> Result<Metric, String> {
+    s.trim().parse::<Metric>().map_err(|e| e.to_string())
 }
 
 /// Reads and scores a run, refusing runs that cannot be meant for the qrels.
@@ -195,15 +238,7 @@ pub fn trec_eval(args: TrecEvalArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One metric's test of a run against the baseline.
-struct Tested {
-    statistic: f64,
-    mean_difference: f64,
-    p: f64,
-    p_adjusted: f64,
-}
-
-/// `rosetta compare RUN... --qrels QRELS`.
+/// `rosetta compare RUN... --qrels QRELS` or `rosetta compare --sessions DIR...`.
 pub fn compare(args: CompareArgs) -> anyhow::Result<()> {
     if !(args.alpha > 0.0 && args.alpha < 1.0) {
         bail!("--alpha must lie in (0, 1), got {}", args.alpha);
@@ -226,12 +261,40 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<()> {
             }
         }
     };
-    let correction = match args.correction {
-        CorrectionKind::Holm => Correction::Holm,
-        CorrectionKind::Bonferroni => Correction::Bonferroni,
-        CorrectionKind::None => Correction::None,
+    let format = match (args.json, args.format) {
+        (true, FormatKind::Text | FormatKind::Json) | (false, FormatKind::Json) => {
+            TableFormat::Json
+        }
+        (true, other) => bail!(
+            "--json conflicts with --format {}",
+            other
+                .to_possible_value()
+                .map_or("?".into(), |v| v.get_name().to_string())
+        ),
+        (false, FormatKind::Text) => TableFormat::Text,
+        (false, FormatKind::Md) => TableFormat::Markdown,
+        (false, FormatKind::Csv) => TableFormat::Csv,
     };
-    let mut paths = args.runs.clone();
+    let options = CompareOptions {
+        test,
+        correction: match args.correction {
+            CorrectionKind::Holm => Correction::Holm,
+            CorrectionKind::Bonferroni => Correction::Bonferroni,
+            CorrectionKind::None => Correction::None,
+        },
+        alpha: args.alpha,
+        metrics: if args.metrics.is_empty() {
+            Metric::ALL.to_vec()
+        } else {
+            args.metrics.clone()
+        },
+    };
+    let sessions = !args.sessions.is_empty();
+    let mut paths = if sessions {
+        args.sessions.clone()
+    } else {
+        args.runs.clone()
+    };
     if let Some(b) = &args.baseline {
         match paths.iter().position(|p| p == b) {
             Some(i) => {
@@ -243,175 +306,51 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<()> {
     }
     for (i, p) in paths.iter().enumerate() {
         if paths[..i].contains(p) {
-            bail!("{}: run given twice", p.display());
+            bail!("{}: given twice", p.display());
         }
     }
-    let qrels = read_qrels(&args.qrels)?;
-    let mut scored = Vec::with_capacity(paths.len());
-    for p in &paths {
-        scored.push(score(p, &qrels, &args.qrels)?);
-    }
-    let n = qrels.len();
-    if scored.len() > 1 && n < 2 {
-        bail!(
-            "{}: significance tests need at least 2 judged queries, got {n}",
-            args.qrels.display()
-        );
-    }
-
-    // tests[run index - 1][metric]
-    let column = |s: &Scored, m: Metric| -> Vec<f64> {
-        s.eval.per_query.values().map(|q| q.get(m)).collect()
-    };
-    let mut tests: Vec<BTreeMap<Metric, Tested>> =
-        (1..scored.len()).map(|_| BTreeMap::new()).collect();
-    for m in Metric::ALL {
-        let base = column(&scored[0], m);
-        let mut results = Vec::new();
-        for s in &scored[1..] {
-            let r = test.run(&column(s, m), &base).with_context(|| {
-                format!(
-                    "testing {} against {} on {m}",
-                    s.path.display(),
-                    scored[0].path.display()
-                )
-            })?;
-            results.push(r);
-        }
-        let raw: Vec<f64> = results.iter().map(|r| r.p_value).collect();
-        let adjusted = correction.adjust(&raw);
-        for (i, r) in results.iter().enumerate() {
-            tests[i].insert(
-                m,
-                Tested {
-                    statistic: r.statistic,
-                    mean_difference: r.mean_difference,
-                    p: r.p_value,
-                    p_adjusted: adjusted[i],
-                },
-            );
-        }
-    }
-
-    if args.json {
-        let runs: Vec<Value> = scored
-            .iter()
-            .enumerate()
-            .map(|(i, s)| {
-                let mut o = json!({
-                    "run": s.path.display().to_string(),
-                    "baseline": i == 0,
-                    "metrics": s.eval.mean,
-                    "judged_without_results": s.without_results,
-                    "unjudged_ignored": s.unjudged,
-                });
-                if i > 0 {
-                    let mut t = Map::new();
-                    for (m, r) in &tests[i - 1] {
-                        t.insert(
-                            m.name().to_string(),
-                            json!({
-                                "statistic": finite_or_null(r.statistic),
-                                "mean_difference": r.mean_difference,
-                                "p_value": r.p,
-                                "p_adjusted": r.p_adjusted,
-                                "significant": r.p_adjusted < args.alpha,
-                            }),
-                        );
-                    }
-                    o["tests"] = Value::Object(t);
-                }
-                o
-            })
-            .collect();
-        let mut out = json!({
-            "qrels": args.qrels.display().to_string(),
-            "queries": n,
-            "baseline": scored[0].path.display().to_string(),
-            "test": match args.test { TestKind::T => "t", TestKind::Randomization => "randomization" },
-            "correction": correction.name(),
-            "alpha": args.alpha,
-            "runs": runs,
-        });
-        if let PairedTest::Randomization { permutations, seed } = test {
-            out["permutations"] = json!(permutations);
-            out["seed"] = json!(seed);
-        }
-        println!("{out}");
-        return Ok(());
-    }
-
-    for s in &scored {
-        if let Some(note) = s.note() {
-            eprintln!("note: {note}");
-        }
-    }
-    let names: Vec<String> = scored
-        .iter()
-        .map(|s| s.path.display().to_string())
-        .collect();
-    let width = names
-        .iter()
-        .map(|n| n.chars().count())
-        .max()
-        .unwrap_or(0)
-        .max(15);
-    let mut header = format!("{:<width$}", "run");
-    for m in Metric::ALL {
-        header.push_str(&format!("  {:>8}", m.name()));
-    }
-    println!("{header}");
-    for (i, (s, name)) in scored.iter().zip(&names).enumerate() {
-        let mut line = format!("{name:<width$}");
-        for m in Metric::ALL {
-            let mark = if i > 0 && tests[i - 1][&m].p_adjusted < args.alpha {
-                "†"
-            } else {
-                " "
-            };
-            line.push_str(&format!("  {:>7.4}{mark}", s.eval.mean.get(m)));
-        }
-        println!("{}", line.trim_end());
-        if i > 0 {
-            let mut line = format!("{:<width$}", "  p (corrected)");
-            for m in Metric::ALL {
-                line.push_str(&format!("  {:>7} ", format_p(tests[i - 1][&m].p_adjusted)));
+    let labels = compare::labels(&paths);
+    let table = if sessions {
+        let labelled: Vec<(String, PathBuf)> = labels.iter().cloned().zip(paths).collect();
+        let quiet = matches!(format, TableFormat::Json) || args.out.is_some();
+        let progress = |i: usize, n: usize, label: &str| {
+            if !quiet && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+                eprintln!("evaluating {label} ({}/{n})", i + 1);
             }
-            println!("{}", line.trim_end());
+        };
+        Workbench::new().compare(&labelled, Some(&labels[0]), &options, false, &progress)?
+    } else {
+        let Some(qrels_path) = &args.qrels else {
+            bail!("comparing runs needs --qrels QRELS (or give --sessions DIR...)");
+        };
+        let qrels = read_qrels(qrels_path)?;
+        let mut systems = Vec::with_capacity(paths.len());
+        let mut notes = Vec::new();
+        for (p, label) in paths.iter().zip(&labels) {
+            let s = score(p, &qrels, qrels_path)?;
+            notes.extend(s.note());
+            systems.push(System {
+                name: label.clone(),
+                detail: String::new(),
+                per_query: s.eval.per_query,
+            });
+        }
+        let mut t = Comparison::build(&systems, Some(&labels[0]), &options)?;
+        t.notes = notes;
+        t
+    };
+    if format == TableFormat::Csv {
+        // CSV has no room for them
+        for n in &table.notes {
+            eprintln!("note: {n}");
         }
     }
-    println!();
-    if scored.len() > 1 {
-        let family = scored.len() - 1;
-        println!(
-            "† p < {} against the baseline {} ({}, {} correction over {family} comparison{} per metric); {n} judged queries",
-            args.alpha,
-            names[0],
-            test.describe(),
-            correction.name(),
-            if family == 1 { "" } else { "s" },
-        );
-    } else {
-        println!("{n} judged queries (one run: nothing to test)");
+    match &args.out {
+        Some(p) => {
+            table.write(p, format)?;
+            eprintln!("wrote {}", p.display());
+        }
+        None => print!("{}", table.render(format)),
     }
     Ok(())
-}
-
-/// JSON has no infinities: an infinite statistic (zero-variance differences)
-/// becomes `null`.
-fn finite_or_null(x: f64) -> Value {
-    if x.is_finite() {
-        json!(x)
-    } else {
-        Value::Null
-    }
-}
-
-/// A p-value for the table: four decimals, or `<.0001` below that.
-fn format_p(p: f64) -> String {
-    if p < 1e-4 {
-        "<.0001".to_string()
-    } else {
-        format!("{p:.4}")
-    }
 }

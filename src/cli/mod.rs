@@ -29,8 +29,8 @@ pub enum Command {
     /// Score a TREC run against qrels with trec_eval's conventions (MRR, MAP,
     /// P@k, R@100, nDCG@k, Top-1).
     TrecEval(eval::TrecEvalArgs),
-    /// Compare TREC runs on the same qrels, with paired significance tests
-    /// against a baseline.
+    /// Compare TREC runs on qrels, or sessions on their workspaces' ad-hoc
+    /// task, with paired significance tests against a baseline.
     Compare(eval::CompareArgs),
     /// Train a model on a workspace into a session folder (or resume one).
     Train(train::TrainArgs),
@@ -40,7 +40,8 @@ pub enum Command {
     Cancel(train::CancelArgs),
     /// Plot training curves (loss or validation MRR) of sessions to PNG or SVG.
     Plot(plot::PlotArgs),
-    /// Nearest terms of a word in a trained session's space (other language and own).
+    /// Nearest terms of a word in a trained session's space (other language and
+    /// own), dictionary translations marked.
     Neighbours(apply::NeighboursArgs),
     /// Export a trained session's term vectors (.vec) and embeddings.
     Export(apply::ExportArgs),

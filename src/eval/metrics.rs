@@ -140,6 +140,13 @@ impl fmt::Display for Metric {
     }
 }
 
+/// Serialised by its display name (`nDCG@10`), also as a map key.
+impl Serialize for Metric {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
 impl FromStr for Metric {
     type Err = Error;
     /// Parses a display name or a trec_eval name, case-insensitively

@@ -1,5 +1,6 @@
 //! Session folders: everything one training job writes, and the types and
-//! functions that read it back (for `rosetta jobs`, `plot`, `eval` and the TUI).
+//! functions that read it back (for `rosetta jobs`, `plot`, `eval` and the TUI),
+//! and the [`Workbench`] that keeps sessions loaded for search and comparison.
 //!
 //! A session folder holds
 //! - `config.toml` ([`SessionConfig`]): workspace and its content hash, model,
@@ -21,6 +22,7 @@ pub mod loaded;
 pub mod metrics;
 pub mod retrieval;
 pub mod search;
+pub mod workbench;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -35,6 +37,7 @@ use crate::{Error, Result};
 pub use checkpoint::{Checkpoint, CheckpointMeta};
 pub use loaded::{Loaded, Neighbour, Neighbours};
 pub use metrics::{effective_history, Curves, MetricRecord, MetricsTail, TailBatch, ValidPoint};
+pub use workbench::Workbench;
 
 /// File names inside a session folder.
 pub const CONFIG_FILE: &str = "config.toml";

@@ -203,19 +203,78 @@ pub struct MarkedNeighbour {
     pub term: String,
     /// Cosine or CSLS score.
     pub score: f64,
-    /// Listed as a translation in the workspace's dictionary.
+    /// Plain cosine (equal to `score` without CSLS).
+    pub cosine: f64,
+    /// Listed as a translation of the looked-up term in the workspace's
+    /// dictionary (other-language neighbours only).
     pub gold: bool,
 }
 
-/// Nearest terms of one term in both languages.
+/// Nearest terms of one term in both languages ([`marked_neighbours`]).
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct NeighbourResult {
-    /// Whether the term is in the model's vocabulary.
+    /// Whether the term is in the model's vocabulary (when not, the rest is empty).
     pub known: bool,
-    /// Nearest terms in the other language.
+    /// The word as given.
+    pub word: String,
+    /// Its index term.
+    pub term: String,
+    /// Whether scores of `cross` are CSLS.
+    pub csls: bool,
+    /// The dictionary's translations of the term (analysed), `None` without a dictionary.
+    pub translations: Option<Vec<String>>,
+    /// Nearest terms in the other language, best first.
     pub cross: Vec<MarkedNeighbour>,
-    /// Nearest terms in the term's own language.
+    /// Nearest terms in the term's own language (the term left out).
     pub own: Vec<MarkedNeighbour>,
+}
+
+/// Analysed terms → their analysed dictionary translations.
+pub type TermTranslations = HashMap<String, Vec<String>>;
+
+/// `word`'s nearest terms in the model of `m`, in the other language and in
+/// its own ([`Loaded::neighbours`], whose errors it returns: a stop word,
+/// a word outside the vocabulary), the other-language terms that `dictionary`
+/// (source → target and target → source terms, analysed as the session's
+/// texts) lists as translations of the word marked `gold`. `rosetta neighbours` and
+/// the workbench's Neighbours screen both answer with this.
+pub fn marked_neighbours(
+    m: &Loaded,
+    word: &str,
+    side: Side,
+    k: usize,
+    csls: bool,
+    dictionary: Option<(&TermTranslations, &TermTranslations)>,
+) -> Result<NeighbourResult> {
+    let n = m.neighbours(word, side, k, csls)?;
+    let translations: Option<Vec<String>> = dictionary.map(|(fwd, rev)| {
+        match side {
+            Side::Source => fwd.get(n.term.as_str()),
+            Side::Target => rev.get(n.term.as_str()),
+        }
+        .cloned()
+        .unwrap_or_default()
+    });
+    let gold: HashSet<&str> = translations.iter().flatten().map(String::as_str).collect();
+    let conv = |v: &[super::Neighbour], gold: &HashSet<&str>| -> Vec<MarkedNeighbour> {
+        v.iter()
+            .map(|x| MarkedNeighbour {
+                gold: gold.contains(x.term.as_str()),
+                term: x.term.clone(),
+                score: x.score as f64,
+                cosine: x.cosine as f64,
+            })
+            .collect()
+    };
+    Ok(NeighbourResult {
+        known: true,
+        cross: conv(&n.cross, &gold),
+        own: conv(&n.same, &HashSet::new()),
+        word: n.word,
+        term: n.term,
+        csls: n.csls,
+        translations,
+    })
 }
 
 /// A ranked list of `(document id, score)`.
@@ -475,27 +534,9 @@ impl Searcher {
         if !known {
             return Ok(NeighbourResult::default());
         }
-        let n = m.neighbours(term, side, k, csls)?;
-        let gold: HashSet<&str> = match side {
-            Side::Source => self.corpus.dict.get(n.term.as_str()),
-            Side::Target => self.corpus.dict_rev.get(n.term.as_str()),
-        }
-        .map(|v| v.iter().map(String::as_str).collect())
-        .unwrap_or_default();
-        let conv = |v: Vec<super::Neighbour>, gold: &HashSet<&str>| {
-            v.into_iter()
-                .map(|x| MarkedNeighbour {
-                    gold: gold.contains(x.term.as_str()),
-                    term: x.term,
-                    score: x.score as f64,
-                })
-                .collect()
-        };
-        Ok(NeighbourResult {
-            known: true,
-            cross: conv(n.cross, &gold),
-            own: conv(n.same, &HashSet::new()),
-        })
+        let c = &self.corpus;
+        let dict = c.ws.dictionary.is_some().then_some((&c.dict, &c.dict_rev));
+        marked_neighbours(m, term, side, k, csls, dict)
     }
 
     /// Per-query trec_eval figures of the model alone on the workspace's

@@ -103,11 +103,11 @@ pub enum Request {
         sessions: Vec<String>,
         baseline: Option<String>,
     },
-    /// Write the compare table into a session folder.
+    /// Write the compare table to a file.
     Export {
-        table: CompareTable,
-        session: String,
-        format: ExportFormat,
+        table: Comparison,
+        path: std::path::PathBuf,
+        format: TableFormat,
     },
     /// Figures of a workspace.
     WorkspaceStats(String),
@@ -158,7 +158,7 @@ pub enum Reply {
         total: usize,
         session: String,
     },
-    Compared(Result<CompareTable, String>),
+    Compared(Result<Comparison, String>),
     Exported(Result<std::path::PathBuf, String>),
     Stats {
         workspace: String,
@@ -199,7 +199,7 @@ pub fn failed(req: &Request, msg: String) -> Reply {
             seq,
             result: e.map(|_: ()| NeighbourResult::default()),
         },
-        Request::Compare { .. } => Reply::Compared(e.map(|_: ()| CompareTable::default())),
+        Request::Compare { .. } => Reply::Compared(e.map(|_: ()| Comparison::default())),
         Request::Export { .. } => Reply::Exported(e.map(|_: ()| std::path::PathBuf::new())),
         Request::WorkspaceStats(workspace) => Reply::Stats {
             workspace,
@@ -299,9 +299,14 @@ pub fn execute(
         }
         Request::Export {
             table,
-            session,
+            path,
             format,
-        } => Reply::Exported(backend.export_compare(&table, &session, format).map_err(s)),
+        } => Reply::Exported(
+            backend
+                .export_compare(&table, &path, format)
+                .map(|()| path)
+                .map_err(s),
+        ),
         Request::WorkspaceStats(w) => {
             let result = backend.workspace_stats(&w).map_err(s);
             Reply::Stats {
@@ -788,7 +793,7 @@ impl Default for NeighScreen {
 #[derive(Debug, Clone, Default)]
 pub struct CompareScreen {
     /// Last table.
-    pub table: Option<CompareTable>,
+    pub table: Option<Comparison>,
     /// Chosen baseline.
     pub baseline: Option<String>,
     /// Sort column (0 session, 1 model, 2.. metrics) and descending.
@@ -818,13 +823,12 @@ impl CompareScreen {
             idx.sort_by(|&a, &b| {
                 let (ra, rb) = (&t.rows[a], &t.rows[b]);
                 let o = match col {
-                    0 => ra.session.cmp(&rb.session),
-                    1 => ra.model.cmp(&rb.model),
-                    c => {
-                        let va = ra.values.get(c - 2).copied().flatten();
-                        let vb = rb.values.get(c - 2).copied().flatten();
-                        va.partial_cmp(&vb).unwrap_or(std::cmp::Ordering::Equal)
-                    }
+                    0 => ra.system.cmp(&rb.system),
+                    1 => ra.detail.cmp(&rb.detail),
+                    c => match t.metrics.get(c - 2) {
+                        Some(&m) => ra.mean(m).total_cmp(&rb.mean(m)),
+                        None => std::cmp::Ordering::Equal,
+                    },
                 };
                 if desc {
                     o.reverse()
@@ -1508,7 +1512,7 @@ impl App {
             Action::SetBaseline => {
                 let t = self.compare.table.as_ref();
                 if let Some(row) = rows.get(self.compare.row).and_then(|&i| t?.rows.get(i)) {
-                    self.compare.baseline = Some(row.session.clone());
+                    self.compare.baseline = Some(row.system.clone());
                     self.request_compare();
                 }
             }
@@ -1516,21 +1520,29 @@ impl App {
                 let Some(t) = self.compare.table.clone() else {
                     return self.error("no table to export");
                 };
+                // into the baseline's folder (else the selected row's)
                 let session = self.compare.baseline.clone().or_else(|| {
                     rows.get(self.compare.row)
-                        .map(|&i| t.rows[i].session.clone())
+                        .map(|&i| t.rows[i].system.clone())
                 });
-                let Some(session) = session else {
+                let dir = session.and_then(|id| {
+                    self.jobs
+                        .sessions
+                        .iter()
+                        .find(|s| s.id == id)
+                        .map(|s| s.dir.clone())
+                });
+                let Some(dir) = dir else {
                     return self.error("no session to export into");
                 };
                 let format = if a == Action::ExportCsv {
-                    ExportFormat::Csv
+                    TableFormat::Csv
                 } else {
-                    ExportFormat::Markdown
+                    TableFormat::Markdown
                 };
                 self.outbox.push(Request::Export {
                     table: t,
-                    session,
+                    path: dir.join(format!("compare.{}", format.extension())),
                     format,
                 });
             }

@@ -209,174 +209,15 @@ pub struct Launched {
 /// How a query's ranking mixes the model with BM25 (the engine's).
 pub use crate::index::fusion::Fusion;
 
-/// A loaded search index.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct IndexInfo {
-    /// The session whose model encodes the documents.
-    pub session: String,
-    /// Number of documents.
-    pub docs: usize,
-    /// Query ids of the workspace that have relevance judgements, with their text.
-    pub judged_queries: Vec<(String, String)>,
-}
+/// A loaded search index, workspace figures (the engine's).
+pub use crate::session::workbench::{IndexInfo, SplitStats, WorkspaceStats};
+
+/// The compare table, its rows, marks and output formats (the engine's).
+pub use crate::eval::compare::{Comparison, Mark, Row as CompareRow, TableFormat};
 
 pub use crate::session::search::{
     Hit, Judged, MarkedNeighbour as Neighbour, NeighbourResult, SearchResult,
 };
-
-/// Whether a figure differs significantly from the baseline's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Significance {
-    /// No test, or not significant.
-    #[default]
-    None,
-    /// Significantly better than the baseline.
-    Better,
-    /// Significantly worse than the baseline.
-    Worse,
-}
-
-/// One session's row of the compare table.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct CompareRow {
-    /// Session id.
-    pub session: String,
-    /// Model kind.
-    pub model: String,
-    /// One value per metric column (None when missing).
-    pub values: Vec<Option<f64>>,
-    /// One significance mark per metric column.
-    pub marks: Vec<Significance>,
-}
-
-/// Sessions × metrics.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct CompareTable {
-    /// Metric names (columns).
-    pub metrics: Vec<String>,
-    /// Rows.
-    pub rows: Vec<CompareRow>,
-    /// The baseline the marks refer to.
-    pub baseline: Option<String>,
-    /// How significance was decided (for the footer), if it was.
-    pub test: Option<String>,
-    /// Sessions left out, with the reason.
-    pub skipped: Vec<(String, String)>,
-}
-
-impl CompareTable {
-    /// Markdown rendering (for export).
-    pub fn to_markdown(&self) -> String {
-        let mut s = String::from("| session | model |");
-        for m in &self.metrics {
-            s.push_str(&format!(" {m} |"));
-        }
-        s.push_str("\n|---|---|");
-        for _ in &self.metrics {
-            s.push_str("---:|");
-        }
-        s.push('\n');
-        for r in &self.rows {
-            s.push_str(&format!("| {} | {} |", r.session, r.model));
-            for (v, m) in r.values.iter().zip(&r.marks) {
-                s.push_str(&format!(" {}{} |", fmt_opt(*v), mark_str(*m)));
-            }
-            s.push('\n');
-        }
-        if let Some(b) = &self.baseline {
-            s.push_str(&format!("\nBaseline: {b}."));
-            if let Some(t) = &self.test {
-                s.push_str(&format!(" ▲/▼: {t}."));
-            }
-            s.push('\n');
-        }
-        s
-    }
-
-    /// CSV rendering (for export); marks go in a `<metric>_sig` column.
-    pub fn to_csv(&self) -> String {
-        let mut s = String::from("session,model");
-        for m in &self.metrics {
-            s.push_str(&format!(",{m},{m}_sig"));
-        }
-        s.push('\n');
-        for r in &self.rows {
-            s.push_str(&format!(
-                "{},{}",
-                csv_field(&r.session),
-                csv_field(&r.model)
-            ));
-            for (v, m) in r.values.iter().zip(&r.marks) {
-                let sig = match m {
-                    Significance::None => "",
-                    Significance::Better => "better",
-                    Significance::Worse => "worse",
-                };
-                s.push_str(&format!(",{},{sig}", fmt_opt(*v)));
-            }
-            s.push('\n');
-        }
-        s
-    }
-}
-
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
-
-fn fmt_opt(v: Option<f64>) -> String {
-    v.map(|x| format!("{x:.4}")).unwrap_or_default()
-}
-
-/// The mark appended to a value for a significance result.
-pub fn mark_str(m: Significance) -> &'static str {
-    match m {
-        Significance::None => "",
-        Significance::Better => " ▲",
-        Significance::Worse => " ▼",
-    }
-}
-
-/// Export formats of the compare table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ExportFormat {
-    /// GitHub Markdown table.
-    Markdown,
-    /// Comma-separated values.
-    Csv,
-}
-
-/// One split of a workspace.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct SplitStats {
-    /// Split name (`train`, `valid`, `test`, `docs`, `queries`).
-    pub name: String,
-    /// Number of pairs or texts.
-    pub size: usize,
-    /// Share of source-language tokens outside the vocabulary.
-    pub source_oov: Option<f64>,
-    /// Share of target-language tokens outside the vocabulary.
-    pub target_oov: Option<f64>,
-}
-
-/// Figures about a workspace for the Data screen.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct WorkspaceStats {
-    /// Workspace file.
-    pub path: String,
-    /// Source (query) language code.
-    pub source_lang: String,
-    /// Target (document) language code.
-    pub target_lang: String,
-    /// Splits with sizes and OOV rates.
-    pub splits: Vec<SplitStats>,
-    /// Other named figures (vocabulary sizes, coverage, dictionary coverage).
-    pub figures: Vec<(String, String)>,
-}
 
 /// Progress of a slow call: fraction 0..=1 and what is being done.
 pub type ProgressFn<'a> = &'a (dyn Fn(f64, &str) + Send + Sync);
@@ -408,21 +249,17 @@ pub trait Backend: Send + Sync {
         k: usize,
         csls: bool,
     ) -> Result<NeighbourResult>;
-    /// Sessions × metrics with significance marks against `baseline`;
+    /// Sessions × metrics with significance marks against `baseline`
+    /// (sessions that cannot be scored are listed as skipped);
     /// `progress(done, total, session)` before each session is evaluated.
     fn compare(
         &self,
         sessions: &[String],
         baseline: Option<&str>,
         progress: &dyn Fn(usize, usize, &str),
-    ) -> Result<CompareTable>;
-    /// Writes the table into `session`'s folder; returns the file written.
-    fn export_compare(
-        &self,
-        table: &CompareTable,
-        session: &str,
-        format: ExportFormat,
-    ) -> Result<PathBuf>;
+    ) -> Result<Comparison>;
+    /// Writes the table to `path` in `format`.
+    fn export_compare(&self, table: &Comparison, path: &Path, format: TableFormat) -> Result<()>;
     /// Figures about a workspace.
     fn workspace_stats(&self, workspace: &str) -> Result<WorkspaceStats>;
 }

@@ -1,6 +1,6 @@
 //! The real [`Backend`]: session folders through the session module, jobs
-//! started as detached `rosetta train` processes, and the [`Engine`] for
-//! search, neighbours, compare and workspace figures.
+//! started as detached `rosetta train` processes, and the engine's
+//! [`Workbench`] for search, neighbours, compare and workspace figures.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -8,7 +8,8 @@ use std::process::{Command, Stdio};
 use std::sync::Mutex;
 
 use super::backend::*;
-use super::engine::{self, Engine};
+use crate::eval::CompareOptions;
+use crate::session::workbench::{self, Workbench};
 use crate::session::{self, MetricsTail, State};
 use crate::text::Side;
 use crate::{Error, Result};
@@ -18,7 +19,7 @@ pub struct LocalBackend {
     root: PathBuf,
     exe: PathBuf,
     tails: Mutex<HashMap<String, MetricsTail>>,
-    engine: Engine,
+    engine: Workbench,
 }
 
 /// A session summary from the session module's entry.
@@ -90,7 +91,7 @@ impl LocalBackend {
             root: root.into(),
             exe: exe.into(),
             tails: Mutex::new(HashMap::new()),
-            engine: Engine::default(),
+            engine: Workbench::default(),
         }
     }
 
@@ -233,13 +234,7 @@ impl Backend for LocalBackend {
     }
 
     fn load_index(&self, session: &str, progress: ProgressFn) -> Result<IndexInfo> {
-        let dir = self.dir(session)?;
-        if !dir.join(session::BEST_CHECKPOINT).exists()
-            && !dir.join(session::LAST_CHECKPOINT).exists()
-        {
-            return Err(engine::not_finished(session));
-        }
-        self.engine.load_index(session, &dir, progress)
+        self.engine.load_index(&self.dir(session)?, progress)
     }
 
     fn search(&self, session: &str, query: &str, k: usize, fusion: Fusion) -> Result<SearchResult> {
@@ -254,13 +249,8 @@ impl Backend for LocalBackend {
         k: usize,
         csls: bool,
     ) -> Result<NeighbourResult> {
-        let dir = self.dir(session)?;
-        if !dir.join(session::BEST_CHECKPOINT).exists()
-            && !dir.join(session::LAST_CHECKPOINT).exists()
-        {
-            return Err(engine::not_finished(session));
-        }
-        self.engine.neighbours(&dir, term, side, k, csls)
+        self.engine
+            .neighbours(&self.dir(session)?, term, side, k, csls)
     }
 
     fn compare(
@@ -268,38 +258,25 @@ impl Backend for LocalBackend {
         sessions: &[String],
         baseline: Option<&str>,
         progress: &dyn Fn(usize, usize, &str),
-    ) -> Result<CompareTable> {
-        let all = self.list_sessions()?;
-        let triples: Vec<(String, PathBuf, String)> = sessions
+    ) -> Result<Comparison> {
+        let labelled: Vec<(String, PathBuf)> = sessions
             .iter()
-            .map(|id| {
-                let model = all
-                    .iter()
-                    .find(|s| &s.id == id)
-                    .map(|s| s.model.clone())
-                    .unwrap_or_default();
-                Ok((id.clone(), self.dir(id)?, model))
-            })
+            .map(|id| Ok((id.clone(), self.dir(id)?)))
             .collect::<Result<_>>()?;
-        self.engine.compare(&triples, baseline, progress)
+        self.engine.compare(
+            &labelled,
+            baseline,
+            &CompareOptions::default(),
+            true,
+            progress,
+        )
     }
 
-    fn export_compare(
-        &self,
-        table: &CompareTable,
-        session: &str,
-        format: ExportFormat,
-    ) -> Result<PathBuf> {
-        let (name, text) = match format {
-            ExportFormat::Markdown => ("compare.md", table.to_markdown()),
-            ExportFormat::Csv => ("compare.csv", table.to_csv()),
-        };
-        let path = self.dir(session)?.join(name);
-        crate::util::write_atomic(&path, text.as_bytes())?;
-        Ok(path)
+    fn export_compare(&self, table: &Comparison, path: &Path, format: TableFormat) -> Result<()> {
+        table.write(path, format)
     }
 
     fn workspace_stats(&self, workspace: &str) -> Result<WorkspaceStats> {
-        engine::workspace_stats(workspace)
+        workbench::workspace_stats(Path::new(workspace))
     }
 }

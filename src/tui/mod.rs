@@ -10,7 +10,6 @@
 pub mod app;
 pub mod backend;
 pub mod config;
-pub mod engine;
 pub mod keymap;
 pub mod local;
 pub mod log;

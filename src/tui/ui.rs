@@ -1020,7 +1020,7 @@ fn draw_compare(f: &mut Frame, app: &App, area: Rect) {
         return;
     };
     let mut names = vec!["session".to_string(), "model".to_string()];
-    names.extend(t.metrics.iter().cloned());
+    names.extend(t.metrics.iter().map(|m| m.name().to_string()));
     let header = Row::new(
         names
             .iter()
@@ -1045,22 +1045,27 @@ fn draw_compare(f: &mut Frame, app: &App, area: Rect) {
         .iter()
         .map(|&i| {
             let r = &t.rows[i];
-            let base = t.baseline.as_deref() == Some(r.session.as_str());
             let mut cells = vec![
-                Cell::from(format!("{}{}", if base { "◆ " } else { "" }, r.session)),
-                Cell::from(r.model.clone()),
+                Cell::from(format!(
+                    "{}{}",
+                    if r.baseline { "◆ " } else { "" },
+                    r.system
+                )),
+                Cell::from(r.detail.clone()),
             ];
-            for (v, m) in r.values.iter().zip(&r.marks) {
-                let st = match m {
-                    Significance::Better => th.good(),
-                    Significance::Worse => th.bad(),
-                    Significance::None => Style::default(),
+            for &m in &t.metrics {
+                let mark = r.mark(m);
+                let st = match mark {
+                    Mark::Better => th.good(),
+                    Mark::Worse => th.bad(),
+                    Mark::None => Style::default(),
                 };
+                let sym = mark.symbol();
                 cells.push(Cell::from(Span::styled(
                     format!(
-                        "{}{}",
-                        v.map(|x| format!("{x:.4}")).unwrap_or_else(|| "—".into()),
-                        mark_str(*m)
+                        "{:.4}{}{sym}",
+                        r.mean(m),
+                        if sym.is_empty() { "" } else { " " }
                     ),
                     st,
                 )));
@@ -1084,15 +1089,31 @@ fn draw_compare(f: &mut Frame, app: &App, area: Rect) {
         ta,
         &mut st,
     );
-    let mut foot = match (&t.baseline, &t.test) {
-        (Some(b), Some(test)) => {
-            format!(" baseline ◆ {b} · ▲/▼ significantly better/worse ({test})")
+    let mut foot = match &t.baseline {
+        Some(b) => {
+            format!(" baseline ◆ {b} · ▲/▼ better/worse ({})", t.method())
         }
-        (Some(b), None) => format!(" baseline ◆ {b} · no significance test for these figures"),
-        (None, _) => " no baseline: press b on a row to choose one".into(),
+        None => " no baseline: press b on a row to choose one".into(),
     };
+    // the selected cell's test against the baseline
+    let selected = order
+        .get(c.row)
+        .map(|&i| &t.rows[i])
+        .zip(c.col.checked_sub(2).and_then(|m| t.metrics.get(m)));
+    if let Some(v) = selected.and_then(|(r, m)| r.tests.get(m)) {
+        foot.push_str(&format!(
+            " · p {} · wins/ties/losses {}/{}/{}",
+            crate::eval::compare::fmt_p(v.p_adjusted),
+            v.wins,
+            v.ties,
+            v.losses
+        ));
+    }
+    for r in t.rows.iter().filter(|r| r.note.is_some()) {
+        foot.push_str(&format!(" · {} not tested", r.system));
+    }
     if !t.skipped.is_empty() {
-        let names: Vec<&str> = t.skipped.iter().map(|(s, _)| s.as_str()).collect();
+        let names: Vec<&str> = t.skipped.iter().map(|s| s.system.as_str()).collect();
         foot.push_str(&format!(" · left out (no model): {}", names.join(", ")));
     }
     f.render_widget(Paragraph::new(Span::styled(foot, th.dim())), fa);

@@ -1,0 +1,309 @@
+//! Sessions kept loaded for interactive use (the workbench, and `rosetta
+//! compare --sessions`): a cache of [`Searcher`]s and of the workspace
+//! [`Corpus`]es they share, with search, neighbours, the sessions' ad-hoc
+//! comparison ([`crate::eval::compare`]) and a workspace's figures for the
+//! Data screen. Everything here may be slow; callers run it off their UI
+//! thread.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use super::search::{Corpus, NeighbourResult, SearchResult, Searcher};
+use super::Session;
+use crate::corpus::Workspace;
+use crate::eval::compare::{CompareOptions, Comparison, Skipped, System};
+use crate::index::fusion::Fusion;
+use crate::text::Side;
+use crate::{Error, Result};
+
+/// A loaded search index.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct IndexInfo {
+    /// The session's label (its folder name).
+    pub session: String,
+    /// Number of documents.
+    pub docs: usize,
+    /// Query ids of the workspace that have relevance judgements, with their text.
+    pub judged_queries: Vec<(String, String)>,
+}
+
+/// One split of a workspace.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SplitStats {
+    /// Split name (`train`, `valid`, `test`, `docs`, `queries`).
+    pub name: String,
+    /// Number of pairs or texts.
+    pub size: usize,
+    /// Share of source-language tokens outside the vocabulary.
+    pub source_oov: Option<f64>,
+    /// Share of target-language tokens outside the vocabulary.
+    pub target_oov: Option<f64>,
+}
+
+/// Figures about a workspace (the Data screen's; `rosetta data inspect`'s).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct WorkspaceStats {
+    /// Workspace file.
+    pub path: String,
+    /// Source (query) language code.
+    pub source_lang: String,
+    /// Target (document) language code.
+    pub target_lang: String,
+    /// Splits with sizes and OOV rates.
+    pub splits: Vec<SplitStats>,
+    /// Other named figures (vocabulary sizes, coverage, dictionary coverage).
+    pub figures: Vec<(String, String)>,
+}
+
+/// A loaded searcher with the time of the model it loaded.
+type Cached = (Arc<Searcher>, Option<std::time::SystemTime>);
+
+/// Loaded sessions and workspace collections, kept for later calls. Safe to
+/// share between threads.
+#[derive(Default)]
+pub struct Workbench {
+    sessions: Mutex<HashMap<PathBuf, Cached>>,
+    corpora: Mutex<HashMap<PathBuf, Arc<Corpus>>>,
+}
+
+/// A session's label: its folder name.
+pub fn session_label(dir: &Path) -> String {
+    dir.file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_else(|| dir.display().to_string())
+}
+
+/// Error unless the session in `dir` can be searched: a lexical baseline, or
+/// a model with a checkpoint.
+pub fn ensure_searchable(dir: &Path) -> Result<()> {
+    let session = Session::open(dir)?;
+    if session.is_lexical() || Searcher::model_stamp(dir).is_some() {
+        Ok(())
+    } else {
+        Err(Error::invalid(format!(
+            "{} has no checkpoint yet: wait until it has trained an epoch",
+            session_label(dir)
+        )))
+    }
+}
+
+impl Workbench {
+    /// An empty cache.
+    pub fn new() -> Workbench {
+        Workbench::default()
+    }
+
+    /// The collection of the workspace file `path`, loaded once.
+    pub fn corpus(&self, path: &Path, progress: &dyn Fn(f64, &str)) -> Result<Arc<Corpus>> {
+        if let Some(c) = self.corpora.lock().expect("workbench lock").get(path) {
+            return Ok(c.clone());
+        }
+        // built outside the lock: other requests go on meanwhile
+        let c = Arc::new(Corpus::load(path, progress)?);
+        Ok(self
+            .corpora
+            .lock()
+            .expect("workbench lock")
+            .entry(path.to_path_buf())
+            .or_insert(c)
+            .clone())
+    }
+
+    /// The session's searcher (see [`ensure_searchable`]), loaded again when
+    /// its model changed since (a job still training when first searched).
+    pub fn searcher(&self, dir: &Path, progress: &dyn Fn(f64, &str)) -> Result<Arc<Searcher>> {
+        let stamp = Searcher::model_stamp(dir);
+        if let Some((s, at)) = self.sessions.lock().expect("workbench lock").get(dir) {
+            if *at == stamp {
+                return Ok(s.clone());
+            }
+        }
+        ensure_searchable(dir)?;
+        let session = Session::open(dir)?;
+        let corpus = self.corpus(&session.config.workspace, progress)?;
+        let s = Arc::new(Searcher::open(dir, corpus, progress)?);
+        self.sessions
+            .lock()
+            .expect("workbench lock")
+            .insert(dir.to_path_buf(), (s.clone(), stamp));
+        Ok(s)
+    }
+
+    /// Loads a session's model and encodes its workspace's documents.
+    pub fn load_index(&self, dir: &Path, progress: &dyn Fn(f64, &str)) -> Result<IndexInfo> {
+        let l = self.searcher(dir, progress)?;
+        Ok(IndexInfo {
+            session: session_label(dir),
+            docs: l.corpus.len(),
+            judged_queries: l.corpus.judged_queries(),
+        })
+    }
+
+    /// Ranks the documents for `query` ([`Searcher::search`]).
+    pub fn search(
+        &self,
+        dir: &Path,
+        query: &str,
+        k: usize,
+        fusion: Fusion,
+    ) -> Result<SearchResult> {
+        self.searcher(dir, &|_, _| {})?.search(query, k, fusion)
+    }
+
+    /// Nearest terms of `term` in both languages, translations marked
+    /// ([`Searcher::neighbours`]).
+    pub fn neighbours(
+        &self,
+        dir: &Path,
+        term: &str,
+        side: Side,
+        k: usize,
+        csls: bool,
+    ) -> Result<NeighbourResult> {
+        self.searcher(dir, &|_, _| {})?
+            .neighbours(term, side, k, csls)
+    }
+
+    /// Sessions `(label, folder)` compared on each one's own workspace's
+    /// ad-hoc task (the model alone, [`Searcher::adhoc_evaluation`]) against
+    /// the session labelled `baseline`, if any. A session that cannot be
+    /// scored (no model yet, no judged query, ...) is an error naming it, or
+    /// with `skip_unusable` is listed in the table's `skipped` (and a skipped
+    /// baseline leaves the table without one). `progress(done, total, label)`
+    /// is called before each session is evaluated.
+    pub fn compare(
+        &self,
+        sessions: &[(String, PathBuf)],
+        baseline: Option<&str>,
+        options: &CompareOptions,
+        skip_unusable: bool,
+        progress: &dyn Fn(usize, usize, &str),
+    ) -> Result<Comparison> {
+        options.validate()?;
+        let mut systems = Vec::with_capacity(sessions.len());
+        let mut skipped = Vec::new();
+        for (i, (label, dir)) in sessions.iter().enumerate() {
+            progress(i, sessions.len(), label);
+            let scored = self.searcher(dir, &|_, _| {}).and_then(|s| {
+                let per_query = s.adhoc_evaluation()?.clone();
+                if per_query.is_empty() {
+                    return Err(Error::invalid(format!(
+                        "the ad-hoc task of {} has no judged query",
+                        s.corpus.path.display()
+                    )));
+                }
+                Ok(System {
+                    name: label.clone(),
+                    detail: s.session.config.model.clone(),
+                    per_query,
+                })
+            });
+            match scored {
+                Ok(s) => systems.push(s),
+                Err(e) if skip_unusable => skipped.push(Skipped {
+                    system: label.clone(),
+                    reason: e.to_string(),
+                }),
+                Err(e) => return Err(Error::invalid(format!("{label}: {e}"))),
+            }
+        }
+        let baseline = baseline.filter(|b| !skipped.iter().any(|s| s.system == *b));
+        let mut table = Comparison::build(&systems, baseline, options)?;
+        table.skipped = skipped;
+        Ok(table)
+    }
+}
+
+/// Figures of a workspace for the Data screen (`rosetta data inspect`'s).
+pub fn workspace_stats(path: &Path) -> Result<WorkspaceStats> {
+    let ws = Workspace::load(path)?;
+    let ins = crate::corpus::inspect::Inspection::of(&ws)?;
+    let pct = |x: f64| format!("{:.1}%", x * 100.0);
+    let mut splits: Vec<SplitStats> = ins
+        .splits
+        .iter()
+        .map(|s| SplitStats {
+            name: s.name.clone(),
+            size: s.pairs,
+            source_oov: Some(s.source.oov_rate),
+            target_oov: Some(s.target.oov_rate),
+        })
+        .collect();
+    splits.push(SplitStats {
+        name: "docs".into(),
+        size: ins.adhoc.docs.texts,
+        source_oov: None,
+        target_oov: Some(ins.adhoc.docs.oov_rate),
+    });
+    splits.push(SplitStats {
+        name: "queries".into(),
+        size: ins.adhoc.queries.texts,
+        source_oov: Some(ins.adhoc.queries.oov_rate),
+        target_oov: None,
+    });
+    let mut figures = vec![
+        ("name".to_string(), ins.name.clone()),
+        (
+            format!("vocabulary {} / {}", ins.source_lang, ins.target_lang),
+            format!("{} / {}", ins.source_vocab, ins.target_vocab),
+        ),
+        (
+            "ad-hoc task".into(),
+            format!(
+                "{}{} judged queries, {} judgements ({} relevant)",
+                if ins.adhoc.derived { "derived: " } else { "" },
+                ins.adhoc.qrels_queries,
+                ins.adhoc.qrels_judgements,
+                ins.adhoc.qrels_relevant
+            ),
+        ),
+        (
+            "monolingual texts".into(),
+            format!(
+                "{} (OOV {})",
+                ins.monolingual.texts,
+                pct(ins.monolingual.oov_rate)
+            ),
+        ),
+    ];
+    for s in &ins.splits {
+        figures.push((
+            format!(
+                "{} coverage {} / {}",
+                s.name, ins.source_lang, ins.target_lang
+            ),
+            format!("{} / {}", pct(s.source.coverage), pct(s.target.coverage)),
+        ));
+    }
+    match &ins.dictionary {
+        Some(d) => {
+            figures.push((
+                "dictionary".into(),
+                format!("{} ({} headwords)", d.path, d.headwords),
+            ));
+            figures.push((
+                "dictionary covers vocabulary".into(),
+                format!(
+                    "{} {} / {} {}",
+                    ins.source_lang,
+                    pct(d.source_vocab_coverage),
+                    ins.target_lang,
+                    pct(d.target_vocab_coverage)
+                ),
+            ));
+            figures.push((
+                "dictionary covers source tokens".into(),
+                pct(d.source_token_coverage),
+            ));
+        }
+        None => figures.push(("dictionary".into(), "none".into())),
+    }
+    Ok(WorkspaceStats {
+        path: path.display().to_string(),
+        source_lang: ins.source_lang.clone(),
+        target_lang: ins.target_lang.clone(),
+        splits,
+        figures,
+    })
+}

@@ -1,0 +1,480 @@
+//! The engine's comparison table (`rosetta::eval::compare`) on hand-made
+//! per-query figures, its renderings, `rosetta compare --sessions` end to
+//! end on tiny trained sessions, and `rosetta neighbours` marking the
+//! dictionary's translations.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use rosetta::eval::compare::{CompareOptions, Comparison, Mark, System, TableFormat};
+use rosetta::eval::{Correction, Metric, Metrics};
+use serde_json::Value;
+
+mod common;
+use common::{rosetta_in as rosetta, tiny_workspace};
+
+fn system(name: &str, mrr: &[(&str, f64)], map: f64) -> System {
+    System {
+        name: name.into(),
+        detail: String::new(),
+        per_query: mrr
+            .iter()
+            .map(|(q, v)| {
+                let m = Metrics {
+                    mrr: *v,
+                    map,
+                    ..Default::default()
+                };
+                (q.to_string(), m)
+            })
+            .collect(),
+    }
+}
+
+/// Baseline B and three systems on three shared queries (X also on a query
+/// B lacks). MRR differences from B: X [0.5, 0.25, 0] (t = √3 with 2 degrees
+/// of freedom: p = 1 − √(3/5)), Y [−0.2, −0.21, −0.19] (t = −20√3:
+/// p = 1 − √(1200/1202)), Z a constant +0.1 (p = 0). MAP is the same for all.
+fn hand_made() -> Vec<System> {
+    vec![
+        system("B", &[("q1", 0.5), ("q2", 0.25), ("q3", 0.8)], 0.3),
+        system(
+            "X",
+            &[("q1", 1.0), ("q2", 0.5), ("q3", 0.8), ("q9", 0.1)],
+            0.3,
+        ),
+        system("Y", &[("q1", 0.3), ("q2", 0.04), ("q3", 0.61)], 0.3),
+        system("Z", &[("q1", 0.6), ("q2", 0.35), ("q3", 0.9)], 0.3),
+    ]
+}
+
+fn options(correction: Correction) -> CompareOptions {
+    CompareOptions {
+        correction,
+        metrics: vec![Metric::Mrr, Metric::Map],
+        ..Default::default()
+    }
+}
+
+const P_X: f64 = 0.2254033307585166;
+const P_Y: f64 = 0.0008322931113192711;
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9
+}
+
+#[test]
+fn table_on_hand_made_figures() {
+    let t = Comparison::build(&hand_made(), Some("B"), &options(Correction::Holm)).unwrap();
+    assert_eq!(t.baseline.as_deref(), Some("B"));
+    assert_eq!(t.tested(), 3);
+    let row = |n: &str| t.rows.iter().find(|r| r.system == n).unwrap();
+    // means over each system's own queries
+    assert_eq!(row("X").queries, 4);
+    assert!(close(row("X").mean(Metric::Mrr), 0.6));
+    assert!(close(row("Y").mean(Metric::Mrr), 0.95 / 3.0));
+    assert!(close(row("Z").mean(Metric::Mrr), 1.85 / 3.0));
+    assert!(close(row("B").mean(Metric::Map), 0.3));
+    // the baseline is not tested against itself
+    assert!(row("B").baseline && row("B").tests.is_empty());
+    let v = |n: &str, m: Metric| row(n).tests[&m];
+    // paired on the 3 shared queries
+    assert_eq!(v("X", Metric::Mrr).queries, 3);
+    assert!(
+        close(v("X", Metric::Mrr).p_value, P_X),
+        "{:?}",
+        v("X", Metric::Mrr)
+    );
+    assert!(
+        close(v("Y", Metric::Mrr).p_value, P_Y),
+        "{:?}",
+        v("Y", Metric::Mrr)
+    );
+    assert_eq!(v("Z", Metric::Mrr).p_value, 0.0);
+    // Holm over 3: Z ×3, Y ×2 (kept monotone), X ×1
+    assert_eq!(v("Z", Metric::Mrr).p_adjusted, 0.0);
+    assert!(close(v("Y", Metric::Mrr).p_adjusted, 2.0 * P_Y));
+    assert!(close(v("X", Metric::Mrr).p_adjusted, P_X));
+    assert_eq!(row("Z").mark(Metric::Mrr), Mark::Better);
+    assert_eq!(row("Y").mark(Metric::Mrr), Mark::Worse);
+    assert_eq!(row("X").mark(Metric::Mrr), Mark::None);
+    // wins/ties/losses against the baseline
+    let wtl = |n: &str, m: Metric| {
+        let x = v(n, m);
+        (x.wins, x.ties, x.losses)
+    };
+    assert_eq!(wtl("X", Metric::Mrr), (2, 1, 0));
+    assert_eq!(wtl("Y", Metric::Mrr), (0, 0, 3));
+    assert_eq!(wtl("Z", Metric::Mrr), (3, 0, 0));
+    // equal MAP everywhere: all ties, p = 1, no mark
+    assert_eq!(wtl("Y", Metric::Map), (0, 3, 0));
+    assert_eq!(v("Y", Metric::Map).p_adjusted, 1.0);
+    assert_eq!(row("Y").mark(Metric::Map), Mark::None);
+
+    // Bonferroni multiplies every p by 3
+    let b = Comparison::build(&hand_made(), Some("B"), &options(Correction::Bonferroni)).unwrap();
+    let bx = b.rows[1].tests[&Metric::Mrr];
+    assert!(close(bx.p_adjusted, 3.0 * P_X));
+    // without a baseline nothing is tested
+    let none = Comparison::build(&hand_made(), None, &options(Correction::Holm)).unwrap();
+    assert!(none.rows.iter().all(|r| r.tests.is_empty() && !r.baseline));
+    assert!(none.legend().is_none());
+}
+
+#[test]
+fn markdown_csv_text_and_json() {
+    let t = Comparison::build(&hand_made(), Some("B"), &options(Correction::Holm)).unwrap();
+    let md = t.to_markdown();
+    let lines: Vec<&str> = md.lines().collect();
+    assert_eq!(lines[0], "| system | queries | MRR | MAP |", "{md}");
+    assert_eq!(lines[1], "|---|---:|---:|---:|");
+    assert_eq!(lines[2], "| B ◆ | 3 | 0.5167 | 0.3000 |");
+    assert!(lines.contains(&"| Z | 3 | 0.6167 ▲ | 0.3000 |"), "{md}");
+    assert!(lines.contains(&"| Y | 3 | 0.3167 ▼ | 0.3000 |"), "{md}");
+    // second table: corrected p; wins/ties/losses
+    assert!(
+        lines.contains(&"| Y | 0.0017; 0/0/3 | 1.0000; 0/3/0 |"),
+        "{md}"
+    );
+    assert!(
+        lines.contains(&"| Z | <.0001; 3/0/0 | 1.0000; 0/3/0 |"),
+        "{md}"
+    );
+    assert!(md.contains("holm correction over 3 comparisons"), "{md}");
+
+    let csv = t.to_csv();
+    let rows: Vec<Vec<&str>> = csv.lines().map(|l| l.split(',').collect()).collect();
+    assert_eq!(
+        rows[0].join(","),
+        "system,model,queries,baseline,MRR,MRR_p,MRR_sig,MRR_wins,MRR_ties,MRR_losses,\
+         MAP,MAP_p,MAP_sig,MAP_wins,MAP_ties,MAP_losses"
+    );
+    assert_eq!(rows.len(), 5);
+    assert_eq!(
+        rows[1][..10],
+        ["B", "", "3", "true", "0.5167", "", "", "", "", ""]
+    );
+    let y = &rows[3];
+    assert_eq!(y[..5], ["Y", "", "3", "false", "0.3167"]);
+    assert!(close(y[5].parse().unwrap(), 2.0 * P_Y));
+    assert_eq!(y[6..10], ["worse", "0", "0", "3"]);
+    assert_eq!(rows[4][6], "better");
+
+    let text = t.to_text();
+    let line = |start: &str| {
+        text.lines()
+            .find(|l| l.starts_with(start))
+            .unwrap_or_else(|| panic!("no {start:?} line in\n{text}"))
+    };
+    assert!(line("Z ").contains("0.6167 ▲"), "{text}");
+    assert!(
+        !line("X ").contains('▲') && !line("X ").contains('▼'),
+        "{text}"
+    );
+    let p_lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("  p (holm)"))
+        .collect();
+    assert_eq!(p_lines.len(), 3, "one under each tested system\n{text}");
+    assert!(
+        p_lines[2].contains("<.0001") && p_lines[1].contains("0.0017"),
+        "{text}"
+    );
+    assert!(text.contains("3/0/0") && text.contains("0/0/3"), "{text}");
+
+    let j: Value = serde_json::from_str(&t.to_json()).unwrap();
+    assert_eq!(j["baseline"], "B");
+    assert_eq!(j["test"], "t");
+    assert_eq!(j["metrics"][0], "MRR");
+    let y = &j["systems"][2];
+    assert_eq!(y["system"], "Y");
+    assert_eq!(y["tests"]["MRR"]["mark"], "worse");
+    assert_eq!(y["tests"]["MRR"]["losses"], 3);
+    // an infinite statistic (constant difference) is null in JSON
+    assert!(j["systems"][3]["tests"]["MRR"]["statistic"].is_null());
+    assert!(j["systems"][0]
+        .get("tests")
+        .unwrap()
+        .as_object()
+        .unwrap()
+        .is_empty());
+
+    // rendering to a file
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("t.md");
+    t.write(&p, TableFormat::Markdown).unwrap();
+    assert_eq!(std::fs::read_to_string(&p).unwrap(), md);
+}
+
+#[test]
+fn bad_figures_and_names_are_errors_naming_the_system() {
+    let mut s = hand_made();
+    s[2].per_query.get_mut("q2").unwrap().mrr = f64::NAN;
+    let e = Comparison::build(&s, Some("B"), &options(Correction::Holm))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("Y") && e.contains("q2") && e.contains("MRR"),
+        "{e}"
+    );
+    // a NaN in a metric not shown is not reported, so not refused
+    let mut s = hand_made();
+    s[2].per_query.get_mut("q2").unwrap().p5 = f64::INFINITY;
+    assert!(Comparison::build(&s, Some("B"), &options(Correction::Holm)).is_ok());
+
+    let mut s = hand_made();
+    s[3].name = "X".into();
+    let e = Comparison::build(&s, None, &options(Correction::Holm)).unwrap_err();
+    assert!(e.to_string().contains("X: system given twice"), "{e}");
+    let e = Comparison::build(&hand_made(), Some("W"), &options(Correction::Holm)).unwrap_err();
+    assert!(e.to_string().contains("baseline W"), "{e}");
+    let mut s = hand_made();
+    s[1].per_query = BTreeMap::new();
+    let e = Comparison::build(&s, None, &options(Correction::Holm)).unwrap_err();
+    assert!(e.to_string().contains("X: no scored query"), "{e}");
+    let mut o = options(Correction::Holm);
+    o.alpha = 1.0;
+    assert!(Comparison::build(&hand_made(), None, &o).is_err());
+
+    // a system sharing one query with the baseline is shown, untested
+    let mut s = hand_made();
+    s.push(system("W", &[("q1", 0.9), ("q7", 0.1)], 0.3));
+    let t = Comparison::build(&s, Some("B"), &options(Correction::Holm)).unwrap();
+    let w = t.rows.iter().find(|r| r.system == "W").unwrap();
+    assert!(w.tests.is_empty());
+    assert!(w.note.as_deref().unwrap().contains("1 scored query"));
+    assert_eq!(t.tested(), 3, "the family is the tested systems");
+    assert!(t.to_text().contains("W: not tested"));
+}
+
+fn ok(out: &std::process::Output) -> String {
+    assert!(
+        out.status.success(),
+        "stdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+fn train(cwd: &Path, ws: &Path, model: &str, dir: &str, more: &[&str]) {
+    let mut args = vec![
+        "train",
+        "--workspace",
+        ws.to_str().unwrap(),
+        "--model",
+        model,
+        "--device",
+        "cpu",
+        "--session",
+        dir,
+    ];
+    args.extend_from_slice(more);
+    ok(&rosetta(cwd, &args));
+}
+
+/// Two tiny sessions compared from the CLI: the same table whatever the
+/// format, figures equal to `rosetta eval`'s ad-hoc ones.
+#[test]
+fn cli_compare_sessions() {
+    let ws = tiny_workspace();
+    let wsf = ws.path().join("workspace.toml");
+    let root = tempfile::tempdir().unwrap();
+    let cwd = root.path();
+    train(cwd, &wsf, "cl-lsi", "sessions/lsi", &["--dim", "4"]);
+    train(cwd, &wsf, "bm25-dict", "sessions/dict", &[]);
+
+    let j: Value = serde_json::from_str(&ok(&rosetta(
+        cwd,
+        &[
+            "compare",
+            "--sessions",
+            "sessions/lsi",
+            "sessions/dict",
+            "--json",
+        ],
+    )))
+    .unwrap();
+    assert_eq!(j["baseline"], "lsi");
+    assert_eq!(j["correction"], "holm");
+    let systems = j["systems"].as_array().unwrap();
+    assert_eq!(systems.len(), 2);
+    assert_eq!(systems[0]["system"], "lsi");
+    assert_eq!(systems[0]["detail"], "cl-lsi");
+    assert_eq!(systems[1]["system"], "dict");
+    assert_eq!(systems[1]["detail"], "bm25-dict");
+    assert_eq!(systems[1]["queries"], 5);
+    let t = &systems[1]["tests"]["MAP"];
+    let (w, ti, l) = (
+        t["wins"].as_u64().unwrap(),
+        t["ties"].as_u64().unwrap(),
+        t["losses"].as_u64().unwrap(),
+    );
+    assert_eq!(w + ti + l, 5);
+    assert_eq!(j["metrics"].as_array().unwrap().len(), 10, "all metrics");
+    // each session's means are its `rosetta eval` ad-hoc figures
+    for (s, name) in [
+        (&systems[0], "sessions/lsi"),
+        (&systems[1], "sessions/dict"),
+    ] {
+        let e: Value = serde_json::from_str(&ok(&rosetta(
+            cwd,
+            &["eval", "--session", name, "--task", "adhoc", "--json"],
+        )))
+        .unwrap();
+        for m in ["MRR", "MAP", "nDCG@10"] {
+            let (a, b) = (
+                s["means"][m].as_f64().unwrap(),
+                e["adhoc"][m].as_f64().unwrap(),
+            );
+            assert!((a - b).abs() < 1e-9, "{name} {m}: {a} vs eval {b}");
+        }
+    }
+
+    // --baseline moves the baseline first; Markdown to a file
+    let out = rosetta(
+        cwd,
+        &[
+            "compare",
+            "--sessions",
+            "sessions/lsi",
+            "sessions/dict",
+            "--baseline",
+            "sessions/dict",
+            "--metrics",
+            "MAP,ndcg_cut_10",
+            "--format",
+            "md",
+            "--out",
+            "table.md",
+        ],
+    );
+    assert_eq!(ok(&out), "", "the table goes to the file");
+    let md = std::fs::read_to_string(cwd.join("table.md")).unwrap();
+    let lines: Vec<&str> = md.lines().collect();
+    assert_eq!(
+        lines[0], "| system | model | queries | MAP | nDCG@10 |",
+        "{md}"
+    );
+    assert!(lines[2].starts_with("| dict ◆ | bm25-dict | 5 |"), "{md}");
+    assert!(lines[3].starts_with("| lsi | cl-lsi | 5 |"), "{md}");
+    assert!(md.contains("Against the baseline dict"), "{md}");
+
+    // CSV and text on standard output
+    let csv = ok(&rosetta(
+        cwd,
+        &[
+            "compare",
+            "--sessions",
+            "sessions/lsi",
+            "sessions/dict",
+            "--metrics",
+            "MRR",
+            "--format",
+            "csv",
+            "--test",
+            "randomization",
+            "--permutations",
+            "100",
+        ],
+    ));
+    let mut l = csv.lines();
+    assert_eq!(
+        l.next().unwrap(),
+        "system,model,queries,baseline,MRR,MRR_p,MRR_sig,MRR_wins,MRR_ties,MRR_losses"
+    );
+    assert!(l.next().unwrap().starts_with("lsi,cl-lsi,5,true,"));
+    assert!(l.next().unwrap().starts_with("dict,bm25-dict,5,false,"));
+    let text = ok(&rosetta(
+        cwd,
+        &["compare", "--sessions", "sessions/lsi", "sessions/dict"],
+    ));
+    assert!(text.starts_with("system"), "{text}");
+    assert!(text.contains("win/tie/loss"), "{text}");
+    assert!(text.contains("baseline lsi"), "{text}");
+
+    // a folder that is not a trained session is an error naming it
+    std::fs::create_dir_all(cwd.join("sessions/empty")).unwrap();
+    let out = rosetta(
+        cwd,
+        &["compare", "--sessions", "sessions/lsi", "sessions/empty"],
+    );
+    assert!(!out.status.success());
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains("empty"), "{e}");
+    // runs and sessions do not mix; runs need qrels
+    let out = rosetta(cwd, &["compare", "a.run", "--sessions", "sessions/lsi"]);
+    assert!(!out.status.success());
+    let out = rosetta(cwd, &["compare", "a.run"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--qrels"));
+}
+
+/// `rosetta neighbours` marks the dictionary's translations of the word, as
+/// the workbench's Neighbours screen does.
+#[test]
+fn cli_neighbours_marks_dictionary_translations() {
+    let ws = tiny_workspace();
+    let wsf = ws.path().join("workspace.toml");
+    let root = tempfile::tempdir().unwrap();
+    let cwd = root.path();
+    train(cwd, &wsf, "cl-lsi", "sessions/lsi", &["--dim", "8"]);
+    let j: Value = serde_json::from_str(&ok(&rosetta(
+        cwd,
+        &[
+            "neighbours",
+            "--session",
+            "sessions/lsi",
+            "--term",
+            "river",
+            "--k",
+            "1000",
+            "--json",
+        ],
+    )))
+    .unwrap();
+    assert_eq!(j["term"], "river");
+    assert_eq!(j["side"], "source");
+    let translations: Vec<&str> = j["translations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(!translations.is_empty());
+    let cross = j["cross"].as_array().unwrap();
+    let gold: Vec<&str> = cross
+        .iter()
+        .filter(|n| n["gold"] == true)
+        .map(|n| n["term"].as_str().unwrap())
+        .collect();
+    assert!(!gold.is_empty(), "{j}");
+    // marked exactly when listed
+    for n in cross {
+        let t = n["term"].as_str().unwrap();
+        assert_eq!(n["gold"] == true, translations.contains(&t), "{t}");
+    }
+    assert!(j["own"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|n| n["gold"] == false));
+
+    let text = ok(&rosetta(
+        cwd,
+        &[
+            "neighbours",
+            "--session",
+            "sessions/lsi",
+            "--term",
+            "river",
+            "--k",
+            "1000",
+        ],
+    ));
+    let marked = text
+        .lines()
+        .find(|l| l.contains(&format!("{} ", gold[0])) && l.contains('✓'))
+        .unwrap_or_else(|| panic!("{} not marked in\n{text}", gold[0]));
+    assert!(marked.starts_with("  "), "{text}");
+    assert!(text.contains("✓ dictionary translation"), "{text}");
+}
