@@ -6,6 +6,7 @@ pub mod corpus;
 pub mod error;
 pub mod eval;
 pub mod index;
+pub mod jobs;
 pub mod models;
 pub mod plot;
 pub mod session;

@@ -1,0 +1,455 @@
+//! Training jobs: the one implementation of a job's life cycle, for the CLI
+//! (`rosetta train`, `rosetta cancel`) and the workbench.
+//!
+//! - [`create`] checks a [`JobRequest`] and makes its session folder (state
+//!   `queued`); nothing is written when the request is refused.
+//! - [`launch`] starts `rosetta train --resume DIR --background` as a
+//!   detached process (its own session, output appended to `log.txt`);
+//!   [`start`] is [`create`] then [`launch`], [`resume`] launches an existing,
+//!   stopped session.
+//! - [`run`] runs a session's job in this process (what the launched process
+//!   does).
+//! - [`cancel`] asks a session's live job to stop (SIGTERM); [`wait_final`]
+//!   waits until its status records a final state.
+//!
+//! The checks a front-end can make before a request exists are public too
+//! ([`parse_settings`], [`check_model`], [`check_device`], [`check_setting`]),
+//! so a form reports the engine's own messages field by field.
+//!
+//! Layering: this module uses `session`, `train`, `models` and `corpus`;
+//! nothing below it uses it.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::corpus::{Prepared, Workspace};
+use crate::models::{is_lexical, registry, select_device, TrainData};
+use crate::session::retrieval::adhoc_validation;
+use crate::session::{
+    fmt_utc, now_unix, process_start_time, read_status, Session, SessionConfig, State, Status,
+    BEST_CHECKPOINT, LOG_FILE,
+};
+use crate::train::runner::{run_job_with_validation, ExtraValidation, Observer};
+use crate::{Error, Result};
+
+pub use crate::train::runner::Outcome;
+
+/// A new training job, as a front-end asks for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobRequest {
+    /// Workspace file (`workspace.toml`).
+    pub workspace: PathBuf,
+    /// Model registry name, or a lexical baseline.
+    pub model: String,
+    /// Settings (`--set KEY=VALUE` and the common flags); absent keys take
+    /// the model's defaults.
+    pub settings: BTreeMap<String, String>,
+    /// Random seed.
+    pub seed: u64,
+    /// Device asked for (`auto`, `cpu`, `cuda`, `cuda:N`).
+    pub device: String,
+    /// Exact session folder to make (must not exist, or be empty); `None`
+    /// for a fresh `<model>-<UTC stamp>` folder under `root`.
+    pub session: Option<PathBuf>,
+    /// Where named sessions go.
+    pub root: PathBuf,
+}
+
+impl JobRequest {
+    /// A request with the defaults: seed 1, device `auto`, no settings, a
+    /// named session under `sessions`.
+    pub fn new(workspace: impl Into<PathBuf>, model: impl Into<String>) -> JobRequest {
+        JobRequest {
+            workspace: workspace.into(),
+            model: model.into(),
+            settings: BTreeMap::new(),
+            seed: 1,
+            device: "auto".into(),
+            session: None,
+            root: PathBuf::from("sessions"),
+        }
+    }
+}
+
+/// A job started in the background.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Launched {
+    /// The session folder (absolute).
+    pub dir: PathBuf,
+    /// Process id of the job.
+    pub pid: u32,
+}
+
+/// What [`cancel`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cancel {
+    /// SIGTERM was sent to the job's process; it stops after its step.
+    Signalled {
+        /// The job's process.
+        pid: u32,
+    },
+    /// Nothing to do: the job had already ended in this state.
+    Finished(State),
+}
+
+/// `KEY=VALUE` strings as a map; a malformed string, an empty key or a key
+/// given twice is an error. Keys and values are trimmed.
+pub fn parse_settings(sets: &[String]) -> Result<BTreeMap<String, String>> {
+    let mut m = BTreeMap::new();
+    for s in sets {
+        let (k, v) = s
+            .split_once('=')
+            .ok_or_else(|| Error::invalid(format!("--set {s}: expected KEY=VALUE")))?;
+        let k = k.trim();
+        if k.is_empty() {
+            return Err(Error::invalid(format!("--set {s}: empty key")));
+        }
+        if m.insert(k.to_string(), v.trim().to_string()).is_some() {
+            return Err(Error::invalid(format!("--set {k} given twice")));
+        }
+    }
+    Ok(m)
+}
+
+/// Error unless `model` is in the model registry (a trainable model or a
+/// lexical baseline); the message lists the known names.
+pub fn check_model(model: &str) -> Result<()> {
+    registry::spec(model).map(|_| ())
+}
+
+/// Error unless `spec` is a device spelling: `auto`, `cpu`, `cuda` or
+/// `cuda:N`. Whether the device is usable here is
+/// [`select_device`]'s question ([`create`] asks it).
+pub fn check_device(spec: &str) -> Result<()> {
+    let ok = match spec.trim() {
+        "auto" | "cpu" | "cuda" => true,
+        s => s
+            .strip_prefix("cuda:")
+            .is_some_and(|n| n.parse::<usize>().is_ok()),
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::invalid(format!(
+            "device {spec:?}: expected auto, cpu, cuda or cuda:<index>"
+        )))
+    }
+}
+
+/// Checks one setting for `model` against the model registry: the model
+/// (or, for trained models, the runner) reads `key`, and the value passes
+/// the key's check. Returns the value as it will be recorded (trimmed).
+pub fn check_setting(model: &str, key: &str, value: &str) -> Result<String> {
+    let Some(setting) = registry::spec(model)?.setting(key) else {
+        let readers: Vec<&str> = registry::MODELS
+            .iter()
+            .filter(|m| m.setting(key).is_some())
+            .map(|m| m.name)
+            .collect();
+        return Err(Error::invalid(if readers.is_empty() {
+            format!("{model} does not take {key} (no model reads it)")
+        } else {
+            format!(
+                "{model} does not take {key} (read by {})",
+                readers.join(", ")
+            )
+        }));
+    };
+    let v = value.trim();
+    setting
+        .check
+        .check(v)
+        .map_err(|e| Error::invalid(format!("{key}: {e}")))?;
+    Ok(v.to_string())
+}
+
+/// Checks `req` as far as possible without writing anything: model, device
+/// (spelling and availability), every setting against the model, the
+/// `init` session, the workspace. Returns the settings as they will be
+/// recorded ([`check_setting`]), the loaded workspace and its canonical path.
+fn check_request(req: &JobRequest) -> Result<(BTreeMap<String, String>, Workspace, PathBuf)> {
+    check_model(&req.model)?;
+    check_device(&req.device)?;
+    select_device(&req.device)?; // fail now, not in the background
+    let mut settings = BTreeMap::new();
+    for (k, v) in &req.settings {
+        settings.insert(k.clone(), check_setting(&req.model, k, v)?);
+    }
+    if let Some(init) = settings.get("init") {
+        // a session folder with a best checkpoint, or (XCNN) a checkpoint file
+        let p = Path::new(init);
+        if !p.is_file() && !p.join(BEST_CHECKPOINT).is_file() {
+            return Err(Error::invalid(format!(
+                "init={init}: not a trained session (no {BEST_CHECKPOINT}) or a checkpoint"
+            )));
+        }
+    }
+    let ws_path = std::fs::canonicalize(&req.workspace)
+        .map_err(|e| Error::file(&req.workspace, format!("cannot open workspace: {e}")))?;
+    let ws = Workspace::load(&ws_path)?;
+    Ok((settings, ws, ws_path))
+}
+
+/// Makes the session folder of `req` (state `queued`) after checking the
+/// request ([`check_model`], [`check_device`] and the device's
+/// availability, [`check_setting`] for every setting, the `init`
+/// checkpoint, the workspace); a refused request writes nothing. A named session
+/// (`req.session` is `None`) never reuses a folder: two requests in the
+/// same second get `<model>-<stamp>` and `<model>-<stamp>-2`.
+pub fn create(req: &JobRequest) -> Result<Session> {
+    let (given, ws, ws_path) = check_request(req)?;
+    let cfg = SessionConfig {
+        rosetta_version: env!("CARGO_PKG_VERSION").to_string(),
+        model: req.model.clone(),
+        workspace: ws_path,
+        workspace_hash: ws.content_hash()?,
+        seed: req.seed,
+        device_request: req.device.trim().to_string(),
+        device: String::new(),
+        given,
+        params: BTreeMap::new(),
+        created: fmt_utc(now_unix()),
+        text: Some(ws.text.clone()),
+    };
+    match &req.session {
+        Some(dir) => Session::create(dir, cfg),
+        None => Session::create_in(&req.root, cfg),
+    }
+}
+
+/// Starts the job of session folder `dir` in the background: `exe train
+/// --resume DIR --background` (`exe` is the `rosetta` program) in a session
+/// of its own (it survives the terminal), stdin null, stdout and stderr
+/// appended to `log.txt`. Refused when the session's job is already
+/// running. The child is reaped by a thread of this process, so a
+/// long-lived caller (the workbench) keeps no zombies.
+pub fn launch(dir: &Path, exe: &Path) -> Result<Launched> {
+    use std::os::unix::process::CommandExt;
+    let dir = std::fs::canonicalize(dir).map_err(|e| Error::io(dir, e))?;
+    let session = Session::open(&dir)?;
+    check_not_running(&dir, &session.status)?;
+    let log_path = dir.join(LOG_FILE);
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .map_err(|e| Error::io(&log_path, e))?;
+    let log2 = log.try_clone().map_err(|e| Error::io(&log_path, e))?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg("train")
+        .arg("--resume")
+        .arg(&dir)
+        .arg("--background")
+        .stdin(std::process::Stdio::null())
+        .stdout(log2)
+        .stderr(log);
+    // SAFETY: setsid is async-signal-safe; it makes the job its own session
+    // and process group, so closing the terminal does not stop it.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().map_err(|e| {
+        Error::invalid(format!(
+            "cannot start the background job ({}): {e}",
+            exe.display()
+        ))
+    })?;
+    let pid = child.id();
+    std::thread::spawn(move || {
+        let _ = child.wait();
+    });
+    Ok(Launched { dir, pid })
+}
+
+fn check_not_running(dir: &Path, st: &Status) -> Result<()> {
+    if !st.state.is_final() && st.process_alive() {
+        return Err(Error::file(
+            dir,
+            format!("the job is already running (pid {})", st.pid),
+        ));
+    }
+    Ok(())
+}
+
+/// [`create`] then [`launch`]. When the job cannot be started, the new
+/// session records it (state `failed`) and the error is returned.
+pub fn start(req: &JobRequest, exe: &Path) -> Result<Launched> {
+    let mut session = create(req)?;
+    launch(&session.dir, exe).inspect_err(|e| {
+        session.status.state = State::Failed;
+        session.status.error = Some(e.to_string());
+        let _ = session.status.write(&session.dir);
+    })
+}
+
+/// Continues the stopped job of session folder `dir` in the background
+/// from its last checkpoint (or starts a queued one): [`launch`], refused
+/// for a session that is done or whose job is running.
+pub fn resume(dir: &Path, exe: &Path) -> Result<Launched> {
+    let session = Session::open(dir)?;
+    if session.status.state == State::Done {
+        return Err(Error::file(
+            dir,
+            "the session is done: nothing to resume; train a new session",
+        ));
+    }
+    launch(dir, exe)
+}
+
+/// A workspace's prepared data (cached by the corpus module), its training
+/// data and its content hash.
+pub fn load_workspace(path: &Path) -> Result<(Prepared, TrainData, String)> {
+    let ws = Workspace::load(path)?;
+    let prepared = Prepared::load_or_build(&ws)?;
+    // XCNN mines its own pseudo-relevant positives (its `positives` setting)
+    let data = TrainData::from_prepared(&prepared, Vec::new());
+    let hash = prepared.hash.clone();
+    Ok((prepared, data, hash))
+}
+
+/// Runs the job of `session` in this process until it ends: a lexical
+/// baseline scores and finishes; a trained model trains (or continues from
+/// its last checkpoint, unless the session is queued) with the workspace's
+/// ad-hoc figures per epoch when it has a real ad-hoc collection. A queued
+/// session is owned by this process from the start (its pid is recorded,
+/// so a death while loading shows as stale) and is marked failed when its
+/// data cannot be loaded. `cancel` stops the job after its current step
+/// (state `cancelled`). The outcome's state says how a started job ended;
+/// an `Err` is a problem before it started (also recorded in the session).
+pub fn run(
+    session: &mut Session,
+    observer: &mut dyn Observer,
+    cancel: Arc<AtomicBool>,
+) -> Result<Outcome> {
+    if is_lexical(&session.config.model) {
+        return crate::train::lexical::run_lexical_job(session, observer);
+    }
+    let resume = session.status.state != State::Queued;
+    if session.status.state == State::Queued {
+        // this process owns the queued job from now on: `jobs` can tell
+        // when it dies while loading the data
+        let pid = std::process::id();
+        session.status.pid = pid;
+        session.status.pid_start = process_start_time(pid);
+        session.status.write(&session.dir)?;
+    }
+    let loaded = crate::models::trainer(&session.config.model).and_then(|t| {
+        let (prepared, data, hash) = load_workspace(&session.config.workspace)?;
+        Ok((t, prepared, data, hash))
+    });
+    let (trainer, prepared, data, hash) = match loaded {
+        Ok(x) => x,
+        Err(e) => {
+            if session.status.state == State::Queued {
+                session.status.state = State::Failed;
+                session.status.error = Some(e.to_string());
+                session.status.write(&session.dir)?;
+            }
+            return Err(e);
+        }
+    };
+    // a real ad-hoc collection (not one derived from the parallel test
+    // split): its figures are reported per epoch, never used for selection
+    let adhoc_figures = |m: &dyn crate::models::Model| adhoc_validation(m, &prepared.adhoc);
+    let extra: Option<&ExtraValidation<'_>> = if prepared.adhoc.derived {
+        None
+    } else {
+        Some(&adhoc_figures)
+    };
+    run_job_with_validation(
+        session,
+        trainer.as_ref(),
+        &data,
+        &hash,
+        resume,
+        cancel,
+        observer,
+        extra,
+    )
+}
+
+/// Asks the live job of session folder `dir` to stop: SIGTERM to the
+/// process its status records (the job finishes its step, keeps its
+/// checkpoints and records `cancelled`). A job that has already ended is
+/// [`Cancel::Finished`]; a job not started yet, or whose process is gone
+/// without recording an end (stale), is an error.
+pub fn cancel(dir: &Path) -> Result<Cancel> {
+    let st = read_status(dir)?;
+    if st.state.is_final() {
+        return Ok(Cancel::Finished(st.state));
+    }
+    if st.pid == 0 {
+        return Err(Error::file(
+            dir,
+            format!(
+                "the job has not started yet (state {}); try again in a moment",
+                st.state
+            ),
+        ));
+    }
+    if !st.process_alive() {
+        return Err(Error::file(
+            dir,
+            format!(
+                "status says {} but process {} is gone (the job died without recording it: \
+                 stale); resume the session to continue it",
+                st.state, st.pid
+            ),
+        ));
+    }
+    // SAFETY: kill(2) on the recorded, live job process (pid reuse is ruled
+    // out by `process_alive`, which checks its start time).
+    if unsafe { libc::kill(st.pid as libc::pid_t, libc::SIGTERM) } != 0 {
+        return Err(Error::file(
+            dir,
+            format!(
+                "cannot signal process {}: {}",
+                st.pid,
+                std::io::Error::last_os_error()
+            ),
+        ));
+    }
+    Ok(Cancel::Signalled { pid: st.pid })
+}
+
+/// Waits until the status of session folder `dir` records a final state
+/// and returns it; an error when the job's process ends without recording
+/// one, or after `timeout`.
+pub fn wait_final(dir: &Path, timeout: Duration) -> Result<Status> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Ok(st) = read_status(dir) {
+            if st.state.is_final() {
+                return Ok(st);
+            }
+            if st.pid != 0 && !st.process_alive() {
+                return Err(Error::file(
+                    dir,
+                    format!(
+                        "process {} ended without recording a final state (see {})",
+                        st.pid,
+                        dir.join(LOG_FILE).display()
+                    ),
+                ));
+            }
+        }
+        if Instant::now() >= deadline {
+            return Err(Error::file(
+                dir,
+                format!(
+                    "the job has not stopped after {} s (it stops after its current step)",
+                    timeout.as_secs()
+                ),
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

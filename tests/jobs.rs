@@ -1,0 +1,250 @@
+//! The jobs module: requests checked before anything is written, session
+//! names that never collide, background launch, cancel and resume through
+//! the real `rosetta` program on the tiny fixture workspace.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use rosetta::jobs::{self, Cancel, JobRequest};
+use rosetta::session::{read_status, State};
+
+mod common;
+use common::tiny_workspace;
+
+fn exe() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_rosetta"))
+}
+
+fn request(ws: &Path, root: &Path, model: &str, settings: &[(&str, &str)]) -> JobRequest {
+    let mut r = JobRequest::new(ws.join("workspace.toml"), model);
+    r.root = root.to_path_buf();
+    r.device = "cpu".into();
+    r.settings = settings
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    r
+}
+
+fn name(dir: &Path) -> String {
+    dir.file_name().unwrap().to_string_lossy().into_owned()
+}
+
+/// Waits until `dir`'s status is `state`.
+fn wait_state(dir: &Path, state: State) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        if read_status(dir).is_ok_and(|s| s.state == state) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{} never {state}", dir.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn two_jobs_of_one_model_in_one_second_get_distinct_folders() {
+    let ws = tiny_workspace();
+    let root = tempfile::tempdir().unwrap();
+    let req = request(ws.path(), root.path(), "cl-lsi", &[("dim", "4")]);
+    // until two creations fall in the same second (the first pair nearly always)
+    let mut made = Vec::new();
+    let same_second = loop {
+        let a = jobs::create(&req).unwrap();
+        let b = jobs::create(&req).unwrap();
+        made.extend([a.dir.clone(), b.dir.clone()]);
+        if name(&b.dir).starts_with(&name(&a.dir)) {
+            break (a, b);
+        }
+        assert!(made.len() < 20, "never two in one second: {made:?}");
+    };
+    let (a, b) = same_second;
+    assert!(name(&a.dir).starts_with("cl-lsi-"), "{}", a.dir.display());
+    assert_eq!(name(&b.dir), format!("{}-2", name(&a.dir)));
+    assert_eq!(b.status.state, State::Queued);
+    // at once from several threads: every one gets its own folder
+    let dirs: Vec<_> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..4)
+            .map(|_| s.spawn(|| jobs::create(&req).unwrap().dir))
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    made.extend(dirs);
+    let mut unique = made.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), made.len(), "{made:?}");
+    assert_eq!(
+        rosetta::session::list_sessions(root.path()).unwrap().len(),
+        made.len()
+    );
+}
+
+#[test]
+fn refused_requests_write_nothing() {
+    let ws = tiny_workspace();
+    let root = tempfile::tempdir().unwrap();
+    let sessions = root.path().join("sessions");
+    let cases: Vec<(JobRequest, &str)> = vec![
+        (
+            request(ws.path(), &sessions, "nonsense", &[]),
+            "unknown model",
+        ),
+        (
+            request(ws.path(), &sessions, "cl-lsi", &[("epochs", "3")]),
+            "cl-lsi does not take epochs",
+        ),
+        (
+            request(ws.path(), &sessions, "s2net", &[("no_such", "1")]),
+            "no model reads it",
+        ),
+        (
+            request(ws.path(), &sessions, "s2net", &[("dim", "0")]),
+            "dim: 0 is out of range",
+        ),
+        (
+            request(ws.path(), &sessions, "s2net", &[("init", "/nonexistent")]),
+            "not a trained session",
+        ),
+        (
+            JobRequest {
+                device: "gpu".into(),
+                ..request(ws.path(), &sessions, "s2net", &[])
+            },
+            "expected auto, cpu, cuda",
+        ),
+        (
+            JobRequest {
+                workspace: ws.path().join("missing.toml"),
+                ..request(ws.path(), &sessions, "s2net", &[])
+            },
+            "cannot open workspace",
+        ),
+        (
+            JobRequest {
+                session: Some(root.path().join("exact")),
+                ..request(ws.path(), &sessions, "s2net", &[("lr", "-1")])
+            },
+            "lr: must be > 0",
+        ),
+    ];
+    for (req, want) in cases {
+        let e = jobs::create(&req).unwrap_err().to_string();
+        assert!(e.contains(want), "{want:?} not in {e:?}");
+        let e2 = jobs::start(&req, exe()).unwrap_err().to_string();
+        assert_eq!(e, e2);
+    }
+    let left: Vec<_> = std::fs::read_dir(root.path()).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn settings_and_devices_are_checked_by_the_engine() {
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    let m = jobs::parse_settings(&s(&["dim = 8", "patience=3"])).unwrap();
+    assert_eq!(m["dim"], "8");
+    assert_eq!(m["patience"], "3");
+    for (bad, want) in [
+        (s(&["dim=8", "dim=9"]), "given twice"),
+        (s(&["dim"]), "expected KEY=VALUE"),
+        (s(&["=3"]), "empty key"),
+    ] {
+        let e = jobs::parse_settings(&bad).unwrap_err().to_string();
+        assert!(e.contains(want), "{e}");
+    }
+    assert_eq!(
+        jobs::check_setting("xcnn", "negatives", " in-batch ").unwrap(),
+        "in-batch"
+    );
+    assert!(jobs::check_setting("xcnn", "negatives", "random:0").is_err());
+    let e = jobs::check_setting("s2net", "negatives", "random:4")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("read by xcnn"), "{e}");
+    assert!(jobs::check_setting("s2net", "patience", "3").is_ok());
+    assert!(jobs::check_setting("bm25", "patience", "3").is_err());
+    assert!(jobs::check_setting("bm25", "k1", "0.9").is_ok());
+    let e = jobs::check_setting("s2net", "epochs", "zero")
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("epochs: ") && e.contains("`zero`"), "{e}");
+    assert!(jobs::check_setting("s2net", "lr", "inf").is_err());
+    assert!(jobs::check_setting("nonsense", "dim", "8").is_err());
+    for ok in ["auto", "cpu", "cuda", "cuda:1"] {
+        jobs::check_device(ok).unwrap();
+    }
+    for bad in ["gpu", "cuda:", "cuda:x", ""] {
+        assert!(jobs::check_device(bad).is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn launched_job_runs_to_done_and_a_done_session_is_not_resumed() {
+    let ws = tiny_workspace();
+    let root = tempfile::tempdir().unwrap();
+    let req = request(ws.path(), root.path(), "cl-lsi", &[("dim", "4")]);
+    let l = jobs::start(&req, exe()).unwrap();
+    assert!(l.dir.is_absolute());
+    assert_eq!(l.dir.parent().unwrap(), root.path().canonicalize().unwrap());
+    assert!(l.pid > 0);
+    let st = jobs::wait_final(&l.dir, Duration::from_secs(120)).unwrap();
+    assert_eq!(st.state, State::Done, "{st:?}");
+    assert_eq!(st.pid, l.pid, "the launched process ran the job");
+    assert!(l.dir.join(rosetta::session::BEST_CHECKPOINT).exists());
+    let e = jobs::resume(&l.dir, exe()).unwrap_err().to_string();
+    assert!(e.contains("done"), "{e}");
+    assert_eq!(jobs::cancel(&l.dir).unwrap(), Cancel::Finished(State::Done));
+    // a program that cannot be started: the error, and the session says so
+    let e = jobs::start(&req, Path::new("/nonexistent/rosetta"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("cannot start"), "{e}");
+    let failed: Vec<_> = rosetta::session::list_sessions(root.path())
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.state() == State::Failed)
+        .collect();
+    assert_eq!(failed.len(), 1);
+}
+
+#[test]
+fn cancel_stops_a_slowed_job_which_resume_continues() {
+    let ws = tiny_workspace();
+    let root = tempfile::tempdir().unwrap();
+    let req = request(
+        ws.path(),
+        root.path(),
+        "s2net",
+        &[
+            ("dim", "8"),
+            ("batch", "4"),
+            ("epochs", "50"),
+            ("step_delay_ms", "100"),
+        ],
+    );
+    let l = jobs::start(&req, exe()).unwrap();
+    wait_state(&l.dir, State::Running);
+    let e = jobs::resume(&l.dir, exe()).unwrap_err().to_string();
+    assert!(e.contains("already running"), "{e}");
+    assert_eq!(
+        jobs::cancel(&l.dir).unwrap(),
+        Cancel::Signalled { pid: l.pid }
+    );
+    let st = jobs::wait_final(&l.dir, Duration::from_secs(60)).unwrap();
+    assert_eq!(st.state, State::Cancelled, "{st:?}");
+    assert_eq!(
+        jobs::cancel(&l.dir).unwrap(),
+        Cancel::Finished(State::Cancelled)
+    );
+    // resumed in the background, it runs again (and is cancelled again)
+    let r = jobs::resume(&l.dir, exe()).unwrap();
+    assert_eq!(r.dir, l.dir);
+    assert_ne!(r.pid, l.pid);
+    wait_state(&l.dir, State::Running);
+    assert_eq!(
+        jobs::cancel(&l.dir).unwrap(),
+        Cancel::Signalled { pid: r.pid }
+    );
+    let st = jobs::wait_final(&l.dir, Duration::from_secs(60)).unwrap();
+    assert_eq!(st.state, State::Cancelled, "{st:?}");
+}
