@@ -9,7 +9,7 @@ use rosetta::jobs::{self, Cancel, JobRequest};
 use rosetta::session::{read_status, State};
 
 mod common;
-use common::tiny_workspace;
+use common::{rosetta_in, tiny_workspace};
 
 fn exe() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_rosetta"))
@@ -247,4 +247,53 @@ fn cancel_stops_a_slowed_job_which_resume_continues() {
     );
     let st = jobs::wait_final(&l.dir, Duration::from_secs(60)).unwrap();
     assert_eq!(st.state, State::Cancelled, "{st:?}");
+}
+
+#[test]
+fn cli_detach_prints_each_new_session_folder() {
+    let ws = tiny_workspace();
+    let root = tempfile::tempdir().unwrap();
+    let wsf = ws.path().join("workspace.toml");
+    let args = [
+        "train",
+        "--workspace",
+        wsf.to_str().unwrap(),
+        "--model",
+        "cl-lsi",
+        "--dim",
+        "4",
+        "--device",
+        "cpu",
+        "--detach",
+    ];
+    let dirs: Vec<std::path::PathBuf> = (0..2)
+        .map(|_| {
+            let out = rosetta_in(root.path(), &args);
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8_lossy(&out.stdout).trim().into()
+        })
+        .collect();
+    assert_ne!(dirs[0], dirs[1]);
+    for d in &dirs {
+        assert_eq!(
+            d.parent().unwrap(),
+            root.path().join("sessions").canonicalize().unwrap()
+        );
+        let st = jobs::wait_final(d, Duration::from_secs(120)).unwrap();
+        assert_eq!(st.state, State::Done, "{st:?}");
+    }
+    // refused before anything is written
+    let out = rosetta_in(root.path(), &[&args[..9], &["--set", "epochs=2"]].concat());
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not take epochs"));
+    assert_eq!(
+        std::fs::read_dir(root.path().join("sessions"))
+            .unwrap()
+            .count(),
+        2
+    );
 }

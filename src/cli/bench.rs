@@ -549,8 +549,8 @@ fn train(a: TrainBenchArgs) -> anyhow::Result<()> {
     // candle's CPU kernels size their thread pools from RAYON_NUM_THREADS
     std::env::set_var("RAYON_NUM_THREADS", a.threads.to_string());
     let pool = pool(a.threads)?;
-    let (prepared, data, _) = crate::cli::train::load_workspace(&a.workspace)?;
-    let params = Params::new(crate::cli::train::parse_sets(&a.set)?);
+    let (prepared, data, _) = rosetta::jobs::load_workspace(&a.workspace)?;
+    let params = Params::new(rosetta::jobs::parse_settings(&a.set)?);
     let trainer = rosetta::models::trainer(&a.model)?;
     let mut timer = LoopTimer {
         examples: 0,

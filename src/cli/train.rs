@@ -1,22 +1,15 @@
 //! `rosetta train`, `rosetta jobs`, `rosetta cancel`: training jobs in
-//! session folders (engine: `rosetta::session`, `rosetta::train::runner`).
+//! session folders (engine: `rosetta::jobs`, `rosetta::session`).
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context};
 use clap::Args;
 
-use rosetta::corpus::{Prepared, Workspace};
-use rosetta::models::TrainData;
-use rosetta::session::retrieval::adhoc_validation;
-use rosetta::session::{
-    list_sessions, now_unix, read_status, Session, SessionConfig, State, Status, LOG_FILE,
-};
-use rosetta::train::runner::{
-    cancel_on_signals, run_job_with_validation, ExtraValidation, Observer, Quiet,
-};
+use rosetta::jobs::{self, JobRequest};
+use rosetta::session::{list_sessions, Session, State, Status};
+use rosetta::train::runner::{cancel_on_signals, Observer, Quiet};
 
 /// Arguments of `rosetta train`.
 #[derive(Debug, Args)]
@@ -98,42 +91,31 @@ fn model_help() -> String {
     )
 }
 
-pub(crate) fn parse_sets(sets: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
-    let mut m = BTreeMap::new();
-    for s in sets {
-        let (k, v) = s
-            .split_once('=')
-            .ok_or_else(|| anyhow!("--set {s}: expected KEY=VALUE"))?;
-        let k = k.trim();
-        if k.is_empty() {
-            bail!("--set {s}: empty key");
-        }
-        if m.insert(k.to_string(), v.trim().to_string()).is_some() {
-            bail!("--set {k} given twice");
-        }
-    }
-    Ok(m)
-}
-
 /// `rosetta train`.
 pub fn train(args: TrainArgs) -> anyhow::Result<()> {
+    if args.detach {
+        let exe = std::env::current_exe().context("cannot find the rosetta executable")?;
+        let launched = match &args.resume {
+            Some(dir) => jobs::resume(dir, &exe)?,
+            None => jobs::start(&request(&args)?, &exe)?,
+        };
+        eprintln!(
+            "started job (pid {}); follow it with `rosetta jobs`",
+            launched.pid
+        );
+        println!("{}", launched.dir.display());
+        return Ok(());
+    }
     let session = match &args.resume {
         Some(dir) => Session::open(dir)?,
-        None => new_session(&args)?,
+        None => jobs::create(&request(&args)?)?,
     };
-    if args.detach {
-        return detach(&session);
-    }
     run_session(session, args.background)
 }
 
-fn new_session(args: &TrainArgs) -> anyhow::Result<Session> {
-    let model = args.model.clone().expect("clap: required");
-    if !rosetta::models::is_lexical(&model) {
-        rosetta::models::trainer(&model)?; // unknown model: error listing the known ones
-    }
-    rosetta::train::runner::select_device(&args.device)?; // fail now, not in the background
-    let mut given = parse_sets(&args.set)?;
+/// The engine's request for `rosetta train`'s arguments (not `--resume`).
+fn request(args: &TrainArgs) -> anyhow::Result<JobRequest> {
+    let mut settings = jobs::parse_settings(&args.set)?;
     for (k, v) in [
         ("dim", args.dim.map(|x| x.to_string())),
         ("epochs", args.epochs.map(|x| x.to_string())),
@@ -141,86 +123,25 @@ fn new_session(args: &TrainArgs) -> anyhow::Result<Session> {
         ("lr", args.lr.map(|x| x.to_string())),
     ] {
         if let Some(v) = v {
-            if given.insert(k.to_string(), v).is_some() {
+            if settings.insert(k.to_string(), v).is_some() {
                 bail!("{k} given both as --{k} and --set {k}=");
             }
         }
     }
-    let ws_arg = args.workspace.clone().expect("clap: required");
-    let ws_path = std::fs::canonicalize(&ws_arg)
-        .with_context(|| format!("{}: cannot open workspace", ws_arg.display()))?;
-    let ws = Workspace::load(&ws_path)?;
-    let hash = ws.content_hash()?;
-    let cfg = SessionConfig {
-        rosetta_version: env!("CARGO_PKG_VERSION").to_string(),
-        model,
-        workspace: ws_path,
-        workspace_hash: hash,
+    Ok(JobRequest {
+        workspace: args.workspace.clone().expect("clap: required"),
+        model: args.model.clone().expect("clap: required"),
+        settings,
         seed: args.seed,
-        device_request: args.device.clone(),
-        device: String::new(),
-        given,
-        params: BTreeMap::new(),
-        created: rosetta::session::fmt_utc(now_unix()),
-        text: Some(ws.text.clone()),
-    };
-    Ok(match &args.session {
-        Some(dir) => Session::create(dir, cfg)?,
-        None => Session::create_in(Path::new("sessions"), cfg)?,
+        device: args.device.clone(),
+        session: args.session.clone(),
+        root: PathBuf::from("sessions"),
     })
-}
-
-/// Re-spawns `rosetta train --resume DIR --background` as its own session
-/// (setsid): stdin null, stdout and stderr appended to log.txt.
-fn detach(session: &Session) -> anyhow::Result<()> {
-    use std::os::unix::process::CommandExt;
-    let dir = std::fs::canonicalize(&session.dir)
-        .with_context(|| format!("{}: cannot resolve", session.dir.display()))?;
-    if session.status.effective_state() == State::Running {
-        bail!(
-            "{}: the job is already running (pid {})",
-            dir.display(),
-            session.status.pid
-        );
-    }
-    let log_path = dir.join(LOG_FILE);
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log_path)
-        .with_context(|| format!("{}: cannot open", log_path.display()))?;
-    let exe = std::env::current_exe().context("cannot find the rosetta executable")?;
-    let mut cmd = std::process::Command::new(exe);
-    cmd.arg("train")
-        .arg("--resume")
-        .arg(&dir)
-        .arg("--background")
-        .stdin(std::process::Stdio::null())
-        .stdout(log.try_clone().context("log.txt")?)
-        .stderr(log);
-    // SAFETY: setsid is async-signal-safe; it makes the job its own session
-    // and process group, so closing the terminal does not stop it.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::setsid() == -1 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let child = cmd.spawn().context("cannot start the background job")?;
-    eprintln!(
-        "started job (pid {}); follow it with `rosetta jobs`",
-        child.id()
-    );
-    println!("{}", dir.display());
-    Ok(())
 }
 
 fn run_session(mut session: Session, background: bool) -> anyhow::Result<()> {
     // first, so that a SIGTERM while the data loads cancels cleanly too
     let cancel = cancel_on_signals()?;
-    let resume = session.status.state != State::Queued;
     let mut bar;
     let mut quiet = Quiet;
     let observer: &mut dyn Observer = if background {
@@ -229,61 +150,18 @@ fn run_session(mut session: Session, background: bool) -> anyhow::Result<()> {
         bar = Bar::new();
         &mut bar
     };
+    let outcome = jobs::run(&mut session, observer, cancel)?;
+    let dir = session.dir.display();
     if rosetta::models::is_lexical(&session.config.model) {
-        let o = rosetta::train::lexical::run_lexical_job(&mut session, observer)?;
         println!(
-            "done: {} (validation sentence-retrieval MRR {})",
-            session.dir.display(),
-            o.best_mrr
+            "done: {dir} (validation sentence-retrieval MRR {})",
+            outcome
+                .best_mrr
                 .map(|m| format!("{m:.4}"))
                 .unwrap_or_else(|| "-".into())
         );
         return Ok(());
     }
-    if session.status.state == State::Queued {
-        // this process owns the queued job from now on: `jobs` can tell
-        // when it dies while loading the data
-        let pid = std::process::id();
-        session.status.pid = pid;
-        session.status.pid_start = rosetta::session::process_start_time(pid);
-        session.status.write(&session.dir)?;
-    }
-    let loaded = rosetta::models::trainer(&session.config.model)
-        .map_err(anyhow::Error::from)
-        .and_then(|t| {
-            let (prepared, data, hash) = load_workspace(&session.config.workspace)?;
-            Ok((t, prepared, data, hash))
-        });
-    let (trainer, prepared, data, hash) = match loaded {
-        Ok(x) => x,
-        Err(e) => {
-            if session.status.state == State::Queued {
-                session.status.state = State::Failed;
-                session.status.error = Some(format!("{e:#}"));
-                session.status.write(&session.dir)?;
-            }
-            return Err(e);
-        }
-    };
-    // a real ad-hoc collection (not one derived from the parallel test
-    // split): its figures are reported per epoch, never used for selection
-    let adhoc_figures = |m: &dyn rosetta::models::Model| adhoc_validation(m, &prepared.adhoc);
-    let extra: Option<&ExtraValidation<'_>> = if prepared.adhoc.derived {
-        None
-    } else {
-        Some(&adhoc_figures)
-    };
-    let outcome = run_job_with_validation(
-        &mut session,
-        trainer.as_ref(),
-        &data,
-        &hash,
-        resume,
-        cancel,
-        observer,
-        extra,
-    )?;
-    let dir = session.dir.display();
     match outcome.state {
         State::Done => {
             println!(
@@ -308,17 +186,6 @@ fn run_session(mut session: Session, background: bool) -> anyhow::Result<()> {
             outcome.error.unwrap_or_default()
         )),
     }
-}
-
-/// A workspace's prepared data (cached by the corpus module), its training
-/// data and its content hash.
-pub(crate) fn load_workspace(path: &Path) -> anyhow::Result<(Prepared, TrainData, String)> {
-    let ws = Workspace::load(path)?;
-    let prepared = Prepared::load_or_build(&ws)?;
-    // XCNN mines its own pseudo-relevant positives (its `positives` setting)
-    let data = rosetta::models::TrainData::from_prepared(&prepared, Vec::new());
-    let hash = prepared.hash.clone();
-    Ok((prepared, data, hash))
 }
 
 /// The foreground progress bar and per-epoch lines.
@@ -519,73 +386,23 @@ fn short_workspace(p: &Path) -> String {
 /// `rosetta cancel`.
 pub fn cancel(args: CancelArgs) -> anyhow::Result<()> {
     let dir = &args.session;
-    let st = read_status(dir)?;
-    if st.state.is_final() {
-        println!("{}: already {}", dir.display(), st.state);
-        return Ok(());
-    }
-    if st.pid == 0 {
-        bail!(
-            "{}: the job has not started yet (state {}); try again in a moment",
-            dir.display(),
-            st.state
-        );
-    }
-    if !st.process_alive() {
-        bail!(
-            "{}: status says {} but process {} is gone (the job died without recording it: stale); \
-             `rosetta train --resume {}` continues it",
-            dir.display(),
-            st.state,
-            st.pid,
-            dir.display()
-        );
-    }
-    // SAFETY: kill(2) on the recorded, live job process.
-    if unsafe { libc::kill(st.pid as i32, libc::SIGTERM) } != 0 {
-        bail!(
-            "{}: cannot signal process {}: {}",
-            dir.display(),
-            st.pid,
-            std::io::Error::last_os_error()
-        );
-    }
-    eprintln!(
-        "sent SIGTERM to pid {}; waiting for the job to stop",
-        st.pid
-    );
-    let deadline = Instant::now() + Duration::from_secs(args.timeout);
-    loop {
-        std::thread::sleep(Duration::from_millis(100));
-        if let Ok(now) = read_status(dir) {
-            if now.state.is_final() {
-                match now.state {
-                    State::Cancelled => println!("{}: cancelled", dir.display()),
-                    s => println!(
-                        "{}: ended as {s} before the cancel took effect{}",
-                        dir.display(),
-                        now.error.map(|e| format!(" ({e})")).unwrap_or_default()
-                    ),
-                }
-                return Ok(());
-            }
-            if !now.process_alive() {
-                bail!(
-                    "{}: process {} ended without recording a final state (see {})",
-                    dir.display(),
-                    now.pid,
-                    dir.join(LOG_FILE).display()
-                );
-            }
+    let pid = match jobs::cancel(dir)? {
+        jobs::Cancel::Finished(state) => {
+            println!("{}: already {state}", dir.display());
+            return Ok(());
         }
-        if Instant::now() >= deadline {
-            bail!(
-                "{}: sent SIGTERM to pid {} but the job has not stopped after {} s \
-                 (it stops after its current step; check `rosetta jobs`)",
-                dir.display(),
-                st.pid,
-                args.timeout
-            );
-        }
+        jobs::Cancel::Signalled { pid } => pid,
+    };
+    eprintln!("sent SIGTERM to pid {pid}; waiting for the job to stop");
+    let st = jobs::wait_final(dir, Duration::from_secs(args.timeout))
+        .with_context(|| format!("sent SIGTERM to pid {pid} (check `rosetta jobs`)"))?;
+    match st.state {
+        State::Cancelled => println!("{}: cancelled", dir.display()),
+        s => println!(
+            "{}: ended as {s} before the cancel took effect{}",
+            dir.display(),
+            st.error.map(|e| format!(" ({e})")).unwrap_or_default()
+        ),
     }
+    Ok(())
 }
