@@ -34,7 +34,7 @@ struct Fake {
     spec: Option<JobSpec>,
 }
 
-fn summary(id: &str, state: JobState) -> SessionSummary {
+fn summary(id: &str, state: State) -> SessionSummary {
     SessionSummary {
         id: id.into(),
         dir: PathBuf::from("sessions").join(id),
@@ -57,7 +57,7 @@ fn running() -> SessionSummary {
         pairs_per_s: Some(5230.0),
         best_mrr: Some(0.412),
         best_epoch: Some(1),
-        ..summary("s2net-run", JobState::Running)
+        ..summary("s2net-run", State::Running)
     }
 }
 
@@ -69,7 +69,7 @@ fn done() -> SessionSummary {
         pairs_per_s: Some(6100.0),
         best_mrr: Some(0.5731),
         best_epoch: Some(3),
-        ..summary("s2net-done", JobState::Done)
+        ..summary("s2net-done", State::Done)
     }
 }
 
@@ -77,7 +77,7 @@ fn failed() -> SessionSummary {
     SessionSummary {
         error: Some("data/train.hi:17: invalid UTF-8 at byte 33".into()),
         model: "cl-lsi".into(),
-        ..summary("cl-lsi-failed", JobState::Failed)
+        ..summary("cl-lsi-failed", State::Failed)
     }
 }
 
@@ -157,13 +157,13 @@ impl Backend for Fake {
     fn launch(&self, spec: &JobSpec) -> Result<Launched> {
         self.launched.lock().unwrap().push(spec.clone());
         let id = format!("{}-new", spec.model);
-        let mut s = summary(&id, JobState::Running);
+        let mut s = summary(&id, State::Running);
         s.pid = Some(777);
         s.alive = Some(true);
         self.sessions.lock().unwrap().insert(0, s);
         Ok(Launched {
-            session: Some(id.clone()),
-            message: format!("started sessions/{id}"),
+            session: id.clone(),
+            pid: 777,
         })
     }
     fn cancel(&self, session: &str) -> Result<()> {
@@ -173,8 +173,8 @@ impl Backend for Fake {
     fn resume(&self, session: &str) -> Result<Launched> {
         self.resumed.lock().unwrap().push(session.into());
         Ok(Launched {
-            session: Some(session.into()),
-            message: String::new(),
+            session: session.into(),
+            pid: 778,
         })
     }
     fn load_index(&self, session: &str, progress: ProgressFn) -> Result<IndexInfo> {
@@ -473,7 +473,7 @@ fn snapshot_compare() {
         done(),
         SessionSummary {
             best_mrr: Some(0.3),
-            ..summary("cl-lsi-done", JobState::Done)
+            ..summary("cl-lsi-done", State::Done)
         },
     ]);
     let mut app = app_with(&fake);
@@ -488,7 +488,7 @@ fn compare_footer_shows_the_selected_test() {
         done(),
         SessionSummary {
             best_mrr: Some(0.3),
-            ..summary("cl-lsi-done", JobState::Done)
+            ..summary("cl-lsi-done", State::Done)
         },
     ]);
     let mut app = app_with(&fake);
@@ -655,16 +655,17 @@ fn form_validates_then_launches_with_args() {
     assert_eq!(spec.device, "cuda:1");
     assert_eq!(spec.init.as_deref(), Some("s2net-done"));
     assert_eq!((spec.dim, spec.epochs, spec.lr), (Some(128), None, None));
-    let args = spec.train_args(std::path::Path::new("sessions"));
-    assert_eq!(args[0], "train");
-    assert!(args
-        .windows(2)
-        .any(|w| w == ["--set", "init=sessions/s2net-done"]));
+    let req = spec.request(std::path::Path::new("sessions"));
+    assert_eq!(req.device, "cuda:1");
+    assert_eq!(
+        req.settings.get("init").map(String::as_str),
+        Some("sessions/s2net-done")
+    );
     assert!(
-        !args.iter().any(|a| a == "--epochs" || a == "--session"),
+        !req.settings.contains_key("epochs") && req.session.is_none(),
         "defaults are not passed"
     );
-    assert_eq!(args.last().map(String::as_str), Some("--detach"));
+    assert_eq!(req.root, std::path::Path::new("sessions"));
     assert_eq!(app.jobs.selected.as_deref(), Some("s2net-new"));
 }
 
@@ -889,7 +890,7 @@ fn compare_sort_baseline_export() {
         done(),
         SessionSummary {
             best_mrr: Some(0.3),
-            ..summary("cl-lsi-done", JobState::Done)
+            ..summary("cl-lsi-done", State::Done)
         },
     ]);
     let mut app = app_with(&fake);
@@ -929,7 +930,7 @@ fn compare_shows_its_progress_while_building() {
         done(),
         SessionSummary {
             best_mrr: Some(0.3),
-            ..summary("cl-lsi-done", JobState::Done)
+            ..summary("cl-lsi-done", State::Done)
         },
     ]);
     let mut app = app_with(&fake);
@@ -1043,18 +1044,20 @@ fn real_session_folders_through_the_session_module() {
         &root,
     );
     std::fs::create_dir_all(root.join("not-a-session")).unwrap();
-    let b = rosetta::tui::local::LocalBackend::new(&root, "/bin/false");
+    let b = rosetta::tui::local::LocalBackend::new(&root, "/nonexistent/rosetta");
+    let ws_file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/corpus/tiny/workspace.toml");
     let list = b.list_sessions().unwrap();
     let ids: Vec<&str> = list.iter().map(|s| s.id.as_str()).collect();
     assert_eq!(ids, ["xcnn-stale", "s2net-fixture"], "newest first");
     let done = &list[1];
-    assert_eq!(done.state, JobState::Done);
+    assert_eq!(done.state, State::Done);
     assert_eq!((done.best_mrr, done.best_epoch), (Some(0.66), Some(3)));
     assert_eq!(done.pairs_per_s, Some(950.5));
     let stale = &list[0];
     assert_eq!(
         stale.state,
-        JobState::Failed,
+        State::Failed,
         "running without a process is stale"
     );
     assert!(stale.error.as_ref().unwrap().contains("stale"));
@@ -1111,9 +1114,32 @@ fn real_session_folders_through_the_session_module() {
         .unwrap_err()
         .to_string()
         .contains("gone"));
-    // launching through a program that fails reports it
+    // a job the engine refuses is not launched, and nothing is written
+    let before = b.list_sessions().unwrap().len();
     let e = b.launch(&JobSpec::default()).unwrap_err().to_string();
-    assert!(e.contains("failed"), "{e}");
+    assert!(e.contains("cannot open workspace"), "{e}"); // none given
+    let spec = JobSpec {
+        workspace: ws_file.display().to_string(),
+        model: "cl-lsi".into(),
+        epochs: Some(3),
+        ..Default::default()
+    };
+    let e = b.launch(&spec).unwrap_err().to_string();
+    assert!(e.contains("cl-lsi does not take epochs"), "{e}");
+    assert_eq!(b.list_sessions().unwrap().len(), before);
+    // a program that cannot be started is reported, and the session says so
+    let spec = JobSpec {
+        epochs: None,
+        dim: Some(4),
+        ..spec
+    };
+    let e = b.launch(&spec).unwrap_err().to_string();
+    assert!(e.contains("cannot start"), "{e}");
+    let list = b.list_sessions().unwrap();
+    assert_eq!(list.len(), before + 1);
+    assert!(list
+        .iter()
+        .any(|s| s.model == "cl-lsi" && s.state == State::Failed));
     let t = Comparison::build(
         &[System {
             name: "s2net-fixture".into(),
@@ -1143,23 +1169,6 @@ fn real_session_folders_through_the_session_module() {
 }
 
 #[test]
-fn output_parsing() {
-    assert_eq!(
-        session_from_output(r#"{"session":"sessions/s2net-20261121"}"#).as_deref(),
-        Some("s2net-20261121")
-    );
-    assert_eq!(
-        session_from_output("started job in sessions/abc/ (pid 5)").as_deref(),
-        Some("abc")
-    );
-    assert_eq!(session_from_output("nothing here"), None);
-    assert_eq!(
-        session_from_output("/work/x/sessions/s2net-20261121T2003\n").as_deref(),
-        Some("s2net-20261121T2003")
-    );
-}
-
-#[test]
 fn downsample_keeps_extremes_and_ema_smooths() {
     let pts: Vec<(f64, f64)> = (0..1000)
         .map(|i| (i as f64, if i == 500 { 9.0 } else { 1.0 }))
@@ -1179,7 +1188,7 @@ fn form_checks_model_specific_settings() {
     let sessions = vec![done(), running()];
     let mut f = JobForm::new("t", &JobSpec::default());
     f.fields[0].value = "ws.toml".into();
-    f.fields[5].value = "4".into(); // negatives: s2net takes none
+    f.fields[5].value = "random:4".into(); // negatives: s2net takes none
     f.fields[7].value = "s2net-run".into(); // not finished
     assert!(f.validate(&sessions).is_none());
     assert!(f.fields[5].error.as_ref().unwrap().contains("xcnn"));
@@ -1191,12 +1200,10 @@ fn form_checks_model_specific_settings() {
     f.fields[7].value = "s2net-done".into();
     let spec = f.validate(&sessions).expect("valid");
     assert_eq!(spec.negatives.as_deref(), Some("random:4"));
-    let args = spec.train_args(std::path::Path::new("/tmp/runs"));
-    assert!(args.iter().any(|a| a == "negatives=random:4"));
-    assert!(
-        args.iter().any(|a| a.starts_with("/tmp/runs/xcnn-")),
-        "{args:?}"
-    );
+    let req = spec.request(std::path::Path::new("/tmp/runs"));
+    assert_eq!(req.settings["negatives"], "random:4");
+    assert_eq!(req.settings["init"], "/tmp/runs/s2net-done");
+    assert_eq!(req.root, std::path::Path::new("/tmp/runs"));
     f.fields[1].value = "cl-lsi".into();
     f.fields[5].value.clear();
     assert!(

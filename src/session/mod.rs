@@ -155,10 +155,11 @@ fn toml_error(path: &Path, text: &str, e: toml::de::Error) -> Error {
 }
 
 /// Life-cycle state of a job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum State {
     /// Made, process not started yet.
+    #[default]
     Queued,
     /// Training.
     Running,

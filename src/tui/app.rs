@@ -11,6 +11,7 @@ use crossterm::event::{
 use super::backend::*;
 use super::config::Settings;
 use super::keymap::{Action, Context};
+use crate::jobs;
 use crate::session::Curves;
 use crate::text::Side;
 
@@ -210,8 +211,8 @@ pub fn failed(req: &Request, msg: String) -> Reply {
 
 fn unreachable_launch() -> Launched {
     Launched {
-        session: None,
-        message: String::new(),
+        session: String::new(),
+        pid: 0,
     }
 }
 
@@ -387,7 +388,7 @@ impl JobsScreen {
                     || s.id.to_lowercase().contains(&f)
                     || s.model.to_lowercase().contains(&f)
                     || s.workspace.to_lowercase().contains(&f)
-                    || s.state.name().contains(&f)
+                    || s.state.as_str().contains(&f)
             })
             .collect()
     }
@@ -450,13 +451,6 @@ pub fn model_names() -> Vec<&'static str> {
     crate::models::registry::names().collect()
 }
 
-/// Models that read the setting `key` (the engine's table).
-fn models_taking(key: &str) -> Vec<&'static str> {
-    crate::models::registry::names()
-        .filter(|m| crate::models::takes_setting(m, key))
-        .collect()
-}
-
 impl JobForm {
     /// A form filled from `spec`.
     pub fn new(title: impl Into<String>, spec: &JobSpec) -> JobForm {
@@ -509,114 +503,59 @@ impl JobForm {
         if v[0].is_empty() {
             errs.push((0, "required: path of a workspace.toml".into()));
         }
-        let models = model_names();
-        if !models.contains(&v[1].as_str()) {
-            errs.push((1, format!("one of {}", models.join(", "))));
-        }
-        let opt_int = |i: usize, max: usize, errs: &mut Vec<(usize, String)>| -> Option<usize> {
-            if v[i].is_empty() {
+        let model = v[1].as_str();
+        let model_ok = match jobs::check_model(model) {
+            Ok(()) => true,
+            Err(e) => {
+                errs.push((1, e.to_string()));
+                false
+            }
+        };
+        // the engine's checks (the model registry's): whether the model
+        // reads the setting at all (CL-LSI has no epochs, BM25 learns
+        // nothing) and the value's form; none without a known model
+        let check = |i: usize, key: &str, value: &str, errs: &mut Vec<(usize, String)>| {
+            if !model_ok {
                 return None;
             }
-            match v[i].parse::<usize>() {
-                Ok(x) if x >= 1 && x <= max => Some(x),
-                _ => {
-                    errs.push((i, format!("empty (model default) or 1 to {max}")));
-                    None
-                }
-            }
+            jobs::check_setting(model, key, value)
+                .map_err(|e| errs.push((i, e.to_string())))
+                .ok()
         };
-        let dim = opt_int(2, 4096, &mut errs);
-        let epochs = opt_int(3, 100_000, &mut errs);
-        let lr = if v[4].is_empty() {
-            None
-        } else {
-            match v[4].parse::<f64>() {
-                Ok(x) if x > 0.0 && x <= 10.0 && x.is_finite() => Some(x),
-                _ => {
-                    errs.push((4, "empty (model default) or a number in (0, 10]".into()));
-                    None
-                }
-            }
+        let field = |i: usize, key: &str, errs: &mut Vec<(usize, String)>| {
+            (!v[i].is_empty())
+                .then(|| check(i, key, &v[i], errs))
+                .flatten()
         };
-        let negatives = if v[5].is_empty() {
-            None
-        } else if !crate::models::takes_setting(&v[1], "negatives") {
-            errs.push((
-                5,
-                format!(
-                    "only {} sample negatives",
-                    models_taking("negatives").join(", ")
-                ),
-            ));
-            None
-        } else if let Ok(k) = v[5].parse::<usize>() {
-            if k == 0 {
-                errs.push((5, "at least 1".into()));
-            }
-            Some(format!("random:{k}"))
-        } else if v[5] == "in-batch"
-            || v[5] == "random"
-            || v[5]
-                .strip_prefix("random:")
-                .is_some_and(|k| k.parse::<usize>().is_ok_and(|k| k >= 1))
-        {
-            Some(v[5].clone())
-        } else {
-            errs.push((5, "K, random:K or in-batch".into()));
-            None
-        };
-        let dev_ok = v[6] == "auto"
-            || v[6] == "cpu"
-            || v[6] == "cuda"
-            || v[6]
-                .strip_prefix("cuda:")
-                .is_some_and(|n| n.parse::<u32>().is_ok());
-        if !dev_ok {
-            errs.push((6, "auto, cpu, cuda or cuda:N".into()));
+        let dim = field(2, "dim", &mut errs).and_then(|x| x.parse().ok());
+        let epochs = field(3, "epochs", &mut errs).and_then(|x| x.parse().ok());
+        let lr = field(4, "lr", &mut errs).and_then(|x| x.parse().ok());
+        let negatives = field(5, "negatives", &mut errs);
+        if let Err(e) = jobs::check_device(&v[6]) {
+            errs.push((6, e.to_string()));
         }
-        let init = (!v[7].is_empty()).then(|| v[7].clone());
+        let init = field(7, "init", &mut errs);
         if let Some(i) = &init {
-            if !crate::models::takes_setting(&v[1], "init") {
-                errs.push((
-                    7,
-                    format!(
-                        "only {} start from a session",
-                        models_taking("init").join(", ")
-                    ),
-                ));
-            } else if !sessions
+            if !sessions
                 .iter()
-                .any(|s| &s.id == i && s.state == JobState::Done)
+                .any(|s| &s.id == i && s.state == State::Done)
             {
                 errs.push((7, "not a finished session".into()));
             }
         }
-        if models.contains(&v[1].as_str()) {
-            // fields the chosen model does not read (CL-LSI has no epochs, a
-            // BM25 baseline learns nothing): empty, or `rosetta train` refuses
-            for (i, key) in [(2, "dim"), (3, "epochs"), (4, "lr")] {
-                if !v[i].is_empty()
-                    && !errs.iter().any(|e| e.0 == i)
-                    && !crate::models::takes_setting(&v[1], key)
-                {
-                    errs.push((i, format!("{} does not take {key}: leave empty", v[1])));
-                }
-            }
-        }
+        let words: Vec<String> = v[8].split_whitespace().map(str::to_string).collect();
         let mut extra = Vec::new();
-        for kv in v[8].split_whitespace() {
-            match kv.split_once('=') {
-                Some((k, val)) if !k.is_empty() && !val.is_empty() => {
-                    if FORM_KEYS.contains(&k) {
+        match jobs::parse_settings(&words) {
+            Ok(given) => {
+                for (k, val) in given {
+                    if FORM_KEYS.contains(&k.as_str()) {
                         errs.push((8, format!("{k}: use its own field")));
-                    } else if extra.iter().any(|(e, _): &(String, String)| e == k) {
-                        errs.push((8, format!("{k} given twice")));
-                    } else {
-                        extra.push((k.to_string(), val.to_string()));
+                    } else if let Some(val) = check(8, &k, &val, &mut errs) {
+                        extra.push((k, val));
                     }
                 }
-                _ => errs.push((8, format!("{kv:?}: expected KEY=VALUE"))),
             }
+            Err(e) => errs.push((8, e.to_string())),
         }
         if errs.is_empty() {
             Some(JobSpec {
@@ -960,7 +899,7 @@ impl App {
             .sessions
             .iter()
             .filter(|s| {
-                self.started.contains(&s.id) && s.state.is_active() && s.alive != Some(false)
+                self.started.contains(&s.id) && !s.state.is_final() && s.alive != Some(false)
             })
             .map(|s| s.id.clone())
             .collect()
@@ -1112,7 +1051,7 @@ impl App {
             .jobs
             .sessions
             .iter()
-            .filter(|s| s.state == JobState::Done || s.best_mrr.is_some())
+            .filter(|s| s.state == State::Done || s.best_mrr.is_some())
             .map(|s| s.id.clone())
             .collect();
         if sessions.is_empty() {
@@ -1226,28 +1165,28 @@ impl App {
                 }
             }
             Action::CancelJob => match self.jobs.selected_session() {
-                Some(s) if s.state.is_active() => {
+                Some(s) if !s.state.is_final() => {
                     self.popup = Some(Popup::ConfirmCancel(s.id.clone()));
                 }
                 Some(s) => {
-                    let m = format!("{} is {}: nothing to cancel", s.id, s.state.name());
+                    let m = format!("{} is {}: nothing to cancel", s.id, s.state.as_str());
                     self.error(m)
                 }
                 None => self.error("no job selected"),
             },
             Action::ResumeJob => match self.jobs.selected_session() {
-                Some(s) if !s.state.is_active() && s.state != JobState::Done => {
+                Some(s) if s.state.is_final() && s.state != State::Done => {
                     let id = s.id.clone();
                     self.info(format!("resuming {id}…"));
                     self.outbox.push(Request::Resume(id));
                 }
-                Some(s) if s.state.is_active() && s.alive == Some(false) => {
+                Some(s) if !s.state.is_final() && s.alive == Some(false) => {
                     let id = s.id.clone();
                     self.info(format!("resuming {id} (its process is gone)…"));
                     self.outbox.push(Request::Resume(id));
                 }
                 Some(s) => {
-                    let m = format!("{} is {}: nothing to resume", s.id, s.state.name());
+                    let m = format!("{} is {}: nothing to resume", s.id, s.state.as_str());
                     self.error(m)
                 }
                 None => self.error("no job selected"),
@@ -1556,14 +1495,9 @@ impl App {
             .jobs
             .sessions
             .iter()
-            .filter(|s| s.state == JobState::Done)
+            .filter(|s| s.state == State::Done)
             .collect();
-        v.extend(
-            self.jobs
-                .sessions
-                .iter()
-                .filter(|s| s.state != JobState::Done),
-        );
+        v.extend(self.jobs.sessions.iter().filter(|s| s.state != State::Done));
         v
     }
 
@@ -1783,13 +1717,10 @@ impl App {
                         if form_open {
                             self.popup = None;
                         }
-                        if let Some(id) = &l.session {
-                            self.started.insert(id.clone());
-                            self.jobs.selected = Some(id.clone());
-                            self.info(format!("started {id}"));
-                        } else {
-                            self.info(format!("started: {}", l.message));
-                        }
+                        let id = l.session;
+                        self.started.insert(id.clone());
+                        self.jobs.selected = Some(id.clone());
+                        self.info(format!("started {id}"));
                         self.poll_sessions();
                     }
                     Err(e) => {
@@ -1808,9 +1739,9 @@ impl App {
                 }
                 Err(e) => self.error(e),
             },
-            Reply::Resumed { session, result } => match result {
+            Reply::Resumed { result, .. } => match result {
                 Ok(l) => {
-                    let id = l.session.unwrap_or(session);
+                    let id = l.session;
                     self.started.insert(id.clone());
                     self.info(format!("resumed {id}"));
                     self.poll_sessions();

@@ -5,46 +5,15 @@
 //! Every method may block (disk, compute); the event loop calls them on
 //! worker threads and feeds the answers back through a channel.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-
+use crate::jobs::JobRequest;
 use crate::text::Side;
 use crate::Result;
 
-/// A session's lifecycle state, as in its `status.json`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum JobState {
-    /// Waiting to start.
-    #[default]
-    Queued,
-    /// Training now.
-    Running,
-    /// Finished normally.
-    Done,
-    /// Stopped by an error (see the summary's `error`).
-    Failed,
-    /// Stopped on request.
-    Cancelled,
-}
-
-impl JobState {
-    /// Lower-case name as shown in the jobs table.
-    pub fn name(self) -> &'static str {
-        match self {
-            JobState::Queued => "queued",
-            JobState::Running => "running",
-            JobState::Done => "done",
-            JobState::Failed => "failed",
-            JobState::Cancelled => "cancelled",
-        }
-    }
-    /// Whether the job can still change (queued or running).
-    pub fn is_active(self) -> bool {
-        matches!(self, JobState::Queued | JobState::Running)
-    }
-}
+/// A session's lifecycle state (the session module's, as in its `status.json`).
+pub use crate::session::State;
 
 /// One session folder as the jobs table shows it.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -54,7 +23,7 @@ pub struct SessionSummary {
     /// The session folder.
     pub dir: PathBuf,
     /// Lifecycle state.
-    pub state: JobState,
+    pub state: State,
     /// Process id of the job runner, when known.
     pub pid: Option<u32>,
     /// `false` when the state says running but the process is gone.
@@ -145,65 +114,48 @@ impl Default for JobSpec {
 }
 
 impl JobSpec {
-    /// The `rosetta train` arguments (without the program name) that start
-    /// this job detached; `session_root` is where the session folder goes
-    /// (`sessions` is the CLI's default and is not passed).
-    pub fn train_args(&self, session_root: &Path) -> Vec<String> {
-        let mut a = vec![
-            "train".to_string(),
-            "--workspace".into(),
-            self.workspace.clone(),
-            "--model".into(),
-            self.model.clone(),
-            "--device".into(),
-            self.device.clone(),
-        ];
+    /// The engine's request for this job, its session named under
+    /// `session_root` (the init session, given by name, is a folder there).
+    pub fn request(&self, session_root: &Path) -> JobRequest {
+        let mut settings = BTreeMap::new();
+        let mut set = |k: &str, v: String| {
+            settings.insert(k.to_string(), v);
+        };
         if let Some(d) = self.dim {
-            a.extend(["--dim".into(), d.to_string()]);
+            set("dim", d.to_string());
         }
         if let Some(e) = self.epochs {
-            a.extend(["--epochs".into(), e.to_string()]);
+            set("epochs", e.to_string());
         }
         if let Some(lr) = self.lr {
-            a.extend(["--lr".into(), lr.to_string()]);
+            set("lr", lr.to_string());
         }
         if let Some(n) = &self.negatives {
-            a.extend(["--set".into(), format!("negatives={n}")]);
+            set("negatives", n.clone());
         }
         if let Some(init) = &self.init {
-            a.extend([
-                "--set".into(),
-                format!("init={}", session_root.join(init).display()),
-            ]);
+            set("init", session_root.join(init).display().to_string());
         }
         for (k, v) in &self.extra {
-            a.extend(["--set".into(), format!("{k}={v}")]);
+            set(k, v.clone());
         }
-        if session_root != Path::new("sessions") {
-            let stamp = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_secs())
-                .unwrap_or(0);
-            a.extend([
-                "--session".into(),
-                session_root
-                    .join(format!("{}-{stamp}", self.model))
-                    .display()
-                    .to_string(),
-            ]);
+        JobRequest {
+            settings,
+            device: self.device.clone(),
+            session: None,
+            root: session_root.to_path_buf(),
+            ..JobRequest::new(&self.workspace, &self.model)
         }
-        a.push("--detach".into());
-        a
     }
 }
 
-/// What launching or resuming a job answered.
+/// A job started (or resumed) in the background.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Launched {
-    /// The new (or resumed) session, when the runner named it.
-    pub session: Option<String>,
-    /// The runner's message (its stdout, trimmed).
-    pub message: String,
+    /// The session (folder name under the sessions root).
+    pub session: String,
+    /// Process id of the job.
+    pub pid: u32,
 }
 
 /// How a query's ranking mixes the model with BM25 (the engine's).
@@ -293,37 +245,4 @@ pub fn spec_from_config(cfg: &crate::session::SessionConfig) -> JobSpec {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
     }
-}
-
-/// The session id a `rosetta train --detach` printed: the `session` field of
-/// a JSON object, or a `sessions/<id>` path on any line.
-pub fn session_from_output(out: &str) -> Option<String> {
-    if let Ok(v) = serde_json::from_str::<serde_json::Value>(out.trim()) {
-        if let Some(s) = v
-            .get("session")
-            .and_then(|x| x.as_str())
-            .map(str::to_string)
-        {
-            return Some(
-                Path::new(&s)
-                    .file_name()
-                    .map(|f| f.to_string_lossy().into_owned())
-                    .unwrap_or(s),
-            );
-        }
-    }
-    let t = out.trim();
-    if !t.is_empty() && !t.contains(char::is_whitespace) && t.contains('/') {
-        // `--detach` prints the session folder
-        return Path::new(t.trim_end_matches('/'))
-            .file_name()
-            .map(|f| f.to_string_lossy().into_owned());
-    }
-    out.split_whitespace().find_map(|w| {
-        let w = w.trim_matches(|c: char| c == '"' || c == '\'' || c == ',' || c == '.');
-        let i = w.find("sessions/")?;
-        let rest = &w[i + "sessions/".len()..];
-        let id = rest.split('/').next()?;
-        (!id.is_empty()).then(|| id.to_string())
-    })
 }

@@ -1,16 +1,16 @@
 //! The real [`Backend`]: session folders through the session module, jobs
-//! started as detached `rosetta train` processes, and the engine's
+//! started, cancelled and resumed through the jobs module, and the engine's
 //! [`Workbench`] for search, neighbours, compare and workspace figures.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::Mutex;
 
 use super::backend::*;
 use crate::eval::CompareOptions;
+use crate::jobs;
 use crate::session::workbench::{self, Workbench};
-use crate::session::{self, MetricsTail, State};
+use crate::session::{self, MetricsTail};
 use crate::text::Side;
 use crate::{Error, Result};
 
@@ -29,17 +29,10 @@ pub fn summary(e: &session::SessionEntry) -> SessionSummary {
         .file_name()
         .map(|f| f.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let state = match e.state() {
-        State::Queued => JobState::Queued,
-        State::Running => JobState::Running,
-        State::Done => JobState::Done,
-        State::Failed => JobState::Failed,
-        State::Cancelled => JobState::Cancelled,
-    };
     let mut s = SessionSummary {
         id,
         dir: e.dir.clone(),
-        state,
+        state: e.state(),
         model: e
             .config
             .as_ref()
@@ -107,36 +100,16 @@ impl LocalBackend {
         Ok(self.root.join(session))
     }
 
-    fn run_detached(&self, args: &[String]) -> Result<Launched> {
-        crate::tui::log::info(&format!(
-            "launch: {} {}",
-            self.exe.display(),
-            args.join(" ")
-        ));
-        let out = Command::new(&self.exe)
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| Error::io(&self.exe, e))?;
-        let stdout = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
-        if !out.status.success() {
-            let msg = if stderr.is_empty() { stdout } else { stderr };
-            return Err(Error::invalid(format!(
-                "rosetta {} failed ({}): {}",
-                args.first().map(String::as_str).unwrap_or(""),
-                out.status,
-                msg.trim_start_matches("rosetta: error: ")
-            )));
+    fn launched(&self, l: crate::jobs::Launched) -> Launched {
+        crate::tui::log::info(&format!("launched {} (pid {})", l.dir.display(), l.pid));
+        Launched {
+            session: l
+                .dir
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            pid: l.pid,
         }
-        Ok(Launched {
-            session: session_from_output(&stdout),
-            message: if stderr.is_empty() { stdout } else { stderr },
-        })
-    }
-
-    fn status_of(&self, session: &str) -> Result<session::Status> {
-        session::read_status(&self.dir(session)?)
     }
 }
 
@@ -190,47 +163,25 @@ impl Backend for LocalBackend {
     }
 
     fn launch(&self, spec: &JobSpec) -> Result<Launched> {
-        self.run_detached(&spec.train_args(&self.root))
+        let l = jobs::start(&spec.request(&self.root), &self.exe)?;
+        Ok(self.launched(l))
     }
 
     fn cancel(&self, session: &str) -> Result<()> {
-        let st = self.status_of(session)?;
-        if st.state.is_final() {
-            return Err(Error::invalid(format!("{session} is already {}", st.state)));
+        match jobs::cancel(&self.dir(session)?)? {
+            jobs::Cancel::Signalled { .. } => Ok(()),
+            jobs::Cancel::Finished(state) => {
+                Err(Error::invalid(format!("{session} is already {state}")))
+            }
         }
-        if st.pid == 0 {
-            return Err(Error::invalid(format!(
-                "{session} has not started yet; try again in a moment"
-            )));
-        }
-        if !st.process_alive() {
-            return Err(Error::invalid(format!(
-                "{session}: process {} is gone (stale); resume it instead",
-                st.pid
-            )));
-        }
-        // SAFETY: kill(2) on the recorded, live job process (pid reuse is
-        // ruled out by `process_alive`, which checks its start time).
-        if unsafe { libc::kill(st.pid as libc::pid_t, libc::SIGTERM) } != 0 {
-            return Err(Error::invalid(format!(
-                "cannot signal pid {} of {session}: {}",
-                st.pid,
-                std::io::Error::last_os_error()
-            )));
-        }
-        Ok(())
     }
 
     fn resume(&self, session: &str) -> Result<Launched> {
-        let dir = self.dir(session)?;
-        let mut l = self.run_detached(&[
-            "train".into(),
-            "--resume".into(),
-            dir.to_string_lossy().into_owned(),
-            "--detach".into(),
-        ])?;
-        l.session.get_or_insert_with(|| session.to_string());
-        Ok(l)
+        let l = jobs::resume(&self.dir(session)?, &self.exe)?;
+        Ok(Launched {
+            session: session.to_string(),
+            ..self.launched(l)
+        })
     }
 
     fn load_index(&self, session: &str, progress: ProgressFn) -> Result<IndexInfo> {

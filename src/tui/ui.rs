@@ -208,19 +208,19 @@ fn bar(frac: f64, width: usize) -> String {
 
 fn state_style(th: &Theme, s: &SessionSummary) -> Style {
     match s.state {
-        JobState::Running if s.alive == Some(false) => th.bad(),
-        JobState::Running | JobState::Queued => th.warn(),
-        JobState::Done => th.good(),
-        JobState::Failed => th.bad(),
-        JobState::Cancelled => th.dim(),
+        State::Running if s.alive == Some(false) => th.bad(),
+        State::Running | State::Queued => th.warn(),
+        State::Done => th.good(),
+        State::Failed => th.bad(),
+        State::Cancelled => th.dim(),
     }
 }
 
 fn state_label(s: &SessionSummary) -> String {
-    if s.state.is_active() && s.alive == Some(false) {
-        format!("{}?", s.state.name())
+    if !s.state.is_final() && s.alive == Some(false) {
+        format!("{}?", s.state.as_str())
     } else {
-        s.state.name().to_string()
+        s.state.as_str().to_string()
     }
 }
 
@@ -289,12 +289,12 @@ fn draw_jobs(f: &mut Frame, app: &App, area: Rect) {
                 cells.push(Cell::from(s.device.clone()));
             }
             let prog = match (s.state, s.progress) {
-                (JobState::Done, _) => bar(1.0, 5),
+                (State::Done, _) => bar(1.0, 5),
                 (_, Some(p)) => bar(p, 5),
                 _ => String::new(),
             };
             cells.push(Cell::from(prog));
-            cells.push(Cell::from(if s.state.is_active() {
+            cells.push(Cell::from(if !s.state.is_final() {
                 s.eta_s.map(fmt_duration).unwrap_or_default()
             } else {
                 String::new()
@@ -392,7 +392,7 @@ fn draw_jobs(f: &mut Frame, app: &App, area: Rect) {
         lines.push(Line::from(l1));
         let l2 = if let Some(e) = &s.error {
             Span::styled(format!(" error: {e}"), th.bad())
-        } else if s.state.is_active() && s.alive == Some(false) {
+        } else if !s.state.is_final() && s.alive == Some(false) {
             Span::styled(
                 format!(
                     " process {} is gone without a final state (crashed?)",
