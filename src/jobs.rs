@@ -124,19 +124,7 @@ pub fn check_model(model: &str) -> Result<()> {
 /// `cuda:N`. Whether the device is usable here is
 /// [`select_device`]'s question ([`create`] asks it).
 pub fn check_device(spec: &str) -> Result<()> {
-    let ok = match spec.trim() {
-        "auto" | "cpu" | "cuda" => true,
-        s => s
-            .strip_prefix("cuda:")
-            .is_some_and(|n| n.parse::<usize>().is_ok()),
-    };
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::invalid(format!(
-            "device {spec:?}: expected auto, cpu, cuda or cuda:<index>"
-        )))
-    }
+    spec.parse::<crate::models::DeviceSpec>().map(|_| ())
 }
 
 /// Checks one setting for `model` against the model registry: the model

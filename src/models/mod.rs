@@ -247,36 +247,72 @@ pub fn is_lexical(name: &str) -> bool {
 /// device and its name as recorded in the session (`cpu`, `cuda:0`).
 pub fn select_device(spec: &str) -> Result<(Device, String)> {
     let spec = spec.trim();
-    match spec {
-        "cpu" => Ok((Device::Cpu, "cpu".into())),
-        "auto" | "" => {
-            if cfg!(feature = "cuda") && candle_core::utils::cuda_is_available() {
+    let parsed = if spec.is_empty() {
+        DeviceSpec::Auto
+    } else {
+        spec.parse()?
+    };
+    let cuda = cfg!(feature = "cuda") && candle_core::utils::cuda_is_available();
+    match parsed {
+        DeviceSpec::Cpu => Ok((Device::Cpu, "cpu".into())),
+        DeviceSpec::Auto => {
+            if cuda {
                 if let Ok(d) = Device::new_cuda(0) {
                     return Ok((d, "cuda:0".into()));
                 }
             }
             Ok((Device::Cpu, "cpu".into()))
         }
-        s if s == "cuda" || s.starts_with("cuda:") => {
-            let i: usize = match s.strip_prefix("cuda:") {
-                None => 0,
-                Some(n) => n.parse().map_err(|_| {
-                    Error::invalid(format!("--device {s}: expected cuda:<index>, e.g. cuda:0"))
-                })?,
-            };
-            if !cfg!(feature = "cuda") || !candle_core::utils::cuda_is_available() {
+        DeviceSpec::Cuda(i) => {
+            if !cuda {
                 return Err(Error::invalid(format!(
-                    "--device {s}: this build of rosetta has no CUDA support \
-                     (rebuild with `cargo build --features cuda`), use --device cpu or auto"
+                    "--device {spec}: {} use --device cpu or auto",
+                    if cfg!(feature = "cuda") {
+                        "no CUDA GPU answers on this machine;"
+                    } else {
+                        "this build of rosetta has no CUDA support \
+                         (rebuild with `cargo build --features cuda`);"
+                    }
                 )));
             }
             Device::new_cuda(i)
                 .map(|d| (d, format!("cuda:{i}")))
-                .map_err(|e| Error::invalid(format!("--device {s}: no usable CUDA GPU {i} ({e})")))
+                .map_err(|e| {
+                    Error::invalid(format!("--device {spec}: no usable CUDA GPU {i} ({e})"))
+                })
         }
-        other => Err(Error::invalid(format!(
-            "--device {other}: expected auto, cpu, cuda or cuda:<index>"
-        ))),
+    }
+}
+
+/// A device as asked for: `auto`, `cpu`, `cuda` (GPU 0) or `cuda:<index>`.
+/// Parsing checks the spelling only; [`select_device`] opens it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceSpec {
+    /// CUDA GPU 0 when the build has CUDA and one answers, else the CPU.
+    Auto,
+    /// The CPU.
+    Cpu,
+    /// CUDA GPU `i`.
+    Cuda(usize),
+}
+
+impl std::str::FromStr for DeviceSpec {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.trim() {
+            "auto" => Ok(DeviceSpec::Auto),
+            "cpu" => Ok(DeviceSpec::Cpu),
+            "cuda" => Ok(DeviceSpec::Cuda(0)),
+            t => t
+                .strip_prefix("cuda:")
+                .and_then(|n| n.parse().ok())
+                .map(DeviceSpec::Cuda)
+                .ok_or_else(|| {
+                    Error::invalid(format!(
+                        "--device {t:?}: expected auto, cpu, cuda or cuda:<index>"
+                    ))
+                }),
+        }
     }
 }
 

@@ -445,12 +445,6 @@ pub struct JobForm {
     pub error: Option<String>,
 }
 
-/// Model names the form accepts: the engine's registry, lexical baselines
-/// included.
-pub fn model_names() -> Vec<&'static str> {
-    crate::models::registry::names().collect()
-}
-
 impl JobForm {
     /// A form filled from `spec`.
     pub fn new(title: impl Into<String>, spec: &JobSpec) -> JobForm {
