@@ -1,6 +1,7 @@
-//! Rosetta's engine: text, corpora, models, training, index, evaluation and
-//! sessions. The CLI (`src/main.rs`) and the TUI (`tui`) are thin layers over
-//! it; nothing here draws or reads the terminal.
+//! Rosetta's engine: text, corpora, models, training, index, evaluation,
+//! sessions and jobs. The CLI and the TUI are modules of the `rosetta`
+//! binary (`src/main.rs`, `src/cli/`, `src/tui/`), thin layers over it;
+//! nothing here draws or reads the terminal, and the compiler keeps it so.
 
 pub mod corpus;
 pub mod error;
@@ -12,7 +13,6 @@ pub mod plot;
 pub mod session;
 pub mod text;
 pub mod train;
-pub mod tui;
 pub mod util;
 
 pub use error::{Error, Result};

@@ -1,6 +1,7 @@
 //! The `rosetta` binary: the CLI, or the TUI workbench when no subcommand is given.
 
 mod cli;
+mod tui;
 
 use clap::Parser;
 
@@ -13,7 +14,7 @@ fn open_workbench(theme: Option<String>) -> anyhow::Result<()> {
             "the workbench needs a terminal (stdout or stdin is not one); see `rosetta --help` for the commands"
         );
     }
-    rosetta::tui::run(rosetta::tui::Options {
+    tui::run(tui::Options {
         theme,
         config: None,
     })?;

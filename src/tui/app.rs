@@ -11,9 +11,9 @@ use crossterm::event::{
 use super::backend::*;
 use super::config::Settings;
 use super::keymap::{Action, Context};
-use crate::jobs;
-use crate::session::Curves;
-use crate::text::Side;
+use rosetta::jobs;
+use rosetta::session::Curves;
+use rosetta::text::Side;
 
 /// The five screens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -223,7 +223,7 @@ pub fn execute(
     req: Request,
     progress: &(dyn Fn(Reply) + Send + Sync),
 ) -> Reply {
-    let s = |e: crate::Error| e.to_string();
+    let s = |e: rosetta::Error| e.to_string();
     match req {
         Request::ListSessions => Reply::Sessions(backend.list_sessions().map_err(s)),
         Request::TailMetrics { session, offset } => {
@@ -1841,8 +1841,9 @@ impl App {
         changed
     }
 
-    /// Runs every queued request against `backend` right away (tests and
-    /// simple drivers); replies are applied in order.
+    /// Runs every queued request against `backend` right away (tests);
+    /// replies are applied in order.
+    #[cfg(test)]
     pub fn pump_sync(&mut self, backend: &dyn Backend) {
         for _ in 0..16 {
             let reqs = self.take_requests();

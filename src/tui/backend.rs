@@ -8,12 +8,12 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::jobs::JobRequest;
-use crate::text::Side;
-use crate::Result;
+use rosetta::jobs::JobRequest;
+use rosetta::text::Side;
+use rosetta::Result;
 
 /// A session's lifecycle state (the session module's, as in its `status.json`).
-pub use crate::session::State;
+pub use rosetta::session::State;
 
 /// One session folder as the jobs table shows it.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -53,7 +53,7 @@ pub struct SessionSummary {
 }
 
 /// One record of a session's `metrics.jsonl` (the session module's type).
-pub use crate::session::MetricRecord;
+pub use rosetta::session::MetricRecord;
 
 /// New metrics records read from an offset.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -159,17 +159,15 @@ pub struct Launched {
 }
 
 /// How a query's ranking mixes the model with BM25 (the engine's).
-pub use crate::index::fusion::Fusion;
+pub use rosetta::index::fusion::Fusion;
 
 /// A loaded search index, workspace figures (the engine's).
-pub use crate::session::workbench::{IndexInfo, SplitStats, WorkspaceStats};
+pub use rosetta::session::workbench::{IndexInfo, WorkspaceStats};
 
 /// The compare table, its rows, marks and output formats (the engine's).
-pub use crate::eval::compare::{Comparison, Mark, Row as CompareRow, TableFormat};
+pub use rosetta::eval::compare::{Comparison, Mark, TableFormat};
 
-pub use crate::session::search::{
-    Hit, Judged, MarkedNeighbour as Neighbour, NeighbourResult, SearchResult,
-};
+pub use rosetta::session::search::{NeighbourResult, SearchResult};
 
 /// Progress of a slow call: fraction 0..=1 and what is being done.
 pub type ProgressFn<'a> = &'a (dyn Fn(f64, &str) + Send + Sync);
@@ -218,7 +216,7 @@ pub trait Backend: Send + Sync {
 
 /// The form settings of a session's config: model, workspace, the device
 /// asked for, and the settings that were given (`--dim`, `--set init=`, ...).
-pub fn spec_from_config(cfg: &crate::session::SessionConfig) -> JobSpec {
+pub fn spec_from_config(cfg: &rosetta::session::SessionConfig) -> JobSpec {
     let g = |k: &str| cfg.given.get(k).cloned();
     JobSpec {
         workspace: cfg.workspace.display().to_string(),

@@ -18,7 +18,7 @@ use ratatui::style::{Color, Modifier, Style};
 use serde::Deserialize;
 
 use super::keymap::Keymap;
-use crate::{Error, Result};
+use rosetta::{Error, Result};
 
 /// The config file's contents.
 #[derive(Debug, Clone, Default, Deserialize)]

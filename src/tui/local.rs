@@ -7,12 +7,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use super::backend::*;
-use crate::eval::CompareOptions;
-use crate::jobs;
-use crate::session::workbench::{self, Workbench};
-use crate::session::{self, MetricsTail};
-use crate::text::Side;
-use crate::{Error, Result};
+use rosetta::eval::CompareOptions;
+use rosetta::jobs;
+use rosetta::session::workbench::{self, Workbench};
+use rosetta::session::{self, MetricsTail};
+use rosetta::text::Side;
+use rosetta::{Error, Result};
 
 /// The backend the workbench uses outside tests.
 pub struct LocalBackend {
@@ -88,11 +88,6 @@ impl LocalBackend {
         }
     }
 
-    /// The sessions root.
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
-
     fn dir(&self, session: &str) -> Result<PathBuf> {
         if session.is_empty() || session.contains('/') || session.starts_with('.') {
             return Err(Error::invalid(format!("not a session name: {session:?}")));
@@ -100,7 +95,7 @@ impl LocalBackend {
         Ok(self.root.join(session))
     }
 
-    fn launched(&self, l: crate::jobs::Launched) -> Launched {
+    fn launched(&self, l: rosetta::jobs::Launched) -> Launched {
         crate::tui::log::info(&format!("launched {} (pid {})", l.dir.display(), l.pid));
         Launched {
             session: l

@@ -34,7 +34,7 @@ use app::{App, Reply};
 use backend::Backend;
 use config::{ConfigFile, Settings};
 
-use crate::{Error, Result};
+use rosetta::{Error, Result};
 
 /// How the workbench was started.
 #[derive(Debug, Clone, Default)]
@@ -335,3 +335,6 @@ fn event_loop(settings: Settings, backend: Arc<dyn Backend>) -> Result<()> {
     rt.shutdown_timeout(Duration::from_millis(100));
     result
 }
+
+#[cfg(test)]
+mod tests;

@@ -14,7 +14,7 @@ use super::app::*;
 use super::backend::*;
 use super::config::Theme;
 use super::keymap::{Action, Context};
-use crate::text::Side;
+use rosetta::text::Side;
 
 /// Smallest usable terminal.
 pub const MIN_W: u16 = 80;
@@ -1103,7 +1103,7 @@ fn draw_compare(f: &mut Frame, app: &App, area: Rect) {
     if let Some(v) = selected.and_then(|(r, m)| r.tests.get(m)) {
         foot.push_str(&format!(
             " · p {} · wins/ties/losses {}/{}/{}",
-            crate::eval::compare::fmt_p(v.p_adjusted),
+            rosetta::eval::compare::fmt_p(v.p_adjusted),
             v.wins,
             v.ties,
             v.losses

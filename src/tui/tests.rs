@@ -6,6 +6,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use crate::tui::app::{App, IndexState, Popup, Request, Tab};
+use crate::tui::backend::*;
+use crate::tui::config::{ConfigFile, Settings};
+use crate::tui::keymap::{Key, Keymap};
+use crate::tui::ui;
 use crossterm::event::{
     Event, KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
 };
@@ -13,12 +18,9 @@ use ratatui::backend::TestBackend;
 use ratatui::Terminal;
 use rosetta::eval::compare::{CompareOptions, System};
 use rosetta::eval::{Metric, Metrics};
+use rosetta::session::search::{Hit, Judged, MarkedNeighbour as Neighbour};
+use rosetta::session::workbench::SplitStats;
 use rosetta::text::Side;
-use rosetta::tui::app::{App, IndexState, Popup, Request, Tab};
-use rosetta::tui::backend::*;
-use rosetta::tui::config::{ConfigFile, Settings};
-use rosetta::tui::keymap::{Key, Keymap};
-use rosetta::tui::ui;
 use rosetta::{Error, Result};
 
 /// A backend answering from memory and recording what it was asked.
@@ -832,7 +834,7 @@ fn neighbours_follow_and_history() {
 /// batch of queued replies between two draws).
 fn answer_then_quiet_replies(app: &mut App, fake: &Fake, reqs: Vec<Request>) {
     for r in reqs {
-        app.on_reply(rosetta::tui::app::execute(fake, r, &|_| {}));
+        app.on_reply(crate::tui::app::execute(fake, r, &|_| {}));
     }
     app.poll_sessions();
     app.poll_metrics();
@@ -842,7 +844,7 @@ fn answer_then_quiet_replies(app: &mut App, fake: &Fake, reqs: Vec<Request>) {
         "{quiet:?}"
     );
     for r in quiet {
-        app.on_reply(rosetta::tui::app::execute(fake, r, &|_| {}));
+        app.on_reply(crate::tui::app::execute(fake, r, &|_| {}));
     }
 }
 
@@ -941,7 +943,7 @@ fn compare_shows_its_progress_while_building() {
         .find(|r| matches!(r, Request::Compare { .. }))
         .expect("the compare tab asks for a table");
     let reports = std::sync::Mutex::new(Vec::new());
-    let table = rosetta::tui::app::execute(&fake, compare, &|p| reports.lock().unwrap().push(p));
+    let table = crate::tui::app::execute(&fake, compare, &|p| reports.lock().unwrap().push(p));
     let reports = reports.into_inner().unwrap();
     assert_eq!(reports.len(), 2, "one report per session");
     app.on_reply(reports.into_iter().nth(1).unwrap());
@@ -1044,7 +1046,7 @@ fn real_session_folders_through_the_session_module() {
         &root,
     );
     std::fs::create_dir_all(root.join("not-a-session")).unwrap();
-    let b = rosetta::tui::local::LocalBackend::new(&root, "/nonexistent/rosetta");
+    let b = crate::tui::local::LocalBackend::new(&root, "/nonexistent/rosetta");
     let ws_file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/corpus/tiny/workspace.toml");
     let list = b.list_sessions().unwrap();
@@ -1184,7 +1186,7 @@ fn downsample_keeps_extremes_and_ema_smooths() {
 
 #[test]
 fn form_checks_model_specific_settings() {
-    use rosetta::tui::app::JobForm;
+    use crate::tui::app::JobForm;
     let sessions = vec![done(), running()];
     let mut f = JobForm::new("t", &JobSpec::default());
     f.fields[0].value = "ws.toml".into();
@@ -1236,7 +1238,7 @@ fn form_checks_model_specific_settings() {
     assert_eq!(spec.model, "bm25-dict");
 }
 
-/// Trains a tiny model with the real CLI and drives the engine-backed calls.
+/// Trains tiny models through the engine's jobs and drives the engine-backed calls.
 #[test]
 fn engine_search_neighbours_compare_and_data_on_a_trained_session() {
     let ws = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -1245,24 +1247,22 @@ fn engine_search_neighbours_compare_and_data_on_a_trained_session() {
     let root = dir.path().join("sessions");
     for (name, model, extra) in [
         ("a", "cl-lsi", vec![]),
-        ("b", "s2net", vec!["--epochs", "3"]),
+        ("b", "s2net", vec![("epochs", "3")]),
     ] {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_rosetta"))
-            .args(["train", "--model", model, "--dim", "8", "--device", "cpu"])
-            .args(extra)
-            .arg("--workspace")
-            .arg(&ws)
-            .arg("--session")
-            .arg(root.join(name))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let mut req = rosetta::jobs::JobRequest::new(&ws, model);
+        req.device = "cpu".into();
+        req.session = Some(root.join(name));
+        req.settings.insert("dim".into(), "8".into());
+        for (k, v) in extra {
+            req.settings.insert(k.into(), v.into());
+        }
+        let mut session = rosetta::jobs::create(&req).unwrap();
+        let cancel = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let outcome =
+            rosetta::jobs::run(&mut session, &mut rosetta::train::runner::Quiet, cancel).unwrap();
+        assert_eq!(outcome.state, rosetta::session::State::Done, "{outcome:?}");
     }
-    let b = rosetta::tui::local::LocalBackend::new(&root, env!("CARGO_BIN_EXE_rosetta"));
+    let b = crate::tui::local::LocalBackend::new(&root, "/bin/false");
     let seen = Mutex::new(Vec::new());
     let info = b
         .load_index("a", &|f, w| seen.lock().unwrap().push((f, w.to_string())))
