@@ -7,6 +7,9 @@ use crate::{Error, Result};
 
 /// Writes `bytes` to `path` so that readers see the old file or the new one,
 /// never a partial one: a temp file in the same folder, fsync, then rename.
+/// The temp file (`.NAME.tmp.PID.RANDOM`) is created exclusively, never
+/// through a symbolic link, and removed when the write fails;
+/// [`sweep_temp_files`] removes those a killed process left.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty());
     if let Some(d) = dir {
@@ -16,13 +19,104 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         .file_name()
         .ok_or_else(|| Error::file(path, "not a file path"))?
         .to_string_lossy();
-    let tmp = path.with_file_name(format!(".{name}.tmp.{}", std::process::id()));
-    let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
-    f.write_all(bytes).map_err(|e| Error::io(&tmp, e))?;
-    f.sync_all().map_err(|e| Error::io(&tmp, e))?;
+    let (tmp, mut f) = loop {
+        let tmp = path.with_file_name(format!(
+            ".{name}.tmp.{}.{:016x}",
+            std::process::id(),
+            rand::random::<u64>()
+        ));
+        match create_new_nofollow(&tmp) {
+            Ok(f) => break (tmp, f),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(Error::io(&tmp, e)),
+        }
+    };
+    let written = f
+        .write_all(bytes)
+        .and_then(|_| f.sync_all())
+        .map_err(|e| Error::io(&tmp, e));
     drop(f);
-    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))?;
-    Ok(())
+    let done = written.and_then(|_| std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e)));
+    if done.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    done
+}
+
+/// Creates `path` for writing: it must not exist (`O_EXCL`), and a symbolic
+/// link there is never followed (`O_NOFOLLOW`).
+pub fn create_new_nofollow(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o644)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+}
+
+/// Opens `path` for appending (created when missing) without following a
+/// symbolic link: a link planted in a session folder (`log.txt`,
+/// `metrics.jsonl`) is an error, never a way to write elsewhere.
+pub fn open_append_nofollow(path: &Path) -> Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o644)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| nofollow_error(path, e))
+}
+
+/// Opens `path` for reading without following a symbolic link.
+pub fn open_read_nofollow(path: &Path) -> Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| nofollow_error(path, e))
+}
+
+fn nofollow_error(path: &Path, e: std::io::Error) -> Error {
+    if e.raw_os_error() == Some(libc::ELOOP) {
+        Error::file(
+            path,
+            "is a symbolic link: session files are never written or read through links",
+        )
+    } else {
+        Error::io(path, e)
+    }
+}
+
+/// Removes the temporary files (`.NAME.tmp.PID…`) that [`write_atomic`]
+/// left in `dir` when its process died (the PID is gone, or is this
+/// process, which has no write in flight when it calls this). Returns how
+/// many were removed. Symbolic links are removed, never followed.
+pub fn sweep_temp_files(dir: &Path) -> usize {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let me = std::process::id();
+    let mut removed = 0;
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        let Some(rest) = name.strip_prefix('.') else {
+            continue;
+        };
+        let Some((_, tail)) = rest.split_once(".tmp.") else {
+            continue;
+        };
+        let pid: Option<u32> = tail.split('.').next().and_then(|p| p.parse().ok());
+        let Some(pid) = pid else { continue };
+        let is_file = e.file_type().is_ok_and(|t| t.is_file() || t.is_symlink());
+        let dead = pid == me || !crate::session::pid_alive(pid, None);
+        if is_file && dead && std::fs::remove_file(e.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
 }
 
 /// Hex BLAKE3 hash of a file's bytes.

@@ -21,7 +21,7 @@ use crate::text::{Side, Vocabs};
 use crate::{Error, Result};
 
 /// Bump when the cache layout or the analysis changes.
-const CACHE_VERSION: u32 = 1;
+const CACHE_VERSION: u32 = 2;
 
 /// Token and out-of-vocabulary counts of a set of texts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -365,8 +365,20 @@ impl Prepared {
         if let Some(tq) = &a.target_queries {
             write_csr(&dir.join("target_queries.csr"), tq)?;
         }
+        // a BLAKE3 checksum of every file, checked when the cache is read
+        let mut files = std::collections::BTreeMap::new();
+        let rd = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
+        for e in rd {
+            let e = e.map_err(|e| Error::io(dir, e))?;
+            let name = e.file_name().to_string_lossy().to_string();
+            if name.starts_with('.') || name == "meta.json" {
+                continue;
+            }
+            files.insert(name, crate::util::hash_file(&e.path())?);
+        }
         let meta = Meta {
             version: CACHE_VERSION,
+            files,
             hash: self.hash.clone(),
             source_lang: self.source_lang.clone(),
             target_lang: self.target_lang.clone(),
@@ -396,6 +408,15 @@ impl Prepared {
             .map_err(|e| Error::parse(&mp, e.line(), format!("bad cache metadata: {e}")))?;
         if meta.version != CACHE_VERSION {
             return Err(Error::file(&mp, "cache written by another version"));
+        }
+        for (name, want) in &meta.files {
+            let path = dir.join(name);
+            if &crate::util::hash_file(&path)? != want {
+                return Err(Error::file(
+                    &path,
+                    "checksum mismatch: the cached file changed after it was written",
+                ));
+            }
         }
         let vocabs = Vocabs {
             source: Vocabulary::load(&dir.join("vocab.source.json"))?,
@@ -473,6 +494,8 @@ struct SplitMeta {
 #[derive(Serialize, Deserialize)]
 struct Meta {
     version: u32,
+    /// BLAKE3 of every cache file by name.
+    files: std::collections::BTreeMap<String, String>,
     hash: String,
     source_lang: String,
     target_lang: String,
@@ -702,6 +725,9 @@ pub fn read_csr(path: &Path) -> Result<CsrMatrix> {
     }
     if indices.iter().any(|&c| c as usize >= cols) {
         return Err(bad("column index out of range"));
+    }
+    if let Some(i) = values.iter().position(|v| !v.is_finite()) {
+        return Err(bad(&format!("value {i} is not finite")));
     }
     Ok(CsrMatrix {
         n_cols: cols,

@@ -222,6 +222,28 @@ impl Workspace {
     /// Parses workspace TOML `text` as if read from `path` (relative paths
     /// resolve against `path`'s folder).
     pub fn from_toml(path: &Path, text: &str) -> Result<Workspace> {
+        // a missing top-level key is named as such (serde reports it at
+        // whatever table comes first)
+        if let Ok(table) = text.parse::<toml::Table>() {
+            for (key, example) in [
+                ("name", "name = \"my-workspace\""),
+                ("source", "[source] lang = \"en\""),
+                ("target", "[target] lang = \"es\""),
+                (
+                    "parallel",
+                    "[parallel] train = [\"train.en\", \"train.es\"]",
+                ),
+            ] {
+                if !table.contains_key(key) {
+                    return Err(Error::file(
+                        path,
+                        format!(
+                            "bad workspace TOML: missing top-level key `{key}` (e.g. `{example}`)"
+                        ),
+                    ));
+                }
+            }
+        }
         let raw: RawWorkspace = toml::from_str(text).map_err(|e| toml_error(path, text, &e))?;
         let dir = path
             .parent()

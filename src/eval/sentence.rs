@@ -20,7 +20,9 @@ pub struct SentenceScores {
 /// Rank (from 1) of target `i` for every source row `i`, given unit-length
 /// rows. Ties count against the true answer (a target scoring the same as the
 /// true one ranks above it), so a model that maps everything to one point
-/// scores near zero, never one.
+/// scores near zero, never one. A score that is not finite (NaN, ±inf: a
+/// diverged model) is the worst there is: a non-finite true score ranks
+/// last, a non-finite other score never ranks above the true one.
 pub fn aligned_ranks(src: &Array2<f32>, tgt: &Array2<f32>) -> Vec<usize> {
     assert_eq!(
         src.nrows(),
@@ -43,10 +45,14 @@ pub fn aligned_ranks(src: &Array2<f32>, tgt: &Array2<f32>) -> Vec<usize> {
         for (r, row) in sims.axis_iter(Axis(0)).enumerate() {
             let i = start + r;
             let own = row[i];
+            if !own.is_finite() {
+                ranks.push(row.len());
+                continue;
+            }
             let above = row
                 .iter()
                 .enumerate()
-                .filter(|(j, s)| *j != i && **s >= own)
+                .filter(|(j, s)| *j != i && s.is_finite() && **s >= own)
                 .count();
             ranks.push(above + 1);
         }
@@ -82,5 +88,17 @@ mod tests {
         assert!((s.p1 - 1.0 / 3.0).abs() < 1e-12);
         let zeros = Array2::<f32>::zeros((4, 2));
         assert_eq!(aligned_ranks(&zeros, &zeros), vec![4, 4, 4, 4]);
+    }
+
+    #[test]
+    fn non_finite_scores_rank_last() {
+        let nan = Array2::<f32>::from_elem((3, 2), f32::NAN);
+        assert_eq!(aligned_ranks(&nan, &nan), vec![3, 3, 3]);
+        let s = sentence_retrieval(&nan, &nan);
+        assert!(s.mrr < 0.34 && s.p1 == 0.0, "{s:?}");
+        // one diverged target never outranks a true answer
+        let src = array![[1.0f32, 0.0], [0.0, 1.0]];
+        let tgt = array![[0.6f32, 0.8], [f32::INFINITY, 1.0]];
+        assert_eq!(aligned_ranks(&src, &tgt), vec![1, 2]);
     }
 }

@@ -17,8 +17,26 @@ pub struct Qrels {
 impl Qrels {
     /// Reads a TREC qrels file (whitespace-separated `qid iter docno rel`;
     /// blank lines and `#` comments skipped).
+    /// A document judged twice for one query is reported on stderr (file
+    /// and line; the last judgement wins); [`Qrels::read_checked`] returns
+    /// those warnings, or makes them errors.
     pub fn read(path: &Path) -> Result<Qrels> {
+        let (q, warnings) = Qrels::read_checked(path, false)?;
+        for w in warnings {
+            eprintln!("warning: {w}");
+        }
+        Ok(q)
+    }
+
+    /// [`Qrels::read`], returning the warnings (a document judged twice for
+    /// a query: "same grade repeated" or "contradicts line N", with file
+    /// and line) instead of printing them; with `strict` the first one is
+    /// an error.
+    pub fn read_checked(path: &Path, strict: bool) -> Result<(Qrels, Vec<String>)> {
         let mut q = Qrels::default();
+        let mut warnings = Vec::new();
+        let mut first_line: std::collections::HashMap<(String, String), usize> =
+            std::collections::HashMap::new();
         for (n, line) in read_lines(path)?.iter().enumerate() {
             let f: Vec<&str> = line.split_whitespace().collect();
             if f.is_empty() || f[0].starts_with('#') {
@@ -38,12 +56,35 @@ impl Qrels {
                     format!("relevance {:?} is not an integer", f[3]),
                 )
             })?;
+            let key = (f[0].to_string(), f[2].to_string());
+            if let Some(&before) = first_line.get(&key) {
+                let old = q.judgements[f[0]][f[2]];
+                let what = if old == rel {
+                    format!(
+                        "document {} judged again for query {} (same grade {rel} as line {before})",
+                        f[2], f[0]
+                    )
+                } else {
+                    format!(
+                        "document {} judged {rel} for query {}, contradicting grade {old} on line {before} \
+                         (the last judgement is used)",
+                        f[2], f[0]
+                    )
+                };
+                let e = Error::parse(path, n + 1, what);
+                if strict {
+                    return Err(e);
+                }
+                warnings.push(e.to_string());
+            } else {
+                first_line.insert(key, n + 1);
+            }
             q.judgements
                 .entry(f[0].to_string())
                 .or_default()
                 .insert(f[2].to_string(), rel);
         }
-        Ok(q)
+        Ok((q, warnings))
     }
 
     /// The judgements of the queries in `queries` only.
@@ -161,9 +202,24 @@ impl Run {
 
 /// A query's documents in the order trec_eval ranks them: score descending,
 /// ties broken by document id descending (trec_eval sorts by score, then docno,
-/// both decreasing).
+/// both decreasing). A score that is not finite (NaN, ±inf: a diverged
+/// model) ranks below every finite one.
 pub fn sorted_for_eval(docs: &[(String, f64)]) -> Vec<(String, f64)> {
     let mut v = docs.to_vec();
-    v.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| b.0.cmp(&a.0)));
+    v.sort_by(|a, b| {
+        rank_key(b.1)
+            .total_cmp(&rank_key(a.1))
+            .then_with(|| b.0.cmp(&a.0))
+    });
     v
+}
+
+/// The score a ranking sorts by: the score itself when finite, else below
+/// every finite score (NaN and ±inf are the worst, never the best).
+pub fn rank_key(s: f64) -> f64 {
+    if s.is_finite() {
+        s
+    } else {
+        f64::NEG_INFINITY
+    }
 }

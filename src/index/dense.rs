@@ -187,7 +187,8 @@ impl TopK {
                 continue;
             }
             for (i, &s) in chunk.iter().enumerate() {
-                if s >= th {
+                // a non-finite score (a diverged model) is never retrieved
+                if s >= th && s.is_finite() {
                     let doc = (first + c * LANES + i) as u32;
                     self.offer(q, s, doc, ties.key(doc));
                     th = self.thresh[q];

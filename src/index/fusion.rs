@@ -117,13 +117,21 @@ impl FromStr for Fusion {
 
 /// Min-max normalised scores of a list. When every score is equal (one
 /// document, say) all are the list's best: 1, above the documents it misses.
+/// A non-finite score (a diverged model) normalises to 0, the worst.
 fn minmax(list: &[(String, f64)]) -> HashMap<&str, f64> {
-    let lo = list.iter().map(|x| x.1).fold(f64::INFINITY, f64::min);
-    let hi = list.iter().map(|x| x.1).fold(f64::NEG_INFINITY, f64::max);
+    let finite = || list.iter().map(|x| x.1).filter(|s| s.is_finite());
+    let lo = finite().fold(f64::INFINITY, f64::min);
+    let hi = finite().fold(f64::NEG_INFINITY, f64::max);
     let span = hi - lo;
     list.iter()
         .map(|(d, s)| {
-            let v = if span > 0.0 { (s - lo) / span } else { 1.0 };
+            let v = if !s.is_finite() {
+                0.0
+            } else if span > 0.0 {
+                (s - lo) / span
+            } else {
+                1.0
+            };
             (d.as_str(), v)
         })
         .collect()
@@ -152,7 +160,11 @@ pub fn fuse(model: &[(String, f64)], bm25: &[(String, f64)], fusion: Fusion) -> 
             let mut score: HashMap<&str, f64> = HashMap::new();
             for list in [model, bm25] {
                 let mut order: Vec<&(String, f64)> = list.iter().collect();
-                order.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| b.0.cmp(&a.0)));
+                order.sort_by(|a, b| {
+                    crate::eval::trec::rank_key(b.1)
+                        .total_cmp(&crate::eval::trec::rank_key(a.1))
+                        .then_with(|| b.0.cmp(&a.0))
+                });
                 for (r, (d, _)) in order.into_iter().enumerate() {
                     *score.entry(d.as_str()).or_default() += 1.0 / (k + (r + 1) as f64);
                 }

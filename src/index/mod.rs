@@ -81,11 +81,12 @@ impl TieOrder {
         }
     }
 
-    /// Evaluator order of two hits: `Less` means `a` ranks before `b`.
+    /// Evaluator order of two hits: `Less` means `a` ranks before `b`. A
+    /// non-finite score ranks below every finite one.
     #[inline]
     pub fn cmp_hits(&self, a: &Hit, b: &Hit) -> Ordering {
-        b.score
-            .total_cmp(&a.score)
+        crate::eval::trec::rank_key(b.score)
+            .total_cmp(&crate::eval::trec::rank_key(a.score))
             .then_with(|| self.key(b.doc).cmp(&self.key(a.doc)))
     }
 
@@ -102,4 +103,15 @@ pub fn peak_rss_bytes() -> Option<u64> {
     let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb * 1024)
+}
+
+/// The score a ranking sorts by: itself when finite, else below every finite
+/// score (a diverged model's NaN is the worst, never the best).
+#[inline]
+pub fn rank_key32(s: f32) -> f32 {
+    if s.is_finite() {
+        s
+    } else {
+        f32::NEG_INFINITY
+    }
 }

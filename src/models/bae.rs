@@ -153,7 +153,20 @@ impl BaeModel {
                 .to_device(device)?)
         };
         let var = |n: &str| -> Result<Var> { Ok(Var::from_tensor(&get(n)?)?) };
-        let binary = get("cfg.binary")?.flatten_all()?.to_vec1::<f32>()?[0] != 0.0;
+        for (n, rank) in [
+            ("enc.src.w", 2),
+            ("enc.tgt.w", 2),
+            ("enc.b", 1),
+            ("dec.src.w", 2),
+            ("dec.tgt.w", 2),
+        ] {
+            super::nn::check_shape(n, &get(n)?, &vec![None; rank])?;
+        }
+        let binary = get("cfg.binary")?.flatten_all()?.to_vec1::<f32>()?;
+        let binary = *binary
+            .first()
+            .ok_or_else(|| Error::invalid("checkpoint tensor `cfg.binary` is empty"))?
+            != 0.0;
         let m = BaeModel {
             enc_src: var("enc.src.w")?,
             enc_tgt: var("enc.tgt.w")?,
@@ -172,7 +185,29 @@ impl BaeModel {
             || m.dec_src.dims() != [m.enc_src.dims()[0], k]
             || m.dec_tgt.dims() != [m.enc_tgt.dims()[0], k]
         {
-            return Err(Error::invalid("bae checkpoint: inconsistent tensor shapes"));
+            return Err(Error::invalid(format!(
+                "bae checkpoint: inconsistent tensor shapes (enc.b {:?}, enc.src.w {:?}, \
+                 enc.tgt.w {:?}, dec.src.w {:?}, dec.tgt.w {:?})",
+                m.enc_b.dims(),
+                m.enc_src.dims(),
+                m.enc_tgt.dims(),
+                m.dec_src.dims(),
+                m.dec_tgt.dims()
+            )));
+        }
+        let (vs, vt) = (m.enc_src.dims()[0], m.enc_tgt.dims()[0]);
+        for (n, t, want) in [
+            ("dec.src.c", m.dec_src_c.as_tensor(), vs),
+            ("dec.tgt.c", m.dec_tgt_c.as_tensor(), vt),
+            ("mean.src", &m.mean_src, k),
+            ("mean.tgt", &m.mean_tgt, k),
+        ] {
+            if t.elem_count() != want {
+                return Err(Error::invalid(format!(
+                    "checkpoint tensor `{n}` has shape {:?}, expected {want} values",
+                    t.dims()
+                )));
+            }
         }
         Ok(m)
     }
@@ -516,6 +551,13 @@ impl Trainer for BaeTrainer {
         }
         model.set_means(data, cfg.center)?;
         let mut best = (valid_mrr(&model, data, cfg.valid_max)?, model.snapshot()?);
+        // a resume continues the interrupted run's choice of best epoch
+        if let Some(r) = &resume {
+            if let Some((score, _, snap)) = super::nn::restore_best_state("best.", &r.tensors)? {
+                best = (score, BaeModel::from_tensors(&snap, device)?);
+                best.1.binary = cfg.binary;
+            }
+        }
         hooks.log(&format!(
             "bae: {} pairs, vocab {vs}/{vt}, start validation MRR {:.4}",
             pairs.len(),
@@ -607,7 +649,15 @@ impl Trainer for BaeTrainer {
             if mrr > best.0 || best.0.is_nan() {
                 best = (mrr, model.snapshot()?);
             }
-            if hooks.epoch_end("train", epoch, &model, opt.state()?)? == Flow::Stop {
+            let mut extra = opt.state()?;
+            extra.extend(super::nn::best_state(
+                "best.",
+                best.0,
+                0,
+                best.1.tensors()?,
+                device,
+            )?);
+            if hooks.epoch_end("train", epoch, &model, extra)? == Flow::Stop {
                 break;
             }
         }

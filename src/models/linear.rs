@@ -156,6 +156,19 @@ pub fn unit_rows(mut m: Array2<f32>) -> Array2<f32> {
         let n = r.dot(&r).sqrt();
         if n > 0.0 && n.is_finite() {
             r.mapv_inplace(|v| v / n);
+        } else if !n.is_finite() {
+            // the squares overflow (a row of huge values): scale by the
+            // largest magnitude first; a row holding NaN or ±inf has no
+            // direction and stays NaN, so evaluation ranks it last and the
+            // runner calls the model diverged
+            let top = r.iter().fold(0f32, |a, v| a.max(v.abs()));
+            if top.is_finite() && top > 0.0 {
+                r.mapv_inplace(|v| v / top);
+                let n = r.dot(&r).sqrt();
+                r.mapv_inplace(|v| v / n);
+            } else {
+                r.fill(f32::NAN);
+            }
         }
     }
     m

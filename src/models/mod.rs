@@ -45,6 +45,11 @@ pub trait Model: Send + Sync {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Params {
     given: BTreeMap<String, String>,
+    /// Values resolved when the session was made (`config.toml`'s
+    /// `[params]`): used for a key not given, before the registry default,
+    /// so a resume reads what the interrupted run read.
+    #[serde(default)]
+    recorded: BTreeMap<String, String>,
     #[serde(skip)]
     used: std::sync::Arc<std::sync::Mutex<BTreeMap<String, String>>>,
 }
@@ -54,8 +59,28 @@ impl Params {
     pub fn new(given: BTreeMap<String, String>) -> Self {
         Params {
             given,
+            recorded: BTreeMap::new(),
             used: Default::default(),
         }
+    }
+
+    /// Parameters from the given settings, falling back to `recorded`
+    /// values (a session's resolved `[params]`) before registry defaults.
+    /// Only given keys count for [`Params::check_unused`].
+    pub fn with_recorded(
+        given: BTreeMap<String, String>,
+        recorded: BTreeMap<String, String>,
+    ) -> Self {
+        Params {
+            given,
+            recorded,
+            used: Default::default(),
+        }
+    }
+
+    /// The given value of `key`, else its recorded one.
+    fn lookup(&self, key: &str) -> Option<&String> {
+        self.given.get(key).or_else(|| self.recorded.get(key))
     }
 
     /// Sets or replaces one value.
@@ -95,7 +120,7 @@ impl Params {
         T: std::str::FromStr + ToString,
         T::Err: std::fmt::Display,
     {
-        match self.given.get(key) {
+        match self.lookup(key) {
             Some(s) => {
                 let v = s.parse::<T>().map_err(|e| {
                     crate::Error::invalid(format!("--set {key}={s}: not a valid value ({e})"))
@@ -113,7 +138,7 @@ impl Params {
     /// The value given for `key`, if any (recorded when present), with no
     /// registry default or check: for settings whose default is not static.
     pub fn given(&self, key: &str) -> Option<&str> {
-        let v = self.given.get(key).map(String::as_str);
+        let v = self.lookup(key).map(String::as_str);
         if let Some(s) = v {
             self.record(key, s);
         }
@@ -185,7 +210,7 @@ impl ModelParams<'_> {
     {
         let setting = self.setting(key)?;
         let name = self.spec.name;
-        let (value, given) = match self.params.given.get(key) {
+        let (value, given) = match self.params.lookup(key) {
             Some(v) => (v.as_str(), true),
             None => (
                 setting.default.ok_or_else(|| {
@@ -213,7 +238,7 @@ impl ModelParams<'_> {
     /// checked and recorded, or `None`.
     pub fn get_opt(&self, key: &str) -> Result<Option<String>> {
         let setting = self.setting(key)?;
-        match self.params.given.get(key) {
+        match self.params.lookup(key) {
             None => Ok(None),
             Some(v) => {
                 setting.check.check(v).map_err(|e| {

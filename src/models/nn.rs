@@ -187,3 +187,89 @@ pub fn report_step(
         examples,
     })
 }
+
+/// A trainer's own running choice (its best snapshot so far, its score and
+/// a patience count) as extra checkpoint tensors named `PREFIX…`, so that a
+/// resume continues the same choice, not one restarted from the resumed
+/// network. The score is stored as `f64` (NaN allowed: "none yet").
+pub fn best_state(
+    prefix: &str,
+    score: f64,
+    since_best: usize,
+    snapshot: Vec<(String, Tensor)>,
+    device: &Device,
+) -> Result<Vec<(String, Tensor)>> {
+    let mut out: Vec<(String, Tensor)> = snapshot
+        .into_iter()
+        .map(|(n, t)| (format!("{prefix}{n}"), t))
+        .collect();
+    out.push((format!("{prefix}score"), Tensor::new(&[score], device)?));
+    out.push((
+        format!("{prefix}since_best"),
+        Tensor::new(&[since_best as i64], device)?,
+    ));
+    Ok(out)
+}
+
+/// A trainer's running choice read back: `(score, since_best, snapshot)`.
+pub type BestState = (f64, usize, std::collections::HashMap<String, Tensor>);
+
+/// Reads back [`best_state`] from a checkpoint's tensors: `(score,
+/// since_best, snapshot with the prefix taken off)`, or `None` when the
+/// checkpoint has none (one written by an older version).
+pub fn restore_best_state(
+    prefix: &str,
+    tensors: &std::collections::HashMap<String, Tensor>,
+) -> Result<Option<BestState>> {
+    let (Some(score), Some(since)) = (
+        tensors.get(&format!("{prefix}score")),
+        tensors.get(&format!("{prefix}since_best")),
+    ) else {
+        return Ok(None);
+    };
+    let score = score
+        .to_dtype(DType::F64)?
+        .flatten_all()?
+        .to_vec1::<f64>()?;
+    let since = since
+        .to_dtype(DType::I64)?
+        .flatten_all()?
+        .to_vec1::<i64>()?;
+    let (Some(&score), Some(&since)) = (score.first(), since.first()) else {
+        return Err(Error::invalid(format!(
+            "checkpoint tensors {prefix}score / {prefix}since_best are empty"
+        )));
+    };
+    let snap = tensors
+        .iter()
+        .filter_map(|(n, t)| {
+            let rest = n.strip_prefix(prefix)?;
+            (rest != "score" && rest != "since_best").then(|| (rest.to_string(), t.clone()))
+        })
+        .collect();
+    Ok(Some((score, since.max(0) as usize, snap)))
+}
+
+/// Error (naming the tensor) unless checkpoint tensor `name` has `rank`
+/// dimensions and, where `want` gives a size, that size: a malformed
+/// checkpoint is reported, never indexed out of bounds.
+pub fn check_shape(name: &str, t: &Tensor, want: &[Option<usize>]) -> Result<()> {
+    let dims = t.dims();
+    let ok = dims.len() == want.len()
+        && dims
+            .iter()
+            .zip(want)
+            .all(|(d, w)| w.is_none_or(|w| *d == w));
+    if ok {
+        Ok(())
+    } else {
+        let want: Vec<String> = want
+            .iter()
+            .map(|w| w.map_or("_".to_string(), |w| w.to_string()))
+            .collect();
+        Err(Error::invalid(format!(
+            "checkpoint tensor `{name}` has shape {dims:?}, expected [{}]",
+            want.join(", ")
+        )))
+    }
+}

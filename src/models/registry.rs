@@ -643,6 +643,33 @@ pub fn validate_settings<'a>(
     }
 }
 
+/// Checks `given` for `model` ([`validate_settings`]) and resolves every
+/// setting the model and the runner read: the given values, and the
+/// registry's defaults for the others (settings without a default, like
+/// `init`, only when given). What a job records in `config.toml` before
+/// anything else is written, so a resume at any moment runs with exactly
+/// these values.
+pub fn resolve_settings(
+    model: &str,
+    given: &std::collections::BTreeMap<String, String>,
+) -> crate::Result<std::collections::BTreeMap<String, String>> {
+    validate_settings(model, given)?;
+    let spec = spec(model)?;
+    let mut out = std::collections::BTreeMap::new();
+    for s in spec.all_settings() {
+        match (given.get(s.key), s.default) {
+            (Some(v), _) => {
+                out.insert(s.key.to_string(), v.trim().to_string());
+            }
+            (None, Some(d)) => {
+                out.insert(s.key.to_string(), d.to_string());
+            }
+            (None, None) => {}
+        }
+    }
+    Ok(out)
+}
+
 /// The models and their settings with defaults, as `rosetta train --help`
 /// and the README list them.
 pub fn settings_help() -> String {

@@ -82,6 +82,14 @@ impl Composer {
             let (Some(w), Some(b)) = (tensors.get(&wk), tensors.get(&bk)) else {
                 break;
             };
+            // layer 1: a V × k term table; later layers k × k; biases k
+            let k = layers
+                .first()
+                .map(|(w, _): &(Var, Var)| w.dims().get(1).copied().unwrap_or(0));
+            let rows = if j == 1 { None } else { k };
+            super::nn::check_shape(&wk, w, &[rows, k])?;
+            let k = w.dims()[1];
+            super::nn::check_shape(&bk, b, &[Some(k)])?;
             let w = w.to_dtype(dtype)?.to_device(device)?;
             let b = b.to_dtype(dtype)?.to_device(device)?;
             layers.push((Var::from_tensor(&w)?, Var::from_tensor(&b)?));
@@ -199,8 +207,11 @@ impl std::str::FromStr for Negatives {
         }
         if let Some(k) = s.strip_prefix("random:") {
             return match k.parse::<usize>() {
-                Ok(k) if k >= 1 => Ok(Negatives::Random(k)),
-                _ => Err(format!("random:K needs K >= 1, got {k:?}")),
+                Ok(k) if (1..=MAX_NEGATIVES).contains(&k) => Ok(Negatives::Random(k)),
+                _ => Err(format!(
+                    "random:K needs K in 1..={MAX_NEGATIVES}, got {k:?} \
+                     (each negative is a composed text per pair and step)"
+                )),
             };
         }
         if s == "random" {
@@ -209,6 +220,10 @@ impl std::str::FromStr for Negatives {
         Err("expected random:K or in-batch".to_string())
     }
 }
+
+/// Most random negatives per pair (`random:K`): beyond it a step composes
+/// thousands of texts per pair and a job runs for hours without learning more.
+pub const MAX_NEGATIVES: usize = 1000;
 
 impl std::fmt::Display for Negatives {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -825,7 +840,25 @@ impl XcnnTrainer {
             net.snapshot("tgt")?,
         );
         let mut since_best = 0;
+        // a resume continues the interrupted run's best snapshot and patience
+        if let Some(t) = resume {
+            if let Some((acc, since, snap)) = super::nn::restore_best_state("mono.best.", t)? {
+                let mut snap: Vec<(String, Tensor)> = snap.into_iter().collect();
+                snap.sort_by(|a, b| a.0.cmp(&b.0));
+                best = (acc, snap);
+                since_best = since;
+            }
+        }
         for epoch in start_epoch + 1..=cfg.mono_epochs {
+            // patience is checked before an epoch, so that a run resumed
+            // after the epoch that ran out of it stops as the original did
+            if since_best >= cfg.mono_patience && !md.held.is_empty() {
+                hooks.log(&format!(
+                    "xcnn mono: no better held-out accuracy for {since_best} epochs; best {:.4}",
+                    best.0
+                ));
+                break;
+            }
             let mut rng = epoch_rng(seed, 1, epoch);
             let mut order = md.train.clone();
             order.shuffle(&mut rng);
@@ -886,6 +919,13 @@ impl XcnnTrainer {
                 "mono.valid_accuracy".into(),
                 Tensor::new(&[acc as f32], device)?,
             ));
+            extra.extend(super::nn::best_state(
+                "mono.best.",
+                best.0,
+                since_best,
+                best.1.clone(),
+                device,
+            )?);
             if hooks.epoch_end("mono", epoch, model, extra)? == Flow::Stop {
                 // The runner's early stopping looks at cross-lingual MRR, which
                 // means nothing before the source network is trained: a stop
@@ -893,13 +933,6 @@ impl XcnnTrainer {
                 // still honoured at the next step (`Hooks::step`).
                 hooks.log(&format!(
                     "xcnn mono: stop requested after epoch {epoch}; going on to the cross phase"
-                ));
-                break;
-            }
-            if since_best >= cfg.mono_patience && !md.held.is_empty() {
-                hooks.log(&format!(
-                    "xcnn mono: no better held-out accuracy for {since_best} epochs; best {:.4}",
-                    best.0
                 ));
                 break;
             }
@@ -943,6 +976,11 @@ impl XcnnTrainer {
             opt.restore(t)?;
         }
         let mut best = (valid_mrr(model, data, cfg.valid_max)?, model.snapshot()?);
+        if let Some(t) = resume {
+            if let Some((mrr, _, snap)) = super::nn::restore_best_state("cross.best.", t)? {
+                best = (mrr, XcnnModel::from_tensors(&snap, dtype, device)?);
+            }
+        }
         hooks.log(&format!(
             "xcnn cross: {} pairs, negatives {}, loss {}, start validation MRR {:.4}",
             pairs.len(),
@@ -1014,7 +1052,15 @@ impl XcnnTrainer {
             if mrr > best.0 || best.0.is_nan() {
                 best = (mrr, model.snapshot()?);
             }
-            if hooks.epoch_end("cross", epoch, model, opt.state()?)? == Flow::Stop {
+            let mut extra = opt.state()?;
+            extra.extend(super::nn::best_state(
+                "cross.best.",
+                best.0,
+                0,
+                best.1.tensors()?,
+                device,
+            )?);
+            if hooks.epoch_end("cross", epoch, model, extra)? == Flow::Stop {
                 break;
             }
         }
@@ -1136,7 +1182,9 @@ impl Trainer for XcnnTrainer {
             }
         };
         let rt = resume.as_ref().map(|r| &r.tensors);
-        if do_mono && mono_start < cfg.mono_epochs {
+        // (a resume after the last mono epoch still goes through the phase:
+        // it restores the best mono snapshot, as the uninterrupted run did)
+        if do_mono && mono_start <= cfg.mono_epochs {
             let flow = self.mono_phase(
                 data, &cfg, &model, device, seed, mono_start, &mut step, rt, hooks,
             )?;
@@ -1163,10 +1211,24 @@ impl Trainer for XcnnTrainer {
         &self,
         vocabs: &Vocabs,
         tensors: HashMap<String, Tensor>,
-        _params: &Params,
+        params: &Params,
         device: &Device,
     ) -> Result<Box<dyn Model>> {
         let m = XcnnModel::from_tensors(&tensors, DType::F32, device)?;
+        // the shapes the session's settings promise
+        let p = params.of("xcnn")?;
+        let (dim, layers): (usize, usize) = (p.get("dim")?, p.get("layers")?);
+        for (side, net) in [("src", &m.src), ("tgt", &m.tgt)] {
+            if net.dim() != dim || net.layers.len() != layers {
+                return Err(Error::invalid(format!(
+                    "xcnn checkpoint: `{side}` network has {} layer(s) of dim {}, \
+                     the session's settings say {layers} of dim {dim} (`{side}.w1` {:?})",
+                    net.layers.len(),
+                    net.dim(),
+                    net.layers[0].0.dims()
+                )));
+            }
+        }
         if m.src.vocab() != vocabs.source.len() || m.tgt.vocab() != vocabs.target.len() {
             return Err(Error::invalid(format!(
                 "xcnn checkpoint has {} × {} terms but the vocabularies have {} × {}",

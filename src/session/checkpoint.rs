@@ -76,6 +76,9 @@ impl Checkpoint {
                 ));
             }
             let (dt, shape, bytes) = tensor_bytes(t)?;
+            if model.iter().any(|(n, _)| n == name) {
+                check_finite(path, name, dt, &bytes)?;
+            }
             owned.push((name.clone(), dt, shape, bytes));
         }
         let mut views = Vec::with_capacity(owned.len());
@@ -87,6 +90,13 @@ impl Checkpoint {
         let mut info = HashMap::new();
         let meta_json = serde_json::to_string(meta)
             .map_err(|e| Error::file(path, format!("cannot serialise metadata: {e}")))?;
+        let digest = checksum(
+            &meta_json,
+            owned
+                .iter()
+                .map(|(n, dt, shape, b)| (n.as_str(), *dt, shape.as_slice(), b.as_slice())),
+        );
+        info.insert(CHECKSUM_KEY.to_string(), digest);
         info.insert("rosetta".to_string(), meta_json);
         info.insert("kind".to_string(), meta.kind.clone());
         info.insert("phase".to_string(), meta.phase.clone());
@@ -118,6 +128,23 @@ impl Checkpoint {
             .ok_or_else(|| bad("no `rosetta` metadata entry".into()))?;
         let meta: CheckpointMeta =
             serde_json::from_str(meta_json).map_err(|e| bad(format!("metadata: {e}")))?;
+        // the checksum covers the metadata and every tensor; a checkpoint of
+        // an older version has none
+        if let Some(want) = info.get(CHECKSUM_KEY) {
+            let views = st.tensors();
+            let got = checksum(
+                meta_json,
+                views
+                    .iter()
+                    .map(|(n, v)| (n.as_str(), v.dtype(), v.shape(), v.data())),
+            );
+            if &got != want {
+                return Err(bad(
+                    "checksum mismatch: the file is corrupt (its bytes changed after it was written)"
+                        .into(),
+                ));
+            }
+        }
         let mut tensors = HashMap::new();
         for (name, view) in st.tensors() {
             let t =
@@ -131,6 +158,54 @@ impl Checkpoint {
         }
         Ok(Checkpoint { meta, tensors })
     }
+}
+
+/// Metadata key of the checkpoint's BLAKE3 checksum.
+pub const CHECKSUM_KEY: &str = "blake3";
+
+/// BLAKE3 of the metadata JSON and every tensor (name, type, shape, bytes),
+/// in name order.
+fn checksum<'a>(
+    meta_json: &str,
+    tensors: impl Iterator<Item = (&'a str, Dtype, &'a [usize], &'a [u8])>,
+) -> String {
+    let mut v: Vec<_> = tensors.collect();
+    v.sort_by(|a, b| a.0.cmp(b.0));
+    let mut h = blake3::Hasher::new();
+    h.update(&(meta_json.len() as u64).to_le_bytes());
+    h.update(meta_json.as_bytes());
+    for (name, dt, shape, bytes) in v {
+        h.update(&(name.len() as u64).to_le_bytes());
+        h.update(name.as_bytes());
+        h.update(format!("{dt:?}").as_bytes());
+        h.update(&(shape.len() as u64).to_le_bytes());
+        for d in shape {
+            h.update(&(*d as u64).to_le_bytes());
+        }
+        h.update(&(bytes.len() as u64).to_le_bytes());
+        h.update(bytes);
+    }
+    h.finalize().to_hex().to_string()
+}
+
+/// A model tensor holding NaN or ±inf is never written: the error names it.
+fn check_finite(path: &Path, name: &str, dt: Dtype, bytes: &[u8]) -> Result<()> {
+    let bad = match dt {
+        Dtype::F32 => bytes
+            .chunks_exact(4)
+            .any(|c| !f32::from_le_bytes([c[0], c[1], c[2], c[3]]).is_finite()),
+        Dtype::F64 => bytes
+            .chunks_exact(8)
+            .any(|c| !f64::from_le_bytes(c.try_into().expect("8 bytes")).is_finite()),
+        _ => false,
+    };
+    if bad {
+        return Err(Error::file(
+            path,
+            format!("tensor `{name}` holds values that are not finite: checkpoint not written"),
+        ));
+    }
+    Ok(())
 }
 
 fn tensor_bytes(t: &Tensor) -> Result<(Dtype, Vec<usize>, Vec<u8>)> {
@@ -256,6 +331,19 @@ mod tests {
             vec![vec![1.0, 2.0], vec![3.0, 4.0]]
         );
         let bytes = std::fs::read(&p).unwrap();
+        // one flipped byte in the data: the checksum says so
+        let mut flipped = bytes.clone();
+        let n = flipped.len();
+        flipped[n - 2] ^= 0x40;
+        std::fs::write(&p, &flipped).unwrap();
+        let e = Checkpoint::read(&p, &Device::Cpu).unwrap_err().to_string();
+        assert!(e.contains("c.safetensors") && e.contains("checksum"), "{e}");
+        // a model tensor that is not finite is never written
+        let nan = Tensor::new(&[f32::NAN, 1.0], &Device::Cpu).unwrap();
+        let e = Checkpoint::write(&p, &meta(), &[("w".into(), nan)], &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`w`") && e.contains("not finite"), "{e}");
         std::fs::write(&p, &bytes[..bytes.len() - 3]).unwrap();
         let e = Checkpoint::read(&p, &Device::Cpu).unwrap_err().to_string();
         assert!(e.contains("c.safetensors: not a valid checkpoint"), "{e}");

@@ -244,7 +244,8 @@ fn mean_of_top(c: &mut [f32], k: usize) -> f32 {
     if k == 0 {
         return 0.0;
     }
-    c.select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a));
+    let key = crate::index::rank_key32;
+    c.select_nth_unstable_by(k - 1, |a, b| key(*b).total_cmp(&key(*a)));
     c[..k].iter().sum::<f32>() / k as f32
 }
 

@@ -110,6 +110,42 @@ impl SessionConfig {
         write_atomic(&path, text.as_bytes())
     }
 
+    /// Checks the config before a session folder is made, and resolves its
+    /// settings: for a registered model every `--set` key and value is
+    /// checked by the model registry and `params` gets every setting the
+    /// job reads (given values and defaults), so `config.toml` is complete
+    /// from its first write and a resume at any moment runs with the same
+    /// values. A seed that `config.toml` cannot hold is refused here, not
+    /// when the job writes its config.
+    pub fn resolve(&mut self) -> Result<()> {
+        if self.seed > i64::MAX as u64 {
+            return Err(Error::invalid(format!(
+                "--seed {}: must be below 2^63 ({})",
+                self.seed,
+                i64::MAX
+            )));
+        }
+        if crate::models::registry::spec(&self.model).is_ok() {
+            let mut resolved = crate::models::registry::resolve_settings(&self.model, &self.given)?;
+            // values already recorded (a config made elsewhere) are kept
+            for (k, v) in &self.params {
+                resolved.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+            self.params = resolved;
+        }
+        toml::to_string_pretty(self)
+            .map_err(|e| Error::invalid(format!("cannot record the session's config: {e}")))?;
+        Ok(())
+    }
+
+    /// The settings a job runs (or resumes) with: the given values, then
+    /// the values resolved when the session was made, then registry
+    /// defaults. A partial `[params]` table (a job killed early by an older
+    /// version) never overrides what the user gave.
+    pub fn run_settings(&self) -> crate::models::Params {
+        crate::models::Params::with_recorded(self.given.clone(), self.params.clone())
+    }
+
     /// The parameters to rerun or resume with: the resolved values when the
     /// job started, otherwise the given ones.
     pub fn run_params(&self) -> BTreeMap<String, String> {
@@ -336,8 +372,14 @@ pub struct Session {
 impl Session {
     /// Makes a new session folder (it must not exist, or be empty) with its
     /// config and a `queued` status.
-    pub fn create(dir: &Path, config: SessionConfig) -> Result<Session> {
+    pub fn create(dir: &Path, mut config: SessionConfig) -> Result<Session> {
+        config.resolve()?;
         if dir.exists() {
+            // what a job killed while making the folder left (temporary
+            // files of dead processes, an empty checkpoints folder) does
+            // not block the name
+            crate::util::sweep_temp_files(dir);
+            let _ = std::fs::remove_dir(dir.join(CHECKPOINT_DIR));
             let mut rd = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
             if rd.next().is_some() {
                 return Err(Error::file(
@@ -369,7 +411,8 @@ impl Session {
 
     /// Makes a new session under `root` named `<model>-<UTC timestamp>`; two
     /// jobs started in the same second get distinct folders (`-2`, `-3`...).
-    pub fn create_in(root: &Path, config: SessionConfig) -> Result<Session> {
+    pub fn create_in(root: &Path, mut config: SessionConfig) -> Result<Session> {
+        config.resolve()?;
         std::fs::create_dir_all(root).map_err(|e| Error::io(root, e))?;
         let stamp = fmt_stamp(now_unix());
         let base = format!("{}-{}", config.model, stamp);
@@ -474,10 +517,25 @@ impl Session {
             ));
         }
         let best = self.dir.join(BEST_CHECKPOINT);
+        let last = self.dir.join(LAST_CHECKPOINT);
         let ck = if best.exists() {
             Checkpoint::read(&best, device)?
+        } else if last.exists() {
+            Checkpoint::read(&last, device)?
         } else {
-            Checkpoint::read(&self.dir.join(LAST_CHECKPOINT), device)?
+            return Err(Error::file(
+                &self.dir,
+                format!(
+                    "the session has no trained model yet (state {}: no checkpoint was written; \
+                     {})",
+                    self.status.effective_state(),
+                    match self.status.effective_state() {
+                        State::Queued | State::Running =>
+                            "wait for its first epoch to end, or follow it with `rosetta jobs`",
+                        _ => "continue it with `rosetta train --resume` or train a new session",
+                    }
+                ),
+            ));
         };
         let vocabs = self.vocabs()?;
         let trainer = crate::models::trainer(&self.config.model)?;
@@ -558,6 +616,102 @@ pub fn list_sessions(root: &Path) -> Result<Vec<SessionEntry>> {
             }
         })
         .collect())
+}
+
+/// The process running the job of session `dir`, proven before anyone
+/// signals it: `status.json` must name a pid with its start time, that
+/// process must be alive with the same start time (not a reused pid), and
+/// it must hold the session's `.lock` (read from `/proc/locks`; without
+/// `/proc`, the lock must at least be held by someone). A crafted or
+/// copied session folder naming an unrelated process is refused with the
+/// reason, so `rosetta cancel` and the workbench never signal it.
+pub fn job_process(dir: &Path) -> Result<u32> {
+    let st = read_status(dir)?;
+    let path = dir.join(STATUS_FILE);
+    let refuse = |why: String| Err(Error::file(&path, format!("{why}; no process signalled")));
+    if st.pid == 0 {
+        return refuse("no job process recorded (the job has not started)".into());
+    }
+    let Some(start) = st.pid_start else {
+        return refuse(format!(
+            "pid {} is recorded without its start time: it cannot be proven to be the job",
+            st.pid
+        ));
+    };
+    if !pid_alive(st.pid, Some(start)) {
+        return refuse(format!("process {} is not running (stale status)", st.pid));
+    }
+    let lock = dir.join(LOCK_FILE);
+    match lock_holders(&lock) {
+        Some(holders) if holders.contains(&st.pid) => Ok(st.pid),
+        Some(_) => refuse(format!(
+            "process {} does not hold the session's lock {}: it is not this session's job",
+            st.pid,
+            lock.display()
+        )),
+        None => {
+            if lock_is_held(&lock) {
+                Ok(st.pid)
+            } else {
+                refuse(format!(
+                    "no process holds the session's lock {}: process {} is not its job",
+                    lock.display(),
+                    st.pid
+                ))
+            }
+        }
+    }
+}
+
+/// The pids holding a `flock` on `lock` per `/proc/locks`, or `None` when
+/// that cannot be read (no `/proc`); empty when the file is missing or a
+/// symbolic link.
+fn lock_holders(lock: &Path) -> Option<Vec<u32>> {
+    use std::os::unix::fs::MetadataExt;
+    let table = std::fs::read_to_string("/proc/locks").ok()?;
+    let Ok(md) = std::fs::symlink_metadata(lock) else {
+        return Some(Vec::new());
+    };
+    if !md.file_type().is_file() {
+        return Some(Vec::new());
+    }
+    let (ino, dev) = (md.ino(), md.dev());
+    // glibc's gnu_dev_major / gnu_dev_minor
+    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
+    let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
+    let mut out = Vec::new();
+    for line in table.lines() {
+        // "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"; "->" marks a waiter
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 6 || f[1] == "->" || f[1] != "FLOCK" {
+            continue;
+        }
+        let id: Vec<&str> = f[5].split(':').collect();
+        let &[ma, mi, i] = id.as_slice() else {
+            continue;
+        };
+        let same = u64::from_str_radix(ma, 16).ok() == Some(major)
+            && u64::from_str_radix(mi, 16).ok() == Some(minor)
+            && i.parse::<u64>().ok() == Some(ino);
+        if same {
+            if let Ok(pid) = f[4].parse() {
+                out.push(pid);
+            }
+        }
+    }
+    Some(out)
+}
+
+/// Whether some process holds the flock on `lock` (tried without waiting,
+/// released at once; the file is neither created nor followed as a link).
+fn lock_is_held(lock: &Path) -> bool {
+    use std::os::unix::io::AsRawFd;
+    let Ok(f) = crate::util::open_read_nofollow(lock) else {
+        return false;
+    };
+    // SAFETY: flock on a valid open descriptor.
+    let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    r != 0
 }
 
 /// Whether process `pid` is alive (not a zombie) and, when `start` is given,

@@ -80,7 +80,8 @@ pub fn rank<S: AsRef<str>>(
     const BLOCK: usize = 256;
     let dt = docs.t();
     let cmp = |a: &(usize, f64), b: &(usize, f64)| {
-        b.1.total_cmp(&a.1)
+        crate::eval::trec::rank_key(b.1)
+            .total_cmp(&crate::eval::trec::rank_key(a.1))
             .then_with(|| doc_ids[b.0].as_ref().cmp(doc_ids[a.0].as_ref()))
     };
     for chunk in queries.axis_chunks_iter(Axis(0), BLOCK) {

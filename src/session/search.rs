@@ -618,7 +618,9 @@ impl<'a> Explain<'a> {
             .iter()
             .map(|(t, id)| (t.clone(), self.tv_src.row(*id as usize).dot(&de) as f64))
             .collect();
-        c.sort_by(|a, b| b.1.total_cmp(&a.1));
+        c.sort_by(|a, b| {
+            crate::eval::trec::rank_key(b.1).total_cmp(&crate::eval::trec::rank_key(a.1))
+        });
         c.truncate(CONTRIBUTORS);
         c
     }

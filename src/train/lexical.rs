@@ -11,7 +11,6 @@ use super::runner::{select_device, LogFile, Observer, Outcome, SessionLock};
 use crate::corpus::Workspace;
 use crate::eval::evaluate;
 use crate::models::bm25::Bm25Baseline;
-use crate::models::Params;
 use crate::session::metrics::MetricsWriter;
 use crate::session::retrieval::RUN_DEPTH;
 use crate::session::{
@@ -61,10 +60,10 @@ fn score(
     // BM25 runs on the CPU whatever was asked; `cuda` without a GPU still fails
     select_device(&session.config.device_request)?;
     session.config.device = "cpu".into();
-    let params = Params::new(session.config.run_params());
+    let params = session.config.run_settings();
     let baseline = Bm25Baseline::new(&session.config.model, &params)?;
     params.check_unused()?;
-    session.config.params = params.resolved();
+    session.config.params.extend(params.resolved());
     session.config.write(&dir)?;
 
     let pid = std::process::id();

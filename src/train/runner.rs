@@ -99,12 +99,17 @@ impl SessionLock {
     pub fn acquire(dir: &Path) -> Result<SessionLock> {
         use std::os::unix::io::AsRawFd;
         let path = dir.join(LOCK_FILE);
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| Error::io(&path, e))?;
+        let file = {
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .mode(0o644)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .open(&path)
+                .map_err(|e| Error::io(&path, e))?
+        };
         // SAFETY: flock on a valid open descriptor.
         let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
         if r != 0 {
@@ -163,6 +168,9 @@ pub fn run_job_with_validation(
 ) -> Result<Outcome> {
     let dir = session.dir.clone();
     let _lock = SessionLock::acquire(&dir)?;
+    // temporary files a killed job left (its writes never finished)
+    crate::util::sweep_temp_files(&dir);
+    crate::util::sweep_temp_files(&dir.join(crate::session::CHECKPOINT_DIR));
     let mut log = LogFile::open(&dir.join(LOG_FILE))?;
     match prepare_and_train(
         session,
@@ -187,7 +195,10 @@ pub fn run_job_with_validation(
             // session keeps its state (its checkpoints are still what it says)
             let mut st =
                 crate::session::read_status(&dir).unwrap_or_else(|_| session.status.clone());
-            if st.state == State::Queued {
+            // a job that never started, or one that this process was running
+            // when a write failed (a full disk), fails with the reason
+            let ours = st.state == State::Running && st.pid == std::process::id();
+            if st.state == State::Queued || ours {
                 st.state = State::Failed;
                 st.error = Some(msg);
                 st.pid = std::process::id();
@@ -223,7 +234,7 @@ fn prepare_and_train(
     let (device, device_name) = select_device(&session.config.device_request)?;
     session.config.device = device_name.clone();
 
-    let params = Params::new(session.config.run_params());
+    let params = session.config.run_settings();
     let runner_params = params.runner();
     let patience: usize = runner_params.get("patience")?;
     let log_every: usize = runner_params.get("log_every")?;
@@ -378,9 +389,13 @@ fn prepare_and_train(
     let cancelled = cancel.load(Ordering::SeqCst);
     let outcome = match result {
         Ok(model) => {
+            let planned: usize = hooks.plan.iter().map(|p| p.epochs).sum();
             if hooks.checkpoints == 0 && !cancelled {
-                // a trainer that never ended an epoch through the hooks
-                hooks.epoch = hooks.epoch.max(1);
+                // a trainer that never ended an epoch through the hooks (a
+                // plan of 0 epochs keeps epoch 0: nothing was trained)
+                if planned > 0 {
+                    hooks.epoch = hooks.epoch.max(1);
+                }
                 let _ = hooks.epoch_end_inner(
                     &hooks.phase.clone(),
                     hooks.epoch,
@@ -399,6 +414,13 @@ fn prepare_and_train(
                         .best_epoch
                         .map(|e| e.to_string())
                         .unwrap_or("-".into())
+                );
+                hooks.finish(State::Done, "done", m, None)?
+            } else if planned == 0 {
+                let m = format!(
+                    "done without training (every phase planned 0 epochs): the initial model \
+                     is saved; its MRR {}",
+                    fmt_opt(hooks.best_mrr)
                 );
                 hooks.finish(State::Done, "done", m, None)?
             } else {
@@ -439,6 +461,31 @@ fn prepare_and_train(
     Ok(outcome)
 }
 
+/// Largest magnitude a model parameter may reach: beyond it the squares of
+/// an embedding's entries overflow `f32`, so norms and cosines mean nothing.
+pub const MAX_PARAMETER: f64 = 1e18;
+
+/// Error when a model tensor holds a value that is not finite or whose
+/// magnitude passes [`MAX_PARAMETER`]: the training diverged.
+pub fn check_parameters(tensors: &[(String, Tensor)], phase: &str, epoch: usize) -> Result<()> {
+    for (name, t) in tensors {
+        if !t.dtype().is_float() {
+            continue;
+        }
+        let v = t
+            .flatten_all()?
+            .to_dtype(candle_core::DType::F64)?
+            .to_vec1::<f64>()?;
+        if let Some(x) = v.iter().find(|x| !x.is_finite() || x.abs() > MAX_PARAMETER) {
+            return Err(Error::invalid(format!(
+                "training diverged: parameter `{name}` holds {x:e} at {phase} epoch {epoch} \
+                 (try a lower --lr)"
+            )));
+        }
+    }
+    Ok(())
+}
+
 fn cancel_message(h: &RunnerHooks<'_>) -> String {
     format!(
         "cancelled at epoch {}, step {}; `rosetta train --resume {}` continues from the last checkpoint{}",
@@ -464,11 +511,7 @@ pub(crate) struct LogFile {
 
 impl LogFile {
     pub(crate) fn open(path: &Path) -> Result<LogFile> {
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .map_err(|e| Error::io(path, e))?;
+        let file = crate::util::open_append_nofollow(path)?;
         Ok(LogFile {
             path: path.to_path_buf(),
             file,
@@ -540,7 +583,8 @@ impl RunnerHooks<'_> {
     fn write_config(&mut self) -> Result<()> {
         let resolved = self.params.resolved();
         if !self.config_written || resolved != self.config_params_snapshot {
-            self.session_config.params = resolved.clone();
+            // what the job read joins what was resolved when it was made
+            self.session_config.params.extend(resolved.clone());
             self.session_config.write(&self.dir)?;
             self.config_params_snapshot = resolved;
             self.config_written = true;
@@ -641,6 +685,9 @@ impl RunnerHooks<'_> {
         self.phase = phase.to_string();
         self.epoch = epoch;
         self.write_config()?;
+        // a diverged model is never validated, never "best", never written
+        let model_tensors = model.tensors()?;
+        check_parameters(&model_tensors, phase, epoch)?;
         // validation
         let mut valid_mrr = None;
         let mut scores_line = String::new();
@@ -648,6 +695,12 @@ impl RunnerHooks<'_> {
         if self.data.valid_src.n_rows() > 0 {
             let s = model.encode(Side::Source, &self.data.valid_src)?;
             let t = model.encode(Side::Target, &self.data.valid_tgt)?;
+            if s.iter().chain(t.iter()).any(|v| !v.is_finite()) {
+                return Err(Error::invalid(format!(
+                    "training diverged: the model's validation embeddings are not finite at {phase} \
+                     epoch {epoch} (try a lower --lr)"
+                )));
+            }
             let sc = sentence_retrieval(&s, &t);
             if !sc.mrr.is_finite() {
                 return Err(Error::invalid(format!(
@@ -688,7 +741,6 @@ impl RunnerHooks<'_> {
         } else {
             self.bad_epochs += 1;
         }
-        let model_tensors = model.tensors()?;
         let meta = CheckpointMeta {
             kind: self.model_name.clone(),
             phase: phase.to_string(),
@@ -784,14 +836,28 @@ impl RunnerHooks<'_> {
         message: String,
         error: Option<String>,
     ) -> Result<Outcome> {
-        self.write_config()?;
-        self.record(MetricRecord::event(
-            event,
-            message.clone(),
-            Some(self.epoch),
-            Some(self.step),
-        ))?;
+        // status.json is written whatever else fails (a full disk): a
+        // failed write turns the outcome into `failed` with its reason
+        let written = self.write_config().and_then(|_| {
+            self.record(MetricRecord::event(
+                event,
+                message.clone(),
+                Some(self.epoch),
+                Some(self.step),
+            ))
+        });
         self.say(&message);
+        let (state, error) = match written {
+            Ok(()) => (state, error),
+            Err(e) => {
+                let msg = match &error {
+                    Some(first) => format!("{first}; then {e}"),
+                    None => format!("{message}; then {e}"),
+                };
+                self.say(&format!("error: {e}"));
+                (State::Failed, Some(msg))
+            }
+        };
         self.status.state = state;
         if state == State::Done {
             self.status.progress = 1.0;
@@ -800,7 +866,7 @@ impl RunnerHooks<'_> {
             self.status.eta_s = None;
         }
         self.status.error = if state == State::Cancelled {
-            Some(message)
+            Some(message.clone())
         } else {
             error.clone()
         };
