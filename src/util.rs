@@ -111,7 +111,7 @@ pub fn sweep_temp_files(dir: &Path) -> usize {
         let pid: Option<u32> = tail.split('.').next().and_then(|p| p.parse().ok());
         let Some(pid) = pid else { continue };
         let is_file = e.file_type().is_ok_and(|t| t.is_file() || t.is_symlink());
-        let dead = pid == me || !crate::session::pid_alive(pid, None);
+        let dead = pid == me || !pid_alive(pid, None);
         if is_file && dead && std::fs::remove_file(e.path()).is_ok() {
             removed += 1;
         }
@@ -125,4 +125,40 @@ pub fn hash_file(path: &Path) -> Result<String> {
     let f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
     h.update_reader(f).map_err(|e| Error::io(path, e))?;
     Ok(h.finalize().to_hex().to_string())
+}
+
+/// Whether process `pid` is alive (not a zombie) and, when `start` is given,
+/// is the same process (same start time), not a later one with a reused pid.
+pub fn pid_alive(pid: u32, start: Option<u64>) -> bool {
+    if pid == 0 || pid > i32::MAX as u32 {
+        return false;
+    }
+    // SAFETY: kill with signal 0 only checks for existence and permission.
+    let r = unsafe { libc::kill(pid as i32, 0) };
+    if r != 0 {
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EPERM) {
+            return false;
+        }
+    }
+    match proc_stat(pid) {
+        Some((state, st)) => state != 'Z' && state != 'X' && start.is_none_or(|s| s == st),
+        None => true, // no /proc: trust kill()
+    }
+}
+
+/// Start time (clock ticks since boot) of process `pid`, from `/proc`.
+pub fn process_start_time(pid: u32) -> Option<u64> {
+    proc_stat(pid).map(|(_, t)| t)
+}
+
+fn proc_stat(pid: u32) -> Option<(char, u64)> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // "pid (comm) S ppid ..."; comm may hold spaces and parentheses.
+    let rest = &s[s.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let state = fields.first()?.chars().next()?;
+    // field 22 of the whole line is starttime; rest starts at field 3.
+    let start = fields.get(19)?.parse().ok()?;
+    Some((state, start))
 }

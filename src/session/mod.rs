@@ -34,6 +34,7 @@ use crate::text::Vocabulary;
 use crate::util::write_atomic;
 use crate::{Error, Result};
 
+pub use crate::util::{pid_alive, process_start_time};
 pub use checkpoint::{Checkpoint, CheckpointMeta};
 pub use loaded::{Loaded, Neighbour, Neighbours};
 pub use metrics::{effective_history, Curves, MetricRecord, MetricsTail, TailBatch, ValidPoint};
@@ -712,42 +713,6 @@ fn lock_is_held(lock: &Path) -> bool {
     // SAFETY: flock on a valid open descriptor.
     let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
     r != 0
-}
-
-/// Whether process `pid` is alive (not a zombie) and, when `start` is given,
-/// is the same process (same start time), not a later one with a reused pid.
-pub fn pid_alive(pid: u32, start: Option<u64>) -> bool {
-    if pid == 0 || pid > i32::MAX as u32 {
-        return false;
-    }
-    // SAFETY: kill with signal 0 only checks for existence and permission.
-    let r = unsafe { libc::kill(pid as i32, 0) };
-    if r != 0 {
-        let err = std::io::Error::last_os_error();
-        if err.raw_os_error() != Some(libc::EPERM) {
-            return false;
-        }
-    }
-    match proc_stat(pid) {
-        Some((state, st)) => state != 'Z' && state != 'X' && start.is_none_or(|s| s == st),
-        None => true, // no /proc: trust kill()
-    }
-}
-
-/// Start time (clock ticks since boot) of process `pid`, from `/proc`.
-pub fn process_start_time(pid: u32) -> Option<u64> {
-    proc_stat(pid).map(|(_, t)| t)
-}
-
-fn proc_stat(pid: u32) -> Option<(char, u64)> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // "pid (comm) S ppid ..."; comm may hold spaces and parentheses.
-    let rest = &s[s.rfind(')')? + 1..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let state = fields.first()?.chars().next()?;
-    // field 22 of the whole line is starttime; rest starts at field 3.
-    let start = fields.get(19)?.parse().ok()?;
-    Some((state, start))
 }
 
 /// Seconds since the Unix epoch.
