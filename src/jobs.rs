@@ -220,11 +220,8 @@ pub fn launch(dir: &Path, exe: &Path) -> Result<Launched> {
     let session = Session::open(&dir)?;
     check_not_running(&dir, &session.status)?;
     let log_path = dir.join(LOG_FILE);
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log_path)
-        .map_err(|e| Error::io(&log_path, e))?;
+    // never through a planted symbolic link
+    let log = crate::util::open_append_nofollow(&log_path)?;
     let log2 = log.try_clone().map_err(|e| Error::io(&log_path, e))?;
     let mut cmd = std::process::Command::new(exe);
     cmd.arg("train")
@@ -393,19 +390,20 @@ pub fn cancel(dir: &Path) -> Result<Cancel> {
             ),
         ));
     }
-    // SAFETY: kill(2) on the recorded, live job process (pid reuse is ruled
-    // out by `process_alive`, which checks its start time).
-    if unsafe { libc::kill(st.pid as libc::pid_t, libc::SIGTERM) } != 0 {
+    // only a process proven to be the session's job (same start time, and
+    // it holds the session's lock) is signalled
+    let pid = crate::session::job_process(dir)?;
+    // SAFETY: kill(2) on the session's live job process, proven above.
+    if unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) } != 0 {
         return Err(Error::file(
             dir,
             format!(
-                "cannot signal process {}: {}",
-                st.pid,
+                "cannot signal process {pid}: {}",
                 std::io::Error::last_os_error()
             ),
         ));
     }
-    Ok(Cancel::Signalled { pid: st.pid })
+    Ok(Cancel::Signalled { pid })
 }
 
 /// Waits until the status of session folder `dir` records a final state

@@ -388,6 +388,21 @@ fn cli_reports_bad_input_with_file_and_line() {
         &format!("{}:1:", grade_qrels.display()),
     );
     fails_with(&["trec-eval", "basic.run", &p(&empty)], "no judgements");
+    // a document judged twice, with another grade: a warning naming both
+    // lines, an error with --strict
+    let twice = dir.path().join("twice.qrels");
+    std::fs::write(&twice, "q1 0 d1 1\nq1 0 d1 0\n").unwrap();
+    let out = rosetta(&["trec-eval", "basic.run", &p(&twice)]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("warning") && err.contains(&format!("{}:2", twice.display())),
+        "{err}"
+    );
+    fails_with(
+        &["trec-eval", "basic.run", &p(&twice), "--strict"],
+        &format!("{}:2", twice.display()),
+    );
     fails_with(
         &["trec-eval", "nonexistent.run", "basic.qrels"],
         "nonexistent.run",

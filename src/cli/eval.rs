@@ -26,6 +26,9 @@ pub struct TrecEvalArgs {
     /// Also print each judged query's scores (under `per_query` with --json).
     #[arg(long)]
     pub per_query: bool,
+    /// A document judged twice for one query in the qrels is an error, not a warning.
+    #[arg(long)]
+    pub strict: bool,
 }
 
 /// The paired test `compare` runs.
@@ -82,6 +85,9 @@ pub struct CompareArgs {
     /// TREC qrels file the runs are scored against.
     #[arg(long, conflicts_with = "sessions")]
     pub qrels: Option<PathBuf>,
+    /// A document judged twice for one query in the qrels is an error, not a warning.
+    #[arg(long, requires = "qrels")]
+    pub strict: bool,
     /// Session folders to compare instead of runs, each on its own
     /// workspace's ad-hoc task (the first is the baseline unless --baseline
     /// names one).
@@ -195,9 +201,13 @@ impl Scored {
     }
 }
 
-/// Reads qrels and refuses empty ones.
-fn read_qrels(path: &Path) -> anyhow::Result<Qrels> {
-    let qrels = Qrels::read(path)?;
+/// Reads qrels, printing duplicate or contradictory judgements as warnings
+/// (errors with `strict`), and refuses empty ones.
+fn read_qrels(path: &Path, strict: bool) -> anyhow::Result<Qrels> {
+    let (qrels, warnings) = Qrels::read_checked(path, strict)?;
+    for w in warnings {
+        eprintln!("warning: {w}");
+    }
     if qrels.is_empty() {
         bail!("{}: no judgements", path.display());
     }
@@ -206,7 +216,7 @@ fn read_qrels(path: &Path) -> anyhow::Result<Qrels> {
 
 /// `rosetta trec-eval RUN QRELS`.
 pub fn trec_eval(args: TrecEvalArgs) -> anyhow::Result<()> {
-    let qrels = read_qrels(&args.qrels)?;
+    let qrels = read_qrels(&args.qrels, args.strict)?;
     let s = score(&args.run, &qrels, &args.qrels)?;
     if args.json {
         let mut out = json!({
@@ -323,7 +333,7 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<()> {
         let Some(qrels_path) = &args.qrels else {
             bail!("comparing runs needs --qrels QRELS (or give --sessions DIR...)");
         };
-        let qrels = read_qrels(qrels_path)?;
+        let qrels = read_qrels(qrels_path, args.strict)?;
         let mut systems = Vec::with_capacity(paths.len());
         let mut notes = Vec::new();
         for (p, label) in paths.iter().zip(&labels) {
