@@ -298,7 +298,11 @@ thread_local! {
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: 48,
+        // 48 in the suite; PROPTEST_CASES=N runs N (a long run)
+        cases: std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(48),
         failure_persistence: None,
         .. ProptestConfig::default()
     })]
