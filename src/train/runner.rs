@@ -93,6 +93,9 @@ pub struct SessionLock {
     _file: File,
 }
 
+/// Attempts to take a session's lock, 20 ms apart.
+const LOCK_TRIES: usize = 10;
+
 impl SessionLock {
     /// Takes the lock, or fails naming the session when another process
     /// holds it (a job already running in it).
@@ -110,15 +113,25 @@ impl SessionLock {
                 .open(&path)
                 .map_err(|e| Error::io(&path, e))?
         };
-        // SAFETY: flock on a valid open descriptor.
-        let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        if r != 0 {
-            return Err(Error::file(
-                dir,
-                "session is in use by another running job (see `rosetta jobs`)",
-            ));
+        // A lock released a moment ago can still be held for a few
+        // microseconds by a child of this process that was forked before the
+        // release and has not yet exec'd (flock belongs to the open file
+        // description, which the child shares until exec closes it): retry
+        // briefly before calling the session busy.
+        for attempt in 0..LOCK_TRIES {
+            // SAFETY: flock on a valid open descriptor.
+            let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+            if r == 0 {
+                return Ok(SessionLock { _file: file });
+            }
+            if attempt + 1 < LOCK_TRIES {
+                std::thread::sleep(Duration::from_millis(20));
+            }
         }
-        Ok(SessionLock { _file: file })
+        Err(Error::file(
+            dir,
+            "session is in use by another running job (see `rosetta jobs`)",
+        ))
     }
 }
 
