@@ -773,6 +773,122 @@ fn kill_before_the_first_step_then_resume_keeps_the_settings() {
     );
 }
 
+/// The highest step recorded so far in a session's metrics (in `phase`
+/// only, when given).
+fn steps_recorded_in(dir: &Path, phase: Option<&str>) -> usize {
+    let mut tail = MetricsTail::new(dir.join(METRICS_FILE));
+    tail.poll()
+        .map(|b| {
+            b.records
+                .iter()
+                .filter_map(|r| match r {
+                    rosetta::session::MetricRecord::Step { step, phase: p, .. }
+                        if phase.is_none_or(|want| want == p) =>
+                    {
+                        Some(*step)
+                    }
+                    _ => None,
+                })
+                .max()
+                .unwrap_or(0)
+        })
+        .unwrap_or(0)
+}
+
+fn steps_recorded(dir: &Path) -> usize {
+    steps_recorded_in(dir, None)
+}
+
+/// Per trainable neural model: a CLI job SIGKILLed at seeded random steps
+/// (before the first step too, and inside XCNN's mono phase), then resumed
+/// with `rosetta train --resume`, ends with the uninterrupted run's last
+/// and best checkpoints bit for bit.
+#[test]
+fn sigkill_at_random_steps_then_resume_is_the_same_run() {
+    use rand::{Rng, SeedableRng};
+    let ws = common::tiny_workspace();
+    let wsf = ws.path().join("workspace.toml");
+    let root = tempfile::tempdir().unwrap();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(14);
+    for model in ["s2net", "xcnn", "bae"] {
+        let args = |session: &Path| {
+            let mut a = vec![
+                "train".to_string(),
+                "--workspace".into(),
+                wsf.display().to_string(),
+                "--model".into(),
+                model.into(),
+                "--device".into(),
+                "cpu".into(),
+                "--seed".into(),
+                "3".into(),
+                "--session".into(),
+                session.display().to_string(),
+            ];
+            for (k, v) in quick(model)
+                .into_iter()
+                .chain([("log_every", "1"), ("step_delay_ms", "15")])
+            {
+                a.extend(["--set".into(), format!("{k}={v}")]);
+            }
+            a
+        };
+        let full = root.path().join(format!("{model}-full"));
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_rosetta"))
+            .args(args(&full))
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{model}: {out:?}");
+        let total = steps_recorded(&full);
+        assert!(total >= 4, "{model}: {total} steps");
+        // before the first step, one random step of the first phase (XCNN's
+        // mono phase), one random step of the whole run
+        let first = match steps_recorded_in(&full, Some("mono")) {
+            0 => total,
+            n => n,
+        };
+        let targets = [0, rng.random_range(1..=first), rng.random_range(1..total)];
+        for (i, target) in targets.into_iter().enumerate() {
+            let killed = root.path().join(format!("{model}-killed-{i}"));
+            let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_rosetta"))
+                .args(args(&killed))
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            let t0 = std::time::Instant::now();
+            loop {
+                let started = killed.join("status.json").exists();
+                if (target == 0 && started) || (target > 0 && steps_recorded(&killed) >= target) {
+                    break;
+                }
+                assert!(
+                    t0.elapsed().as_secs() < 60,
+                    "{model}: step {target} never came"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            child.kill().unwrap();
+            child.wait().unwrap();
+            let out = std::process::Command::new(env!("CARGO_BIN_EXE_rosetta"))
+                .args(["train", "--resume", &killed.display().to_string()])
+                .stdin(std::process::Stdio::null())
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{model} killed at {target}: {out:?}");
+            for ck in [LAST_CHECKPOINT, BEST_CHECKPOINT] {
+                assert_eq!(
+                    bits_of(&full.join(ck)),
+                    bits_of(&killed.join(ck)),
+                    "{model} killed at step {target}: {ck} differs"
+                );
+            }
+        }
+    }
+}
+
 // ------------------------------------------------------------ hostile session folders
 
 /// A symbolic link planted as `log.txt` or `metrics.jsonl` is never written
