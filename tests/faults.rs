@@ -802,14 +802,20 @@ fn steps_recorded(dir: &Path) -> usize {
 /// Per trainable neural model: a CLI job SIGKILLed at seeded random steps
 /// (before the first step too, and inside XCNN's mono phase), then resumed
 /// with `rosetta train --resume`, ends with the uninterrupted run's last
-/// and best checkpoints bit for bit.
+/// and best checkpoints bit for bit. A long run: `for s in $(seq 100); do
+/// KILL_SEED=$s cargo test --test faults sigkill_at_random || break; done`.
 #[test]
 fn sigkill_at_random_steps_then_resume_is_the_same_run() {
     use rand::{Rng, SeedableRng};
     let ws = common::tiny_workspace();
     let wsf = ws.path().join("workspace.toml");
     let root = tempfile::tempdir().unwrap();
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(14);
+    // KILL_SEED=N draws other kill points (a long run loops over seeds)
+    let seed = std::env::var("KILL_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(14);
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     for model in ["s2net", "xcnn", "bae"] {
         let args = |session: &Path| {
             let mut a = vec![
