@@ -2,7 +2,7 @@
 //! backend replies go in, [`Request`]s for the backend come out (the
 //! `outbox`), so tests drive it directly.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 use crossterm::event::{
     KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
@@ -11,8 +11,7 @@ use crossterm::event::{
 use super::backend::*;
 use super::config::Settings;
 use super::keymap::{Action, Context};
-use rosetta::jobs;
-use rosetta::session::Curves;
+pub use super::screens::jobs::{JobForm, JobsScreen};
 use rosetta::text::Side;
 
 /// The five screens.
@@ -327,251 +326,6 @@ pub enum Message {
     Error(String),
 }
 
-/// A session's curves as tailed so far (the engine's [`Curves`]).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Series {
-    /// Bytes of `metrics.jsonl` read so far.
-    pub offset: u64,
-    /// Malformed lines seen.
-    pub bad_lines: usize,
-    /// The curves.
-    pub curves: Curves,
-}
-
-impl Series {
-    fn apply(&mut self, chunk: MetricsChunk) {
-        if chunk.reset {
-            *self = Series::default();
-        }
-        self.offset = chunk.next_offset;
-        self.bad_lines += chunk.bad_lines;
-        for r in &chunk.records {
-            self.curves.push(r);
-        }
-    }
-}
-
-/// Jobs screen state.
-#[derive(Debug, Clone, Default)]
-pub struct JobsScreen {
-    /// Sessions as last scanned.
-    pub sessions: Vec<SessionSummary>,
-    /// At least one scan came back.
-    pub scanned: bool,
-    /// Scan error, if the last one failed.
-    pub error: Option<String>,
-    /// Selected session id.
-    pub selected: Option<String>,
-    /// List filter text.
-    pub filter: String,
-    /// Typing into the filter.
-    pub editing_filter: bool,
-    /// Sessions marked for overlaid charts.
-    pub marked: BTreeSet<String>,
-    /// Curves per session.
-    pub series: HashMap<String, Series>,
-    /// Charts show all steps (else the recent window).
-    pub full_history: bool,
-    /// Requests in flight.
-    pending_scan: bool,
-    pending_tail: BTreeSet<String>,
-}
-
-impl JobsScreen {
-    /// Sessions passing the filter, in table order.
-    pub fn visible(&self) -> Vec<&SessionSummary> {
-        let f = self.filter.to_lowercase();
-        self.sessions
-            .iter()
-            .filter(|s| {
-                f.is_empty()
-                    || s.id.to_lowercase().contains(&f)
-                    || s.model.to_lowercase().contains(&f)
-                    || s.workspace.to_lowercase().contains(&f)
-                    || s.state.as_str().contains(&f)
-            })
-            .collect()
-    }
-    /// The selected session (if visible).
-    pub fn selected_session(&self) -> Option<&SessionSummary> {
-        let v = self.visible();
-        let id = self.selected.as_ref()?;
-        v.into_iter().find(|s| &s.id == id)
-    }
-    /// Index of the selection among the visible rows.
-    pub fn selected_index(&self) -> Option<usize> {
-        let id = self.selected.as_ref()?;
-        self.visible().iter().position(|s| &s.id == id)
-    }
-    fn move_sel(&mut self, delta: isize) {
-        let v = self.visible();
-        if v.is_empty() {
-            return;
-        }
-        let cur = self.selected_index().map(|i| i as isize).unwrap_or(-1);
-        let n = v.len() as isize;
-        let i = (cur + delta).clamp(0, n - 1) as usize;
-        self.selected = Some(v[i].id.clone());
-    }
-}
-
-/// Recent-window length of the loss chart, in steps.
-pub const RECENT_STEPS: usize = 500;
-
-/// One field of the new-job form.
-#[derive(Debug, Clone, PartialEq)]
-pub struct FormField {
-    /// Label.
-    pub label: &'static str,
-    /// Text as typed.
-    pub value: String,
-    /// Validation error of the last attempt.
-    pub error: Option<String>,
-}
-
-/// The new-job form.
-#[derive(Debug, Clone, PartialEq)]
-pub struct JobForm {
-    /// Popup title.
-    pub title: String,
-    /// Fields in order: workspace, model, dim, epochs, lr, negatives, device,
-    /// init, other settings.
-    pub fields: Vec<FormField>,
-    /// Focused field.
-    pub focus: usize,
-    /// Waiting for the launch answer.
-    pub submitting: bool,
-    /// Error of the last launch.
-    pub error: Option<String>,
-}
-
-impl JobForm {
-    /// A form filled from `spec`.
-    pub fn new(title: impl Into<String>, spec: &JobSpec) -> JobForm {
-        fn opt<T: ToString>(v: Option<T>) -> String {
-            v.map(|x| x.to_string()).unwrap_or_default()
-        }
-        let f = |label, value: String| FormField {
-            label,
-            value,
-            error: None,
-        };
-        JobForm {
-            title: title.into(),
-            fields: vec![
-                f("workspace", spec.workspace.clone()),
-                f("model", spec.model.clone()),
-                f("dim", opt(spec.dim)),
-                f("epochs", opt(spec.epochs)),
-                f("lr", opt(spec.lr)),
-                f("negatives", spec.negatives.clone().unwrap_or_default()),
-                f("device", spec.device.clone()),
-                f("init session", spec.init.clone().unwrap_or_default()),
-                f(
-                    "other --set",
-                    spec.extra
-                        .iter()
-                        .map(|(k, v)| format!("{k}={v}"))
-                        .collect::<Vec<_>>()
-                        .join(" "),
-                ),
-            ],
-            focus: 0,
-            submitting: false,
-            error: None,
-        }
-    }
-
-    /// Checks every field; on success the job to launch, else the errors
-    /// are stored on the fields. Empty optional fields mean the model's default.
-    pub fn validate(&mut self, sessions: &[SessionSummary]) -> Option<JobSpec> {
-        for f in &mut self.fields {
-            f.error = None;
-        }
-        let v: Vec<String> = self
-            .fields
-            .iter()
-            .map(|f| f.value.trim().to_string())
-            .collect();
-        let mut errs: Vec<(usize, String)> = Vec::new();
-        if v[0].is_empty() {
-            errs.push((0, "required: path of a workspace.toml".into()));
-        }
-        let model = v[1].as_str();
-        let model_ok = match jobs::check_model(model) {
-            Ok(()) => true,
-            Err(e) => {
-                errs.push((1, e.to_string()));
-                false
-            }
-        };
-        // the engine's checks (the model registry's): whether the model
-        // reads the setting at all (CL-LSI has no epochs, BM25 learns
-        // nothing) and the value's form; none without a known model
-        let check = |i: usize, key: &str, value: &str, errs: &mut Vec<(usize, String)>| {
-            if !model_ok {
-                return None;
-            }
-            jobs::check_setting(model, key, value)
-                .map_err(|e| errs.push((i, e.to_string())))
-                .ok()
-        };
-        let field = |i: usize, key: &str, errs: &mut Vec<(usize, String)>| {
-            (!v[i].is_empty())
-                .then(|| check(i, key, &v[i], errs))
-                .flatten()
-        };
-        let dim = field(2, "dim", &mut errs).and_then(|x| x.parse().ok());
-        let epochs = field(3, "epochs", &mut errs).and_then(|x| x.parse().ok());
-        let lr = field(4, "lr", &mut errs).and_then(|x| x.parse().ok());
-        let negatives = field(5, "negatives", &mut errs);
-        if let Err(e) = jobs::check_device(&v[6]) {
-            errs.push((6, e.to_string()));
-        }
-        let init = field(7, "init", &mut errs);
-        if let Some(i) = &init {
-            if !sessions
-                .iter()
-                .any(|s| &s.id == i && s.state == State::Done)
-            {
-                errs.push((7, "not a finished session".into()));
-            }
-        }
-        let words: Vec<String> = v[8].split_whitespace().map(str::to_string).collect();
-        let mut extra = Vec::new();
-        match jobs::parse_settings(&words) {
-            Ok(given) => {
-                for (k, val) in given {
-                    if FORM_KEYS.contains(&k.as_str()) {
-                        errs.push((8, format!("{k}: use its own field")));
-                    } else if let Some(val) = check(8, &k, &val, &mut errs) {
-                        extra.push((k, val));
-                    }
-                }
-            }
-            Err(e) => errs.push((8, e.to_string())),
-        }
-        if errs.is_empty() {
-            Some(JobSpec {
-                extra,
-                workspace: v[0].clone(),
-                model: v[1].clone(),
-                dim,
-                epochs,
-                lr,
-                negatives,
-                device: v[6].clone(),
-                init,
-            })
-        } else {
-            for (i, e) in errs {
-                self.fields[i].error = Some(e);
-            }
-            None
-        }
-    }
-}
-
 /// What a session picker chooses for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PickFor {
@@ -851,37 +605,10 @@ impl App {
         std::mem::take(&mut self.outbox)
     }
 
-    /// Queues a rescan of the sessions root (unless one is in flight).
-    pub fn poll_sessions(&mut self) {
-        if !self.jobs.pending_scan {
-            self.jobs.pending_scan = true;
-            self.outbox.push(Request::ListSessions);
-        }
-    }
-
-    /// Queues metrics tails for the selected and marked sessions.
-    pub fn poll_metrics(&mut self) {
-        let mut want: BTreeSet<String> = self.jobs.marked.clone();
-        if let Some(s) = &self.jobs.selected {
-            want.insert(s.clone());
-        }
-        for id in want {
-            if self.jobs.pending_tail.contains(&id) {
-                continue;
-            }
-            let offset = self.jobs.series.get(&id).map_or(0, |s| s.offset);
-            self.jobs.pending_tail.insert(id.clone());
-            self.outbox.push(Request::TailMetrics {
-                session: id,
-                offset,
-            });
-        }
-    }
-
-    fn info(&mut self, s: impl Into<String>) {
+    pub(crate) fn info(&mut self, s: impl Into<String>) {
         self.message = Some(Message::Info(s.into()));
     }
-    fn error(&mut self, s: impl Into<String>) {
+    pub(crate) fn error(&mut self, s: impl Into<String>) {
         let s = s.into();
         super::log::info(&format!("error: {s}"));
         self.message = Some(Message::Error(s));
@@ -1120,92 +847,6 @@ impl App {
                     self.request_data();
                 }
             }
-        }
-    }
-
-    fn jobs_action(&mut self, a: Action) {
-        match a {
-            Action::Up => self.jobs.move_sel(-1),
-            Action::Down => self.jobs.move_sel(1),
-            Action::PageUp => self.jobs.move_sel(-10),
-            Action::PageDown => self.jobs.move_sel(10),
-            Action::Top => self.jobs.move_sel(-100000),
-            Action::Bottom => self.jobs.move_sel(100000),
-            Action::Filter => self.jobs.editing_filter = true,
-            Action::NewJob => {
-                // the configured workspace, else the newest session's
-                let workspace = Some(self.settings.workspace.clone())
-                    .filter(|w| !w.is_empty())
-                    .or_else(|| {
-                        self.jobs
-                            .sessions
-                            .iter()
-                            .map(|s| s.workspace.clone())
-                            .find(|w| !w.is_empty())
-                    })
-                    .unwrap_or_default();
-                let spec = JobSpec {
-                    workspace,
-                    ..Default::default()
-                };
-                self.popup = Some(Popup::Form(JobForm::new("New training job", &spec)));
-            }
-            Action::DuplicateJob => {
-                if let Some(s) = self.jobs.selected_session() {
-                    let session = s.id.clone();
-                    self.outbox.push(Request::SessionSpec { session });
-                } else {
-                    self.error("no job selected");
-                }
-            }
-            Action::CancelJob => match self.jobs.selected_session() {
-                Some(s) if !s.state.is_final() => {
-                    self.popup = Some(Popup::ConfirmCancel(s.id.clone()));
-                }
-                Some(s) => {
-                    let m = format!("{} is {}: nothing to cancel", s.id, s.state.as_str());
-                    self.error(m)
-                }
-                None => self.error("no job selected"),
-            },
-            Action::ResumeJob => match self.jobs.selected_session() {
-                Some(s) if s.state.is_final() && s.state != State::Done => {
-                    let id = s.id.clone();
-                    self.info(format!("resuming {id}…"));
-                    self.outbox.push(Request::Resume(id));
-                }
-                Some(s) if !s.state.is_final() && s.alive == Some(false) => {
-                    let id = s.id.clone();
-                    self.info(format!("resuming {id} (its process is gone)…"));
-                    self.outbox.push(Request::Resume(id));
-                }
-                Some(s) => {
-                    let m = format!("{} is {}: nothing to resume", s.id, s.state.as_str());
-                    self.error(m)
-                }
-                None => self.error("no job selected"),
-            },
-            Action::MarkJob => {
-                if let Some(id) = self.jobs.selected.clone() {
-                    if !self.jobs.marked.remove(&id) {
-                        self.jobs.marked.insert(id);
-                    }
-                    self.poll_metrics();
-                }
-            }
-            Action::ToggleHistory => self.jobs.full_history = !self.jobs.full_history,
-            _ => {}
-        }
-        if matches!(
-            a,
-            Action::Up
-                | Action::Down
-                | Action::PageUp
-                | Action::PageDown
-                | Action::Top
-                | Action::Bottom
-        ) {
-            self.poll_metrics();
         }
     }
 
@@ -1562,42 +1203,7 @@ impl App {
                     _ => Some(Popup::Picker { purpose, selected }),
                 }
             }
-            Popup::Form(mut form) => {
-                if form.submitting {
-                    // Only Esc (close, the launch still completes) while waiting.
-                    return self.popup = if k.code == KeyCode::Esc {
-                        None
-                    } else {
-                        Some(Popup::Form(form))
-                    };
-                }
-                let nf = form.fields.len();
-                match k.code {
-                    KeyCode::Esc => return self.popup = None,
-                    KeyCode::Tab | KeyCode::Down => form.focus = (form.focus + 1) % nf,
-                    KeyCode::BackTab | KeyCode::Up => form.focus = (form.focus + nf - 1) % nf,
-                    KeyCode::Backspace => {
-                        form.fields[form.focus].value.pop();
-                    }
-                    KeyCode::Char('u') if k.modifiers.contains(KeyModifiers::CONTROL) => {
-                        form.fields[form.focus].value.clear()
-                    }
-                    KeyCode::Char(c) if !k.modifiers.contains(KeyModifiers::CONTROL) => {
-                        form.fields[form.focus].value.push(c)
-                    }
-                    KeyCode::Enter => {
-                        if let Some(spec) = form.validate(&self.jobs.sessions) {
-                            form.submitting = true;
-                            form.error = None;
-                            self.outbox.push(Request::Launch(spec));
-                        } else if let Some(i) = form.fields.iter().position(|f| f.error.is_some()) {
-                            form.focus = i;
-                        }
-                    }
-                    _ => {}
-                }
-                Some(Popup::Form(form))
-            }
+            Popup::Form(form) => self.form_key(form, k),
         };
     }
 
@@ -1654,94 +1260,12 @@ impl App {
     fn apply_reply(&mut self, r: Reply) -> bool {
         let mut changed = true;
         match r {
-            Reply::Sessions(res) => {
-                self.jobs.pending_scan = false;
-                match res {
-                    Ok(list) => {
-                        if self.jobs.sessions == list && self.jobs.scanned {
-                            changed = false;
-                        }
-                        self.jobs.sessions = list;
-                        self.jobs.scanned = true;
-                        self.jobs.error = None;
-                        if self.jobs.selected_session().is_none() {
-                            self.jobs.selected = self.jobs.visible().first().map(|s| s.id.clone());
-                        }
-                        let known: BTreeSet<String> =
-                            self.jobs.sessions.iter().map(|s| s.id.clone()).collect();
-                        self.jobs.marked.retain(|m| known.contains(m));
-                        self.jobs.series.retain(|k, _| known.contains(k));
-                    }
-                    Err(e) => self.jobs.error = Some(e),
-                }
-            }
-            Reply::Metrics {
-                session,
-                offset,
-                chunk,
-            } => {
-                self.jobs.pending_tail.remove(&session);
-                match chunk {
-                    Ok(c) => {
-                        let s = self.jobs.series.entry(session).or_default();
-                        if s.offset != offset {
-                            return false; // stale answer
-                        }
-                        if c.records.is_empty() && !c.reset && c.next_offset == offset {
-                            changed = false;
-                        }
-                        s.apply(c);
-                    }
-                    Err(e) => self.error(e),
-                }
-            }
-            Reply::Spec { session, spec } => match spec {
-                Ok(spec) => {
-                    self.popup = Some(Popup::Form(JobForm::new(
-                        format!("New job from {session}"),
-                        &spec,
-                    )))
-                }
-                Err(e) => self.error(e),
-            },
-            Reply::Launched(res) => {
-                let form_open = matches!(self.popup, Some(Popup::Form(_)));
-                match res {
-                    Ok(l) => {
-                        if form_open {
-                            self.popup = None;
-                        }
-                        let id = l.session;
-                        self.started.insert(id.clone());
-                        self.jobs.selected = Some(id.clone());
-                        self.info(format!("started {id}"));
-                        self.poll_sessions();
-                    }
-                    Err(e) => {
-                        if let Some(Popup::Form(f)) = &mut self.popup {
-                            f.submitting = false;
-                            f.error = Some(e.clone());
-                        }
-                        self.error(e);
-                    }
-                }
-            }
-            Reply::Cancelled { session, result } => match result {
-                Ok(()) => {
-                    self.info(format!("asked {session} to stop"));
-                    self.poll_sessions();
-                }
-                Err(e) => self.error(e),
-            },
-            Reply::Resumed { result, .. } => match result {
-                Ok(l) => {
-                    let id = l.session;
-                    self.started.insert(id.clone());
-                    self.info(format!("resumed {id}"));
-                    self.poll_sessions();
-                }
-                Err(e) => self.error(e),
-            },
+            Reply::Sessions(_)
+            | Reply::Metrics { .. }
+            | Reply::Spec { .. }
+            | Reply::Launched(_)
+            | Reply::Cancelled { .. }
+            | Reply::Resumed { .. } => return self.jobs_reply(r),
             Reply::IndexProgress {
                 session,
                 fraction,

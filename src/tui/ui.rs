@@ -14,6 +14,7 @@ use super::app::*;
 use super::backend::*;
 use super::config::Theme;
 use super::keymap::{Action, Context};
+use super::screens::jobs;
 use rosetta::text::Side;
 
 /// Smallest usable terminal.
@@ -53,7 +54,7 @@ pub fn draw(f: &mut Frame, app: &mut App) {
     .areas(area);
     draw_tabs(f, app, top);
     match app.tab {
-        Tab::Jobs => draw_jobs(f, app, body),
+        Tab::Jobs => jobs::draw(f, app, body),
         Tab::Search => draw_search(f, app, body),
         Tab::Neighbours => draw_neighbours(f, app, body),
         Tab::Compare => draw_compare(f, app, body),
@@ -62,7 +63,7 @@ pub fn draw(f: &mut Frame, app: &mut App) {
     draw_status(f, app, bottom);
     match &app.popup {
         Some(Popup::Help { scroll }) => draw_help(f, app, *scroll),
-        Some(Popup::Form(form)) => draw_form(f, &app.settings.theme, form),
+        Some(Popup::Form(form)) => jobs::draw_form(f, &app.settings.theme, form),
         Some(Popup::ConfirmQuit(running)) => {
             let text = format!(
                 "Jobs you started are still running:\n{}\n\n[l] leave them running and quit\n[c] cancel them and quit\n[Esc] stay",
@@ -113,17 +114,7 @@ fn hints(app: &App) -> String {
     let k = |c, a| km.keys_for(c, a);
     use Context as C;
     match app.tab {
-        Tab::Jobs if app.jobs.editing_filter => "type to filter · Enter/Esc done".into(),
-        Tab::Jobs => format!(
-            "{} new · {} cancel · {} resume · {} duplicate · {} mark · {} history · {} filter",
-            k(C::Jobs, Action::NewJob),
-            k(C::Jobs, Action::CancelJob),
-            k(C::Jobs, Action::ResumeJob),
-            k(C::Jobs, Action::DuplicateJob),
-            k(C::Jobs, Action::MarkJob),
-            k(C::Jobs, Action::ToggleHistory),
-            k(C::Global, Action::Filter)
-        ),
+        Tab::Jobs => jobs::hints(app),
         Tab::Search if app.search.editing => "type the query · Enter search · Esc done".into(),
         Tab::Search => format!(
             "{} session · {} query · {} judged query · {} fusion · {} λ",
@@ -171,7 +162,7 @@ fn draw_status(f: &mut Frame, app: &App, area: Rect) {
     f.render_widget(Paragraph::new(line), area);
 }
 
-fn block<'a>(th: &Theme, title: impl Into<Line<'a>>, focused: bool) -> Block<'a> {
+pub(crate) fn block<'a>(th: &Theme, title: impl Into<Line<'a>>, focused: bool) -> Block<'a> {
     let b = Block::default().borders(Borders::ALL).title(title);
     if focused {
         b.border_style(th.accent())
@@ -195,7 +186,7 @@ pub fn fmt_duration(s: f64) -> String {
     }
 }
 
-fn bar(frac: f64, width: usize) -> String {
+pub(crate) fn bar(frac: f64, width: usize) -> String {
     let frac = frac.clamp(0.0, 1.0);
     let full = (frac * width as f64).round() as usize;
     format!(
@@ -206,7 +197,7 @@ fn bar(frac: f64, width: usize) -> String {
     )
 }
 
-fn state_style(th: &Theme, s: &SessionSummary) -> Style {
+pub(crate) fn state_style(th: &Theme, s: &SessionSummary) -> Style {
     match s.state {
         State::Running if s.alive == Some(false) => th.bad(),
         State::Running | State::Queued => th.warn(),
@@ -216,7 +207,7 @@ fn state_style(th: &Theme, s: &SessionSummary) -> Style {
     }
 }
 
-fn state_label(s: &SessionSummary) -> String {
+pub(crate) fn state_label(s: &SessionSummary) -> String {
     if !s.state.is_final() && s.alive == Some(false) {
         format!("{}?", s.state.as_str())
     } else {
@@ -225,12 +216,12 @@ fn state_label(s: &SessionSummary) -> String {
 }
 
 /// Display width of `s` in terminal cells (as ratatui counts them).
-fn width(s: &str) -> usize {
+pub(crate) fn width(s: &str) -> usize {
     Span::raw(s).width()
 }
 
 /// `s` cut to at most `n` cells, with `…` when cut.
-fn trunc(s: &str, n: usize) -> String {
+pub(crate) fn trunc(s: &str, n: usize) -> String {
     if width(s) <= n {
         return s.to_string();
     }
@@ -249,178 +240,11 @@ fn trunc(s: &str, n: usize) -> String {
 }
 
 /// `s` cut or padded to exactly `n` cells.
-fn fit(s: &str, n: usize) -> String {
+pub(crate) fn fit(s: &str, n: usize) -> String {
     let mut t = trunc(s, n);
     let w = width(&t);
     t.push_str(&" ".repeat(n.saturating_sub(w)));
     t
-}
-
-fn draw_jobs(f: &mut Frame, app: &App, area: Rect) {
-    let th = &app.settings.theme;
-    let j = &app.jobs;
-    let visible = j.visible();
-    let table_h = ((visible.len().max(1) + 3) as u16).clamp(5, (area.height * 2 / 5).max(5));
-    let [ta, da, ca] = Layout::vertical([
-        Constraint::Length(table_h),
-        Constraint::Length(2),
-        Constraint::Min(6),
-    ])
-    .areas(area);
-
-    let wide = area.width >= 110;
-    let mut header = vec!["", "session", "state", "model"];
-    if wide {
-        header.extend(["workspace", "device"]);
-    }
-    header.extend(["progress", "ETA", "pairs/s", "best MRR"]);
-    let rows: Vec<Row> = visible
-        .iter()
-        .map(|s| {
-            let mark = if j.marked.contains(&s.id) { "●" } else { " " };
-            let mut cells = vec![
-                Cell::from(mark),
-                Cell::from(s.id.clone()),
-                Cell::from(Span::styled(state_label(s), state_style(th, s))),
-                Cell::from(s.model.clone()),
-            ];
-            if wide {
-                cells.push(Cell::from(trunc(&workspace_label(&s.workspace), 16)));
-                cells.push(Cell::from(s.device.clone()));
-            }
-            let prog = match (s.state, s.progress) {
-                (State::Done, _) => bar(1.0, 5),
-                (_, Some(p)) => bar(p, 5),
-                _ => String::new(),
-            };
-            cells.push(Cell::from(prog));
-            cells.push(Cell::from(if !s.state.is_final() {
-                s.eta_s.map(fmt_duration).unwrap_or_default()
-            } else {
-                String::new()
-            }));
-            cells.push(Cell::from(
-                s.pairs_per_s.map(|p| format!("{p:.0}")).unwrap_or_default(),
-            ));
-            cells.push(Cell::from(
-                s.best_mrr
-                    .map(|m| match s.best_epoch {
-                        Some(e) => format!("{m:.4} @{e}"),
-                        None => format!("{m:.4}"),
-                    })
-                    .unwrap_or_default(),
-            ));
-            Row::new(cells)
-        })
-        .collect();
-    let mut widths = vec![
-        Constraint::Length(1),
-        Constraint::Min(21),
-        Constraint::Length(9),
-        Constraint::Length(7),
-    ];
-    if wide {
-        widths.extend([Constraint::Length(16), Constraint::Length(7)]);
-    }
-    widths.extend([
-        Constraint::Length(10),
-        Constraint::Length(5),
-        Constraint::Length(7),
-        Constraint::Length(10),
-    ]);
-    let mut title = format!(" Sessions ({}) ", visible.len());
-    if !j.filter.is_empty() || j.editing_filter {
-        title.push_str(&format!(
-            "/{}{} ",
-            j.filter,
-            if j.editing_filter { "▏" } else { "" }
-        ));
-    }
-    let table = Table::new(rows, widths)
-        .header(Row::new(header).style(th.accent()))
-        .block(block(th, title, true))
-        .row_highlight_style(th.selected());
-    let mut state = TableState::default().with_selected(j.selected_index());
-    if !j.scanned || visible.is_empty() {
-        let msg = if let Some(e) = &j.error {
-            Span::styled(format!("cannot read sessions: {e}"), th.bad())
-        } else if !j.scanned {
-            Span::raw("scanning sessions…")
-        } else if j.sessions.is_empty() {
-            Span::raw(format!(
-                "no sessions yet — press {} to start a training job",
-                app.settings.keymap.keys_for(Context::Jobs, Action::NewJob)
-            ))
-        } else {
-            Span::raw("no session matches the filter")
-        };
-        f.render_widget(
-            Paragraph::new(msg).block(block(th, title_owned(&j.filter), true)),
-            ta,
-        );
-    } else {
-        f.render_stateful_widget(table, ta, &mut state);
-    }
-
-    let sel = j.selected_session();
-    let series = sel.and_then(|s| j.series.get(&s.id));
-    // detail lines
-    let mut lines = Vec::new();
-    if let Some(s) = sel {
-        let mut l1 = vec![
-            Span::styled(format!(" {} ", s.id), th.accent()),
-            Span::styled(state_label(s), state_style(th, s)),
-        ];
-        if let (Some(e), Some(n)) = (s.epoch, s.epochs) {
-            l1.push(Span::raw(format!(" · epoch {e}/{n}")));
-        }
-        if let Some((phase, _, step)) = series.and_then(|x| x.curves.last_step.as_ref()) {
-            l1.push(Span::raw(format!(" · {phase} step {step}")));
-        }
-        if let Some((_, loss)) = series.and_then(|x| x.curves.loss.last()) {
-            l1.push(Span::raw(format!(" · loss {loss:.4}")));
-        }
-        if let Some(m) = s.best_mrr {
-            l1.push(Span::styled(format!(" · best MRR {m:.4}"), th.good()));
-        }
-        if !wide {
-            l1.push(Span::styled(
-                format!(" · {} · {}", s.device, s.workspace),
-                th.dim(),
-            ));
-        }
-        lines.push(Line::from(l1));
-        let l2 = if let Some(e) = &s.error {
-            Span::styled(format!(" error: {e}"), th.bad())
-        } else if !s.state.is_final() && s.alive == Some(false) {
-            Span::styled(
-                format!(
-                    " process {} is gone without a final state (crashed?)",
-                    s.pid.unwrap_or(0)
-                ),
-                th.bad(),
-            )
-        } else if let Some(ev) = series.and_then(|x| x.curves.last_event.as_ref()) {
-            Span::styled(format!(" {ev}"), th.dim())
-        } else {
-            Span::raw("")
-        };
-        lines.push(Line::from(l2));
-    }
-    f.render_widget(Paragraph::new(lines), da);
-
-    let [lc, vc] =
-        Layout::horizontal([Constraint::Percentage(55), Constraint::Percentage(45)]).areas(ca);
-    draw_loss_chart(f, app, lc);
-    draw_valid_chart(f, app, vc);
-}
-
-fn title_owned(filter: &str) -> String {
-    if filter.is_empty() {
-        " Sessions ".into()
-    } else {
-        format!(" Sessions /{filter} ")
-    }
 }
 
 /// Debiased exponential moving average (TensorBoard-style smoothing `s`).
@@ -506,127 +330,22 @@ fn axis_labels(b: [f64; 2], prec: usize) -> Vec<Span<'static>> {
 }
 
 /// One drawn curve: legend name, style and points.
-type Curve = (String, Style, Vec<(f64, f64)>);
-
-fn chart_sessions(app: &App) -> Vec<String> {
-    let j = &app.jobs;
-    let mut v: Vec<String> = j.marked.iter().cloned().collect();
-    if let Some(s) = &j.selected {
-        if !v.contains(s) && j.selected_session().is_some() {
-            v.insert(0, s.clone());
-        }
-    }
-    v
-}
-
-fn draw_loss_chart(f: &mut Frame, app: &App, area: Rect) {
-    let th = &app.settings.theme;
-    let j = &app.jobs;
-    let max_pts = (area.width as usize).saturating_sub(10).max(8) * 2;
-    let window = |pts: &[(f64, f64)]| -> Vec<(f64, f64)> {
-        if j.full_history || pts.len() <= RECENT_STEPS {
-            pts.to_vec()
-        } else {
-            pts[pts.len() - RECENT_STEPS..].to_vec()
-        }
-    };
-    let ids = chart_sessions(app);
-    let overlay = !j.marked.is_empty();
-    let mut data: Vec<Curve> = Vec::new();
-    for (i, id) in ids.iter().enumerate() {
-        let Some(s) = j.series.get(id) else { continue };
-        if s.curves.loss.is_empty() {
-            continue;
-        }
-        let pts = window(&s.curves.loss);
-        let smooth = downsample(&ema(&pts, 0.9), max_pts);
-        if overlay {
-            data.push((trunc(id, 18), th.series(i), smooth));
-        } else {
-            data.push(("raw".into(), th.dim(), downsample(&pts, max_pts)));
-            data.push(("EMA".into(), th.accent(), smooth));
-        }
-    }
-    let title = format!(
-        " Training loss · {} ",
-        if j.full_history {
-            "full history".to_string()
-        } else {
-            format!("last {RECENT_STEPS} steps")
-        }
-    );
-    draw_chart(
-        f,
-        th,
-        area,
-        ChartSpec {
-            title,
-            x_title: "step",
-            empty: " no training steps yet",
-            legend: LegendPosition::TopRight,
-            probability: false,
-        },
-        &data,
-    );
-}
-
-fn draw_valid_chart(f: &mut Frame, app: &App, area: Rect) {
-    let th = &app.settings.theme;
-    let j = &app.jobs;
-    let ids = chart_sessions(app);
-    let overlay = !j.marked.is_empty();
-    let mut data: Vec<Curve> = Vec::new();
-    for (i, id) in ids.iter().enumerate() {
-        let Some(s) = j.series.get(id) else { continue };
-        let mrr = s.curves.valid_points("MRR");
-        let p1 = s.curves.valid_points("P@1");
-        if overlay {
-            if !mrr.is_empty() {
-                data.push((trunc(id, 18), th.series(i), mrr));
-            }
-        } else {
-            if !mrr.is_empty() {
-                data.push(("MRR".into(), th.accent(), mrr));
-            }
-            if !p1.is_empty() {
-                data.push(("P@1".into(), th.warn(), p1));
-            }
-        }
-    }
-    let title = if overlay {
-        " Validation MRR "
-    } else {
-        " Validation MRR / P@1 "
-    };
-    draw_chart(
-        f,
-        th,
-        area,
-        ChartSpec {
-            title: title.to_string(),
-            x_title: "epoch",
-            empty: " no validation yet",
-            legend: LegendPosition::BottomRight,
-            probability: true,
-        },
-        &data,
-    );
-}
+pub(crate) type Curve = (String, Style, Vec<(f64, f64)>);
 
 /// What distinguishes one chart of curves from another.
-struct ChartSpec {
-    title: String,
-    x_title: &'static str,
+pub(crate) struct ChartSpec {
+    pub title: String,
+    pub x_title: &'static str,
     /// Shown instead of the chart when there is nothing to draw.
-    empty: &'static str,
-    legend: LegendPosition,
+    pub empty: &'static str,
+    pub legend: LegendPosition,
     /// Values are probabilities (MRR, P@1): the y axis stays within [0, 1].
-    probability: bool,
+    pub probability: bool,
 }
 
 /// Draws `data` as line curves with their legend: the one chart function of
 /// the Jobs screen.
-fn draw_chart(f: &mut Frame, th: &Theme, area: Rect, spec: ChartSpec, data: &[Curve]) {
+pub(crate) fn draw_chart(f: &mut Frame, th: &Theme, area: Rect, spec: ChartSpec, data: &[Curve]) {
     let refs: Vec<&[(f64, f64)]> = data.iter().map(|d| d.2.as_slice()).collect();
     let Some((mut xb, mut yb)) = bounds(&refs) else {
         f.render_widget(
@@ -667,7 +386,7 @@ fn draw_chart(f: &mut Frame, th: &Theme, area: Rect, spec: ChartSpec, data: &[Cu
     f.render_widget(chart, area);
 }
 
-fn input_line<'a>(th: &Theme, label: &str, value: &str, editing: bool) -> Line<'a> {
+pub(crate) fn input_line<'a>(th: &Theme, label: &str, value: &str, editing: bool) -> Line<'a> {
     Line::from(vec![
         Span::styled(format!("{label} "), th.dim()),
         Span::styled(
@@ -682,7 +401,7 @@ fn input_line<'a>(th: &Theme, label: &str, value: &str, editing: bool) -> Line<'
     ])
 }
 
-fn highlight_text<'a>(
+pub(crate) fn highlight_text<'a>(
     th: &Theme,
     text: &str,
     spans: &[(usize, usize)],
@@ -860,7 +579,7 @@ fn draw_search(f: &mut Frame, app: &App, area: Rect) {
     );
 }
 
-fn side_name(s: Side) -> &'static str {
+pub(crate) fn side_name(s: Side) -> &'static str {
     match s {
         Side::Source => "source",
         Side::Target => "target",
@@ -1218,7 +937,7 @@ fn draw_data(f: &mut Frame, app: &App, area: Rect) {
     );
 }
 
-fn centered(area: Rect, w: u16, h: u16) -> Rect {
+pub(crate) fn centered(area: Rect, w: u16, h: u16) -> Rect {
     let w = w.min(area.width);
     let h = h.min(area.height);
     Rect::new(
@@ -1275,56 +994,6 @@ fn draw_dialog(f: &mut Frame, th: &Theme, title: &str, text: &str) {
     );
 }
 
-fn draw_form(f: &mut Frame, th: &Theme, form: &JobForm) {
-    let h = form.fields.len() as u16 + 6;
-    let area = centered(f.area(), 76, h);
-    f.render_widget(Clear, area);
-    let mut lines = Vec::new();
-    for (i, fl) in form.fields.iter().enumerate() {
-        let focus = i == form.focus;
-        let mut spans = vec![
-            Span::styled(if focus { "▶ " } else { "  " }, th.accent()),
-            Span::styled(format!("{:<13}", fl.label), th.dim()),
-            Span::styled(
-                fl.value.clone(),
-                if focus { th.accent() } else { Style::default() },
-            ),
-            Span::raw(if focus { "▏" } else { "" }),
-        ];
-        if fl.value.is_empty() && fl.error.is_none() {
-            let hint = match i {
-                2..=5 => "(model default)",
-                7 => "(none: fresh start)",
-                8 => "(KEY=VALUE ..., e.g. batch=50 patience=3)",
-                _ => "",
-            };
-            spans.push(Span::styled(hint, th.dim()));
-        }
-        if let Some(e) = &fl.error {
-            spans.push(Span::styled(format!("  ✗ {e}"), th.bad()));
-        }
-        lines.push(Line::from(spans));
-    }
-    lines.push(Line::raw(""));
-    if form.submitting {
-        lines.push(Line::from(Span::styled("  launching…", th.warn())));
-    } else if let Some(e) = &form.error {
-        lines.push(Line::from(Span::styled(format!("  ✗ {e}"), th.bad())));
-    } else {
-        lines.push(Line::raw(""));
-    }
-    lines.push(Line::from(Span::styled(
-        "  Enter launch · Tab/↓ next · ↑ previous · Ctrl-U clear · Esc cancel",
-        th.dim(),
-    )));
-    f.render_widget(
-        Paragraph::new(lines)
-            .wrap(Wrap { trim: false })
-            .block(block(th, format!(" {} ", form.title), true)),
-        area,
-    );
-}
-
 fn draw_picker(f: &mut Frame, app: &App, purpose: PickFor, selected: usize) {
     let th = &app.settings.theme;
     let list = app.pickable();
@@ -1370,7 +1039,7 @@ fn draw_picker(f: &mut Frame, app: &App, purpose: PickFor, selected: usize) {
 
 /// A short name for a workspace file: its folder for `…/NAME/workspace.toml`,
 /// else the file's stem (`assets/workspaces/enhi-xquad.toml` → `enhi-xquad`).
-fn workspace_label(path: &str) -> String {
+pub(crate) fn workspace_label(path: &str) -> String {
     let p = std::path::Path::new(path);
     let named = if p.file_name().is_some_and(|n| n == "workspace.toml") {
         p.parent().and_then(|d| d.file_name())
