@@ -13,6 +13,7 @@ pub mod config;
 pub mod keymap;
 pub mod local;
 pub mod log;
+pub mod screens;
 pub mod ui;
 
 use std::io::IsTerminal;

@@ -3,10 +3,10 @@
 use ratatui::layout::{Alignment, Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};
 use ratatui::symbols::Marker;
-use ratatui::text::{Line, Span, Text};
+use ratatui::text::{Line, Span};
 use ratatui::widgets::{
-    Axis, Block, Borders, Cell, Chart, Clear, Dataset, GraphType, LegendPosition, List, ListItem,
-    ListState, Paragraph, Row, Table, TableState, Wrap,
+    Axis, Block, Borders, Chart, Clear, Dataset, GraphType, LegendPosition, List, ListItem,
+    ListState, Paragraph, Wrap,
 };
 use ratatui::Frame;
 
@@ -14,7 +14,7 @@ use super::app::*;
 use super::backend::*;
 use super::config::Theme;
 use super::keymap::{Action, Context};
-use rosetta::text::Side;
+use super::screens::{compare, data, jobs, neighbours, search};
 
 /// Smallest usable terminal.
 pub const MIN_W: u16 = 80;
@@ -53,16 +53,16 @@ pub fn draw(f: &mut Frame, app: &mut App) {
     .areas(area);
     draw_tabs(f, app, top);
     match app.tab {
-        Tab::Jobs => draw_jobs(f, app, body),
-        Tab::Search => draw_search(f, app, body),
-        Tab::Neighbours => draw_neighbours(f, app, body),
-        Tab::Compare => draw_compare(f, app, body),
-        Tab::Data => draw_data(f, app, body),
+        Tab::Jobs => jobs::draw(f, app, body),
+        Tab::Search => search::draw(f, app, body),
+        Tab::Neighbours => neighbours::draw(f, app, body),
+        Tab::Compare => compare::draw(f, app, body),
+        Tab::Data => data::draw(f, app, body),
     }
     draw_status(f, app, bottom);
     match &app.popup {
         Some(Popup::Help { scroll }) => draw_help(f, app, *scroll),
-        Some(Popup::Form(form)) => draw_form(f, &app.settings.theme, form),
+        Some(Popup::Form(form)) => jobs::draw_form(f, &app.settings.theme, form),
         Some(Popup::ConfirmQuit(running)) => {
             let text = format!(
                 "Jobs you started are still running:\n{}\n\n[l] leave them running and quit\n[c] cancel them and quit\n[Esc] stay",
@@ -109,55 +109,12 @@ fn draw_tabs(f: &mut Frame, app: &mut App, area: Rect) {
 }
 
 fn hints(app: &App) -> String {
-    let km = &app.settings.keymap;
-    let k = |c, a| km.keys_for(c, a);
-    use Context as C;
     match app.tab {
-        Tab::Jobs if app.jobs.editing_filter => "type to filter · Enter/Esc done".into(),
-        Tab::Jobs => format!(
-            "{} new · {} cancel · {} resume · {} duplicate · {} mark · {} history · {} filter",
-            k(C::Jobs, Action::NewJob),
-            k(C::Jobs, Action::CancelJob),
-            k(C::Jobs, Action::ResumeJob),
-            k(C::Jobs, Action::DuplicateJob),
-            k(C::Jobs, Action::MarkJob),
-            k(C::Jobs, Action::ToggleHistory),
-            k(C::Global, Action::Filter)
-        ),
-        Tab::Search if app.search.editing => "type the query · Enter search · Esc done".into(),
-        Tab::Search => format!(
-            "{} session · {} query · {} judged query · {} fusion · {} λ",
-            k(C::Search, Action::PickSession),
-            k(C::Global, Action::Filter),
-            k(C::Search, Action::NextJudged),
-            k(C::Search, Action::CycleFusion),
-            km.bindings
-                .iter()
-                .filter(|b| matches!(b.action, Action::LambdaDown | Action::LambdaUp))
-                .filter_map(|b| b.keys.first().map(|k| k.label()))
-                .collect::<Vec<_>>()
-                .join("/")
-        ),
-        Tab::Neighbours if app.neigh.editing => "type a term · Enter look up · Esc done".into(),
-        Tab::Neighbours => format!(
-            "{} session · {} right session · {} term · {} language · {} CSLS · {} list · Enter follow · {}/{} history",
-            k(C::Neighbours, Action::PickSession),
-            k(C::Neighbours, Action::PickSession2),
-            k(C::Global, Action::Filter),
-            k(C::Neighbours, Action::ToggleSide),
-            k(C::Neighbours, Action::ToggleCsls),
-            k(C::Neighbours, Action::SwitchPane),
-            k(C::Neighbours, Action::Back),
-            k(C::Neighbours, Action::Forward),
-        ),
-        Tab::Compare => format!(
-            "←→ column · {} sort · {} baseline · {} Markdown · {} CSV",
-            k(C::Compare, Action::SortColumn),
-            k(C::Compare, Action::SetBaseline),
-            k(C::Compare, Action::ExportMarkdown),
-            k(C::Compare, Action::ExportCsv)
-        ),
-        Tab::Data => format!("{} reload", k(C::Data, Action::Refresh)),
+        Tab::Jobs => jobs::hints(app),
+        Tab::Search => search::hints(app),
+        Tab::Neighbours => neighbours::hints(app),
+        Tab::Compare => compare::hints(app),
+        Tab::Data => data::hints(app),
     }
 }
 
@@ -171,7 +128,7 @@ fn draw_status(f: &mut Frame, app: &App, area: Rect) {
     f.render_widget(Paragraph::new(line), area);
 }
 
-fn block<'a>(th: &Theme, title: impl Into<Line<'a>>, focused: bool) -> Block<'a> {
+pub(crate) fn block<'a>(th: &Theme, title: impl Into<Line<'a>>, focused: bool) -> Block<'a> {
     let b = Block::default().borders(Borders::ALL).title(title);
     if focused {
         b.border_style(th.accent())
@@ -195,7 +152,7 @@ pub fn fmt_duration(s: f64) -> String {
     }
 }
 
-fn bar(frac: f64, width: usize) -> String {
+pub(crate) fn bar(frac: f64, width: usize) -> String {
     let frac = frac.clamp(0.0, 1.0);
     let full = (frac * width as f64).round() as usize;
     format!(
@@ -206,7 +163,7 @@ fn bar(frac: f64, width: usize) -> String {
     )
 }
 
-fn state_style(th: &Theme, s: &SessionSummary) -> Style {
+pub(crate) fn state_style(th: &Theme, s: &SessionSummary) -> Style {
     match s.state {
         State::Running if s.alive == Some(false) => th.bad(),
         State::Running | State::Queued => th.warn(),
@@ -216,7 +173,7 @@ fn state_style(th: &Theme, s: &SessionSummary) -> Style {
     }
 }
 
-fn state_label(s: &SessionSummary) -> String {
+pub(crate) fn state_label(s: &SessionSummary) -> String {
     if !s.state.is_final() && s.alive == Some(false) {
         format!("{}?", s.state.as_str())
     } else {
@@ -225,12 +182,12 @@ fn state_label(s: &SessionSummary) -> String {
 }
 
 /// Display width of `s` in terminal cells (as ratatui counts them).
-fn width(s: &str) -> usize {
+pub(crate) fn width(s: &str) -> usize {
     Span::raw(s).width()
 }
 
 /// `s` cut to at most `n` cells, with `…` when cut.
-fn trunc(s: &str, n: usize) -> String {
+pub(crate) fn trunc(s: &str, n: usize) -> String {
     if width(s) <= n {
         return s.to_string();
     }
@@ -249,178 +206,11 @@ fn trunc(s: &str, n: usize) -> String {
 }
 
 /// `s` cut or padded to exactly `n` cells.
-fn fit(s: &str, n: usize) -> String {
+pub(crate) fn fit(s: &str, n: usize) -> String {
     let mut t = trunc(s, n);
     let w = width(&t);
     t.push_str(&" ".repeat(n.saturating_sub(w)));
     t
-}
-
-fn draw_jobs(f: &mut Frame, app: &App, area: Rect) {
-    let th = &app.settings.theme;
-    let j = &app.jobs;
-    let visible = j.visible();
-    let table_h = ((visible.len().max(1) + 3) as u16).clamp(5, (area.height * 2 / 5).max(5));
-    let [ta, da, ca] = Layout::vertical([
-        Constraint::Length(table_h),
-        Constraint::Length(2),
-        Constraint::Min(6),
-    ])
-    .areas(area);
-
-    let wide = area.width >= 110;
-    let mut header = vec!["", "session", "state", "model"];
-    if wide {
-        header.extend(["workspace", "device"]);
-    }
-    header.extend(["progress", "ETA", "pairs/s", "best MRR"]);
-    let rows: Vec<Row> = visible
-        .iter()
-        .map(|s| {
-            let mark = if j.marked.contains(&s.id) { "●" } else { " " };
-            let mut cells = vec![
-                Cell::from(mark),
-                Cell::from(s.id.clone()),
-                Cell::from(Span::styled(state_label(s), state_style(th, s))),
-                Cell::from(s.model.clone()),
-            ];
-            if wide {
-                cells.push(Cell::from(trunc(&workspace_label(&s.workspace), 16)));
-                cells.push(Cell::from(s.device.clone()));
-            }
-            let prog = match (s.state, s.progress) {
-                (State::Done, _) => bar(1.0, 5),
-                (_, Some(p)) => bar(p, 5),
-                _ => String::new(),
-            };
-            cells.push(Cell::from(prog));
-            cells.push(Cell::from(if !s.state.is_final() {
-                s.eta_s.map(fmt_duration).unwrap_or_default()
-            } else {
-                String::new()
-            }));
-            cells.push(Cell::from(
-                s.pairs_per_s.map(|p| format!("{p:.0}")).unwrap_or_default(),
-            ));
-            cells.push(Cell::from(
-                s.best_mrr
-                    .map(|m| match s.best_epoch {
-                        Some(e) => format!("{m:.4} @{e}"),
-                        None => format!("{m:.4}"),
-                    })
-                    .unwrap_or_default(),
-            ));
-            Row::new(cells)
-        })
-        .collect();
-    let mut widths = vec![
-        Constraint::Length(1),
-        Constraint::Min(21),
-        Constraint::Length(9),
-        Constraint::Length(7),
-    ];
-    if wide {
-        widths.extend([Constraint::Length(16), Constraint::Length(7)]);
-    }
-    widths.extend([
-        Constraint::Length(10),
-        Constraint::Length(5),
-        Constraint::Length(7),
-        Constraint::Length(10),
-    ]);
-    let mut title = format!(" Sessions ({}) ", visible.len());
-    if !j.filter.is_empty() || j.editing_filter {
-        title.push_str(&format!(
-            "/{}{} ",
-            j.filter,
-            if j.editing_filter { "▏" } else { "" }
-        ));
-    }
-    let table = Table::new(rows, widths)
-        .header(Row::new(header).style(th.accent()))
-        .block(block(th, title, true))
-        .row_highlight_style(th.selected());
-    let mut state = TableState::default().with_selected(j.selected_index());
-    if !j.scanned || visible.is_empty() {
-        let msg = if let Some(e) = &j.error {
-            Span::styled(format!("cannot read sessions: {e}"), th.bad())
-        } else if !j.scanned {
-            Span::raw("scanning sessions…")
-        } else if j.sessions.is_empty() {
-            Span::raw(format!(
-                "no sessions yet — press {} to start a training job",
-                app.settings.keymap.keys_for(Context::Jobs, Action::NewJob)
-            ))
-        } else {
-            Span::raw("no session matches the filter")
-        };
-        f.render_widget(
-            Paragraph::new(msg).block(block(th, title_owned(&j.filter), true)),
-            ta,
-        );
-    } else {
-        f.render_stateful_widget(table, ta, &mut state);
-    }
-
-    let sel = j.selected_session();
-    let series = sel.and_then(|s| j.series.get(&s.id));
-    // detail lines
-    let mut lines = Vec::new();
-    if let Some(s) = sel {
-        let mut l1 = vec![
-            Span::styled(format!(" {} ", s.id), th.accent()),
-            Span::styled(state_label(s), state_style(th, s)),
-        ];
-        if let (Some(e), Some(n)) = (s.epoch, s.epochs) {
-            l1.push(Span::raw(format!(" · epoch {e}/{n}")));
-        }
-        if let Some((phase, _, step)) = series.and_then(|x| x.curves.last_step.as_ref()) {
-            l1.push(Span::raw(format!(" · {phase} step {step}")));
-        }
-        if let Some((_, loss)) = series.and_then(|x| x.curves.loss.last()) {
-            l1.push(Span::raw(format!(" · loss {loss:.4}")));
-        }
-        if let Some(m) = s.best_mrr {
-            l1.push(Span::styled(format!(" · best MRR {m:.4}"), th.good()));
-        }
-        if !wide {
-            l1.push(Span::styled(
-                format!(" · {} · {}", s.device, s.workspace),
-                th.dim(),
-            ));
-        }
-        lines.push(Line::from(l1));
-        let l2 = if let Some(e) = &s.error {
-            Span::styled(format!(" error: {e}"), th.bad())
-        } else if !s.state.is_final() && s.alive == Some(false) {
-            Span::styled(
-                format!(
-                    " process {} is gone without a final state (crashed?)",
-                    s.pid.unwrap_or(0)
-                ),
-                th.bad(),
-            )
-        } else if let Some(ev) = series.and_then(|x| x.curves.last_event.as_ref()) {
-            Span::styled(format!(" {ev}"), th.dim())
-        } else {
-            Span::raw("")
-        };
-        lines.push(Line::from(l2));
-    }
-    f.render_widget(Paragraph::new(lines), da);
-
-    let [lc, vc] =
-        Layout::horizontal([Constraint::Percentage(55), Constraint::Percentage(45)]).areas(ca);
-    draw_loss_chart(f, app, lc);
-    draw_valid_chart(f, app, vc);
-}
-
-fn title_owned(filter: &str) -> String {
-    if filter.is_empty() {
-        " Sessions ".into()
-    } else {
-        format!(" Sessions /{filter} ")
-    }
 }
 
 /// Debiased exponential moving average (TensorBoard-style smoothing `s`).
@@ -506,127 +296,22 @@ fn axis_labels(b: [f64; 2], prec: usize) -> Vec<Span<'static>> {
 }
 
 /// One drawn curve: legend name, style and points.
-type Curve = (String, Style, Vec<(f64, f64)>);
-
-fn chart_sessions(app: &App) -> Vec<String> {
-    let j = &app.jobs;
-    let mut v: Vec<String> = j.marked.iter().cloned().collect();
-    if let Some(s) = &j.selected {
-        if !v.contains(s) && j.selected_session().is_some() {
-            v.insert(0, s.clone());
-        }
-    }
-    v
-}
-
-fn draw_loss_chart(f: &mut Frame, app: &App, area: Rect) {
-    let th = &app.settings.theme;
-    let j = &app.jobs;
-    let max_pts = (area.width as usize).saturating_sub(10).max(8) * 2;
-    let window = |pts: &[(f64, f64)]| -> Vec<(f64, f64)> {
-        if j.full_history || pts.len() <= RECENT_STEPS {
-            pts.to_vec()
-        } else {
-            pts[pts.len() - RECENT_STEPS..].to_vec()
-        }
-    };
-    let ids = chart_sessions(app);
-    let overlay = !j.marked.is_empty();
-    let mut data: Vec<Curve> = Vec::new();
-    for (i, id) in ids.iter().enumerate() {
-        let Some(s) = j.series.get(id) else { continue };
-        if s.curves.loss.is_empty() {
-            continue;
-        }
-        let pts = window(&s.curves.loss);
-        let smooth = downsample(&ema(&pts, 0.9), max_pts);
-        if overlay {
-            data.push((trunc(id, 18), th.series(i), smooth));
-        } else {
-            data.push(("raw".into(), th.dim(), downsample(&pts, max_pts)));
-            data.push(("EMA".into(), th.accent(), smooth));
-        }
-    }
-    let title = format!(
-        " Training loss · {} ",
-        if j.full_history {
-            "full history".to_string()
-        } else {
-            format!("last {RECENT_STEPS} steps")
-        }
-    );
-    draw_chart(
-        f,
-        th,
-        area,
-        ChartSpec {
-            title,
-            x_title: "step",
-            empty: " no training steps yet",
-            legend: LegendPosition::TopRight,
-            probability: false,
-        },
-        &data,
-    );
-}
-
-fn draw_valid_chart(f: &mut Frame, app: &App, area: Rect) {
-    let th = &app.settings.theme;
-    let j = &app.jobs;
-    let ids = chart_sessions(app);
-    let overlay = !j.marked.is_empty();
-    let mut data: Vec<Curve> = Vec::new();
-    for (i, id) in ids.iter().enumerate() {
-        let Some(s) = j.series.get(id) else { continue };
-        let mrr = s.curves.valid_points("MRR");
-        let p1 = s.curves.valid_points("P@1");
-        if overlay {
-            if !mrr.is_empty() {
-                data.push((trunc(id, 18), th.series(i), mrr));
-            }
-        } else {
-            if !mrr.is_empty() {
-                data.push(("MRR".into(), th.accent(), mrr));
-            }
-            if !p1.is_empty() {
-                data.push(("P@1".into(), th.warn(), p1));
-            }
-        }
-    }
-    let title = if overlay {
-        " Validation MRR "
-    } else {
-        " Validation MRR / P@1 "
-    };
-    draw_chart(
-        f,
-        th,
-        area,
-        ChartSpec {
-            title: title.to_string(),
-            x_title: "epoch",
-            empty: " no validation yet",
-            legend: LegendPosition::BottomRight,
-            probability: true,
-        },
-        &data,
-    );
-}
+pub(crate) type Curve = (String, Style, Vec<(f64, f64)>);
 
 /// What distinguishes one chart of curves from another.
-struct ChartSpec {
-    title: String,
-    x_title: &'static str,
+pub(crate) struct ChartSpec {
+    pub title: String,
+    pub x_title: &'static str,
     /// Shown instead of the chart when there is nothing to draw.
-    empty: &'static str,
-    legend: LegendPosition,
+    pub empty: &'static str,
+    pub legend: LegendPosition,
     /// Values are probabilities (MRR, P@1): the y axis stays within [0, 1].
-    probability: bool,
+    pub probability: bool,
 }
 
 /// Draws `data` as line curves with their legend: the one chart function of
 /// the Jobs screen.
-fn draw_chart(f: &mut Frame, th: &Theme, area: Rect, spec: ChartSpec, data: &[Curve]) {
+pub(crate) fn draw_chart(f: &mut Frame, th: &Theme, area: Rect, spec: ChartSpec, data: &[Curve]) {
     let refs: Vec<&[(f64, f64)]> = data.iter().map(|d| d.2.as_slice()).collect();
     let Some((mut xb, mut yb)) = bounds(&refs) else {
         f.render_widget(
@@ -667,7 +352,7 @@ fn draw_chart(f: &mut Frame, th: &Theme, area: Rect, spec: ChartSpec, data: &[Cu
     f.render_widget(chart, area);
 }
 
-fn input_line<'a>(th: &Theme, label: &str, value: &str, editing: bool) -> Line<'a> {
+pub(crate) fn input_line<'a>(th: &Theme, label: &str, value: &str, editing: bool) -> Line<'a> {
     Line::from(vec![
         Span::styled(format!("{label} "), th.dim()),
         Span::styled(
@@ -682,543 +367,7 @@ fn input_line<'a>(th: &Theme, label: &str, value: &str, editing: bool) -> Line<'
     ])
 }
 
-fn highlight_text<'a>(
-    th: &Theme,
-    text: &str,
-    spans: &[(usize, usize)],
-    max_chars: usize,
-) -> Vec<Span<'a>> {
-    let mut out = Vec::new();
-    let mut pos = 0;
-    let mut sorted: Vec<(usize, usize)> = spans
-        .iter()
-        .copied()
-        .filter(|&(a, b)| {
-            a < b && b <= text.len() && text.is_char_boundary(a) && text.is_char_boundary(b)
-        })
-        .collect();
-    sorted.sort();
-    let mut budget = max_chars;
-    let mut push = |s: &str, style: Style, out: &mut Vec<Span<'a>>| {
-        if budget == 0 {
-            return;
-        }
-        let t: String = s.chars().take(budget).collect();
-        budget -= t.chars().count();
-        out.push(Span::styled(t, style));
-    };
-    for (a, b) in sorted {
-        if a < pos {
-            continue;
-        }
-        push(&text[pos..a], Style::default(), &mut out);
-        push(&text[a..b], th.highlight(), &mut out);
-        pos = b;
-    }
-    push(&text[pos..], Style::default(), &mut out);
-    out
-}
-
-fn draw_search(f: &mut Frame, app: &App, area: Rect) {
-    let th = &app.settings.theme;
-    let s = &app.search;
-    let [sa, qa, ia, ra] = Layout::vertical([
-        Constraint::Length(1),
-        Constraint::Length(3),
-        Constraint::Length(1),
-        Constraint::Min(3),
-    ])
-    .areas(area);
-    let status = match (&s.session, &s.index) {
-        (None, _) | (_, IndexState::None) => Line::from(Span::styled(
-            format!(
-                " no session chosen — press {} to pick one",
-                app.settings
-                    .keymap
-                    .keys_for(Context::Search, Action::PickSession)
-            ),
-            th.dim(),
-        )),
-        (Some(id), IndexState::Loading { fraction, what }) => Line::from(vec![
-            Span::styled(format!(" {id} "), th.accent()),
-            Span::styled(
-                format!("loading index {} {what}", bar(*fraction, 20)),
-                th.warn(),
-            ),
-        ]),
-        (Some(id), IndexState::Ready(info)) => Line::from(vec![
-            Span::styled(format!(" {id} "), th.accent()),
-            Span::raw(format!(
-                "· {} documents · {} judged queries",
-                info.docs,
-                info.judged_queries.len()
-            )),
-        ]),
-        (Some(id), IndexState::Failed(e)) => Line::from(vec![
-            Span::styled(format!(" {id} "), th.accent()),
-            Span::styled(format!("cannot load: {e}"), th.bad()),
-        ]),
-    };
-    f.render_widget(Paragraph::new(status), sa);
-    f.render_widget(
-        Paragraph::new(input_line(th, "query:", &s.query, s.editing))
-            .block(block(th, " Query ", s.editing)),
-        qa,
-    );
-    let mut info = vec![Span::styled(
-        format!(" fusion: {}", s.fusion.label()),
-        th.dim(),
-    )];
-    if let Some(r) = &s.result {
-        if let Some(j) = &r.judged {
-            info.push(Span::styled(
-                format!(
-                    " · RR {:.4} · AP {:.4} · {} relevant (query {})",
-                    j.rr, j.ap, j.relevant, j.qid
-                ),
-                th.good(),
-            ));
-        }
-        if !r.oov.is_empty() {
-            info.push(Span::styled(
-                format!(" · OOV: {}", r.oov.join(" ")),
-                th.warn(),
-            ));
-        }
-    }
-    if s.pending {
-        info.push(Span::styled(" · searching…", th.warn()));
-    }
-    f.render_widget(Paragraph::new(Line::from(info)), ia);
-
-    let title = if s.result.is_some() {
-        format!(" Results for “{}” ", trunc(&s.result_query, 40))
-    } else {
-        " Results ".to_string()
-    };
-    if let Some(e) = &s.error {
-        f.render_widget(
-            Paragraph::new(Span::styled(format!(" {e}"), th.bad()))
-                .wrap(Wrap { trim: true })
-                .block(block(th, title, false)),
-            ra,
-        );
-        return;
-    }
-    let Some(r) = &s.result else {
-        f.render_widget(
-            Paragraph::new(Span::styled(" type a query and press Enter", th.dim()))
-                .block(block(th, title, false)),
-            ra,
-        );
-        return;
-    };
-    if r.hits.is_empty() {
-        f.render_widget(
-            Paragraph::new(" no document matches").block(block(th, title, false)),
-            ra,
-        );
-        return;
-    }
-    let text_w = (ra.width as usize).saturating_sub(8);
-    let items: Vec<ListItem> = r
-        .hits
-        .iter()
-        .map(|h| {
-            let rel = match h.relevant {
-                Some(true) => Span::styled("✓ ", th.good()),
-                Some(false) => Span::raw("· "),
-                None => Span::raw("  "),
-            };
-            let contrib = h
-                .contributions
-                .iter()
-                .take(4)
-                .map(|(t, c)| format!("{t} {c:.2}"))
-                .collect::<Vec<_>>()
-                .join(", ");
-            let l1 = Line::from(vec![
-                Span::raw(format!("{:>3} ", h.rank)),
-                rel,
-                Span::styled(format!("{} ", fit(&h.docno, 12)), th.accent()),
-                Span::raw(format!("{:>8.4}  ", h.score)),
-                Span::styled(trunc(&contrib, text_w.saturating_sub(24)), th.dim()),
-            ]);
-            let mut l2 = vec![Span::raw("      ")];
-            l2.extend(highlight_text(th, &h.text, &h.spans, text_w));
-            ListItem::new(Text::from(vec![l1, Line::from(l2)]))
-        })
-        .collect();
-    let mut st = ListState::default().with_selected(Some(s.selected.min(r.hits.len() - 1)));
-    f.render_stateful_widget(
-        List::new(items)
-            .block(block(th, title, !s.editing))
-            .highlight_style(Style::default().add_modifier(Modifier::BOLD))
-            .highlight_symbol("▶"),
-        ra,
-        &mut st,
-    );
-}
-
-fn side_name(s: Side) -> &'static str {
-    match s {
-        Side::Source => "source",
-        Side::Target => "target",
-    }
-}
-
-fn draw_neighbours(f: &mut Frame, app: &App, area: Rect) {
-    let th = &app.settings.theme;
-    let n = &app.neigh;
-    let [qa, ha, pa] = Layout::vertical([
-        Constraint::Length(3),
-        Constraint::Length(1),
-        Constraint::Min(4),
-    ])
-    .areas(area);
-    let mut q = input_line(th, "term:", &n.query, n.editing);
-    q.spans.push(Span::styled(
-        format!(
-            "   [{} language · {}]",
-            side_name(n.side),
-            if n.csls { "CSLS" } else { "cosine" }
-        ),
-        th.dim(),
-    ));
-    f.render_widget(Paragraph::new(q).block(block(th, " Term ", n.editing)), qa);
-    let hist: Vec<Span> = n
-        .history
-        .iter()
-        .enumerate()
-        .map(|(i, (t, _))| {
-            if i == n.hist_pos {
-                Span::styled(format!(" [{t}]"), th.accent())
-            } else {
-                Span::styled(format!(" {t}"), th.dim())
-            }
-        })
-        .collect();
-    let mut hl = vec![Span::styled(" history:", th.dim())];
-    hl.extend(hist);
-    f.render_widget(Paragraph::new(Line::from(hl)), ha);
-
-    let two = n.panes[1].session.is_some();
-    let panes: Vec<Rect> = if two {
-        Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)])
-            .split(pa)
-            .to_vec()
-    } else {
-        vec![pa]
-    };
-    for (i, r) in panes.iter().enumerate() {
-        draw_neigh_pane(f, app, i, *r, !two);
-    }
-}
-
-fn draw_neigh_pane(f: &mut Frame, app: &App, i: usize, area: Rect, wide: bool) {
-    let th = &app.settings.theme;
-    let n = &app.neigh;
-    let p = &n.panes[i];
-    let focused = n.pane == i;
-    let title = match &p.session {
-        Some(s) => format!(" {s}{} ", if p.pending { " · looking up…" } else { "" }),
-        None => " no session ".into(),
-    };
-    let outer = block(th, title, focused);
-    let inner = outer.inner(area);
-    f.render_widget(outer, area);
-    let msg = if p.session.is_none() {
-        Some(Span::styled(
-            format!(
-                " press {} to choose a session",
-                app.settings
-                    .keymap
-                    .keys_for(Context::Neighbours, Action::PickSession)
-            ),
-            th.dim(),
-        ))
-    } else if let Some(e) = &p.error {
-        Some(Span::styled(format!(" {e}"), th.bad()))
-    } else if let Some(r) = &p.result {
-        (!r.known).then(|| {
-            Span::styled(
-                format!(" “{}” is not in the vocabulary", n.query),
-                th.warn(),
-            )
-        })
-    } else {
-        Some(Span::styled(" type a term (/) and press Enter", th.dim()))
-    };
-    if let Some(m) = msg {
-        f.render_widget(Paragraph::new(m).wrap(Wrap { trim: true }), inner);
-        return;
-    }
-    let Some(r) = &p.result else { return };
-    let lists: Vec<Rect> = if wide {
-        Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)])
-            .split(inner)
-            .to_vec()
-    } else {
-        Layout::vertical([Constraint::Percentage(50), Constraint::Percentage(50)])
-            .split(inner)
-            .to_vec()
-    };
-    let other = side_name(n.side.other());
-    let own = side_name(n.side);
-    for (li, (title, items)) in [
-        (format!(" other language ({other}) "), &r.cross),
-        (format!(" own language ({own}) "), &r.own),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let w = lists[li].width.saturating_sub(16) as usize;
-        let rows: Vec<ListItem> = items
-            .iter()
-            .map(|nb| {
-                ListItem::new(Line::from(vec![
-                    Span::raw(format!("{} ", fit(&nb.term, w))),
-                    Span::raw(format!("{:>6.3}", nb.score)),
-                    if nb.gold {
-                        Span::styled(" ✓gold", th.good())
-                    } else {
-                        Span::raw("")
-                    },
-                ]))
-            })
-            .collect();
-        let active = focused && n.list == li;
-        let mut st = ListState::default().with_selected(active.then_some(n.selected));
-        f.render_stateful_widget(
-            List::new(rows)
-                .block(block(th, title, active))
-                .highlight_style(th.selected()),
-            lists[li],
-            &mut st,
-        );
-    }
-}
-
-fn draw_compare(f: &mut Frame, app: &App, area: Rect) {
-    let th = &app.settings.theme;
-    let c = &app.compare;
-    let [ta, fa] = Layout::vertical([Constraint::Min(3), Constraint::Length(1)]).areas(area);
-    let Some(t) = &c.table else {
-        let msg = if let Some(e) = &c.error {
-            Span::styled(format!(" {e}"), th.bad())
-        } else if c.pending {
-            Span::raw(match &c.progress {
-                Some((done, total, s)) => {
-                    format!(" building the table… {done}/{total} sessions evaluated ({s})")
-                }
-                None => " building the table…".to_string(),
-            })
-        } else {
-            Span::styled(" no finished sessions to compare yet", th.dim())
-        };
-        f.render_widget(Paragraph::new(msg).block(block(th, " Compare ", true)), ta);
-        return;
-    };
-    let mut names = vec!["session".to_string(), "model".to_string()];
-    names.extend(t.metrics.iter().map(|m| m.name().to_string()));
-    let header = Row::new(
-        names
-            .iter()
-            .enumerate()
-            .map(|(i, h)| {
-                let arrow = match c.sort {
-                    Some((col, true)) if col == i => " ↓",
-                    Some((col, false)) if col == i => " ↑",
-                    _ => "",
-                };
-                let st = if i == c.col {
-                    th.accent().add_modifier(Modifier::UNDERLINED)
-                } else {
-                    th.accent()
-                };
-                Cell::from(Span::styled(format!("{h}{arrow}"), st))
-            })
-            .collect::<Vec<_>>(),
-    );
-    let order = c.order();
-    let rows: Vec<Row> = order
-        .iter()
-        .map(|&i| {
-            let r = &t.rows[i];
-            let mut cells = vec![
-                Cell::from(format!(
-                    "{}{}",
-                    if r.baseline { "◆ " } else { "" },
-                    r.system
-                )),
-                Cell::from(r.detail.clone()),
-            ];
-            for &m in &t.metrics {
-                let mark = r.mark(m);
-                let st = match mark {
-                    Mark::Better => th.good(),
-                    Mark::Worse => th.bad(),
-                    Mark::None => Style::default(),
-                };
-                let sym = mark.symbol();
-                cells.push(Cell::from(Span::styled(
-                    format!(
-                        "{:.4}{}{sym}",
-                        r.mean(m),
-                        if sym.is_empty() { "" } else { " " }
-                    ),
-                    st,
-                )));
-            }
-            Row::new(cells)
-        })
-        .collect();
-    let mut widths = vec![Constraint::Min(16), Constraint::Length(8)];
-    widths.extend(t.metrics.iter().map(|_| Constraint::Length(10)));
-    let mut st =
-        TableState::default().with_selected(Some(c.row.min(order.len().saturating_sub(1))));
-    f.render_stateful_widget(
-        Table::new(rows, widths)
-            .header(header)
-            .block(block(
-                th,
-                format!(" Compare ({} sessions) ", t.rows.len()),
-                true,
-            ))
-            .row_highlight_style(th.selected()),
-        ta,
-        &mut st,
-    );
-    let mut foot = match &t.baseline {
-        Some(b) => {
-            format!(" baseline ◆ {b} · ▲/▼ better/worse ({})", t.method())
-        }
-        None => " no baseline: press b on a row to choose one".into(),
-    };
-    // the selected cell's test against the baseline
-    let selected = order
-        .get(c.row)
-        .map(|&i| &t.rows[i])
-        .zip(c.col.checked_sub(2).and_then(|m| t.metrics.get(m)));
-    if let Some(v) = selected.and_then(|(r, m)| r.tests.get(m)) {
-        foot.push_str(&format!(
-            " · p {} · wins/ties/losses {}/{}/{}",
-            rosetta::eval::compare::fmt_p(v.p_adjusted),
-            v.wins,
-            v.ties,
-            v.losses
-        ));
-    }
-    for r in t.rows.iter().filter(|r| r.note.is_some()) {
-        foot.push_str(&format!(" · {} not tested", r.system));
-    }
-    if !t.skipped.is_empty() {
-        let names: Vec<&str> = t.skipped.iter().map(|s| s.system.as_str()).collect();
-        foot.push_str(&format!(" · left out (no model): {}", names.join(", ")));
-    }
-    f.render_widget(Paragraph::new(Span::styled(foot, th.dim())), fa);
-}
-
-fn draw_data(f: &mut Frame, app: &App, area: Rect) {
-    let th = &app.settings.theme;
-    let d = &app.data;
-    let title = format!(" Workspace {} ", d.workspace.as_deref().unwrap_or(""));
-    let Some(s) = &d.stats else {
-        let msg = if let Some(e) = &d.error {
-            Span::styled(format!(" {e}"), th.bad())
-        } else if d.pending {
-            Span::raw(" reading the workspace…")
-        } else {
-            Span::styled(
-                " no workspace: select a job on the Jobs screen, or set `workspace` in the config file",
-                th.dim(),
-            )
-        };
-        f.render_widget(
-            Paragraph::new(msg)
-                .wrap(Wrap { trim: true })
-                .block(block(th, title, true)),
-            area,
-        );
-        return;
-    };
-    let [la, sa, fa] = Layout::vertical([
-        Constraint::Length(1),
-        Constraint::Length((s.splits.len() as u16 + 3).min(area.height / 2)),
-        Constraint::Min(3),
-    ])
-    .areas(area);
-    f.render_widget(
-        Paragraph::new(Line::from(vec![
-            Span::styled(format!(" {} ", s.path), th.accent()),
-            Span::raw(format!(
-                "· queries in {} · documents in {}",
-                s.source_lang, s.target_lang
-            )),
-        ])),
-        la,
-    );
-    let pct = |v: Option<f64>| {
-        v.map(|x| format!("{:.2}%", x * 100.0))
-            .unwrap_or_else(|| "—".into())
-    };
-    let rows: Vec<Row> = s
-        .splits
-        .iter()
-        .map(|sp| {
-            Row::new(vec![
-                sp.name.clone(),
-                sp.size.to_string(),
-                pct(sp.source_oov),
-                pct(sp.target_oov),
-            ])
-        })
-        .collect();
-    f.render_widget(
-        Table::new(
-            rows,
-            [
-                Constraint::Length(12),
-                Constraint::Length(10),
-                Constraint::Length(14),
-                Constraint::Length(14),
-            ],
-        )
-        .header(
-            Row::new(vec![
-                "split".to_string(),
-                "size".into(),
-                format!("{} OOV", s.source_lang),
-                format!("{} OOV", s.target_lang),
-            ])
-            .style(th.accent()),
-        )
-        .block(block(th, " Splits ", true)),
-        sa,
-    );
-    let kw = s
-        .figures
-        .iter()
-        .map(|(k, _)| k.chars().count())
-        .max()
-        .unwrap_or(0);
-    let lines: Vec<Line> = s
-        .figures
-        .iter()
-        .map(|(k, v)| {
-            Line::from(vec![
-                Span::styled(format!(" {k:<kw$}  "), th.dim()),
-                Span::raw(v.clone()),
-            ])
-        })
-        .collect();
-    f.render_widget(
-        Paragraph::new(lines).block(block(th, " Vocabulary, coverage, dictionary ", false)),
-        fa,
-    );
-}
-
-fn centered(area: Rect, w: u16, h: u16) -> Rect {
+pub(crate) fn centered(area: Rect, w: u16, h: u16) -> Rect {
     let w = w.min(area.width);
     let h = h.min(area.height);
     Rect::new(
@@ -1275,56 +424,6 @@ fn draw_dialog(f: &mut Frame, th: &Theme, title: &str, text: &str) {
     );
 }
 
-fn draw_form(f: &mut Frame, th: &Theme, form: &JobForm) {
-    let h = form.fields.len() as u16 + 6;
-    let area = centered(f.area(), 76, h);
-    f.render_widget(Clear, area);
-    let mut lines = Vec::new();
-    for (i, fl) in form.fields.iter().enumerate() {
-        let focus = i == form.focus;
-        let mut spans = vec![
-            Span::styled(if focus { "▶ " } else { "  " }, th.accent()),
-            Span::styled(format!("{:<13}", fl.label), th.dim()),
-            Span::styled(
-                fl.value.clone(),
-                if focus { th.accent() } else { Style::default() },
-            ),
-            Span::raw(if focus { "▏" } else { "" }),
-        ];
-        if fl.value.is_empty() && fl.error.is_none() {
-            let hint = match i {
-                2..=5 => "(model default)",
-                7 => "(none: fresh start)",
-                8 => "(KEY=VALUE ..., e.g. batch=50 patience=3)",
-                _ => "",
-            };
-            spans.push(Span::styled(hint, th.dim()));
-        }
-        if let Some(e) = &fl.error {
-            spans.push(Span::styled(format!("  ✗ {e}"), th.bad()));
-        }
-        lines.push(Line::from(spans));
-    }
-    lines.push(Line::raw(""));
-    if form.submitting {
-        lines.push(Line::from(Span::styled("  launching…", th.warn())));
-    } else if let Some(e) = &form.error {
-        lines.push(Line::from(Span::styled(format!("  ✗ {e}"), th.bad())));
-    } else {
-        lines.push(Line::raw(""));
-    }
-    lines.push(Line::from(Span::styled(
-        "  Enter launch · Tab/↓ next · ↑ previous · Ctrl-U clear · Esc cancel",
-        th.dim(),
-    )));
-    f.render_widget(
-        Paragraph::new(lines)
-            .wrap(Wrap { trim: false })
-            .block(block(th, format!(" {} ", form.title), true)),
-        area,
-    );
-}
-
 fn draw_picker(f: &mut Frame, app: &App, purpose: PickFor, selected: usize) {
     let th = &app.settings.theme;
     let list = app.pickable();
@@ -1370,7 +469,7 @@ fn draw_picker(f: &mut Frame, app: &App, purpose: PickFor, selected: usize) {
 
 /// A short name for a workspace file: its folder for `…/NAME/workspace.toml`,
 /// else the file's stem (`assets/workspaces/enhi-xquad.toml` → `enhi-xquad`).
-fn workspace_label(path: &str) -> String {
+pub(crate) fn workspace_label(path: &str) -> String {
     let p = std::path::Path::new(path);
     let named = if p.file_name().is_some_and(|n| n == "workspace.toml") {
         p.parent().and_then(|d| d.file_name())
