@@ -127,32 +127,7 @@ pub fn check_device(spec: &str) -> Result<()> {
     spec.parse::<crate::models::DeviceSpec>().map(|_| ())
 }
 
-/// Checks one setting for `model` against the model registry: the model
-/// (or, for trained models, the runner) reads `key`, and the value passes
-/// the key's check. Returns the value as it will be recorded (trimmed).
-pub fn check_setting(model: &str, key: &str, value: &str) -> Result<String> {
-    let Some(setting) = registry::spec(model)?.setting(key) else {
-        let readers: Vec<&str> = registry::MODELS
-            .iter()
-            .filter(|m| m.setting(key).is_some())
-            .map(|m| m.name)
-            .collect();
-        return Err(Error::invalid(if readers.is_empty() {
-            format!("{model} does not take {key} (no model reads it)")
-        } else {
-            format!(
-                "{model} does not take {key} (read by {})",
-                readers.join(", ")
-            )
-        }));
-    };
-    let v = value.trim();
-    setting
-        .check
-        .check(v)
-        .map_err(|e| Error::invalid(format!("{key}: {e}")))?;
-    Ok(v.to_string())
-}
+pub use crate::models::registry::check_setting;
 
 /// Checks `req` as far as possible without writing anything: model, device
 /// (spelling and availability), every setting against the model, the

@@ -7,17 +7,7 @@ use std::path::Path;
 use serde_json::Value;
 
 mod common;
-use common::{rosetta_in as rosetta, tiny_workspace};
-
-fn ok(out: &std::process::Output) -> String {
-    assert!(
-        out.status.success(),
-        "stdout: {}\nstderr: {}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).to_string()
-}
+use common::{ok, rosetta_in as rosetta, tiny_workspace, train};
 
 fn err(out: &std::process::Output) -> String {
     assert!(!out.status.success(), "expected a failure");
@@ -26,20 +16,6 @@ fn err(out: &std::process::Output) -> String {
 
 fn json(out: &std::process::Output) -> Value {
     serde_json::from_str(ok(out).trim()).unwrap()
-}
-
-fn train(cwd: &Path, ws: &Path, model: &str, dir: &Path, more: &[&str]) {
-    let mut args = vec![
-        "train",
-        "--workspace",
-        ws.to_str().unwrap(),
-        "--model",
-        model,
-        "--session",
-        dir.to_str().unwrap(),
-    ];
-    args.extend_from_slice(more);
-    ok(&rosetta(cwd, &args));
 }
 
 #[test]

@@ -4,14 +4,13 @@
 //! dictionary's translations.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use rosetta::eval::compare::{CompareOptions, Comparison, Mark, System, TableFormat};
 use rosetta::eval::{Correction, Metric, Metrics};
 use serde_json::Value;
 
 mod common;
-use common::{rosetta_in as rosetta, tiny_workspace};
+use common::{ok, rosetta_in as rosetta, tiny_workspace, train};
 
 fn system(name: &str, mrr: &[(&str, f64)], map: f64) -> System {
     System {
@@ -245,32 +244,6 @@ fn bad_figures_and_names_are_errors_naming_the_system() {
     assert!(w.note.as_deref().unwrap().contains("1 scored query"));
     assert_eq!(t.tested(), 3, "the family is the tested systems");
     assert!(t.to_text().contains("W: not tested"));
-}
-
-fn ok(out: &std::process::Output) -> String {
-    assert!(
-        out.status.success(),
-        "stdout: {}\nstderr: {}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).to_string()
-}
-
-fn train(cwd: &Path, ws: &Path, model: &str, dir: &str, more: &[&str]) {
-    let mut args = vec![
-        "train",
-        "--workspace",
-        ws.to_str().unwrap(),
-        "--model",
-        model,
-        "--device",
-        "cpu",
-        "--session",
-        dir,
-    ];
-    args.extend_from_slice(more);
-    ok(&rosetta(cwd, &args));
 }
 
 /// Two tiny sessions compared from the CLI: the same table whatever the

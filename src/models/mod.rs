@@ -135,16 +135,6 @@ impl Params {
         }
     }
 
-    /// The value given for `key`, if any (recorded when present), with no
-    /// registry default or check: for settings whose default is not static.
-    pub fn given(&self, key: &str) -> Option<&str> {
-        let v = self.lookup(key).map(String::as_str);
-        if let Some(s) = v {
-            self.record(key, s);
-        }
-        v
-    }
-
     /// Every value read so far, defaults included.
     pub fn resolved(&self) -> BTreeMap<String, String> {
         self.used.lock().expect("params lock").clone()

@@ -643,6 +643,33 @@ pub fn validate_settings<'a>(
     }
 }
 
+/// Checks one setting for `model` against the model registry: the model
+/// (or, for trained models, the runner) reads `key`, and the value passes
+/// the key's check. Returns the value as it will be recorded (trimmed).
+pub fn check_setting(model: &str, key: &str, value: &str) -> crate::Result<String> {
+    let Some(setting) = spec(model)?.setting(key) else {
+        let readers: Vec<&str> = MODELS
+            .iter()
+            .filter(|m| m.setting(key).is_some())
+            .map(|m| m.name)
+            .collect();
+        return Err(crate::Error::invalid(if readers.is_empty() {
+            format!("{model} does not take {key} (no model reads it)")
+        } else {
+            format!(
+                "{model} does not take {key} (read by {})",
+                readers.join(", ")
+            )
+        }));
+    };
+    let v = value.trim();
+    setting
+        .check
+        .check(v)
+        .map_err(|e| crate::Error::invalid(format!("{key}: {e}")))?;
+    Ok(v.to_string())
+}
+
 /// Checks `given` for `model` ([`validate_settings`]) and resolves every
 /// setting the model and the runner read: the given values, and the
 /// registry's defaults for the others (settings without a default, like

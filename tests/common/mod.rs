@@ -27,3 +27,36 @@ pub fn rosetta_in(cwd: &Path, args: &[&str]) -> Output {
         .output()
         .unwrap()
 }
+
+/// The standard output of a command that must succeed (else a panic
+/// showing both streams).
+#[allow(dead_code)] // not every test binary uses every helper
+pub fn ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "stdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+/// `rosetta train` of `model` on workspace `ws` into session `dir` (on the
+/// CPU, with `more` arguments), run in `cwd`; it must succeed.
+#[allow(dead_code)]
+pub fn train(cwd: &Path, ws: &Path, model: &str, dir: impl AsRef<Path>, more: &[&str]) {
+    let dir = dir.as_ref().to_str().unwrap().to_string();
+    let mut args = vec![
+        "train",
+        "--workspace",
+        ws.to_str().unwrap(),
+        "--model",
+        model,
+        "--device",
+        "cpu",
+        "--session",
+        &dir,
+    ];
+    args.extend_from_slice(more);
+    ok(&rosetta_in(cwd, &args));
+}
