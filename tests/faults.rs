@@ -522,7 +522,7 @@ fn quick(model: &str) -> Vec<(&'static str, &'static str)> {
             ("dim", "8"),
             ("epochs", "2"),
             ("mono_epochs", "2"),
-            ("mono_patience", "1"),
+            ("mono_patience", "2"),
             ("batch", "10"),
         ],
         "bae" => vec![("dim", "8"), ("epochs", "3"), ("batch", "10")],
@@ -796,6 +796,20 @@ fn steps_recorded_in(dir: &Path, phase: Option<&str>) -> usize {
         .unwrap_or(0)
 }
 
+/// The step of a session's first validation (its first checkpoint).
+fn first_valid_step(dir: &Path) -> usize {
+    let mut tail = MetricsTail::new(dir.join(METRICS_FILE));
+    tail.poll()
+        .unwrap()
+        .records
+        .iter()
+        .find_map(|r| match r {
+            rosetta::session::MetricRecord::Valid { step, .. } => Some(*step),
+            _ => None,
+        })
+        .unwrap_or(0)
+}
+
 fn steps_recorded(dir: &Path) -> usize {
     steps_recorded_in(dir, None)
 }
@@ -852,9 +866,12 @@ fn sigkill_at_random_steps_then_resume_is_the_same_run() {
         assert!(out.status.success(), "{model}: {out:?}");
         let total = steps_recorded(&full);
         assert!(closed_form || total >= 4, "{model}: {total} steps");
-        // before the first step, one random step of the first phase (XCNN's
-        // mono phase), one random step of the whole run
-        let first = match steps_recorded_in(&full, Some("mono")) {
+        // before the first step; inside the first epoch (no checkpoint yet);
+        // past the first checkpoint inside the first phase (XCNN's mono
+        // phase); past the first checkpoint anywhere (the resume restores a
+        // checkpoint and its optimiser state)
+        let first_epoch = first_valid_step(&full);
+        let first_phase = match steps_recorded_in(&full, Some("mono")) {
             0 => total,
             n => n,
         };
@@ -862,7 +879,16 @@ fn sigkill_at_random_steps_then_resume_is_the_same_run() {
             // one fit, no steps: killed as soon as the job has started
             vec![0]
         } else {
-            vec![0, rng.random_range(1..=first), rng.random_range(1..total)]
+            assert!(
+                first_epoch < first_phase,
+                "{model}: one epoch per phase ({first_epoch}, {first_phase}, {total})"
+            );
+            vec![
+                0,
+                rng.random_range(1..=first_epoch),
+                rng.random_range(first_epoch + 1..=first_phase),
+                rng.random_range(first_epoch + 1..total),
+            ]
         };
         for (i, target) in targets.into_iter().enumerate() {
             let killed = root.path().join(format!("{model}-killed-{i}"));
