@@ -796,6 +796,20 @@ fn steps_recorded_in(dir: &Path, phase: Option<&str>) -> usize {
         .unwrap_or(0)
 }
 
+/// Every file under `dir`, recursively.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
 /// The step of a session's first validation (its first checkpoint).
 fn first_valid_step(dir: &Path) -> usize {
     let mut tail = MetricsTail::new(dir.join(METRICS_FILE));
@@ -890,6 +904,37 @@ fn sigkill_at_random_steps_then_resume_is_the_same_run() {
                 rng.random_range(first_epoch + 1..total),
             ]
         };
+        // killed after writing its last epoch's checkpoints, before recording
+        // `done` (a copy of the finished session whose status still says
+        // running): the resume trains nothing and rewrites nothing
+        if !closed_form {
+            let late = root.path().join(format!("{model}-killed-late"));
+            std::fs::create_dir_all(late.join("checkpoints")).unwrap();
+            for e in walk(&full) {
+                let rel = e.strip_prefix(&full).unwrap();
+                if !rel.starts_with(".lock") {
+                    std::fs::copy(&e, late.join(rel)).unwrap();
+                }
+            }
+            let mut st = read_status(&late).unwrap();
+            st.state = State::Running;
+            st.pid = 0;
+            st.pid_start = None;
+            st.write(&late).unwrap();
+            let out = std::process::Command::new(env!("CARGO_BIN_EXE_rosetta"))
+                .args(["train", "--resume", &late.display().to_string()])
+                .stdin(std::process::Stdio::null())
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{model} killed late: {out:?}");
+            for ck in [LAST_CHECKPOINT, BEST_CHECKPOINT] {
+                assert_eq!(
+                    bits_of(&full.join(ck)),
+                    bits_of(&late.join(ck)),
+                    "{model} killed after its last checkpoint: {ck} differs"
+                );
+            }
+        }
         for (i, target) in targets.into_iter().enumerate() {
             let killed = root.path().join(format!("{model}-killed-{i}"));
             let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_rosetta"))

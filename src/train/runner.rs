@@ -385,6 +385,9 @@ fn prepare_and_train(
     hooks.progress_at_start = hooks.status.progress;
 
     let seed = session.config.seed;
+    // a resume from a checkpoint of the job's last epoch (killed after
+    // writing it) trains nothing more; its checkpoints are already final
+    let from_checkpoint = resume_from.is_some();
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         trainer.train(data, &params, &device, seed, resume_from, &mut hooks)
     }));
@@ -403,7 +406,7 @@ fn prepare_and_train(
     let outcome = match result {
         Ok(model) => {
             let planned: usize = hooks.plan.iter().map(|p| p.epochs).sum();
-            if hooks.checkpoints == 0 && !cancelled {
+            if hooks.checkpoints == 0 && !cancelled && !from_checkpoint {
                 // a trainer that never ended an epoch through the hooks (a
                 // plan of 0 epochs keeps epoch 0: nothing was trained)
                 if planned > 0 {
