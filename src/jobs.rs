@@ -266,8 +266,11 @@ pub fn resume(dir: &Path, exe: &Path) -> Result<Launched> {
 
 /// A workspace's prepared data (cached by the corpus module), its training
 /// data and its content hash.
-pub fn load_workspace(path: &Path) -> Result<(Prepared, TrainData, String)> {
-    let ws = Workspace::load(path)?;
+pub fn load_workspace(
+    path: &Path,
+    text: Option<&crate::text::TextConfig>,
+) -> Result<(Prepared, TrainData, String)> {
+    let ws = Workspace::load_with_text(path, text)?;
     let prepared = Prepared::load_or_build(&ws)?;
     // XCNN mines its own pseudo-relevant positives (its `positives` setting)
     let data = TrainData::from_prepared(&prepared, Vec::new());
@@ -302,7 +305,8 @@ pub fn run(
         session.status.write(&session.dir)?;
     }
     let loaded = crate::models::trainer(&session.config.model).and_then(|t| {
-        let (prepared, data, hash) = load_workspace(&session.config.workspace)?;
+        let (prepared, data, hash) =
+            load_workspace(&session.config.workspace, session.config.text.as_ref())?;
         Ok((t, prepared, data, hash))
     });
     let (trainer, prepared, data, hash) = match loaded {

@@ -81,6 +81,15 @@ pub fn neighbours(args: NeighboursArgs) -> anyhow::Result<()> {
         let mut v = serde_json::to_value(&n)?;
         v["side"] = serde_json::to_value(side)?;
         println!("{v}");
+    }
+    if let Some(why) = &n.dropped {
+        anyhow::bail!(
+            "`{}` has no neighbours in {}: {why}",
+            args.term,
+            args.session.display()
+        );
+    }
+    if args.json {
         return Ok(());
     }
     let (lang, other) = (
@@ -88,7 +97,7 @@ pub fn neighbours(args: NeighboursArgs) -> anyhow::Result<()> {
         l.vocabs.side(side.other()).lang.clone(),
     );
     println!(
-        "{} ({lang} term `{}`), {}:",
+        "{} ({lang} term `{}`), {}; terms shown as their commonest training word:",
         n.word,
         n.term,
         if n.csls { "CSLS" } else { "cosine" }
@@ -103,13 +112,13 @@ pub fn neighbours(args: NeighboursArgs) -> anyhow::Result<()> {
             .get(i)
             .map(|x| {
                 let mark = if x.gold { "✓" } else { " " };
-                format!("{:<24} {:>7.4} {mark}", x.term, x.score)
+                format!("{:<24} {:>7.4} {mark}", x.surface, x.score)
             })
             .unwrap_or_else(|| " ".repeat(34));
         let s = n
             .own
             .get(i)
-            .map(|x| format!("{:<24} {:>7.4}", x.term, x.cosine))
+            .map(|x| format!("{:<24} {:>7.4}", x.surface, x.cosine))
             .unwrap_or_default();
         println!("  {c}   {}", s.trim_end());
     }
@@ -133,7 +142,10 @@ pub fn neighbours(args: NeighboursArgs) -> anyhow::Result<()> {
 fn workspace_dictionary(
     l: &Loaded,
 ) -> anyhow::Result<Option<(TermTranslations, TermTranslations)>> {
-    let ws = rosetta::corpus::Workspace::load(&l.session.config.workspace)?;
+    let ws = rosetta::corpus::Workspace::load_with_text(
+        &l.session.config.workspace,
+        l.session.config.text.as_ref(),
+    )?;
     if ws.dictionary.is_none() {
         return Ok(None);
     }
@@ -216,7 +228,10 @@ fn write_npy(path: &Path, a: &ndarray::Array2<f32>) -> anyhow::Result<()> {
 /// split and ad-hoc collection, and the ad-hoc TREC run.
 fn export_workspace(l: &Loaded, out: &Path) -> anyhow::Result<Vec<PathBuf>> {
     use rosetta::session::retrieval::{encode_adhoc, run_from_embeddings, RUN_DEPTH};
-    let ws = rosetta::corpus::Workspace::load(&l.session.config.workspace)?;
+    let ws = rosetta::corpus::Workspace::load_with_text(
+        &l.session.config.workspace,
+        l.session.config.text.as_ref(),
+    )?;
     let prepared = rosetta::corpus::Prepared::load_or_build(&ws)?;
     l.session
         .config
@@ -388,31 +403,42 @@ pub struct SearchArgs {
 pub fn search(args: SearchArgs) -> anyhow::Result<()> {
     let s = rosetta::session::search::Searcher::open_alone(&args.session, &|_, _| {})?;
     let r = s.search(&args.query, args.k, args.fuse)?;
-    if r.hits.is_empty() {
+    if args.json {
+        let mut v = serde_json::to_value(&r)?;
+        v["session"] = serde_json::json!(args.session);
+        v["text"] = serde_json::json!(args.query);
+        v["fusion"] = serde_json::json!(args.fuse.to_string());
+        println!("{v}");
+    }
+    if let Some(why) = &r.unanswerable {
+        // with --json the object above carries the reason too
         anyhow::bail!(
-            "no document matches: none of the query's words is usable by {} ({})",
+            "no ranking: {why} ({}, {})",
             args.session.display(),
             s.session.config.model
         );
     }
     if args.json {
-        let mut v = serde_json::to_value(&r)?;
-        v["session"] = serde_json::json!(args.session);
-        v["query"] = serde_json::json!(args.query);
-        v["fusion"] = serde_json::json!(args.fuse.to_string());
-        println!("{v}");
         return Ok(());
     }
+    let dropped = r.query.dropped_summary();
     println!(
-        "{} ({}), {}, {} documents{}",
+        "{} ({}), {}, {} documents; searched with: {}{}",
         args.session.display(),
         s.session.config.model,
         args.fuse.label(),
         s.corpus.len(),
-        if r.oov.is_empty() {
+        r.query
+            .words
+            .iter()
+            .filter(|w| w.dropped.is_none())
+            .map(|w| w.word.as_str())
+            .collect::<Vec<_>>()
+            .join(" "),
+        if dropped.is_empty() {
             String::new()
         } else {
-            format!("; not in the vocabulary: {}", r.oov.join(" "))
+            format!("; dropped: {dropped}")
         }
     );
     if let Some(j) = &r.judged {

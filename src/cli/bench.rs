@@ -549,7 +549,7 @@ fn train(a: TrainBenchArgs) -> anyhow::Result<()> {
     // candle's CPU kernels size their thread pools from RAYON_NUM_THREADS
     std::env::set_var("RAYON_NUM_THREADS", a.threads.to_string());
     let pool = pool(a.threads)?;
-    let (prepared, data, _) = rosetta::jobs::load_workspace(&a.workspace)?;
+    let (prepared, data, _) = rosetta::jobs::load_workspace(&a.workspace, None)?;
     let params = Params::new(rosetta::jobs::parse_settings(&a.set)?);
     let trainer = rosetta::models::trainer(&a.model)?;
     let mut timer = LoopTimer {

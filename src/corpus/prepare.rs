@@ -21,7 +21,7 @@ use crate::text::{Side, Vocabs};
 use crate::{Error, Result};
 
 /// Bump when the cache layout or the analysis changes.
-const CACHE_VERSION: u32 = 2;
+const CACHE_VERSION: u32 = 3;
 
 /// Token and out-of-vocabulary counts of a set of texts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -249,6 +249,33 @@ impl Prepared {
                 cfg.min_df,
             ),
         };
+        // character n-grams for the words the vocabularies lack
+        let mut vocabs = vocabs;
+        if cfg.oov_ngrams > 0 {
+            let (lo, hi) = crate::text::OOV_NGRAM_RANGE;
+            vocabs
+                .source
+                .add_fallback(&pick(&toks[0].0), cfg.oov_ngrams, cfg.min_df, lo, hi);
+            vocabs
+                .target
+                .add_fallback(&pick(&toks[0].1), cfg.oov_ngrams, cfg.min_df, lo, hi);
+        }
+        // the surface forms behind the terms, for display
+        for (an, vocab, texts) in [
+            (&src_an, &mut vocabs.source, &splits.train.source),
+            (&tgt_an, &mut vocabs.target, &splits.train.target),
+        ] {
+            let pairs: Vec<Vec<(String, String)>> = usable
+                .par_iter()
+                .map(|&i| an.analyze_pairs(&texts[i]))
+                .collect();
+            vocab.set_surface(
+                pairs
+                    .iter()
+                    .flatten()
+                    .map(|(w, t)| (w.as_str(), t.as_str())),
+            );
+        }
         let mut split_data = Vec::new();
         for ((_, s), (st, tt)) in splits.iter().into_iter().zip(toks) {
             split_data.push(count_split(s, st, tt, &vocabs));

@@ -22,8 +22,8 @@
 //! qrels = "qrels.tsv"
 //! [dictionary]                       # optional
 //! path = "eng-hin.tsv"
-//! [text]                             # optional: crate::text::TextConfig
-//! vocab_per_language = 10000
+//! [text]                             # optional: crate::text::TextConfig; keys
+//! vocab_per_language = 10000         # left out take its defaults
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -132,7 +132,7 @@ struct RawWorkspace {
     monolingual: Option<RawMono>,
     adhoc: Option<RawAdhoc>,
     dictionary: Option<RawDict>,
-    text: Option<TextConfig>,
+    text: Option<toml::Table>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -321,7 +321,10 @@ impl Workspace {
                 return Err(bad(format!("[{key}]: key `lang` is empty")));
             }
         }
-        let text_cfg = raw.text.unwrap_or_default();
+        let text_cfg = match raw.text {
+            None => TextConfig::default(),
+            Some(t) => TextConfig::from_table(t).map_err(|e| bad(format!("[text]: {e}")))?,
+        };
         if text_cfg.vocab_per_language == 0 {
             return Err(bad("[text]: key `vocab_per_language` must be > 0".into()));
         }
@@ -344,6 +347,17 @@ impl Workspace {
             dictionary: raw.dictionary.map(|d| resolve(&d.path)),
             text: text_cfg,
         })
+    }
+
+    /// The workspace at `path` with the text settings `recorded` by a
+    /// session (when it has them) in place of the file's: a session made
+    /// before the defaults changed reads its data as it was trained.
+    pub fn load_with_text(path: &Path, recorded: Option<&TextConfig>) -> Result<Workspace> {
+        let mut ws = Workspace::load(path)?;
+        if let Some(t) = recorded {
+            ws.text = t.clone();
+        }
+        Ok(ws)
     }
 
     /// Every data file the workspace reads (a dictd `.index` brings its

@@ -254,7 +254,8 @@ pub fn evaluate(req: &EvalRequest) -> Result<EvalReport> {
     }
     let (device, _) = crate::models::select_device(&req.device)?;
     let l = Loaded::open(&req.session, &device)?;
-    let ws = Workspace::load(&l.session.config.workspace)?;
+    let ws =
+        Workspace::load_with_text(&l.session.config.workspace, l.session.config.text.as_ref())?;
     let prepared = Prepared::load_or_build(&ws)?;
     l.session
         .config
@@ -392,7 +393,7 @@ fn adhoc_figures(e: &Evaluation, derived: bool, docs: usize, run: Option<PathBuf
 /// its dictionary is its translation).
 fn evaluate_lexical(req: &EvalRequest) -> Result<EvalReport> {
     let session = Session::open(&req.session)?;
-    let ws = Workspace::load(&session.config.workspace)?;
+    let ws = Workspace::load_with_text(&session.config.workspace, session.config.text.as_ref())?;
     session
         .config
         .check_workspace_hash(&req.session, &ws.content_hash()?)?;

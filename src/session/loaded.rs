@@ -39,6 +39,9 @@ pub struct Loaded {
 pub struct Neighbour {
     /// The neighbouring term (an index term: stemmed where the language stems).
     pub term: String,
+    /// The commonest training word behind the term (the term itself for
+    /// sessions saved before surface forms were recorded).
+    pub surface: String,
     /// Cosine, or CSLS score.
     pub score: f32,
     /// Plain cosine (equal to `score` without CSLS).
@@ -228,6 +231,7 @@ fn top(
         .take(k)
         .map(|i| Neighbour {
             term: vocab.term(i as u32).to_string(),
+            surface: vocab.display(i as u32).to_string(),
             score: scores[i],
             cosine: cos[i],
         })

@@ -30,8 +30,8 @@ use crate::index::{translate_dict, translate_dict_with, Bm25Index, Bm25Params, D
 use crate::models::bm25::{analysed_dictionary, Bm25Baseline};
 use crate::models::Params;
 use crate::session::retrieval::RUN_DEPTH;
-use crate::text::Analyzer;
 use crate::text::Side;
+use crate::text::{Analyzer, Dropped, QueryWords, TextConfig};
 use crate::{Error, Result};
 
 /// Longest document text kept for display, in characters.
@@ -69,9 +69,13 @@ pub struct Corpus {
 impl Corpus {
     /// Reads and indexes the workspace's ad-hoc task (declared or derived),
     /// reporting progress from 0 to about 0.4.
-    pub fn load(path: &Path, progress: &dyn Fn(f64, &str)) -> Result<Corpus> {
+    pub fn load(
+        path: &Path,
+        text: Option<&TextConfig>,
+        progress: &dyn Fn(f64, &str),
+    ) -> Result<Corpus> {
         progress(0.05, "reading the workspace");
-        let ws = Workspace::load(path)?;
+        let ws = Workspace::load_with_text(path, text)?;
         let src = Analyzer::new(&ws.source_lang, &ws.text)?;
         let tgt = Analyzer::new(&ws.target_lang, &ws.text)?;
         progress(0.1, "reading documents and queries");
@@ -187,11 +191,15 @@ pub struct Judged {
 /// The answer to a query.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct SearchResult {
-    /// Ranked documents.
+    /// Ranked documents; none when no word of the query can be used.
     pub hits: Vec<Hit>,
-    /// Query words the model cannot use (out of its vocabulary, or with no
-    /// dictionary translation for `bm25-dict`).
-    pub oov: Vec<String>,
+    /// Every word of the query: the term searched with, or why it was
+    /// dropped (stop word, out of the model's vocabulary, below `min_df`,
+    /// no dictionary translation for `bm25-dict`).
+    pub query: QueryWords,
+    /// Why there is no ranking: no word of the query can be used.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unanswerable: Option<String>,
     /// Present when the query is a judged workspace query.
     pub judged: Option<Judged>,
 }
@@ -199,8 +207,10 @@ pub struct SearchResult {
 /// One nearest term, marked when the dictionary lists it as a translation.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct MarkedNeighbour {
-    /// The term.
+    /// The term (stemmed where the language stems).
     pub term: String,
+    /// The commonest training word behind the term, to show.
+    pub surface: String,
     /// Cosine or CSLS score.
     pub score: f64,
     /// Plain cosine (equal to `score` without CSLS).
@@ -213,12 +223,19 @@ pub struct MarkedNeighbour {
 /// Nearest terms of one term in both languages ([`marked_neighbours`]).
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct NeighbourResult {
-    /// Whether the term is in the model's vocabulary (when not, the rest is empty).
+    /// Whether the term is in the model's vocabulary (when not, `dropped`
+    /// says why and the lists are empty).
     pub known: bool,
+    /// Why the word has no neighbours: a stop word, out of the vocabulary
+    /// (and why), as [`Searcher::search`] reports query words.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dropped: Option<Dropped>,
     /// The word as given.
     pub word: String,
     /// Its index term.
     pub term: String,
+    /// The commonest training word behind the term.
+    pub surface: String,
     /// Whether scores of `cross` are CSLS.
     pub csls: bool,
     /// The dictionary's translations of the term (analysed), `None` without a dictionary.
@@ -233,8 +250,9 @@ pub struct NeighbourResult {
 pub type TermTranslations = HashMap<String, Vec<String>>;
 
 /// `word`'s nearest terms in the model of `m`, in the other language and in
-/// its own ([`Loaded::neighbours`], whose errors it returns: a stop word,
-/// a word outside the vocabulary), the other-language terms that `dictionary`
+/// its own ([`Loaded::neighbours`], whose errors it returns: no word, more
+/// than one; a stop word or a word outside the vocabulary is answered with
+/// `known` false and the reason), the other-language terms that `dictionary`
 /// (source → target and target → source terms, analysed as the session's
 /// texts) lists as translations of the word marked `gold`. `rosetta neighbours` and
 /// the workbench's Neighbours screen both answer with this.
@@ -246,7 +264,25 @@ pub fn marked_neighbours(
     csls: bool,
     dictionary: Option<(&TermTranslations, &TermTranslations)>,
 ) -> Result<NeighbourResult> {
+    let account = QueryWords::against(m.analyzer(side), word, m.vocabs.side(side));
+    if let [w] = account.words.as_slice() {
+        if let Some(d) = &w.dropped {
+            return Ok(NeighbourResult {
+                known: false,
+                dropped: Some(d.clone()),
+                word: word.to_string(),
+                term: w.term.clone().unwrap_or_default(),
+                surface: w.word.clone(),
+                ..Default::default()
+            });
+        }
+    }
     let n = m.neighbours(word, side, k, csls)?;
+    let vocab = m.vocabs.side(side);
+    let surface = vocab
+        .id(&n.term)
+        .map(|id| vocab.display(id).to_string())
+        .unwrap_or_else(|| n.term.clone());
     let translations: Option<Vec<String>> = dictionary.map(|(fwd, rev)| {
         match side {
             Side::Source => fwd.get(n.term.as_str()),
@@ -261,6 +297,7 @@ pub fn marked_neighbours(
             .map(|x| MarkedNeighbour {
                 gold: gold.contains(x.term.as_str()),
                 term: x.term.clone(),
+                surface: x.surface.clone(),
                 score: x.score as f64,
                 cosine: x.cosine as f64,
             })
@@ -268,6 +305,8 @@ pub fn marked_neighbours(
     };
     Ok(NeighbourResult {
         known: true,
+        dropped: None,
+        surface,
         cross: conv(&n.cross, &gold),
         own: conv(&n.same, &HashSet::new()),
         word: n.word,
@@ -366,7 +405,11 @@ impl Searcher {
     /// Opens a session with its own corpus.
     pub fn open_alone(dir: &Path, progress: &dyn Fn(f64, &str)) -> Result<Searcher> {
         let session = Session::open(dir)?;
-        let corpus = Arc::new(Corpus::load(&session.config.workspace, progress)?);
+        let corpus = Arc::new(Corpus::load(
+            &session.config.workspace,
+            session.config.text.as_ref(),
+            progress,
+        )?);
         Searcher::open(dir, corpus, progress)
     }
 
@@ -375,46 +418,45 @@ impl Searcher {
         matches!(self.ranker, Ranker::Lexical { .. })
     }
 
-    /// The model's own ranking of every document it scores, and the query
-    /// words it cannot use.
-    fn model_ranking(&self, query: &str) -> Result<(Ranking, Vec<String>, Option<Array1<f32>>)> {
+    /// What the ranker makes of each word of `query` (source language): the
+    /// term it searches with, or why it drops the word. `rosetta search` and
+    /// the workbench's Search screen report this.
+    pub fn query_words(&self, query: &str) -> QueryWords {
+        let c = &self.corpus;
+        match &self.ranker {
+            Ranker::Dense { m, .. } => {
+                QueryWords::against(m.analyzer(Side::Source), query, &m.vocabs.source)
+            }
+            Ranker::Lexical { baseline, index } => {
+                let index = index.as_ref().unwrap_or(&c.bm25);
+                QueryWords::explain(&c.src, query, |t| match baseline.translation {
+                    Translation::Dict => (!c.dict.contains_key(t)
+                        && !(baseline.keep_untranslated && index.contains(t)))
+                    .then_some(Dropped::NoTranslation),
+                    Translation::None => (!index.contains(t)).then_some(Dropped::NotInCollection),
+                    // the translation decides: every word goes to it
+                    Translation::Mt => None,
+                })
+            }
+        }
+    }
+
+    /// The model's own ranking of every document it scores.
+    fn model_ranking(&self, query: &str) -> Result<(Ranking, Option<Array1<f32>>)> {
         let c = &self.corpus;
         match &self.ranker {
             Ranker::Dense { m, dense, .. } => {
-                let an = m.analyzer(Side::Source);
-                let mut oov = Vec::new();
-                for w in Analyzer::words(query) {
-                    if let Some(t) = an.term(&w) {
-                        if m.vocabs.source.id(&t).is_none() && !oov.contains(&w) {
-                            oov.push(w);
-                        }
-                    }
-                }
                 let q = m.encode_texts(Side::Source, &[query])?;
                 let hits = dense.search(q.view(), c.len())?.pop().unwrap_or_default();
                 let ranked = hits
                     .iter()
                     .map(|h| (c.doc_ids[h.doc as usize].clone(), h.score))
                     .collect();
-                Ok((ranked, oov, Some(q.row(0).to_owned())))
+                Ok((ranked, Some(q.row(0).to_owned())))
             }
             Ranker::Lexical { baseline, index } => {
                 let index = index.as_ref().unwrap_or(&c.bm25);
                 let an = &c.src;
-                let mut oov = Vec::new();
-                if baseline.translation != Translation::Mt {
-                    for w in Analyzer::words(query) {
-                        if let Some(t) = an.term(&w) {
-                            let known = match baseline.translation {
-                                Translation::Dict => c.dict.contains_key(&t),
-                                _ => index.contains(&t),
-                            };
-                            if !known && !oov.contains(&w) {
-                                oov.push(w);
-                            }
-                        }
-                    }
-                }
                 let q = match baseline.translation {
                     // the corpus holds the analysed dictionary: no rereading per query
                     Translation::Dict => {
@@ -424,7 +466,7 @@ impl Searcher {
                     Translation::None => Query::from_tokens(&an.analyze(query)),
                     Translation::Mt => baseline.queries(&c.ws, &[query])?.pop().unwrap_or_default(),
                 };
-                Ok((c.hits(index, &q), oov, None))
+                Ok((c.hits(index, &q), None))
             }
         }
     }
@@ -440,8 +482,26 @@ impl Searcher {
             )));
         }
         let c = &self.corpus;
+        let account = self.query_words(query);
+        if let Some(why) = account.unanswerable() {
+            return Ok(SearchResult {
+                hits: Vec::new(),
+                query: account,
+                unanswerable: Some(why),
+                judged: None,
+            });
+        }
         let tokens = c.src.analyze(query);
-        let (model, oov, qv) = self.model_ranking(query)?;
+        let (model, qv) = self.model_ranking(query)?;
+        if model.is_empty() {
+            // an MT baseline whose translation kept nothing searchable
+            return Ok(SearchResult {
+                hits: Vec::new(),
+                query: account,
+                unanswerable: Some("the translated query matches no document".into()),
+                judged: None,
+            });
+        }
         let ranked = if fusion.uses_bm25() {
             fuse(&model, &c.bm25_dict(&tokens), fusion)
         } else {
@@ -505,12 +565,18 @@ impl Searcher {
                 }
             })
             .collect();
-        Ok(SearchResult { hits, oov, judged })
+        Ok(SearchResult {
+            hits,
+            query: account,
+            unanswerable: None,
+            judged,
+        })
     }
 
     /// Nearest terms of `term` in both languages, the dictionary's
-    /// translations marked; `known` is false for a word outside the
-    /// vocabulary. A lexical baseline has no term space: an error.
+    /// translations marked ([`marked_neighbours`]); `known` is false, with
+    /// the reason, for a stop word or a word outside the vocabulary. A
+    /// lexical baseline has no term space: an error.
     pub fn neighbours(
         &self,
         term: &str,
@@ -524,16 +590,6 @@ impl Searcher {
                 self.session.config.model
             )));
         };
-        let an = m.analyzer(side);
-        let known = match Analyzer::words(term).as_slice() {
-            [w] => an
-                .term(w)
-                .is_some_and(|t| m.vocabs.side(side).id(&t).is_some()),
-            _ => true, // let the session module say what is wrong
-        };
-        if !known {
-            return Ok(NeighbourResult::default());
-        }
         let c = &self.corpus;
         let dict = c.ws.dictionary.is_some().then_some((&c.dict, &c.dict_rev));
         marked_neighbours(m, term, side, k, csls, dict)

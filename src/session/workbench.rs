@@ -14,7 +14,7 @@ use super::Session;
 use crate::corpus::Workspace;
 use crate::eval::compare::{CompareOptions, Comparison, Skipped, System};
 use crate::index::fusion::Fusion;
-use crate::text::Side;
+use crate::text::{Side, TextConfig};
 use crate::{Error, Result};
 
 /// A loaded search index.
@@ -64,7 +64,8 @@ type Cached = (Arc<Searcher>, Option<std::time::SystemTime>);
 #[derive(Default)]
 pub struct Workbench {
     sessions: Mutex<HashMap<PathBuf, Cached>>,
-    corpora: Mutex<HashMap<PathBuf, Arc<Corpus>>>,
+    /// By workspace file and the text settings read with it.
+    corpora: Mutex<HashMap<(PathBuf, String), Arc<Corpus>>>,
 }
 
 /// A session's label: its folder name.
@@ -94,18 +95,28 @@ impl Workbench {
         Workbench::default()
     }
 
-    /// The collection of the workspace file `path`, loaded once.
-    pub fn corpus(&self, path: &Path, progress: &dyn Fn(f64, &str)) -> Result<Arc<Corpus>> {
-        if let Some(c) = self.corpora.lock().expect("workbench lock").get(path) {
+    /// The collection of the workspace file `path`, with the text settings
+    /// a session recorded when given (see [`Corpus::load`]), loaded once.
+    pub fn corpus(
+        &self,
+        path: &Path,
+        text: Option<&TextConfig>,
+        progress: &dyn Fn(f64, &str),
+    ) -> Result<Arc<Corpus>> {
+        let key = (
+            path.to_path_buf(),
+            serde_json::to_string(&text).unwrap_or_default(),
+        );
+        if let Some(c) = self.corpora.lock().expect("workbench lock").get(&key) {
             return Ok(c.clone());
         }
         // built outside the lock: other requests go on meanwhile
-        let c = Arc::new(Corpus::load(path, progress)?);
+        let c = Arc::new(Corpus::load(path, text, progress)?);
         Ok(self
             .corpora
             .lock()
             .expect("workbench lock")
-            .entry(path.to_path_buf())
+            .entry(key)
             .or_insert(c)
             .clone())
     }
@@ -121,7 +132,11 @@ impl Workbench {
         }
         ensure_searchable(dir)?;
         let session = Session::open(dir)?;
-        let corpus = self.corpus(&session.config.workspace, progress)?;
+        let corpus = self.corpus(
+            &session.config.workspace,
+            session.config.text.as_ref(),
+            progress,
+        )?;
         let s = Arc::new(Searcher::open(dir, corpus, progress)?);
         self.sessions
             .lock()

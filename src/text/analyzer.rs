@@ -8,6 +8,11 @@ use crate::{Error, Result};
 
 /// Text settings of a workspace (`[text]` in its TOML); saved with every model
 /// so that new text is analysed the way the training data was.
+///
+/// A workspace's `[text]` keys left out take [`TextConfig::default`] (see
+/// [`TextConfig::from_table`]); a setting added after a session was made and
+/// missing from its record reads as the value Rosetta used before the setting
+/// existed (`oov_ngrams = 0`), so the session keeps its meaning.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TextConfig {
@@ -19,15 +24,45 @@ pub struct TextConfig {
     pub stopwords: bool,
     /// Snowball stemming, where the language has a stemmer.
     pub stem: bool,
+    /// Character n-gram units (3 to 5 characters of `<word>`) added per
+    /// language, beyond `vocab_per_language`, for words outside the
+    /// vocabulary: such a word counts as its n-grams the vocabulary holds.
+    /// 0: none (a text of unknown words encodes to nothing).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub oov_ngrams: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// Shortest and longest character n-gram of the out-of-vocabulary fallback.
+pub const OOV_NGRAM_RANGE: (usize, usize) = (3, 5);
+
+impl TextConfig {
+    /// The settings of a workspace's `[text]` table: keys given override
+    /// [`TextConfig::default`]; an unknown key or a wrong type is an error
+    /// naming it.
+    pub fn from_table(table: toml::Table) -> std::result::Result<TextConfig, String> {
+        let mut full = toml::Table::try_from(TextConfig::default()).map_err(|e| e.to_string())?;
+        // written even where serialisation leaves it out (a zero default)
+        let n = TextConfig::default().oov_ngrams as i64;
+        full.insert("oov_ngrams".into(), toml::Value::Integer(n));
+        full.extend(table);
+        toml::Value::Table(full)
+            .try_into()
+            .map_err(|e: toml::de::Error| e.message().to_string())
+    }
 }
 
 impl Default for TextConfig {
     fn default() -> Self {
         TextConfig {
             vocab_per_language: 10_000,
-            min_df: 2,
-            stopwords: true,
+            min_df: 1,
+            stopwords: false,
             stem: true,
+            oov_ngrams: 2_000,
         }
     }
 }
@@ -57,10 +92,33 @@ fn is_invisible(c: char) -> bool {
     )
 }
 
-/// NFKC, lower case, BOM and zero-width characters removed.
+/// Typographic apostrophes and quotation marks, folded to their ASCII forms
+/// so that `king’s` and `king's` are one word and `“light”` is `light`.
+fn fold_quote(c: char) -> char {
+    match c {
+        '\u{2018}' | '\u{2019}' | '\u{201B}' | '\u{2032}' | '\u{02BC}' | '\u{FF07}' => '\'',
+        '\u{201C}' | '\u{201D}' | '\u{201E}' | '\u{201F}' | '\u{2033}' | '\u{00AB}'
+        | '\u{00BB}' => '"',
+        c => c,
+    }
+}
+
+/// NFKC, lower case, BOM and zero-width characters removed, typographic
+/// apostrophes and quotes folded to ASCII.
 pub fn normalize(text: &str) -> String {
-    let cleaned: String = text.chars().filter(|c| !is_invisible(*c)).collect();
+    let cleaned: String = text
+        .chars()
+        .filter(|c| !is_invisible(*c))
+        .map(fold_quote)
+        .collect();
     cleaned.nfkc().collect::<String>().to_lowercase()
+}
+
+/// A word as UAX #29 gives it, without apostrophes at either end (`gods'`
+/// is `gods`); `None` when nothing is left.
+fn trim_word(w: &str) -> Option<&str> {
+    let w = w.trim_matches('\'');
+    (!w.is_empty()).then_some(w)
 }
 
 impl Analyzer {
@@ -106,19 +164,34 @@ impl Analyzer {
     pub fn words(text: &str) -> Vec<String> {
         normalize(text)
             .unicode_words()
+            .filter_map(trim_word)
             .map(|w| w.to_string())
             .collect()
     }
 
+    /// Whether `word` (normalised) is one of the stop words removed.
+    pub fn is_stop_word(&self, word: &str) -> bool {
+        self.stop.contains(word)
+    }
+
     /// The index term of one normalised word, or `None` for a stop word.
+    /// Never empty and never containing white space: a stem that would be
+    /// empty is the word itself.
     pub fn term(&self, word: &str) -> Option<String> {
+        let word = trim_word(word)?;
         if self.stop.contains(word) {
             return None;
         }
-        Some(match &self.stemmer {
+        let t = match &self.stemmer {
             Some(s) => s.stem(word).into_owned(),
             None => word.to_string(),
-        })
+        };
+        let t = if t.trim().is_empty() {
+            word.to_string()
+        } else {
+            t
+        };
+        Some(t.split_whitespace().collect::<Vec<_>>().join("_"))
     }
 
     /// Index terms of `text`, in order, repeats kept.
@@ -126,6 +199,20 @@ impl Analyzer {
         normalize(text)
             .unicode_words()
             .filter_map(|w| self.term(w))
+            .collect()
+    }
+
+    /// `(word, term)` for every word of `text` that has a term, in order:
+    /// the surface forms behind the terms (see [`Vocabulary::set_surface`]).
+    ///
+    /// [`Vocabulary::set_surface`]: super::Vocabulary::set_surface
+    pub fn analyze_pairs(&self, text: &str) -> Vec<(String, String)> {
+        normalize(text)
+            .unicode_words()
+            .filter_map(|w| {
+                let t = self.term(w)?;
+                Some((trim_word(w)?.to_string(), t))
+            })
             .collect()
     }
 }
@@ -156,6 +243,43 @@ mod tests {
             a.analyze("हिन्दी भाषा\u{200D}।"),
             vec!["हिन्दी".to_string(), "भाषा".to_string()]
         );
+    }
+
+    #[test]
+    fn typographic_apostrophes_and_quotes_fold() {
+        let a = Analyzer::new("en", &TextConfig::default()).unwrap();
+        // the KJV's `king’s` is `king's`, stemmed to `king`; no term keeps a quote
+        assert_eq!(
+            a.analyze("the king’s “light” gods’"),
+            vec!["king", "light", "god"]
+        );
+        let plain = Analyzer::new(
+            "en",
+            &TextConfig {
+                stem: false,
+                stopwords: false,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(plain.analyze("‘gods’ king’s"), vec!["gods", "king's"]);
+        assert_eq!(Analyzer::words("’’ ’"), Vec::<String>::new());
+    }
+
+    #[test]
+    fn no_empty_or_spaced_term() {
+        let a = Analyzer::new("hi", &TextConfig::default()).unwrap();
+        // every Hindi word of a varied sentence has a non-empty term
+        let text = "के की का है में से को पर ने और या ही भी तो ओर ए ऐ अ";
+        for w in Analyzer::words(text) {
+            if let Some(t) = a.term(&w) {
+                assert!(
+                    !t.is_empty() && !t.contains(char::is_whitespace),
+                    "{w:?} → {t:?}"
+                );
+            }
+        }
+        assert_eq!(a.term("'"), None);
     }
 
     #[test]

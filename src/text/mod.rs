@@ -9,11 +9,13 @@
 mod analyzer;
 pub mod io;
 mod lang;
+pub mod query;
 pub mod sparse;
 mod vocab;
 pub mod weight;
 
-pub use analyzer::{Analyzer, TextConfig};
+pub use analyzer::{Analyzer, TextConfig, OOV_NGRAM_RANGE};
 pub use lang::{Side, Vocabs};
+pub use query::{Dropped, QueryWord, QueryWords};
 pub use sparse::CsrMatrix;
-pub use vocab::{Encoded, Vocabulary};
+pub use vocab::{char_ngrams, Encoded, Fallback, LeftOut, Unknown, Vocabulary};

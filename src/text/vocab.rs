@@ -8,7 +8,7 @@ use crate::{Error, Result};
 
 /// The terms of one language that a model knows: the top-k by document
 /// frequency on the training texts. Saved with every model (`vocab.<lang>.json`).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Vocabulary {
     /// Language code.
     pub lang: String,
@@ -18,8 +18,115 @@ pub struct Vocabulary {
     pub df: Vec<u32>,
     /// Number of training texts the frequencies were counted on.
     pub n_docs: usize,
+    /// The most frequent word behind each term (a stem's commonest form),
+    /// for display; empty for vocabularies saved before it was recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub surface: Vec<String>,
+    /// Why training terms were left out: the `min_df` and size the
+    /// vocabulary was built with and the terms it left out with their
+    /// document frequency (absent from vocabularies saved before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub left_out: Option<LeftOut>,
+    /// Character n-gram units that stand in for words outside the
+    /// vocabulary ([`Vocabulary::add_fallback`]); `None`: words only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<Fallback>,
     #[serde(skip)]
     index: HashMap<String, u32>,
+    #[serde(skip)]
+    left_index: HashMap<String, u32>,
+}
+
+/// Character n-grams (fastText-style, of `<word>`) as units for words
+/// outside a vocabulary: a word the vocabulary lacks counts as the n-grams
+/// of it that the vocabulary holds, each `1/found`, so the word still weighs
+/// one token. The units follow the words: ids from `words` on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fallback {
+    /// Number of word units (ids below it are words).
+    pub words: usize,
+    /// Shortest n-gram.
+    pub min_n: usize,
+    /// Longest n-gram.
+    pub max_n: usize,
+}
+
+/// The character n-grams of `<word>` of `min_n..=max_n` characters.
+pub fn char_ngrams(word: &str, min_n: usize, max_n: usize) -> Vec<String> {
+    let chars: Vec<char> = std::iter::once('<')
+        .chain(word.chars())
+        .chain(std::iter::once('>'))
+        .collect();
+    let mut out = Vec::new();
+    for n in min_n.max(1)..=max_n {
+        for w in chars.windows(n) {
+            out.push(w.iter().collect());
+        }
+    }
+    out
+}
+
+/// A character n-gram unit as people read it: `<wat` is `wat‐` (a word's
+/// start), `ing>` is `‐ing` (its end), `ate` is `‐ate‐`.
+fn show_ngram(g: &str) -> String {
+    let start = g.starts_with('<');
+    let end = g.ends_with('>') && g.len() > 1;
+    let core = g.trim_start_matches('<').trim_end_matches('>');
+    format!(
+        "{}{core}{}",
+        if start { "" } else { "‐" },
+        if end { "" } else { "‐" }
+    )
+}
+
+/// The terms of the training texts a [`Vocabulary`] does not hold.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LeftOut {
+    /// The `min_df` the vocabulary was built with.
+    pub min_df: usize,
+    /// The size asked for.
+    pub size: usize,
+    /// Terms left out, by descending document frequency.
+    pub terms: Vec<String>,
+    /// Their document frequencies.
+    pub df: Vec<u32>,
+}
+
+/// Why a term is not in a vocabulary (see [`Vocabulary::why_unknown`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum Unknown {
+    /// Seen in fewer training texts than the vocabulary's `min_df`.
+    BelowMinDf {
+        /// Training texts it occurs in.
+        df: u32,
+        /// The threshold.
+        min_df: usize,
+    },
+    /// Frequent enough, but not among the `size` most frequent terms.
+    BeyondSize {
+        /// Training texts it occurs in.
+        df: u32,
+        /// The vocabulary size.
+        size: usize,
+    },
+    /// In no training text (or the vocabulary predates the record of why).
+    NotInTraining,
+}
+
+impl std::fmt::Display for Unknown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unknown::BelowMinDf { df, min_df } => {
+                write!(f, "in {df} training text(s), below min_df {min_df}")
+            }
+            Unknown::BeyondSize { df, size } => write!(
+                f,
+                "in {df} training texts, not among the {size} most frequent terms"
+            ),
+            Unknown::NotInTraining => write!(f, "out of vocabulary"),
+        }
+    }
 }
 
 /// A text mapped onto a vocabulary.
@@ -35,30 +142,177 @@ pub struct Encoded {
 
 impl Vocabulary {
     /// The `k` terms of highest document frequency among `docs` (token lists),
-    /// leaving out terms in fewer than `min_df` texts. Ties go to the term that
-    /// sorts first, so the result does not depend on hash order.
+    /// leaving out terms in fewer than `min_df` texts, and empty terms or
+    /// terms with white space, which no export format can carry. Ties go to
+    /// the term that sorts first, so the result does not depend on hash
+    /// order. The terms left out are recorded ([`Vocabulary::why_unknown`]).
     pub fn build<S: AsRef<str>>(lang: &str, docs: &[Vec<S>], k: usize, min_df: usize) -> Self {
         let mut df: HashMap<&str, u32> = HashMap::new();
         for d in docs {
-            let mut seen: Vec<&str> = d.iter().map(|t| t.as_ref()).collect();
+            let mut seen: Vec<&str> = d
+                .iter()
+                .map(|t| t.as_ref())
+                .filter(|t| !t.is_empty() && !t.contains(char::is_whitespace))
+                .collect();
             seen.sort_unstable();
             seen.dedup();
             for t in seen {
                 *df.entry(t).or_insert(0) += 1;
             }
         }
-        let mut all: Vec<(&str, u32)> = df
-            .into_iter()
-            .filter(|(_, n)| *n as usize >= min_df.max(1))
-            .collect();
+        let mut all: Vec<(&str, u32)> = df.into_iter().collect();
         all.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
-        all.truncate(k);
-        Self::from_parts(
+        let min_df = min_df.max(1);
+        let (kept, left): (Vec<_>, Vec<_>) = all
+            .into_iter()
+            .enumerate()
+            .partition(|(i, (_, n))| *n as usize >= min_df && *i < k);
+        let mut v = Self::from_parts(
             lang,
-            all.iter().map(|t| t.0.to_string()).collect(),
-            all.iter().map(|t| t.1).collect(),
+            kept.iter().map(|(_, t)| t.0.to_string()).collect(),
+            kept.iter().map(|(_, t)| t.1).collect(),
             docs.len(),
-        )
+        );
+        v.left_out = Some(LeftOut {
+            min_df,
+            size: k,
+            terms: left.iter().map(|(_, t)| t.0.to_string()).collect(),
+            df: left.iter().map(|(_, t)| t.1).collect(),
+        });
+        v.reindex();
+        v
+    }
+
+    /// Adds up to `units` character n-gram units (`min_n..=max_n`
+    /// characters) for the words of `docs` that the vocabulary lacks: the
+    /// n-grams of those words in most texts (at least `min_df`). Texts
+    /// whose every word is unknown then still encode to something.
+    pub fn add_fallback<S: AsRef<str>>(
+        &mut self,
+        docs: &[Vec<S>],
+        units: usize,
+        min_df: usize,
+        min_n: usize,
+        max_n: usize,
+    ) {
+        let words = self.len();
+        let mut df: HashMap<String, u32> = HashMap::new();
+        for d in docs {
+            let mut grams: Vec<String> = d
+                .iter()
+                .map(|t| t.as_ref())
+                .filter(|t| self.id(t).is_none() && !t.is_empty())
+                .flat_map(|t| char_ngrams(t, min_n, max_n))
+                .filter(|g| !g.contains(char::is_whitespace))
+                .collect();
+            grams.sort_unstable();
+            grams.dedup();
+            for g in grams {
+                *df.entry(g).or_insert(0) += 1;
+            }
+        }
+        let mut all: Vec<(String, u32)> = df
+            .into_iter()
+            .filter(|(g, n)| *n as usize >= min_df.max(1) && self.id(g).is_none())
+            .collect();
+        all.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        all.truncate(units);
+        for (g, n) in all {
+            self.terms.push(g);
+            self.df.push(n);
+        }
+        if !self.surface.is_empty() {
+            self.surface.resize(self.terms.len(), String::new());
+        }
+        self.fallback = Some(Fallback {
+            words,
+            min_n,
+            max_n,
+        });
+        self.reindex();
+    }
+
+    /// Number of word units: every unit but the n-gram fallback's.
+    pub fn words(&self) -> usize {
+        self.fallback.as_ref().map_or(self.len(), |f| f.words)
+    }
+
+    /// The fallback units that stand for `term` when it is not in the
+    /// vocabulary: none when it is, or without a fallback.
+    pub fn fallback_units(&self, term: &str) -> Vec<u32> {
+        let Some(f) = &self.fallback else {
+            return Vec::new();
+        };
+        if self.id(term).is_some() {
+            return Vec::new();
+        }
+        let mut ids: Vec<u32> = char_ngrams(term, f.min_n, f.max_n)
+            .iter()
+            .filter_map(|g| self.id(g))
+            .filter(|&i| i as usize >= f.words)
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+
+    /// Records the most frequent word behind each term from `(word, term)`
+    /// pairs of the training texts ([`Analyzer::analyze_pairs`]); a term
+    /// never seen keeps itself as its surface form.
+    ///
+    /// [`Analyzer::analyze_pairs`]: super::Analyzer::analyze_pairs
+    pub fn set_surface<'a>(&mut self, pairs: impl IntoIterator<Item = (&'a str, &'a str)>) {
+        let mut counts: HashMap<u32, HashMap<&'a str, u32>> = HashMap::new();
+        for (w, t) in pairs {
+            if let Some(id) = self.id(t) {
+                *counts.entry(id).or_default().entry(w).or_insert(0) += 1;
+            }
+        }
+        self.surface = (0..self.len() as u32)
+            .map(|id| {
+                counts
+                    .get(&id)
+                    .and_then(|c| {
+                        c.iter()
+                            .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+                            .map(|(w, _)| w.to_string())
+                    })
+                    .unwrap_or_else(|| self.term(id).to_string())
+            })
+            .collect();
+    }
+
+    /// The word to show for term `id`: its commonest surface form when
+    /// recorded, else the term.
+    pub fn display(&self, id: u32) -> std::borrow::Cow<'_, str> {
+        if id as usize >= self.words() {
+            return show_ngram(self.term(id)).into();
+        }
+        self.surface
+            .get(id as usize)
+            .filter(|s| !s.is_empty())
+            .map(String::as_str)
+            .unwrap_or_else(|| self.term(id))
+            .into()
+    }
+
+    /// Why `term` is not in the vocabulary; `None` when it is.
+    pub fn why_unknown(&self, term: &str) -> Option<Unknown> {
+        if self.id(term).is_some() {
+            return None;
+        }
+        let (Some(lo), Some(&i)) = (&self.left_out, self.left_index.get(term)) else {
+            return Some(Unknown::NotInTraining);
+        };
+        let df = lo.df[i as usize];
+        Some(if (df as usize) < lo.min_df {
+            Unknown::BelowMinDf {
+                df,
+                min_df: lo.min_df,
+            }
+        } else {
+            Unknown::BeyondSize { df, size: lo.size }
+        })
     }
 
     /// A vocabulary from its saved parts.
@@ -68,7 +322,11 @@ impl Vocabulary {
             terms,
             df,
             n_docs,
+            surface: Vec::new(),
+            left_out: None,
+            fallback: None,
             index: HashMap::new(),
+            left_index: HashMap::new(),
         };
         v.reindex();
         v
@@ -79,6 +337,12 @@ impl Vocabulary {
             .terms
             .iter()
             .enumerate()
+            .map(|(i, t)| (t.clone(), i as u32))
+            .collect();
+        self.left_index = self
+            .left_out
+            .iter()
+            .flat_map(|l| l.terms.iter().enumerate())
             .map(|(i, t)| (t.clone(), i as u32))
             .collect();
     }
@@ -116,7 +380,16 @@ impl Vocabulary {
         for t in tokens {
             match self.id(t.as_ref()) {
                 Some(i) => *counts.entry(i).or_insert(0.0) += 1.0,
-                None => oov += 1,
+                None => {
+                    let units = self.fallback_units(t.as_ref());
+                    if units.is_empty() {
+                        oov += 1;
+                    }
+                    let w = 1.0 / units.len().max(1) as f32;
+                    for u in units {
+                        *counts.entry(u).or_insert(0.0) += w;
+                    }
+                }
             }
         }
         let mut counts: Vec<(u32, f32)> = counts.into_iter().collect();
@@ -151,6 +424,35 @@ impl Vocabulary {
         if v.df.len() != v.terms.len() {
             return Err(Error::file(path, "terms and df differ in length"));
         }
+        if !v.surface.is_empty() && v.surface.len() != v.terms.len() {
+            return Err(Error::file(
+                path,
+                "terms and surface forms differ in length",
+            ));
+        }
+        if let Some(f) = &v.fallback {
+            if f.words > v.terms.len() || f.min_n == 0 || f.min_n > f.max_n {
+                return Err(Error::file(path, "bad n-gram fallback record"));
+            }
+        }
+        if let Some(lo) = &v.left_out {
+            if lo.df.len() != lo.terms.len() {
+                return Err(Error::file(path, "left-out terms and df differ in length"));
+            }
+        }
+        if let Some(i) = v
+            .terms
+            .iter()
+            .position(|t| t.is_empty() || t.contains(char::is_whitespace))
+        {
+            return Err(Error::file(
+                path,
+                format!(
+                    "term {i} is empty or contains white space: {:?}",
+                    v.terms[i]
+                ),
+            ));
+        }
         v.reindex();
         Ok(v)
     }
@@ -175,5 +477,73 @@ mod tests {
         assert_eq!(e.oov, 1);
         let v = Vocabulary::build("xx", &docs, 10, 2);
         assert_eq!(v.terms, vec!["a", "b", "c"]);
+        assert_eq!(v.why_unknown("a"), None);
+        assert_eq!(
+            v.why_unknown("d"),
+            Some(Unknown::BelowMinDf { df: 1, min_df: 2 })
+        );
+        assert_eq!(v.why_unknown("zz"), Some(Unknown::NotInTraining));
+        let v = Vocabulary::build("xx", &docs, 1, 1);
+        assert_eq!(
+            v.why_unknown("c"),
+            Some(Unknown::BeyondSize { df: 2, size: 1 })
+        );
+    }
+
+    #[test]
+    fn ngram_fallback_stands_in_for_unknown_words() {
+        assert_eq!(char_ngrams("ab", 3, 4), vec!["<ab", "ab>", "<ab>"]);
+        let docs = vec![
+            vec!["the", "walking"],
+            vec!["the", "talking"],
+            vec!["the", "walked"],
+        ];
+        let mut v = Vocabulary::build("xx", &docs, 1, 1);
+        assert_eq!(v.terms, vec!["the"]);
+        v.add_fallback(&docs, 3, 2, 3, 5);
+        // n-grams of the unknown words in two texts or more: `alk`, `king`, ...
+        assert_eq!(v.words(), 1);
+        assert_eq!(v.len(), 4);
+        assert!(v.terms[1..].iter().all(|g| docs
+            .iter()
+            .filter(|d| d.iter().any(|w| char_ngrams(w, 3, 5).contains(g)))
+            .count()
+            >= 2));
+        // a new word with known n-grams encodes to them, weighing one token
+        let e = v.encode(&["stalking", "the", "zzz"]);
+        let total: f32 = e.counts.iter().map(|c| c.1).sum();
+        assert!((total - 2.0).abs() < 1e-6, "{e:?}");
+        assert_eq!(e.oov, 1, "zzz shares no unit");
+        assert!(!v.fallback_units("stalking").is_empty());
+        assert!(v.fallback_units("the").is_empty());
+        assert!(v.display(1).starts_with('‐') || v.display(1).ends_with('‐'));
+        assert_eq!(show_ngram("<wat"), "wat‐");
+        assert_eq!(show_ngram("ing>"), "‐ing");
+        assert_eq!(show_ngram("<a>"), "a");
+    }
+
+    #[test]
+    fn no_empty_or_spaced_terms_and_surface_forms() {
+        let docs = vec![vec!["", "a b", "run"], vec!["run", " "]];
+        let mut v = Vocabulary::build("xx", &docs, 10, 1);
+        assert_eq!(v.terms, vec!["run"]);
+        v.set_surface([("running", "run"), ("runs", "run"), ("running", "run")]);
+        assert_eq!(v.display(0), "running");
+        // saved and read back: surface forms and reasons survive
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("v.json");
+        v.save(&p).unwrap();
+        let back = Vocabulary::load(&p).unwrap();
+        assert_eq!(back.display(0), "running");
+        assert_eq!(back, v);
+        assert_eq!(back.why_unknown("zz"), Some(Unknown::NotInTraining));
+        // a file with an empty term is refused, naming it
+        std::fs::write(
+            &p,
+            r#"{"lang":"xx","terms":["a",""],"df":[1,1],"n_docs":1}"#,
+        )
+        .unwrap();
+        let e = Vocabulary::load(&p).unwrap_err().to_string();
+        assert!(e.contains("term 1 is empty"), "{e}");
     }
 }

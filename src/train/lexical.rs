@@ -53,7 +53,7 @@ fn score(
             "the session is done: a lexical baseline has nothing to resume",
         ));
     }
-    let ws = Workspace::load(&session.config.workspace)?;
+    let ws = Workspace::load_with_text(&session.config.workspace, session.config.text.as_ref())?;
     session
         .config
         .check_workspace_hash(&dir, &ws.content_hash()?)?;

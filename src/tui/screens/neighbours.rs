@@ -186,7 +186,8 @@ impl App {
                     } else {
                         self.neigh.side
                     };
-                    let t = nb.term.clone();
+                    // the surface word analyses to the term again
+                    let t = nb.surface.clone();
                     self.lookup(t, side, true);
                 }
             }
@@ -316,10 +317,12 @@ fn draw_neigh_pane(f: &mut Frame, app: &App, i: usize, area: Rect, wide: bool) {
         Some(Span::styled(format!(" {e}"), th.bad()))
     } else if let Some(r) = &p.result {
         (!r.known).then(|| {
-            Span::styled(
-                format!(" “{}” is not in the vocabulary", n.query),
-                th.warn(),
-            )
+            let why = r
+                .dropped
+                .as_ref()
+                .map(|d| d.to_string())
+                .unwrap_or_else(|| "out of vocabulary".into());
+            Span::styled(format!(" “{}”: {why}", n.query), th.warn())
         })
     } else {
         Some(Span::styled(" type a term (/) and press Enter", th.dim()))
@@ -352,7 +355,7 @@ fn draw_neigh_pane(f: &mut Frame, app: &App, i: usize, area: Rect, wide: bool) {
             .iter()
             .map(|nb| {
                 ListItem::new(Line::from(vec![
-                    Span::raw(format!("{} ", fit(&nb.term, w))),
+                    Span::raw(format!("{} ", fit(&nb.surface, w))),
                     Span::raw(format!("{:>6.3}", nb.score)),
                     if nb.gold {
                         Span::styled(" ✓gold", th.good())

@@ -272,11 +272,11 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
                 th.good(),
             ));
         }
-        if !r.oov.is_empty() {
-            info.push(Span::styled(
-                format!(" · OOV: {}", r.oov.join(" ")),
-                th.warn(),
-            ));
+        let dropped = r.query.dropped_summary();
+        if let Some(why) = &r.unanswerable {
+            info.push(Span::styled(format!(" · no ranking: {why}"), th.bad()));
+        } else if !dropped.is_empty() {
+            info.push(Span::styled(format!(" · dropped: {dropped}"), th.warn()));
         }
     }
     if s.pending {
