@@ -237,6 +237,37 @@ fn lexical_baseline_reports_both_tie_conventions() {
     assert!(v["sentence"].get("empty_source_texts").is_none(), "{v}");
     let text = ok(&eval(root.path(), &s, &["--task", "sentence"]));
     assert!(text.contains("(ties for the answer: MRR "), "{text}");
+    // queries of unknown words match nothing: every target ties at 0, so
+    // each answer ranks last against and first for
+    let dir = tempfile::tempdir().unwrap();
+    let es = lines(&ws.path().join("test.es"));
+    let (src, tgt) = (dir.path().join("t.en"), dir.path().join("t.es"));
+    std::fs::write(&src, format!("{UNKNOWN}\n{UNKNOWN} {UNKNOWN}\n")).unwrap();
+    std::fs::write(&tgt, format!("{}\n{}\n", es[0], es[1])).unwrap();
+    let v = json(&eval(
+        root.path(),
+        &s,
+        &[
+            "--task",
+            "sentence",
+            "--json",
+            "--test",
+            src.to_str().unwrap(),
+            tgt.to_str().unwrap(),
+        ],
+    ));
+    let sc = &v["sentence"];
+    assert_eq!(sc["queries"], 2, "{sc}");
+    assert_eq!(
+        (sc["MRR"].as_f64(), sc["P@1"].as_f64()),
+        (Some(0.5), Some(0.0)),
+        "{sc}"
+    );
+    assert_eq!(
+        (sc["MRR_ties_for"].as_f64(), sc["P@1_ties_for"].as_f64()),
+        (Some(1.0), Some(1.0)),
+        "{sc}"
+    );
 }
 
 /// Reads a word2vec text file by the format's rules; returns its terms and
