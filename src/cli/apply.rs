@@ -172,6 +172,9 @@ pub struct ExportArgs {
 }
 
 /// Writes term vectors in word2vec text format (`N D` header, then `term v1 .. vD`).
+/// Refuses, naming the term id, a term that the format cannot carry (empty
+/// or holding whitespace: a reader would split it) or a vector that is not
+/// finite, rather than write a file no reader parses back.
 pub fn write_vec(
     path: &Path,
     vocab: &rosetta::text::Vocabulary,
@@ -180,7 +183,22 @@ pub fn write_vec(
     let mut s = String::with_capacity(v.len() * 10);
     writeln!(s, "{} {}", v.nrows(), v.ncols())?;
     for (i, row) in v.outer_iter().enumerate() {
-        s.push_str(vocab.term(i as u32));
+        let term = vocab.term(i as u32);
+        if term.is_empty() || term.chars().any(char::is_whitespace) {
+            anyhow::bail!(
+                "{}: term {i} of the {} vocabulary ({term:?}) is {}; the word2vec text format cannot hold it",
+                path.display(),
+                vocab.lang,
+                if term.is_empty() { "empty" } else { "not one word (it contains whitespace)" }
+            );
+        }
+        if let Some(x) = row.iter().find(|x| !x.is_finite()) {
+            anyhow::bail!(
+                "{}: the vector of term {i} ({term:?}) holds {x}, not a finite number",
+                path.display()
+            );
+        }
+        s.push_str(term);
         for x in row {
             write!(s, " {x}")?;
         }

@@ -572,14 +572,14 @@ fn train(a: TrainBenchArgs) -> anyhow::Result<()> {
         bail!("no training step ran (epochs=0?): nothing to time");
     }
     let test = &prepared.test;
-    let test_mrr = if test.src.n_rows() > 0 {
+    let (test_mrr, test_mrr_ties_for) = if test.src.n_rows() > 0 {
         let s = rosetta::eval::sentence::sentence_retrieval(
             &model.encode(Side::Source, &test.src)?,
             &model.encode(Side::Target, &test.tgt)?,
         );
-        json!(round(s.mrr, 4))
+        (json!(round(s.mrr, 4)), json!(round(s.mrr_ties_for, 4)))
     } else {
-        serde_json::Value::Null
+        (serde_json::Value::Null, serde_json::Value::Null)
     };
     let settings = params.resolved();
     let pairs_per_s = timer.examples as f64 / timer.train_s;
@@ -595,6 +595,8 @@ fn train(a: TrainBenchArgs) -> anyhow::Result<()> {
         "train_s": round(timer.train_s, 3),
         "pairs_per_s": round(pairs_per_s, 1),
         "test_mrr": test_mrr,
+        // torch_ref's own test_mrr counts ties this way
+        "test_mrr_ties_for": test_mrr_ties_for,
         "peak_rss_mb": peak_rss_bytes().map(|b| round(b as f64 / 1048576.0, 1)),
         "epochs": timer.epochs,
     });

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 
 use crate::corpus::parallel::ParallelText;
 use crate::corpus::{AdhocTask, Collection, Workspace};
-use crate::eval::sentence::SentenceScores;
+use crate::eval::sentence::{SentenceScores, TiedRank};
 use crate::eval::Qrels;
 use crate::index::adhoc::{bm25_run, build_queries, Bm25Run, Bm25RunConfig, Translation};
 use crate::index::{Bm25Index, Bm25Params, Query};
@@ -98,7 +98,8 @@ impl Bm25Baseline {
     /// query) ranks all target sentences of the usable pairs; ties count
     /// against the true translation as in
     /// [`crate::eval::sentence::aligned_ranks`], so a query with no match
-    /// ranks its translation last.
+    /// ranks its translation last (and, in the `_ties_for` figures, for it:
+    /// a query with no match ranks it first).
     pub fn sentence_retrieval(
         &self,
         ws: &Workspace,
@@ -115,14 +116,17 @@ impl Bm25Baseline {
         let queries = self.queries(ws, &src)?;
         let n = rows.len();
         let hits = index.search_many(&queries, n);
-        let mut rr = 0.0;
-        let mut first = 0usize;
+        let mut ranks = Vec::with_capacity(n);
         for (i, hs) in hits.iter().enumerate() {
             let own = hs
                 .iter()
                 .find(|h| h.doc as usize == i)
                 .map_or(0.0, |h| h.score);
-            let rank = if own > 0.0 {
+            let above = hs
+                .iter()
+                .filter(|h| h.doc as usize != i && h.score > own)
+                .count();
+            let against = if own > 0.0 {
                 1 + hs
                     .iter()
                     .filter(|h| h.doc as usize != i && h.score >= own)
@@ -131,15 +135,14 @@ impl Bm25Baseline {
                 // every other document scores at least 0: all rank above it
                 n
             };
-            rr += 1.0 / rank as f64;
-            first += usize::from(rank == 1);
+            // ties for the answer: only documents scoring strictly higher
+            // (the hits hold every document scoring above 0)
+            ranks.push(TiedRank {
+                against,
+                for_: 1 + above,
+            });
         }
-        let q = n.max(1) as f64;
-        Ok(SentenceScores {
-            mrr: rr / q,
-            p1: first as f64 / q,
-            queries: n,
-        })
+        Ok(SentenceScores::from_ranks(&ranks))
     }
 }
 

@@ -89,6 +89,14 @@ pub struct SentenceFigures {
     /// not counted for a lexical baseline.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pairs_without_known_terms: Option<usize>,
+    /// Source texts of the pairs evaluated that encode to nothing (no term
+    /// of the session's vocabulary: a zero count vector); not counted for a
+    /// lexical baseline.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub empty_source_texts: Option<usize>,
+    /// Target texts of the pairs evaluated that encode to nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub empty_target_texts: Option<usize>,
 }
 
 /// Ad-hoc figures and what they are over.
@@ -110,6 +118,13 @@ pub struct AdhocFigures {
     /// The run file written.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub run: Option<PathBuf>,
+    /// Judged queries that encode to nothing (no term of the session's
+    /// vocabulary); not counted for a lexical baseline.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub empty_queries: Option<usize>,
+    /// Documents that encode to nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub empty_documents: Option<usize>,
 }
 
 /// Lexicon-induction figures, by cosine and by CSLS.
@@ -162,18 +177,36 @@ impl EvalReport {
     pub fn lines(&self) -> Vec<String> {
         let mut out = Vec::new();
         if let Some(s) = &self.sentence {
-            let missing = s
-                .pairs_without_known_terms
-                .map(|n| format!(", {n} with no known term on a side"))
-                .unwrap_or_default();
+            let missing = match (s.empty_source_texts, s.empty_target_texts) {
+                (Some(a), Some(b)) => {
+                    format!("; {a} source and {b} target texts encode to nothing")
+                }
+                _ => s
+                    .pairs_without_known_terms
+                    .map(|n| format!(", {n} with no known term on a side"))
+                    .unwrap_or_default(),
+            };
             out.push(format!(
-                "sentence retrieval ({}, {} pairs{missing}): MRR {:.4}  P@1 {:.4}",
-                s.split, s.scores.queries, s.scores.mrr, s.scores.p1
+                "sentence retrieval ({}, {} pairs{missing}): MRR {:.4}  P@1 {:.4}  (ties for the answer: MRR {:.4}  P@1 {:.4})",
+                s.split,
+                s.scores.queries,
+                s.scores.mrr,
+                s.scores.p1,
+                s.scores.mrr_ties_for,
+                s.scores.p1_ties_for
             ));
         }
         if let Some(a) = &self.adhoc {
+            let missing = match (a.empty_queries, a.empty_documents) {
+                (Some(q), Some(d)) => format!(
+                    "; {q} quer{} and {d} document{} encode to nothing",
+                    if q == 1 { "y" } else { "ies" },
+                    if d == 1 { "" } else { "s" }
+                ),
+                _ => String::new(),
+            };
             out.push(format!(
-                "ad-hoc retrieval ({}{} queries, {} documents): MRR {:.4}  MAP {:.4}  P@1 {:.4}  nDCG@10 {:.4}  R@100 {:.4}",
+                "ad-hoc retrieval ({}{} queries, {} documents{missing}): MRR {:.4}  MAP {:.4}  P@1 {:.4}  nDCG@10 {:.4}  R@100 {:.4}",
                 if a.derived { "derived, " } else { "" },
                 a.queries,
                 a.docs,
@@ -267,13 +300,18 @@ pub fn evaluate(req: &EvalRequest) -> Result<EvalReport> {
     if req.wants(Task::Adhoc) {
         let tag = session_tag(&l.session.dir);
         let other = req.adhoc.as_deref().map(other_task).transpose()?;
-        let (run, qrels, derived, docs) = match &other {
+        let (run, qrels, derived, docs, empty) = match &other {
             Some(task) => {
                 let d = l.encode_texts(Side::Target, &task.docs.texts)?;
                 let q = l.encode_texts(Side::Source, &task.queries.texts)?;
                 let run =
                     run_from_embeddings(d, &q, &task.docs.ids, &task.queries.ids, RUN_DEPTH, &tag)?;
-                (run, &task.qrels, false, task.docs.len())
+                let judged = |i: usize| task.qrels.judgements.contains_key(&task.queries.ids[i]);
+                let empty = (
+                    empty_rows(&l.counts(Side::Source, &task.queries.texts), judged),
+                    empty_rows(&l.counts(Side::Target, &task.docs.texts), |_| true),
+                );
+                (run, &task.qrels, false, task.docs.len(), empty)
             }
             None => {
                 let a = &prepared.adhoc;
@@ -284,14 +322,21 @@ pub fn evaluate(req: &EvalRequest) -> Result<EvalReport> {
                     );
                 }
                 let run = adhoc_run(l.model.as_ref(), a, RUN_DEPTH, &tag)?;
-                (run, &a.qrels, a.derived, a.doc_ids.len())
+                let judged = |i: usize| a.qrels.judgements.contains_key(&a.query_ids[i]);
+                let empty = (
+                    empty_rows(&a.queries, judged),
+                    empty_rows(&a.docs, |_| true),
+                );
+                (run, &a.qrels, a.derived, a.doc_ids.len(), empty)
             }
         };
         let e = crate::eval::evaluate_rankings(&run.results, qrels);
         if let Some(p) = &req.run {
             run.write(p)?;
         }
-        report.adhoc = Some(adhoc_figures(&e, derived, docs, req.run.clone()));
+        let mut figures = adhoc_figures(&e, derived, docs, req.run.clone());
+        (figures.empty_queries, figures.empty_documents) = (Some(empty.0), Some(empty.1));
+        report.adhoc = Some(figures);
         if let Some(spec) = req.fuse {
             let task = match other {
                 Some(t) => t,
@@ -343,10 +388,17 @@ fn sentence_figures(
         let without = (0..rows.len())
             .filter(|&i| zero(&s, i) || zero(&t, i))
             .count();
+        // counted with the session's vocabulary, as the model sees them
+        let counts = |s: Side, texts: &[String]| {
+            let t: Vec<&str> = rows.iter().map(|&i| texts[i].as_str()).collect();
+            l.counts(s, &t)
+        };
         return Ok(Some(SentenceFigures {
             scores: sentence_retrieval(&s, &t),
             split: files_label(files),
             pairs_without_known_terms: Some(without),
+            empty_source_texts: Some(empty_rows(&counts(Side::Source, &pairs.source), |_| true)),
+            empty_target_texts: Some(empty_rows(&counts(Side::Target, &pairs.target), |_| true)),
         }));
     }
     let name = req.split.name();
@@ -370,10 +422,13 @@ fn sentence_figures(
     let t = l
         .model
         .encode(Side::Target, &split.tgt.select_rows(&rows))?;
+    let empty = |m: &crate::text::CsrMatrix| rows.iter().filter(|&&i| m.row_is_empty(i)).count();
     Ok(Some(SentenceFigures {
         scores: sentence_retrieval(&s, &t),
         split: name.to_string(),
         pairs_without_known_terms: Some(without),
+        empty_source_texts: Some(empty(&split.src)),
+        empty_target_texts: Some(empty(&split.tgt)),
     }))
 }
 
@@ -385,7 +440,17 @@ fn adhoc_figures(e: &Evaluation, derived: bool, docs: usize, run: Option<PathBuf
         docs,
         query_stats: None,
         run,
+        empty_queries: None,
+        empty_documents: None,
     }
+}
+
+/// Rows of `m` with no non-zero entry (texts that encode to nothing), among
+/// those `counted` keeps.
+fn empty_rows(m: &crate::text::CsrMatrix, counted: impl Fn(usize) -> bool) -> usize {
+    (0..m.n_rows())
+        .filter(|&i| counted(i) && m.row_is_empty(i))
+        .count()
 }
 
 /// A lexical baseline's evaluation: the same tasks and report as a trained
@@ -428,6 +493,8 @@ fn evaluate_lexical(req: &EvalRequest) -> Result<EvalReport> {
             scores: baseline.sentence_retrieval(&ws, &pairs)?,
             split: name,
             pairs_without_known_terms: None,
+            empty_source_texts: None,
+            empty_target_texts: None,
         });
     }
     if req.wants(Task::Adhoc) {
