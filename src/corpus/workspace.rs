@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::text::TextConfig;
+use crate::text::{TextConfig, TextSettings};
 use crate::{Error, Result};
 
 /// Where the pairs of one parallel corpus (or one split) come from.
@@ -132,7 +132,7 @@ struct RawWorkspace {
     monolingual: Option<RawMono>,
     adhoc: Option<RawAdhoc>,
     dictionary: Option<RawDict>,
-    text: Option<toml::Table>,
+    text: Option<TextSettings>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -321,10 +321,7 @@ impl Workspace {
                 return Err(bad(format!("[{key}]: key `lang` is empty")));
             }
         }
-        let text_cfg = match raw.text {
-            None => TextConfig::default(),
-            Some(t) => TextConfig::from_table(t).map_err(|e| bad(format!("[text]: {e}")))?,
-        };
+        let text_cfg = raw.text.unwrap_or_default().resolve();
         if text_cfg.vocab_per_language == 0 {
             return Err(bad("[text]: key `vocab_per_language` must be > 0".into()));
         }

@@ -10,7 +10,7 @@ use crate::{Error, Result};
 /// so that new text is analysed the way the training data was.
 ///
 /// A workspace's `[text]` keys left out take [`TextConfig::default`] (see
-/// [`TextConfig::from_table`]); a setting added after a session was made and
+/// [`TextSettings::resolve`]); a setting added after a session was made and
 /// missing from its record reads as the value Rosetta used before the setting
 /// existed (`oov_ngrams = 0`), so the session keeps its meaning.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -25,9 +25,10 @@ pub struct TextConfig {
     /// Snowball stemming, where the language has a stemmer.
     pub stem: bool,
     /// Character n-gram units (3 to 5 characters of `<word>`) added per
-    /// language, beyond `vocab_per_language`, for words outside the
-    /// vocabulary: such a word counts as its n-grams the vocabulary holds.
-    /// 0: none (a text of unknown words encodes to nothing).
+    /// language, beyond `vocab_per_language`, for texts none of whose words
+    /// is in the vocabulary: such a text counts as its words' n-grams that
+    /// the vocabulary holds ([`super::Fallback`]). 0: none (such a text
+    /// encodes to nothing).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub oov_ngrams: usize,
 }
@@ -39,19 +40,29 @@ fn is_zero(n: &usize) -> bool {
 /// Shortest and longest character n-gram of the out-of-vocabulary fallback.
 pub const OOV_NGRAM_RANGE: (usize, usize) = (3, 5);
 
-impl TextConfig {
-    /// The settings of a workspace's `[text]` table: keys given override
-    /// [`TextConfig::default`]; an unknown key or a wrong type is an error
-    /// naming it.
-    pub fn from_table(table: toml::Table) -> std::result::Result<TextConfig, String> {
-        let mut full = toml::Table::try_from(TextConfig::default()).map_err(|e| e.to_string())?;
-        // written even where serialisation leaves it out (a zero default)
-        let n = TextConfig::default().oov_ngrams as i64;
-        full.insert("oov_ngrams".into(), toml::Value::Integer(n));
-        full.extend(table);
-        toml::Value::Table(full)
-            .try_into()
-            .map_err(|e: toml::de::Error| e.message().to_string())
+/// A workspace's `[text]` table as written: keys left out take
+/// [`TextConfig::default`] ([`TextSettings::resolve`]).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TextSettings {
+    vocab_per_language: Option<usize>,
+    min_df: Option<usize>,
+    stopwords: Option<bool>,
+    stem: Option<bool>,
+    oov_ngrams: Option<usize>,
+}
+
+impl TextSettings {
+    /// The settings given, the defaults for the rest.
+    pub fn resolve(self) -> TextConfig {
+        let d = TextConfig::default();
+        TextConfig {
+            vocab_per_language: self.vocab_per_language.unwrap_or(d.vocab_per_language),
+            min_df: self.min_df.unwrap_or(d.min_df),
+            stopwords: self.stopwords.unwrap_or(d.stopwords),
+            stem: self.stem.unwrap_or(d.stem),
+            oov_ngrams: self.oov_ngrams.unwrap_or(d.oov_ngrams),
+        }
     }
 }
 
@@ -221,9 +232,18 @@ impl Analyzer {
 mod tests {
     use super::*;
 
+    /// Stop words removed, stemmed.
+    const STOP_STEM: TextConfig = TextConfig {
+        vocab_per_language: 10,
+        min_df: 1,
+        stopwords: true,
+        stem: true,
+        oov_ngrams: 0,
+    };
+
     #[test]
     fn english_pipeline() {
-        let a = Analyzer::new("en", &TextConfig::default()).unwrap();
+        let a = Analyzer::new("en", &STOP_STEM).unwrap();
         assert_eq!(
             a.analyze("\u{FEFF}The Running DOGS barked!"),
             vec!["run", "dog", "bark"]
@@ -247,7 +267,7 @@ mod tests {
 
     #[test]
     fn typographic_apostrophes_and_quotes_fold() {
-        let a = Analyzer::new("en", &TextConfig::default()).unwrap();
+        let a = Analyzer::new("en", &STOP_STEM).unwrap();
         // the KJV's `king’s` is `king's`, stemmed to `king`; no term keeps a quote
         assert_eq!(
             a.analyze("the king’s “light” gods’"),

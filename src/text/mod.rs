@@ -14,7 +14,7 @@ pub mod sparse;
 mod vocab;
 pub mod weight;
 
-pub use analyzer::{Analyzer, TextConfig, OOV_NGRAM_RANGE};
+pub use analyzer::{Analyzer, TextConfig, TextSettings, OOV_NGRAM_RANGE};
 pub use lang::{Side, Vocabs};
 pub use query::{Dropped, QueryWord, QueryWords};
 pub use sparse::CsrMatrix;

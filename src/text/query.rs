@@ -67,6 +67,10 @@ pub struct QueryWord {
     /// Why it is not used; `None` when it is.
     #[serde(skip_serializing_if = "Option::is_none", flatten)]
     pub dropped: Option<Dropped>,
+    /// The character n-gram units it is searched with, when the query has
+    /// no known word and the vocabulary backs off to n-grams.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ngrams: Vec<String>,
 }
 
 /// Every word of a query and what became of it, in query order.
@@ -88,20 +92,35 @@ impl QueryWords {
                     word,
                     term: None,
                     dropped: Some(Dropped::StopWord),
+                    ngrams: Vec::new(),
                 },
                 Some(t) => QueryWord {
                     dropped: unknown(&t),
                     word,
                     term: Some(t),
+                    ngrams: Vec::new(),
                 },
             })
             .collect();
         QueryWords { words }
     }
 
-    /// As [`QueryWords::explain`] against a model's vocabulary.
+    /// As [`QueryWords::explain`] against a model's vocabulary; when no word
+    /// is known and the vocabulary backs off to character n-grams, the
+    /// words with n-grams in it are used through them.
     pub fn against(an: &Analyzer, text: &str, vocab: &Vocabulary) -> Self {
-        Self::explain(an, text, |t| vocab.why_unknown(t).map(Dropped::Vocabulary))
+        let mut q = Self::explain(an, text, |t| vocab.why_unknown(t).map(Dropped::Vocabulary));
+        if !q.any_used() {
+            for w in &mut q.words {
+                let Some(t) = &w.term else { continue };
+                let units = vocab.fallback_units(t);
+                if !units.is_empty() {
+                    w.ngrams = units.iter().map(|&u| vocab.display(u).into_owned()).collect();
+                    w.dropped = None;
+                }
+            }
+        }
+        q
     }
 
     /// Whether some word is used.
@@ -151,13 +170,18 @@ mod tests {
 
     #[test]
     fn every_word_accounted_for() {
-        let an = Analyzer::new("en", &TextConfig::default()).unwrap();
+        let cfg = TextConfig {
+            stopwords: true,
+            oov_ngrams: 0,
+            ..TextConfig::default()
+        };
+        let an = Analyzer::new("en", &cfg).unwrap();
         let docs = vec![
             vec!["light".to_string()],
             vec!["light".into(), "dark".into()],
         ];
         let v = Vocabulary::build("en", &docs, 10, 2);
-        let q = QueryWords::against(&an, "The light of the world, dark", &v);
+        let q = QueryWords::against(&an, "The light of the earth, dark", &v);
         let got: Vec<(&str, Option<String>)> = q
             .words
             .iter()
@@ -170,17 +194,17 @@ mod tests {
                 ("light", None),
                 ("of", Some("stop word".into())),
                 ("the", Some("stop word".into())),
-                ("world", Some("out of vocabulary".into())),
+                ("earth", Some("out of vocabulary".into())),
                 ("dark", Some("in 1 training text(s), below min_df 2".into())),
             ]
         );
         assert!(q.any_used());
         assert_eq!(q.dropped().len(), 4, "each dropped word once");
         assert_eq!(q.unanswerable(), None);
-        let none = QueryWords::against(&an, "world of the", &v);
+        let none = QueryWords::against(&an, "earth of the", &v);
         let why = none.unanswerable().unwrap();
         assert!(
-            why.contains("world (out of vocabulary)") && why.contains("of (stop word)"),
+            why.contains("earth (out of vocabulary)") && why.contains("of (stop word)"),
             "{why}"
         );
         assert!(QueryWords::against(&an, " ,. ", &v)
@@ -194,5 +218,14 @@ mod tests {
             .unwrap()
             .get("reason")
             .is_none());
+        // with n-gram units, a query of unknown words is searched through them
+        let mut v = v;
+        let more = [vec!["earthly".to_string()], vec!["earthen".into()]];
+        v.add_fallback(&more, 10, 2, 3, 5);
+        let q = QueryWords::against(&an, "earth, the", &v);
+        assert!(q.any_used());
+        assert!(q.words[0].ngrams.contains(&"eart‐".to_string()), "{q:?}");
+        let q = QueryWords::against(&an, "earth light", &v);
+        assert!(q.words[0].ngrams.is_empty() && q.words[0].dropped.is_some());
     }
 }

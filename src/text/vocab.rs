@@ -37,10 +37,13 @@ pub struct Vocabulary {
     left_index: HashMap<String, u32>,
 }
 
-/// Character n-grams (fastText-style, of `<word>`) as units for words
-/// outside a vocabulary: a word the vocabulary lacks counts as the n-grams
-/// of it that the vocabulary holds, each `1/found`, so the word still weighs
-/// one token. The units follow the words: ids from `words` on.
+/// Character n-grams (fastText-style, of `<word>`) as units for texts none
+/// of whose words the vocabulary holds: such a text counts each word as
+/// the n-grams of it that the vocabulary holds, each `1/found`, so a word
+/// still weighs one token. A text with a known word is encoded by its
+/// words alone (n-grams of unknown words beside known ones cost accuracy:
+/// `docs/results.md`, "Text defaults"). The units follow the words: ids
+/// from `words` on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Fallback {
     /// Number of word units (ids below it are words).
@@ -50,6 +53,10 @@ pub struct Fallback {
     /// Longest n-gram.
     pub max_n: usize,
 }
+
+/// The prefix of n-gram units in a vocabulary: no word has it (UAX #29
+/// words hold no `#`), so a unit never stands for a word of the same letters.
+const NGRAM_MARK: char = '#';
 
 /// The character n-grams of `<word>` of `min_n..=max_n` characters.
 pub fn char_ngrams(word: &str, min_n: usize, max_n: usize) -> Vec<String> {
@@ -69,6 +76,7 @@ pub fn char_ngrams(word: &str, min_n: usize, max_n: usize) -> Vec<String> {
 /// A character n-gram unit as people read it: `<wat` is `wat‐` (a word's
 /// start), `ing>` is `‐ing` (its end), `ate` is `‐ate‐`.
 fn show_ngram(g: &str) -> String {
+    let g = g.strip_prefix(NGRAM_MARK).unwrap_or(g);
     let start = g.starts_with('<');
     let end = g.ends_with('>') && g.len() > 1;
     let core = g.trim_start_matches('<').trim_end_matches('>');
@@ -204,6 +212,7 @@ impl Vocabulary {
                 .filter(|t| self.id(t).is_none() && !t.is_empty())
                 .flat_map(|t| char_ngrams(t, min_n, max_n))
                 .filter(|g| !g.contains(char::is_whitespace))
+                .map(|g| format!("{NGRAM_MARK}{g}"))
                 .collect();
             grams.sort_unstable();
             grams.dedup();
@@ -248,7 +257,7 @@ impl Vocabulary {
         }
         let mut ids: Vec<u32> = char_ngrams(term, f.min_n, f.max_n)
             .iter()
-            .filter_map(|g| self.id(g))
+            .filter_map(|g| self.id(&format!("{NGRAM_MARK}{g}")))
             .filter(|&i| i as usize >= f.words)
             .collect();
         ids.sort_unstable();
@@ -380,15 +389,20 @@ impl Vocabulary {
         for t in tokens {
             match self.id(t.as_ref()) {
                 Some(i) => *counts.entry(i).or_insert(0.0) += 1.0,
-                None => {
-                    let units = self.fallback_units(t.as_ref());
-                    if units.is_empty() {
-                        oov += 1;
-                    }
-                    let w = 1.0 / units.len().max(1) as f32;
-                    for u in units {
-                        *counts.entry(u).or_insert(0.0) += w;
-                    }
+                None => oov += 1,
+            }
+        }
+        // a text with no known word backs off to its words' n-grams
+        if counts.is_empty() && self.fallback.is_some() {
+            oov = 0;
+            for t in tokens {
+                let units = self.fallback_units(t.as_ref());
+                if units.is_empty() {
+                    oov += 1;
+                }
+                let w = 1.0 / units.len().max(1) as f32;
+                for u in units {
+                    *counts.entry(u).or_insert(0.0) += w;
                 }
             }
         }
@@ -504,16 +518,24 @@ mod tests {
         // n-grams of the unknown words in two texts or more: `alk`, `king`, ...
         assert_eq!(v.words(), 1);
         assert_eq!(v.len(), 4);
-        assert!(v.terms[1..].iter().all(|g| docs
-            .iter()
-            .filter(|d| d.iter().any(|w| char_ngrams(w, 3, 5).contains(g)))
-            .count()
-            >= 2));
-        // a new word with known n-grams encodes to them, weighing one token
-        let e = v.encode(&["stalking", "the", "zzz"]);
+        for g in &v.terms[1..] {
+            let g = g.strip_prefix('#').expect("marked unit").to_string();
+            let df = docs
+                .iter()
+                .filter(|d| d.iter().any(|w| char_ngrams(w, 3, 5).contains(&g)))
+                .count();
+            assert!(df >= 2, "{g}");
+        }
+        // a unit never stands for a word of the same letters
+        assert_eq!(v.id("alk"), None);
+        // a text of unknown words encodes to their known n-grams, each word
+        // weighing one token; beside a known word, unknown words are left out
+        let e = v.encode(&["stalking", "walker", "zzz"]);
         let total: f32 = e.counts.iter().map(|c| c.1).sum();
         assert!((total - 2.0).abs() < 1e-6, "{e:?}");
         assert_eq!(e.oov, 1, "zzz shares no unit");
+        let e = v.encode(&["stalking", "the"]);
+        assert_eq!((e.counts.clone(), e.oov), (vec![(0, 1.0)], 1));
         assert!(!v.fallback_units("stalking").is_empty());
         assert!(v.fallback_units("the").is_empty());
         assert!(v.display(1).starts_with('‐') || v.display(1).ends_with('‐'));
