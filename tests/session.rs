@@ -903,7 +903,12 @@ fn loaded_session_finds_translations_as_neighbours() {
     let root = tempfile::tempdir().unwrap();
     let s = Session::create(&root.path().join("s"), config(&[("epochs", "30")])).unwrap();
     run_here(&s.dir, false).unwrap();
-    let s = Session::open(&s.dir).unwrap();
+    let mut s = Session::open(&s.dir).unwrap();
+    // analysed with stop words removed (not the default), to see them refused
+    s.config.text = Some(rosetta::text::TextConfig {
+        stopwords: true,
+        ..Default::default()
+    });
     let best = s.checkpoint("best", &Device::Cpu).unwrap();
     let vocabs = s.vocabs().unwrap();
     let model = TestTrainer

@@ -83,7 +83,13 @@ impl Loaded {
     /// A loaded session from a model already rebuilt (by a trainer that is
     /// not in the registry, or kept in memory).
     pub fn from_parts(session: Session, model: Box<dyn Model>, vocabs: Vocabs) -> Result<Loaded> {
-        let text = session.config.text.clone().unwrap_or_default();
+        // a session too old to record its settings was made with the
+        // defaults of its day
+        let text = session
+            .config
+            .text
+            .clone()
+            .unwrap_or_else(TextConfig::legacy);
         let source = Analyzer::new(&vocabs.source.lang, &text)?;
         let target = Analyzer::new(&vocabs.target.lang, &text)?;
         Ok(Loaded {

@@ -40,6 +40,21 @@ fn is_zero(n: &usize) -> bool {
 /// Shortest and longest character n-gram of the out-of-vocabulary fallback.
 pub const OOV_NGRAM_RANGE: (usize, usize) = (3, 5);
 
+impl TextConfig {
+    /// The defaults before they were chosen by measurement (stop words removed,
+    /// `min_df` 2, no n-gram units): how a session that recorded no text
+    /// settings was analysed.
+    pub fn legacy() -> TextConfig {
+        TextConfig {
+            vocab_per_language: 10_000,
+            min_df: 2,
+            stopwords: true,
+            stem: true,
+            oov_ngrams: 0,
+        }
+    }
+}
+
 /// A workspace's `[text]` table as written: keys left out take
 /// [`TextConfig::default`] ([`TextSettings::resolve`]).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]

@@ -36,6 +36,21 @@ impl Dropped {
     }
 }
 
+impl Dropped {
+    /// A few characters for narrow displays: `stop`, `OOV`, `df 1<2`,
+    /// `beyond top-k`, `not in index`, `untranslated`.
+    pub fn short(&self) -> String {
+        match self {
+            Dropped::StopWord => "stop".into(),
+            Dropped::Vocabulary(Unknown::NotInTraining) => "OOV".into(),
+            Dropped::Vocabulary(Unknown::BelowMinDf { df, min_df }) => format!("df {df}<{min_df}"),
+            Dropped::Vocabulary(Unknown::BeyondSize { .. }) => "beyond top-k".into(),
+            Dropped::NotInCollection => "not in index".into(),
+            Dropped::NoTranslation => "untranslated".into(),
+        }
+    }
+}
+
 impl Serialize for Dropped {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
@@ -115,7 +130,10 @@ impl QueryWords {
                 let Some(t) = &w.term else { continue };
                 let units = vocab.fallback_units(t);
                 if !units.is_empty() {
-                    w.ngrams = units.iter().map(|&u| vocab.display(u).into_owned()).collect();
+                    w.ngrams = units
+                        .iter()
+                        .map(|&u| vocab.display(u).into_owned())
+                        .collect();
                     w.dropped = None;
                 }
             }
@@ -143,6 +161,21 @@ impl QueryWords {
         self.dropped()
             .iter()
             .map(|w| format!("{} ({})", w.word, w.dropped.as_ref().expect("dropped")))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// As [`QueryWords::dropped_summary`] with [`Dropped::short`] reasons.
+    pub fn dropped_short(&self) -> String {
+        self.dropped()
+            .iter()
+            .map(|w| {
+                format!(
+                    "{} ({})",
+                    w.word,
+                    w.dropped.as_ref().expect("dropped").short()
+                )
+            })
             .collect::<Vec<_>>()
             .join(", ")
     }

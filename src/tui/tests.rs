@@ -204,7 +204,17 @@ impl Backend for Fake {
             .collect();
         Ok(SearchResult {
             hits,
-            oov: vec!["zzyzx".into()],
+            query: rosetta::text::QueryWords {
+                words: vec![rosetta::text::QueryWord {
+                    word: "zzyzx".into(),
+                    term: Some("zzyzx".into()),
+                    dropped: Some(rosetta::text::Dropped::Vocabulary(
+                        rosetta::text::Unknown::NotInTraining,
+                    )),
+                    ngrams: Vec::new(),
+                }],
+            },
+            unanswerable: None,
             judged: (query == "where is the river").then(|| Judged {
                 qid: "q7".into(),
                 rr: 0.5,
@@ -222,7 +232,12 @@ impl Backend for Fake {
         csls: bool,
     ) -> Result<NeighbourResult> {
         if term == "unknownword" {
-            return Ok(NeighbourResult::default());
+            return Ok(NeighbourResult {
+                dropped: Some(rosetta::text::Dropped::Vocabulary(
+                    rosetta::text::Unknown::NotInTraining,
+                )),
+                ..Default::default()
+            });
         }
         let (cross, own): (&[&str], &[&str]) = match side {
             Side::Source => (&["नदी", "दरिया", "पानी"], &["stream", "lake", "bank"]),
@@ -236,6 +251,7 @@ impl Backend for Fake {
                 .enumerate()
                 .map(|(i, t)| Neighbour {
                     term: t.to_string(),
+                    surface: t.to_string(),
                     score: base - 0.1 * i as f64,
                     gold: gold_first && i == 0,
                     ..Default::default()
@@ -1304,7 +1320,18 @@ fn engine_search_neighbours_compare_and_data_on_a_trained_session() {
     let r2 = b
         .search("a", "river zzyzxq", 8, Fusion::Rrf { k: 60.0 })
         .unwrap();
-    assert_eq!(r2.oov, vec!["zzyzxq".to_string()]);
+    let dropped: Vec<&str> = r2.query.dropped().iter().map(|w| w.word.as_str()).collect();
+    assert_eq!(dropped, vec!["zzyzxq"]);
+    assert_eq!(r2.query.dropped_summary(), "zzyzxq (out of vocabulary)");
+    // a query with no usable word has no ranking, and says why
+    let none = b.search("a", "zzyzxq qqqqv", 8, Fusion::Model).unwrap();
+    assert!(none.hits.is_empty());
+    assert!(
+        none.unanswerable
+            .as_deref()
+            .is_some_and(|w| w.contains("zzyzxq (out of vocabulary)")),
+        "{none:?}"
+    );
     assert_eq!(r2.hits.len(), 8);
     assert!(r2.judged.is_none());
     let r3 = b
@@ -1325,10 +1352,11 @@ fn engine_search_neighbours_compare_and_data_on_a_trained_session() {
     assert!(all.cross.iter().any(|x| x.gold), "{:?}", all.cross);
     let c = b.neighbours("a", "river", Side::Source, 5, true).unwrap();
     assert_eq!(c.cross.len(), 5);
-    assert!(
-        !b.neighbours("a", "qqqq", Side::Source, 5, false)
-            .unwrap()
-            .known
+    let unknown = b.neighbours("a", "qqqq", Side::Source, 5, false).unwrap();
+    assert!(!unknown.known);
+    assert_eq!(
+        unknown.dropped.as_ref().map(|d| d.code()),
+        Some("out_of_vocabulary")
     );
     let back = b.neighbours("a", "río", Side::Target, 3, false).unwrap();
     assert!(back.known);

@@ -263,6 +263,12 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         th.dim(),
     )];
     if let Some(r) = &s.result {
+        let dropped = r.query.dropped_short();
+        if let Some(why) = &r.unanswerable {
+            info.push(Span::styled(format!(" · no ranking: {why}"), th.bad()));
+        } else if !dropped.is_empty() {
+            info.push(Span::styled(format!(" · dropped: {dropped}"), th.warn()));
+        }
         if let Some(j) = &r.judged {
             info.push(Span::styled(
                 format!(
@@ -271,12 +277,6 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
                 ),
                 th.good(),
             ));
-        }
-        let dropped = r.query.dropped_summary();
-        if let Some(why) = &r.unanswerable {
-            info.push(Span::styled(format!(" · no ranking: {why}"), th.bad()));
-        } else if !dropped.is_empty() {
-            info.push(Span::styled(format!(" · dropped: {dropped}"), th.warn()));
         }
     }
     if s.pending {
