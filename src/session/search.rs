@@ -430,8 +430,8 @@ impl Searcher {
             Ranker::Lexical { baseline, index } => {
                 let index = index.as_ref().unwrap_or(&c.bm25);
                 QueryWords::explain(&c.src, query, |t| match baseline.translation {
-                    Translation::Dict => (!c.dict.contains_key(t)
-                        && !(baseline.keep_untranslated && index.contains(t)))
+                    Translation::Dict => (!(c.dict.contains_key(t)
+                        || baseline.keep_untranslated && index.contains(t)))
                     .then_some(Dropped::NoTranslation),
                     Translation::None => (!index.contains(t)).then_some(Dropped::NotInCollection),
                     // the translation decides: every word goes to it
