@@ -164,6 +164,7 @@ fn main() -> anyhow::Result<()> {
         min_df: a.min_df,
         stopwords: !a.keep_stopwords,
         stem: !a.no_stem,
+        ..Default::default()
     };
     let (en, hi) = (Analyzer::new("en", &cfg)?, Analyzer::new(&a.tgt, &cfg)?);
     let load = |split: &str| -> anyhow::Result<(Docs, Docs)> {

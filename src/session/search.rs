@@ -26,7 +26,8 @@ use crate::eval::metrics::{evaluate_rankings, query_metrics, Metrics};
 use crate::eval::Qrels;
 use crate::index::adhoc::Translation;
 use crate::index::fusion::{fuse, Fusion};
-use crate::index::{translate_dict, translate_dict_with, Bm25Index, Bm25Params, DenseIndex, Query};
+use crate::index::translate::translate_dict_units;
+use crate::index::{translate_dict, Bm25Index, Bm25Params, DenseIndex, Query};
 use crate::models::bm25::{analysed_dictionary, Bm25Baseline};
 use crate::models::Params;
 use crate::session::retrieval::RUN_DEPTH;
@@ -72,8 +73,7 @@ impl Corpus {
     pub fn load(path: &Path, progress: &dyn Fn(f64, &str)) -> Result<Corpus> {
         progress(0.05, "reading the workspace");
         let ws = Workspace::load(path)?;
-        let src = Analyzer::new(&ws.source_lang, &ws.text)?;
-        let tgt = Analyzer::new(&ws.target_lang, &ws.text)?;
+        let (src, tgt) = crate::corpus::workspace_analyzers(&ws)?;
         progress(0.1, "reading documents and queries");
         let task = ws.adhoc()?;
         progress(0.2, "building the BM25 index");
@@ -256,20 +256,22 @@ pub fn marked_neighbours(
         .unwrap_or_default()
     });
     let gold: HashSet<&str> = translations.iter().flatten().map(String::as_str).collect();
-    let conv = |v: &[super::Neighbour], gold: &HashSet<&str>| -> Vec<MarkedNeighbour> {
-        v.iter()
-            .map(|x| MarkedNeighbour {
-                gold: gold.contains(x.term.as_str()),
-                term: x.term.clone(),
-                score: x.score as f64,
-                cosine: x.cosine as f64,
-            })
-            .collect()
-    };
+    let conv =
+        |v: &[super::Neighbour], gold: &HashSet<&str>, other: Side| -> Vec<MarkedNeighbour> {
+            v.iter()
+                .map(|x| MarkedNeighbour {
+                    gold: gold.contains(x.term.as_str()),
+                    // subword units shown readably (`light…`, `…ing`)
+                    term: m.analyzer(other).display(&x.term),
+                    score: x.score as f64,
+                    cosine: x.cosine as f64,
+                })
+                .collect()
+        };
     Ok(NeighbourResult {
         known: true,
-        cross: conv(&n.cross, &gold),
-        own: conv(&n.same, &HashSet::new()),
+        cross: conv(&n.cross, &gold, side.other()),
+        own: conv(&n.same, &HashSet::new(), side),
         word: n.word,
         term: n.term,
         csls: n.csls,
@@ -385,7 +387,9 @@ impl Searcher {
                 let mut oov = Vec::new();
                 for w in Analyzer::words(query) {
                     if let Some(t) = an.term(&w) {
-                        if m.vocabs.source.id(&t).is_none() && !oov.contains(&w) {
+                        if !known_units(an, &t, |u| m.vocabs.source.id(u).is_some())
+                            && !oov.contains(&w)
+                        {
                             oov.push(w);
                         }
                     }
@@ -407,7 +411,7 @@ impl Searcher {
                         if let Some(t) = an.term(&w) {
                             let known = match baseline.translation {
                                 Translation::Dict => c.dict.contains_key(&t),
-                                _ => index.contains(&t),
+                                _ => known_units(an, &t, |u| index.contains(u)),
                             };
                             if !known && !oov.contains(&w) {
                                 oov.push(w);
@@ -418,7 +422,8 @@ impl Searcher {
                 let q = match baseline.translation {
                     // the corpus holds the analysed dictionary: no rereading per query
                     Translation::Dict => {
-                        translate_dict_with(&an.analyze(query), &c.dict, baseline.keep_untranslated)
+                        let words = an.analyze_words(query);
+                        translate_dict_units(&words, &c.dict, baseline.keep_untranslated, &c.tgt)
                             .query
                     }
                     Translation::None => Query::from_tokens(&an.analyze(query)),
@@ -443,7 +448,7 @@ impl Searcher {
         let tokens = c.src.analyze(query);
         let (model, oov, qv) = self.model_ranking(query)?;
         let ranked = if fusion.uses_bm25() {
-            fuse(&model, &c.bm25_dict(&tokens), fusion)
+            fuse(&model, &c.bm25_dict(&c.src.analyze_words(query)), fusion)
         } else {
             model
         };
@@ -463,7 +468,8 @@ impl Searcher {
                 relevant: j.values().filter(|g| **g > 0).count(),
             }
         });
-        let translations: HashSet<&str> = tokens
+        let query_words = c.src.analyze_words(query);
+        let translations: HashSet<&str> = query_words
             .iter()
             .filter_map(|t| c.dict.get(t))
             .flatten()
@@ -484,9 +490,10 @@ impl Searcher {
                 let text = &c.doc_short[d];
                 let mut spans = Vec::new();
                 for (off, w) in text.unicode_word_indices() {
-                    let Some(t) = c.tgt.term(w) else { continue };
-                    let related = translations.contains(t.as_str())
-                        || explain.as_ref().is_some_and(|e| e.related(&t));
+                    let related = c.tgt.terms(w).iter().any(|t| {
+                        translations.contains(t.as_str())
+                            || explain.as_ref().is_some_and(|e| e.related(t))
+                    });
                     if related {
                         spans.push((off, off + w.len()));
                     }
@@ -528,7 +535,7 @@ impl Searcher {
         let known = match Analyzer::words(term).as_slice() {
             [w] => an
                 .term(w)
-                .is_some_and(|t| m.vocabs.side(side).id(&t).is_some()),
+                .is_some_and(|t| known_units(an, &t, |u| m.vocabs.side(side).id(u).is_some())),
             _ => true, // let the session module say what is wrong
         };
         if !known {
@@ -632,4 +639,10 @@ impl<'a> Explain<'a> {
             .id(term)
             .is_some_and(|id| self.tv_tgt.row(id as usize).dot(&self.query) >= RELATED_COSINE)
     }
+}
+
+/// Whether a word-level term has a unit that `known` accepts (the term itself
+/// for `units = "words"`; any of its subword units otherwise).
+fn known_units(an: &Analyzer, term: &str, known: impl Fn(&str) -> bool) -> bool {
+    an.segment(vec![term.to_string()]).iter().any(|u| known(u))
 }

@@ -1,9 +1,11 @@
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use unicode_normalization::UnicodeNormalization;
 use unicode_segmentation::UnicodeSegmentation;
 
+use super::units::{self, Segmenter, UnitModel, Units};
 use crate::{Error, Result};
 
 /// Text settings of a workspace (`[text]` in its TOML); saved with every model
@@ -19,6 +21,19 @@ pub struct TextConfig {
     pub stopwords: bool,
     /// Snowball stemming, where the language has a stemmer.
     pub stem: bool,
+    /// Index units: `words`, `bpe`, `unigram` or `char-ngrams` (see
+    /// [`crate::text::units`]); subword workspaces normally set `stem = false`.
+    #[serde(skip_serializing_if = "Units::is_words")]
+    pub units: Units,
+    /// Pieces of a learnt (`bpe`, `unigram`) unit model per language.
+    #[serde(skip_serializing_if = "units::is_default_subword_vocab")]
+    pub subword_vocab: usize,
+    /// Shortest character n-gram (`char-ngrams`), boundary marks counted.
+    #[serde(skip_serializing_if = "units::is_default_ngram_min")]
+    pub ngram_min: usize,
+    /// Longest character n-gram (`char-ngrams`), boundary marks counted.
+    #[serde(skip_serializing_if = "units::is_default_ngram_max")]
+    pub ngram_max: usize,
 }
 
 impl Default for TextConfig {
@@ -28,6 +43,10 @@ impl Default for TextConfig {
             min_df: 2,
             stopwords: true,
             stem: true,
+            units: Units::Words,
+            subword_vocab: units::default_subword_vocab(),
+            ngram_min: units::default_ngram_min(),
+            ngram_max: units::default_ngram_max(),
         }
     }
 }
@@ -37,6 +56,7 @@ pub struct Analyzer {
     lang: String,
     stop: HashSet<String>,
     stemmer: Option<frostem::Stemmer>,
+    units: Segmenter,
 }
 
 impl std::fmt::Debug for Analyzer {
@@ -45,6 +65,7 @@ impl std::fmt::Debug for Analyzer {
             .field("lang", &self.lang)
             .field("stopwords", &self.stop.len())
             .field("stemmer", &self.stemmer.is_some())
+            .field("units", &self.units.units())
             .finish()
     }
 }
@@ -66,7 +87,19 @@ pub fn normalize(text: &str) -> String {
 impl Analyzer {
     /// An analyser for ISO 639-1 language `lang` (`en`, `hi`, `es`, `de`, ...).
     /// Languages without a stop list or stemmer are analysed without them.
+    /// Learnt units (`bpe`, `unigram`) need their model: an error here, use
+    /// [`Analyzer::with_model`].
     pub fn new(lang: &str, cfg: &TextConfig) -> Result<Self> {
+        Self::build(lang, cfg, None)
+    }
+
+    /// An analyser whose units are segmented by a learnt `model` (of the
+    /// kind `cfg.units` names, for language `lang`).
+    pub fn with_model(lang: &str, cfg: &TextConfig, model: Arc<UnitModel>) -> Result<Self> {
+        Self::build(lang, cfg, Some(model))
+    }
+
+    fn build(lang: &str, cfg: &TextConfig, model: Option<Arc<UnitModel>>) -> Result<Self> {
         let lang = lang.trim().to_lowercase();
         if lang.is_empty() {
             return Err(Error::invalid("empty language code"));
@@ -84,10 +117,12 @@ impl Analyzer {
                 }
             }
         }
+        let units = Segmenter::new(&lang, cfg, model)?;
         Ok(Analyzer {
             lang,
             stop,
             stemmer,
+            units,
         })
     }
 
@@ -121,12 +156,51 @@ impl Analyzer {
         })
     }
 
-    /// Index terms of `text`, in order, repeats kept.
+    /// Index terms of `text`, in order, repeats kept (subword units when
+    /// the analyser has them: see [`Analyzer::segment`]).
     pub fn analyze(&self, text: &str) -> Vec<String> {
+        self.units.apply(self.analyze_words(text))
+    }
+
+    /// Word-level terms of `text` (stop words dropped, stems taken), before
+    /// any subword units.
+    pub fn analyze_words(&self, text: &str) -> Vec<String> {
         normalize(text)
             .unicode_words()
             .filter_map(|w| self.term(w))
             .collect()
+    }
+
+    /// The index units of word-level terms (as [`Analyzer::term`] and
+    /// [`Analyzer::analyze_words`] give them): the terms themselves for
+    /// `units = "words"`.
+    pub fn segment(&self, terms: Vec<String>) -> Vec<String> {
+        self.units.apply(terms)
+    }
+
+    /// The index units of one normalised word: empty for a stop word, one
+    /// term for `units = "words"`, its pieces otherwise.
+    pub fn terms(&self, word: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(t) = self.term(word) {
+            self.units.push(t, &mut out);
+        }
+        out
+    }
+
+    /// The index units this analyser produces.
+    pub fn units(&self) -> Units {
+        self.units.units()
+    }
+
+    /// What a person reads for an index term (subword boundary marks turned
+    /// into ellipses: `<light` → `light…`); a word is shown as it is.
+    pub fn display(&self, term: &str) -> String {
+        if self.units().subword() {
+            units::display_unit(term)
+        } else {
+            term.to_string()
+        }
     }
 }
 
