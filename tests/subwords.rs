@@ -100,7 +100,8 @@ fn readable_neighbours(root: &Path, session: &Path, word: &str) -> Value {
 #[test]
 fn bpe_workspace_trains_evaluates_and_reloads_its_units() {
     let ws = tiny_workspace();
-    let wsf = workspace_with(ws.path(), "bpe", "subword_vocab = 300");
+    // few pieces, so that words are cut
+    let wsf = workspace_with(ws.path(), "bpe", "subword_vocab = 60");
     let root = tempfile::tempdir().unwrap();
     let cca = root.path().join("cca");
     let dict = root.path().join("dict");
@@ -154,13 +155,13 @@ fn bpe_workspace_trains_evaluates_and_reloads_its_units() {
     // neighbours: units shown readably; a word cut into several units is
     // looked up by the sum of its units
     readable_neighbours(root.path(), &cca, "water");
-    readable_neighbours(root.path(), &cca, "waterdogs");
+    readable_neighbours(root.path(), &cca, "waterdog");
 }
 
 #[test]
 fn char_ngram_workspace_trains_and_evaluates() {
     let ws = tiny_workspace();
-    let wsf = workspace_with(ws.path(), "char-ngrams", "vocab_per_language = 5000");
+    let wsf = workspace_with(ws.path(), "char-ngrams", "ngram_max = 4");
     let root = tempfile::tempdir().unwrap();
     let lsi = root.path().join("lsi");
     let bm = root.path().join("bm25");
@@ -172,6 +173,10 @@ fn char_ngram_workspace_trains_and_evaluates() {
     assert!(
         vocab.contains("\"<wat\"") && vocab.contains("\"<water>\""),
         "{vocab}"
+    );
+    assert!(
+        !vocab.contains("\"<wate\""),
+        "n = 5 is beyond ngram_max: {vocab}"
     );
 
     let e = eval(root.path(), &lsi);
