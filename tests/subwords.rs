@@ -86,6 +86,10 @@ fn readable_neighbours(root: &Path, session: &Path, word: &str) -> Value {
         ],
     ));
     let text = n.to_string();
+    for t in n["translations"].as_array().into_iter().flatten() {
+        let t = t.as_str().unwrap();
+        assert!(!t.contains('<') && !t.contains('>'), "{t} in {text}");
+    }
     for list in ["cross", "own"] {
         let terms = n[list].as_array().unwrap_or_else(|| panic!("{n}"));
         assert!(!terms.is_empty(), "{n}");

@@ -256,6 +256,11 @@ pub fn marked_neighbours(
         .unwrap_or_default()
     });
     let gold: HashSet<&str> = translations.iter().flatten().map(String::as_str).collect();
+    // the translations as a person reads them (subword units unmarked)
+    let shown = translations.as_ref().map(|v| {
+        let an = m.analyzer(side.other());
+        v.iter().map(|t| an.display(t)).collect::<Vec<_>>()
+    });
     let conv =
         |v: &[super::Neighbour], gold: &HashSet<&str>, other: Side| -> Vec<MarkedNeighbour> {
             v.iter()
@@ -275,7 +280,7 @@ pub fn marked_neighbours(
         word: n.word,
         term: n.term,
         csls: n.csls,
-        translations,
+        translations: shown,
     })
 }
 
