@@ -132,6 +132,25 @@ fn bpe_workspace_trains_evaluates_and_reloads_its_units() {
         "BM25 over dictionary translations cut into units"
     );
 
+    // per-term contributions name units readably
+    let s = json(&rosetta(
+        root.path(),
+        &[
+            "search",
+            "--session",
+            cca.to_str().unwrap(),
+            "--query",
+            "the dog drinks water",
+            "--json",
+        ],
+    ));
+    let contributions = s["hits"][0]["contributions"].to_string();
+    assert!(contributions.len() > 2, "{s}");
+    assert!(
+        !contributions.contains('<') && !contributions.contains('>'),
+        "{contributions}"
+    );
+
     // reload: the same ranking when the workspace's cache (and with it the
     // workspace's own unit models) is gone and learnt again
     let before = search(root.path(), &cca, "the dog drinks water");

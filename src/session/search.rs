@@ -628,7 +628,11 @@ impl<'a> Explain<'a> {
         let mut c: Vec<(String, f64)> = self
             .terms
             .iter()
-            .map(|(t, id)| (t.clone(), self.tv_src.row(*id as usize).dot(&de) as f64))
+            .map(|(t, id)| {
+                // subword units shown readably (`light…`); words as they are
+                let shown = self.m.analyzer(Side::Source).display(t);
+                (shown, self.tv_src.row(*id as usize).dot(&de) as f64)
+            })
             .collect();
         c.sort_by(|a, b| {
             crate::eval::trec::rank_key(b.1).total_cmp(&crate::eval::trec::rank_key(a.1))
