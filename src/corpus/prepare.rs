@@ -306,8 +306,17 @@ impl Prepared {
             ));
         }
         let usable = splits.train.usable();
+        if usable.is_empty() {
+            return Err(Error::file(
+                &ws.path,
+                format!(
+                    "the training split has no usable pairs ({} pairs, all with an empty side)",
+                    splits.train.len()
+                ),
+            ));
+        }
         // subword units: models learnt on the usable training pairs' words
-        let unit_models = if ws.text.units.learnt() && !usable.is_empty() {
+        let unit_models = if ws.text.units.learnt() {
             let learn = |lang: &str, t: &Vec<Vec<String>>| {
                 UnitModel::learn(
                     lang,
@@ -341,15 +350,6 @@ impl Prepared {
             }
         }
         // vocabularies on the usable training pairs
-        if usable.is_empty() {
-            return Err(Error::file(
-                &ws.path,
-                format!(
-                    "the training split has no usable pairs ({} pairs, all with an empty side)",
-                    splits.train.len()
-                ),
-            ));
-        }
         let cfg = &ws.text;
         let pick = |t: &Vec<Vec<String>>| -> Vec<Vec<String>> {
             usable.iter().map(|&i| t[i].clone()).collect()
