@@ -165,6 +165,7 @@ fn main() -> anyhow::Result<()> {
         stopwords: !a.keep_stopwords,
         stem: !a.no_stem,
         oov_ngrams: 0, // the harness builds word vocabularies only
+        ..Default::default()
     };
     let (en, hi) = (Analyzer::new("en", &cfg)?, Analyzer::new(&a.tgt, &cfg)?);
     let load = |split: &str| -> anyhow::Result<(Docs, Docs)> {

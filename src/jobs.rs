@@ -278,6 +278,22 @@ pub fn load_workspace(
     Ok((prepared, data, hash))
 }
 
+/// Saves the workspace's learnt subword models (`[text] units = "bpe"` or
+/// `"unigram"`) in a session folder next to its vocabularies, unless the
+/// session has them already (a resume keeps the models it was trained with).
+fn save_unit_models(dir: &Path, prepared: &Prepared) -> Result<()> {
+    use crate::text::units::{UNITS_SOURCE, UNITS_TARGET};
+    if let Some((s, t)) = &prepared.unit_models {
+        for (name, m) in [(UNITS_SOURCE, s), (UNITS_TARGET, t)] {
+            let path = dir.join(name);
+            if !path.exists() {
+                m.save(&path)?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Runs the job of `session` in this process until it ends: a lexical
 /// baseline scores and finishes; a trained model trains (or continues from
 /// its last checkpoint, unless the session is queued) with the workspace's
@@ -320,6 +336,7 @@ pub fn run(
             return Err(e);
         }
     };
+    save_unit_models(&session.dir, &prepared)?;
     // a real ad-hoc collection (not one derived from the parallel test
     // split): its figures are reported per epoch, never used for selection
     let adhoc_figures = |m: &dyn crate::models::Model| adhoc_validation(m, &prepared.adhoc);

@@ -131,7 +131,10 @@ pub fn neighbours(args: NeighboursArgs) -> anyhow::Result<()> {
             "✓ dictionary translation ({} listed for `{}`: {})",
             t.len(),
             n.term,
-            t.join(", ")
+            t.iter()
+                .map(|t| l.analyzer(side.other()).display(t))
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
     }
     Ok(())

@@ -195,15 +195,32 @@ impl Dictionary {
     /// one term (multi-word and stop-word entries drop out). Headwords that
     /// analyse to the same term merge; targets in first-seen order, no repeats.
     pub fn analysed(&self, src: &Analyzer, tgt: &Analyzer) -> HashMap<String, Vec<String>> {
+        self.analysed_by(|s| src.analyze(s), |t| tgt.analyze(t))
+    }
+
+    /// [`Dictionary::analysed`] at word level: headwords and translations
+    /// analysed to word terms (stop words dropped, stems taken) before any
+    /// subword units, so a subword workspace translates word by word and
+    /// then cuts the translations into units. The same as `analysed` for
+    /// `units = "words"`.
+    pub fn analysed_words(&self, src: &Analyzer, tgt: &Analyzer) -> HashMap<String, Vec<String>> {
+        self.analysed_by(|s| src.analyze_words(s), |t| tgt.analyze_words(t))
+    }
+
+    fn analysed_by(
+        &self,
+        src: impl Fn(&str) -> Vec<String>,
+        tgt: impl Fn(&str) -> Vec<String>,
+    ) -> HashMap<String, Vec<String>> {
         let mut out: HashMap<String, Vec<String>> = HashMap::new();
         for (s, ts) in &self.entries {
-            let s = src.analyze(s);
+            let s = src(s);
             if s.len() != 1 {
                 continue;
             }
             let mut terms: Vec<String> = Vec::new();
             for t in ts {
-                let t = tgt.analyze(t);
+                let t = tgt(t);
                 if t.len() == 1 && !terms.contains(&t[0]) {
                     terms.push(t[0].clone());
                 }

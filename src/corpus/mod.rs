@@ -13,5 +13,5 @@ pub mod workspace;
 pub use collection::{AdhocTask, Collection};
 pub use dictionary::Dictionary;
 pub use parallel::{ParallelText, Splits};
-pub use prepare::{AdhocData, Prepared, SideStats, SplitData};
+pub use prepare::{workspace_analyzers, AdhocData, Prepared, SideStats, SplitData, UnitModels};
 pub use workspace::{AdhocSpec, PairSource, ParallelSpec, Workspace};

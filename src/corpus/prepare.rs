@@ -7,6 +7,7 @@
 //! leave) a half-written cache; the loser of the race reads the winner's.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -16,12 +17,84 @@ use super::parallel::{ParallelText, Splits};
 use super::workspace::Workspace;
 use crate::eval::Qrels;
 use crate::text::io::read_lines;
-use crate::text::{Analyzer, CsrMatrix, TextConfig, Vocabulary};
+use crate::text::units::{UNITS_SOURCE, UNITS_TARGET};
+use crate::text::{Analyzer, CsrMatrix, TextConfig, UnitModel, Vocabulary};
 use crate::text::{Side, Vocabs};
 use crate::{Error, Result};
 
 /// Bump when the cache layout or the analysis changes.
 const CACHE_VERSION: u32 = 3;
+
+/// The learnt subword models of a workspace's two languages (`[text] units =
+/// "bpe"` or `"unigram"`), shared by every analyser made from them.
+pub type UnitModels = (Arc<UnitModel>, Arc<UnitModel>);
+
+/// The two analysers (source, target) of text settings `cfg`, with learnt
+/// unit models where `cfg.units` needs them.
+pub fn analyzers_with(
+    source_lang: &str,
+    target_lang: &str,
+    cfg: &TextConfig,
+    models: Option<&UnitModels>,
+) -> Result<(Analyzer, Analyzer)> {
+    Ok(match models {
+        Some((s, t)) if cfg.units.learnt() => (
+            Analyzer::with_model(source_lang, cfg, s.clone())?,
+            Analyzer::with_model(target_lang, cfg, t.clone())?,
+        ),
+        _ => (
+            Analyzer::new(source_lang, cfg)?,
+            Analyzer::new(target_lang, cfg)?,
+        ),
+    })
+}
+
+/// The workspace's two analysers (source, target), as its training data was
+/// analysed: for learnt units (`bpe`, `unigram`) the unit models come from
+/// the prepared-data cache, which is built (and the models learnt) when it
+/// is missing or stale. Every engine path that analyses a workspace's text
+/// makes its analysers here.
+pub fn workspace_analyzers(ws: &Workspace) -> Result<(Analyzer, Analyzer)> {
+    if !ws.text.units.learnt() {
+        return analyzers_with(&ws.source_lang, &ws.target_lang, &ws.text, None);
+    }
+    let dir = ws.cache_root().join(ws.content_hash()?);
+    let models = match load_cached_units(&dir) {
+        Ok(m) => m,
+        Err(_) => match Prepared::load_or_build(ws)?.unit_models {
+            Some(m) => m,
+            None => return Err(Error::invalid("prepared data without its unit models")),
+        },
+    };
+    analyzers_with(&ws.source_lang, &ws.target_lang, &ws.text, Some(&models))
+}
+
+/// The unit models of a cache folder alone (its metadata and the two model
+/// files checked), without reading the rest.
+fn load_cached_units(dir: &Path) -> Result<UnitModels> {
+    let mp = dir.join("meta.json");
+    let bytes = std::fs::read(&mp).map_err(|e| Error::io(&mp, e))?;
+    let meta: Meta = serde_json::from_slice(&bytes)
+        .map_err(|e| Error::parse(&mp, e.line(), format!("bad cache metadata: {e}")))?;
+    if meta.version != CACHE_VERSION {
+        return Err(Error::file(&mp, "cache written by another version"));
+    }
+    let mut out = Vec::new();
+    for name in [UNITS_SOURCE, UNITS_TARGET] {
+        let path = dir.join(name);
+        let want = meta
+            .files
+            .get(name)
+            .ok_or_else(|| Error::file(&mp, format!("no {name} in the cache")))?;
+        if &crate::util::hash_file(&path)? != want {
+            return Err(Error::file(&path, "checksum mismatch"));
+        }
+        out.push(Arc::new(UnitModel::load(&path)?));
+    }
+    let t = out.pop().expect("two");
+    let s = out.pop().expect("two");
+    Ok((s, t))
+}
 
 /// Token and out-of-vocabulary counts of a set of texts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -150,6 +223,9 @@ pub struct Prepared {
     pub adhoc: AdhocData,
     /// Where the cache is (None when built without caching).
     pub cache_dir: Option<PathBuf>,
+    /// The learnt subword models (`[text] units = "bpe"` or `"unigram"`),
+    /// learnt on the usable training pairs of each language.
+    pub unit_models: Option<UnitModels>,
 }
 
 impl Prepared {
@@ -210,17 +286,25 @@ impl Prepared {
     }
 
     fn build_with_hash(ws: &Workspace, hash: String) -> Result<Prepared> {
-        let src_an = Analyzer::new(&ws.source_lang, &ws.text)?;
-        let tgt_an = Analyzer::new(&ws.target_lang, &ws.text)?;
+        ws.text.check_units()?;
+        // words first: learnt units are learnt on them
+        let (src_words, tgt_words) = analyzers_with(
+            &ws.source_lang,
+            &ws.target_lang,
+            &ws.text.words_only(),
+            None,
+        )?;
         let splits = Splits::read(ws)?;
         let analyse = |an: &Analyzer, texts: &[String]| -> Vec<Vec<String>> {
             texts.par_iter().map(|t| an.analyze(t)).collect()
         };
         let mut toks = Vec::new();
         for (_, s) in splits.iter() {
-            toks.push((analyse(&src_an, &s.source), analyse(&tgt_an, &s.target)));
+            toks.push((
+                analyse(&src_words, &s.source),
+                analyse(&tgt_words, &s.target),
+            ));
         }
-        // vocabularies on the usable training pairs
         let usable = splits.train.usable();
         if usable.is_empty() {
             return Err(Error::file(
@@ -231,6 +315,41 @@ impl Prepared {
                 ),
             ));
         }
+        // subword units: models learnt on the usable training pairs' words
+        let unit_models = if ws.text.units.learnt() {
+            let learn = |lang: &str, t: &Vec<Vec<String>>| {
+                UnitModel::learn(
+                    lang,
+                    ws.text.units,
+                    ws.text.subword_vocab,
+                    usable.iter().map(|&i| t[i].as_slice()),
+                )
+                .map(Arc::new)
+            };
+            Some((
+                learn(&ws.source_lang, &toks[0].0)?,
+                learn(&ws.target_lang, &toks[0].1)?,
+            ))
+        } else {
+            None
+        };
+        let (src_an, tgt_an) = analyzers_with(
+            &ws.source_lang,
+            &ws.target_lang,
+            &ws.text,
+            unit_models.as_ref(),
+        )?;
+        if ws.text.units.subword() {
+            for (st, tt) in toks.iter_mut() {
+                let seg = |an: &Analyzer, t: &mut Vec<Vec<String>>| {
+                    t.par_iter_mut()
+                        .for_each(|w| *w = an.segment(std::mem::take(w)));
+                };
+                seg(&src_an, st);
+                seg(&tgt_an, tt);
+            }
+        }
+        // vocabularies on the usable training pairs
         let cfg = &ws.text;
         let pick = |t: &Vec<Vec<String>>| -> Vec<Vec<String>> {
             usable.iter().map(|&i| t[i].clone()).collect()
@@ -252,7 +371,7 @@ impl Prepared {
         // character n-grams for the words the vocabularies lack
         let mut vocabs = vocabs;
         if cfg.oov_ngrams > 0 {
-            let (lo, hi) = crate::text::OOV_NGRAM_RANGE;
+            let (lo, hi) = (cfg.ngram_min, cfg.ngram_max);
             vocabs
                 .source
                 .add_fallback(&pick(&toks[0].0), cfg.oov_ngrams, cfg.min_df, lo, hi);
@@ -330,6 +449,7 @@ impl Prepared {
             mono_stats,
             adhoc,
             cache_dir: None,
+            unit_models,
         })
     }
 
@@ -345,20 +465,22 @@ impl Prepared {
 
     /// Analysers of both languages with the workspace's text settings.
     pub fn analyzers(&self) -> Result<(Analyzer, Analyzer)> {
-        Ok((
-            Analyzer::new(&self.source_lang, &self.text)?,
-            Analyzer::new(&self.target_lang, &self.text)?,
-        ))
+        analyzers_with(
+            &self.source_lang,
+            &self.target_lang,
+            &self.text,
+            self.unit_models.as_ref(),
+        )
     }
 
     /// Raw counts of new texts of one language (typed queries, other
     /// collections), analysed the way the workspace's texts were.
     pub fn count_texts(&self, side: Side, texts: &[String]) -> Result<CsrMatrix> {
-        let (lang, vocab) = match side {
-            Side::Source => (&self.source_lang, &self.vocabs.source),
-            Side::Target => (&self.target_lang, &self.vocabs.target),
+        let (src, tgt) = self.analyzers()?;
+        let (an, vocab) = match side {
+            Side::Source => (src, &self.vocabs.source),
+            Side::Target => (tgt, &self.vocabs.target),
         };
-        let an = Analyzer::new(lang, &self.text)?;
         let toks: Vec<Vec<String>> = texts.par_iter().map(|t| an.analyze(t)).collect();
         Ok(vocab.count_matrix(&toks))
     }
@@ -369,6 +491,10 @@ impl Prepared {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         self.vocabs.source.save(&dir.join("vocab.source.json"))?;
         self.vocabs.target.save(&dir.join("vocab.target.json"))?;
+        if let Some((s, t)) = &self.unit_models {
+            s.save(&dir.join(UNITS_SOURCE))?;
+            t.save(&dir.join(UNITS_TARGET))?;
+        }
         let mut splits = Vec::new();
         for (name, s) in [
             ("train", &self.train),
@@ -449,6 +575,14 @@ impl Prepared {
             source: Vocabulary::load(&dir.join("vocab.source.json"))?,
             target: Vocabulary::load(&dir.join("vocab.target.json"))?,
         };
+        let unit_models = if meta.text.units.learnt() {
+            Some((
+                Arc::new(UnitModel::load(&dir.join(UNITS_SOURCE))?),
+                Arc::new(UnitModel::load(&dir.join(UNITS_TARGET))?),
+            ))
+        } else {
+            None
+        };
         let mut splits = Vec::new();
         for (name, m) in ["train", "valid", "test"].iter().zip(meta.splits) {
             splits.push(SplitData {
@@ -507,6 +641,7 @@ impl Prepared {
             mono_stats: meta.mono_stats,
             adhoc,
             cache_dir: Some(dir.to_path_buf()),
+            unit_models,
         })
     }
 }

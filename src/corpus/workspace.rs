@@ -24,6 +24,10 @@
 //! path = "eng-hin.tsv"
 //! [text]                             # optional: crate::text::TextConfig; keys
 //! vocab_per_language = 10000         # left out take its defaults
+//! units = "words"                    # or "bpe", "unigram", "char-ngrams" (crate::text::units)
+//! subword_vocab = 8000               # pieces of a learnt bpe/unigram model per language
+//! ngram_min = 3                      # char-ngrams: n range, boundary marks counted
+//! ngram_max = 5
 //! ```
 
 use std::path::{Path, PathBuf};

@@ -7,10 +7,9 @@ use std::collections::{BTreeMap, HashMap};
 use serde::{Deserialize, Serialize};
 
 use super::bm25::{Bm25Index, Bm25Params, Query};
-use super::translate::{apertium_translate, translate_dict_with};
+use super::translate::{apertium_translate, translate_dict_units, unit_dictionary};
 use crate::corpus::{AdhocTask, Workspace};
 use crate::eval::Run;
-use crate::text::Analyzer;
 use crate::text::Side;
 use crate::{Error, Result};
 
@@ -106,7 +105,7 @@ pub fn run_tag(cfg: &Bm25RunConfig) -> String {
 /// Builds a BM25 index of the task's documents with the workspace's target
 /// analyser (full terms, no vocabulary cap), ties broken by document id.
 pub fn index_documents(ws: &Workspace, task: &AdhocTask, params: Bm25Params) -> Result<Bm25Index> {
-    let an = Analyzer::new(&ws.target_lang, &ws.text)?;
+    let (_, an) = crate::corpus::workspace_analyzers(ws)?;
     let toks: Vec<Vec<String>> = task.docs.texts.iter().map(|t| an.analyze(t)).collect();
     Bm25Index::build(&toks, params)?.with_docnos(&task.docs.ids)
 }
@@ -117,8 +116,7 @@ pub fn build_queries(
     task: &AdhocTask,
     cfg: &Bm25RunConfig,
 ) -> Result<(Vec<String>, Vec<Query>, QueryStats)> {
-    let src = Analyzer::new(&ws.source_lang, &ws.text)?;
-    let tgt = Analyzer::new(&ws.target_lang, &ws.text)?;
+    let (src, tgt) = crate::corpus::workspace_analyzers(ws)?;
     let mut stats = QueryStats::default();
     let (ids, queries) = match (cfg.queries, cfg.translation) {
         (Side::Target, Translation::None) => {
@@ -165,15 +163,18 @@ pub fn build_queries(
                     ws.name
                 ))
             })?;
-            let analysed: HashMap<String, Vec<String>> = dict.analysed(&src, &tgt);
+            // word by word (the dictionary's level), translations then cut into
+            // the target's units (the identity for `units = "words"`)
+            let analysed: HashMap<String, Vec<String>> =
+                unit_dictionary(dict.analysed_words(&src, &tgt), &tgt);
             let qs = task
                 .queries
                 .texts
                 .iter()
                 .map(|t| {
-                    let toks = src.analyze(t);
+                    let toks = src.analyze_words(t);
                     stats.tokens += toks.len();
-                    let tr = translate_dict_with(&toks, &analysed, cfg.keep_untranslated);
+                    let tr = translate_dict_units(&toks, &analysed, cfg.keep_untranslated, &tgt);
                     stats.translated_tokens += tr.translated;
                     stats.dropped_tokens += tr.dropped;
                     tr.query

@@ -8,6 +8,7 @@ use std::process::{Command, Stdio};
 use serde::{Deserialize, Serialize};
 
 use super::Query;
+use crate::text::Analyzer;
 use crate::{Error, Result};
 
 /// A query translated through a bilingual dictionary.
@@ -62,6 +63,56 @@ pub fn translate_dict_with<S: AsRef<str>>(
                 if !out.dropped_terms.iter().any(|d| d == t) {
                     out.dropped_terms.push(t.to_string());
                 }
+            }
+        }
+    }
+    out
+}
+
+/// A word-level dictionary (source term → target word terms, as
+/// [`crate::corpus::Dictionary::analysed_words`] gives it) with each entry's
+/// translations cut into the target analyser's units: one synonym set per
+/// source word holding every unit of every translation, first-seen order, no
+/// repeats. The dictionary itself for `units = "words"`.
+pub fn unit_dictionary(
+    dict: HashMap<String, Vec<String>>,
+    tgt: &Analyzer,
+) -> HashMap<String, Vec<String>> {
+    if !tgt.units().subword() {
+        return dict;
+    }
+    dict.into_iter()
+        .map(|(s, ts)| {
+            let mut units: Vec<String> = Vec::new();
+            for u in tgt.segment(ts) {
+                if !units.contains(&u) {
+                    units.push(u);
+                }
+            }
+            (s, units)
+        })
+        .collect()
+}
+
+/// [`translate_dict_with`] for word-level source tokens over a
+/// [`unit_dictionary`]: the same for `units = "words"`; with subword units an
+/// untranslated word that is kept is cut into the target's units (each its
+/// own set), so that a name spelt alike in both languages still matches.
+pub fn translate_dict_units<S: AsRef<str>>(
+    tokens: &[S],
+    dict: &HashMap<String, Vec<String>>,
+    keep_untranslated: bool,
+    tgt: &Analyzer,
+) -> DictTranslation {
+    if !keep_untranslated || !tgt.units().subword() {
+        return translate_dict_with(tokens, dict, keep_untranslated);
+    }
+    let mut out = translate_dict_with(tokens, dict, false);
+    for t in tokens {
+        let t = t.as_ref();
+        if dict.get(t).is_none_or(|tr| tr.is_empty()) {
+            for u in tgt.segment(vec![t.to_string()]) {
+                out.query.add(vec![u], 1.0);
             }
         }
     }

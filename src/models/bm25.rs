@@ -106,7 +106,7 @@ impl Bm25Baseline {
         split: &ParallelText,
     ) -> Result<SentenceScores> {
         let rows = split.usable();
-        let tgt = Analyzer::new(&ws.target_lang, &ws.text)?;
+        let (_, tgt) = crate::corpus::workspace_analyzers(ws)?;
         let docs: Vec<Vec<String>> = rows
             .iter()
             .map(|&i| tgt.analyze(&split.target[i]))
@@ -148,6 +148,8 @@ impl Bm25Baseline {
 
 /// The analysed dictionary of a workspace in both directions (source term →
 /// target terms, target term → source terms), empty without a dictionary.
+/// Source terms are words (before subword units), target terms the target
+/// analyser's units (the words themselves for `units = "words"`).
 pub type DictPair = (HashMap<String, Vec<String>>, HashMap<String, Vec<String>>);
 
 /// Reads and analyses the workspace dictionary in both directions.
@@ -155,7 +157,8 @@ pub fn analysed_dictionary(ws: &Workspace, src: &Analyzer, tgt: &Analyzer) -> Re
     let Some(d) = ws.read_dictionary()? else {
         return Ok(Default::default());
     };
-    let fwd = d.analysed(src, tgt);
+    // word by word, translations cut into the target's units
+    let fwd = crate::index::translate::unit_dictionary(d.analysed_words(src, tgt), tgt);
     let mut rev: HashMap<String, Vec<String>> = HashMap::new();
     for (s, ts) in &fwd {
         for t in ts {

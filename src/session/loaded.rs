@@ -90,8 +90,25 @@ impl Loaded {
             .text
             .clone()
             .unwrap_or_else(TextConfig::legacy);
-        let source = Analyzer::new(&vocabs.source.lang, &text)?;
-        let target = Analyzer::new(&vocabs.target.lang, &text)?;
+        let models = if text.units.learnt() {
+            let load = |name: &str| -> Result<std::sync::Arc<crate::text::UnitModel>> {
+                Ok(std::sync::Arc::new(crate::text::UnitModel::load(
+                    &session.dir.join(name),
+                )?))
+            };
+            Some((
+                load(crate::text::units::UNITS_SOURCE)?,
+                load(crate::text::units::UNITS_TARGET)?,
+            ))
+        } else {
+            None
+        };
+        let (source, target) = crate::corpus::prepare::analyzers_with(
+            &vocabs.source.lang,
+            &vocabs.target.lang,
+            &text,
+            models.as_ref(),
+        )?;
         Ok(Loaded {
             session,
             model,
@@ -169,15 +186,46 @@ impl Loaded {
             .term(&w)
             .ok_or_else(|| Error::invalid(format!("`{word}` is a stop word of `{}`", an.lang())))?;
         let vocab = self.vocabs.side(side);
-        let id = vocab.id(&term).ok_or_else(|| {
-            Error::invalid(format!(
-                "`{word}` (term `{term}`) is not in the {} vocabulary of this session ({} terms)",
-                an.lang(),
-                vocab.len()
-            ))
-        })? as usize;
         let mine = self.term_vectors(side)?;
-        let q = mine.row(id);
+        // the word's units: one for `units = "words"`; a word cut into several
+        // subword units gets the normalised sum of their vectors
+        let units = an.segment(vec![term.clone()]);
+        let ids: Vec<usize> = units
+            .iter()
+            .filter_map(|u| vocab.id(u).map(|i| i as usize))
+            .collect();
+        let (q, id): (Array1<f32>, Option<usize>) = match (units.len(), ids.as_slice()) {
+            (1, [i]) => (mine.row(*i).to_owned(), Some(*i)),
+            (_, []) => {
+                let shown: Vec<String> = units.iter().map(|u| an.display(u)).collect();
+                return Err(Error::invalid(if units.len() > 1 {
+                    format!(
+                        "`{word}` (units {}) has no unit in the {} vocabulary of this session ({} terms)",
+                        shown.join(" "),
+                        an.lang(),
+                        vocab.len()
+                    )
+                } else {
+                    format!(
+                        "`{word}` (term `{term}`) is not in the {} vocabulary of this session ({} terms)",
+                        an.lang(),
+                        vocab.len()
+                    )
+                }));
+            }
+            (_, ids) => {
+                let mut v = Array1::<f32>::zeros(mine.ncols());
+                for &i in ids {
+                    v += &mine.row(i);
+                }
+                let n = v.dot(&v).sqrt();
+                if n > 0.0 {
+                    v /= n;
+                }
+                (v, None)
+            }
+        };
+        let q = q.view();
         let cross = {
             let other = self.term_vectors(side.other())?;
             let cos = other.dot(&q);
@@ -205,7 +253,7 @@ impl Loaded {
                 cos.as_slice().expect("contiguous"),
                 cos.as_slice().expect("contiguous"),
                 k,
-                Some(id),
+                id,
                 vocab,
             )
         };

@@ -9,7 +9,8 @@
 //!   [`MetricsTail`]);
 //! - `status.json` ([`Status`], replaced atomically);
 //! - `checkpoints/{best,last}.safetensors` ([`checkpoint`]) and
-//!   `vocab.source.json` / `vocab.target.json`;
+//!   `vocab.source.json` / `vocab.target.json` (and, for learnt subword
+//!   units, `units.source.json` / `units.target.json`);
 //! - `log.txt`, human-readable.
 //!
 //! Every file that is replaced is written with [`crate::util::write_atomic`],

@@ -26,7 +26,8 @@ use crate::eval::metrics::{evaluate_rankings, query_metrics, Metrics};
 use crate::eval::Qrels;
 use crate::index::adhoc::Translation;
 use crate::index::fusion::{fuse, Fusion};
-use crate::index::{translate_dict, translate_dict_with, Bm25Index, Bm25Params, DenseIndex, Query};
+use crate::index::translate::translate_dict_units;
+use crate::index::{translate_dict, Bm25Index, Bm25Params, DenseIndex, Query};
 use crate::models::bm25::{analysed_dictionary, Bm25Baseline};
 use crate::models::Params;
 use crate::session::retrieval::RUN_DEPTH;
@@ -76,8 +77,7 @@ impl Corpus {
     ) -> Result<Corpus> {
         progress(0.05, "reading the workspace");
         let ws = Workspace::load_with_text(path, text)?;
-        let src = Analyzer::new(&ws.source_lang, &ws.text)?;
-        let tgt = Analyzer::new(&ws.target_lang, &ws.text)?;
+        let (src, tgt) = crate::corpus::workspace_analyzers(&ws)?;
         progress(0.1, "reading documents and queries");
         let task = ws.adhoc()?;
         progress(0.2, "building the BM25 index");
@@ -292,23 +292,31 @@ pub fn marked_neighbours(
         .unwrap_or_default()
     });
     let gold: HashSet<&str> = translations.iter().flatten().map(String::as_str).collect();
-    let conv = |v: &[super::Neighbour], gold: &HashSet<&str>| -> Vec<MarkedNeighbour> {
-        v.iter()
-            .map(|x| MarkedNeighbour {
-                gold: gold.contains(x.term.as_str()),
-                term: x.term.clone(),
-                surface: x.surface.clone(),
-                score: x.score as f64,
-                cosine: x.cosine as f64,
-            })
-            .collect()
-    };
+    // subword units shown readably (`light…`, `…ing`); words as their
+    // commonest training form
+    let conv =
+        |v: &[super::Neighbour], gold: &HashSet<&str>, other: Side| -> Vec<MarkedNeighbour> {
+            let an = m.analyzer(other);
+            v.iter()
+                .map(|x| MarkedNeighbour {
+                    gold: gold.contains(x.term.as_str()),
+                    term: x.term.clone(),
+                    surface: if an.units().subword() {
+                        an.display(&x.term)
+                    } else {
+                        x.surface.clone()
+                    },
+                    score: x.score as f64,
+                    cosine: x.cosine as f64,
+                })
+                .collect()
+        };
     Ok(NeighbourResult {
         known: true,
         dropped: None,
         surface,
-        cross: conv(&n.cross, &gold),
-        own: conv(&n.same, &HashSet::new()),
+        cross: conv(&n.cross, &gold, side.other()),
+        own: conv(&n.same, &HashSet::new(), side),
         word: n.word,
         term: n.term,
         csls: n.csls,
@@ -429,7 +437,8 @@ impl Searcher {
             }
             Ranker::Lexical { baseline, index } => {
                 let index = index.as_ref().unwrap_or(&c.bm25);
-                QueryWords::explain(&c.src, query, |t| match baseline.translation {
+                let by_units = baseline.translation != Translation::Dict;
+                QueryWords::explain(&c.src, query, by_units, |t| match baseline.translation {
                     Translation::Dict => (!(c.dict.contains_key(t)
                         || baseline.keep_untranslated && index.contains(t)))
                     .then_some(Dropped::NoTranslation),
@@ -460,7 +469,8 @@ impl Searcher {
                 let q = match baseline.translation {
                     // the corpus holds the analysed dictionary: no rereading per query
                     Translation::Dict => {
-                        translate_dict_with(&an.analyze(query), &c.dict, baseline.keep_untranslated)
+                        let words = an.analyze_words(query);
+                        translate_dict_units(&words, &c.dict, baseline.keep_untranslated, &c.tgt)
                             .query
                     }
                     Translation::None => Query::from_tokens(&an.analyze(query)),
@@ -503,7 +513,7 @@ impl Searcher {
             });
         }
         let ranked = if fusion.uses_bm25() {
-            fuse(&model, &c.bm25_dict(&tokens), fusion)
+            fuse(&model, &c.bm25_dict(&c.src.analyze_words(query)), fusion)
         } else {
             model
         };
@@ -523,7 +533,8 @@ impl Searcher {
                 relevant: j.values().filter(|g| **g > 0).count(),
             }
         });
-        let translations: HashSet<&str> = tokens
+        let query_words = c.src.analyze_words(query);
+        let translations: HashSet<&str> = query_words
             .iter()
             .filter_map(|t| c.dict.get(t))
             .flatten()
@@ -544,9 +555,10 @@ impl Searcher {
                 let text = &c.doc_short[d];
                 let mut spans = Vec::new();
                 for (off, w) in text.unicode_word_indices() {
-                    let Some(t) = c.tgt.term(w) else { continue };
-                    let related = translations.contains(t.as_str())
-                        || explain.as_ref().is_some_and(|e| e.related(&t));
+                    let related = c.tgt.terms(w).iter().any(|t| {
+                        translations.contains(t.as_str())
+                            || explain.as_ref().is_some_and(|e| e.related(t))
+                    });
                     if related {
                         spans.push((off, off + w.len()));
                     }
@@ -672,7 +684,11 @@ impl<'a> Explain<'a> {
         let mut c: Vec<(String, f64)> = self
             .terms
             .iter()
-            .map(|(t, id)| (t.clone(), self.tv_src.row(*id as usize).dot(&de) as f64))
+            .map(|(t, id)| {
+                // subword units shown readably (`light…`); words as they are
+                let shown = self.m.analyzer(Side::Source).display(t);
+                (shown, self.tv_src.row(*id as usize).dot(&de) as f64)
+            })
             .collect();
         c.sort_by(|a, b| {
             crate::eval::trec::rank_key(b.1).total_cmp(&crate::eval::trec::rank_key(a.1))

@@ -1,9 +1,11 @@
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use unicode_normalization::UnicodeNormalization;
 use unicode_segmentation::UnicodeSegmentation;
 
+use super::units::{self, Segmenter, UnitModel, Units};
 use crate::{Error, Result};
 
 /// Text settings of a workspace (`[text]` in its TOML); saved with every model
@@ -24,21 +26,33 @@ pub struct TextConfig {
     pub stopwords: bool,
     /// Snowball stemming, where the language has a stemmer.
     pub stem: bool,
-    /// Character n-gram units (3 to 5 characters of `<word>`) added per
-    /// language, beyond `vocab_per_language`, for texts none of whose words
+    /// Character n-gram units (`ngram_min` to `ngram_max` characters of
+    /// `<word>`) added per language, beyond `vocab_per_language`, for texts none of whose words
     /// is in the vocabulary: such a text counts as its words' n-grams that
     /// the vocabulary holds ([`super::Fallback`]). 0: none (such a text
     /// encodes to nothing).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub oov_ngrams: usize,
+    /// Index units: `words`, `bpe`, `unigram` or `char-ngrams` (see
+    /// [`crate::text::units`]); subword workspaces normally set `stem = false`.
+    #[serde(skip_serializing_if = "Units::is_words")]
+    pub units: Units,
+    /// Pieces of a learnt (`bpe`, `unigram`) unit model per language.
+    #[serde(skip_serializing_if = "units::is_default_subword_vocab")]
+    pub subword_vocab: usize,
+    /// Shortest character n-gram (`char-ngrams` units and the
+    /// `oov_ngrams` fallback), boundary marks counted.
+    #[serde(skip_serializing_if = "units::is_default_ngram_min")]
+    pub ngram_min: usize,
+    /// Longest character n-gram (`char-ngrams` units and the `oov_ngrams`
+    /// fallback), boundary marks counted.
+    #[serde(skip_serializing_if = "units::is_default_ngram_max")]
+    pub ngram_max: usize,
 }
 
 fn is_zero(n: &usize) -> bool {
     *n == 0
 }
-
-/// Shortest and longest character n-gram of the out-of-vocabulary fallback.
-pub const OOV_NGRAM_RANGE: (usize, usize) = (3, 5);
 
 impl TextConfig {
     /// The defaults before they were chosen by measurement (stop words removed,
@@ -51,6 +65,7 @@ impl TextConfig {
             stopwords: true,
             stem: true,
             oov_ngrams: 0,
+            ..TextConfig::default()
         }
     }
 }
@@ -65,6 +80,10 @@ pub struct TextSettings {
     stopwords: Option<bool>,
     stem: Option<bool>,
     oov_ngrams: Option<usize>,
+    units: Option<Units>,
+    subword_vocab: Option<usize>,
+    ngram_min: Option<usize>,
+    ngram_max: Option<usize>,
 }
 
 impl TextSettings {
@@ -77,6 +96,10 @@ impl TextSettings {
             stopwords: self.stopwords.unwrap_or(d.stopwords),
             stem: self.stem.unwrap_or(d.stem),
             oov_ngrams: self.oov_ngrams.unwrap_or(d.oov_ngrams),
+            units: self.units.unwrap_or(d.units),
+            subword_vocab: self.subword_vocab.unwrap_or(d.subword_vocab),
+            ngram_min: self.ngram_min.unwrap_or(d.ngram_min),
+            ngram_max: self.ngram_max.unwrap_or(d.ngram_max),
         }
     }
 }
@@ -89,6 +112,10 @@ impl Default for TextConfig {
             stopwords: false,
             stem: true,
             oov_ngrams: 2_000,
+            units: Units::Words,
+            subword_vocab: units::default_subword_vocab(),
+            ngram_min: units::default_ngram_min(),
+            ngram_max: units::default_ngram_max(),
         }
     }
 }
@@ -98,6 +125,7 @@ pub struct Analyzer {
     lang: String,
     stop: HashSet<String>,
     stemmer: Option<frostem::Stemmer>,
+    units: Segmenter,
 }
 
 impl std::fmt::Debug for Analyzer {
@@ -106,6 +134,7 @@ impl std::fmt::Debug for Analyzer {
             .field("lang", &self.lang)
             .field("stopwords", &self.stop.len())
             .field("stemmer", &self.stemmer.is_some())
+            .field("units", &self.units.units())
             .finish()
     }
 }
@@ -150,7 +179,19 @@ fn trim_word(w: &str) -> Option<&str> {
 impl Analyzer {
     /// An analyser for ISO 639-1 language `lang` (`en`, `hi`, `es`, `de`, ...).
     /// Languages without a stop list or stemmer are analysed without them.
+    /// Learnt units (`bpe`, `unigram`) need their model: an error here, use
+    /// [`Analyzer::with_model`].
     pub fn new(lang: &str, cfg: &TextConfig) -> Result<Self> {
+        Self::build(lang, cfg, None)
+    }
+
+    /// An analyser whose units are segmented by a learnt `model` (of the
+    /// kind `cfg.units` names, for language `lang`).
+    pub fn with_model(lang: &str, cfg: &TextConfig, model: Arc<UnitModel>) -> Result<Self> {
+        Self::build(lang, cfg, Some(model))
+    }
+
+    fn build(lang: &str, cfg: &TextConfig, model: Option<Arc<UnitModel>>) -> Result<Self> {
         let lang = lang.trim().to_lowercase();
         if lang.is_empty() {
             return Err(Error::invalid("empty language code"));
@@ -168,10 +209,12 @@ impl Analyzer {
                 }
             }
         }
+        let units = Segmenter::new(&lang, cfg, model)?;
         Ok(Analyzer {
             lang,
             stop,
             stemmer,
+            units,
         })
     }
 
@@ -220,8 +263,15 @@ impl Analyzer {
         Some(t.split_whitespace().collect::<Vec<_>>().join("_"))
     }
 
-    /// Index terms of `text`, in order, repeats kept.
+    /// Index terms of `text`, in order, repeats kept (subword units when
+    /// the analyser has them: see [`Analyzer::segment`]).
     pub fn analyze(&self, text: &str) -> Vec<String> {
+        self.units.apply(self.analyze_words(text))
+    }
+
+    /// Word-level terms of `text` (stop words dropped, stems taken), before
+    /// any subword units.
+    pub fn analyze_words(&self, text: &str) -> Vec<String> {
         normalize(text)
             .unicode_words()
             .filter_map(|w| self.term(w))
@@ -241,6 +291,38 @@ impl Analyzer {
             })
             .collect()
     }
+
+    /// The index units of word-level terms (as [`Analyzer::term`] and
+    /// [`Analyzer::analyze_words`] give them): the terms themselves for
+    /// `units = "words"`.
+    pub fn segment(&self, terms: Vec<String>) -> Vec<String> {
+        self.units.apply(terms)
+    }
+
+    /// The index units of one normalised word: empty for a stop word, one
+    /// term for `units = "words"`, its pieces otherwise.
+    pub fn terms(&self, word: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(t) = self.term(word) {
+            self.units.push(t, &mut out);
+        }
+        out
+    }
+
+    /// The index units this analyser produces.
+    pub fn units(&self) -> Units {
+        self.units.units()
+    }
+
+    /// What a person reads for an index term (subword boundary marks turned
+    /// into ellipses: `<light` → `light…`); a word is shown as it is.
+    pub fn display(&self, term: &str) -> String {
+        if self.units().subword() {
+            units::display_unit(term)
+        } else {
+            term.to_string()
+        }
+    }
 }
 
 #[cfg(test)]
@@ -248,17 +330,16 @@ mod tests {
     use super::*;
 
     /// Stop words removed, stemmed.
-    const STOP_STEM: TextConfig = TextConfig {
-        vocab_per_language: 10,
-        min_df: 1,
-        stopwords: true,
-        stem: true,
-        oov_ngrams: 0,
-    };
+    fn stop_stem() -> TextConfig {
+        TextConfig {
+            stopwords: true,
+            ..TextConfig::legacy()
+        }
+    }
 
     #[test]
     fn english_pipeline() {
-        let a = Analyzer::new("en", &STOP_STEM).unwrap();
+        let a = Analyzer::new("en", &stop_stem()).unwrap();
         assert_eq!(
             a.analyze("\u{FEFF}The Running DOGS barked!"),
             vec!["run", "dog", "bark"]
@@ -282,7 +363,7 @@ mod tests {
 
     #[test]
     fn typographic_apostrophes_and_quotes_fold() {
-        let a = Analyzer::new("en", &STOP_STEM).unwrap();
+        let a = Analyzer::new("en", &stop_stem()).unwrap();
         // the KJV's `king’s` is `king's`, stemmed to `king`; no term keeps a quote
         assert_eq!(
             a.analyze("the king’s “light” gods’"),

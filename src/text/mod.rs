@@ -3,6 +3,8 @@
 //!
 //! Raw text → [`Analyzer`] (NFKC, lower case, BOM and zero-width characters
 //! stripped, UAX #29 words, stop words, Snowball stems) → token lists →
+//! [`units`] (the word itself, or subword units: BPE/Unigram pieces learnt on
+//! the training text, character n-grams) →
 //! [`Vocabulary`] (top-k terms by document frequency) → [`CsrMatrix`] of raw
 //! counts → [`weight`] (log-tf·idf, BM25-saturated) for the models.
 
@@ -11,11 +13,13 @@ pub mod io;
 mod lang;
 pub mod query;
 pub mod sparse;
+pub mod units;
 mod vocab;
 pub mod weight;
 
-pub use analyzer::{Analyzer, TextConfig, TextSettings, OOV_NGRAM_RANGE};
+pub use analyzer::{Analyzer, TextConfig, TextSettings};
 pub use lang::{Side, Vocabs};
 pub use query::{Dropped, QueryWord, QueryWords};
 pub use sparse::CsrMatrix;
+pub use units::{UnitModel, Units};
 pub use vocab::{char_ngrams, Encoded, Fallback, LeftOut, Unknown, Vocabulary};

@@ -98,8 +98,16 @@ pub struct QueryWords {
 impl QueryWords {
     /// Accounts for each word of `text` analysed by `an`: a stop word is
     /// dropped as such; any other word is asked of `unknown`, which says why
-    /// the ranker cannot use its term (`None`: it can).
-    pub fn explain(an: &Analyzer, text: &str, unknown: impl Fn(&str) -> Option<Dropped>) -> Self {
+    /// the ranker cannot use it (`None`: it can). `unknown` is asked about
+    /// the word's index units when `by_units` (a word is used when one of
+    /// its units is: subword units), else about its word-level term (a
+    /// dictionary keyed by words).
+    pub fn explain(
+        an: &Analyzer,
+        text: &str,
+        by_units: bool,
+        unknown: impl Fn(&str) -> Option<Dropped>,
+    ) -> Self {
         let words = Analyzer::words(text)
             .into_iter()
             .map(|word| match an.term(&word) {
@@ -109,12 +117,27 @@ impl QueryWords {
                     dropped: Some(Dropped::StopWord),
                     ngrams: Vec::new(),
                 },
-                Some(t) => QueryWord {
-                    dropped: unknown(&t),
-                    word,
-                    term: Some(t),
-                    ngrams: Vec::new(),
-                },
+                Some(t) => {
+                    // with subword units the word is used when one of its
+                    // units is; the first unit's reason speaks for it
+                    let units = if by_units {
+                        an.terms(&word)
+                    } else {
+                        vec![t.clone()]
+                    };
+                    let reasons: Vec<Option<Dropped>> = units.iter().map(|u| unknown(u)).collect();
+                    let dropped = if reasons.iter().any(Option::is_none) {
+                        None
+                    } else {
+                        reasons.into_iter().next().flatten()
+                    };
+                    QueryWord {
+                        dropped,
+                        word,
+                        term: Some(t),
+                        ngrams: Vec::new(),
+                    }
+                }
             })
             .collect();
         QueryWords { words }
@@ -124,7 +147,9 @@ impl QueryWords {
     /// is known and the vocabulary backs off to character n-grams, the
     /// words with n-grams in it are used through them.
     pub fn against(an: &Analyzer, text: &str, vocab: &Vocabulary) -> Self {
-        let mut q = Self::explain(an, text, |t| vocab.why_unknown(t).map(Dropped::Vocabulary));
+        let mut q = Self::explain(an, text, true, |t| {
+            vocab.why_unknown(t).map(Dropped::Vocabulary)
+        });
         if !q.any_used() {
             for w in &mut q.words {
                 let Some(t) = &w.term else { continue };
@@ -257,7 +282,7 @@ mod tests {
         v.add_fallback(&more, 10, 2, 3, 5);
         let q = QueryWords::against(&an, "earth, the", &v);
         assert!(q.any_used());
-        assert!(q.words[0].ngrams.contains(&"eart‐".to_string()), "{q:?}");
+        assert!(q.words[0].ngrams.contains(&"eart…".to_string()), "{q:?}");
         let q = QueryWords::against(&an, "earth light", &v);
         assert!(q.words[0].ngrams.is_empty() && q.words[0].dropped.is_some());
     }

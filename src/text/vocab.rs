@@ -3,7 +3,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::CsrMatrix;
+use super::{units, CsrMatrix};
 use crate::{Error, Result};
 
 /// The terms of one language that a model knows: the top-k by document
@@ -58,33 +58,17 @@ pub struct Fallback {
 /// words hold no `#`), so a unit never stands for a word of the same letters.
 const NGRAM_MARK: char = '#';
 
-/// The character n-grams of `<word>` of `min_n..=max_n` characters.
+/// The character n-grams of `<word>` ([`units::char_ngrams`]).
 pub fn char_ngrams(word: &str, min_n: usize, max_n: usize) -> Vec<String> {
-    let chars: Vec<char> = std::iter::once('<')
-        .chain(word.chars())
-        .chain(std::iter::once('>'))
-        .collect();
     let mut out = Vec::new();
-    for n in min_n.max(1)..=max_n {
-        for w in chars.windows(n) {
-            out.push(w.iter().collect());
-        }
-    }
+    units::char_ngrams(word, min_n, max_n, &mut out);
     out
 }
 
-/// A character n-gram unit as people read it: `<wat` is `wat‐` (a word's
-/// start), `ing>` is `‐ing` (its end), `ate` is `‐ate‐`.
+/// A fallback unit as people read it ([`units::display_unit`] without
+/// the mark: `#<wat` is `wat…`, `#ing>` is `…ing`).
 fn show_ngram(g: &str) -> String {
-    let g = g.strip_prefix(NGRAM_MARK).unwrap_or(g);
-    let start = g.starts_with('<');
-    let end = g.ends_with('>') && g.len() > 1;
-    let core = g.trim_start_matches('<').trim_end_matches('>');
-    format!(
-        "{}{core}{}",
-        if start { "" } else { "‐" },
-        if end { "" } else { "‐" }
-    )
+    units::display_unit(g.strip_prefix(NGRAM_MARK).unwrap_or(g))
 }
 
 /// The terms of the training texts a [`Vocabulary`] does not hold.
@@ -538,10 +522,10 @@ mod tests {
         assert_eq!((e.counts.clone(), e.oov), (vec![(0, 1.0)], 1));
         assert!(!v.fallback_units("stalking").is_empty());
         assert!(v.fallback_units("the").is_empty());
-        assert!(v.display(1).starts_with('‐') || v.display(1).ends_with('‐'));
-        assert_eq!(show_ngram("<wat"), "wat‐");
-        assert_eq!(show_ngram("ing>"), "‐ing");
-        assert_eq!(show_ngram("<a>"), "a");
+        assert!(v.display(1).starts_with('…') || v.display(1).ends_with('…'));
+        assert_eq!(show_ngram("#<wat"), "wat…");
+        assert_eq!(show_ngram("#ing>"), "…ing");
+        assert_eq!(show_ngram("#<a>"), "a");
     }
 
     #[test]
