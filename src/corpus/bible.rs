@@ -271,9 +271,8 @@ pub fn setup(dir: &Path, log: &mut dyn FnMut(&str)) -> Result<SetupReport> {
     if has_dict {
         toml.push_str(&format!("\n[dictionary]\npath = \"{FREEDICT_ENG_SPA}\"\n"));
     }
-    toml.push_str(
-        "\n[text]\nvocab_per_language = 10000\nmin_df = 2\nstopwords = true\nstem = true\n",
-    );
+    // the other [text] keys take the defaults (README, "Workspaces")
+    toml.push_str("\n[text]\nvocab_per_language = 10000\n");
     crate::util::write_atomic(&ws, toml.as_bytes())?;
     Ok(SetupReport {
         workspace: ws,

@@ -228,7 +228,7 @@ pub struct NeighbourResult {
     pub known: bool,
     /// Why the word has no neighbours: a stop word, out of the vocabulary
     /// (and why), as [`Searcher::search`] reports query words.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none", flatten)]
     pub dropped: Option<Dropped>,
     /// The word as given.
     pub word: String,

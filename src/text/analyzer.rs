@@ -108,7 +108,7 @@ impl Default for TextConfig {
     fn default() -> Self {
         TextConfig {
             vocab_per_language: 10_000,
-            min_df: 1,
+            min_df: 2,
             stopwords: false,
             stem: true,
             oov_ngrams: 2_000,
