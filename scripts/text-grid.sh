@@ -2,7 +2,7 @@
 # The text-settings grid of docs/results.md ("Text defaults"): for each
 # workspace template (a workspace TOML without [text]) and each setting of
 # [text] (stop words removed/kept, stemming on/off, min_df 1/2, vocabulary
-# size, out-of-vocabulary n-gram units), trains MODELS and evaluates them (`rosetta eval --task all --json`).
+# size, out-of-vocabulary n-gram units, index units), trains MODELS and evaluates them (`rosetta eval --task all --json`).
 # One line per run in $OUT/grid.tsv. Needs ../shared/data (enhi) and the
 # Bible workspace (`rosetta setup`).
 #   R=target/release/rosetta OUT=/tmp/grid MODELS="cl-lsi cca" VOCABS="10000" scripts/text-grid.sh
@@ -17,6 +17,7 @@ STOPS=${STOPS:-"true false"}
 STEMS=${STEMS:-"true false"}
 DFS=${DFS:-"1 2"}
 OOVS=${OOVS:-0}
+UNITS=${UNITS:-words}
 mkdir -p "$OUT"
 D=$(realpath ../shared/data)
 B=$(realpath workspaces/bible-en-es)
@@ -26,12 +27,12 @@ template() {
   bible) sed -e "s#\"kjv.en\"#\"$B/kjv.en\"#; s#\"sparv.es\"#\"$B/sparv.es\"#" "$B/workspace.toml" | sed '/^\[text\]/,$d' ;;
   esac
 }
-[ -f "$OUT/grid.tsv" ] || printf 'workspace\tmodel\tstopwords\tstem\tmin_df\tvocab\toov_ngrams\tterms_src\tterms_tgt\tempty_test_pairs\tsentence_MRR\tadhoc_MAP\tBLI_P@1\tfit_s\n' > "$OUT/grid.tsv"
+[ -f "$OUT/grid.tsv" ] || printf 'workspace\tmodel\tstopwords\tstem\tmin_df\tvocab\toov_ngrams\tunits\tterms_src\tterms_tgt\tempty_test_pairs\tsentence_MRR\tMRR_ties_for\tadhoc_MAP\tBLI_P@1\tfit_s\n' > "$OUT/grid.tsv"
 echo "# $(uptime)" >> "$OUT/grid.tsv"
-for ws in $WORKSPACES; do for v in $VOCABS; do for st in $STOPS; do for sm in $STEMS; do for df in $DFS; do for oov in $OOVS; do
-  name=$ws-stop$st-stem$sm-df$df-v$v-oov$oov
+for ws in $WORKSPACES; do for v in $VOCABS; do for st in $STOPS; do for sm in $STEMS; do for df in $DFS; do for oov in $OOVS; do for u in $UNITS; do
+  name=$ws-stop$st-stem$sm-df$df-v$v-oov$oov-$u
   W=$OUT/$name.toml
-  { template $ws | sed "s/^name = .*/name = \"$name\"/"; printf '\n[text]\nvocab_per_language = %s\nmin_df = %s\nstopwords = %s\nstem = %s\noov_ngrams = %s\n' $v $df $st $sm $oov; } > $W
+  { template $ws | sed "s/^name = .*/name = \"$name\"/"; printf '\n[text]\nvocab_per_language = %s\nmin_df = %s\nstopwords = %s\nstem = %s\noov_ngrams = %s\nunits = "%s"\n' $v $df $st $sm $oov $u; } > $W
   for m in $MODELS; do
     S=$OUT/sess/$name-$m
     [ -f "$OUT/$name-$m.eval.json" ] && continue
@@ -47,14 +48,14 @@ for ws in $WORKSPACES; do for v in $VOCABS; do for st in $STOPS; do for sm in $S
     "$R" train --workspace $W --model $m $init --session $S > $OUT/$name-$m.train.log 2>&1 || { echo "train failed: $name $m" >> $OUT/errors.txt; continue; }
     fit=$(( $(date +%s) - t0 ))
     "$R" eval --session $S --task all --split test --json > $OUT/$name-$m.eval.json 2>> $OUT/errors.txt || { echo "eval failed: $name $m" >> $OUT/errors.txt; continue; }
-    python3 - "$OUT/$name-$m.eval.json" "$S" $ws $m $st $sm $df $v $oov $fit >> $OUT/grid.tsv <<'PY'
+    python3 - "$OUT/$name-$m.eval.json" "$S" $ws $m $st $sm $df $v $oov $u $fit >> $OUT/grid.tsv <<'PY'
 import json, sys
 e = json.load(open(sys.argv[1])); s = sys.argv[2]
 terms = [len(json.load(open(f"{s}/vocab.{x}.json"))["terms"]) for x in ("source", "target")]
 sent = e.get("sentence") or {}; ad = e.get("adhoc") or {}; bli = (e.get("bli") or {}).get("cosine") or {}
 f = lambda x: "" if x is None else f"{x:.4f}"
-print("\t".join(map(str, sys.argv[3:10] + terms + [sent.get("pairs_without_known_terms", ""), f(sent.get("MRR")), f(ad.get("MAP")), f(bli.get("P@1")), sys.argv[10]])))
+print("\t".join(map(str, sys.argv[3:11] + terms + [sent.get("pairs_without_known_terms", ""), f(sent.get("MRR")), f(sent.get("MRR_ties_for")), f(ad.get("MAP")), f(bli.get("P@1")), sys.argv[11]])))
 PY
   done
-done; done; done; done; done; done
+done; done; done; done; done; done; done
 echo "# done $(uptime)" >> "$OUT/grid.tsv"

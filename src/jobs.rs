@@ -152,7 +152,9 @@ fn check_request(req: &JobRequest) -> Result<(BTreeMap<String, String>, Workspac
     }
     let ws_path = std::fs::canonicalize(&req.workspace)
         .map_err(|e| Error::file(&req.workspace, format!("cannot open workspace: {e}")))?;
-    let ws = Workspace::load(&ws_path)?;
+    // a model's own [text] defaults apply where the workspace is silent
+    let text = crate::models::registry::spec(&req.model)?.text;
+    let ws = Workspace::load(&ws_path)?.with_model_text(text)?;
     Ok((settings, ws, ws_path))
 }
 

@@ -297,3 +297,31 @@ fn cli_detach_prints_each_new_session_folder() {
         2
     );
 }
+
+#[test]
+fn a_models_own_text_defaults_apply_where_the_workspace_is_silent() {
+    let ws = tiny_workspace();
+    let p = ws.path().join("workspace.toml");
+    let orig = std::fs::read_to_string(&p).unwrap();
+    let head = orig.split("[text]").next().unwrap().to_string();
+    let sessions = ws.path().join("sessions");
+    // silent on stop words: XCNN removes them (its registry default), CCA keeps them
+    std::fs::write(&p, format!("{head}[text]\nvocab_per_language = 1000\n")).unwrap();
+    let x = jobs::create(&request(ws.path(), &sessions, "xcnn", &[])).unwrap();
+    let c = jobs::create(&request(ws.path(), &sessions, "cca", &[])).unwrap();
+    assert!(x.config.text.as_ref().unwrap().stopwords);
+    assert!(!c.config.text.as_ref().unwrap().stopwords);
+    assert_ne!(x.config.workspace_hash, c.config.workspace_hash);
+    // the workspace's own key wins
+    std::fs::write(
+        &p,
+        format!("{head}[text]\nvocab_per_language = 1000\nstopwords = false\n"),
+    )
+    .unwrap();
+    let x = jobs::create(&request(ws.path(), &sessions, "xcnn", &[])).unwrap();
+    assert!(!x.config.text.as_ref().unwrap().stopwords);
+    // every registry row's text defaults parse
+    for m in rosetta::models::MODELS {
+        rosetta::text::TextSettings::from_pairs(m.text).unwrap();
+    }
+}

@@ -122,6 +122,9 @@ pub struct Workspace {
     pub dictionary: Option<PathBuf>,
     /// Text analysis settings.
     pub text: TextConfig,
+    /// The `[text]` keys the file sets (the rest took the defaults).
+    #[serde(skip)]
+    pub text_given: TextSettings,
 }
 
 // ---- the TOML as written ----
@@ -325,7 +328,8 @@ impl Workspace {
                 return Err(bad(format!("[{key}]: key `lang` is empty")));
             }
         }
-        let text_cfg = raw.text.unwrap_or_default().resolve();
+        let text_given = raw.text.unwrap_or_default();
+        let text_cfg = text_given.clone().resolve();
         if text_cfg.vocab_per_language == 0 {
             return Err(bad("[text]: key `vocab_per_language` must be > 0".into()));
         }
@@ -347,6 +351,7 @@ impl Workspace {
             }),
             dictionary: raw.dictionary.map(|d| resolve(&d.path)),
             text: text_cfg,
+            text_given,
         })
     }
 
@@ -359,6 +364,17 @@ impl Workspace {
             ws.text = t.clone();
         }
         Ok(ws)
+    }
+
+    /// The workspace as a model with its own `[text]` defaults (`defaults`,
+    /// see the model registry) reads it: the file's keys first, then the
+    /// model's, then the global defaults.
+    pub fn with_model_text(mut self, defaults: &[(&str, &str)]) -> Result<Workspace> {
+        if !defaults.is_empty() {
+            let model = TextSettings::from_pairs(defaults)?;
+            self.text = self.text_given.clone().or(model).resolve();
+        }
+        Ok(self)
     }
 
     /// Every data file the workspace reads (a dictd `.index` brings its

@@ -163,6 +163,10 @@ pub struct ModelSpec {
     pub settings: &'static [Setting],
     /// Its trainer; `None` for the lexical baselines (run by their own job).
     pub trainer: Option<fn() -> Box<dyn Trainer>>,
+    /// Its own `[text]` defaults, as `(key, value)` in the workspace TOML's
+    /// syntax: they replace the global defaults for a workspace that does
+    /// not set the key (measured: `docs/results.md`, "Text defaults").
+    pub text: &'static [(&'static str, &'static str)],
 }
 
 impl std::fmt::Debug for ModelSpec {
@@ -321,6 +325,7 @@ pub(super) static RUNNER: ModelSpec = ModelSpec {
     runner: true,
     settings: &[],
     trainer: None,
+    text: &[],
 };
 
 /// Every model, in the order `rosetta train --help` lists them: the models
@@ -342,6 +347,7 @@ pub static MODELS: &[ModelSpec] = &[
             ),
         ],
         trainer: Some(|| Box::new(cl_lsi::ClLsiTrainer)),
+        text: &[],
     },
     ModelSpec {
         name: "opca",
@@ -361,6 +367,7 @@ pub static MODELS: &[ModelSpec] = &[
             ),
         ],
         trainer: Some(|| Box::new(opca::OpcaTrainer)),
+        text: &[],
     },
     ModelSpec {
         name: "cca",
@@ -379,6 +386,7 @@ pub static MODELS: &[ModelSpec] = &[
             ),
         ],
         trainer: Some(|| Box::new(cca::CcaTrainer)),
+        text: &[],
     },
     ModelSpec {
         name: "s2net",
@@ -421,6 +429,7 @@ pub static MODELS: &[ModelSpec] = &[
             WEIGHT_DECAY,
         ],
         trainer: Some(|| Box::new(s2net::S2NetTrainer)),
+        text: &[],
     },
     ModelSpec {
         name: "xcnn",
@@ -514,6 +523,9 @@ pub static MODELS: &[ModelSpec] = &[
             WEIGHT_DECAY,
         ],
         trainer: Some(xcnn::xcnn_trainer),
+        // stop words kept cost XCNN's ad-hoc MAP 0.23 -> 0.17 on enhi: its
+        // pseudo-relevance pre-initialisation then mines on stop words
+        text: &[("stopwords", "true")],
     },
     ModelSpec {
         name: "bae",
@@ -560,6 +572,7 @@ pub static MODELS: &[ModelSpec] = &[
             WEIGHT_DECAY,
         ],
         trainer: Some(bae::bae_trainer),
+        text: &[],
     },
     ModelSpec {
         name: "bm25",
@@ -568,6 +581,7 @@ pub static MODELS: &[ModelSpec] = &[
         runner: false,
         settings: &[BM25_B, BM25_K1],
         trainer: None,
+        text: &[],
     },
     ModelSpec {
         name: "bm25-dict",
@@ -585,6 +599,7 @@ pub static MODELS: &[ModelSpec] = &[
             ),
         ],
         trainer: None,
+        text: &[],
     },
     ModelSpec {
         name: "bm25-mt",
@@ -593,6 +608,7 @@ pub static MODELS: &[ModelSpec] = &[
         runner: false,
         settings: &[BM25_B, BM25_K1],
         trainer: None,
+        text: &[],
     },
 ];
 
@@ -713,6 +729,20 @@ pub fn settings_help() -> String {
                 s.check.describe()
             ));
         }
+    }
+    let with_text: Vec<String> = MODELS
+        .iter()
+        .filter(|m| !m.text.is_empty())
+        .map(|m| {
+            let kv: Vec<String> = m.text.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+            format!("{} ({})", m.name, kv.join(", "))
+        })
+        .collect();
+    if !with_text.is_empty() {
+        out.push_str(&format!(
+            "\n  models with their own [text] defaults (where the workspace does not set the key): {}\n",
+            with_text.join("; ")
+        ));
     }
     out.push_str("\n  every trained model (not the bm25 baselines) also takes:\n");
     for s in RUNNER_SETTINGS {

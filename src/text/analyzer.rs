@@ -87,6 +87,28 @@ pub struct TextSettings {
 }
 
 impl TextSettings {
+    /// Settings from `(key, value)` pairs in the TOML syntax of `[text]`
+    /// (`("stopwords", "true")`); an unknown key or bad value is an error.
+    pub fn from_pairs(pairs: &[(&str, &str)]) -> crate::Result<TextSettings> {
+        let src: String = pairs.iter().map(|(k, v)| format!("{k} = {v}\n")).collect();
+        toml::from_str(&src).map_err(|e| crate::Error::invalid(format!("[text] {src}: {e}")))
+    }
+
+    /// These settings, with `fallback`'s where these leave a key unset.
+    pub fn or(self, fallback: TextSettings) -> TextSettings {
+        TextSettings {
+            vocab_per_language: self.vocab_per_language.or(fallback.vocab_per_language),
+            min_df: self.min_df.or(fallback.min_df),
+            stopwords: self.stopwords.or(fallback.stopwords),
+            stem: self.stem.or(fallback.stem),
+            oov_ngrams: self.oov_ngrams.or(fallback.oov_ngrams),
+            units: self.units.or(fallback.units),
+            subword_vocab: self.subword_vocab.or(fallback.subword_vocab),
+            ngram_min: self.ngram_min.or(fallback.ngram_min),
+            ngram_max: self.ngram_max.or(fallback.ngram_max),
+        }
+    }
+
     /// The settings given, the defaults for the rest.
     pub fn resolve(self) -> TextConfig {
         let d = TextConfig::default();
