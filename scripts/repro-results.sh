@@ -9,8 +9,18 @@ cd "$(dirname "$0")/.."
 OUT=$OUT
 mkdir -p "$OUT"
 R=${R:-./target/release/rosetta}
-W=assets/workspaces/enhi-xquad.toml
-B=workspaces/bible-en-es/workspace.toml
+# enhi-xquad with the text settings the tables were made with (before the
+# defaults changed in issue 15), data paths made absolute
+D=$(realpath ../shared/data)
+mkdir -p "$OUT"
+W=$(realpath "$OUT")/enhi-xquad-issue13.toml
+sed -e "s#\.\./\.\./\.\./shared/data#$D#g" assets/workspaces/enhi-xquad.toml | sed '/^\[text\]/,$d' > $W
+printf '[text]\nvocab_per_language = 10000\nmin_df = 1\nstopwords = true\nstem = true\noov_ngrams = 0\n' >> $W
+# the Bible workspace as `rosetta setup` wrote it before issue 15
+B=$(realpath "$OUT")/bible-issue13.toml
+BD=$(realpath workspaces/bible-en-es)
+sed -e "s#\"kjv.en\"#\"$BD/kjv.en\"#; s#\"sparv.es\"#\"$BD/sparv.es\"#" $BD/workspace.toml | sed '/^\[text\]/,$d' > $B
+printf '[text]\nvocab_per_language = 10000\nmin_df = 2\nstopwords = true\nstem = true\noov_ngrams = 0\n' >> $B
 S=${S:-sessions/repro}
 mkdir -p $S
 t() { local name=$1; shift; local t0=$(date +%s); /usr/bin/time -f "%M KB" -o $OUT/$name.rss "$@" > $OUT/$name.train.log 2>&1; echo "$name train rc=$? $(( $(date +%s) - t0 )) s $(cat $OUT/$name.rss)" >> $OUT/summary.txt; }

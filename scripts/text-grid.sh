@@ -32,7 +32,10 @@ echo "# $(uptime)" >> "$OUT/grid.tsv"
 for ws in $WORKSPACES; do for v in $VOCABS; do for st in $STOPS; do for sm in $STEMS; do for df in $DFS; do for oov in $OOVS; do for u in $UNITS; do
   name=$ws-stop$st-stem$sm-df$df-v$v-oov$oov-$u
   W=$OUT/$name.toml
-  { template $ws | sed "s/^name = .*/name = \"$name\"/"; printf '\n[text]\nvocab_per_language = %s\nmin_df = %s\nstopwords = %s\nstem = %s\noov_ngrams = %s\nunits = "%s"\n' $v $df $st $sm $oov $u; } > $W
+  # a value "-" leaves the key out: the default (a model's own, else the global one)
+  { template $ws | sed "s/^name = .*/name = \"$name\"/"; printf '\n[text]\nvocab_per_language = %s\n' $v
+    [ "$df" = - ] || echo "min_df = $df"; [ "$st" = - ] || echo "stopwords = $st"; [ "$sm" = - ] || echo "stem = $sm"
+    [ "$oov" = - ] || echo "oov_ngrams = $oov"; [ "$u" = - ] || echo "units = \"$u\""; } > $W
   for m in $MODELS; do
     S=$OUT/sess/$name-$m
     [ -f "$OUT/$name-$m.eval.json" ] && continue
@@ -48,13 +51,16 @@ for ws in $WORKSPACES; do for v in $VOCABS; do for st in $STOPS; do for sm in $S
     "$R" train --workspace $W --model $m $init --session $S > $OUT/$name-$m.train.log 2>&1 || { echo "train failed: $name $m" >> $OUT/errors.txt; continue; }
     fit=$(( $(date +%s) - t0 ))
     "$R" eval --session $S --task all --split test --json > $OUT/$name-$m.eval.json 2>> $OUT/errors.txt || { echo "eval failed: $name $m" >> $OUT/errors.txt; continue; }
-    python3 - "$OUT/$name-$m.eval.json" "$S" $ws $m $st $sm $df $v $oov $u $fit >> $OUT/grid.tsv <<'PY'
+    # the settings the session recorded (defaults resolved)
+    rec=$(python3 -c "import tomllib,sys; t=tomllib.load(open('$S/config.toml','rb')).get('text',{}); print(t.get('stopwords'), t.get('stem'), t.get('min_df'), t.get('oov_ngrams', 0), t.get('units', 'words'))")
+    python3 - "$OUT/$name-$m.eval.json" "$S" $ws $m $rec $v $fit >> $OUT/grid.tsv <<'PY'
 import json, sys
 e = json.load(open(sys.argv[1])); s = sys.argv[2]
 terms = [len(json.load(open(f"{s}/vocab.{x}.json"))["terms"]) for x in ("source", "target")]
 sent = e.get("sentence") or {}; ad = e.get("adhoc") or {}; bli = (e.get("bli") or {}).get("cosine") or {}
 f = lambda x: "" if x is None else f"{x:.4f}"
-print("\t".join(map(str, sys.argv[3:11] + terms + [sent.get("pairs_without_known_terms", ""), f(sent.get("MRR")), f(sent.get("MRR_ties_for")), f(ad.get("MAP")), f(bli.get("P@1")), sys.argv[11]])))
+a = sys.argv
+print("\t".join(map(str, a[3:5] + [a[5].lower(), a[6].lower(), a[7], a[10], a[8], a[9]] + terms + [sent.get("pairs_without_known_terms", ""), f(sent.get("MRR")), f(sent.get("MRR_ties_for")), f(ad.get("MAP")), f(bli.get("P@1")), a[11]])))
 PY
   done
 done; done; done; done; done; done; done

@@ -133,7 +133,7 @@ impl Default for TextConfig {
             min_df: 2,
             stopwords: false,
             stem: true,
-            oov_ngrams: 2_000,
+            oov_ngrams: 3_000,
             units: Units::Words,
             subword_vocab: units::default_subword_vocab(),
             ngram_min: units::default_ngram_min(),
