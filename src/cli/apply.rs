@@ -132,7 +132,7 @@ pub fn neighbours(args: NeighboursArgs) -> anyhow::Result<()> {
             t.len(),
             n.term,
             t.iter()
-                .map(|t| l.analyzer(side.other()).display(t))
+                .map(|t| l.show(side.other(), t))
                 .collect::<Vec<_>>()
                 .join(", ")
         ),

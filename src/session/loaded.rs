@@ -129,6 +129,20 @@ impl Loaded {
         }
     }
 
+    /// What a person reads for index term `term` of `side`: a subword unit
+    /// without its marks (`light…`), a word-level term as its commonest
+    /// training word (a stem's surface form), else the term itself.
+    pub fn show(&self, side: Side, term: &str) -> String {
+        let an = self.analyzer(side);
+        if an.units().subword() {
+            return an.display(term);
+        }
+        let v = self.vocabs.side(side);
+        v.id(term)
+            .map(|i| v.display(i).into_owned())
+            .unwrap_or_else(|| term.to_string())
+    }
+
     /// Raw term counts of `texts` over `side`'s vocabulary.
     pub fn counts<S: AsRef<str>>(&self, side: Side, texts: &[S]) -> CsrMatrix {
         let an = self.analyzer(side);

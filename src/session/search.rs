@@ -296,16 +296,11 @@ pub fn marked_neighbours(
     // commonest training form
     let conv =
         |v: &[super::Neighbour], gold: &HashSet<&str>, other: Side| -> Vec<MarkedNeighbour> {
-            let an = m.analyzer(other);
             v.iter()
                 .map(|x| MarkedNeighbour {
                     gold: gold.contains(x.term.as_str()),
                     term: x.term.clone(),
-                    surface: if an.units().subword() {
-                        an.display(&x.term)
-                    } else {
-                        x.surface.clone()
-                    },
+                    surface: m.show(other, &x.term),
                     score: x.score as f64,
                     cosine: x.cosine as f64,
                 })
@@ -503,6 +498,18 @@ impl Searcher {
         }
         let tokens = c.src.analyze(query);
         let (model, qv) = self.model_ranking(query)?;
+        if qv.as_ref().is_some_and(|q| q.iter().all(|x| *x == 0.0)) {
+            // units the model gave no weight (n-grams no training text used)
+            return Ok(SearchResult {
+                hits: Vec::new(),
+                query: account,
+                unanswerable: Some(
+                    "the model maps the query to the zero vector: its units carry no weight in it"
+                        .into(),
+                ),
+                judged: None,
+            });
+        }
         if model.is_empty() {
             // an MT baseline whose translation kept nothing searchable
             return Ok(SearchResult {
