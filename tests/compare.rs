@@ -455,3 +455,78 @@ fn cli_neighbours_marks_dictionary_translations() {
     assert!(marked.starts_with("  "), "{text}");
     assert!(text.contains("✓ dictionary translation"), "{text}");
 }
+
+/// A workspace without [adhoc] has a task derived from its parallel data,
+/// whose judgements no file holds: `bm25` and `eval --run` write them beside
+/// the run, so the quick tour's `rosetta compare` scores the runs.
+#[test]
+fn derived_task_runs_come_with_their_qrels() {
+    let ws = common::tiny_workspace();
+    let cwd = ws.path();
+    let p = cwd.join("workspace.toml");
+    let orig = std::fs::read_to_string(&p).unwrap();
+    // drop the [adhoc] table: the task is derived from the parallel data
+    let mut kept = Vec::new();
+    let mut skip = false;
+    for l in orig.lines() {
+        if l.starts_with('[') {
+            skip = l.trim() == "[adhoc]";
+        }
+        if !skip {
+            kept.push(l);
+        }
+    }
+    std::fs::write(&p, kept.join("\n")).unwrap();
+    let j: Value = serde_json::from_str(&ok(&rosetta(
+        cwd,
+        &[
+            "bm25",
+            "--workspace",
+            "workspace.toml",
+            "--translate",
+            "dict",
+            "--run",
+            "dict.run",
+            "--json",
+        ],
+    )))
+    .unwrap();
+    assert_eq!(j["qrels"], "dict.run.qrels", "{j}");
+    let qrels = std::fs::read_to_string(cwd.join("dict.run.qrels")).unwrap();
+    assert!(qrels.lines().count() >= 5, "{qrels}");
+    train(cwd, &p, "cl-lsi", "sessions/lsi", &["--dim", "4"]);
+    let e: Value = serde_json::from_str(&ok(&rosetta(
+        cwd,
+        &[
+            "eval",
+            "--session",
+            "sessions/lsi",
+            "--task",
+            "adhoc",
+            "--run",
+            "lsi.run",
+            "--json",
+        ],
+    )))
+    .unwrap();
+    assert_eq!(e["adhoc"]["derived"], true, "{e}");
+    assert_eq!(e["adhoc"]["qrels"], "lsi.run.qrels", "{e}");
+    assert_eq!(
+        std::fs::read_to_string(cwd.join("lsi.run.qrels")).unwrap(),
+        qrels
+    );
+    // and the quick tour's compare scores both runs with them
+    let c: Value = serde_json::from_str(&ok(&rosetta(
+        cwd,
+        &[
+            "compare",
+            "lsi.run",
+            "dict.run",
+            "--qrels",
+            "lsi.run.qrels",
+            "--json",
+        ],
+    )))
+    .unwrap();
+    assert_eq!(c["systems"].as_array().unwrap().len(), 2, "{c}");
+}

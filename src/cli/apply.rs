@@ -339,7 +339,8 @@ pub struct EvalArgs {
     /// or dictd) instead of the workspace's.
     #[arg(long, value_name = "FILE")]
     pub dictionary: Option<PathBuf>,
-    /// Write the ad-hoc run (TREC format, 1000 per query) to this file.
+    /// Write the ad-hoc run (TREC format, 1000 per query) to this file; for
+    /// a task derived from parallel data also its qrels, to FILE.qrels.
     #[arg(long, value_name = "FILE")]
     pub run: Option<PathBuf>,
     /// Also score the ad-hoc run fused with BM25 over dictionary-translated

@@ -59,7 +59,8 @@ pub struct Bm25Args {
     /// Documents kept per query.
     #[arg(long, default_value_t = 1000)]
     pub depth: usize,
-    /// Where to write the TREC run file.
+    /// Where to write the TREC run file (and, for a task derived from
+    /// parallel data, its qrels to RUN.qrels).
     #[arg(long)]
     pub run: PathBuf,
     /// Print one JSON object (metrics, query statistics) instead of a table.
@@ -87,7 +88,7 @@ pub fn run(a: Bm25Args) -> anyhow::Result<()> {
         keep_untranslated: a.keep_untranslated,
     };
     let out = bm25_run(&ws, &task, &cfg)?;
-    out.run.write(&a.run)?;
+    let qrels = rosetta::eval::trec::write_run(&out.run, &a.run, &task.qrels, task.derived)?;
     let ev = evaluate(&out.run, &task.qrels);
     let secs = t.elapsed().as_secs_f64();
     if a.json {
@@ -96,6 +97,7 @@ pub fn run(a: Bm25Args) -> anyhow::Result<()> {
             json!({
                 "workspace": a.workspace.display().to_string(),
                 "run": a.run.display().to_string(),
+                "qrels": qrels.as_ref().map(|q| q.display().to_string()),
                 "tag": out.run.tag,
                 "queries": match cfg.queries { Side::Source => "source", Side::Target => "target" },
                 "translate": cfg.translation.name(),
@@ -113,12 +115,15 @@ pub fn run(a: Bm25Args) -> anyhow::Result<()> {
     } else {
         let s = &out.stats;
         println!(
-            "{}: {} queries ({} without results) against {} documents, run written to {}",
+            "{}: {} queries ({} without results) against {} documents, run written to {}{}",
             out.run.tag,
             s.queries,
             s.without_results,
             task.docs.len(),
-            a.run.display()
+            a.run.display(),
+            qrels
+                .map(|q| format!(" (the derived task's qrels to {})", q.display()))
+                .unwrap_or_default()
         );
         if cfg.translation == Translation::Dict {
             println!(

@@ -200,6 +200,49 @@ impl Run {
     }
 }
 
+impl Qrels {
+    /// The judgements as a TREC qrels file (`qid 0 docno rel`), sorted.
+    pub fn to_trec_string(&self) -> String {
+        let mut s = String::new();
+        for (qid, docs) in &self.judgements {
+            for (did, rel) in docs {
+                let _ = writeln!(s, "{qid} 0 {did} {rel}");
+            }
+        }
+        s
+    }
+
+    /// Writes the qrels atomically to `path`.
+    pub fn write(&self, path: &Path) -> Result<()> {
+        crate::util::write_atomic(path, self.to_trec_string().as_bytes())
+    }
+}
+
+/// Where [`write_run`] puts the qrels of a derived task: `<run>.qrels`.
+pub fn qrels_beside(run: &Path) -> std::path::PathBuf {
+    let mut name = run.as_os_str().to_owned();
+    name.push(".qrels");
+    name.into()
+}
+
+/// Writes `run` to `path`; for a task `derived` from parallel data (whose
+/// judgements live in no file) also `qrels` to [`qrels_beside`], returned,
+/// so `rosetta compare RUN... --qrels RUN.qrels` can score it.
+pub fn write_run(
+    run: &Run,
+    path: &Path,
+    qrels: &Qrels,
+    derived: bool,
+) -> Result<Option<std::path::PathBuf>> {
+    run.write(path)?;
+    if !derived {
+        return Ok(None);
+    }
+    let q = qrels_beside(path);
+    qrels.write(&q)?;
+    Ok(Some(q))
+}
+
 /// A query's documents in the order trec_eval ranks them: score descending,
 /// ties broken by document id descending (trec_eval sorts by score, then docno,
 /// both decreasing). A score that is not finite (NaN, ±inf: a diverged

@@ -13,6 +13,7 @@ use super::{Loaded, Session};
 use crate::corpus::{AdhocTask, Dictionary, ParallelText, Prepared, Workspace};
 use crate::eval::metrics::{Evaluation, Metrics};
 use crate::eval::sentence::{sentence_retrieval, SentenceScores};
+use crate::eval::trec::write_run;
 use crate::index::fusion::{evaluate_fusion, FusedEvaluation, FusionSpec};
 use crate::models::bm25::Bm25Baseline;
 use crate::models::Params;
@@ -118,6 +119,10 @@ pub struct AdhocFigures {
     /// The run file written.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub run: Option<PathBuf>,
+    /// The qrels written beside the run for a derived task (no file of
+    /// its own holds them): `<run>.qrels`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub qrels: Option<PathBuf>,
     /// Judged queries that encode to nothing (no term of the session's
     /// vocabulary); not counted for a lexical baseline.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -217,7 +222,14 @@ impl EvalReport {
                 a.mean.r100
             ));
             if let Some(p) = &a.run {
-                out.push(format!("run written to {}", p.display()));
+                out.push(match &a.qrels {
+                    Some(q) => format!(
+                        "run written to {} (the derived task's qrels to {})",
+                        p.display(),
+                        q.display()
+                    ),
+                    None => format!("run written to {}", p.display()),
+                });
             }
         }
         if let Some(f) = &self.adhoc_fused {
@@ -331,10 +343,12 @@ pub fn evaluate(req: &EvalRequest) -> Result<EvalReport> {
             }
         };
         let e = crate::eval::evaluate_rankings(&run.results, qrels);
+        let mut written = None;
         if let Some(p) = &req.run {
-            run.write(p)?;
+            written = write_run(&run, p, qrels, derived)?;
         }
         let mut figures = adhoc_figures(&e, derived, docs, req.run.clone());
+        figures.qrels = written;
         (figures.empty_queries, figures.empty_documents) = (Some(empty.0), Some(empty.1));
         report.adhoc = Some(figures);
         if let Some(spec) = req.fuse {
@@ -440,6 +454,7 @@ fn adhoc_figures(e: &Evaluation, derived: bool, docs: usize, run: Option<PathBuf
         docs,
         query_stats: None,
         run,
+        qrels: None,
         empty_queries: None,
         empty_documents: None,
     }
@@ -505,10 +520,12 @@ fn evaluate_lexical(req: &EvalRequest) -> Result<EvalReport> {
         let mut r = baseline.adhoc_run(&ws, &task, RUN_DEPTH)?;
         r.run.tag = session_tag(&req.session);
         let e = crate::eval::evaluate(&r.run, &task.qrels);
+        let mut written = None;
         if let Some(p) = &req.run {
-            r.run.write(p)?;
+            written = write_run(&r.run, p, &task.qrels, task.derived)?;
         }
         let mut a = adhoc_figures(&e, task.derived, task.docs.len(), req.run.clone());
+        a.qrels = written;
         a.query_stats = Some(
             serde_json::to_value(&r.stats)
                 .map_err(|e| Error::invalid(format!("query statistics: {e}")))?,
