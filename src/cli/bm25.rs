@@ -71,7 +71,14 @@ pub struct Bm25Args {
 /// Runs `rosetta bm25`.
 pub fn run(a: Bm25Args) -> anyhow::Result<()> {
     let t = Instant::now();
-    let ws = Workspace::load(&a.workspace)?;
+    let model = match a.translate {
+        TranslateArg::None => "bm25",
+        TranslateArg::Dict => "bm25-dict",
+        TranslateArg::Mt => "bm25-mt",
+    };
+    // the baseline's own [text] defaults, as for its sessions
+    let text = rosetta::models::registry::spec(model)?.text;
+    let ws = Workspace::load(&a.workspace)?.with_model_text(text)?;
     let task = ws.adhoc()?;
     let cfg = Bm25RunConfig {
         params: Bm25Params { k1: a.k1, b: a.b },
