@@ -152,6 +152,14 @@ impl Bm25Baseline {
 /// analyser's units (the words themselves for `units = "words"`).
 pub type DictPair = (HashMap<String, Vec<String>>, HashMap<String, Vec<String>>);
 
+/// `ws` as the BM25 baselines read it: the file's `[text]` keys, then the
+/// baselines' own defaults (the registry's), then the global ones. The BM25
+/// partner of a fusion uses it whatever text settings the fused model has.
+pub fn lexical_workspace(ws: &Workspace) -> Result<Workspace> {
+    ws.clone()
+        .with_model_text(crate::models::registry::spec("bm25-dict")?.text)
+}
+
 /// Reads and analyses the workspace dictionary in both directions.
 pub fn analysed_dictionary(ws: &Workspace, src: &Analyzer, tgt: &Analyzer) -> Result<DictPair> {
     let Some(d) = ws.read_dictionary()? else {

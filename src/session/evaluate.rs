@@ -549,7 +549,9 @@ fn fused_adhoc(
         translation: Translation::Dict,
         ..Default::default()
     };
-    let bm = bm25_run(ws, task, &cfg)?;
+    // the partner as the bm25-dict baseline reads the workspace
+    let lex = crate::models::bm25::lexical_workspace(ws)?;
+    let bm = bm25_run(&lex, task, &cfg)?;
     Ok(evaluate_fusion(run, &bm.run, &task.qrels, spec, seed))
 }
 

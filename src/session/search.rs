@@ -77,13 +77,17 @@ impl Corpus {
     ) -> Result<Corpus> {
         progress(0.05, "reading the workspace");
         let ws = Workspace::load_with_text(path, text)?;
-        let (src, tgt) = crate::corpus::workspace_analyzers(&ws)?;
+        // the index, the dictionary and the query analysis of the BM25 side
+        // (baselines, fusion, highlights) as the BM25 baselines read the
+        // workspace, whatever text settings the session has
+        let lex = crate::models::bm25::lexical_workspace(&ws)?;
+        let (src, tgt) = crate::corpus::workspace_analyzers(&lex)?;
         progress(0.1, "reading documents and queries");
         let task = ws.adhoc()?;
         progress(0.2, "building the BM25 index");
-        let bm25 = crate::index::adhoc::index_documents(&ws, &task, Bm25Params::default())?;
+        let bm25 = crate::index::adhoc::index_documents(&lex, &task, Bm25Params::default())?;
         progress(0.35, "reading the dictionary");
-        let (dict, dict_rev) = analysed_dictionary(&ws, &src, &tgt)?;
+        let (dict, dict_rev) = analysed_dictionary(&lex, &src, &tgt)?;
         Ok(Corpus {
             rows: task
                 .docs
