@@ -240,3 +240,35 @@ fn char_ngram_workspace_trains_and_evaluates() {
     ));
     assert!(i.to_string().contains("oov"), "{i}");
 }
+
+/// Every trainable model trains and evaluates on a subword workspace
+/// (the units reach them only as vocabulary ids, as words do).
+#[test]
+fn every_model_trains_and_evaluates_on_subword_units() {
+    for (units, extra) in [
+        ("bpe", "subword_vocab = 60"),
+        ("unigram", "subword_vocab = 60"),
+    ] {
+        let ws = tiny_workspace();
+        let wsf = workspace_with(ws.path(), units, extra);
+        for (model, more) in [
+            ("cl-lsi", vec!["--dim", "4"]),
+            ("opca", vec!["--dim", "4"]),
+            ("cca", vec!["--dim", "4"]),
+            ("s2net", vec!["--dim", "4", "--epochs", "2"]),
+            (
+                "xcnn",
+                vec!["--dim", "4", "--epochs", "1", "--set", "mono_epochs=1"],
+            ),
+            ("bae", vec!["--dim", "4", "--epochs", "1"]),
+            ("bm25", vec![]),
+            ("bm25-dict", vec![]),
+        ] {
+            let dir = ws.path().join(format!("s-{model}"));
+            train(ws.path(), &wsf, model, &dir, &more);
+            let e = eval(ws.path(), &dir);
+            let adhoc = e["adhoc"]["MAP"].as_f64();
+            assert!(adhoc.is_some_and(f64::is_finite), "{units} {model}: {e}");
+        }
+    }
+}
