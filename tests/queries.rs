@@ -46,11 +46,14 @@ fn account(v: &Value) -> Vec<(String, String)> {
         .collect()
 }
 
-fn with_text(ws: &Path, text: &str) {
+/// Sets the workspace's `[text]` to `text` and trains CL-LSI (k = 4) on it
+/// into session folder `session`.
+fn lsi_with_text(ws: &Path, text: &str, session: &str) {
     let p = ws.join("workspace.toml");
     let orig = std::fs::read_to_string(&p).unwrap();
     let head = orig.split("[text]").next().unwrap().to_string();
     std::fs::write(&p, format!("{head}[text]\n{text}\n")).unwrap();
+    train(ws, &p, "cl-lsi", session, &["--dim", "4"]);
 }
 
 #[test]
@@ -58,16 +61,10 @@ fn search_and_neighbours_say_what_they_dropped() {
     let ws = tiny_workspace();
     let root = ws.path();
     // stop words removed, min_df 2: every reason can be met
-    with_text(
+    lsi_with_text(
         root,
         "vocab_per_language = 1000\nmin_df = 2\nstopwords = true\nstem = true\noov_ngrams = 0",
-    );
-    train(
-        root,
-        &root.join("workspace.toml"),
-        "cl-lsi",
         "s",
-        &["--dim", "4"],
     );
 
     // a usable query: each word accounted for, in order
@@ -162,16 +159,10 @@ fn texts_of_unknown_words_back_off_to_ngrams() {
     let ws = tiny_workspace();
     let root = ws.path();
     // a vocabulary of 5 words leaves most words out: their n-grams stand in
-    with_text(
+    lsi_with_text(
         root,
         "vocab_per_language = 5\nmin_df = 1\nstopwords = true\nstem = false\noov_ngrams = 300",
-    );
-    train(
-        root,
-        &root.join("workspace.toml"),
-        "cl-lsi",
         "s",
-        &["--dim", "4"],
     );
     let v = json_of(&search(root, "s", "gardens", true));
     let w = &v["query"]["words"][0];
@@ -184,17 +175,59 @@ fn texts_of_unknown_words_back_off_to_ngrams() {
         .collect();
     assert!(grams.contains(&"gard…"), "{grams:?}");
     assert!(!v["hits"].as_array().unwrap().is_empty());
+    // a term lookup does not back off: an unknown word has no neighbours, and says why
+    let out = rosetta(
+        root,
+        &[
+            "neighbours",
+            "--session",
+            "s",
+            "--term",
+            "gardens",
+            "--json",
+        ],
+    );
+    assert!(!out.status.success());
+    let n = json_of(&out);
+    assert_eq!(n["known"], false, "{n}");
+    assert!(n["reason"].is_string(), "{n}");
+    // the n-gram units are no neighbours: only words are listed
+    let vocab: Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("s/vocab.source.json")).unwrap())
+            .unwrap();
+    assert!(
+        vocab["terms"].as_array().unwrap().len() > 100,
+        "n-gram units added"
+    );
+    let word = vocab["terms"][0].as_str().unwrap();
+    let n = json_of(&rosetta(
+        root,
+        &[
+            "neighbours",
+            "--session",
+            "s",
+            "--term",
+            word,
+            "--k",
+            "1000",
+            "--json",
+        ],
+    ));
+    for list in ["cross", "own"] {
+        let terms = n[list].as_array().unwrap();
+        assert!(!terms.is_empty() && terms.len() <= 5, "{n}");
+        assert!(
+            terms
+                .iter()
+                .all(|t| !t["term"].as_str().unwrap().starts_with('#')),
+            "{n}"
+        );
+    }
     // the same workspace without the fallback has nothing to search with
-    with_text(
+    lsi_with_text(
         root,
         "vocab_per_language = 5\nmin_df = 1\nstopwords = true\nstem = false\noov_ngrams = 0",
-    );
-    train(
-        root,
-        &root.join("workspace.toml"),
-        "cl-lsi",
         "t",
-        &["--dim", "4"],
     );
     assert!(!search(root, "t", "gardens", true).status.success());
 }

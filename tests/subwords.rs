@@ -72,34 +72,20 @@ fn mrr(e: &Value, task: &str) -> f64 {
 
 /// Every term of a neighbours answer reads without the internal `<`/`>` marks.
 fn readable_neighbours(root: &Path, session: &Path, word: &str) -> Value {
-    let n = json(&rosetta(
-        root,
-        &[
-            "neighbours",
-            "--session",
-            session.to_str().unwrap(),
-            "--term",
-            word,
-            "--k",
-            "5",
-            "--json",
-        ],
-    ));
+    let args = [
+        "neighbours",
+        "--session",
+        session.to_str().unwrap(),
+        "--term",
+        word,
+        "--k",
+        "5",
+    ];
+    let n = json(&rosetta(root, &[&args[..], &["--json"]].concat()));
     let text = n.to_string();
     // the JSON keeps the units as indexed (`term`, `translations`); what is
     // shown (`surface`, the text output) reads without marks
-    let shown = ok(&rosetta(
-        root,
-        &[
-            "neighbours",
-            "--session",
-            session.to_str().unwrap(),
-            "--term",
-            word,
-            "--k",
-            "5",
-        ],
-    ));
+    let shown = ok(&rosetta(root, &args));
     assert!(!shown.contains('<') && !shown.contains('>'), "{shown}");
     for list in ["cross", "own"] {
         let terms = n[list].as_array().unwrap_or_else(|| panic!("{n}"));

@@ -41,13 +41,18 @@ pub enum Command {
     /// Plot training curves (loss or validation MRR) of sessions to PNG or SVG.
     Plot(plot::PlotArgs),
     /// Nearest terms of a word in a trained session's space (other language and
-    /// own), dictionary translations marked.
+    /// own), dictionary translations marked, terms shown as their commonest
+    /// training word. A stop word or unknown word: exit 1 with the reason
+    /// (with --json, `"known": false` and `"reason"` too).
     Neighbours(apply::NeighboursArgs),
     /// Export a trained session's term vectors (.vec) and embeddings.
     Export(apply::ExportArgs),
     /// Evaluate a trained session: sentence retrieval, ad-hoc retrieval, lexicon induction.
     Eval(apply::EvalArgs),
-    /// Search the workspace's collection with a trained session.
+    /// Search the workspace's collection with a trained session, saying which
+    /// query words were used and why the others were dropped. A query with no
+    /// usable word gets no ranking: exit 1 with the reason (with --json, the
+    /// object with `"unanswerable"` is printed first).
     Search(apply::SearchArgs),
     /// Inspect a workspace's data.
     #[command(subcommand)]

@@ -39,9 +39,6 @@ pub struct Loaded {
 pub struct Neighbour {
     /// The neighbouring term (an index term: stemmed where the language stems).
     pub term: String,
-    /// The commonest training word behind the term (the term itself for
-    /// sessions saved before surface forms were recorded).
-    pub surface: String,
     /// Cosine, or CSLS score.
     pub score: f32,
     /// Plain cosine (equal to `score` without CSLS).
@@ -289,7 +286,8 @@ fn top(
     skip: Option<usize>,
     vocab: &crate::text::Vocabulary,
 ) -> Vec<Neighbour> {
-    let mut order: Vec<usize> = (0..scores.len())
+    // words only: the n-gram fallback's units are not terms to show
+    let mut order: Vec<usize> = (0..scores.len().min(vocab.words()))
         .filter(|i| Some(*i) != skip && scores[*i].is_finite())
         .collect();
     // best first; ties by term id for a stable answer
@@ -299,7 +297,6 @@ fn top(
         .take(k)
         .map(|i| Neighbour {
             term: vocab.term(i as u32).to_string(),
-            surface: vocab.display(i as u32).to_string(),
             score: scores[i],
             cosine: cos[i],
         })

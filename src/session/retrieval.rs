@@ -150,7 +150,8 @@ pub struct BliScores {
 /// Bilingual lexicon induction: for every dictionary entry (source term ->
 /// target terms, analysed as the training data) whose source term and at
 /// least one translation are in the vocabularies, the rank of the first
-/// translation among all target terms by cosine (or CSLS).
+/// translation among all target words by cosine (or CSLS; the n-gram
+/// fallback's units are no candidates).
 pub fn bli(
     loaded: &super::Loaded,
     dict: &std::collections::HashMap<String, Vec<String>>,
@@ -192,8 +193,14 @@ pub fn bli(
             .iter()
             .map(|g| scores[*g])
             .fold(f32::NEG_INFINITY, f32::max);
-        // rank of the best translation; ties count against it
-        let above = scores.iter().filter(|x| **x >= best_gold).count() - 1;
+        // rank of the best translation among the target words (not the
+        // n-gram fallback's units); ties count against it
+        let above = scores
+            .iter()
+            .take(vt.words())
+            .filter(|x| **x >= best_gold)
+            .count()
+            - 1;
         let rank = above + 1;
         h1 += usize::from(rank <= 1);
         h5 += usize::from(rank <= 5);

@@ -268,7 +268,11 @@ pub fn marked_neighbours(
     csls: bool,
     dictionary: Option<(&TermTranslations, &TermTranslations)>,
 ) -> Result<NeighbourResult> {
-    let account = QueryWords::against(m.analyzer(side), word, m.vocabs.side(side));
+    // a term lookup: the n-gram back-off of texts does not apply
+    let vocab = m.vocabs.side(side);
+    let account = QueryWords::explain(m.analyzer(side), word, true, |t| {
+        vocab.why_unknown(t).map(Dropped::Vocabulary)
+    });
     if let [w] = account.words.as_slice() {
         if let Some(d) = &w.dropped {
             return Ok(NeighbourResult {
@@ -282,11 +286,7 @@ pub fn marked_neighbours(
         }
     }
     let n = m.neighbours(word, side, k, csls)?;
-    let vocab = m.vocabs.side(side);
-    let surface = vocab
-        .id(&n.term)
-        .map(|id| vocab.display(id).to_string())
-        .unwrap_or_else(|| n.term.clone());
+    let surface = m.show(side, &n.term);
     let translations: Option<Vec<String>> = dictionary.map(|(fwd, rev)| {
         match side {
             Side::Source => fwd.get(n.term.as_str()),

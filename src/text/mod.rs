@@ -22,4 +22,4 @@ pub use lang::{Side, Vocabs};
 pub use query::{Dropped, QueryWord, QueryWords};
 pub use sparse::CsrMatrix;
 pub use units::{UnitModel, Units};
-pub use vocab::{char_ngrams, Encoded, Fallback, LeftOut, Unknown, Vocabulary};
+pub use vocab::{Encoded, Fallback, LeftOut, Unknown, Vocabulary};

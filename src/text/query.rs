@@ -183,24 +183,18 @@ impl QueryWords {
     /// One line for people: `dropped: the (stop word), zzyzx (out of vocabulary)`;
     /// empty when nothing was dropped.
     pub fn dropped_summary(&self) -> String {
-        self.dropped()
-            .iter()
-            .map(|w| format!("{} ({})", w.word, w.dropped.as_ref().expect("dropped")))
-            .collect::<Vec<_>>()
-            .join(", ")
+        self.list_dropped(|d| d.to_string())
     }
 
     /// As [`QueryWords::dropped_summary`] with [`Dropped::short`] reasons.
     pub fn dropped_short(&self) -> String {
+        self.list_dropped(Dropped::short)
+    }
+
+    fn list_dropped(&self, why: impl Fn(&Dropped) -> String) -> String {
         self.dropped()
             .iter()
-            .map(|w| {
-                format!(
-                    "{} ({})",
-                    w.word,
-                    w.dropped.as_ref().expect("dropped").short()
-                )
-            })
+            .filter_map(|w| Some(format!("{} ({})", w.word, why(w.dropped.as_ref()?))))
             .collect::<Vec<_>>()
             .join(", ")
     }

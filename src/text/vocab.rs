@@ -58,8 +58,8 @@ pub struct Fallback {
 /// words hold no `#`), so a unit never stands for a word of the same letters.
 const NGRAM_MARK: char = '#';
 
-/// The character n-grams of `<word>` ([`units::char_ngrams`]).
-pub fn char_ngrams(word: &str, min_n: usize, max_n: usize) -> Vec<String> {
+/// The character n-grams of `<word>` ([`units::char_ngrams`]), as a list.
+fn char_ngrams(word: &str, min_n: usize, max_n: usize) -> Vec<String> {
     let mut out = Vec::new();
     units::char_ngrams(word, min_n, max_n, &mut out);
     out
