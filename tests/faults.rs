@@ -526,6 +526,15 @@ fn quick(model: &str) -> Vec<(&'static str, &'static str)> {
             ("batch", "10"),
         ],
         "bae" => vec![("dim", "8"), ("epochs", "3"), ("batch", "10")],
+        "dbn-cca" => vec![
+            ("layers", "12,6"),
+            ("input_terms", "60"),
+            ("epochs", "2"),
+            ("finetune_epochs", "2"),
+            ("batch", "10"),
+            ("dim", "4"),
+            ("lr_rsm", "0.01"),
+        ],
         "cl-lsi" | "opca" | "cca" => vec![("dim", "4")],
         _ => unreachable!(),
     }
@@ -625,7 +634,7 @@ fn absurd_learning_rate_from_the_start_fails() {
 fn resume_at_every_epoch_end_is_the_same_run() {
     let ws = common::tiny_workspace();
     let (data, hash) = tiny_data(ws.path());
-    for model in ["s2net", "xcnn", "bae"] {
+    for model in ["s2net", "xcnn", "bae", "dbn-cca"] {
         let root = tempfile::tempdir().unwrap();
         let full = root.path().join("full");
         Session::create(&full, config(ws.path(), &hash, model, &quick(model))).unwrap();

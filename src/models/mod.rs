@@ -7,8 +7,10 @@
 
 pub mod bae;
 pub mod bm25;
+pub mod dbn_cca;
 pub mod nn;
 pub mod optim;
+pub mod rbm;
 pub mod trainer;
 pub mod xcnn;
 
@@ -37,6 +39,12 @@ pub trait Model: Send + Sync {
     fn term_vectors(&self, side: Side) -> Result<Array2<f32>>;
     /// The model's parameters as named tensors, for a safetensors checkpoint.
     fn tensors(&self) -> Result<Vec<(String, candle_core::Tensor)>>;
+    /// Whether the model maps texts into its shared space yet: false for a
+    /// model still in pre-training (layers with no cross-language map), whose
+    /// `encode` errors and whose epochs the runner does not validate.
+    fn has_space(&self) -> bool {
+        true
+    }
 }
 
 /// Hyper-parameters given as `--set key=value` (and the common flags), which

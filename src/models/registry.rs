@@ -8,7 +8,7 @@
 //! Adding a model: one file under `models/` with its [`Trainer`], and one
 //! [`ModelSpec`] row in [`MODELS`].
 
-use super::{bae, cca, cl_lsi, opca, s2net, xcnn, Trainer};
+use super::{bae, cca, cl_lsi, dbn_cca, opca, s2net, xcnn, Trainer};
 
 /// What a setting's value must be. Every check refuses NaN and infinities.
 #[derive(Debug, Clone, Copy)]
@@ -279,6 +279,9 @@ fn init_bias(v: &str) -> Result<(), String> {
     } else {
         Err(format!("expected random or a number, got `{v}`"))
     }
+}
+fn dbn_layers(v: &str) -> Result<(), String> {
+    dbn_cca::parse_layers(v).map(|_| ())
 }
 fn recon(v: &str) -> Result<(), String> {
     match v.strip_prefix("sampled:").map(str::parse::<usize>) {
@@ -579,6 +582,38 @@ pub static MODELS: &[ModelSpec] = &[
         trainer: Some(bae::bae_trainer),
         // measured on enhi: stop words kept cost every figure (BLI P@1
         // 0.22 -> 0.15); its old text settings stay
+        text: &[("stopwords", "true"), ("oov_ngrams", "0")],
+    },
+    ModelSpec {
+        name: "dbn-cca",
+        summary: "deep belief network per language (replicated softmax + RBMs), CCA on the codes (seed 004)",
+        space: true,
+        runner: true,
+        settings: &[
+            BM25_B,
+            s("batch", "100", BATCH, "texts per minibatch (pre-training and fine-tuning)"),
+            s("cd_k", "1", Check::Int { min: 1, max: 100 }, "Gibbs steps of contrastive divergence (CD-k)"),
+            s("dim", "128", Check::Int { min: 1, max: super::nn::MAX_DIM as u64 }, "dimension of the CCA space (at most the code size)"),
+            s("epochs", "50", COUNT, "pre-training epochs per RBM"),
+            s("finetune_epochs", "20", COUNT, "autoencoder fine-tuning epochs (0: CCA on the pre-trained stacks)"),
+            s("finetune_lr", "0.001", Check::Positive, "Adam learning rate of fine-tuning"),
+            s("init_scale", "0.01", Check::Positive, "std of the RBM weights' random start"),
+            s("input_terms", "10000", Check::Int { min: 1, max: 1_000_000 }, "input terms per language (the most frequent)"),
+            BM25_K1,
+            s("layers", "500,500,3000,128", Check::Parse(dbn_layers), "hidden layer sizes, bottom up (the last is the code)"),
+            s("length_ratio", "3", Check::NonNegative, "drop training pairs with D_src >= ratio * D_tgt (0: keep all)"),
+            s("lr", "0.1", Check::Positive, "learning rate of the binary RBMs"),
+            s("lr_rsm", "0.0001", Check::Positive, "learning rate of the replicated softmax layer"),
+            s("momentum", "0.9", Check::Range { min: 0.0, max: 1.0, open: true }, "momentum of the RBM updates"),
+            s("momentum_warmup", "0", COUNT, "first epochs of each RBM at momentum 0.5"),
+            s("reg", "0.1", Check::NonNegative, "CCA ridge relative to the codes' mean variance"),
+            VALID_MAX,
+            s("visible", "sample", Check::Choice(&["sample", "mean"]), "replicated softmax reconstruction: draw D words, or mean-field"),
+            s("weight_decay", "0.0002", Check::NonNegative, "weight decay of the RBMs"),
+        ],
+        trainer: Some(dbn_cca::dbn_cca_trainer),
+        // a bag of the most frequent words, as the paper: stop words
+        // removed (they would fill the 10,000 inputs), no n-gram units
         text: &[("stopwords", "true"), ("oov_ngrams", "0")],
     },
     ModelSpec {

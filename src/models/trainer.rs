@@ -128,6 +128,12 @@ pub trait Hooks {
     ) -> Result<Flow>;
     /// A human-readable line for the session's `log.txt`.
     fn log(&mut self, msg: &str);
+    /// Figures of the epoch about to end that the trainer computes itself
+    /// (a layer's held-out reconstruction error): recorded with the epoch's
+    /// validation figures by the next [`Hooks::epoch_end`]. Default: dropped.
+    fn epoch_scores(&mut self, scores: Vec<(String, f64)>) {
+        let _ = scores;
+    }
 }
 
 /// A checkpoint to continue from.

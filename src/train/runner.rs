@@ -303,6 +303,7 @@ fn prepare_and_train(
         session_config: session.config.clone(),
         extra_validation,
         plan,
+        trainer_scores: Vec::new(),
     };
 
     let mut resume_from: Option<Resume> = None;
@@ -576,6 +577,8 @@ struct RunnerHooks<'a> {
     session_config: crate::session::SessionConfig,
     extra_validation: Option<&'a ExtraValidation<'a>>,
     plan: Vec<Phase>,
+    /// Figures the trainer gave for the epoch about to end.
+    trainer_scores: Vec<(String, f64)>,
 }
 
 impl RunnerHooks<'_> {
@@ -708,7 +711,9 @@ impl RunnerHooks<'_> {
         let mut valid_mrr = None;
         let mut scores_line = String::new();
         let mut scores = BTreeMap::new();
-        if self.data.valid_src.n_rows() > 0 {
+        // a model still in pre-training has no space to validate in
+        let space = model.has_space();
+        if space && self.data.valid_src.n_rows() > 0 {
             let s = model.encode(Side::Source, &self.data.valid_src)?;
             let t = model.encode(Side::Target, &self.data.valid_tgt)?;
             if s.iter().chain(t.iter()).any(|v| !v.is_finite()) {
@@ -729,7 +734,16 @@ impl RunnerHooks<'_> {
             scores.insert("queries".to_string(), sc.queries as f64);
             scores_line = format!(" valid MRR {:.4} P@1 {:.4}", sc.mrr, sc.p1);
         }
-        if let Some(f) = self.extra_validation {
+        for (k, v) in std::mem::take(&mut self.trainer_scores) {
+            if !v.is_finite() {
+                return Err(Error::invalid(format!(
+                    "training diverged: {k} is {v} at {phase} epoch {epoch}"
+                )));
+            }
+            scores_line.push_str(&format!(" {k} {v:.4}"));
+            scores.insert(k, v);
+        }
+        if let (true, Some(f)) = (space, self.extra_validation) {
             for (k, v) in f(model)? {
                 scores_line.push_str(&format!(" {k} {v:.4}"));
                 scores.insert(k, v);
@@ -746,7 +760,8 @@ impl RunnerHooks<'_> {
         let improved = match (valid_mrr, self.best_mrr) {
             (Some(m), Some(b)) => m > b,
             (Some(_), None) => true,
-            (None, _) => true, // nothing to compare: the latest is the best
+            // nothing to compare: the latest is the best, once it has a space
+            (None, _) => space,
         };
         if improved {
             if valid_mrr.is_some() {
@@ -958,6 +973,10 @@ impl Hooks for RunnerHooks<'_> {
 
     fn log(&mut self, msg: &str) {
         self.say(msg);
+    }
+
+    fn epoch_scores(&mut self, scores: Vec<(String, f64)>) {
+        self.trainer_scores.extend(scores);
     }
 }
 
