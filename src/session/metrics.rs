@@ -125,6 +125,10 @@ pub struct ValidPoint {
 pub struct Curves {
     /// (step, loss) of every step record with a finite loss.
     pub loss: Vec<(f64, f64)>,
+    /// Where each training phase's points start in `loss`: (phase, index),
+    /// in order (a layer-wise trainer's curves differ in scale, so a view
+    /// draws one phase at a time).
+    pub loss_phases: Vec<(String, usize)>,
     /// Validation points in order.
     pub valid: Vec<ValidPoint>,
     /// Phase, epoch and step of the last step record.
@@ -158,6 +162,9 @@ impl Curves {
                 ..
             } => {
                 if loss.is_finite() {
+                    if self.loss_phases.last().is_none_or(|(p, _)| p != phase) {
+                        self.loss_phases.push((phase.clone(), self.loss.len()));
+                    }
                     self.loss.push((*step as f64, *loss));
                 }
                 self.last_step = Some((phase.clone(), *epoch, *step));
@@ -191,6 +198,8 @@ impl Curves {
             } => {
                 if let (true, Some(s)) = (event == "resume", step) {
                     self.loss.retain(|p| p.0 <= *s as f64);
+                    let kept = self.loss.len();
+                    self.loss_phases.retain(|(_, start)| *start < kept);
                     self.valid.retain(|v| v.step <= *s);
                     // the phase bookkeeping continues from the last point kept
                     (self.offset, self.phase) = match self.valid.last() {
@@ -203,6 +212,20 @@ impl Curves {
                 } else {
                     message.clone()
                 });
+            }
+        }
+    }
+
+    /// The loss points of phase number `i` (of [`Curves::loss_phases`]).
+    pub fn phase_loss(&self, i: usize) -> &[(f64, f64)] {
+        match self.loss_phases.get(i) {
+            None => &[],
+            Some((_, start)) => {
+                let end = self
+                    .loss_phases
+                    .get(i + 1)
+                    .map_or(self.loss.len(), |(_, e)| *e);
+                &self.loss[*start..end]
             }
         }
     }

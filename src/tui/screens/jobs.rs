@@ -63,6 +63,9 @@ pub struct JobsScreen {
     pub series: HashMap<String, Series>,
     /// Charts show all steps (else the recent window).
     pub full_history: bool,
+    /// The training phase the loss chart shows (index into the selected
+    /// session's phases); `None` follows the latest.
+    pub loss_phase: Option<usize>,
     /// Requests in flight.
     pending_scan: bool,
     pending_tail: BTreeSet<String>,
@@ -362,6 +365,24 @@ impl App {
                 }
             }
             Action::ToggleHistory => self.jobs.full_history = !self.jobs.full_history,
+            Action::PhasePrev | Action::PhaseNext => {
+                let n = self
+                    .jobs
+                    .selected
+                    .as_ref()
+                    .and_then(|id| self.jobs.series.get(id))
+                    .map_or(0, |s| s.curves.loss_phases.len());
+                if n > 1 {
+                    let cur = self.jobs.loss_phase.unwrap_or(n - 1).min(n - 1);
+                    let next = if a == Action::PhasePrev {
+                        cur.saturating_sub(1)
+                    } else {
+                        cur + 1
+                    };
+                    // past the last phase: follow the job again
+                    self.jobs.loss_phase = (next < n - 1).then_some(next);
+                }
+            }
             _ => {}
         }
         if matches!(
@@ -709,12 +730,29 @@ fn draw_loss_chart(f: &mut Frame, app: &App, area: Rect) {
     let ids = chart_sessions(app);
     let overlay = !j.marked.is_empty();
     let mut data: Vec<Curve> = Vec::new();
+    let mut phase_title = String::new();
     for (i, id) in ids.iter().enumerate() {
         let Some(s) = j.series.get(id) else { continue };
         if s.curves.loss.is_empty() {
             continue;
         }
-        let pts = window(&s.curves.loss);
+        // a job of several phases (layers): one phase at a time, their
+        // losses differ in scale
+        let phases = &s.curves.loss_phases;
+        let all = if !overlay && phases.len() > 1 {
+            let k = j.loss_phase.unwrap_or(phases.len() - 1).min(phases.len() - 1);
+            phase_title = format!(
+                "phase {} ({}/{}, [ ] other phases{}) · ",
+                phases[k].0,
+                k + 1,
+                phases.len(),
+                if j.loss_phase.is_none() { ", following" } else { "" }
+            );
+            s.curves.phase_loss(k)
+        } else {
+            &s.curves.loss
+        };
+        let pts = window(all);
         let smooth = downsample(&ema(&pts, 0.9), max_pts);
         if overlay {
             data.push((trunc(id, 18), th.series(i), smooth));
@@ -724,7 +762,7 @@ fn draw_loss_chart(f: &mut Frame, app: &App, area: Rect) {
         }
     }
     let title = format!(
-        " Training loss · {} ",
+        " Training loss · {phase_title}{} ",
         if j.full_history {
             "full history".to_string()
         } else {
