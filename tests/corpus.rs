@@ -223,6 +223,107 @@ fn dictionaries_tsv_and_dictd() {
 }
 
 #[test]
+fn several_corpora_per_split_concatenate_in_order() {
+    let dir = tiny_copy();
+    let ws = Workspace::load(&dir.path().join("parts.toml")).unwrap();
+    let splits = rosetta::corpus::Splits::read(&ws).unwrap();
+    let (train, valid) = (&splits.train, &splits.valid);
+    assert_eq!(
+        (train.len(), valid.len(), splits.test.len()),
+        (29 + 6, 41, 6)
+    );
+    // train.en/.es first, then valid.en/.es, each line still aligned
+    assert_eq!(train.source[0], "The dog drinks water.");
+    assert_eq!(train.source[29], "The dog plays with the children.");
+    assert_eq!(train.target[29], "El perro juega con los niños.");
+    assert_eq!(
+        train.origin[28..31],
+        [28, 0, 1],
+        "line index within its own file"
+    );
+    assert_eq!(train.empty_pairs(), vec![27]);
+    // every listed file is part of the content hash
+    let files = ws.data_files();
+    assert!(
+        files.iter().any(|f| f.ends_with("valid.es"))
+            && files.iter().any(|f| f.ends_with("pairs.tsv"))
+    );
+    let (ok, out, err) = rosetta(&[
+        "data",
+        "inspect",
+        "--workspace",
+        dir.path().join("parts.toml").to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["splits"][0]["pairs"], 35);
+    assert_eq!(v["splits"][0]["empty_pairs"], 1);
+    assert_eq!(v["splits"][1]["pairs"], 41);
+    assert!(v["dictionary"]["source_vocab_coverage"].as_f64().unwrap() > 0.5);
+    // a part of different lengths names its files; a bad list names file, line and key
+    let ws_path = dir.path().join("parts.toml");
+    let orig = std::fs::read_to_string(&ws_path).unwrap();
+    std::fs::write(
+        &ws_path,
+        orig.replace(
+            "[\"valid.en\", \"valid.es\"]",
+            "[\"valid.en\", \"train.es\"]",
+        ),
+    )
+    .unwrap();
+    inspect_fails(&ws_path, &["valid.en", "6 lines", "train.es", "29 lines"]);
+    std::fs::write(
+        &ws_path,
+        orig.replace("[\"valid.en\", \"valid.es\"]", "\"valid.tsv\""),
+    )
+    .unwrap();
+    inspect_fails(&ws_path, &["parts.toml:13:", "parallel.train", "mixing"]);
+    std::fs::write(
+        &ws_path,
+        orig.replace(
+            "[[\"pairs.tsv\"]]",
+            "[[\"pairs.tsv\"], [\"a\", \"b\", \"c\"]]",
+        ),
+    )
+    .unwrap();
+    inspect_fails(
+        &ws_path,
+        &["parts.toml:14:", "parallel.valid", "corpus 2", "3 files"],
+    );
+    std::fs::write(&ws_path, orig.replace("[[\"pairs.tsv\"]]", "[]")).unwrap();
+    inspect_fails(
+        &ws_path,
+        &["parts.toml:14:", "parallel.valid", "invalid length 0"],
+    );
+}
+
+#[test]
+fn gzipped_dictionary_reads_as_the_plain_one() {
+    let plain = Dictionary::read(&fixture().join("eng-spa.tsv")).unwrap();
+    let gz = Dictionary::read(&fixture().join("eng-spa.tsv.gz")).unwrap();
+    assert!(!plain.entries.is_empty());
+    assert_eq!(gz, plain);
+    // a bad line inside the gzip names the file and the line
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("bad.tsv.gz");
+    let mut w = flate2::write::GzEncoder::new(
+        std::fs::File::create(&p).unwrap(),
+        flate2::Compression::default(),
+    );
+    w.write_all("dog\tperro\ncat\n".as_bytes()).unwrap();
+    w.finish().unwrap();
+    let e = Dictionary::read(&p).unwrap_err().to_string();
+    assert!(e.contains("bad.tsv.gz:2:"), "{e}");
+    // damaged gzip data: the file named, no panic
+    let raw = std::fs::read(fixture().join("eng-spa.tsv.gz")).unwrap();
+    std::fs::write(&p, &raw[..raw.len() / 2]).unwrap();
+    let e = Dictionary::read(&p).unwrap_err().to_string();
+    assert!(e.contains("bad.tsv.gz") && e.contains("gzip"), "{e}");
+}
+
+#[test]
 fn trec_topics_as_queries() {
     let q = Collection::read_queries(&fixture().join("topics.en.txt")).unwrap();
     assert_eq!(q.ids, vec!["q1", "q2"]);

@@ -15,7 +15,8 @@
 //! - anything else: text lines, `source<TAB>target[<TAB>...]` (further
 //!   columns such as a part of speech ignored), or without a tab
 //!   `source target` (first whitespace-separated word, then the rest). Blank
-//!   lines and `#` comments are skipped.
+//!   lines and `#` comments are skipped. A file ending in `.gz` is read
+//!   gunzipped (errors still name its line).
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Read;

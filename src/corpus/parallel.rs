@@ -1,5 +1,6 @@
-//! Aligned parallel text: two line-aligned files or one TSV of pairs, split
-//! into train / valid / test as a workspace says.
+//! Aligned parallel text: two line-aligned files, one TSV of pairs, or a
+//! list of such corpora concatenated in order, split into train / valid /
+//! test as a workspace says.
 //!
 //! A pair with an empty (or whitespace-only) side keeps its place, so line
 //! numbers and alignment stay intact, but is counted and left out of training.
@@ -21,7 +22,8 @@ pub struct ParallelText {
     /// Target-language side.
     pub target: Vec<String>,
     /// For each pair, its 0-based index in the file(s) it was read from (the
-    /// line number minus one; for a fraction split, the index in the corpus).
+    /// line number minus one, within its own corpus when several are listed;
+    /// for a fraction split, the index in the corpus).
     pub origin: Vec<usize>,
 }
 
@@ -108,11 +110,22 @@ impl ParallelText {
         Ok(p)
     }
 
-    /// Reads pairs from either kind of source.
+    /// Reads pairs from any kind of source; a list of sources is read in
+    /// order and concatenated.
     pub fn read(src: &PairSource) -> Result<ParallelText> {
         match src {
             PairSource::Files { source, target } => Self::read_files(source, target),
             PairSource::Tsv(p) => Self::read_tsv(p),
+            PairSource::Parts(parts) => {
+                let mut all = ParallelText::default();
+                for part in parts {
+                    let p = Self::read(part)?;
+                    all.source.extend(p.source);
+                    all.target.extend(p.target);
+                    all.origin.extend(p.origin);
+                }
+                Ok(all)
+            }
         }
     }
 }

@@ -10,6 +10,7 @@
 //! lang = "hi"
 //! [parallel]
 //! train = ["train.en", "train.hi"]   # or train = "train.tsv" (source<TAB>target)
+//! # or several corpora, read in order: train = [["a.en", "a.hi"], ["b.tsv"]]
 //! valid = ["val.en", "val.hi"]
 //! test  = ["test.en", "test.hi"]
 //! # or: files = ["all.en", "all.hi"] (or tsv = "all.tsv"), split = [0.8, 0.1, 0.1], seed = 1
@@ -50,6 +51,8 @@ pub enum PairSource {
     },
     /// One TSV file, `source<TAB>target` per line (further columns ignored).
     Tsv(PathBuf),
+    /// Several sources, their pairs concatenated in this order.
+    Parts(Vec<PairSource>),
 }
 
 impl PairSource {
@@ -58,6 +61,7 @@ impl PairSource {
         match self {
             PairSource::Files { source, target } => vec![source.clone(), target.clone()],
             PairSource::Tsv(p) => vec![p.clone()],
+            PairSource::Parts(parts) => parts.iter().flat_map(PairSource::files).collect(),
         }
     }
 }
@@ -152,6 +156,45 @@ struct RawLang {
 enum RawPairs {
     Files([String; 2]),
     Tsv(String),
+    /// `[["a.en", "a.de"], ["b.tsv"]]`: each inner list one corpus.
+    Parts(Vec<RawPairs>),
+}
+
+const PAIRS_EXPECTED: &str =
+    "two line-aligned files [\"x.src\", \"x.tgt\"], one TSV file \"x.tsv\", \
+     or a list of corpora read in order, each two files or one TSV file: \
+     [[\"a.src\", \"a.tgt\"], [\"b.tsv\"]]";
+
+/// A string or a list of strings (an element of a `train`/`valid`/`test` list).
+enum StrOrList {
+    Str(String),
+    List(Vec<String>),
+}
+
+impl<'de> Deserialize<'de> for StrOrList {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = StrOrList;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a file name or a list of file names")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> std::result::Result<StrOrList, E> {
+                Ok(StrOrList::Str(v.to_string()))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> std::result::Result<StrOrList, A::Error> {
+                let mut files = Vec::new();
+                while let Some(f) = seq.next_element::<String>()? {
+                    files.push(f);
+                }
+                Ok(StrOrList::List(files))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 impl<'de> Deserialize<'de> for RawPairs {
@@ -160,9 +203,7 @@ impl<'de> Deserialize<'de> for RawPairs {
         impl<'de> serde::de::Visitor<'de> for V {
             type Value = RawPairs;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str(
-                    "two line-aligned files [\"x.src\", \"x.tgt\"] or one TSV file \"x.tsv\"",
-                )
+                f.write_str(PAIRS_EXPECTED)
             }
             fn visit_str<E: serde::de::Error>(self, v: &str) -> std::result::Result<RawPairs, E> {
                 Ok(RawPairs::Tsv(v.to_string()))
@@ -171,14 +212,53 @@ impl<'de> Deserialize<'de> for RawPairs {
                 self,
                 mut seq: A,
             ) -> std::result::Result<RawPairs, A::Error> {
-                let mut files: Vec<String> = Vec::new();
-                while let Some(f) = seq.next_element::<String>()? {
-                    files.push(f);
+                use serde::de::Error as _;
+                let mut items: Vec<StrOrList> = Vec::new();
+                while let Some(f) = seq.next_element::<StrOrList>()? {
+                    items.push(f);
                 }
-                match <[String; 2]>::try_from(files) {
-                    Ok(pair) => Ok(RawPairs::Files(pair)),
-                    Err(v) => Err(serde::de::Error::invalid_length(v.len(), &self)),
+                let strings = items
+                    .iter()
+                    .filter(|i| matches!(i, StrOrList::Str(_)))
+                    .count();
+                if strings == items.len() {
+                    // the plain form: two line-aligned files
+                    let files: Vec<String> = items
+                        .into_iter()
+                        .filter_map(|i| match i {
+                            StrOrList::Str(s) => Some(s),
+                            StrOrList::List(_) => None,
+                        })
+                        .collect();
+                    return match <[String; 2]>::try_from(files) {
+                        Ok(pair) => Ok(RawPairs::Files(pair)),
+                        Err(v) => Err(A::Error::invalid_length(v.len(), &self)),
+                    };
                 }
+                let mut parts = Vec::with_capacity(items.len());
+                for (n, item) in items.into_iter().enumerate() {
+                    let files = match item {
+                        StrOrList::List(files) => files,
+                        StrOrList::Str(_) => {
+                            return Err(A::Error::custom(format!(
+                                "a list mixing file names and lists of files; want {PAIRS_EXPECTED}"
+                            )))
+                        }
+                    };
+                    parts.push(match <[String; 2]>::try_from(files) {
+                        Ok(pair) => RawPairs::Files(pair),
+                        Err(mut v) if v.len() == 1 => RawPairs::Tsv(v.remove(0)),
+                        Err(v) => {
+                            return Err(A::Error::custom(format!(
+                                "corpus {} of the list names {} files; want two line-aligned \
+                                 files [\"a.src\", \"a.tgt\"] or one TSV file [\"b.tsv\"]",
+                                n + 1,
+                                v.len()
+                            )))
+                        }
+                    });
+                }
+                Ok(RawPairs::Parts(parts))
             }
         }
         d.deserialize_any(V)
@@ -266,13 +346,18 @@ impl Workspace {
             }
         };
         let bad = |msg: String| Error::file(path, msg);
-        let pairs = |r: &RawPairs| match r {
-            RawPairs::Files([s, t]) => PairSource::Files {
-                source: resolve(s),
-                target: resolve(t),
-            },
-            RawPairs::Tsv(p) => PairSource::Tsv(resolve(p)),
-        };
+        fn pairs(r: &RawPairs, resolve: &dyn Fn(&str) -> PathBuf) -> PairSource {
+            match r {
+                RawPairs::Files([s, t]) => PairSource::Files {
+                    source: resolve(s),
+                    target: resolve(t),
+                },
+                RawPairs::Tsv(p) => PairSource::Tsv(resolve(p)),
+                RawPairs::Parts(parts) => {
+                    PairSource::Parts(parts.iter().map(|p| pairs(p, resolve)).collect())
+                }
+            }
+        }
         let p = &raw.parallel;
         let by_fraction = p.files.is_some() || p.tsv.is_some() || p.split.is_some();
         let parallel = if by_fraction {
@@ -318,9 +403,9 @@ impl Workspace {
                 bad("[parallel]: key `train` missing (or give files/tsv + split)".into())
             })?;
             ParallelSpec::Splits {
-                train: pairs(train),
-                valid: p.valid.as_ref().map(pairs),
-                test: p.test.as_ref().map(pairs),
+                train: pairs(train, &resolve),
+                valid: p.valid.as_ref().map(|r| pairs(r, &resolve)),
+                test: p.test.as_ref().map(|r| pairs(r, &resolve)),
             }
         };
         for (key, lang) in [("source", &raw.source.lang), ("target", &raw.target.lang)] {
