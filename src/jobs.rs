@@ -141,6 +141,9 @@ fn check_request(req: &JobRequest) -> Result<(BTreeMap<String, String>, Workspac
     for (k, v) in &req.settings {
         settings.insert(k.clone(), check_setting(&req.model, k, v)?);
     }
+    if !is_lexical(&req.model) {
+        crate::models::trainer(&req.model)?.check(&crate::models::Params::new(settings.clone()))?;
+    }
     if let Some(init) = settings.get("init") {
         // a session folder with a best checkpoint, or (XCNN) a checkpoint file
         let p = Path::new(init);

@@ -580,7 +580,12 @@ fn fit_space(
     let fit = super::linear::logging_warnings(hooks, |warn| {
         super::cca::fit(&xs, &xt, dim, reg, 10, 6, seed, warn)
     })
-    .map_err(|e| Error::invalid(format!("{KIND}: CCA on the codes: {e}")))?;
+    .map_err(|e| {
+        Error::invalid(format!(
+            "{KIND}: CCA on the codes: {e} (codes that span few directions mean the upper \
+             layers collapsed: see `hidden_spread` in the log; lower lr / lr_rsm, or dim)"
+        ))
+    })?;
     let dev = codes[0].device();
     let tensor = |a: &Array2<f32>| -> Result<Tensor> {
         Ok(Tensor::from_vec(
@@ -796,6 +801,10 @@ impl Unrolled {
 }
 
 impl Trainer for DbnCcaTrainer {
+    fn check(&self, params: &Params) -> Result<()> {
+        DbnConfig::from_params(params).map(|_| ())
+    }
+
     fn plan(&self, data: &TrainData, params: &Params) -> Result<Vec<Phase>> {
         let cfg = DbnConfig::from_params(params)?;
         let n = data.train_src.n_rows();
@@ -1114,7 +1123,7 @@ fn pretrain_layer(
         let m = inputs.valid[s].n_rows().min(n);
         if m > 0 {
             let rows: Vec<usize> = (0..m).collect();
-            let (valid_err, gap) = match (&data, &held) {
+            let (valid_err, gap, spread) = match (&data, &held) {
                 (None, _) => {
                     let vb = SparseBatch::new(&inputs.valid[s], &rows, false, DType::F32, &device)?;
                     let (_, vd) = lengths(&inputs.valid[s], &rows, &device)?;
@@ -1133,6 +1142,7 @@ fn pretrain_layer(
                     (
                         rbm.reconstruction_error(&vv)?,
                         rbm.free_energy(&vv)? - rbm.free_energy(&tv)?,
+                        rbm.hidden_spread(&vv)?,
                     )
                 }
                 (Some(all), Some(h)) => {
@@ -1142,12 +1152,14 @@ fn pretrain_layer(
                         rbm.reconstruction_error(&Visible::Probs(&vv))?,
                         rbm.free_energy(&Visible::Probs(&vv))?
                             - rbm.free_energy(&Visible::Probs(&tv))?,
+                        rbm.hidden_spread(&Visible::Probs(&vv))?,
                     )
                 }
                 _ => unreachable!("held-out data exist with the training data"),
             };
             scores.push(("held_out_error".into(), valid_err));
             scores.push(("free_energy_gap".into(), gap));
+            scores.push(("hidden_spread".into(), spread));
         }
         hooks.epoch_scores(scores);
         let extra = vec![

@@ -155,6 +155,16 @@ impl Rbm {
         scalar(&f)
     }
 
+    /// Mean over hidden units of the standard deviation over the rows of
+    /// `v` of `p(h|v)`: near 0 when the units do not tell texts apart
+    /// (saturated or constant), the collapse a stack must not pass up.
+    pub fn hidden_spread(&self, v: &Visible<'_>) -> Result<f64> {
+        let ph = self.hidden_probs(v)?;
+        let mean = ph.mean_keepdim(0)?;
+        let var = ph.broadcast_sub(&mean)?.sqr()?.mean(0)?;
+        scalar(&var.sqrt()?.mean_all()?)
+    }
+
     /// The reconstruction error of `v` (as [`CdStats::error`]) with the
     /// hidden units at their probabilities (deterministic: for held-out texts).
     pub fn reconstruction_error(&self, v: &Visible<'_>) -> Result<f64> {

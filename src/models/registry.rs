@@ -597,7 +597,7 @@ pub static MODELS: &[ModelSpec] = &[
             s("epochs", "50", COUNT, "pre-training epochs per RBM"),
             s("finetune_epochs", "20", COUNT, "autoencoder fine-tuning epochs (0: CCA on the pre-trained stacks)"),
             s("finetune_lr", "0.001", Check::Positive, "Adam learning rate of fine-tuning"),
-            s("init_scale", "0.01", Check::Positive, "std of the RBM weights' random start"),
+            s("init_scale", "0.1", Check::Positive, "std of the RBM weights' random start (Hinton & Salakhutdinov's 0.1)"),
             s("input_terms", "10000", Check::Int { min: 1, max: 1_000_000 }, "input terms per language (the most frequent)"),
             BM25_K1,
             s("layers", "500,500,3000,128", Check::Parse(dbn_layers), "hidden layer sizes, bottom up (the last is the code)"),

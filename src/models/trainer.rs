@@ -195,6 +195,13 @@ impl Phase {
 
 /// How to train and reload one kind of model.
 pub trait Trainer: Send + Sync {
+    /// Checks settings that depend on each other (each value alone was
+    /// checked by the registry), so a job is refused before its session is
+    /// written. Default: nothing more to check.
+    fn check(&self, params: &Params) -> Result<()> {
+        let _ = params;
+        Ok(())
+    }
     /// The phases `train` will run on `data` with `params`, in order (the
     /// runner reports progress and applies early stopping from it).
     fn plan(&self, data: &TrainData, params: &Params) -> Result<Vec<Phase>>;

@@ -740,13 +740,20 @@ fn draw_loss_chart(f: &mut Frame, app: &App, area: Rect) {
         // losses differ in scale
         let phases = &s.curves.loss_phases;
         let all = if !overlay && phases.len() > 1 {
-            let k = j.loss_phase.unwrap_or(phases.len() - 1).min(phases.len() - 1);
+            let k = j
+                .loss_phase
+                .unwrap_or(phases.len() - 1)
+                .min(phases.len() - 1);
             phase_title = format!(
                 "phase {} ({}/{}, [ ] other phases{}) · ",
                 phases[k].0,
                 k + 1,
                 phases.len(),
-                if j.loss_phase.is_none() { ", following" } else { "" }
+                if j.loss_phase.is_none() {
+                    ", following"
+                } else {
+                    ""
+                }
             );
             s.curves.phase_loss(k)
         } else {
