@@ -105,7 +105,8 @@ impl LinOp for Whitened<'_> {
 }
 
 /// Regularised CCA of weighted aligned matrices; `reg` is relative to each
-/// covariance's mean diagonal. Warnings (ridge growth) go to `warn`.
+/// covariance's mean diagonal. Warnings (ridge growth) go to `warn`. Errors
+/// when the data do not span `k` directions.
 #[allow(clippy::too_many_arguments)]
 pub fn fit(
     src: &CsrMatrix,
@@ -115,6 +116,30 @@ pub fn fit(
     oversample: usize,
     power_iters: usize,
     seed: u64,
+    warn: &mut dyn FnMut(&str),
+) -> Result<CcaFit> {
+    fit_with(src, tgt, k, (reg, oversample, power_iters, seed), true, warn)
+}
+
+/// [`fit`], but with data that span fewer than `k` directions the fit keeps
+/// the directions they span (its `correlations` say how many), and says so
+/// through `warn`.
+pub fn fit_up_to(
+    src: &CsrMatrix,
+    tgt: &CsrMatrix,
+    k: usize,
+    (reg, oversample, power_iters, seed): (f64, usize, usize, u64),
+    warn: &mut dyn FnMut(&str),
+) -> Result<CcaFit> {
+    fit_with(src, tgt, k, (reg, oversample, power_iters, seed), false, warn)
+}
+
+fn fit_with(
+    src: &CsrMatrix,
+    tgt: &CsrMatrix,
+    k: usize,
+    (reg, oversample, power_iters, seed): (f64, usize, usize, u64),
+    strict: bool,
     warn: &mut dyn FnMut(&str),
 ) -> Result<CcaFit> {
     if !(reg.is_finite() && reg >= 0.0) {
@@ -143,8 +168,24 @@ pub fn fit(
         lx: &cxx,
         ly: &cyy,
     };
-    let svd = randomized_svd(&op, k, oversample, power_iters, seed)?;
-    check_rank(KIND, &svd.s, k)?;
+    let mut svd = randomized_svd(&op, k, oversample, power_iters, seed)?;
+    if strict {
+        check_rank(KIND, &svd.s, k)?;
+    } else {
+        let top = svd.s.first().copied().unwrap_or(0.0);
+        let rank = svd.s.iter().filter(|&&x| x > top * 1e-7).count();
+        if rank == 0 {
+            check_rank(KIND, &svd.s, k)?;
+        }
+        if rank < k {
+            warn(&format!(
+                "the data span only {rank} of the {k} directions asked: keeping {rank}"
+            ));
+            svd.s.truncate(rank);
+            svd.u = Mat::from_fn(svd.u.nrows(), rank, |i, j| svd.u[(i, j)]);
+            svd.v = Mat::from_fn(svd.v.nrows(), rank, |i, j| svd.v[(i, j)]);
+        }
+    }
     let a = solve_lower_t(&cxx, svd.u);
     let b = solve_lower_t(&cyy, svd.v);
     Ok(CcaFit {

@@ -577,15 +577,12 @@ fn fit_space(
     };
     let (xs, ms) = dense(codes[0])?;
     let (xt, mt) = dense(codes[1])?;
+    // codes that span fewer than `dim` directions (units that collapsed: see
+    // `hidden_spread`) give a smaller space, with a warning in the log
     let fit = super::linear::logging_warnings(hooks, |warn| {
-        super::cca::fit(&xs, &xt, dim, reg, 10, 6, seed, warn)
+        super::cca::fit_up_to(&xs, &xt, dim, (reg, 10, 6, seed), warn)
     })
-    .map_err(|e| {
-        Error::invalid(format!(
-            "{KIND}: CCA on the codes: {e} (codes that span few directions mean the upper \
-             layers collapsed: see `hidden_spread` in the log; lower lr / lr_rsm, or dim)"
-        ))
-    })?;
+    .map_err(|e| Error::invalid(format!("{KIND}: CCA on the codes: {e}")))?;
     let dev = codes[0].device();
     let tensor = |a: &Array2<f32>| -> Result<Tensor> {
         Ok(Tensor::from_vec(
@@ -595,8 +592,9 @@ fn fit_space(
         )?)
     };
     hooks.log(&format!(
-        "{KIND}: CCA on {} code pairs; canonical correlations {:.4} .. {:.4}",
+        "{KIND}: CCA on {} code pairs, {} dimensions; canonical correlations {:.4} .. {:.4}",
         xs.n_rows(),
+        fit.correlations.len(),
         fit.correlations.first().copied().unwrap_or(f64::NAN),
         fit.correlations.last().copied().unwrap_or(f64::NAN)
     ));
