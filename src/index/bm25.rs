@@ -211,13 +211,42 @@ impl Query {
     pub fn is_empty(&self) -> bool {
         self.clauses.is_empty()
     }
+
+    /// The query with every clause weight multiplied by `factor`.
+    pub fn scaled(&self, factor: f64) -> Query {
+        Query {
+            clauses: self
+                .clauses
+                .iter()
+                .map(|c| Clause {
+                    terms: c.terms.clone(),
+                    weight: c.weight * factor,
+                })
+                .collect(),
+        }
+    }
+
+    /// The largest clause weight (0 for an empty query).
+    pub fn max_weight(&self) -> f64 {
+        self.clauses.iter().map(|c| c.weight).fold(0.0, f64::max)
+    }
+
+    /// The sum of the clause weights.
+    pub fn total_weight(&self) -> f64 {
+        self.clauses.iter().map(|c| c.weight).sum()
+    }
 }
 
 /// An in-memory BM25 index over analysed documents with exact lengths.
 #[derive(Debug, Clone)]
 pub struct Bm25Index {
     terms: HashMap<String, u32>,
+    /// Term of every id.
+    names: Vec<String>,
     postings: Postings,
+    /// Document → (term id, tf): the direct index pseudo-relevance
+    /// feedback reads ([`super::expand`]).
+    forward: CsrMatrix,
     /// `k1 (1 − b + b · dl / avgdl)` of every document.
     norm: Vec<f64>,
     doc_len: Vec<u32>,
@@ -255,6 +284,7 @@ impl Bm25Index {
             return Err(Error::invalid("too many documents for one index"));
         }
         let mut terms: HashMap<String, u32> = HashMap::new();
+        let mut names: Vec<String> = Vec::new();
         let mut rows: Vec<Vec<(u32, f32)>> = Vec::with_capacity(docs.len());
         let mut doc_len = Vec::with_capacity(docs.len());
         for d in docs {
@@ -266,6 +296,7 @@ impl Bm25Index {
                     None => {
                         let id = terms.len() as u32;
                         terms.insert(t.to_string(), id);
+                        names.push(t.to_string());
                         id
                     }
                 };
@@ -288,7 +319,9 @@ impl Bm25Index {
         };
         let mut idx = Bm25Index {
             terms,
+            names,
             postings,
+            forward: m,
             norm: Vec::new(),
             doc_len,
             n_nonempty,
@@ -369,6 +402,27 @@ impl Bm25Index {
     /// The postings (term ids are internal).
     pub fn postings(&self) -> &Postings {
         &self.postings
+    }
+
+    /// The internal id of `term`, if it occurs.
+    pub fn term_id(&self, term: &str) -> Option<u32> {
+        self.terms.get(term).copied()
+    }
+
+    /// The term with internal id `id`.
+    pub fn term(&self, id: u32) -> &str {
+        &self.names[id as usize]
+    }
+
+    /// The terms of document `doc` (internal ids, ascending) and their
+    /// counts there: the direct index.
+    pub fn doc_terms(&self, doc: u32) -> (&[u32], &[f32]) {
+        self.forward.row(doc as usize)
+    }
+
+    /// Collection frequency of term id `id`: its occurrences in all documents.
+    pub fn collection_frequency(&self, id: u32) -> f64 {
+        self.postings.list(id).1.iter().map(|&t| t as f64).sum()
     }
 
     /// The tie order in use.
