@@ -247,6 +247,8 @@ pub struct Bm25Index {
     /// Document → (term id, tf): the direct index pseudo-relevance
     /// feedback reads ([`super::expand`]).
     forward: CsrMatrix,
+    /// Collection frequency of every term id.
+    cf: Vec<f64>,
     /// `k1 (1 − b + b · dl / avgdl)` of every document.
     norm: Vec<f64>,
     doc_len: Vec<u32>,
@@ -310,6 +312,9 @@ impl Bm25Index {
             m.push_row(r);
         }
         let postings = Postings::from_csr(&m);
+        let cf = (0..postings.n_terms() as u32)
+            .map(|t| postings.list(t).1.iter().map(|&x| x as f64).sum())
+            .collect();
         let n_nonempty = doc_len.iter().filter(|&&l| l > 0).count();
         let total: u64 = doc_len.iter().map(|&l| l as u64).sum();
         let avgdl = if n_nonempty > 0 {
@@ -322,6 +327,7 @@ impl Bm25Index {
             names,
             postings,
             forward: m,
+            cf,
             norm: Vec::new(),
             doc_len,
             n_nonempty,
@@ -422,7 +428,7 @@ impl Bm25Index {
 
     /// Collection frequency of term id `id`: its occurrences in all documents.
     pub fn collection_frequency(&self, id: u32) -> f64 {
-        self.postings.list(id).1.iter().map(|&t| t as f64).sum()
+        self.cf[id as usize]
     }
 
     /// The tie order in use.

@@ -59,6 +59,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::bm25::{Bm25Index, Query};
+use super::Hit;
 use crate::{Error, Result};
 
 /// Bo1's default number of feedback documents (Terrier's `expansion.documents`).
@@ -286,32 +287,47 @@ pub fn bo1_normaliser(max_tf: f64, n: f64) -> f64 {
 
 /// `query` after `expansion` on `index` (see the module docs).
 pub fn expand(index: &Bm25Index, query: &Query, expansion: Expansion) -> Expanded {
+    let (fb_docs, _) = expansion.feedback();
+    let hits = if expansion.is_none() {
+        Vec::new()
+    } else {
+        index.search(query, fb_docs)
+    };
+    expand_from(index, query, &hits, expansion)
+}
+
+/// [`expand`] for many queries: the first pass in one
+/// [`Bm25Index::search_many`], the feedback in parallel.
+pub fn expand_many(index: &Bm25Index, queries: &[Query], expansion: Expansion) -> Vec<Expanded> {
+    if expansion.is_none() {
+        return queries
+            .iter()
+            .map(|q| expand_from(index, q, &[], expansion))
+            .collect();
+    }
+    let (fb_docs, _) = expansion.feedback();
+    let hits = index.search_many(queries, fb_docs);
+    queries
+        .par_iter()
+        .zip(hits.par_iter())
+        .map(|(q, h)| expand_from(index, q, h, expansion))
+        .collect()
+}
+
+/// The expansion of `query` from its first pass's top documents `hits`.
+fn expand_from(index: &Bm25Index, query: &Query, hits: &[Hit], expansion: Expansion) -> Expanded {
     match expansion {
         Expansion::None => Expanded {
             query: query.clone(),
             ..Default::default()
         },
-        Expansion::Bo1 { fb_docs, fb_terms } => bo1(index, query, fb_docs, fb_terms),
+        Expansion::Bo1 { fb_terms, .. } => bo1(index, query, hits, fb_terms),
         Expansion::Rm3 {
-            fb_docs,
             fb_terms,
             original_weight,
-        } => rm3(index, query, fb_docs, fb_terms, original_weight),
+            ..
+        } => rm3(index, query, hits, fb_terms, original_weight),
     }
-}
-
-/// [`expand`] for many queries, in parallel.
-pub fn expand_many(index: &Bm25Index, queries: &[Query], expansion: Expansion) -> Vec<Expanded> {
-    if expansion.is_none() {
-        return queries
-            .iter()
-            .map(|q| expand(index, q, expansion))
-            .collect();
-    }
-    queries
-        .par_iter()
-        .map(|q| expand(index, q, expansion))
-        .collect()
 }
 
 /// Sorts `(term id, weight)` best first, ties by term.
@@ -322,14 +338,13 @@ fn rank_terms(index: &Bm25Index, v: &mut [(u32, f64)]) {
     });
 }
 
-fn bo1(index: &Bm25Index, query: &Query, fb_docs: usize, fb_terms: usize) -> Expanded {
+fn bo1(index: &Bm25Index, query: &Query, hits: &[Hit], fb_terms: usize) -> Expanded {
     let max_w = query.max_weight();
     let normalised = if max_w > 0.0 {
         query.scaled(1.0 / max_w)
     } else {
         query.clone()
     };
-    let hits = index.search(query, fb_docs);
     if hits.is_empty() {
         return Expanded {
             query: normalised,
@@ -338,7 +353,7 @@ fn bo1(index: &Bm25Index, query: &Query, fb_docs: usize, fb_terms: usize) -> Exp
     }
     // term → (count in the feedback set, feedback documents holding it)
     let mut bag: HashMap<u32, (f64, usize)> = HashMap::new();
-    for h in &hits {
+    for h in hits {
         let (ids, tfs) = index.doc_terms(h.doc);
         for (&t, &tf) in ids.iter().zip(tfs) {
             let e = bag.entry(t).or_default();
@@ -392,17 +407,16 @@ fn bo1(index: &Bm25Index, query: &Query, fb_docs: usize, fb_terms: usize) -> Exp
     }
 }
 
-fn rm3(index: &Bm25Index, query: &Query, fb_docs: usize, fb_terms: usize, alpha: f64) -> Expanded {
+fn rm3(index: &Bm25Index, query: &Query, hits: &[Hit], fb_terms: usize, alpha: f64) -> Expanded {
     let total = query.total_weight();
     let mut out = if total > 0.0 {
         query.scaled(alpha / total)
     } else {
         query.clone()
     };
-    let hits = index.search(query, fb_docs);
     let n_docs = index.n_docs() as f64;
     let mut rm: HashMap<u32, f64> = HashMap::new();
-    for h in &hits {
+    for h in hits {
         let (ids, tfs) = index.doc_terms(h.doc);
         let mut v: Vec<(u32, f64)> = ids
             .iter()
