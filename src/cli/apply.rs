@@ -315,6 +315,24 @@ pub enum Split {
     Test,
 }
 
+/// How `eval --fuse` translates queries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FuseTranslate {
+    /// Word by word through the workspace dictionary.
+    Dict,
+    /// Whole queries through Apertium.
+    Mt,
+}
+
+/// Score normalisation of `eval --fuse`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FuseNorm {
+    /// (s − min) / (max − min).
+    Minmax,
+    /// s / max (seed 004).
+    Max,
+}
+
 /// Arguments of `rosetta eval`.
 #[derive(Debug, Args)]
 pub struct EvalArgs {
@@ -343,8 +361,8 @@ pub struct EvalArgs {
     /// a task derived from parallel data also its qrels, to FILE.qrels.
     #[arg(long, value_name = "FILE")]
     pub run: Option<PathBuf>,
-    /// Also score the ad-hoc run fused with BM25 over dictionary-translated
-    /// queries: `bm25:auto` (λ chosen for MAP on a seeded half of the judged
+    /// Also score the ad-hoc run fused with BM25 over translated queries:
+    /// `bm25:auto` (λ chosen for MAP on a seeded half of the judged
     /// queries), `bm25:λ`, `rrf` or `rrf:K`. Fused, model and BM25 figures
     /// are all on the other half of the queries.
     #[arg(long, value_name = "FUSION")]
@@ -352,6 +370,25 @@ pub struct EvalArgs {
     /// Seed of the validation/test split of the queries for --fuse.
     #[arg(long, default_value_t = 1, requires = "fuse")]
     pub fuse_seed: u64,
+    /// With --fuse bm25:λ|bm25:auto, seed 004's Eq. 1: the model's score is
+    /// β·n(source query) + (1−β)·n(its translation, encoded by the model's
+    /// target side); `auto` chooses β from 0, 0.1, …, 1 together with λ
+    /// (which then comes from 0, 0.05, …, 1). Without it only the source
+    /// query takes part (β = 1, λ from 0, 0.1, …, 1).
+    #[arg(long, value_name = "auto|β", requires = "fuse")]
+    pub beta: Option<rosetta::index::fusion::BetaSpec>,
+    /// How --fuse translates the queries, for BM25 and for the model's
+    /// target side: through the workspace dictionary or Apertium.
+    #[arg(long, value_enum, default_value = "dict", requires = "fuse")]
+    pub fuse_translate: FuseTranslate,
+    /// Pseudo-relevance feedback of --fuse's BM25 queries (Terrier's Bo1,
+    /// Anserini's RM3, with their default settings; see `rosetta bm25`).
+    #[arg(long, value_enum, default_value = "none", requires = "fuse")]
+    pub fuse_expand: crate::cli::bm25::ExpandArg,
+    /// Score normalisation of --fuse: min-max, or division by the list's
+    /// largest score as seed 004 writes it.
+    #[arg(long, value_enum, default_value = "minmax", requires = "fuse")]
+    pub fuse_norm: FuseNorm,
     /// Device to load the model on (auto, cpu, cuda, cuda:<i>).
     #[arg(long, default_value = "cpu")]
     pub device: String,
@@ -381,6 +418,18 @@ pub fn eval(args: EvalArgs) -> anyhow::Result<()> {
         run: args.run,
         fuse: args.fuse,
         fuse_seed: args.fuse_seed,
+        fuse_options: ev::FuseOptions {
+            beta: args.beta.unwrap_or_default(),
+            translation: match args.fuse_translate {
+                FuseTranslate::Dict => rosetta::index::adhoc::Translation::Dict,
+                FuseTranslate::Mt => rosetta::index::adhoc::Translation::Mt,
+            },
+            expansion: args.fuse_expand.name().parse()?,
+            norm: match args.fuse_norm {
+                FuseNorm::Minmax => rosetta::index::fusion::Norm::MinMax,
+                FuseNorm::Max => rosetta::index::fusion::Norm::Max,
+            },
+        },
         device: args.device,
     };
     let report = ev::evaluate(&req)?;

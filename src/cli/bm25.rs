@@ -10,7 +10,7 @@ use serde_json::json;
 use rosetta::corpus::Workspace;
 use rosetta::eval::{evaluate, Metric};
 use rosetta::index::adhoc::{bm25_run, Bm25RunConfig, Translation};
-use rosetta::index::Bm25Params;
+use rosetta::index::{Bm25Params, Expansion};
 use rosetta::text::Side;
 
 /// Which queries of the task are searched.
@@ -32,6 +32,30 @@ pub enum TranslateArg {
     Dict,
     /// Whole queries through Apertium (`apertium -u SRC-TGT`).
     Mt,
+}
+
+/// Pseudo-relevance feedback of the queries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExpandArg {
+    /// None: the queries as they are.
+    None,
+    /// Terrier's Bo1 (Bose-Einstein 1, parameter-free normalisation; 3
+    /// feedback documents and 10 terms by default).
+    Bo1,
+    /// Anserini's RM3 (relevance model interpolated with the query; 10
+    /// feedback documents, 10 terms, original weight 0.5 by default).
+    Rm3,
+}
+
+impl ExpandArg {
+    /// The engine's name of the method.
+    pub fn name(self) -> &'static str {
+        match self {
+            ExpandArg::None => "none",
+            ExpandArg::Bo1 => "bo1",
+            ExpandArg::Rm3 => "rm3",
+        }
+    }
 }
 
 /// Arguments of `rosetta bm25`.
@@ -56,6 +80,19 @@ pub struct Bm25Args {
     /// are (names, numbers, cognates) instead of dropping them.
     #[arg(long)]
     pub keep_untranslated: bool,
+    /// Pseudo-relevance feedback of the queries (after translation, on the
+    /// target-language index).
+    #[arg(long, value_enum, default_value = "none")]
+    pub expand: ExpandArg,
+    /// With --expand: feedback documents [default: 3 for bo1, 10 for rm3].
+    #[arg(long, value_name = "N")]
+    pub fb_docs: Option<usize>,
+    /// With --expand: expansion terms [default: 10].
+    #[arg(long, value_name = "N")]
+    pub fb_terms: Option<usize>,
+    /// With --expand rm3: weight of the original query, 0 to 1 [default: 0.5].
+    #[arg(long, value_name = "X")]
+    pub rm3_weight: Option<f64>,
     /// Documents kept per query.
     #[arg(long, default_value_t = 1000)]
     pub depth: usize,
@@ -93,32 +130,35 @@ pub fn run(a: Bm25Args) -> anyhow::Result<()> {
         },
         depth: a.depth,
         keep_untranslated: a.keep_untranslated,
+        expansion: Expansion::from_parts(a.expand.name(), a.fb_docs, a.fb_terms, a.rm3_weight)?,
     };
     let out = bm25_run(&ws, &task, &cfg)?;
     let qrels = rosetta::eval::trec::write_run(&out.run, &a.run, &task.qrels, task.derived)?;
     let ev = evaluate(&out.run, &task.qrels);
     let secs = t.elapsed().as_secs_f64();
     if a.json {
-        println!(
-            "{}",
-            json!({
-                "workspace": a.workspace.display().to_string(),
-                "run": a.run.display().to_string(),
-                "qrels": qrels.as_ref().map(|q| q.display().to_string()),
-                "tag": out.run.tag,
-                "queries": match cfg.queries { Side::Source => "source", Side::Target => "target" },
-                "translate": cfg.translation.name(),
-                "k1": a.k1,
-                "b": a.b,
-                "depth": a.depth,
-                "keep_untranslated": a.keep_untranslated,
-                "documents": task.docs.len(),
-                "judged_queries": ev.queries,
-                "query_stats": out.stats,
-                "metrics": ev.mean,
-                "seconds": (secs * 1000.0).round() / 1000.0,
-            })
-        );
+        let mut v = json!({
+            "workspace": a.workspace.display().to_string(),
+            "run": a.run.display().to_string(),
+            "qrels": qrels.as_ref().map(|q| q.display().to_string()),
+            "tag": out.run.tag,
+            "queries": match cfg.queries { Side::Source => "source", Side::Target => "target" },
+            "translate": cfg.translation.name(),
+            "k1": a.k1,
+            "b": a.b,
+            "depth": a.depth,
+            "keep_untranslated": a.keep_untranslated,
+            "expansion": cfg.expansion,
+            "documents": task.docs.len(),
+            "judged_queries": ev.queries,
+            "query_stats": out.stats,
+            "metrics": ev.mean,
+            "seconds": (secs * 1000.0).round() / 1000.0,
+        });
+        if !out.expansions.is_empty() {
+            v["expansion_terms"] = serde_json::to_value(&out.expansions)?;
+        }
+        println!("{v}");
     } else {
         let s = &out.stats;
         println!(
@@ -136,6 +176,12 @@ pub fn run(a: Bm25Args) -> anyhow::Result<()> {
             println!(
                 "dictionary: {} of {} query tokens translated, {} dropped",
                 s.translated_tokens, s.tokens, s.dropped_tokens
+            );
+        }
+        if let Some(e) = &s.expansion {
+            println!(
+                "expansion: {}: {} of {} queries got feedback terms ({} terms in all)",
+                cfg.expansion, e.expanded_queries, s.queries, e.terms
             );
         }
         for m in Metric::ALL {

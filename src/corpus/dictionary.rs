@@ -208,6 +208,31 @@ impl Dictionary {
         self.analysed_by(|s| src.analyze_words(s), |t| tgt.analyze_words(t))
     }
 
+    /// The translations as written, for target-language text: source word
+    /// term (as [`Dictionary::analysed_words`] keys it) → one written
+    /// translation per target word term that `analysed_words` lists for it
+    /// (the first listed form of each), in the same order.
+    pub fn surface_words(&self, src: &Analyzer, tgt: &Analyzer) -> HashMap<String, Vec<String>> {
+        let mut out: HashMap<String, Vec<(String, String)>> = HashMap::new();
+        for (s, ts) in &self.entries {
+            let s = src.analyze_words(s);
+            if s.len() != 1 {
+                continue;
+            }
+            let e = out.entry(s[0].clone()).or_default();
+            for t in ts {
+                let a = tgt.analyze_words(t);
+                if a.len() == 1 && !e.iter().any(|(term, _)| *term == a[0]) {
+                    e.push((a[0].clone(), t.trim().to_string()));
+                }
+            }
+        }
+        out.into_iter()
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(s, v)| (s, v.into_iter().map(|(_, w)| w).collect()))
+            .collect()
+    }
+
     fn analysed_by(
         &self,
         src: impl Fn(&str) -> Vec<String>,

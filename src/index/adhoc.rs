@@ -1,12 +1,15 @@
 //! BM25 runs on a workspace's ad-hoc task: target-language queries
 //! (the monolingual ceiling), source-language queries untranslated, through
-//! the dictionary (Pirkola structured queries) or through Apertium.
+//! the dictionary (Pirkola structured queries) or through Apertium,
+//! optionally expanded by pseudo-relevance feedback ([`super::expand`]) on
+//! the target side, after translation.
 
 use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
 use super::bm25::{Bm25Index, Bm25Params, Query};
+use super::expand::{expand_many, AddedTerm, Expansion};
 use super::translate::{apertium_translate, translate_dict_units, unit_dictionary};
 use crate::corpus::{AdhocTask, Workspace};
 use crate::eval::Run;
@@ -52,6 +55,9 @@ pub struct Bm25RunConfig {
     /// With `Dict`: keep terms the dictionary lacks as they are instead of
     /// dropping them.
     pub keep_untranslated: bool,
+    /// Pseudo-relevance feedback of the (translated) queries.
+    #[serde(default)]
+    pub expansion: Expansion,
 }
 
 impl Default for Bm25RunConfig {
@@ -62,6 +68,7 @@ impl Default for Bm25RunConfig {
             translation: Translation::None,
             depth: 1000,
             keep_untranslated: false,
+            expansion: Expansion::None,
         }
     }
 }
@@ -79,6 +86,28 @@ pub struct QueryStats {
     pub translated_tokens: usize,
     /// Tokens the dictionary lacks, dropped (`dict` only).
     pub dropped_tokens: usize,
+    /// What pseudo-relevance feedback did (with an expansion only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expansion: Option<ExpansionStats>,
+}
+
+/// What pseudo-relevance feedback did to a run's queries.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ExpansionStats {
+    /// `bo1` or `rm3`.
+    pub method: String,
+    /// Feedback documents asked for.
+    pub fb_docs: usize,
+    /// Expansion terms asked for.
+    pub fb_terms: usize,
+    /// RM3's weight of the original query (`rm3` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rm3_weight: Option<f64>,
+    /// Queries that got at least one feedback term.
+    pub expanded_queries: usize,
+    /// Feedback terms over all queries (Bo1 counts re-weighted original
+    /// terms too).
+    pub terms: usize,
 }
 
 /// A BM25 run with its query statistics.
@@ -89,16 +118,24 @@ pub struct Bm25Run {
     pub run: Run,
     /// What happened to the queries.
     pub stats: QueryStats,
+    /// With an expansion: the terms the feedback chose for each query id
+    /// (best first, with the weight each added); empty without.
+    pub expansions: BTreeMap<String, Vec<AddedTerm>>,
 }
 
 /// The run's tag: `bm25`, `bm25-dict`, `bm25-dict-keep`, `bm25-mt`,
-/// `bm25-target`.
+/// `bm25-target`, with `-bo1` or `-rm3` after it for an expansion.
 pub fn run_tag(cfg: &Bm25RunConfig) -> String {
-    match (cfg.queries, cfg.translation) {
+    let base = match (cfg.queries, cfg.translation) {
         (Side::Target, _) => "bm25-target".into(),
         (Side::Source, Translation::None) => "bm25".into(),
         (Side::Source, Translation::Dict) if cfg.keep_untranslated => "bm25-dict-keep".into(),
         (Side::Source, t) => format!("bm25-{}", t.name()),
+    };
+    if cfg.expansion.is_none() {
+        base
+    } else {
+        format!("{base}-{}", cfg.expansion.name())
     }
 }
 
@@ -199,8 +236,50 @@ pub fn build_queries(
     Ok((ids, queries, stats))
 }
 
-/// Runs BM25 on the workspace's ad-hoc task: every query (as `cfg` says)
-/// against the documents, `cfg.depth` results each, in evaluator order.
+/// Source-language texts as target-language text, for a model to encode
+/// on its target side: Apertium's output for `Mt`; for `Dict` every
+/// dictionary translation of each word, as the dictionary writes it (one
+/// form per target term of the word's `bm25-dict` synonym set, so the text
+/// holds what the structured query searches for), words the dictionary
+/// lacks left out. `ws` is read as given (its analysers and dictionary).
+pub fn translate_texts<S: AsRef<str>>(
+    ws: &Workspace,
+    texts: &[S],
+    translation: Translation,
+) -> Result<Vec<String>> {
+    match translation {
+        Translation::None => Err(Error::invalid(
+            "translating queries needs dict or mt, not none",
+        )),
+        Translation::Mt => apertium_translate(texts, &ws.source_lang, &ws.target_lang),
+        Translation::Dict => {
+            let dict = ws.read_dictionary()?.ok_or_else(|| {
+                Error::invalid(format!(
+                    "workspace {} names no dictionary ([dictionary] path)",
+                    ws.name
+                ))
+            })?;
+            let (src, tgt) = crate::corpus::workspace_analyzers(ws)?;
+            let surface = dict.surface_words(&src, &tgt);
+            Ok(texts
+                .iter()
+                .map(|t| {
+                    let mut words: Vec<&str> = Vec::new();
+                    for w in src.analyze_words(t.as_ref()) {
+                        if let Some(tr) = surface.get(&w) {
+                            words.extend(tr.iter().map(String::as_str));
+                        }
+                    }
+                    words.join(" ")
+                })
+                .collect())
+        }
+    }
+}
+
+/// Runs BM25 on the workspace's ad-hoc task: every query (as `cfg` says,
+/// expanded by `cfg.expansion` after translation) against the documents,
+/// `cfg.depth` results each, in evaluator order.
 pub fn bm25_run(ws: &Workspace, task: &AdhocTask, cfg: &Bm25RunConfig) -> Result<Bm25Run> {
     if cfg.keep_untranslated && cfg.translation != Translation::Dict {
         return Err(Error::invalid(
@@ -210,8 +289,36 @@ pub fn bm25_run(ws: &Workspace, task: &AdhocTask, cfg: &Bm25RunConfig) -> Result
     if cfg.depth == 0 {
         return Err(Error::invalid("run depth must be at least 1"));
     }
+    cfg.expansion.validate()?;
     let index = index_documents(ws, task, cfg.params)?;
-    let (ids, queries, mut stats) = build_queries(ws, task, cfg)?;
+    let (ids, mut queries, mut stats) = build_queries(ws, task, cfg)?;
+    let mut expansions = BTreeMap::new();
+    if !cfg.expansion.is_none() {
+        let (fb_docs, fb_terms) = cfg.expansion.feedback();
+        let mut es = ExpansionStats {
+            method: cfg.expansion.name().into(),
+            fb_docs,
+            fb_terms,
+            rm3_weight: match cfg.expansion {
+                Expansion::Rm3 {
+                    original_weight, ..
+                } => Some(original_weight),
+                _ => None,
+            },
+            ..Default::default()
+        };
+        let expanded = expand_many(&index, &queries, cfg.expansion);
+        queries = Vec::with_capacity(expanded.len());
+        for (qid, e) in ids.iter().zip(expanded) {
+            if !e.terms.is_empty() {
+                es.expanded_queries += 1;
+                es.terms += e.terms.len();
+                expansions.insert(qid.clone(), e.terms);
+            }
+            queries.push(e.query);
+        }
+        stats.expansion = Some(es);
+    }
     let hits = index.search_many(&queries, cfg.depth);
     let mut results = BTreeMap::new();
     for (qid, hits) in ids.into_iter().zip(hits) {
@@ -231,6 +338,7 @@ pub fn bm25_run(ws: &Workspace, task: &AdhocTask, cfg: &Bm25RunConfig) -> Result
             tag: run_tag(cfg),
         },
         stats,
+        expansions,
     })
 }
 

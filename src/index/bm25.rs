@@ -211,13 +211,44 @@ impl Query {
     pub fn is_empty(&self) -> bool {
         self.clauses.is_empty()
     }
+
+    /// The query with every clause weight multiplied by `factor`.
+    pub fn scaled(&self, factor: f64) -> Query {
+        Query {
+            clauses: self
+                .clauses
+                .iter()
+                .map(|c| Clause {
+                    terms: c.terms.clone(),
+                    weight: c.weight * factor,
+                })
+                .collect(),
+        }
+    }
+
+    /// The largest clause weight (0 for an empty query).
+    pub fn max_weight(&self) -> f64 {
+        self.clauses.iter().map(|c| c.weight).fold(0.0, f64::max)
+    }
+
+    /// The sum of the clause weights.
+    pub fn total_weight(&self) -> f64 {
+        self.clauses.iter().map(|c| c.weight).sum()
+    }
 }
 
 /// An in-memory BM25 index over analysed documents with exact lengths.
 #[derive(Debug, Clone)]
 pub struct Bm25Index {
     terms: HashMap<String, u32>,
+    /// Term of every id.
+    names: Vec<String>,
     postings: Postings,
+    /// Document → (term id, tf): the direct index pseudo-relevance
+    /// feedback reads ([`super::expand`]).
+    forward: CsrMatrix,
+    /// Collection frequency of every term id.
+    cf: Vec<f64>,
     /// `k1 (1 − b + b · dl / avgdl)` of every document.
     norm: Vec<f64>,
     doc_len: Vec<u32>,
@@ -255,6 +286,7 @@ impl Bm25Index {
             return Err(Error::invalid("too many documents for one index"));
         }
         let mut terms: HashMap<String, u32> = HashMap::new();
+        let mut names: Vec<String> = Vec::new();
         let mut rows: Vec<Vec<(u32, f32)>> = Vec::with_capacity(docs.len());
         let mut doc_len = Vec::with_capacity(docs.len());
         for d in docs {
@@ -266,6 +298,7 @@ impl Bm25Index {
                     None => {
                         let id = terms.len() as u32;
                         terms.insert(t.to_string(), id);
+                        names.push(t.to_string());
                         id
                     }
                 };
@@ -279,6 +312,9 @@ impl Bm25Index {
             m.push_row(r);
         }
         let postings = Postings::from_csr(&m);
+        let cf = (0..postings.n_terms() as u32)
+            .map(|t| postings.list(t).1.iter().map(|&x| x as f64).sum())
+            .collect();
         let n_nonempty = doc_len.iter().filter(|&&l| l > 0).count();
         let total: u64 = doc_len.iter().map(|&l| l as u64).sum();
         let avgdl = if n_nonempty > 0 {
@@ -288,7 +324,10 @@ impl Bm25Index {
         };
         let mut idx = Bm25Index {
             terms,
+            names,
             postings,
+            forward: m,
+            cf,
             norm: Vec::new(),
             doc_len,
             n_nonempty,
@@ -369,6 +408,27 @@ impl Bm25Index {
     /// The postings (term ids are internal).
     pub fn postings(&self) -> &Postings {
         &self.postings
+    }
+
+    /// The internal id of `term`, if it occurs.
+    pub fn term_id(&self, term: &str) -> Option<u32> {
+        self.terms.get(term).copied()
+    }
+
+    /// The term with internal id `id`.
+    pub fn term(&self, id: u32) -> &str {
+        &self.names[id as usize]
+    }
+
+    /// The terms of document `doc` (internal ids, ascending) and their
+    /// counts there: the direct index.
+    pub fn doc_terms(&self, doc: u32) -> (&[u32], &[f32]) {
+        self.forward.row(doc as usize)
+    }
+
+    /// Collection frequency of term id `id`: its occurrences in all documents.
+    pub fn collection_frequency(&self, id: u32) -> f64 {
+        self.cf[id as usize]
     }
 
     /// The tie order in use.

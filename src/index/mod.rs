@@ -1,5 +1,6 @@
 //! Retrieval indexes: exact BM25 over analysed terms ([`bm25`]), query
-//! translation for it ([`translate`]), BM25 runs on a workspace's ad-hoc
+//! translation for it ([`translate`]), pseudo-relevance feedback for it
+//! ([`expand`]: Bo1, RM3), BM25 runs on a workspace's ad-hoc
 //! task ([`adhoc`]), pseudo-relevance mining for XCNN pre-initialisation
 //! ([`mining`]) and exact dense top-k over embeddings ([`dense`]).
 //!
@@ -11,12 +12,14 @@
 pub mod adhoc;
 pub mod bm25;
 pub mod dense;
+pub mod expand;
 pub mod fusion;
 pub mod mining;
 pub mod translate;
 
 pub use bm25::{Bm25Index, Bm25Params, Clause, Query};
 pub use dense::{DenseIndex, Matmul};
+pub use expand::Expansion;
 pub use fusion::Fusion;
 pub use mining::{mine_positives, MineConfig, MineScoring};
 pub use translate::{apertium_translate, translate_dict, translate_dict_with, DictTranslation};

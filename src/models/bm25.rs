@@ -1,7 +1,9 @@
 //! The BM25 baselines as session models (`bm25`, `bm25-dict`, `bm25-mt`):
 //! BM25 over the target language with the source query untranslated,
 //! translated word by word through the workspace dictionary (structured
-//! queries), or translated by Apertium. Nothing is learnt: "training" one
+//! queries), or translated by Apertium, each optionally expanded by
+//! pseudo-relevance feedback (`--set expand=bo1|rm3`, on the translated
+//! query). Nothing is learnt: "training" one
 //! records its settings and validation figures (see
 //! [`crate::train::lexical`]); it has no shared space, so lexicon induction,
 //! neighbours and export do not apply.
@@ -13,6 +15,7 @@ use crate::corpus::{AdhocTask, Collection, Workspace};
 use crate::eval::sentence::{SentenceScores, TiedRank};
 use crate::eval::Qrels;
 use crate::index::adhoc::{bm25_run, build_queries, Bm25Run, Bm25RunConfig, Translation};
+use crate::index::expand::{expand_many, Expansion, RM3_ORIGINAL_WEIGHT};
 use crate::index::{Bm25Index, Bm25Params, Query};
 use crate::models::Params;
 use crate::text::Analyzer;
@@ -28,6 +31,9 @@ pub struct Bm25Baseline {
     pub translation: Translation,
     /// `bm25-dict` only: keep terms the dictionary lacks (`--set keep_untranslated=true`).
     pub keep_untranslated: bool,
+    /// Pseudo-relevance feedback (`--set expand=`, `fb_docs=`, `fb_terms=`,
+    /// `rm3_weight=`).
+    pub expansion: Expansion,
 }
 
 impl Bm25Baseline {
@@ -55,10 +61,28 @@ impl Bm25Baseline {
         } else {
             false
         };
+        let method: String = p.get("expand")?;
+        let count = |key: &str| -> Result<Option<usize>> {
+            let v: String = p.get(key)?;
+            if v == "auto" {
+                return Ok(None);
+            }
+            v.parse().map(Some).map_err(|_| {
+                Error::invalid(format!("{name}: {key}={v}: expected auto or a number"))
+            })
+        };
+        let (fb_docs, fb_terms) = (count("fb_docs")?, count("fb_terms")?);
+        let w: f64 = p.get("rm3_weight")?;
+        // the default weight is recorded for every baseline; another one
+        // applies to rm3 only
+        let rm3_weight = (method == "rm3" || w != RM3_ORIGINAL_WEIGHT).then_some(w);
+        let expansion = Expansion::from_parts(&method, fb_docs, fb_terms, rm3_weight)
+            .map_err(|e| Error::invalid(format!("{name}: {e}")))?;
         Ok(Bm25Baseline {
             params: bm,
             translation,
             keep_untranslated,
+            expansion,
         })
     }
 
@@ -70,6 +94,7 @@ impl Bm25Baseline {
             translation: self.translation,
             depth,
             keep_untranslated: self.keep_untranslated,
+            expansion: self.expansion,
         }
     }
 
@@ -78,7 +103,8 @@ impl Bm25Baseline {
         bm25_run(ws, task, &self.run_config(depth))
     }
 
-    /// Source texts as BM25 queries over the target language.
+    /// Source texts as BM25 queries over the target language (translated,
+    /// not yet expanded: expansion needs the index searched).
     pub fn queries<S: AsRef<str>>(&self, ws: &Workspace, texts: &[S]) -> Result<Vec<Query>> {
         let task = AdhocTask {
             docs: Collection::default(),
@@ -95,7 +121,8 @@ impl Bm25Baseline {
     }
 
     /// Parallel sentence retrieval on a split: every source sentence (as a
-    /// query) ranks all target sentences of the usable pairs; ties count
+    /// query, expanded as the baseline says over the target sentences)
+    /// ranks all target sentences of the usable pairs; ties count
     /// against the true translation as in
     /// [`crate::eval::sentence::aligned_ranks`], so a query with no match
     /// ranks its translation last (and, in the `_ties_for` figures, for it:
@@ -113,7 +140,10 @@ impl Bm25Baseline {
             .collect();
         let index = Bm25Index::build(&docs, self.params)?;
         let src: Vec<&str> = rows.iter().map(|&i| split.source[i].as_str()).collect();
-        let queries = self.queries(ws, &src)?;
+        let queries: Vec<Query> = expand_many(&index, &self.queries(ws, &src)?, self.expansion)
+            .into_iter()
+            .map(|e| e.query)
+            .collect();
         let n = rows.len();
         let hits = index.search_many(&queries, n);
         let mut ranks = Vec::with_capacity(n);

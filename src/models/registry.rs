@@ -266,7 +266,44 @@ const BM25_B: Setting = s(
     },
     "BM25 length normalisation",
 );
+const BM25_EXPAND: Setting = s(
+    "expand",
+    "none",
+    Check::Choice(&["none", "bo1", "rm3"]),
+    "pseudo-relevance feedback: Terrier's Bo1 or Anserini's RM3",
+);
+const BM25_FB_DOCS: Setting = s(
+    "fb_docs",
+    "auto",
+    Check::Parse(auto_count),
+    "feedback documents (auto: 3 for bo1, 10 for rm3)",
+);
+const BM25_FB_TERMS: Setting = s(
+    "fb_terms",
+    "auto",
+    Check::Parse(auto_count),
+    "expansion terms (auto: 10)",
+);
+const BM25_RM3_WEIGHT: Setting = s(
+    "rm3_weight",
+    "0.5",
+    Check::Range {
+        min: 0.0,
+        max: 1.0,
+        open: false,
+    },
+    "RM3: weight of the original query",
+);
 
+fn auto_count(v: &str) -> Result<(), String> {
+    match v.parse::<u64>() {
+        _ if v == "auto" => Ok(()),
+        Ok(n) if (1..=100_000).contains(&n) => Ok(()),
+        _ => Err(format!(
+            "expected auto or a whole number in 1..=100000, got `{v}`"
+        )),
+    }
+}
 fn negatives(v: &str) -> Result<(), String> {
     v.parse::<xcnn::Negatives>().map(|_| ())
 }
@@ -621,7 +658,14 @@ pub static MODELS: &[ModelSpec] = &[
         summary: "BM25 with untranslated queries (lexical baseline)",
         space: false,
         runner: false,
-        settings: &[BM25_B, BM25_K1],
+        settings: &[
+            BM25_B,
+            BM25_EXPAND,
+            BM25_FB_DOCS,
+            BM25_FB_TERMS,
+            BM25_K1,
+            BM25_RM3_WEIGHT,
+        ],
         trainer: None,
         text: LEXICAL_TEXT,
     },
@@ -632,6 +676,9 @@ pub static MODELS: &[ModelSpec] = &[
         runner: false,
         settings: &[
             BM25_B,
+            BM25_EXPAND,
+            BM25_FB_DOCS,
+            BM25_FB_TERMS,
             BM25_K1,
             s(
                 "keep_untranslated",
@@ -639,6 +686,7 @@ pub static MODELS: &[ModelSpec] = &[
                 Check::Bool,
                 "keep words the dictionary lacks",
             ),
+            BM25_RM3_WEIGHT,
         ],
         trainer: None,
         text: LEXICAL_TEXT,
@@ -648,7 +696,14 @@ pub static MODELS: &[ModelSpec] = &[
         summary: "BM25 over machine-translated queries (Apertium; lexical baseline)",
         space: false,
         runner: false,
-        settings: &[BM25_B, BM25_K1],
+        settings: &[
+            BM25_B,
+            BM25_EXPAND,
+            BM25_FB_DOCS,
+            BM25_FB_TERMS,
+            BM25_K1,
+            BM25_RM3_WEIGHT,
+        ],
         trainer: None,
         text: LEXICAL_TEXT,
     },

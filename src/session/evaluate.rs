@@ -8,13 +8,15 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::retrieval::{adhoc_run, bli, run_from_embeddings, BliScores, RUN_DEPTH};
+use super::retrieval::{bli, encode_adhoc, run_from_embeddings, BliScores, RUN_DEPTH};
 use super::{Loaded, Session};
 use crate::corpus::{AdhocTask, Dictionary, ParallelText, Prepared, Workspace};
 use crate::eval::metrics::{Evaluation, Metrics};
 use crate::eval::sentence::{sentence_retrieval, SentenceScores};
 use crate::eval::trec::write_run;
-use crate::index::fusion::{evaluate_fusion, FusedEvaluation, FusionSpec};
+use crate::index::adhoc::Translation;
+use crate::index::expand::Expansion;
+use crate::index::fusion::{evaluate_fusion_with, BetaSpec, FusedEvaluation, FusionSpec, Norm};
 use crate::models::bm25::Bm25Baseline;
 use crate::models::Params;
 use crate::text::Side;
@@ -70,12 +72,40 @@ pub struct EvalRequest {
     pub dictionary: Option<PathBuf>,
     /// Where to write the ad-hoc run (TREC format).
     pub run: Option<PathBuf>,
-    /// Also score the ad-hoc run fused with BM25 over dictionary-translated queries.
+    /// Also score the ad-hoc run fused with BM25 over translated queries.
     pub fuse: Option<FusionSpec>,
     /// Seed of the query split that `fuse` tunes on one half of.
     pub fuse_seed: u64,
+    /// How `fuse` builds its BM25 partner and the model's Eq. 1 mix.
+    pub fuse_options: FuseOptions,
     /// Device to load the model on.
     pub device: String,
+}
+
+/// How `rosetta eval --fuse` builds its parts (seed 004's Eq. 1-2).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FuseOptions {
+    /// β of Eq. 1: the source query's run alone (the default), a fixed β or
+    /// one tuned with λ; with β the translated query's run takes part.
+    pub beta: BetaSpec,
+    /// How queries are translated, for BM25 and for the model's target
+    /// side: `Dict` (the default) or `Mt`.
+    pub translation: Translation,
+    /// Pseudo-relevance feedback of BM25's translated queries.
+    pub expansion: Expansion,
+    /// Score normalisation of the fusion.
+    pub norm: Norm,
+}
+
+impl Default for FuseOptions {
+    fn default() -> Self {
+        FuseOptions {
+            beta: BetaSpec::Source,
+            translation: Translation::Dict,
+            expansion: Expansion::None,
+            norm: Norm::MinMax,
+        }
+    }
 }
 
 /// Sentence-retrieval figures and what they are over.
@@ -234,11 +264,25 @@ impl EvalReport {
         }
         if let Some(f) = &self.adhoc_fused {
             out.push(format!(
-                "fused with BM25+dict ({}{}; {} held-out queries): MAP {:.4} (model {:.4}, BM25 {:.4})  MRR {:.4} (model {:.4}, BM25 {:.4})  nDCG@10 {:.4} (model {:.4}, BM25 {:.4})",
+                "fused with {} ({}{}{}{}; {} held-out queries): MAP {:.4} (model {:.4}, BM25 {:.4})  MRR {:.4} (model {:.4}, BM25 {:.4})  nDCG@10 {:.4} (model {:.4}, BM25 {:.4})",
+                f.bm25_run,
                 f.fusion,
+                f.beta
+                    .map(|b| format!(
+                        ", β={b:.1} on {} translations (model mix MAP {:.4})",
+                        f.query_translation.as_deref().unwrap_or("?"),
+                        f.model_mixed.map_or(f64::NAN, |m| m.map)
+                    ))
+                    .unwrap_or_default(),
+                if f.norm == "max" { ", max-normalised" } else { "" },
                 f.tuning
                     .as_ref()
-                    .map(|t| format!(", λ chosen on {} queries", t.queries))
+                    .map(|t| format!(
+                        ", {} chosen on {} queries (MAP {:.4})",
+                        if t.beta.is_some() { "λ and β" } else { "λ" },
+                        t.queries,
+                        t.score
+                    ))
                     .unwrap_or_default(),
                 f.queries,
                 f.fused.map,
@@ -286,6 +330,18 @@ impl EvalRequest {
                 "--fuse applies to the ad-hoc task (--task adhoc or all)",
             ));
         }
+        let o = &self.fuse_options;
+        if self.fuse.is_none() && *o != FuseOptions::default() {
+            return Err(Error::invalid(
+                "--beta, --fuse-translate, --fuse-expand and --fuse-norm apply with --fuse",
+            ));
+        }
+        if o.translation == Translation::None {
+            return Err(Error::invalid(
+                "the fusion's queries are translated by dict or mt, not none",
+            ));
+        }
+        o.expansion.validate()?;
         Ok(())
     }
 }
@@ -312,10 +368,16 @@ pub fn evaluate(req: &EvalRequest) -> Result<EvalReport> {
     if req.wants(Task::Adhoc) {
         let tag = session_tag(&l.session.dir);
         let other = req.adhoc.as_deref().map(other_task).transpose()?;
+        // with β, the documents' embeddings serve the translated queries too
+        let keep_docs = req.fuse.is_some() && req.fuse_options.beta != BetaSpec::Source;
+        let mut doc_side: Option<(ndarray::Array2<f32>, Vec<String>)> = None;
         let (run, qrels, derived, docs, empty) = match &other {
             Some(task) => {
                 let d = l.encode_texts(Side::Target, &task.docs.texts)?;
                 let q = l.encode_texts(Side::Source, &task.queries.texts)?;
+                if keep_docs {
+                    doc_side = Some((d.clone(), task.docs.ids.clone()));
+                }
                 let run =
                     run_from_embeddings(d, &q, &task.docs.ids, &task.queries.ids, RUN_DEPTH, &tag)?;
                 let judged = |i: usize| task.qrels.judgements.contains_key(&task.queries.ids[i]);
@@ -333,7 +395,11 @@ pub fn evaluate(req: &EvalRequest) -> Result<EvalReport> {
                             .into(),
                     );
                 }
-                let run = adhoc_run(l.model.as_ref(), a, RUN_DEPTH, &tag)?;
+                let (d, q) = encode_adhoc(l.model.as_ref(), a)?;
+                if keep_docs {
+                    doc_side = Some((d.clone(), a.doc_ids.clone()));
+                }
+                let run = run_from_embeddings(d, &q, &a.doc_ids, &a.query_ids, RUN_DEPTH, &tag)?;
                 let judged = |i: usize| a.qrels.judgements.contains_key(&a.query_ids[i]);
                 let empty = (
                     empty_rows(&a.queries, judged),
@@ -356,7 +422,38 @@ pub fn evaluate(req: &EvalRequest) -> Result<EvalReport> {
                 Some(t) => t,
                 None => ws.adhoc()?,
             };
-            report.adhoc_fused = Some(fused_adhoc(&ws, &task, &run, spec, req.fuse_seed)?);
+            let o = req.fuse_options;
+            // the translations as the BM25 baselines read the workspace
+            let lex = crate::models::bm25::lexical_workspace(&ws)?;
+            let translated = match doc_side {
+                Some((d, doc_ids)) => {
+                    let texts = crate::index::adhoc::translate_texts(
+                        &lex,
+                        &task.queries.texts,
+                        o.translation,
+                    )?;
+                    let q = l.encode_texts(Side::Target, &texts)?;
+                    let tag = format!("{tag}-{}", o.translation.name());
+                    Some(run_from_embeddings(
+                        d,
+                        &q,
+                        &doc_ids,
+                        &task.queries.ids,
+                        RUN_DEPTH,
+                        &tag,
+                    )?)
+                }
+                None => None,
+            };
+            report.adhoc_fused = Some(fused_adhoc(
+                &lex,
+                &task,
+                &run,
+                translated.as_ref(),
+                spec,
+                o,
+                req.fuse_seed,
+            )?);
         }
     }
     if req.wants(Task::Bli) {
@@ -535,24 +632,40 @@ fn evaluate_lexical(req: &EvalRequest) -> Result<EvalReport> {
     Ok(report)
 }
 
-/// The model's ad-hoc run fused with BM25 over dictionary-translated
-/// queries, scored on held-out queries ([`evaluate_fusion`]).
+/// The model's ad-hoc run (and, with β, its translated queries' run) fused
+/// with BM25 over translated, optionally expanded queries on `lex` (the
+/// workspace as the BM25 baselines read it), scored on held-out queries
+/// ([`evaluate_fusion_with`]).
 fn fused_adhoc(
-    ws: &Workspace,
+    lex: &Workspace,
     task: &AdhocTask,
     run: &crate::eval::Run,
+    translated: Option<&crate::eval::Run>,
     spec: FusionSpec,
+    o: FuseOptions,
     seed: u64,
 ) -> Result<FusedEvaluation> {
-    use crate::index::adhoc::{bm25_run, Bm25RunConfig, Translation};
+    use crate::index::adhoc::{bm25_run, Bm25RunConfig};
     let cfg = Bm25RunConfig {
-        translation: Translation::Dict,
+        translation: o.translation,
+        expansion: o.expansion,
         ..Default::default()
     };
-    // the partner as the bm25-dict baseline reads the workspace
-    let lex = crate::models::bm25::lexical_workspace(ws)?;
-    let bm = bm25_run(&lex, task, &cfg)?;
-    Ok(evaluate_fusion(run, &bm.run, &task.qrels, spec, seed))
+    let bm = bm25_run(lex, task, &cfg)?;
+    let mut f = evaluate_fusion_with(
+        run,
+        translated,
+        &bm.run,
+        &task.qrels,
+        spec,
+        o.beta,
+        o.norm,
+        seed,
+    )?;
+    if f.beta.is_some() {
+        f.query_translation = Some(o.translation.name().to_string());
+    }
+    Ok(f)
 }
 
 /// Parallel text from `--test`: one TSV of pairs, or two aligned files.

@@ -335,7 +335,7 @@ enum Ranker {
     Lexical {
         baseline: Bm25Baseline,
         /// Its own index when its BM25 parameters are not the corpus index's.
-        index: Option<Bm25Index>,
+        index: Option<Box<Bm25Index>>,
     },
 }
 
@@ -371,7 +371,9 @@ impl Searcher {
                     .iter()
                     .map(|t| corpus.tgt.analyze(t))
                     .collect();
-                Some(Bm25Index::build(&docs, baseline.params)?.with_docnos(&corpus.doc_ids)?)
+                Some(Box::new(
+                    Bm25Index::build(&docs, baseline.params)?.with_docnos(&corpus.doc_ids)?,
+                ))
             };
             Ranker::Lexical { baseline, index }
         } else {
@@ -435,7 +437,7 @@ impl Searcher {
                 QueryWords::against(m.analyzer(Side::Source), query, &m.vocabs.source)
             }
             Ranker::Lexical { baseline, index } => {
-                let index = index.as_ref().unwrap_or(&c.bm25);
+                let index = index.as_deref().unwrap_or(&c.bm25);
                 let by_units = baseline.translation != Translation::Dict;
                 QueryWords::explain(&c.src, query, by_units, |t| match baseline.translation {
                     Translation::Dict => (!(c.dict.contains_key(t)
@@ -463,7 +465,7 @@ impl Searcher {
                 Ok((ranked, Some(q.row(0).to_owned())))
             }
             Ranker::Lexical { baseline, index } => {
-                let index = index.as_ref().unwrap_or(&c.bm25);
+                let index = index.as_deref().unwrap_or(&c.bm25);
                 let an = &c.src;
                 let q = match baseline.translation {
                     // the corpus holds the analysed dictionary: no rereading per query
@@ -475,6 +477,7 @@ impl Searcher {
                     Translation::None => Query::from_tokens(&an.analyze(query)),
                     Translation::Mt => baseline.queries(&c.ws, &[query])?.pop().unwrap_or_default(),
                 };
+                let q = crate::index::expand::expand(index, &q, baseline.expansion).query;
                 Ok((c.hits(index, &q), None))
             }
         }
