@@ -113,6 +113,38 @@ fn beta_auto_tunes_beta_and_lambda_and_beta_one_is_the_old_fusion() {
     let max = eval(&["--fuse", "bm25:0.3", "--fuse-norm", "max"]);
     assert_eq!(max["norm"], "max");
 
+    // the held-out fused run and its BM25 partner, written for `compare`:
+    // their figures are the report's
+    let run = root.path().join("fused.run");
+    let f = eval(&[
+        "--fuse",
+        "bm25:auto",
+        "--beta",
+        "auto",
+        "--fuse-run",
+        run.to_str().unwrap(),
+    ]);
+    let qrels = root.path().join("fused.run.qrels");
+    let cmp = json(&rosetta(
+        root.path(),
+        &[
+            "compare",
+            &format!("{}.bm25", run.display()),
+            run.to_str().unwrap(),
+            "--qrels",
+            qrels.to_str().unwrap(),
+            "--json",
+        ],
+    ));
+    let text = cmp.to_string();
+    for (want, key) in [(&f["bm25"]["MAP"], 0), (&f["fused"]["MAP"], 1)] {
+        let got = &cmp["systems"][key]["means"]["MAP"];
+        assert!(
+            (got.as_f64().unwrap() - want.as_f64().unwrap()).abs() < 1e-9,
+            "{key}: {got} vs {want} in {text}"
+        );
+    }
+
     // β needs linear fusion and --fuse
     let bad = |args: &[&str]| {
         let mut a = vec!["eval", "--session", s2.to_str().unwrap(), "--task", "adhoc"];

@@ -389,6 +389,12 @@ pub struct EvalArgs {
     /// largest score as seed 004 writes it.
     #[arg(long, value_enum, default_value = "minmax", requires = "fuse")]
     pub fuse_norm: FuseNorm,
+    /// Write --fuse's fused run on the held-out queries to FILE (TREC
+    /// format), its BM25 partner on the same queries to FILE.bm25 and those
+    /// queries' qrels to FILE.qrels, for `rosetta compare FILE.bm25 FILE
+    /// --qrels FILE.qrels`.
+    #[arg(long, value_name = "FILE", requires = "fuse")]
+    pub fuse_run: Option<PathBuf>,
     /// Device to load the model on (auto, cpu, cuda, cuda:<i>).
     #[arg(long, default_value = "cpu")]
     pub device: String,
@@ -418,6 +424,7 @@ pub fn eval(args: EvalArgs) -> anyhow::Result<()> {
         run: args.run,
         fuse: args.fuse,
         fuse_seed: args.fuse_seed,
+        fuse_run: args.fuse_run,
         fuse_options: ev::FuseOptions {
             beta: args.beta.unwrap_or_default(),
             translation: match args.fuse_translate {

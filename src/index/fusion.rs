@@ -567,6 +567,11 @@ pub struct FusedEvaluation {
     pub bm25: Metrics,
     /// The fused run on those queries.
     pub fused: Metrics,
+    /// The BM25 run and the fused run restricted to the held-out queries,
+    /// and those queries' qrels (for writing out and significance tests),
+    /// not serialised.
+    #[serde(skip)]
+    pub held_out_runs: (Run, Run, Qrels),
 }
 
 /// Scores `spec` on the test half of the judged queries (the split of
@@ -687,7 +692,41 @@ pub fn evaluate_fusion_with(
         model_mixed: mixed.as_ref().map(score),
         bm25: score(bm25),
         fused: score(&fused),
+        held_out_runs: (
+            restrict(bm25, &test),
+            restrict(&fused, &test),
+            held_out.clone(),
+        ),
     })
+}
+
+/// `run` with each query's `depth` best documents, in the evaluator's order.
+pub fn truncated(run: &Run, depth: usize) -> Run {
+    Run {
+        results: run
+            .results
+            .iter()
+            .map(|(q, d)| {
+                let mut v = sorted_for_eval(d);
+                v.truncate(depth);
+                (q.clone(), v)
+            })
+            .collect(),
+        tag: run.tag.clone(),
+    }
+}
+
+/// The queries `keep` of `run`.
+fn restrict(run: &Run, keep: &BTreeSet<String>) -> Run {
+    Run {
+        results: run
+            .results
+            .iter()
+            .filter(|(q, _)| keep.contains(*q))
+            .map(|(q, d)| (q.clone(), d.clone()))
+            .collect(),
+        tag: run.tag.clone(),
+    }
 }
 
 #[cfg(test)]

@@ -118,7 +118,14 @@ pub fn fit(
     seed: u64,
     warn: &mut dyn FnMut(&str),
 ) -> Result<CcaFit> {
-    fit_with(src, tgt, k, (reg, oversample, power_iters, seed), true, warn)
+    fit_with(
+        src,
+        tgt,
+        k,
+        (reg, oversample, power_iters, seed),
+        true,
+        warn,
+    )
 }
 
 /// [`fit`], but with data that span fewer than `k` directions the fit keeps
@@ -131,7 +138,14 @@ pub fn fit_up_to(
     (reg, oversample, power_iters, seed): (f64, usize, usize, u64),
     warn: &mut dyn FnMut(&str),
 ) -> Result<CcaFit> {
-    fit_with(src, tgt, k, (reg, oversample, power_iters, seed), false, warn)
+    fit_with(
+        src,
+        tgt,
+        k,
+        (reg, oversample, power_iters, seed),
+        false,
+        warn,
+    )
 }
 
 fn fit_with(

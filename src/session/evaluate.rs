@@ -76,6 +76,9 @@ pub struct EvalRequest {
     pub fuse: Option<FusionSpec>,
     /// Seed of the query split that `fuse` tunes on one half of.
     pub fuse_seed: u64,
+    /// Where to write `fuse`'s fused run on the held-out queries (TREC
+    /// format); its BM25 partner on the same queries goes to `FILE.bm25`.
+    pub fuse_run: Option<PathBuf>,
     /// How `fuse` builds its BM25 partner and the model's Eq. 1 mix.
     pub fuse_options: FuseOptions,
     /// Device to load the model on.
@@ -445,7 +448,7 @@ pub fn evaluate(req: &EvalRequest) -> Result<EvalReport> {
                 }
                 None => None,
             };
-            report.adhoc_fused = Some(fused_adhoc(
+            let f = fused_adhoc(
                 &lex,
                 &task,
                 &run,
@@ -453,7 +456,19 @@ pub fn evaluate(req: &EvalRequest) -> Result<EvalReport> {
                 spec,
                 o,
                 req.fuse_seed,
-            )?);
+            )?;
+            if let Some(p) = &req.fuse_run {
+                // the held-out queries' qrels always go beside: the runs
+                // hold those queries only
+                let (bm, fused, qrels) = &f.held_out_runs;
+                let mut fused = crate::index::fusion::truncated(fused, RUN_DEPTH);
+                fused.tag = format!("{tag}+{}", bm.tag);
+                write_run(&fused, p, qrels, true)?;
+                let mut bp = p.as_os_str().to_owned();
+                bp.push(".bm25");
+                crate::index::fusion::truncated(bm, RUN_DEPTH).write(Path::new(&bp))?;
+            }
+            report.adhoc_fused = Some(f);
         }
     }
     if req.wants(Task::Bli) {
