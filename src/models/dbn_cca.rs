@@ -70,6 +70,9 @@ pub struct DbnConfig {
     pub momentum_warmup: usize,
     /// The replicated softmax's reconstruction draws `D` words (else mean-field).
     pub sample_visible: bool,
+    /// An upper RBM trains on binary states drawn from the layer below's
+    /// probabilities (fresh each epoch), else on the probabilities.
+    pub upper_states: bool,
     /// Std of the weights' random start.
     pub init_scale: f64,
     /// Fine-tuning epochs (0: CCA on the pre-trained stacks).
@@ -106,6 +109,7 @@ impl DbnConfig {
             momentum: p.get("momentum")?,
             momentum_warmup: p.get("momentum_warmup")?,
             sample_visible: visible == "sample",
+            upper_states: p.get::<String>("upper_data")? == "states",
             init_scale: p.get("init_scale")?,
             finetune_epochs: p.get("finetune_epochs")?,
             finetune_lr: p.get("finetune_lr")?,
@@ -1101,8 +1105,11 @@ fn pretrain_layer(
                 }
                 Some(all) => {
                     let ids: Vec<u32> = chunk.iter().map(|&i| i as u32).collect();
-                    let rows =
+                    let mut rows =
                         all.index_select(&Tensor::from_vec(ids, chunk.len(), &device)?, 0)?;
+                    if cfg.upper_states {
+                        rows = super::rbm::bernoulli(&rows, &mut erng)?;
+                    }
                     rbm.cd_update(&mut inc, &Visible::Probs(&rows), &ccfg, &mut erng)?
                 }
             };

@@ -644,6 +644,7 @@ pub static MODELS: &[ModelSpec] = &[
             s("momentum", "0.9", Check::Range { min: 0.0, max: 1.0, open: true }, "momentum of the RBM updates"),
             s("momentum_warmup", "0", COUNT, "first epochs of each RBM at momentum 0.5"),
             s("reg", "0.1", Check::NonNegative, "CCA ridge relative to the codes' mean variance"),
+            s("upper_data", "probs", Check::Choice(&["probs", "states"]), "an upper RBM's data: the layer below's probabilities, or binary states drawn from them"),
             VALID_MAX,
             s("visible", "sample", Check::Choice(&["sample", "mean"]), "replicated softmax reconstruction: draw D words, or mean-field"),
             s("weight_decay", "0.0002", Check::NonNegative, "weight decay of the RBMs"),
