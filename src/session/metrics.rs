@@ -574,4 +574,38 @@ mod tests {
         assert_eq!(c.valid_points("MRR"), [(1.0, 0.1), (2.0, 0.2), (3.0, 0.35)]);
         assert_eq!(c.last_event.as_deref(), Some("resume"));
     }
+
+    #[test]
+    fn loss_curves_keep_their_phases_through_a_resume() {
+        let step = |phase: &str, step: usize, loss: f64| MetricRecord::Step {
+            phase: phase.into(),
+            epoch: 1,
+            step,
+            examples: 10,
+            loss,
+            pairs_per_s: 1.0,
+            wall_s: 1.0,
+        };
+        let mut recs = vec![
+            step("src.rsm", 1, 8.0),
+            step("src.rsm", 2, 7.5),
+            step("src.rbm2", 3, 0.1),
+            step("finetune", 4, 16.0),
+        ];
+        let c = Curves::from_records(&recs);
+        let names: Vec<&str> = c.loss_phases.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(names, ["src.rsm", "src.rbm2", "finetune"]);
+        assert_eq!(c.phase_loss(0), [(1.0, 8.0), (2.0, 7.5)]);
+        assert_eq!(c.phase_loss(1), [(3.0, 0.1)]);
+        assert_eq!(c.phase_loss(2), [(4.0, 16.0)]);
+        assert!(c.phase_loss(3).is_empty());
+        // a resume from step 2 drops the later phases' points and starts
+        // again in the phase it continues
+        recs.push(MetricRecord::event("resume", "", Some(1), Some(2)));
+        recs.push(step("src.rbm2", 3, 0.2));
+        let c = Curves::from_records(&recs);
+        let names: Vec<&str> = c.loss_phases.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(names, ["src.rsm", "src.rbm2"]);
+        assert_eq!(c.phase_loss(1), [(3.0, 0.2)]);
+    }
 }

@@ -1395,3 +1395,39 @@ fn engine_search_neighbours_compare_and_data_on_a_trained_session() {
     assert!(s.splits.iter().any(|x| x.name == "train" && x.size > 0));
     assert!(s.figures.iter().any(|(k, _)| k.contains("dictionary")));
 }
+
+/// A job of several phases (a DBN's layers) draws one phase's loss at a
+/// time: the latest by default, `[` and `]` step through them, and past the
+/// last the chart follows the job again.
+#[test]
+fn loss_chart_steps_through_a_jobs_phases() {
+    let fake = Fake::with(vec![running(), done(), failed()]);
+    let mut recs = Vec::new();
+    for (i, phase) in ["src.rsm", "src.rbm2", "finetune"].iter().enumerate() {
+        for k in 1..=20 {
+            recs.push(MetricRecord::Step {
+                phase: phase.to_string(),
+                epoch: 1,
+                step: i * 20 + k,
+                examples: 10,
+                loss: 1.0 + i as f64,
+                pairs_per_s: 1.0,
+                wall_s: 1.0,
+            });
+        }
+    }
+    fake.set_metrics("s2net-done", recs);
+    let mut app = app_with(&fake);
+    press(&mut app, &fake, "j");
+    assert_eq!(app.jobs.selected.as_deref(), Some("s2net-done"));
+    let screen = render(&mut app, 120, 30);
+    assert!(screen.contains("phase finetune (3/3"), "{screen}");
+    press(&mut app, &fake, "[[");
+    assert_eq!(app.jobs.loss_phase, Some(0));
+    let screen = render(&mut app, 120, 30);
+    assert!(screen.contains("phase src.rsm (1/3"), "{screen}");
+    press(&mut app, &fake, "[");
+    assert_eq!(app.jobs.loss_phase, Some(0), "no phase before the first");
+    press(&mut app, &fake, "]]");
+    assert_eq!(app.jobs.loss_phase, None, "the last phase follows the job");
+}
