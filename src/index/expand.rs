@@ -388,12 +388,22 @@ fn bo1(index: &Bm25Index, query: &Query, hits: &[Hit], fb_terms: usize) -> Expan
     };
     let norm = bo1_normaliser(bag[&best].0, n);
     let k = fb_terms.max(query.clauses.len());
-    let mut out = normalised;
-    let mut terms = Vec::with_capacity(k);
-    for &(t, w) in cands.iter().take(k) {
-        let w = w / norm;
+    let added = cands.iter().take(k).map(|&(t, w)| (t, w / norm));
+    with_terms(index, normalised, added, hits.len())
+}
+
+/// `query` with the positive-weight terms of `added` appended as clauses of
+/// their own.
+fn with_terms(
+    index: &Bm25Index,
+    mut query: Query,
+    added: impl Iterator<Item = (u32, f64)>,
+    feedback_docs: usize,
+) -> Expanded {
+    let mut terms = Vec::new();
+    for (t, w) in added {
         if w > 0.0 {
-            out.add(vec![index.term(t).to_string()], w);
+            query.add(vec![index.term(t).to_string()], w);
             terms.push(AddedTerm {
                 term: index.term(t).to_string(),
                 weight: w,
@@ -401,15 +411,15 @@ fn bo1(index: &Bm25Index, query: &Query, hits: &[Hit], fb_terms: usize) -> Expan
         }
     }
     Expanded {
-        query: out,
+        query,
         terms,
-        feedback_docs: hits.len(),
+        feedback_docs,
     }
 }
 
 fn rm3(index: &Bm25Index, query: &Query, hits: &[Hit], fb_terms: usize, alpha: f64) -> Expanded {
     let total = query.total_weight();
-    let mut out = if total > 0.0 {
+    let out = if total > 0.0 {
         query.scaled(alpha / total)
     } else {
         query.clone()
@@ -439,24 +449,11 @@ fn rm3(index: &Bm25Index, query: &Query, hits: &[Hit], fb_terms: usize, alpha: f
     rank_terms(index, &mut rm);
     rm.truncate(fb_terms);
     let sum: f64 = rm.iter().map(|x| x.1).sum();
-    let mut terms = Vec::with_capacity(rm.len());
-    if sum > 0.0 {
-        for (t, p) in rm {
-            let w = (1.0 - alpha) * p / sum;
-            if w > 0.0 {
-                out.add(vec![index.term(t).to_string()], w);
-                terms.push(AddedTerm {
-                    term: index.term(t).to_string(),
-                    weight: w,
-                });
-            }
-        }
-    }
-    Expanded {
-        query: out,
-        terms,
-        feedback_docs: hits.len(),
-    }
+    let added = rm
+        .into_iter()
+        .filter(|_| sum > 0.0)
+        .map(|(t, p)| (t, (1.0 - alpha) * p / sum));
+    with_terms(index, out, added, hits.len())
 }
 
 #[cfg(test)]

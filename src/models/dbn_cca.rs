@@ -958,17 +958,7 @@ impl Trainer for DbnCcaTrainer {
                     hooks,
                 );
             } else {
-                let codes = [
-                    model.nets[0].up_all(&inputs.x[0], n_layers, device)?,
-                    model.nets[1].up_all(&inputs.x[1], n_layers, device)?,
-                ];
-                model.space = Some(fit_space(
-                    [&codes[0], &codes[1]],
-                    cfg.dim,
-                    cfg.reg,
-                    seed,
-                    hooks,
-                )?);
+                model.fit_space(&inputs, &cfg, seed, hooks)?;
                 hooks.epoch_end("cca", 1, &model, Vec::new())?;
             }
         }
@@ -1180,6 +1170,29 @@ fn pretrain_layer(
 }
 
 impl DbnCcaModel {
+    /// Fits the CCA space on the codes of the training pairs.
+    fn fit_space(
+        &mut self,
+        inputs: &Inputs,
+        cfg: &DbnConfig,
+        seed: u64,
+        hooks: &mut dyn Hooks,
+    ) -> Result<()> {
+        let top = self.nets[0].layers.len();
+        let codes = [
+            self.nets[0].up_all(&inputs.x[0], top, &self.device)?,
+            self.nets[1].up_all(&inputs.x[1], top, &self.device)?,
+        ];
+        self.space = Some(fit_space(
+            [&codes[0], &codes[1]],
+            cfg.dim,
+            cfg.reg,
+            seed,
+            hooks,
+        )?);
+        Ok(())
+    }
+
     fn vocabs_len(&self, s: usize) -> usize {
         if s == 0 {
             self.vocabs.source.len()
@@ -1212,7 +1225,6 @@ fn finetune(
     vars.extend(nets[1].vars("tgt"));
     let mut opt = Adam::new(vars, cfg.finetune_lr, 0.0)?;
     let n = inputs.x[0].n_rows();
-    let n_layers = cfg.layers.len();
     let snapshot = |m: &DbnCcaModel| -> Result<DbnCcaModel> {
         let t: HashMap<String, Tensor> = m.tensors()?.into_iter().collect();
         DbnCcaModel::from_tensors(&m.vocabs, &t, &device)
@@ -1257,17 +1269,7 @@ fn finetune(
                 ));
             }
         }
-        let codes = [
-            model.nets[0].up_all(&inputs.x[0], n_layers, &device)?,
-            model.nets[1].up_all(&inputs.x[1], n_layers, &device)?,
-        ];
-        model.space = Some(fit_space(
-            [&codes[0], &codes[1]],
-            cfg.dim,
-            cfg.reg,
-            seed,
-            hooks,
-        )?);
+        model.fit_space(inputs, cfg, seed, hooks)?;
         let mrr = super::nn::valid_mrr(&model, data, cfg.valid_max)?;
         if best.1.is_none() || mrr > best.0 || best.0.is_nan() {
             best = (mrr, Some(snapshot(&model)?));
