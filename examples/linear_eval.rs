@@ -196,6 +196,7 @@ fn main() -> anyhow::Result<()> {
         valid_tgt: vocabs.target.count_matrix(&va_hi),
         mono: CsrMatrix::new(vocabs.target.len()),
         mono_positive: Vec::new(),
+        seqs: None,
         vocabs: vocabs.clone(),
     };
     let (test_s, test_t) = (

@@ -237,6 +237,7 @@ fn main() -> anyhow::Result<()> {
         train_tgt,
         valid_src: valid_src.clone(),
         valid_tgt: valid_tgt.clone(),
+        seqs: None,
     };
     let prep_s = t0.elapsed().as_secs_f64();
     eprintln!(

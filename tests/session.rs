@@ -149,6 +149,7 @@ impl Trainer for TestTrainer {
                 step,
                 loss: 1.0,
                 examples: n,
+                parts: Vec::new(),
             })?;
             if hooks.epoch_end("mono", epoch, &model, Vec::new())? == Flow::Stop {
                 return Ok(Box::new(model));
@@ -180,6 +181,7 @@ impl Trainer for TestTrainer {
                     step,
                     loss,
                     examples: chunk.len(),
+                    parts: Vec::new(),
                 })?;
                 if flow == Flow::Stop {
                     return Ok(Box::new(model));
@@ -247,6 +249,7 @@ fn data() -> TrainData {
         },
         mono: train_tgt.clone(),
         mono_positive: vec![None; 40],
+        seqs: None,
         train_src,
         train_tgt,
         valid_src,

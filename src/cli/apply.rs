@@ -248,7 +248,7 @@ fn write_npy(path: &Path, a: &ndarray::Array2<f32>) -> anyhow::Result<()> {
 /// Embeddings (.npy, with their ids in .ids.txt) of the workspace's test
 /// split and ad-hoc collection, and the ad-hoc TREC run.
 fn export_workspace(l: &Loaded, out: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    use rosetta::session::retrieval::{encode_adhoc, run_from_embeddings, RUN_DEPTH};
+    use rosetta::session::retrieval::{encode_adhoc, encode_split, run_from_embeddings, RUN_DEPTH};
     let ws = rosetta::corpus::Workspace::load_with_text(
         &l.session.config.workspace,
         l.session.config.text.as_ref(),
@@ -264,7 +264,11 @@ fn export_workspace(l: &Loaded, out: &Path) -> anyhow::Result<Vec<PathBuf>> {
         (Side::Target, &test.tgt, &prepared.target_lang),
     ] {
         let p = out.join(format!("test.{lang}.npy"));
-        write_npy(&p, &l.model.encode(side, m)?)?;
+        let all: Vec<usize> = (0..m.n_rows()).collect();
+        write_npy(
+            &p,
+            &encode_split(l.model.as_ref(), test, side, &prepared.vocabs, &all)?,
+        )?;
         written.push(p);
     }
     let a = &prepared.adhoc;

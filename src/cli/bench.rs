@@ -17,6 +17,7 @@ use rosetta::index::mining::{
     mine_positives, mine_positives_exhaustive, IdfSource, MineConfig, MineScoring,
 };
 use rosetta::index::{peak_rss_bytes, Hit, TieOrder};
+use rosetta::session::retrieval::encode_split;
 use rosetta::text::{Analyzer, CsrMatrix, TextConfig, Vocabulary};
 
 /// Benchmarks (each prints one JSON object on stdout).
@@ -572,10 +573,11 @@ fn train(a: TrainBenchArgs) -> anyhow::Result<()> {
         bail!("no training step ran (epochs=0?): nothing to time");
     }
     let test = &prepared.test;
+    let all: Vec<usize> = (0..test.pairs()).collect();
     let (test_mrr, test_mrr_ties_for) = if test.src.n_rows() > 0 {
         let s = rosetta::eval::sentence::sentence_retrieval(
-            &model.encode(Side::Source, &test.src)?,
-            &model.encode(Side::Target, &test.tgt)?,
+            &encode_split(model.as_ref(), test, Side::Source, &prepared.vocabs, &all)?,
+            &encode_split(model.as_ref(), test, Side::Target, &prepared.vocabs, &all)?,
         );
         (json!(round(s.mrr, 4)), json!(round(s.mrr_ties_for, 4)))
     } else {

@@ -18,12 +18,12 @@ use super::workspace::Workspace;
 use crate::eval::Qrels;
 use crate::text::io::read_lines;
 use crate::text::units::{UNITS_SOURCE, UNITS_TARGET};
-use crate::text::{Analyzer, CsrMatrix, TextConfig, UnitModel, Vocabulary};
+use crate::text::{Analyzer, CsrMatrix, Sequences, TextConfig, UnitModel, Vocabulary};
 use crate::text::{Side, Vocabs};
 use crate::{Error, Result};
 
 /// Bump when the cache layout or the analysis changes.
-const CACHE_VERSION: u32 = 3;
+const CACHE_VERSION: u32 = 4;
 
 /// The learnt subword models of a workspace's two languages (`[text] units =
 /// "bpe"` or `"unigram"`), shared by every analyser made from them.
@@ -141,6 +141,15 @@ pub struct SplitData {
 }
 
 impl SplitData {
+    /// The known terms of every text of `side` in reading order (all pairs,
+    /// empty ones included), over `vocabs`' side: what a sequence model reads.
+    pub fn sequences(&self, side: Side, vocabs: &Vocabs) -> Sequences {
+        match side {
+            Side::Source => Sequences::of(&vocabs.source, &self.src_tokens),
+            Side::Target => Sequences::of(&vocabs.target, &self.tgt_tokens),
+        }
+    }
+
     /// Number of pairs, empty ones included.
     pub fn pairs(&self) -> usize {
         self.src.n_rows()
@@ -181,6 +190,12 @@ pub struct AdhocData {
     /// Raw counts of the target-language queries over the target vocabulary,
     /// rows aligned with `queries` (a query without a target version gets an empty row).
     pub target_queries: Option<CsrMatrix>,
+    /// The documents' known terms in reading order (rows of `docs`).
+    pub doc_seqs: Sequences,
+    /// The queries' known terms in reading order (rows of `queries`).
+    pub query_seqs: Sequences,
+    /// The target-language queries in reading order (rows of `target_queries`).
+    pub target_query_seqs: Option<Sequences>,
     /// Relevance judgements.
     pub qrels: Qrels,
     /// Whether the task was derived from the parallel data.
@@ -217,6 +232,8 @@ pub struct Prepared {
     /// Target-language monolingual texts (`[monolingual]`, else the target
     /// side of the non-empty training pairs), raw counts.
     pub mono: CsrMatrix,
+    /// The monolingual texts' known terms in reading order (rows of `mono`).
+    pub mono_seqs: Sequences,
     /// Statistics of `mono`.
     pub mono_stats: SideStats,
     /// The ad-hoc task (declared, or derived from the parallel data).
@@ -404,7 +421,7 @@ impl Prepared {
             .map_err(|_| Error::invalid("three splits expected"))?;
 
         // monolingual texts
-        let (mono, mono_stats) = match &ws.monolingual {
+        let (mono, mono_seqs, mono_stats) = match &ws.monolingual {
             Some(files) => {
                 let mut texts = Vec::new();
                 for f in files {
@@ -415,15 +432,10 @@ impl Prepared {
             None => {
                 let rows = train_rows(&train);
                 let m = train.tgt.select_rows(&rows);
-                let stats = stats_of(
-                    &m,
-                    &rows
-                        .iter()
-                        .map(|&i| &train.tgt_tokens[i])
-                        .collect::<Vec<_>>(),
-                    &vocabs.target,
-                );
-                (m, stats)
+                let toks: Vec<&Vec<String>> = rows.iter().map(|&i| &train.tgt_tokens[i]).collect();
+                let stats = stats_of(&m, &toks, &vocabs.target);
+                let seqs = train.sequences(Side::Target, &vocabs).select_rows(&rows);
+                (m, seqs, stats)
             }
         };
 
@@ -446,6 +458,7 @@ impl Prepared {
             valid,
             test,
             mono,
+            mono_seqs,
             mono_stats,
             adhoc,
             cache_dir: None,
@@ -512,11 +525,17 @@ impl Prepared {
             });
         }
         write_csr(&dir.join("mono.csr"), &self.mono)?;
+        write_csr(&dir.join("mono.seq"), self.mono_seqs.layout())?;
         let a = &self.adhoc;
         write_csr(&dir.join("docs.csr"), &a.docs)?;
         write_csr(&dir.join("queries.csr"), &a.queries)?;
+        write_csr(&dir.join("docs.seq"), a.doc_seqs.layout())?;
+        write_csr(&dir.join("queries.seq"), a.query_seqs.layout())?;
         if let Some(tq) = &a.target_queries {
             write_csr(&dir.join("target_queries.csr"), tq)?;
+        }
+        if let Some(tq) = &a.target_query_seqs {
+            write_csr(&dir.join("target_queries.seq"), tq.layout())?;
         }
         // a BLAKE3 checksum of every file, checked when the cache is read
         let mut files = std::collections::BTreeMap::new();
@@ -617,6 +636,13 @@ impl Prepared {
             } else {
                 None
             },
+            doc_seqs: read_seq(&dir.join("docs.seq"))?,
+            query_seqs: read_seq(&dir.join("queries.seq"))?,
+            target_query_seqs: if meta.has_target_queries {
+                Some(read_seq(&dir.join("target_queries.seq"))?)
+            } else {
+                None
+            },
             doc_ids: meta.doc_ids,
             query_ids: meta.query_ids,
             qrels: Qrels {
@@ -628,6 +654,21 @@ impl Prepared {
             query_stats: meta.query_stats,
             target_query_stats: meta.target_query_stats,
         };
+        let mono = read_csr(&dir.join("mono.csr"))?;
+        let mono_seqs = read_seq(&dir.join("mono.seq"))?;
+        let a = &adhoc;
+        let fits = |m: &CsrMatrix, q: &Sequences| m.n_rows() == q.n_rows() && m.n_cols == q.n_terms();
+        if !fits(&mono, &mono_seqs)
+            || !fits(&a.docs, &a.doc_seqs)
+            || !fits(&a.queries, &a.query_seqs)
+            || !match (&a.target_queries, &a.target_query_seqs) {
+                (Some(m), Some(q)) => fits(m, q),
+                (None, None) => true,
+                _ => false,
+            }
+        {
+            return Err(Error::file(dir, "cached sequences do not fit their counts"));
+        }
         Ok(Prepared {
             hash: meta.hash,
             source_lang: meta.source_lang,
@@ -637,7 +678,8 @@ impl Prepared {
             train,
             valid,
             test,
-            mono: read_csr(&dir.join("mono.csr"))?,
+            mono,
+            mono_seqs,
             mono_stats: meta.mono_stats,
             adhoc,
             cache_dir: Some(dir.to_path_buf()),
@@ -691,8 +733,8 @@ fn train_rows(s: &SplitData) -> Vec<usize> {
     (0..s.pairs()).filter(|i| !empty.contains(i)).collect()
 }
 
-/// Count matrix and statistics of token lists.
-fn count(vocab: &Vocabulary, toks: &[Vec<String>]) -> (CsrMatrix, SideStats) {
+/// Count matrix, sequences and statistics of token lists.
+fn count(vocab: &Vocabulary, toks: &[Vec<String>]) -> (CsrMatrix, Sequences, SideStats) {
     let enc: Vec<_> = toks.par_iter().map(|t| vocab.encode(t)).collect();
     let mut m = CsrMatrix::new(vocab.len());
     let mut s = SideStats {
@@ -707,7 +749,7 @@ fn count(vocab: &Vocabulary, toks: &[Vec<String>]) -> (CsrMatrix, SideStats) {
         }
         m.push_row(e.counts);
     }
-    (m, s)
+    (m, Sequences::of(vocab, toks), s)
 }
 
 /// Statistics of already-counted rows and their tokens.
@@ -733,8 +775,8 @@ fn count_split(
     vocabs: &Vocabs,
 ) -> SplitData {
     let empty = s.empty_pairs();
-    let (src, _) = count(&vocabs.source, &src_tokens);
-    let (tgt, _) = count(&vocabs.target, &tgt_tokens);
+    let (src, _, _) = count(&vocabs.source, &src_tokens);
+    let (tgt, _, _) = count(&vocabs.target, &tgt_tokens);
     let mut d = SplitData {
         empty,
         src_tokens,
@@ -755,9 +797,10 @@ fn count_task(task: &AdhocTask, src: &Analyzer, tgt: &Analyzer, vocabs: &Vocabs)
     let an = |a: &Analyzer, texts: &[String]| -> Vec<Vec<String>> {
         texts.par_iter().map(|t| a.analyze(t)).collect()
     };
-    let (docs, doc_stats) = count(&vocabs.target, &an(tgt, &task.docs.texts));
-    let (queries, query_stats) = count(&vocabs.source, &an(src, &task.queries.texts));
-    let (target_queries, target_query_stats) = match &task.target_queries {
+    let (docs, doc_seqs, doc_stats) = count(&vocabs.target, &an(tgt, &task.docs.texts));
+    let (queries, query_seqs, query_stats) =
+        count(&vocabs.source, &an(src, &task.queries.texts));
+    let (target_queries, target_query_seqs, target_query_stats) = match &task.target_queries {
         Some(tq) => {
             // align with the source queries by id
             let pos = tq.index();
@@ -771,10 +814,10 @@ fn count_task(task: &AdhocTask, src: &Analyzer, tgt: &Analyzer, vocabs: &Vocabs)
                         .unwrap_or_default()
                 })
                 .collect();
-            let (m, s) = count(&vocabs.target, &an(tgt, &texts));
-            (Some(m), Some(s))
+            let (m, q, s) = count(&vocabs.target, &an(tgt, &texts));
+            (Some(m), Some(q), Some(s))
         }
-        None => (None, None),
+        None => (None, None, None),
     };
     AdhocData {
         doc_ids: task.docs.ids.clone(),
@@ -782,6 +825,9 @@ fn count_task(task: &AdhocTask, src: &Analyzer, tgt: &Analyzer, vocabs: &Vocabs)
         docs,
         queries,
         target_queries,
+        doc_seqs,
+        query_seqs,
+        target_query_seqs,
         qrels: task.qrels.clone(),
         derived: task.derived,
         unknown_doc_judgements: task.unknown_doc_judgements,
@@ -794,12 +840,14 @@ fn count_task(task: &AdhocTask, src: &Analyzer, tgt: &Analyzer, vocabs: &Vocabs)
 /// The derived task's matrices, taken from the split matrices already counted.
 fn derived_counts(task: AdhocTask, splits: [&SplitData; 3], vocabs: &Vocabs) -> AdhocData {
     let mut docs = CsrMatrix::new(vocabs.target.len());
+    let mut doc_seqs = Sequences::new(vocabs.target.len());
     let mut doc_toks: Vec<&Vec<String>> = Vec::new();
     for s in splits {
         let rows = train_rows(s);
         for &i in &rows {
             let (c, v) = s.tgt.row(i);
             docs.push_row(c.iter().copied().zip(v.iter().copied()));
+            doc_seqs.push_row(&vocabs.target.sequence(&s.tgt_tokens[i]));
             doc_toks.push(&s.tgt_tokens[i]);
         }
     }
@@ -818,6 +866,9 @@ fn derived_counts(task: AdhocTask, splits: [&SplitData; 3], vocabs: &Vocabs) -> 
         docs,
         queries,
         target_queries: Some(tq),
+        doc_seqs,
+        query_seqs: test.sequences(Side::Source, vocabs).select_rows(&rows),
+        target_query_seqs: Some(test.sequences(Side::Target, vocabs).select_rows(&rows)),
         qrels: task.qrels,
         derived: true,
         unknown_doc_judgements: 0,
@@ -897,6 +948,12 @@ pub fn read_csr(path: &Path) -> Result<CsrMatrix> {
         indices,
         values,
     })
+}
+
+/// Reads sequences written by [`write_csr`] from [`Sequences::layout`].
+fn read_seq(path: &Path) -> Result<Sequences> {
+    Sequences::from_layout(read_csr(path)?)
+        .map_err(|e| Error::file(path, format!("bad sequence file: {e}")))
 }
 
 fn write_tokens(path: &Path, toks: &[Vec<String>]) -> Result<()> {

@@ -14,14 +14,14 @@ pub mod rbm;
 pub mod trainer;
 pub mod xcnn;
 
-pub use trainer::{Flow, Hooks, Phase, Resume, StepReport, TrainData, Trainer};
+pub use trainer::{Flow, Hooks, Phase, Resume, StepReport, TrainData, TrainSequences, Trainer};
 
 use std::collections::BTreeMap;
 
 use ndarray::Array2;
 use serde::{Deserialize, Serialize};
 
-use crate::text::{CsrMatrix, Side};
+use crate::text::{CsrMatrix, Sequences, Side};
 use candle_core::Device;
 
 use crate::{Error, Result};
@@ -44,6 +44,44 @@ pub trait Model: Send + Sync {
     /// `encode` errors and whose epochs the runner does not validate.
     fn has_space(&self) -> bool {
         true
+    }
+    /// Whether the model reads word order (a sequence encoder): its texts
+    /// must come as [`Sequences`] through [`Model::encode_sequences`], and
+    /// [`Model::encode`] on counts alone is an error.
+    fn reads_order(&self) -> bool {
+        false
+    }
+    /// Unit-length embeddings of texts given as term ids in reading order.
+    /// Default: the texts' counts through [`Model::encode`].
+    fn encode_sequences(&self, side: Side, seqs: &Sequences) -> Result<Array2<f32>> {
+        self.encode(side, &seqs.counts())
+    }
+}
+
+/// Embeddings of texts known both as counts and (where `seqs` is given) as
+/// sequences, row for row: a model that reads word order gets the
+/// sequences, any other the counts. A sequence model with no sequences is
+/// an error, never a silent bag-of-words reading.
+pub fn encode_texts(
+    model: &dyn Model,
+    side: Side,
+    counts: &CsrMatrix,
+    seqs: Option<&Sequences>,
+) -> Result<Array2<f32>> {
+    if !model.reads_order() {
+        return model.encode(side, counts);
+    }
+    match seqs {
+        Some(s) if s.n_rows() == counts.n_rows() => model.encode_sequences(side, s),
+        Some(s) => Err(Error::invalid(format!(
+            "{} texts as counts but {} as sequences",
+            counts.n_rows(),
+            s.n_rows()
+        ))),
+        None => Err(Error::invalid(format!(
+            "{} reads word order, and these texts were given as counts only",
+            model.kind()
+        ))),
     }
 }
 

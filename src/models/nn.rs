@@ -185,6 +185,7 @@ pub fn report_step(
         step,
         loss: l,
         examples,
+        parts: Vec::new(),
     })
 }
 

@@ -7,7 +7,7 @@ use candle_core::{Device, Tensor};
 
 use super::{Model, Params};
 use crate::corpus::Prepared;
-use crate::text::{CsrMatrix, Vocabs};
+use crate::text::{CsrMatrix, Sequences, Side, Vocabs};
 use crate::Result;
 
 /// Everything a model trains on, already analysed and counted.
@@ -31,6 +31,25 @@ pub struct TrainData {
     /// 000 Sec. 4.1), or `None`; all `None` (or empty) lets XCNN mine its own
     /// by its `positives` setting (best TF-IDF or BM25 match).
     pub mono_positive: Vec<Option<u32>>,
+    /// The same texts as term ids in reading order, for models that read
+    /// word order ([`Model::reads_order`](super::Model::reads_order)); `None`
+    /// when the data was given as counts only.
+    pub seqs: Option<TrainSequences>,
+}
+
+/// The rows of [`TrainData`]'s matrices as term-id sequences, row for row.
+#[derive(Debug, Clone, Default)]
+pub struct TrainSequences {
+    /// Source side of the training pairs.
+    pub train_src: Sequences,
+    /// Target side of the training pairs.
+    pub train_tgt: Sequences,
+    /// Source side of the validation pairs.
+    pub valid_src: Sequences,
+    /// Target side of the validation pairs.
+    pub valid_tgt: Sequences,
+    /// The monolingual target-language texts.
+    pub mono: Sequences,
 }
 
 impl TrainData {
@@ -51,6 +70,7 @@ impl TrainData {
         };
         let tr = prepared.train.trainable();
         let va = prepared.valid.trainable();
+        let v = &prepared.vocabs;
         TrainData {
             vocabs: prepared.vocabs.clone(),
             train_src: prepared.train.src.select_rows(&tr),
@@ -59,6 +79,13 @@ impl TrainData {
             valid_tgt: prepared.valid.tgt.select_rows(&va),
             mono: prepared.mono.clone(),
             mono_positive,
+            seqs: Some(TrainSequences {
+                train_src: prepared.train.sequences(Side::Source, v).select_rows(&tr),
+                train_tgt: prepared.train.sequences(Side::Target, v).select_rows(&tr),
+                valid_src: prepared.valid.sequences(Side::Source, v).select_rows(&va),
+                valid_tgt: prepared.valid.sequences(Side::Target, v).select_rows(&va),
+                mono: prepared.mono_seqs.clone(),
+            }),
         }
     }
 
@@ -109,6 +136,9 @@ pub struct StepReport {
     pub loss: f64,
     /// Training examples in the step.
     pub examples: usize,
+    /// The loss's named terms and the step's other figures (an adversarial
+    /// trainer's discriminator loss and accuracy), logged with the loss.
+    pub parts: Vec<(String, f64)>,
 }
 
 /// The job runner's side of a training loop.

@@ -261,6 +261,7 @@ mod tests {
                 step: s,
                 examples: 10,
                 loss: 1.0 / s as f64,
+                parts: Default::default(),
                 pairs_per_s: 100.0,
                 wall_s: s as f64,
             });

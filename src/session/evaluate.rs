@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::retrieval::{bli, encode_adhoc, run_from_embeddings, BliScores, RUN_DEPTH};
+use super::retrieval::{
+    bli, encode_adhoc, encode_split, run_from_embeddings, BliScores, RUN_DEPTH,
+};
 use super::{Loaded, Session};
 use crate::corpus::{AdhocTask, Dictionary, ParallelText, Prepared, Workspace};
 use crate::eval::metrics::{Evaluation, Metrics};
@@ -542,12 +544,8 @@ fn sentence_figures(
         return Ok(None);
     }
     let without = rows.len() - split.trainable().len();
-    let s = l
-        .model
-        .encode(Side::Source, &split.src.select_rows(&rows))?;
-    let t = l
-        .model
-        .encode(Side::Target, &split.tgt.select_rows(&rows))?;
+    let s = encode_split(l.model.as_ref(), split, Side::Source, &prepared.vocabs, &rows)?;
+    let t = encode_split(l.model.as_ref(), split, Side::Target, &prepared.vocabs, &rows)?;
     let empty = |m: &crate::text::CsrMatrix| rows.iter().filter(|&&i| m.row_is_empty(i)).count();
     Ok(Some(SentenceFigures {
         scores: sentence_retrieval(&s, &t),

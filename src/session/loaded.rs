@@ -10,8 +10,8 @@ use ndarray::{Array1, Array2, ArrayView1, Axis};
 use serde::Serialize;
 
 use super::Session;
-use crate::models::Model;
-use crate::text::{Analyzer, CsrMatrix, TextConfig};
+use crate::models::{encode_texts, Model};
+use crate::text::{Analyzer, CsrMatrix, Sequences, TextConfig};
 use crate::text::{Side, Vocabs};
 use crate::{Error, Result};
 
@@ -150,7 +150,19 @@ impl Loaded {
     /// Unit-length embeddings of raw texts of `side` (zero rows for texts
     /// with no known term).
     pub fn encode_texts<S: AsRef<str>>(&self, side: Side, texts: &[S]) -> Result<Array2<f32>> {
-        self.model.encode(side, &self.counts(side, texts))
+        let an = self.analyzer(side);
+        let tokens: Vec<Vec<String>> = texts.iter().map(|t| an.analyze(t.as_ref())).collect();
+        let vocab = self.vocabs.side(side);
+        let seqs = self
+            .model
+            .reads_order()
+            .then(|| Sequences::of(vocab, &tokens));
+        encode_texts(
+            self.model.as_ref(),
+            side,
+            &vocab.count_matrix(&tokens),
+            seqs.as_ref(),
+        )
     }
 
     /// Unit term vectors of `side` (computed once).

@@ -25,6 +25,10 @@ pub enum MetricRecord {
         examples: usize,
         /// Mean loss of the step.
         loss: f64,
+        /// The loss's named terms and other figures of the step (an
+        /// adversarial trainer's `disc_loss`, `disc_acc`); absent when none.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        parts: BTreeMap<String, f64>,
         /// Training pairs per second since the last step record.
         pairs_per_s: f64,
         /// Seconds since the job (this process) started.
@@ -125,6 +129,9 @@ pub struct ValidPoint {
 pub struct Curves {
     /// (step, loss) of every step record with a finite loss.
     pub loss: Vec<(f64, f64)>,
+    /// (step, value) of every finite named part of the step records
+    /// (loss terms, a discriminator's loss and accuracy), by name.
+    pub parts: BTreeMap<String, Vec<(f64, f64)>>,
     /// Where each training phase's points start in `loss`: (phase, index),
     /// in order (a layer-wise trainer's curves differ in scale, so a view
     /// draws one phase at a time).
@@ -159,8 +166,15 @@ impl Curves {
                 epoch,
                 step,
                 loss,
+                parts,
                 ..
             } => {
+                for (name, v) in parts {
+                    if v.is_finite() {
+                        let pts = self.parts.entry(name.clone()).or_default();
+                        pts.push((*step as f64, *v));
+                    }
+                }
                 if loss.is_finite() {
                     if self.loss_phases.last().is_none_or(|(p, _)| p != phase) {
                         self.loss_phases.push((phase.clone(), self.loss.len()));
@@ -198,6 +212,9 @@ impl Curves {
             } => {
                 if let (true, Some(s)) = (event == "resume", step) {
                     self.loss.retain(|p| p.0 <= *s as f64);
+                    for pts in self.parts.values_mut() {
+                        pts.retain(|p| p.0 <= *s as f64);
+                    }
                     let kept = self.loss.len();
                     self.loss_phases.retain(|(_, start)| *start < kept);
                     self.valid.retain(|v| v.step <= *s);
@@ -528,6 +545,7 @@ mod tests {
             step: s,
             examples: 1,
             loss: 1.0,
+            parts: Default::default(),
             pairs_per_s: 1.0,
             wall_s: 0.0,
         };
@@ -583,6 +601,7 @@ mod tests {
             step,
             examples: 10,
             loss,
+            parts: Default::default(),
             pairs_per_s: 1.0,
             wall_s: 1.0,
         };

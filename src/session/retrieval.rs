@@ -8,11 +8,11 @@ use std::collections::BTreeMap;
 
 use ndarray::{Array2, Axis};
 
-use crate::corpus::prepare::AdhocData;
+use crate::corpus::prepare::{AdhocData, SplitData};
 use crate::eval::metrics::{evaluate_rankings, Evaluation};
 use crate::eval::trec::Run;
-use crate::models::Model;
-use crate::text::Side;
+use crate::models::{encode_texts, Model};
+use crate::text::{Side, Vocabs};
 use crate::Result;
 
 /// Depth of ad-hoc runs (trec_eval's usual 1000).
@@ -22,9 +22,29 @@ pub const RUN_DEPTH: usize = 1000;
 /// (source side).
 pub fn encode_adhoc(model: &dyn Model, adhoc: &AdhocData) -> Result<(Array2<f32>, Array2<f32>)> {
     Ok((
-        model.encode(Side::Target, &adhoc.docs)?,
-        model.encode(Side::Source, &adhoc.queries)?,
+        encode_texts(model, Side::Target, &adhoc.docs, Some(&adhoc.doc_seqs))?,
+        encode_texts(model, Side::Source, &adhoc.queries, Some(&adhoc.query_seqs))?,
     ))
+}
+
+/// Embeddings of the texts of `side` of a split's pairs `rows`, as the
+/// model reads them (counts, or sequences over `vocabs` for a model that
+/// reads word order).
+pub fn encode_split(
+    model: &dyn Model,
+    split: &SplitData,
+    side: Side,
+    vocabs: &Vocabs,
+    rows: &[usize],
+) -> Result<Array2<f32>> {
+    let counts = match side {
+        Side::Source => &split.src,
+        Side::Target => &split.tgt,
+    };
+    let seqs = model
+        .reads_order()
+        .then(|| split.sequences(side, vocabs).select_rows(rows));
+    encode_texts(model, side, &counts.select_rows(rows), seqs.as_ref())
 }
 
 /// The ranked run of `model` on `adhoc`, `depth` documents per query.

@@ -399,6 +399,20 @@ impl Vocabulary {
         }
     }
 
+    /// The ids of a token list's known terms in reading order (repeats
+    /// kept). A text with no known word backs off, as [`Vocabulary::encode`]
+    /// does, to its words' n-gram units, word by word in order.
+    pub fn sequence<S: AsRef<str>>(&self, tokens: &[S]) -> Vec<u32> {
+        let ids: Vec<u32> = tokens.iter().filter_map(|t| self.id(t.as_ref())).collect();
+        if ids.is_empty() && self.fallback.is_some() {
+            return tokens
+                .iter()
+                .flat_map(|t| self.fallback_units(t.as_ref()))
+                .collect();
+        }
+        ids
+    }
+
     /// Raw term counts of many token lists, one row each.
     pub fn count_matrix<S: AsRef<str>>(&self, docs: &[Vec<S>]) -> CsrMatrix {
         let mut m = CsrMatrix::new(self.len());

@@ -25,7 +25,7 @@ use candle_core::Tensor;
 
 use crate::eval::sentence::sentence_retrieval;
 use crate::models::{Flow, Hooks, Phase, Resume, StepReport, TrainData, Trainer};
-use crate::models::{Model, Params};
+use crate::models::{encode_texts, Model, Params};
 use crate::session::metrics::MetricsWriter;
 use crate::session::{
     fmt_utc, now_unix, process_start_time, Checkpoint, CheckpointMeta, MetricRecord, Session,
@@ -681,6 +681,7 @@ impl RunnerHooks<'_> {
             step: r.step,
             examples: r.examples,
             loss: r.loss,
+            parts: r.parts.iter().cloned().collect(),
             pairs_per_s: pps,
             wall_s: self.started.elapsed().as_secs_f64(),
         })
@@ -714,8 +715,19 @@ impl RunnerHooks<'_> {
         // a model still in pre-training has no space to validate in
         let space = model.has_space();
         if space && self.data.valid_src.n_rows() > 0 {
-            let s = model.encode(Side::Source, &self.data.valid_src)?;
-            let t = model.encode(Side::Target, &self.data.valid_tgt)?;
+            let seqs = self.data.seqs.as_ref();
+            let s = encode_texts(
+                model,
+                Side::Source,
+                &self.data.valid_src,
+                seqs.map(|q| &q.valid_src),
+            )?;
+            let t = encode_texts(
+                model,
+                Side::Target,
+                &self.data.valid_tgt,
+                seqs.map(|q| &q.valid_tgt),
+            )?;
             if s.iter().chain(t.iter()).any(|v| !v.is_finite()) {
                 return Err(Error::invalid(format!(
                     "training diverged: the model's validation embeddings are not finite at {phase} \

@@ -94,6 +94,7 @@ fn metrics(steps: usize, epochs: usize) -> Vec<MetricRecord> {
             step: i,
             examples: 64,
             loss,
+            parts: Default::default(),
             pairs_per_s: 5000.0,
             wall_s: 1.0,
         });
@@ -1411,6 +1412,7 @@ fn loss_chart_steps_through_a_jobs_phases() {
                 step: i * 20 + k,
                 examples: 10,
                 loss: 1.0 + i as f64,
+                parts: Default::default(),
                 pairs_per_s: 1.0,
                 wall_s: 1.0,
             });
