@@ -657,7 +657,8 @@ impl Prepared {
         let mono = read_csr(&dir.join("mono.csr"))?;
         let mono_seqs = read_seq(&dir.join("mono.seq"))?;
         let a = &adhoc;
-        let fits = |m: &CsrMatrix, q: &Sequences| m.n_rows() == q.n_rows() && m.n_cols == q.n_terms();
+        let fits =
+            |m: &CsrMatrix, q: &Sequences| m.n_rows() == q.n_rows() && m.n_cols == q.n_terms();
         if !fits(&mono, &mono_seqs)
             || !fits(&a.docs, &a.doc_seqs)
             || !fits(&a.queries, &a.query_seqs)
@@ -798,8 +799,7 @@ fn count_task(task: &AdhocTask, src: &Analyzer, tgt: &Analyzer, vocabs: &Vocabs)
         texts.par_iter().map(|t| a.analyze(t)).collect()
     };
     let (docs, doc_seqs, doc_stats) = count(&vocabs.target, &an(tgt, &task.docs.texts));
-    let (queries, query_seqs, query_stats) =
-        count(&vocabs.source, &an(src, &task.queries.texts));
+    let (queries, query_seqs, query_stats) = count(&vocabs.source, &an(src, &task.queries.texts));
     let (target_queries, target_query_seqs, target_query_stats) = match &task.target_queries {
         Some(tq) => {
             // align with the source queries by id

@@ -5,6 +5,7 @@
 //! [`CsrMatrix`] row per text) and applies its own weighting; it returns
 //! unit-length rows so that a dot product is the cosine.
 
+pub mod adv_bilstm;
 pub mod bae;
 pub mod bm25;
 pub mod dbn_cca;

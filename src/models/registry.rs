@@ -8,7 +8,7 @@
 //! Adding a model: one file under `models/` with its [`Trainer`], and one
 //! [`ModelSpec`] row in [`MODELS`].
 
-use super::{bae, cca, cl_lsi, dbn_cca, opca, s2net, xcnn, Trainer};
+use super::{adv_bilstm, bae, cca, cl_lsi, dbn_cca, opca, s2net, xcnn, Trainer};
 
 /// What a setting's value must be. Every check refuses NaN and infinities.
 #[derive(Debug, Clone, Copy)]
@@ -653,6 +653,47 @@ pub static MODELS: &[ModelSpec] = &[
         // a bag of the most frequent words, as the paper: stop words
         // removed (they would fill the 10,000 inputs), no n-gram units
         text: &[("stopwords", "true"), ("oov_ngrams", "0")],
+    },
+    ModelSpec {
+        name: "adv-bilstm",
+        summary: "BiLSTM encoders with an adversarial discriminator (seed 003's M; adversarial=false: M_adv)",
+        space: true,
+        runner: true,
+        settings: &[
+            s("adv_weight", "1", Check::NonNegative, "weight λ of the discriminator's cross-entropy in the generator's loss"),
+            s("adversarial", "true", Check::Bool, "model M (true) or the ablation M_adv without the adversary (false)"),
+            s("batch", "100", BATCH, "pairs per step"),
+            s("beta_c", "10", Check::Positive, "β_c of the cross-language matching loss"),
+            s("beta_m", "10", Check::Positive, "β_m of the monolingual matching loss"),
+            s("clip", "1", Check::NonNegative, "largest global norm of the generator's gradient (0: none)"),
+            DIM,
+            s("disc_hidden", "128", Check::Int { min: 1, max: 65_536 }, "width of the discriminator's two hidden layers"),
+            s("disc_lr", "0.001", Check::Positive, "discriminator's Adam learning rate"),
+            s("disc_steps", "1", Check::Int { min: 1, max: 100 }, "discriminator steps per generator step"),
+            s("emb", "512", Check::Int { min: 1, max: 65_536 }, "word-embedding size"),
+            s("epochs", "10", EPOCHS, "training epochs"),
+            s("gamma_matc", "1", Check::NonNegative, "γ₂: weight of the cross-language matching loss"),
+            s("gamma_matm", "1", Check::NonNegative, "γ₃: weight of the monolingual matching loss"),
+            s("gamma_tra", "1", Check::NonNegative, "γ₁: weight of the translation loss"),
+            s("hidden", "256", Check::Int { min: 1, max: 65_536 }, "LSTM units per direction"),
+            Setting {
+                key: "init",
+                default: None,
+                check: Check::Path,
+                help: "start the embeddings from a trained session's term vectors (linear model or xcnn)",
+            },
+            s("init_scale", "1", Check::Positive, "std of the random embeddings (torch's N(0,1))"),
+            s("lr", "0.001", Check::Positive, "generator's Adam learning rate"),
+            s("max_doc_len", "300", Check::Int { min: 1, max: 100_000 }, "tokens kept per document"),
+            s("max_query_len", "30", Check::Int { min: 1, max: 100_000 }, "tokens kept per query"),
+            s("nn_hidden", "128", Check::Parse(adv_bilstm::check_widths), "NN_dim's tanh layer widths (one or two, comma-separated)"),
+            s("reg", "0.00001", Check::NonNegative, "coefficient of the weights' squared Frobenius norm (L_reg)"),
+            s("share_target", "false", Check::Bool, "one encoder for target queries and documents"),
+            VALID_MAX,
+            s("vectors", "none", Check::Parse(adv_bilstm::check_vectors), "SOURCE.vec,TARGET.vec to start the embeddings from"),
+        ],
+        trainer: Some(adv_bilstm::adv_bilstm_trainer),
+        text: &[],
     },
     ModelSpec {
         name: "bm25",

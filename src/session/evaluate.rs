@@ -544,8 +544,20 @@ fn sentence_figures(
         return Ok(None);
     }
     let without = rows.len() - split.trainable().len();
-    let s = encode_split(l.model.as_ref(), split, Side::Source, &prepared.vocabs, &rows)?;
-    let t = encode_split(l.model.as_ref(), split, Side::Target, &prepared.vocabs, &rows)?;
+    let s = encode_split(
+        l.model.as_ref(),
+        split,
+        Side::Source,
+        &prepared.vocabs,
+        &rows,
+    )?;
+    let t = encode_split(
+        l.model.as_ref(),
+        split,
+        Side::Target,
+        &prepared.vocabs,
+        &rows,
+    )?;
     let empty = |m: &crate::text::CsrMatrix| rows.iter().filter(|&&i| m.row_is_empty(i)).count();
     Ok(Some(SentenceFigures {
         scores: sentence_retrieval(&s, &t),

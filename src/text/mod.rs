@@ -15,6 +15,7 @@ pub mod query;
 mod sequence;
 pub mod sparse;
 pub mod units;
+pub mod vectors;
 mod vocab;
 pub mod weight;
 
@@ -24,4 +25,5 @@ pub use query::{Dropped, QueryWord, QueryWords};
 pub use sequence::Sequences;
 pub use sparse::CsrMatrix;
 pub use units::{UnitModel, Units};
+pub use vectors::{read_vec, VecTable};
 pub use vocab::{Encoded, Fallback, LeftOut, Unknown, Vocabulary};

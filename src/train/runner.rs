@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 use candle_core::Tensor;
 
 use crate::eval::sentence::sentence_retrieval;
-use crate::models::{Flow, Hooks, Phase, Resume, StepReport, TrainData, Trainer};
 use crate::models::{encode_texts, Model, Params};
+use crate::models::{Flow, Hooks, Phase, Resume, StepReport, TrainData, Trainer};
 use crate::session::metrics::MetricsWriter;
 use crate::session::{
     fmt_utc, now_unix, process_start_time, Checkpoint, CheckpointMeta, MetricRecord, Session,

@@ -1,0 +1,1062 @@
+//! Adversarial BiLSTM representations (seed 003): model M, and with
+//! `adversarial=false` its ablation M_adv.
+//!
+//! Three encoders, for source queries q_s, target queries q_t and target
+//! documents d_t (`share_target` makes the last two one): word embeddings →
+//! [`BiLstm`] → max-pooling over time → NN_dim (tanh layers, linear output of
+//! `dim`) giving z. The generator minimises
+//! `L_G = γ₁·L_tra + γ₂·L_matc + γ₃·L_matm + L_reg` and, for M, minus `λ`
+//! times the discriminator's cross-entropy (the log-likelihood of the true
+//! source of each z); the discriminator NN_adv (three feed-forward layers,
+//! softmax over {q_s, q_t, d_t}) takes `disc_steps` steps per generator step
+//! on the same batch's codes (detached), alternating. The generator's
+//! gradients are clipped to a global norm (`clip`) to keep the game stable.
+//! Documents z_dt are the target side of the space; term vectors are the
+//! encodings of one-word texts. Equations and choices: `docs/models.md`.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use candle_core::backprop::GradStore;
+use candle_core::{DType, Device, Tensor, Var, D};
+use ndarray::Array2;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::lstm::{length_batches, max_pool, BiLstm, PaddedBatch};
+use super::nn::{check_loss, check_shape, epoch_rng, normal_tensor, to_array, unit_rows};
+use super::optim::Adam;
+use super::{Flow, Hooks, Model, Params, Phase, Resume, StepReport, TrainData, Trainer};
+use crate::index::bm25::{Bm25Index, Bm25Params, Query};
+use crate::text::{CsrMatrix, Sequences, Side, Vocabs};
+use crate::{Error, Result};
+
+/// The model's registry name.
+pub const NAME: &str = "adv-bilstm";
+/// Texts encoded per forward pass at inference.
+const ENCODE_CHUNK: usize = 256;
+
+/// Settings of `adv-bilstm` (registry row `adv-bilstm`).
+#[derive(Debug, Clone)]
+pub struct AdvConfig {
+    /// Word-embedding size.
+    pub emb: usize,
+    /// LSTM units per direction.
+    pub hidden: usize,
+    /// Widths of NN_dim's tanh layers (1 or 2).
+    pub nn_hidden: Vec<usize>,
+    /// Size k of the shared space (NN_dim's linear output).
+    pub dim: usize,
+    /// One encoder for target queries and target documents.
+    pub share_target: bool,
+    /// Model M (true) or its ablation M_adv (false).
+    pub adversarial: bool,
+    /// Weight λ of the adversarial term in the generator's loss.
+    pub adv_weight: f64,
+    /// Discriminator steps per generator step.
+    pub disc_steps: usize,
+    /// Width of the discriminator's two hidden layers.
+    pub disc_hidden: usize,
+    /// Discriminator learning rate.
+    pub disc_lr: f64,
+    /// Generator learning rate.
+    pub lr: f64,
+    /// β_c of L_matc.
+    pub beta_c: f64,
+    /// β_m of L_matm.
+    pub beta_m: f64,
+    /// γ₁ (L_tra), γ₂ (L_matc), γ₃ (L_matm).
+    pub gamma: [f64; 3],
+    /// Coefficient of the squared Frobenius norm of the weight matrices.
+    pub reg: f64,
+    /// Largest global norm of the generator's gradient (0: no clipping).
+    pub clip: f64,
+    /// Pairs per step.
+    pub batch: usize,
+    /// Epochs.
+    pub epochs: usize,
+    /// Tokens kept per query.
+    pub max_query_len: usize,
+    /// Tokens kept per document.
+    pub max_doc_len: usize,
+    /// A trained session whose term vectors start the embeddings.
+    pub init: Option<PathBuf>,
+    /// `.vec` files (source, target) that start the embeddings.
+    pub vectors: Option<(PathBuf, PathBuf)>,
+    /// Std of the random embeddings.
+    pub init_scale: f64,
+}
+
+fn widths(v: &str) -> std::result::Result<Vec<usize>, String> {
+    let w: Vec<usize> = v
+        .split(',')
+        .map(|x| x.trim().parse::<usize>())
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|_| format!("expected one or two widths like `128` or `256,128`, got `{v}`"))?;
+    if w.is_empty() || w.len() > 2 || w.iter().any(|&x| x == 0 || x > 65_536) {
+        return Err(format!(
+            "expected one or two widths in 1..=65536, got `{v}`"
+        ));
+    }
+    Ok(w)
+}
+
+/// Registry check of `nn_hidden`.
+pub fn check_widths(v: &str) -> std::result::Result<(), String> {
+    widths(v).map(|_| ())
+}
+
+/// Registry check of `vectors`: `none` or two paths, comma-separated.
+pub fn check_vectors(v: &str) -> std::result::Result<(), String> {
+    if v == "none" || v.split(',').filter(|p| !p.trim().is_empty()).count() == 2 {
+        Ok(())
+    } else {
+        Err(format!(
+            "expected `none` or SOURCE.vec,TARGET.vec, got `{v}`"
+        ))
+    }
+}
+
+impl AdvConfig {
+    /// The settings from `p` (defaults and checks from the registry).
+    pub fn from_params(p: &Params) -> Result<Self> {
+        let p = p.of(NAME)?;
+        let nn_hidden = widths(&p.get::<String>("nn_hidden")?).map_err(Error::invalid)?;
+        let vectors = match p.get::<String>("vectors")?.as_str() {
+            "none" => None,
+            v => {
+                let mut it = v.split(',').map(|s| PathBuf::from(s.trim()));
+                match (it.next(), it.next()) {
+                    (Some(a), Some(b)) => Some((a, b)),
+                    _ => return Err(Error::invalid(format!("--set vectors={v}: want two paths"))),
+                }
+            }
+        };
+        let init = p.get_opt("init")?.map(PathBuf::from);
+        if init.is_some() && vectors.is_some() {
+            return Err(Error::invalid(
+                "adv-bilstm: give `init` (a session) or `vectors` (.vec files), not both",
+            ));
+        }
+        Ok(AdvConfig {
+            emb: p.get("emb")?,
+            hidden: p.get("hidden")?,
+            nn_hidden,
+            dim: p.get("dim")?,
+            share_target: p.get("share_target")?,
+            adversarial: p.get("adversarial")?,
+            adv_weight: p.get("adv_weight")?,
+            disc_steps: p.get("disc_steps")?,
+            disc_hidden: p.get("disc_hidden")?,
+            disc_lr: p.get("disc_lr")?,
+            lr: p.get("lr")?,
+            beta_c: p.get("beta_c")?,
+            beta_m: p.get("beta_m")?,
+            gamma: [
+                p.get("gamma_tra")?,
+                p.get("gamma_matc")?,
+                p.get("gamma_matm")?,
+            ],
+            reg: p.get("reg")?,
+            clip: p.get("clip")?,
+            batch: p.get("batch")?,
+            epochs: p.get("epochs")?,
+            max_query_len: p.get("max_query_len")?,
+            max_doc_len: p.get("max_doc_len")?,
+            init,
+            vectors,
+            init_scale: p.get("init_scale")?,
+        })
+    }
+}
+
+/// One text encoder: embeddings → BiLSTM → max-pool → NN_dim.
+pub struct Encoder {
+    /// `V × emb` word embeddings.
+    pub emb: Var,
+    /// The recurrent layer.
+    pub lstm: BiLstm,
+    /// NN_dim: `(weight in × out, bias out)` per layer; tanh between, the last linear.
+    pub ff: Vec<(Var, Var)>,
+}
+
+impl Encoder {
+    /// A random encoder, or one whose embeddings start from `emb`.
+    #[allow(clippy::too_many_arguments)]
+    fn random(
+        vocab: usize,
+        cfg: &AdvConfig,
+        emb: Option<&Array2<f32>>,
+        rng: &mut ChaCha8Rng,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<Self> {
+        let table = match emb {
+            Some(a) => Tensor::from_vec(a.iter().copied().collect::<Vec<f32>>(), a.dim(), device)?
+                .to_dtype(dtype)?,
+            None => normal_tensor((vocab, cfg.emb), cfg.init_scale, rng, dtype, device)?,
+        };
+        let e = table.dim(1)?;
+        let lstm = BiLstm::new(e, cfg.hidden, rng, dtype, device)?;
+        let mut ff = Vec::new();
+        let mut fan_in = 2 * cfg.hidden;
+        for &w in cfg.nn_hidden.iter().chain(std::iter::once(&cfg.dim)) {
+            let wt = normal_tensor(
+                (fan_in, w),
+                1.0 / (fan_in as f64).sqrt(),
+                rng,
+                dtype,
+                device,
+            )?;
+            let b = Tensor::zeros(w, dtype, device)?;
+            ff.push((Var::from_tensor(&wt)?, Var::from_tensor(&b)?));
+            fan_in = w;
+        }
+        Ok(Encoder {
+            emb: Var::from_tensor(&table)?,
+            lstm,
+            ff,
+        })
+    }
+
+    fn named_vars(&self, prefix: &str) -> Vec<(String, Var)> {
+        let mut v = vec![(format!("{prefix}.emb"), self.emb.clone())];
+        v.extend(self.lstm.named_vars(&format!("{prefix}.lstm")));
+        for (j, (w, b)) in self.ff.iter().enumerate() {
+            v.push((format!("{prefix}.ff.w{}", j + 1), w.clone()));
+            v.push((format!("{prefix}.ff.b{}", j + 1), b.clone()));
+        }
+        v
+    }
+
+    /// The weight matrices L_reg penalises (recurrent and feed-forward; not
+    /// the embeddings, not the biases).
+    fn weights(&self) -> Vec<&Tensor> {
+        let mut w = vec![self.lstm.w_ih.as_tensor(), self.lstm.w_hh.as_tensor()];
+        w.extend(self.ff.iter().map(|(w, _)| w.as_tensor()));
+        w
+    }
+
+    fn from_tensors(
+        prefix: &str,
+        t: &HashMap<String, Tensor>,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<Self> {
+        let get = |name: &str| -> Result<Tensor> {
+            let t = t
+                .get(name)
+                .ok_or_else(|| Error::invalid(format!("checkpoint lacks tensor `{name}`")))?;
+            Ok(t.to_dtype(dtype)?.to_device(device)?)
+        };
+        let emb = get(&format!("{prefix}.emb"))?;
+        check_shape(&format!("{prefix}.emb"), &emb, &[None, None])?;
+        let lstm = BiLstm::from_tensors(&format!("{prefix}.lstm"), t, dtype, device)?;
+        if lstm.input() != emb.dim(1)? {
+            return Err(Error::invalid(format!(
+                "checkpoint: `{prefix}.lstm` reads {} inputs but `{prefix}.emb` has {}",
+                lstm.input(),
+                emb.dim(1)?
+            )));
+        }
+        let mut ff = Vec::new();
+        let mut fan_in = 2 * lstm.hidden();
+        for j in 1.. {
+            let (wk, bk) = (format!("{prefix}.ff.w{j}"), format!("{prefix}.ff.b{j}"));
+            if !t.contains_key(&wk) {
+                break;
+            }
+            let w = get(&wk)?;
+            check_shape(&wk, &w, &[Some(fan_in), None])?;
+            let out = w.dim(1)?;
+            let b = get(&bk)?;
+            check_shape(&bk, &b, &[Some(out)])?;
+            ff.push((Var::from_tensor(&w)?, Var::from_tensor(&b)?));
+            fan_in = out;
+        }
+        if ff.is_empty() {
+            return Err(Error::invalid(format!("checkpoint lacks `{prefix}.ff.w1`")));
+        }
+        Ok(Encoder {
+            emb: Var::from_tensor(&emb)?,
+            lstm,
+            ff,
+        })
+    }
+
+    fn vocab(&self) -> usize {
+        self.emb.dims()[0]
+    }
+
+    fn dim(&self) -> usize {
+        self.ff.last().map_or(0, |(w, _)| w.dims()[1])
+    }
+
+    /// Codes z (`B × dim`) of a padded batch; texts with no known term get
+    /// a zero row.
+    fn forward(&self, pb: &PaddedBatch) -> Result<Tensor> {
+        let (b, t) = pb.ids.dims2()?;
+        let e = self.emb.dims()[1];
+        let x = self
+            .emb
+            .as_tensor()
+            .index_select(&pb.ids.flatten_all()?, 0)?
+            .reshape((b, t, e))?;
+        let h = self.lstm.forward(&x, &pb.mask)?;
+        let mut z = max_pool(&h, &pb.mask)?;
+        let last = self.ff.len() - 1;
+        for (j, (w, bias)) in self.ff.iter().enumerate() {
+            z = z.matmul(w.as_tensor())?.broadcast_add(bias.as_tensor())?;
+            if j < last {
+                z = z.tanh()?;
+            }
+        }
+        // a text with no real step has no code: zero (ranks last)
+        let nonempty = pb.mask.max_keepdim(1)?;
+        Ok(z.broadcast_mul(&nonempty)?)
+    }
+
+    /// Codes of rows `rows` of `seqs`, truncated to `max_len` tokens.
+    fn codes(
+        &self,
+        seqs: &Sequences,
+        rows: &[usize],
+        max_len: usize,
+        dtype: DType,
+    ) -> Result<Tensor> {
+        let s: Vec<&[u32]> = rows.iter().map(|&r| seqs.row(r)).collect();
+        let pb = PaddedBatch::new(&s, max_len, dtype, self.emb.device())?;
+        self.forward(&pb)
+    }
+}
+
+/// NN_adv: three feed-forward layers (ReLU, ReLU, softmax over the three sources).
+pub struct Discriminator {
+    /// `(weight, bias)` per layer.
+    pub layers: Vec<(Var, Var)>,
+}
+
+impl Discriminator {
+    fn random(
+        dim: usize,
+        hidden: usize,
+        rng: &mut ChaCha8Rng,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<Self> {
+        let mut layers = Vec::new();
+        for (i, o) in [(dim, hidden), (hidden, hidden), (hidden, 3)] {
+            let w = normal_tensor((i, o), 1.0 / (i as f64).sqrt(), rng, dtype, device)?;
+            layers.push((
+                Var::from_tensor(&w)?,
+                Var::from_tensor(&Tensor::zeros(o, dtype, device)?)?,
+            ));
+        }
+        Ok(Discriminator { layers })
+    }
+
+    fn named_vars(&self) -> Vec<(String, Var)> {
+        let mut v = Vec::new();
+        for (j, (w, b)) in self.layers.iter().enumerate() {
+            v.push((format!("disc.w{}", j + 1), w.clone()));
+            v.push((format!("disc.b{}", j + 1), b.clone()));
+        }
+        v
+    }
+
+    fn from_tensors(
+        t: &HashMap<String, Tensor>,
+        dim: usize,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<Self> {
+        let mut layers = Vec::new();
+        let mut fan_in = dim;
+        for j in 1..=3 {
+            let (wk, bk) = (format!("disc.w{j}"), format!("disc.b{j}"));
+            let get = |k: &str| -> Result<Tensor> {
+                let x = t
+                    .get(k)
+                    .ok_or_else(|| Error::invalid(format!("checkpoint lacks tensor `{k}`")))?;
+                Ok(x.to_dtype(dtype)?.to_device(device)?)
+            };
+            let w = get(&wk)?;
+            check_shape(
+                &wk,
+                &w,
+                &[Some(fan_in), if j == 3 { Some(3) } else { None }],
+            )?;
+            let out = w.dim(1)?;
+            let b = get(&bk)?;
+            check_shape(&bk, &b, &[Some(out)])?;
+            layers.push((Var::from_tensor(&w)?, Var::from_tensor(&b)?));
+            fan_in = out;
+        }
+        Ok(Discriminator { layers })
+    }
+
+    /// Logits (`n × 3`) of codes `z`.
+    fn logits(&self, z: &Tensor) -> Result<Tensor> {
+        let mut x = z.clone();
+        for (j, (w, b)) in self.layers.iter().enumerate() {
+            x = x.matmul(w.as_tensor())?.broadcast_add(b.as_tensor())?;
+            if j < 2 {
+                x = x.relu()?;
+            }
+        }
+        Ok(x)
+    }
+}
+
+/// A trained (or training) model M / M_adv.
+pub struct AdvModel {
+    /// Source-query encoder.
+    pub qs: Encoder,
+    /// Target-query encoder (also the documents' when `dt` is `None`).
+    pub qt: Encoder,
+    /// Target-document encoder, unless shared with `qt`.
+    pub dt: Option<Encoder>,
+    /// The discriminator.
+    pub disc: Discriminator,
+    /// Tokens kept per query (source texts).
+    pub max_query_len: usize,
+    /// Tokens kept per document (target texts).
+    pub max_doc_len: usize,
+}
+
+impl AdvModel {
+    fn doc_encoder(&self) -> &Encoder {
+        self.dt.as_ref().unwrap_or(&self.qt)
+    }
+
+    fn generator_vars(&self) -> Vec<(String, Var)> {
+        let mut v = self.qs.named_vars("qs");
+        v.extend(self.qt.named_vars("qt"));
+        if let Some(dt) = &self.dt {
+            v.extend(dt.named_vars("dt"));
+        }
+        v
+    }
+
+    /// Rebuilds a model from its named tensors.
+    pub fn from_tensors(
+        t: &HashMap<String, Tensor>,
+        max_query_len: usize,
+        max_doc_len: usize,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<Self> {
+        let qs = Encoder::from_tensors("qs", t, dtype, device)?;
+        let qt = Encoder::from_tensors("qt", t, dtype, device)?;
+        let dt = if t.contains_key("dt.emb") {
+            Some(Encoder::from_tensors("dt", t, dtype, device)?)
+        } else {
+            None
+        };
+        let dim = qs.dim();
+        for (name, e) in [("qt", Some(&qt)), ("dt", dt.as_ref())] {
+            if let Some(e) = e {
+                if e.dim() != dim || e.vocab() != qt.vocab() {
+                    return Err(Error::invalid(format!(
+                        "checkpoint: encoder `{name}` has {} terms × {} dims, `qt` {} terms, `qs` {dim} dims",
+                        e.vocab(),
+                        e.dim(),
+                        qt.vocab()
+                    )));
+                }
+            }
+        }
+        let disc = Discriminator::from_tensors(t, dim, dtype, device)?;
+        Ok(AdvModel {
+            qs,
+            qt,
+            dt,
+            disc,
+            max_query_len,
+            max_doc_len,
+        })
+    }
+
+    /// Unit codes of `seqs` through `side`'s encoder, in chunks sorted by length.
+    fn encode_rows(&self, side: Side, seqs: &Sequences) -> Result<Array2<f32>> {
+        let (enc, max_len) = match side {
+            Side::Source => (&self.qs, self.max_query_len),
+            Side::Target => (self.doc_encoder(), self.max_doc_len),
+        };
+        let n = seqs.n_rows();
+        let mut out = Array2::<f32>::zeros((n, enc.dim()));
+        let lengths = seqs.lengths();
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by_key(|&i| lengths[i]);
+        let dtype = enc.emb.dtype();
+        for chunk in order.chunks(ENCODE_CHUNK) {
+            let z = unit_rows(&enc.codes(seqs, chunk, max_len, dtype)?)?;
+            let z = to_array(&z)?;
+            for (k, &r) in chunk.iter().enumerate() {
+                out.row_mut(r).assign(&z.row(k));
+            }
+        }
+        if out.iter().any(|v| !v.is_finite()) {
+            return Err(Error::invalid("adv-bilstm: an encoding is not finite"));
+        }
+        Ok(out)
+    }
+
+    fn tensors_named(&self) -> Result<Vec<(String, Tensor)>> {
+        let mut v = self.generator_vars();
+        v.extend(self.disc.named_vars());
+        v.into_iter()
+            .map(|(n, var)| Ok((n, var.as_tensor().copy()?)))
+            .collect()
+    }
+}
+
+impl Model for AdvModel {
+    fn kind(&self) -> &'static str {
+        NAME
+    }
+    fn dim(&self) -> usize {
+        self.qs.dim()
+    }
+    fn encode(&self, _side: Side, _counts: &CsrMatrix) -> Result<Array2<f32>> {
+        Err(Error::invalid(
+            "adv-bilstm reads word order: its texts must be given as sequences, not counts",
+        ))
+    }
+    fn reads_order(&self) -> bool {
+        true
+    }
+    fn encode_sequences(&self, side: Side, seqs: &Sequences) -> Result<Array2<f32>> {
+        let vocab = match side {
+            Side::Source => self.qs.vocab(),
+            Side::Target => self.doc_encoder().vocab(),
+        };
+        if seqs.n_terms() != vocab {
+            return Err(Error::invalid(format!(
+                "adv-bilstm: texts over {} terms, the model's {side:?} vocabulary has {vocab}",
+                seqs.n_terms()
+            )));
+        }
+        self.encode_rows(side, seqs)
+    }
+    fn term_vectors(&self, side: Side) -> Result<Array2<f32>> {
+        let v = match side {
+            Side::Source => self.qs.vocab(),
+            Side::Target => self.doc_encoder().vocab(),
+        };
+        let mut s = Sequences::new(v);
+        for i in 0..v as u32 {
+            s.push_row(&[i]);
+        }
+        self.encode_rows(side, &s)
+    }
+    fn tensors(&self) -> Result<Vec<(String, Tensor)>> {
+        self.tensors_named()
+    }
+}
+
+/// The trainer of `adv-bilstm`.
+pub struct AdvTrainer;
+
+/// The registry's constructor.
+pub fn adv_bilstm_trainer() -> Box<dyn Trainer> {
+    Box::new(AdvTrainer)
+}
+
+/// For every training pair, its pseudo-relevant document: the BM25 top hit
+/// (Rosetta's BM25, k1 1.2, b 0.75) of the pair's target text in the
+/// monolingual collection, skipping a document identical to the query (a
+/// copy of the query teaches matching nothing). `None` when no document
+/// shares a term.
+pub fn pseudo_relevant(
+    queries: &Sequences,
+    mono: &Sequences,
+    vocab: &crate::text::Vocabulary,
+) -> Result<Vec<Option<u32>>> {
+    let words = |s: &Sequences, i: usize| -> Vec<&str> {
+        s.row(i).iter().map(|&t| vocab.term(t)).collect()
+    };
+    let docs: Vec<Vec<&str>> = (0..mono.n_rows()).map(|i| words(mono, i)).collect();
+    let index = Bm25Index::build(&docs, Bm25Params::default())?;
+    let qs: Vec<Query> = (0..queries.n_rows())
+        .map(|i| Query::from_tokens(&words(queries, i)))
+        .collect();
+    let hits = index.search_many(&qs, 3);
+    Ok(hits
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            h.iter()
+                .find(|hit| mono.row(hit.doc as usize) != queries.row(i))
+                .map(|hit| hit.doc)
+        })
+        .collect())
+}
+
+/// Term vectors of a trained session (S2Net or another linear model, or
+/// XCNN) to start the embeddings from: `(source, target)`, `V × k` each.
+fn session_vectors(dir: &Path, vocabs: &Vocabs) -> Result<(Array2<f32>, Array2<f32>)> {
+    let ck = dir.join("checkpoints").join("best.safetensors");
+    let t = candle_core::safetensors::load(&ck, &Device::Cpu)
+        .map_err(|e| Error::file(&ck, format!("init: cannot read checkpoint: {e}")))?;
+    if let Some(p) = t.get(super::linear::PROJ_SOURCE) {
+        let k = p.dim(1)?;
+        let (s, g) = super::s2net::load_init(dir, vocabs, k)?;
+        return Ok((super::linear::unit_rows(s), super::linear::unit_rows(g)));
+    }
+    if t.contains_key("src.w1") {
+        let k = t["src.w1"].dim(1)?;
+        // checks the target vocabulary against the session's
+        super::xcnn::load_init(dir, vocabs, k, DType::F32, &Device::Cpu)?;
+        let m = super::xcnn::XcnnModel::from_tensors(&t, DType::F32, &Device::Cpu)?;
+        if m.term_vectors(Side::Source)?.nrows() != vocabs.source.len() {
+            return Err(Error::file(
+                &ck,
+                "init: the session's source vocabulary differs from this job's",
+            ));
+        }
+        return Ok((m.term_vectors(Side::Source)?, m.term_vectors(Side::Target)?));
+    }
+    Err(Error::file(
+        &ck,
+        "init: not a linear (cl-lsi, opca, cca, s2net) or xcnn checkpoint",
+    ))
+}
+
+/// Renames an optimiser's state tensors `adam.*` to `PREFIX.adam.*` (two
+/// optimisers share one checkpoint).
+fn prefixed(prefix: &str, state: Vec<(String, Tensor)>) -> Vec<(String, Tensor)> {
+    state
+        .into_iter()
+        .map(|(n, t)| (format!("{prefix}.{n}"), t))
+        .collect()
+}
+
+/// The state tensors of `prefix` with the prefix taken off.
+fn unprefixed(prefix: &str, t: &HashMap<String, Tensor>) -> HashMap<String, Tensor> {
+    let p = format!("{prefix}.");
+    t.iter()
+        .filter_map(|(n, x)| Some((n.strip_prefix(&p)?.to_string(), x.clone())))
+        .collect()
+}
+
+/// Scales the gradients of `vars` so their global norm is at most
+/// `max_norm`, on the device; returns the norm before clipping.
+fn clip_grads(
+    grads: &mut GradStore,
+    vars: &[(String, Var)],
+    max_norm: f64,
+) -> Result<Option<Tensor>> {
+    let mut sq: Option<Tensor> = None;
+    for (_, v) in vars {
+        if let Some(g) = grads.get(v.as_tensor()) {
+            let s = g.sqr()?.sum_all()?;
+            sq = Some(match sq {
+                None => s,
+                Some(a) => (a + s)?,
+            });
+        }
+    }
+    let Some(sq) = sq else {
+        return Ok(None);
+    };
+    let norm = sq.sqrt()?;
+    if max_norm > 0.0 {
+        let scale = (norm.clone() / max_norm)?.maximum(1.0)?.recip()?;
+        for (_, v) in vars {
+            if let Some(g) = grads.get(v.as_tensor()) {
+                let c = g.broadcast_mul(&scale)?;
+                grads.insert(v.as_tensor(), c);
+            }
+        }
+    }
+    Ok(Some(norm))
+}
+
+/// Mean of `softplus(−β·(cos(q, p) − cos(q, n)))`: the cross-entropy of the
+/// positive ranked over the negative (P = 1).
+fn match_loss(q: &Tensor, p: &Tensor, n: &Tensor, beta: f64) -> Result<Tensor> {
+    let (q, p, n) = (unit_rows(q)?, unit_rows(p)?, unit_rows(n)?);
+    let delta = ((&q * &p)?.sum(1)? - (&q * &n)?.sum(1)?)?;
+    let x = (delta * (-beta))?;
+    // softplus(x) = max(x, 0) + ln(1 + e^{−|x|})
+    let sp = (x.relu()? + (x.abs()?.neg()?.exp()? + 1.0)?.log()?)?;
+    Ok(sp.mean_all()?)
+}
+
+/// The data one epoch draws from.
+struct Pairs {
+    /// Training pairs with both sides known and a pseudo-relevant document.
+    rows: Vec<usize>,
+    /// Their documents (rows of `mono`).
+    positive: Vec<u32>,
+}
+
+impl AdvTrainer {
+    fn pairs(data: &TrainData, hooks: &mut dyn Hooks) -> Result<Pairs> {
+        let s = data.seqs.as_ref().ok_or_else(|| {
+            Error::invalid("adv-bilstm reads word order: the training data has no sequences")
+        })?;
+        let both: Vec<usize> = (0..s.train_src.n_rows())
+            .filter(|&i| !s.train_src.row(i).is_empty() && !s.train_tgt.row(i).is_empty())
+            .collect();
+        let pos = pseudo_relevant(
+            &s.train_tgt.select_rows(&both),
+            &s.mono,
+            &data.vocabs.target,
+        )?;
+        let mut out = Pairs {
+            rows: Vec::new(),
+            positive: Vec::new(),
+        };
+        for (k, &i) in both.iter().enumerate() {
+            if let Some(p) = pos[k] {
+                out.rows.push(i);
+                out.positive.push(p);
+            }
+        }
+        hooks.log(&format!(
+            "adv-bilstm: {} training pairs, {} with a pseudo-relevant document among {} monolingual texts",
+            both.len(),
+            out.rows.len(),
+            s.mono.n_rows()
+        ));
+        Ok(out)
+    }
+}
+
+impl Trainer for AdvTrainer {
+    fn check(&self, params: &Params) -> Result<()> {
+        let cfg = AdvConfig::from_params(params)?;
+        if let Some((a, b)) = &cfg.vectors {
+            for p in [a, b] {
+                if !p.is_file() {
+                    return Err(Error::file(p, "vectors: no such file"));
+                }
+            }
+        }
+        if let Some(d) = &cfg.init {
+            let ck = d.join("checkpoints").join("best.safetensors");
+            if !ck.is_file() {
+                return Err(Error::file(&ck, "init: no such checkpoint"));
+            }
+        }
+        Ok(())
+    }
+
+    /// One phase, `train`, early-stopped on validation MRR.
+    fn plan(&self, data: &TrainData, params: &Params) -> Result<Vec<Phase>> {
+        let cfg = AdvConfig::from_params(params)?;
+        Ok(vec![Phase::new(
+            "train",
+            cfg.epochs,
+            data.train_src.n_rows(),
+        )])
+    }
+
+    fn train(
+        &self,
+        data: &TrainData,
+        params: &Params,
+        device: &Device,
+        seed: u64,
+        resume: Option<Resume>,
+        hooks: &mut dyn Hooks,
+    ) -> Result<Box<dyn Model>> {
+        let cfg = AdvConfig::from_params(params)?;
+        params.check_unused()?;
+        data.check_shapes(NAME)?;
+        let dtype = DType::F32;
+        let pairs = Self::pairs(data, hooks)?;
+        if pairs.rows.is_empty() && cfg.epochs > 0 {
+            return Err(Error::invalid(
+                "adv-bilstm: no training pair has known terms on both sides and a pseudo-relevant document",
+            ));
+        }
+        let seqs = data.seqs.as_ref().expect("checked by pairs");
+        let (vs, vt) = (data.vocabs.source.len(), data.vocabs.target.len());
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let (mut step, mut start) = (0usize, 0usize);
+        let model = match &resume {
+            Some(r) => {
+                if r.phase != "train" {
+                    return Err(Error::invalid(format!(
+                        "adv-bilstm: cannot resume from phase {:?}",
+                        r.phase
+                    )));
+                }
+                step = r.step;
+                start = r.epoch;
+                let m = AdvModel::from_tensors(
+                    &r.tensors,
+                    cfg.max_query_len,
+                    cfg.max_doc_len,
+                    dtype,
+                    device,
+                )?;
+                if m.qs.vocab() != vs || m.qt.vocab() != vt || m.dim() != cfg.dim {
+                    return Err(Error::invalid(
+                        "adv-bilstm: the checkpoint's shapes differ from this job's vocabularies or dim",
+                    ));
+                }
+                m
+            }
+            None => {
+                let init = match (&cfg.init, &cfg.vectors) {
+                    (Some(dir), _) => {
+                        let (s, t) = session_vectors(dir, &data.vocabs)?;
+                        hooks.log(&format!(
+                            "adv-bilstm: embeddings start from the term vectors of {} ({} dims)",
+                            dir.display(),
+                            s.ncols()
+                        ));
+                        Some((s, t))
+                    }
+                    (None, Some((a, b))) => {
+                        let s = crate::text::read_vec(a, &data.vocabs.source)?;
+                        let t = crate::text::read_vec(b, &data.vocabs.target)?;
+                        hooks.log(&format!(
+                            "adv-bilstm: embeddings start from {} ({} of {} terms found) and {} ({} of {})",
+                            a.display(),
+                            s.hits,
+                            vs,
+                            b.display(),
+                            t.hits,
+                            vt
+                        ));
+                        Some((s.rows, t.rows))
+                    }
+                    (None, None) => {
+                        hooks.log("adv-bilstm: random embeddings");
+                        None
+                    }
+                };
+                if let Some((s, _)) = &init {
+                    if s.ncols() != cfg.emb {
+                        return Err(Error::invalid(format!(
+                            "adv-bilstm: the starting vectors have {} dims; set --set emb={}",
+                            s.ncols(),
+                            s.ncols()
+                        )));
+                    }
+                }
+                let qs = Encoder::random(
+                    vs,
+                    &cfg,
+                    init.as_ref().map(|x| &x.0),
+                    &mut rng,
+                    dtype,
+                    device,
+                )?;
+                let qt = Encoder::random(
+                    vt,
+                    &cfg,
+                    init.as_ref().map(|x| &x.1),
+                    &mut rng,
+                    dtype,
+                    device,
+                )?;
+                let dt = if cfg.share_target {
+                    None
+                } else {
+                    Some(Encoder::random(
+                        vt,
+                        &cfg,
+                        init.as_ref().map(|x| &x.1),
+                        &mut rng,
+                        dtype,
+                        device,
+                    )?)
+                };
+                let disc =
+                    Discriminator::random(cfg.dim, cfg.disc_hidden, &mut rng, dtype, device)?;
+                AdvModel {
+                    qs,
+                    qt,
+                    dt,
+                    disc,
+                    max_query_len: cfg.max_query_len,
+                    max_doc_len: cfg.max_doc_len,
+                }
+            }
+        };
+        let gen_vars = model.generator_vars();
+        let mut opt_g = Adam::new(gen_vars.clone(), cfg.lr, 0.0)?;
+        let mut opt_d = Adam::new(model.disc.named_vars(), cfg.disc_lr, 0.0)?;
+        if let Some(r) = &resume {
+            opt_g.restore(&unprefixed("gen", &r.tensors))?;
+            opt_d.restore(&unprefixed("disc", &r.tensors))?;
+        }
+        let mut reg_weights: Vec<&Tensor> = model.qs.weights();
+        reg_weights.extend(model.qt.weights());
+        if let Some(dt) = &model.dt {
+            reg_weights.extend(dt.weights());
+        }
+        let n_mono = seqs.mono.n_rows();
+        let lengths = {
+            let l = seqs.train_src.lengths();
+            pairs.rows.iter().map(|&i| l[i]).collect::<Vec<_>>()
+        };
+        hooks.log(&format!(
+            "adv-bilstm: model {} ({} encoders), emb {}, BiLSTM {}×2, NN_dim {:?}→{}, batch {}, lr {}",
+            if cfg.adversarial { "M" } else { "M_adv (no adversary)" },
+            if model.dt.is_some() { 3 } else { 2 },
+            cfg.emb,
+            cfg.hidden,
+            cfg.nn_hidden,
+            cfg.dim,
+            cfg.batch,
+            cfg.lr
+        ));
+        for epoch in start + 1..=cfg.epochs {
+            let mut rng = epoch_rng(seed, 3, epoch);
+            for batch in length_batches(&lengths, cfg.batch, &mut rng) {
+                let b = batch.len();
+                let rows: Vec<usize> = batch.iter().map(|&k| pairs.rows[k]).collect();
+                let pos: Vec<usize> = batch.iter().map(|&k| pairs.positive[k] as usize).collect();
+                let neg: Vec<usize> = pos
+                    .iter()
+                    .map(|&p| {
+                        let mut n = rng.random_range(0..n_mono);
+                        if n == p && n_mono > 1 {
+                            n = (n + 1 + rng.random_range(0..n_mono - 1)) % n_mono;
+                        }
+                        n
+                    })
+                    .collect();
+                let zs = model
+                    .qs
+                    .codes(&seqs.train_src, &rows, cfg.max_query_len, dtype)?;
+                let zt = model
+                    .qt
+                    .codes(&seqs.train_tgt, &rows, cfg.max_query_len, dtype)?;
+                let denc = model.doc_encoder();
+                let zp = denc.codes(&seqs.mono, &pos, cfg.max_doc_len, dtype)?;
+                let zn = denc.codes(&seqs.mono, &neg, cfg.max_doc_len, dtype)?;
+                let l_tra = (&zs - &zt)?.sqr()?.sum(1)?.mean_all()?;
+                let l_matc = match_loss(&zs, &zp, &zn, cfg.beta_c)?;
+                let l_matm = match_loss(&zt, &zp, &zn, cfg.beta_m)?;
+                let mut l_reg = Tensor::zeros((), dtype, device)?;
+                for w in &reg_weights {
+                    l_reg = (l_reg + w.sqr()?.sum_all()?)?;
+                }
+                let l_reg = (l_reg * cfg.reg)?;
+                let [g1, g2, g3] = cfg.gamma;
+                let l_g = ((&l_tra * g1)? + (&l_matc * g2)? + (&l_matm * g3)? + &l_reg)?;
+                // the discriminator: k steps on this batch's codes, detached
+                let z = Tensor::cat(&[&zs, &zt, &zp], 0)?;
+                let labels: Vec<u32> = (0..3u32).flat_map(|c| std::iter::repeat_n(c, b)).collect();
+                let labels = Tensor::from_vec(labels, 3 * b, device)?;
+                let zd = z.detach();
+                let mut d_loss = Tensor::zeros((), dtype, device)?;
+                let mut d_acc = Tensor::zeros((), dtype, device)?;
+                for _ in 0..cfg.disc_steps {
+                    let logits = model.disc.logits(&zd)?;
+                    d_loss = candle_nn::loss::cross_entropy(&logits, &labels)?;
+                    d_acc = logits
+                        .argmax(D::Minus1)?
+                        .eq(&labels)?
+                        .to_dtype(dtype)?
+                        .mean_all()?;
+                    opt_d.backward_step(&d_loss)?;
+                }
+                // the generator: L_G, minus λ·CE of the updated discriminator (M)
+                let loss = if cfg.adversarial {
+                    let ce = candle_nn::loss::cross_entropy(&model.disc.logits(&z)?, &labels)?;
+                    (&l_g - (ce * cfg.adv_weight)?)?
+                } else {
+                    l_g.clone()
+                };
+                let mut grads = loss.backward()?;
+                let gnorm = clip_grads(&mut grads, &gen_vars, cfg.clip)?.unwrap_or(Tensor::zeros(
+                    (),
+                    dtype,
+                    device,
+                )?);
+                opt_g.step(&grads)?;
+                step += 1;
+                // one read-back of every logged scalar
+                let figs = Tensor::stack(
+                    &[
+                        &loss,
+                        &l_tra,
+                        &l_matc,
+                        &l_matm,
+                        &l_reg,
+                        &d_loss,
+                        &d_acc,
+                        &gnorm.to_dtype(dtype)?,
+                    ],
+                    0,
+                )?
+                .to_dtype(DType::F64)?
+                .to_vec1::<f64>()?;
+                check_loss(NAME, figs[0], "train", step)?;
+                let names = [
+                    "L_tra",
+                    "L_matc",
+                    "L_matm",
+                    "L_reg",
+                    "disc_loss",
+                    "disc_acc",
+                    "grad_norm",
+                ];
+                let flow = hooks.step(&StepReport {
+                    phase: "train".into(),
+                    epoch,
+                    step,
+                    loss: figs[0],
+                    examples: b,
+                    parts: names
+                        .iter()
+                        .zip(&figs[1..])
+                        .map(|(n, v)| (n.to_string(), *v))
+                        .collect(),
+                })?;
+                if flow == Flow::Stop {
+                    return Ok(Box::new(model));
+                }
+            }
+            let mut extra = prefixed("gen", opt_g.state()?);
+            extra.extend(prefixed("disc", opt_d.state()?));
+            if hooks.epoch_end("train", epoch, &model, extra)? == Flow::Stop {
+                break;
+            }
+        }
+        Ok(Box::new(model))
+    }
+
+    fn load(
+        &self,
+        vocabs: &Vocabs,
+        tensors: HashMap<String, Tensor>,
+        params: &Params,
+        device: &Device,
+    ) -> Result<Box<dyn Model>> {
+        let cfg = AdvConfig::from_params(params)?;
+        let m = AdvModel::from_tensors(
+            &tensors,
+            cfg.max_query_len,
+            cfg.max_doc_len,
+            DType::F32,
+            device,
+        )?;
+        if m.qs.vocab() != vocabs.source.len() || m.qt.vocab() != vocabs.target.len() {
+            return Err(Error::invalid(format!(
+                "adv-bilstm checkpoint has {} × {} terms but the vocabularies have {} × {}",
+                m.qs.vocab(),
+                m.qt.vocab(),
+                vocabs.source.len(),
+                vocabs.target.len()
+            )));
+        }
+        if m.dim() != cfg.dim {
+            return Err(Error::invalid(format!(
+                "adv-bilstm checkpoint has dim {}, the session's settings say {}",
+                m.dim(),
+                cfg.dim
+            )));
+        }
+        Ok(Box::new(m))
+    }
+}
