@@ -535,6 +535,16 @@ fn quick(model: &str) -> Vec<(&'static str, &'static str)> {
             ("dim", "4"),
             ("lr_rsm", "0.01"),
         ],
+        "adv-bilstm" => vec![
+            ("emb", "8"),
+            ("hidden", "6"),
+            ("nn_hidden", "8"),
+            ("dim", "4"),
+            ("disc_hidden", "5"),
+            ("epochs", "3"),
+            ("batch", "8"),
+            ("lr", "0.01"),
+        ],
         "cl-lsi" | "opca" | "cca" => vec![("dim", "4")],
         _ => unreachable!(),
     }
@@ -634,7 +644,7 @@ fn absurd_learning_rate_from_the_start_fails() {
 fn resume_at_every_epoch_end_is_the_same_run() {
     let ws = common::tiny_workspace();
     let (data, hash) = tiny_data(ws.path());
-    for model in ["s2net", "xcnn", "bae", "dbn-cca"] {
+    for model in ["s2net", "xcnn", "bae", "dbn-cca", "adv-bilstm"] {
         let root = tempfile::tempdir().unwrap();
         let full = root.path().join("full");
         Session::create(&full, config(ws.path(), &hash, model, &quick(model))).unwrap();

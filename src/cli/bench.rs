@@ -49,8 +49,10 @@ pub struct TrainBenchArgs {
     /// Workspace file whose training split is trained on.
     #[arg(long)]
     pub workspace: PathBuf,
-    /// Model: xcnn, s2net or bae.
-    #[arg(long, value_parser = ["xcnn", "s2net", "bae"])]
+    /// Model: xcnn, s2net, bae or adv-bilstm (against torch_ref's `bilstm`:
+    /// give `--set nn_hidden=256 --set gamma_matc=0 --set gamma_matm=0
+    /// --set adversarial=false`, its encoder and its two-encoder loss).
+    #[arg(long, value_parser = ["xcnn", "s2net", "bae", "adv-bilstm"])]
     pub model: String,
     /// Model settings, KEY=VALUE (repeatable), as `rosetta train --set`.
     #[arg(long = "set", value_name = "KEY=VALUE")]
@@ -613,9 +615,20 @@ fn train(a: TrainBenchArgs) -> anyhow::Result<()> {
                 .cloned()
                 .ok_or_else(|| anyhow::anyhow!("{}: setting {k} unknown", a.model))
         };
+        let peer_model = match a.model.as_str() {
+            "adv-bilstm" => {
+                // torch_ref's bilstm: NN_dim of one tanh layer of 256, the
+                // translation loss plus an in-batch loss, no documents
+                if get("nn_hidden")? != "256" {
+                    bail!("--torch-ref bilstm has NN_dim 256: add --set nn_hidden=256");
+                }
+                "bilstm"
+            }
+            m => m,
+        };
         let mut cmd = std::process::Command::new(&a.python);
         cmd.arg(script)
-            .args(["--model", a.model.as_str()])
+            .args(["--model", peer_model])
             .arg("--train")
             .args(train)
             .arg("--test")
@@ -627,6 +640,10 @@ fn train(a: TrainBenchArgs) -> anyhow::Result<()> {
             .args(["--seed", &a.seed.to_string()]);
         if a.model == "xcnn" {
             cmd.args(["--mono-epochs", &get("mono_epochs")?]);
+        }
+        if a.model == "adv-bilstm" {
+            cmd.args(["--emb", &get("emb")?, "--hidden", &get("hidden")?])
+                .args(["--max-len", &get("max_query_len")?]);
         }
         let o = cmd
             .output()

@@ -693,13 +693,26 @@ struct Pairs {
 }
 
 impl AdvTrainer {
-    fn pairs(data: &TrainData, hooks: &mut dyn Hooks) -> Result<Pairs> {
+    /// The training pairs, with their pseudo-relevant documents when the
+    /// matching losses are on (`docs`); without them every pair with both
+    /// sides known trains (document 0 stands in, never read).
+    fn pairs(data: &TrainData, docs: bool, hooks: &mut dyn Hooks) -> Result<Pairs> {
         let s = data.seqs.as_ref().ok_or_else(|| {
             Error::invalid("adv-bilstm reads word order: the training data has no sequences")
         })?;
         let both: Vec<usize> = (0..s.train_src.n_rows())
             .filter(|&i| !s.train_src.row(i).is_empty() && !s.train_tgt.row(i).is_empty())
             .collect();
+        if !docs {
+            hooks.log(&format!(
+                "adv-bilstm: {} training pairs; γ₂ = γ₃ = 0: no documents, no matching losses",
+                both.len()
+            ));
+            return Ok(Pairs {
+                positive: vec![0; both.len()],
+                rows: both,
+            });
+        }
         let pos = pseudo_relevant(
             &s.train_tgt.select_rows(&both),
             &s.mono,
@@ -767,7 +780,8 @@ impl Trainer for AdvTrainer {
         params.check_unused()?;
         data.check_shapes(NAME)?;
         let dtype = DType::F32;
-        let pairs = Self::pairs(data, hooks)?;
+        let docs = cfg.gamma[1] > 0.0 || cfg.gamma[2] > 0.0;
+        let pairs = Self::pairs(data, docs, hooks)?;
         if pairs.rows.is_empty() && cfg.epochs > 0 {
             return Err(Error::invalid(
                 "adv-bilstm: no training pair has known terms on both sides and a pseudo-relevant document",
@@ -914,28 +928,39 @@ impl Trainer for AdvTrainer {
                 let b = batch.len();
                 let rows: Vec<usize> = batch.iter().map(|&k| pairs.rows[k]).collect();
                 let pos: Vec<usize> = batch.iter().map(|&k| pairs.positive[k] as usize).collect();
-                let neg: Vec<usize> = pos
-                    .iter()
-                    .map(|&p| {
-                        let mut n = rng.random_range(0..n_mono);
-                        if n == p && n_mono > 1 {
-                            n = (n + 1 + rng.random_range(0..n_mono - 1)) % n_mono;
-                        }
-                        n
-                    })
-                    .collect();
+                let neg: Vec<usize> = if !docs {
+                    Vec::new()
+                } else {
+                    pos.iter()
+                        .map(|&p| {
+                            let mut n = rng.random_range(0..n_mono);
+                            if n == p && n_mono > 1 {
+                                n = (n + 1 + rng.random_range(0..n_mono - 1)) % n_mono;
+                            }
+                            n
+                        })
+                        .collect()
+                };
                 let zs = model
                     .qs
                     .codes(&seqs.train_src, &rows, cfg.max_query_len, dtype)?;
                 let zt = model
                     .qt
                     .codes(&seqs.train_tgt, &rows, cfg.max_query_len, dtype)?;
-                let denc = model.doc_encoder();
-                let zp = denc.codes(&seqs.mono, &pos, cfg.max_doc_len, dtype)?;
-                let zn = denc.codes(&seqs.mono, &neg, cfg.max_doc_len, dtype)?;
                 let l_tra = (&zs - &zt)?.sqr()?.sum(1)?.mean_all()?;
-                let l_matc = match_loss(&zs, &zp, &zn, cfg.beta_c)?;
-                let l_matm = match_loss(&zt, &zp, &zn, cfg.beta_m)?;
+                let (l_matc, l_matm, zp) = if docs {
+                    let denc = model.doc_encoder();
+                    let zp = denc.codes(&seqs.mono, &pos, cfg.max_doc_len, dtype)?;
+                    let zn = denc.codes(&seqs.mono, &neg, cfg.max_doc_len, dtype)?;
+                    (
+                        match_loss(&zs, &zp, &zn, cfg.beta_c)?,
+                        match_loss(&zt, &zp, &zn, cfg.beta_m)?,
+                        Some(zp),
+                    )
+                } else {
+                    let zero = Tensor::zeros((), dtype, device)?;
+                    (zero.clone(), zero, None)
+                };
                 let mut l_reg = Tensor::zeros((), dtype, device)?;
                 for w in &reg_weights {
                     l_reg = (l_reg + w.sqr()?.sum_all()?)?;
@@ -944,9 +969,12 @@ impl Trainer for AdvTrainer {
                 let [g1, g2, g3] = cfg.gamma;
                 let l_g = ((&l_tra * g1)? + (&l_matc * g2)? + (&l_matm * g3)? + &l_reg)?;
                 // the discriminator: k steps on this batch's codes, detached
-                let z = Tensor::cat(&[&zs, &zt, &zp], 0)?;
-                let labels: Vec<u32> = (0..3u32).flat_map(|c| std::iter::repeat_n(c, b)).collect();
-                let labels = Tensor::from_vec(labels, 3 * b, device)?;
+                let mut sources = vec![&zs, &zt];
+                sources.extend(zp.as_ref());
+                let z = Tensor::cat(&sources, 0)?;
+                let n_src = sources.len() as u32;
+                let labels: Vec<u32> = (0..n_src).flat_map(|c| std::iter::repeat_n(c, b)).collect();
+                let labels = Tensor::from_vec(labels, n_src as usize * b, device)?;
                 let zd = z.detach();
                 let mut d_loss = Tensor::zeros((), dtype, device)?;
                 let mut d_acc = Tensor::zeros((), dtype, device)?;
