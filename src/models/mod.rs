@@ -8,6 +8,7 @@
 pub mod bae;
 pub mod bm25;
 pub mod dbn_cca;
+pub mod lstm;
 pub mod nn;
 pub mod optim;
 pub mod rbm;

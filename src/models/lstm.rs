@@ -1,0 +1,788 @@
+//! Sequence-encoder building blocks (seed 003's adversarial BiLSTM, issue
+//! 17): a bidirectional LSTM layer written in candle tensor ops, so the same
+//! code runs on the CPU and on CUDA and candle's autograd differentiates it;
+//! masked max pooling over time; right-padded id batches; length bucketing.
+//!
+//! The layer computes every step's input projection of both directions in
+//! one matmul, then runs the two directions as one batched recurrence (states
+//! stacked as `(2, B, H)`, a batched matmul with `w_hh` of shape `(2, H, 4H)`).
+//! Padding is handled by blending each new state with the previous one by
+//! the mask, so a padded step leaves the state unchanged, the backward
+//! direction starts at each sequence's own last real token with zero state,
+//! and a padded input neither changes an encoding nor receives gradient.
+
+use std::collections::HashMap;
+
+use candle_core::{DType, Device, Tensor, Var};
+use rand::seq::SliceRandom;
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+
+use super::nn::check_shape;
+use crate::{Error, Result};
+
+/// A bidirectional single-layer LSTM (torch's gate order `i, f, g, o`;
+/// `c' = f⊙c + i⊙g`, `h' = o⊙tanh(c')`, `i, f, o` sigmoid, `g` tanh).
+/// Outputs are the forward and backward hidden states side by side.
+pub struct BiLstm {
+    /// Input weights of both directions, `(input, 8H)`: the forward
+    /// direction's gates `i, f, g, o` (each `H` columns), then the backward's.
+    pub w_ih: Var,
+    /// Gate biases, `(8H)`, laid out as the columns of `w_ih` (one bias per
+    /// gate: torch's `b_ih + b_hh`).
+    pub b: Var,
+    /// Recurrent weights, `(2, H, 4H)`: `[0]` forward, `[1]` backward, gates
+    /// `i, f, g, o` along the last axis.
+    pub w_hh: Var,
+}
+
+impl BiLstm {
+    /// A layer with every weight and bias drawn uniform in `(−1/√H, 1/√H)`
+    /// as torch does (the forget-gate bias starts there too, not at 1), from
+    /// the host generator `rng` in the order `w_ih`, `b`, `w_hh` (row-major),
+    /// so CPU and CUDA start from identical values.
+    pub fn new(
+        input: usize,
+        hidden: usize,
+        rng: &mut ChaCha8Rng,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<Self> {
+        if input == 0 || hidden == 0 {
+            return Err(Error::invalid(format!(
+                "BiLSTM needs input and hidden sizes of at least 1, got {input} and {hidden}"
+            )));
+        }
+        let k = 1.0 / (hidden as f64).sqrt();
+        let mut draw = |shape: &[usize]| -> Result<Var> {
+            let n = shape.iter().product();
+            let v: Vec<f64> = (0..n)
+                .map(|_| (2.0 * rng.random::<f64>() - 1.0) * k)
+                .collect();
+            let t = Tensor::from_vec(v, shape, device)?.to_dtype(dtype)?;
+            Ok(Var::from_tensor(&t)?)
+        };
+        Ok(BiLstm {
+            w_ih: draw(&[input, 8 * hidden])?,
+            b: draw(&[8 * hidden])?,
+            w_hh: draw(&[2, hidden, 4 * hidden])?,
+        })
+    }
+
+    /// Hidden size `H` of one direction (the output has `2H` columns).
+    pub fn hidden(&self) -> usize {
+        self.w_hh.dims()[1]
+    }
+
+    /// Input size.
+    pub fn input(&self) -> usize {
+        self.w_ih.dims()[0]
+    }
+
+    /// The variables, named `PREFIX.w_ih`, `PREFIX.b`, `PREFIX.w_hh`.
+    pub fn named_vars(&self, prefix: &str) -> Vec<(String, Var)> {
+        vec![
+            (format!("{prefix}.w_ih"), self.w_ih.clone()),
+            (format!("{prefix}.b"), self.b.clone()),
+            (format!("{prefix}.w_hh"), self.w_hh.clone()),
+        ]
+    }
+
+    /// Deep copies of the parameters, named as in [`BiLstm::named_vars`].
+    pub fn snapshot(&self, prefix: &str) -> Result<Vec<(String, Tensor)>> {
+        self.named_vars(prefix)
+            .into_iter()
+            .map(|(n, v)| Ok((n, v.as_tensor().copy()?)))
+            .collect()
+    }
+
+    /// Sets the parameters from a snapshot taken with the same prefix (an
+    /// error naming a missing tensor or a shape that differs).
+    pub fn set_from(&self, prefix: &str, snap: &[(String, Tensor)]) -> Result<()> {
+        let map: HashMap<&str, &Tensor> = snap.iter().map(|(n, t)| (n.as_str(), t)).collect();
+        for (n, v) in self.named_vars(prefix) {
+            let t = map
+                .get(n.as_str())
+                .ok_or_else(|| Error::invalid(format!("snapshot lacks {n}")))?;
+            let want: Vec<Option<usize>> = v.dims().iter().map(|&d| Some(d)).collect();
+            check_shape(&n, t, &want)?;
+            v.set(&t.to_dtype(v.dtype())?.to_device(v.device())?)?;
+        }
+        Ok(())
+    }
+
+    /// A layer from named tensors `PREFIX.w_ih` `(input, 8H)`, `PREFIX.b`
+    /// `(8H)` and `PREFIX.w_hh` `(2, H, 4H)`, as `dtype` on `device`; a
+    /// missing tensor or a wrong shape is an error naming the tensor.
+    pub fn from_tensors(
+        prefix: &str,
+        tensors: &HashMap<String, Tensor>,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<Self> {
+        let get = |name: &str| -> Result<(String, &Tensor)> {
+            let key = format!("{prefix}.{name}");
+            match tensors.get(&key) {
+                Some(t) => Ok((key, t)),
+                None => Err(Error::invalid(format!("checkpoint has no tensor `{key}`"))),
+            }
+        };
+        let (k_hh, w_hh) = get("w_hh")?;
+        check_shape(&k_hh, w_hh, &[Some(2), None, None])?;
+        let h = w_hh.dims()[1];
+        if h == 0 {
+            return Err(Error::invalid(format!(
+                "checkpoint tensor `{k_hh}` has hidden size 0"
+            )));
+        }
+        check_shape(&k_hh, w_hh, &[Some(2), Some(h), Some(4 * h)])?;
+        let (k_ih, w_ih) = get("w_ih")?;
+        check_shape(&k_ih, w_ih, &[None, Some(8 * h)])?;
+        if w_ih.dims()[0] == 0 {
+            return Err(Error::invalid(format!(
+                "checkpoint tensor `{k_ih}` has input size 0"
+            )));
+        }
+        let (k_b, b) = get("b")?;
+        check_shape(&k_b, b, &[Some(8 * h)])?;
+        let var = |t: &Tensor| -> Result<Var> {
+            Ok(Var::from_tensor(&t.to_dtype(dtype)?.to_device(device)?)?)
+        };
+        Ok(BiLstm {
+            w_ih: var(w_ih)?,
+            b: var(b)?,
+            w_hh: var(w_hh)?,
+        })
+    }
+
+    /// Hidden states `(B, T, 2H)` (forward then backward direction) of the
+    /// inputs `x` `(B, T, input)` under `mask` `(B, T)` (1 for a real step, 0
+    /// for padding; any float dtype, no gradient flows into it). A padded
+    /// step keeps each direction's state unchanged, so with right-padded
+    /// sequences the backward direction starts at each sequence's last real
+    /// step from zero state. Padded steps output zero rows and their inputs
+    /// get zero gradient. All work stays on the tensors' device (one small
+    /// index upload, no read-back).
+    pub fn forward(&self, x: &Tensor, mask: &Tensor) -> Result<Tensor> {
+        let (b, t, d) = x.dims3()?;
+        let h = self.hidden();
+        if d != self.input() {
+            return Err(Error::invalid(format!(
+                "BiLSTM input has {d} features per step, the layer expects {}",
+                self.input()
+            )));
+        }
+        if mask.dims() != [b, t] {
+            return Err(Error::invalid(format!(
+                "BiLSTM mask has shape {:?}, expected [{b}, {t}] (batch, steps)",
+                mask.dims()
+            )));
+        }
+        let dev = x.device();
+        if b == 0 || t == 0 {
+            return Ok(Tensor::zeros((b, t, 2 * h), x.dtype(), dev)?);
+        }
+        let mask = mask.detach().to_dtype(x.dtype())?;
+        // Row `2s + d` of a `(T·2, …)` stack is direction `d` at recurrence
+        // step `s`; the backward direction's step `s` is time `T−1−s`. This
+        // permutation (an involution) takes time order to step order and back.
+        let order: Vec<u32> = (0..t)
+            .flat_map(|s| [2 * s as u32, 2 * (t - 1 - s) as u32 + 1])
+            .collect();
+        let order = Tensor::from_vec(order, 2 * t, dev)?;
+
+        // every step's input projection, both directions, in one matmul
+        let proj = x
+            .reshape((b * t, d))?
+            .matmul(self.w_ih.as_tensor())?
+            .broadcast_add(self.b.as_tensor())?;
+        let steps = proj
+            .reshape((b, t, 2, 4 * h))?
+            .permute((1, 2, 0, 3))? // (T, 2, B, 4H)
+            .reshape((2 * t, b, 4 * h))?
+            .index_select(&order, 0)?
+            .reshape((t, 2, b, 4 * h))?;
+        let steps = split_first(&steps)?; // T × (2, B, 4H)
+
+        let m = mask.t()?.contiguous()?; // (T, B)
+        let m = Tensor::stack(&[&m, &m], 1)? // (T, 2, B)
+            .reshape((2 * t, b))?
+            .index_select(&order, 0)?
+            .reshape((t, 2, b, 1))?;
+        let keep = m.affine(-1.0, 1.0)?; // 1 − m
+
+        let w_hh = self.w_hh.as_tensor();
+        let mut hs: Vec<Tensor> = Vec::with_capacity(t);
+        let mut state: Option<(Tensor, Tensor)> = None; // (h, c), each (2, B, H)
+        for (s, x_s) in steps.iter().enumerate() {
+            let gates = match &state {
+                Some((hp, _)) => (x_s + hp.matmul(w_hh)?)?,
+                None => x_s.clone(),
+            };
+            let sig = candle_nn::ops::sigmoid(&gates)?;
+            let i = sig.narrow(2, 0, h)?;
+            let g = gates.narrow(2, 2 * h, h)?.tanh()?;
+            let o = sig.narrow(2, 3 * h, h)?;
+            let c_new = match &state {
+                Some((_, cp)) => ((sig.narrow(2, h, h)? * cp)? + (i * g)?)?,
+                None => (i * g)?,
+            };
+            let h_new = (o * c_new.tanh()?)?;
+            let m_s = m.get(s)?;
+            let (h_s, c_s) = match &state {
+                Some((hp, cp)) => {
+                    let k_s = keep.get(s)?;
+                    (
+                        (h_new.broadcast_mul(&m_s)? + hp.broadcast_mul(&k_s)?)?,
+                        (c_new.broadcast_mul(&m_s)? + cp.broadcast_mul(&k_s)?)?,
+                    )
+                }
+                None => (h_new.broadcast_mul(&m_s)?, c_new.broadcast_mul(&m_s)?),
+            };
+            hs.push(h_s.clone());
+            state = Some((h_s, c_s));
+        }
+        let out = Tensor::stack(&hs, 0)? // (T, 2, B, H) in step order
+            .reshape((2 * t, b, h))?
+            .index_select(&order, 0)? // time order
+            .reshape((t, 2, b, h))?
+            .permute((2, 0, 1, 3))? // (B, T, 2, H)
+            .reshape((b, t, 2 * h))?;
+        Ok(out.broadcast_mul(&mask.unsqueeze(2)?)?)
+    }
+}
+
+/// The slices `x[0], x[1], …` along the first axis. Split in halves
+/// recursively rather than by one `narrow` per slice: candle's gradient of a
+/// `narrow` is a zero-padded tensor of its argument's full size, so `T`
+/// direct slices would cost `T` full-size passes in the backward pass, the
+/// halving `2·log₂T`.
+fn split_first(x: &Tensor) -> Result<Vec<Tensor>> {
+    fn rec(x: &Tensor, out: &mut Vec<Tensor>) -> Result<()> {
+        let n = x.dim(0)?;
+        if n == 1 {
+            out.push(x.squeeze(0)?);
+        } else {
+            let half = n / 2;
+            rec(&x.narrow(0, 0, half)?, out)?;
+            rec(&x.narrow(0, half, n - half)?, out)?;
+        }
+        Ok(())
+    }
+    let mut out = Vec::with_capacity(x.dim(0)?);
+    if x.dim(0)? > 0 {
+        rec(x, &mut out)?;
+    }
+    Ok(out)
+}
+
+/// Max over the real steps of `h` `(B, T, D)` under `mask` `(B, T)` (1 real,
+/// 0 padding): `(B, D)`. A row with no real step gives zeros; padded steps
+/// get no gradient (tied maxima each get the full gradient, as candle's max).
+pub fn max_pool(h: &Tensor, mask: &Tensor) -> Result<Tensor> {
+    let (b, t, d) = h.dims3()?;
+    if mask.dims() != [b, t] {
+        return Err(Error::invalid(format!(
+            "max_pool mask has shape {:?}, expected [{b}, {t}] (batch, steps)",
+            mask.dims()
+        )));
+    }
+    let zeros = Tensor::zeros((b, d), h.dtype(), h.device())?;
+    if t == 0 {
+        return Ok(zeros);
+    }
+    let mask = mask.detach().to_dtype(DType::F32)?;
+    let real = mask.ne(0f32)?.unsqueeze(2)?.broadcast_as((b, t, d))?;
+    let lowest = Tensor::new(f32::NEG_INFINITY, h.device())?
+        .to_dtype(h.dtype())?
+        .broadcast_as((b, t, d))?;
+    let top = real.where_cond(h, &lowest)?.max(1)?;
+    let any = mask.sum(1)?.gt(0f32)?.unsqueeze(1)?.broadcast_as((b, d))?;
+    Ok(any.where_cond(&top, &zeros)?)
+}
+
+/// A batch of id sequences, right-padded to a common length on a device.
+#[derive(Debug, Clone)]
+pub struct PaddedBatch {
+    /// Ids `(B, T)` as `u32`, 0 at padded steps.
+    pub ids: Tensor,
+    /// `(B, T)` of the batch's float dtype: 1 at real steps, 0 at padding.
+    pub mask: Tensor,
+    /// Each sequence's kept length (after truncation).
+    pub lengths: Vec<usize>,
+    /// `T`: the longest kept length, at least 1.
+    pub steps: usize,
+}
+
+impl PaddedBatch {
+    /// The sequences `seqs`, each cut to its first `max_len` ids, padded on
+    /// the right with id 0 to the longest kept length (at least 1 step, so an
+    /// all-empty batch still has a shape); the mask as `dtype`. One upload of
+    /// the ids and one of the mask.
+    pub fn new(seqs: &[&[u32]], max_len: usize, dtype: DType, device: &Device) -> Result<Self> {
+        let lengths: Vec<usize> = seqs.iter().map(|s| s.len().min(max_len)).collect();
+        let steps = lengths.iter().copied().max().unwrap_or(0).max(1);
+        let mut ids = vec![0u32; seqs.len() * steps];
+        let mut mask = vec![0f32; seqs.len() * steps];
+        for (r, (s, &n)) in seqs.iter().zip(&lengths).enumerate() {
+            ids[r * steps..r * steps + n].copy_from_slice(&s[..n]);
+            mask[r * steps..r * steps + n].fill(1.0);
+        }
+        let shape = (seqs.len(), steps);
+        Ok(PaddedBatch {
+            ids: Tensor::from_vec(ids, shape, device)?,
+            mask: Tensor::from_vec(mask, shape, device)?.to_dtype(dtype)?,
+            lengths,
+            steps,
+        })
+    }
+}
+
+/// Batches of similar lengths, so little of a batch is padding: the indices
+/// `0..lengths.len()` shuffled, cut into chunks of 50 batches, each chunk
+/// sorted by length (stably), cut into batches of `batch` (at least 1), and
+/// the batch order shuffled. Every index appears exactly once; the result
+/// depends only on `lengths`, `batch` and the generator's state.
+pub fn length_batches(lengths: &[usize], batch: usize, rng: &mut ChaCha8Rng) -> Vec<Vec<usize>> {
+    const CHUNK_BATCHES: usize = 50;
+    let batch = batch.max(1);
+    let mut idx: Vec<usize> = (0..lengths.len()).collect();
+    idx.shuffle(rng);
+    let mut out = Vec::with_capacity(lengths.len().div_ceil(batch));
+    for chunk in idx.chunks_mut(batch * CHUNK_BATCHES) {
+        chunk.sort_by_key(|&i| lengths[i]);
+        out.extend(chunk.chunks(batch).map(<[usize]>::to_vec));
+    }
+    out.shuffle(rng);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    fn rng(seed: u64) -> ChaCha8Rng {
+        ChaCha8Rng::seed_from_u64(seed)
+    }
+
+    fn uniform(shape: &[usize], scale: f64, r: &mut ChaCha8Rng) -> Tensor {
+        let n = shape.iter().product();
+        let v: Vec<f64> = (0..n)
+            .map(|_| (2.0 * r.random::<f64>() - 1.0) * scale)
+            .collect();
+        Tensor::from_vec(v, shape, &Device::Cpu).unwrap()
+    }
+
+    fn mask_of(lengths: &[usize], t: usize) -> Tensor {
+        let v: Vec<f64> = lengths
+            .iter()
+            .flat_map(|&n| (0..t).map(move |s| if s < n { 1.0 } else { 0.0 }))
+            .collect();
+        Tensor::from_vec(v, (lengths.len(), t), &Device::Cpu).unwrap()
+    }
+
+    fn vec3(t: &Tensor) -> Vec<Vec<Vec<f64>>> {
+        t.to_vec3::<f64>().unwrap()
+    }
+
+    fn sig(x: f64) -> f64 {
+        1.0 / (1.0 + (-x).exp())
+    }
+
+    /// One direction of an LSTM over `xs` (no padding), written out: `w_ih`
+    /// `(input, 8H)` columns `dir·4H…`, `w_hh` `(H, 4H)` of that direction.
+    fn naive_direction(
+        xs: &[Vec<f64>],
+        w_ih: &[Vec<f64>],
+        bias: &[f64],
+        w_hh: &[Vec<f64>],
+        dir: usize,
+        h: usize,
+    ) -> Vec<Vec<f64>> {
+        let mut hp = vec![0.0; h];
+        let mut cp = vec![0.0; h];
+        let mut out = vec![Vec::new(); xs.len()];
+        let order: Vec<usize> = if dir == 0 {
+            (0..xs.len()).collect()
+        } else {
+            (0..xs.len()).rev().collect()
+        };
+        for t in order {
+            let mut z = vec![0.0; 4 * h];
+            for (j, zj) in z.iter_mut().enumerate() {
+                let col = dir * 4 * h + j;
+                *zj = bias[col];
+                for (k, xk) in xs[t].iter().enumerate() {
+                    *zj += xk * w_ih[k][col];
+                }
+                for (k, hk) in hp.iter().enumerate() {
+                    *zj += hk * w_hh[k][j];
+                }
+            }
+            for u in 0..h {
+                let (i, f, g, o) = (
+                    sig(z[u]),
+                    sig(z[h + u]),
+                    z[2 * h + u].tanh(),
+                    sig(z[3 * h + u]),
+                );
+                cp[u] = f * cp[u] + i * g;
+                hp[u] = o * cp[u].tanh();
+            }
+            out[t] = hp.clone();
+        }
+        out
+    }
+
+    /// The scalar loss of the gradient checks: Σ max_pool(forward(x)) ⊙ w.
+    fn pooled_loss(lstm: &BiLstm, x: &Tensor, mask: &Tensor, w: &Tensor) -> Tensor {
+        let y = max_pool(&lstm.forward(x, mask).unwrap(), mask).unwrap();
+        (y * w).unwrap().sum_all().unwrap()
+    }
+
+    #[test]
+    fn gradients_match_finite_differences() {
+        let mut r = rng(7);
+        let lstm = BiLstm::new(3, 2, &mut r, DType::F64, &Device::Cpu).unwrap();
+        let x = Var::from_tensor(&uniform(&[2, 4, 3], 1.0, &mut r)).unwrap();
+        let mask = mask_of(&[4, 2], 4);
+        let w = uniform(&[2, 4], 1.0, &mut r);
+        let loss = pooled_loss(&lstm, x.as_tensor(), &mask, &w);
+        let grads = loss.backward().unwrap();
+        let mut vars = lstm.named_vars("l");
+        vars.push(("x".into(), x.clone()));
+        let eps = 1e-6;
+        let mut checked = 0;
+        for (name, v) in &vars {
+            let g = grads
+                .get(v.as_tensor())
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .to_vec1::<f64>()
+                .unwrap();
+            let base = v
+                .as_tensor()
+                .flatten_all()
+                .unwrap()
+                .to_vec1::<f64>()
+                .unwrap();
+            let mut numeric = Vec::new();
+            for k in 0..base.len() {
+                let at = |delta: f64| {
+                    let mut p = base.clone();
+                    p[k] += delta;
+                    v.set(&Tensor::from_vec(p, v.shape(), &Device::Cpu).unwrap())
+                        .unwrap();
+                    pooled_loss(&lstm, x.as_tensor(), &mask, &w)
+                        .to_scalar::<f64>()
+                        .unwrap()
+                };
+                numeric.push((at(eps) - at(-eps)) / (2.0 * eps));
+            }
+            v.set(&Tensor::from_vec(base.clone(), v.shape(), &Device::Cpu).unwrap())
+                .unwrap();
+            let scale = numeric.iter().fold(1e-3f64, |a, b| a.max(b.abs()));
+            for (k, (a, n)) in g.iter().zip(&numeric).enumerate() {
+                assert!(
+                    (a - n).abs() <= 1e-6 * scale,
+                    "{name}[{k}]: autograd {a}, finite difference {n}"
+                );
+            }
+            checked += base.len();
+        }
+        // w_ih 3×16, b 16, w_hh 2×2×8, x 2×4×3
+        assert_eq!(checked, 48 + 16 + 32 + 24);
+    }
+
+    #[test]
+    fn batched_forward_equals_naive_per_sequence_loops() {
+        let mut r = rng(11);
+        let (inp, h, t) = (4, 3, 6);
+        let lstm = BiLstm::new(inp, h, &mut r, DType::F64, &Device::Cpu).unwrap();
+        let lengths = [6, 3, 1, 5];
+        let x = uniform(&[4, t, inp], 2.0, &mut r);
+        let y = vec3(&lstm.forward(&x, &mask_of(&lengths, t)).unwrap());
+        let xs = vec3(&x);
+        let w_ih = lstm.w_ih.as_tensor().to_vec2::<f64>().unwrap();
+        let bias = lstm.b.as_tensor().to_vec1::<f64>().unwrap();
+        let w_hh = vec3(lstm.w_hh.as_tensor());
+        for (row, &n) in lengths.iter().enumerate() {
+            let seq = &xs[row][..n];
+            let fwd = naive_direction(seq, &w_ih, &bias, &w_hh[0], 0, h);
+            let bwd = naive_direction(seq, &w_ih, &bias, &w_hh[1], 1, h);
+            for s in 0..t {
+                for u in 0..2 * h {
+                    let want = match (s < n, u < h) {
+                        (false, _) => 0.0,
+                        (true, true) => fwd[s][u],
+                        (true, false) => bwd[s][u - h],
+                    };
+                    let got = y[row][s][u];
+                    assert!(
+                        (got - want).abs() < 1e-10,
+                        "row {row} step {s} unit {u}: {got} vs {want}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn padding_changes_no_encoding_and_gets_no_gradient() {
+        let mut r = rng(5);
+        let (inp, h) = (3, 4);
+        let lstm = BiLstm::new(inp, h, &mut r, DType::F64, &Device::Cpu).unwrap();
+        let lengths = [3usize, 5];
+        let tight = uniform(&[2, 5, inp], 1.0, &mut r);
+        let tight_mask = mask_of(&lengths, 5);
+        let want = max_pool(&lstm.forward(&tight, &tight_mask).unwrap(), &tight_mask)
+            .unwrap()
+            .to_vec2::<f64>()
+            .unwrap();
+        // the same two sequences padded to 9 steps with arbitrary values,
+        // between an empty row and a row of length 9
+        let junk = vec3(&uniform(&[4, 9, inp], 50.0, &mut r));
+        let rows = vec3(&tight);
+        let mut padded = junk.clone();
+        for (dst, (src, &n)) in [1usize, 3].iter().zip(rows.iter().zip(&lengths)) {
+            padded[*dst][..n].clone_from_slice(&src[..n]);
+        }
+        let flat: Vec<f64> = padded.iter().flatten().flatten().copied().collect();
+        let x =
+            Var::from_tensor(&Tensor::from_vec(flat, (4, 9, inp), &Device::Cpu).unwrap()).unwrap();
+        let lens = [0usize, 3, 9, 5];
+        let mask = mask_of(&lens, 9);
+        let pooled = max_pool(&lstm.forward(x.as_tensor(), &mask).unwrap(), &mask).unwrap();
+        let got = pooled.to_vec2::<f64>().unwrap();
+        assert!(got[0].iter().all(|&v| v == 0.0), "empty row: {:?}", got[0]);
+        for (g, w) in [&got[1], &got[3]].into_iter().zip(&want) {
+            for (a, b) in g.iter().zip(w) {
+                assert!((a - b).abs() < 1e-12, "{a} vs {b}");
+            }
+        }
+        let w = uniform(&[4, 2 * h], 1.0, &mut r);
+        let grads = (pooled * w).unwrap().sum_all().unwrap().backward().unwrap();
+        let gx = vec3(grads.get(x.as_tensor()).unwrap());
+        let mut real_nonzero = 0;
+        for (row, &n) in lens.iter().enumerate() {
+            for (s, g) in gx[row].iter().enumerate() {
+                if s >= n {
+                    assert!(g.iter().all(|&v| v == 0.0), "row {row} step {s}: {g:?}");
+                } else if g.iter().any(|&v| v != 0.0) {
+                    real_nonzero += 1;
+                }
+            }
+        }
+        assert!(real_nonzero > 0, "the real steps get gradient");
+    }
+
+    #[test]
+    fn named_tensors_round_trip_and_bad_shapes_are_named() {
+        let mut r = rng(3);
+        let lstm = BiLstm::new(5, 3, &mut r, DType::F64, &Device::Cpu).unwrap();
+        assert_eq!((lstm.input(), lstm.hidden()), (5, 3));
+        let x = uniform(&[2, 4, 5], 1.0, &mut r);
+        let mask = mask_of(&[4, 1], 4);
+        let snap = lstm.snapshot("enc").unwrap();
+        let names: Vec<&str> = snap.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["enc.w_ih", "enc.b", "enc.w_hh"]);
+        let map: HashMap<String, Tensor> = snap.iter().cloned().collect();
+        let back = BiLstm::from_tensors("enc", &map, DType::F64, &Device::Cpu).unwrap();
+        let (a, b) = (
+            lstm.forward(&x, &mask).unwrap(),
+            back.forward(&x, &mask).unwrap(),
+        );
+        assert_eq!(vec3(&a), vec3(&b));
+        // set_from restores a snapshot into a changed layer
+        let other = BiLstm::new(5, 3, &mut r, DType::F64, &Device::Cpu).unwrap();
+        other.set_from("enc", &snap).unwrap();
+        assert_eq!(vec3(&other.forward(&x, &mask).unwrap()), vec3(&a));
+
+        let mut bad = map.clone();
+        bad.insert(
+            "enc.b".into(),
+            Tensor::zeros(23, DType::F64, &Device::Cpu).unwrap(),
+        );
+        let e = BiLstm::from_tensors("enc", &bad, DType::F64, &Device::Cpu)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("`enc.b`") && e.contains("[23]"), "{e}");
+        let mut bad = map.clone();
+        bad.insert(
+            "enc.w_hh".into(),
+            Tensor::zeros((2, 3, 11), DType::F64, &Device::Cpu).unwrap(),
+        );
+        let e = BiLstm::from_tensors("enc", &bad, DType::F64, &Device::Cpu)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("`enc.w_hh`"), "{e}");
+        let mut bad = map.clone();
+        bad.insert(
+            "enc.w_ih".into(),
+            Tensor::zeros((5, 12), DType::F64, &Device::Cpu).unwrap(),
+        );
+        let e = BiLstm::from_tensors("enc", &bad, DType::F64, &Device::Cpu)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("`enc.w_ih`"), "{e}");
+        let mut bad = map.clone();
+        bad.remove("enc.w_ih");
+        let e = BiLstm::from_tensors("enc", &bad, DType::F64, &Device::Cpu)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("enc.w_ih"), "{e}");
+        assert!(other.set_from("dec", &snap).is_err());
+        // wrong input widths and masks are errors, not panics
+        assert!(lstm
+            .forward(&uniform(&[2, 4, 6], 1.0, &mut r), &mask)
+            .is_err());
+        assert!(lstm.forward(&x, &mask_of(&[4, 1, 2], 4)).is_err());
+        assert!(BiLstm::new(5, 0, &mut r, DType::F64, &Device::Cpu).is_err());
+    }
+
+    #[test]
+    fn same_seed_same_weights_in_f32() {
+        let a = BiLstm::new(4, 2, &mut rng(9), DType::F32, &Device::Cpu).unwrap();
+        let b = BiLstm::new(4, 2, &mut rng(9), DType::F32, &Device::Cpu).unwrap();
+        let w = a
+            .w_hh
+            .as_tensor()
+            .flatten_all()
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap();
+        assert_eq!(
+            w,
+            b.w_hh
+                .as_tensor()
+                .flatten_all()
+                .unwrap()
+                .to_vec1::<f32>()
+                .unwrap()
+        );
+        assert!(w.iter().all(|v| v.abs() < 1.0 / 2f32.sqrt()));
+        let batch = PaddedBatch::new(&[&[1, 2, 3], &[4]], 10, DType::F32, &Device::Cpu).unwrap();
+        let x = Tensor::ones((2, batch.steps, 4), DType::F32, &Device::Cpu).unwrap();
+        let y = a.forward(&x, &batch.mask).unwrap();
+        assert_eq!(y.dims(), [2, 3, 4]);
+        assert_eq!(y.dtype(), DType::F32);
+    }
+
+    #[test]
+    fn padded_batches_truncate_and_pad_right() {
+        let seqs: [&[u32]; 3] = [&[5, 6, 7, 8], &[9], &[]];
+        let pb = PaddedBatch::new(&seqs, 3, DType::F64, &Device::Cpu).unwrap();
+        assert_eq!((pb.lengths.clone(), pb.steps), (vec![3, 1, 0], 3));
+        assert_eq!(
+            pb.ids.to_vec2::<u32>().unwrap(),
+            [[5, 6, 7], [9, 0, 0], [0, 0, 0]]
+        );
+        assert_eq!(
+            pb.mask.to_vec2::<f64>().unwrap(),
+            [[1.0, 1.0, 1.0], [1.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
+        );
+        let empty = PaddedBatch::new(&[&[], &[]], 5, DType::F32, &Device::Cpu).unwrap();
+        assert_eq!((empty.steps, empty.ids.dims()), (1, &[2usize, 1][..]));
+        let none = PaddedBatch::new(&[], 5, DType::F32, &Device::Cpu).unwrap();
+        assert_eq!(none.ids.dims(), [0, 1]);
+    }
+
+    #[test]
+    fn length_batches_cover_every_index_once_by_length() {
+        let mut r = rng(1);
+        let lengths: Vec<usize> = (0..1000).map(|_| r.random_range(0..60)).collect();
+        // one chunk (≤ 50 batches): batches are disjoint runs of the sorted lengths
+        let small = &lengths[..430];
+        let batches = length_batches(small, 10, &mut rng(2));
+        assert_eq!(batches.len(), 43);
+        let mut seen: Vec<usize> = batches.iter().flatten().copied().collect();
+        seen.sort_unstable();
+        assert_eq!(seen, (0..430).collect::<Vec<_>>());
+        let span = |b: &Vec<usize>| {
+            let l = b.iter().map(|&i| small[i]);
+            (l.clone().min().unwrap(), l.max().unwrap())
+        };
+        for a in &batches {
+            for b in &batches {
+                let ((a0, a1), (b0, b1)) = (span(a), span(b));
+                assert!(
+                    std::ptr::eq(a, b) || a1 <= b0 || b1 <= a0,
+                    "overlap {a0}..{a1} / {b0}..{b1}"
+                );
+            }
+        }
+        // the batch order is shuffled, not sorted
+        let firsts: Vec<usize> = batches.iter().map(|b| small[b[0]]).collect();
+        assert!(firsts.windows(2).any(|w| w[0] > w[1]));
+        // several chunks: every index once, batches of at most `batch`, deterministic
+        let all = length_batches(&lengths, 7, &mut rng(4));
+        assert!(all.iter().all(|b| !b.is_empty() && b.len() <= 7));
+        let mut seen: Vec<usize> = all.iter().flatten().copied().collect();
+        seen.sort_unstable();
+        assert_eq!(seen, (0..1000).collect::<Vec<_>>());
+        assert_eq!(all, length_batches(&lengths, 7, &mut rng(4)));
+        assert_ne!(all, length_batches(&lengths, 7, &mut rng(5)));
+        // and much less spread within a batch than random batches have
+        let spread = |bs: &[Vec<usize>]| -> usize {
+            bs.iter()
+                .map(|b| {
+                    let l = b.iter().map(|&i| lengths[i]);
+                    l.clone().max().unwrap() - l.min().unwrap()
+                })
+                .sum()
+        };
+        let random: Vec<Vec<usize>> = (0..1000)
+            .collect::<Vec<_>>()
+            .chunks(7)
+            .map(<[usize]>::to_vec)
+            .collect();
+        assert!(
+            spread(&all) * 5 < spread(&random),
+            "{} vs {}",
+            spread(&all),
+            spread(&random)
+        );
+        assert!(length_batches(&[], 3, &mut rng(1)).is_empty());
+        assert_eq!(length_batches(&[2, 1], 0, &mut rng(1)).len(), 2);
+    }
+
+    /// A measurement, not a check: forward + backward of B=100, T=50,
+    /// input 512, H=128 in f32 on the CPU (`cargo test --lib
+    /// models::lstm::tests::time_forward_backward -- --ignored --nocapture`).
+    #[test]
+    #[ignore]
+    fn time_forward_backward() {
+        let mut r = rng(1);
+        let dev = Device::Cpu;
+        let lstm = BiLstm::new(512, 128, &mut r, DType::F32, &dev).unwrap();
+        let lens: Vec<usize> = (0..100).map(|_| r.random_range(10..=50)).collect();
+        let mask = mask_of(&lens, 50).to_dtype(DType::F32).unwrap();
+        let x = Var::from_tensor(
+            &uniform(&[100, 50, 512], 1.0, &mut r)
+                .to_dtype(DType::F32)
+                .unwrap(),
+        )
+        .unwrap();
+        for rep in 0..3 {
+            let t0 = std::time::Instant::now();
+            let y = lstm.forward(x.as_tensor(), &mask).unwrap();
+            let loss = max_pool(&y, &mask).unwrap().sum_all().unwrap();
+            let t1 = std::time::Instant::now();
+            let g = loss.backward().unwrap();
+            let t2 = std::time::Instant::now();
+            assert!(g.get(lstm.w_hh.as_tensor()).is_some());
+            println!(
+                "rep {rep}: forward {:.3} s, backward {:.3} s, total {:.3} s",
+                (t1 - t0).as_secs_f64(),
+                (t2 - t1).as_secs_f64(),
+                (t2 - t0).as_secs_f64()
+            );
+        }
+    }
+}
