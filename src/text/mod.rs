@@ -14,6 +14,7 @@ mod lang;
 pub mod query;
 pub mod sparse;
 pub mod units;
+pub mod vectors;
 mod vocab;
 pub mod weight;
 
@@ -22,4 +23,5 @@ pub use lang::{Side, Vocabs};
 pub use query::{Dropped, QueryWord, QueryWords};
 pub use sparse::CsrMatrix;
 pub use units::{UnitModel, Units};
+pub use vectors::{read_vec, VecTable};
 pub use vocab::{Encoded, Fallback, LeftOut, Unknown, Vocabulary};
