@@ -103,6 +103,9 @@ fn parsers() -> Vec<(&'static str, &'static str, Parse)> {
         ("cached matrix", "m.csr", |p| {
             e2s(rosetta::corpus::prepare::read_csr(p))
         }),
+        ("word vectors", "w.vec", |p| {
+            e2s(rosetta::text::read_vec(p, &vocab("en", 5)))
+        }),
     ]
 }
 
@@ -151,6 +154,10 @@ fn seeds() -> HashMap<&'static str, Vec<u8>> {
     let c = dir.path().join("m.csr");
     rosetta::corpus::prepare::write_csr(&c, &csr).unwrap();
     m.insert("cached matrix", read(c));
+    m.insert(
+        "word vectors",
+        b"4 3\nen0 0.1 -0.2 3e-2 \nEN1 1 2 3 \nzz -1 0 1e-3 \nen4 5 6 7 \n".to_vec(),
+    );
     m
 }
 
