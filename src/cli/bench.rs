@@ -555,6 +555,7 @@ fn train(a: TrainBenchArgs) -> anyhow::Result<()> {
     let (prepared, data, _) = rosetta::jobs::load_workspace(&a.workspace, None)?;
     let params = Params::new(rosetta::jobs::parse_settings(&a.set)?);
     let trainer = rosetta::models::trainer(&a.model)?;
+    trainer.check(&params)?;
     let mut timer = LoopTimer {
         examples: 0,
         train_s: 0.0,

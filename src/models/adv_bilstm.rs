@@ -67,6 +67,13 @@ pub struct AdvConfig {
     pub beta_m: f64,
     /// γ₁ (L_tra), γ₂ (L_matc), γ₃ (L_matm).
     pub gamma: [f64; 3],
+    /// Weight of the in-batch pairwise loss over (q_s, q_t) (0: off; the
+    /// peer `torch_ref.py --model bilstm` trains with it).
+    pub gamma_inbatch: f64,
+    /// β of the in-batch loss.
+    pub beta_inbatch: f64,
+    /// Encoder passes run on parallel threads on the CPU (1: in order).
+    pub threads: usize,
     /// Coefficient of the squared Frobenius norm of the weight matrices.
     pub reg: f64,
     /// Largest global norm of the generator's gradient (0: no clipping).
@@ -157,6 +164,9 @@ impl AdvConfig {
                 p.get("gamma_matc")?,
                 p.get("gamma_matm")?,
             ],
+            gamma_inbatch: p.get("gamma_inbatch")?,
+            beta_inbatch: p.get("beta_inbatch")?,
+            threads: p.get("encoder_threads")?,
             reg: p.get("reg")?,
             clip: p.get("clip")?,
             batch: p.get("batch")?,
@@ -294,15 +304,16 @@ impl Encoder {
 
     /// Codes z (`B × dim`) of a padded batch; texts with no known term get
     /// a zero row.
-    fn forward(&self, pb: &PaddedBatch) -> Result<Tensor> {
+    fn forward(&self, pb: &PaddedBatch, words: &BatchWords) -> Result<Tensor> {
         let (b, t) = pb.ids.dims2()?;
-        let e = self.emb.dims()[1];
-        let x = self
-            .emb
-            .as_tensor()
-            .index_select(&pb.ids.flatten_all()?, 0)?
-            .reshape((b, t, e))?;
-        let h = self.lstm.forward(&x, &pb.mask)?;
+        // each distinct word of the batch is embedded and projected once
+        let x = self.emb.as_tensor().index_select(&words.uniq, 0)?;
+        let proj = self
+            .lstm
+            .project(&x)?
+            .index_select(&words.local, 0)?
+            .reshape((b, t, 8 * self.lstm.hidden()))?;
+        let h = self.lstm.recur(&proj, &pb.mask)?;
         let mut z = max_pool(&h, &pb.mask)?;
         let last = self.ff.len() - 1;
         for (j, (w, bias)) in self.ff.iter().enumerate() {
@@ -325,8 +336,38 @@ impl Encoder {
         dtype: DType,
     ) -> Result<Tensor> {
         let s: Vec<&[u32]> = rows.iter().map(|&r| seqs.row(r)).collect();
-        let pb = PaddedBatch::new(&s, max_len, dtype, self.emb.device())?;
-        self.forward(&pb)
+        let device = self.emb.device();
+        let pb = PaddedBatch::new(&s, max_len, dtype, device)?;
+        let words = BatchWords::of(&s, pb.steps, max_len, device)?;
+        self.forward(&pb, &words)
+    }
+}
+
+/// The distinct word ids of a padded batch and, per step (row-major, padding
+/// as id 0), its position among them.
+struct BatchWords {
+    uniq: Tensor,
+    local: Tensor,
+}
+
+impl BatchWords {
+    fn of(seqs: &[&[u32]], steps: usize, max_len: usize, device: &Device) -> Result<Self> {
+        let mut ids = vec![0u32; seqs.len() * steps];
+        for (r, s) in seqs.iter().enumerate() {
+            let n = s.len().min(max_len);
+            ids[r * steps..r * steps + n].copy_from_slice(&s[..n]);
+        }
+        let mut uniq = ids.clone();
+        uniq.sort_unstable();
+        uniq.dedup();
+        let local: Vec<u32> = ids
+            .iter()
+            .map(|w| uniq.binary_search(w).unwrap_or(0) as u32)
+            .collect();
+        Ok(BatchWords {
+            uniq: Tensor::from_vec(uniq.clone(), uniq.len(), device)?,
+            local: Tensor::from_vec(local, ids.len(), device)?,
+        })
     }
 }
 
@@ -684,6 +725,125 @@ fn match_loss(q: &Tensor, p: &Tensor, n: &Tensor, beta: f64) -> Result<Tensor> {
     Ok(sp.mean_all()?)
 }
 
+/// One encoder pass: encoder, texts, rows, tokens kept.
+type EncodeJob<'a> = (&'a Encoder, &'a Sequences, &'a [usize], usize);
+
+/// A step's encoder passes. In order on one graph, or (on the CPU with more
+/// than one thread) each on its own OS thread with its own graph: the loss
+/// then reads detached copies of the codes, and [`Passes::backward`] carries
+/// its gradient back through every pass in parallel (`Σ z·∂L/∂z` per pass),
+/// adding the encoders' gradients to the loss's.
+struct Passes {
+    /// The codes as the passes computed them (with their graphs).
+    graphs: Vec<Tensor>,
+    /// The codes the loss reads: detached leaves when split, else `graphs`.
+    leaves: Option<Vec<Var>>,
+}
+
+/// Joins scoped threads' results (a panic becomes an error).
+fn join_all<T>(handles: Vec<std::thread::ScopedJoinHandle<'_, Result<T>>>) -> Result<Vec<T>> {
+    handles
+        .into_iter()
+        .map(|h| {
+            h.join()
+                .map_err(|_| Error::invalid("adv-bilstm: an encoder thread panicked"))?
+        })
+        .collect()
+}
+
+impl Passes {
+    fn forward(jobs: &[EncodeJob], parallel: bool, dtype: DType) -> Result<Passes> {
+        if !parallel {
+            let graphs = jobs
+                .iter()
+                .map(|(e, s, r, l)| e.codes(s, r, *l, dtype))
+                .collect::<Result<Vec<_>>>()?;
+            return Ok(Passes {
+                graphs,
+                leaves: None,
+            });
+        }
+        let graphs = std::thread::scope(|sc| {
+            join_all(
+                jobs.iter()
+                    .map(|(e, s, r, l)| sc.spawn(move || e.codes(s, r, *l, dtype)))
+                    .collect(),
+            )
+        })?;
+        let leaves = graphs
+            .iter()
+            .map(|z| Ok(Var::from_tensor(&z.detach())?))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Passes {
+            graphs,
+            leaves: Some(leaves),
+        })
+    }
+
+    /// The codes for the loss, one per pass.
+    fn codes(&self) -> Vec<Tensor> {
+        match &self.leaves {
+            Some(l) => l.iter().map(|v| v.as_tensor().clone()).collect(),
+            None => self.graphs.clone(),
+        }
+    }
+
+    /// Completes `grads` (the loss's) with the encoders' gradients of `vars`.
+    fn backward(&self, grads: &mut GradStore, vars: &[(String, Var)]) -> Result<()> {
+        let Some(leaves) = &self.leaves else {
+            return Ok(());
+        };
+        let upstream: Vec<Option<Tensor>> = leaves
+            .iter()
+            .map(|l| grads.get(l.as_tensor()).cloned())
+            .collect();
+        let stores = std::thread::scope(|sc| {
+            join_all(
+                self.graphs
+                    .iter()
+                    .zip(&upstream)
+                    .filter_map(|(z, g)| Some((z, g.as_ref()?)))
+                    .map(|(z, g)| sc.spawn(move || Ok((z * g)?.sum_all()?.backward()?)))
+                    .collect(),
+            )
+        })?;
+        for (_, v) in vars {
+            let mut total = grads.get(v.as_tensor()).cloned();
+            for st in &stores {
+                if let Some(g) = st.get(v.as_tensor()) {
+                    total = Some(match total {
+                        None => g.clone(),
+                        Some(t) => (t + g)?,
+                    });
+                }
+            }
+            if let Some(t) = total {
+                grads.insert(v.as_tensor(), t);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The S2Net in-batch loss of seed 003's peer (`torch_ref.py --model
+/// bilstm`): mean over ordered pairs i ≠ j of softplus(−β·(cos(s_i, t_i) −
+/// cos(s_i, t_j))).
+fn in_batch_loss(zs: &Tensor, zt: &Tensor, beta: f64) -> Result<Tensor> {
+    let n = zs.dim(0)?;
+    if n < 2 {
+        return Ok(Tensor::zeros((), zs.dtype(), zs.device())?);
+    }
+    let c = unit_rows(zs)?.matmul(&unit_rows(zt)?.t()?)?;
+    let own = c
+        .mul(&Tensor::eye(n, c.dtype(), c.device())?)?
+        .sum_keepdim(1)?;
+    let x = (c.broadcast_sub(&own)? * beta)?;
+    let sp = (x.relu()? + (x.abs()?.neg()?.exp()? + 1.0)?.log()?)?;
+    // the diagonal adds softplus(0) = ln 2 per row: taken out of the mean
+    let total = (sp.sum_all()? - (n as f64) * std::f64::consts::LN_2)?;
+    Ok((total / (n * (n - 1)) as f64)?)
+}
+
 /// The data one epoch draws from.
 struct Pairs {
     /// Training pairs with both sides known and a pseudo-relevant document.
@@ -741,6 +901,12 @@ impl AdvTrainer {
 impl Trainer for AdvTrainer {
     fn check(&self, params: &Params) -> Result<()> {
         let cfg = AdvConfig::from_params(params)?;
+        if cfg.gamma[1] == 0.0 && cfg.gamma[2] == 0.0 && !cfg.share_target {
+            return Err(Error::invalid(
+                "adv-bilstm: with gamma_matc=0 and gamma_matm=0 no document is encoded, so the \
+                 document encoder would never train; add --set share_target=true",
+            ));
+        }
         if let Some((a, b)) = &cfg.vectors {
             for p in [a, b] {
                 if !p.is_file() {
@@ -895,6 +1061,13 @@ impl Trainer for AdvTrainer {
             }
         };
         let gen_vars = model.generator_vars();
+        // on the CPU, the encoder passes run on their own threads with
+        // candle's kernels single-threaded: candle's spinning worker pool
+        // costs more than it gives on a BiLSTM's small per-step products
+        let parallel = device.is_cpu() && cfg.threads > 1;
+        if parallel && std::env::var_os("CANDLE_NUM_THREADS").is_none() {
+            std::env::set_var("CANDLE_NUM_THREADS", "1");
+        }
         let mut opt_g = Adam::new(gen_vars.clone(), cfg.lr, 0.0)?;
         let mut opt_d = Adam::new(model.disc.named_vars(), cfg.disc_lr, 0.0)?;
         if let Some(r) = &resume {
@@ -941,20 +1114,31 @@ impl Trainer for AdvTrainer {
                         })
                         .collect()
                 };
-                let zs = model
-                    .qs
-                    .codes(&seqs.train_src, &rows, cfg.max_query_len, dtype)?;
-                let zt = model
-                    .qt
-                    .codes(&seqs.train_tgt, &rows, cfg.max_query_len, dtype)?;
-                let l_tra = (&zs - &zt)?.sqr()?.sum(1)?.mean_all()?;
-                let (l_matc, l_matm, zp) = if docs {
+                // the encoder passes: q_s, q_t, and with the matching
+                // losses d_t+ and d_t−
+                let mut jobs: Vec<EncodeJob> = vec![
+                    (&model.qs, &seqs.train_src, &rows, cfg.max_query_len),
+                    (&model.qt, &seqs.train_tgt, &rows, cfg.max_query_len),
+                ];
+                if docs {
                     let denc = model.doc_encoder();
-                    let zp = denc.codes(&seqs.mono, &pos, cfg.max_doc_len, dtype)?;
-                    let zn = denc.codes(&seqs.mono, &neg, cfg.max_doc_len, dtype)?;
+                    jobs.push((denc, &seqs.mono, &pos, cfg.max_doc_len));
+                    jobs.push((denc, &seqs.mono, &neg, cfg.max_doc_len));
+                }
+                let passes = Passes::forward(&jobs, parallel, dtype)?;
+                let codes = passes.codes();
+                let (zs, zt) = (&codes[0], &codes[1]);
+                let l_tra = (zs - zt)?.sqr()?.sum(1)?.mean_all()?;
+                let l_ib = if cfg.gamma_inbatch > 0.0 {
+                    in_batch_loss(zs, zt, cfg.beta_inbatch)?
+                } else {
+                    Tensor::zeros((), dtype, device)?
+                };
+                let (l_matc, l_matm, zp) = if docs {
+                    let (zp, zn) = (&codes[2], &codes[3]);
                     (
-                        match_loss(&zs, &zp, &zn, cfg.beta_c)?,
-                        match_loss(&zt, &zp, &zn, cfg.beta_m)?,
+                        match_loss(zs, zp, zn, cfg.beta_c)?,
+                        match_loss(zt, zp, zn, cfg.beta_m)?,
                         Some(zp),
                     )
                 } else {
@@ -967,10 +1151,14 @@ impl Trainer for AdvTrainer {
                 }
                 let l_reg = (l_reg * cfg.reg)?;
                 let [g1, g2, g3] = cfg.gamma;
-                let l_g = ((&l_tra * g1)? + (&l_matc * g2)? + (&l_matm * g3)? + &l_reg)?;
+                let l_g = ((&l_tra * g1)?
+                    + (&l_matc * g2)?
+                    + (&l_matm * g3)?
+                    + (&l_ib * cfg.gamma_inbatch)?
+                    + &l_reg)?;
                 // the discriminator: k steps on this batch's codes, detached
-                let mut sources = vec![&zs, &zt];
-                sources.extend(zp.as_ref());
+                let mut sources = vec![zs, zt];
+                sources.extend(zp);
                 let z = Tensor::cat(&sources, 0)?;
                 let n_src = sources.len() as u32;
                 let labels: Vec<u32> = (0..n_src).flat_map(|c| std::iter::repeat_n(c, b)).collect();
@@ -996,6 +1184,7 @@ impl Trainer for AdvTrainer {
                     l_g.clone()
                 };
                 let mut grads = loss.backward()?;
+                passes.backward(&mut grads, &gen_vars)?;
                 let gnorm = clip_grads(&mut grads, &gen_vars, cfg.clip)?.unwrap_or(Tensor::zeros(
                     (),
                     dtype,
@@ -1010,6 +1199,7 @@ impl Trainer for AdvTrainer {
                         &l_tra,
                         &l_matc,
                         &l_matm,
+                        &l_ib,
                         &l_reg,
                         &d_loss,
                         &d_acc,
@@ -1024,6 +1214,7 @@ impl Trainer for AdvTrainer {
                     "L_tra",
                     "L_matc",
                     "L_matm",
+                    "L_inbatch",
                     "L_reg",
                     "disc_loss",
                     "disc_acc",

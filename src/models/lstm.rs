@@ -165,13 +165,38 @@ impl BiLstm {
     /// index upload, no read-back).
     pub fn forward(&self, x: &Tensor, mask: &Tensor) -> Result<Tensor> {
         let (b, t, d) = x.dims3()?;
-        let h = self.hidden();
+        let proj = self.project(&x.reshape((b * t, d))?)?;
+        self.recur(&proj.reshape((b, t, 8 * self.hidden()))?, mask)
+    }
+
+    /// The input projection `x·W_ih + b` (`(N, 8H)`, both directions' gates)
+    /// of inputs `x` `(N, input)`: what [`BiLstm::recur`] reads per step. A
+    /// caller whose steps repeat inputs (the same word many times in a batch)
+    /// projects each distinct input once and gathers the rows.
+    pub fn project(&self, x: &Tensor) -> Result<Tensor> {
+        let d = x.dim(1)?;
         if d != self.input() {
             return Err(Error::invalid(format!(
                 "BiLSTM input has {d} features per step, the layer expects {}",
                 self.input()
             )));
         }
+        Ok(x.matmul(self.w_ih.as_tensor())?
+            .broadcast_add(self.b.as_tensor())?)
+    }
+
+    /// [`BiLstm::forward`] from the steps' input projections `proj`
+    /// `(B, T, 8H)` ([`BiLstm::project`]).
+    pub fn recur(&self, proj: &Tensor, mask: &Tensor) -> Result<Tensor> {
+        let (b, t, p) = proj.dims3()?;
+        let h = self.hidden();
+        if p != 8 * h {
+            return Err(Error::invalid(format!(
+                "BiLSTM projections have {p} values per step, the layer expects {}",
+                8 * h
+            )));
+        }
+        let x = proj;
         if mask.dims() != [b, t] {
             return Err(Error::invalid(format!(
                 "BiLSTM mask has shape {:?}, expected [{b}, {t}] (batch, steps)",
@@ -191,11 +216,6 @@ impl BiLstm {
             .collect();
         let order = Tensor::from_vec(order, 2 * t, dev)?;
 
-        // every step's input projection, both directions, in one matmul
-        let proj = x
-            .reshape((b * t, d))?
-            .matmul(self.w_ih.as_tensor())?
-            .broadcast_add(self.b.as_tensor())?;
         let steps = proj
             .reshape((b, t, 2, 4 * h))?
             .permute((1, 2, 0, 3))? // (T, 2, B, 4H)

@@ -665,6 +665,7 @@ pub static MODELS: &[ModelSpec] = &[
             s("batch", "100", BATCH, "pairs per step"),
             s("beta_c", "10", Check::Positive, "β_c of the cross-language matching loss"),
             s("beta_m", "10", Check::Positive, "β_m of the monolingual matching loss"),
+            s("beta_inbatch", "10", Check::Positive, "β of the in-batch loss"),
             s("clip", "1", Check::NonNegative, "largest global norm of the generator's gradient (0: none)"),
             DIM,
             s("disc_hidden", "128", Check::Int { min: 1, max: 65_536 }, "width of the discriminator's two hidden layers"),
@@ -674,6 +675,7 @@ pub static MODELS: &[ModelSpec] = &[
             s("epochs", "10", EPOCHS, "training epochs"),
             s("gamma_matc", "1", Check::NonNegative, "γ₂: weight of the cross-language matching loss"),
             s("gamma_matm", "1", Check::NonNegative, "γ₃: weight of the monolingual matching loss"),
+            s("gamma_inbatch", "0", Check::NonNegative, "weight of an in-batch pairwise loss over the translation pairs (torch_ref's bilstm)"),
             s("gamma_tra", "1", Check::NonNegative, "γ₁: weight of the translation loss"),
             s("hidden", "256", Check::Int { min: 1, max: 65_536 }, "LSTM units per direction"),
             Setting {
@@ -689,6 +691,7 @@ pub static MODELS: &[ModelSpec] = &[
             s("nn_hidden", "128", Check::Parse(adv_bilstm::check_widths), "NN_dim's tanh layer widths (one or two, comma-separated)"),
             s("reg", "0.00001", Check::NonNegative, "coefficient of the weights' squared Frobenius norm (L_reg)"),
             s("share_target", "false", Check::Bool, "one encoder for target queries and documents"),
+            s("encoder_threads", "2", Check::Int { min: 1, max: 64 }, "CPU: encoder passes on parallel threads, candle's kernels single-threaded (1: in order, candle's own threads)"),
             VALID_MAX,
             s("vectors", "none", Check::Parse(adv_bilstm::check_vectors), "SOURCE.vec,TARGET.vec to start the embeddings from"),
         ],

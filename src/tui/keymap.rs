@@ -65,6 +65,7 @@ pub enum Action {
     ToggleHistory,
     PhasePrev,
     PhaseNext,
+    ToggleParts,
     PickSession,
     PickSession2,
     CycleFusion,
@@ -338,6 +339,13 @@ const DEFAULTS: &[(&str, Action, Context, &[&str], &str)] = {
             Jobs,
             &["]"],
             "loss chart: the next training phase (the last follows the job)",
+        ),
+        (
+            "toggle_parts",
+            ToggleParts,
+            Jobs,
+            &["t"],
+            "loss chart: the loss's terms and the discriminator's game / the loss",
         ),
         (
             "pick_session",

@@ -1433,3 +1433,45 @@ fn loss_chart_steps_through_a_jobs_phases() {
     press(&mut app, &fake, "]]");
     assert_eq!(app.jobs.loss_phase, None, "the last phase follows the job");
 }
+
+/// An adversarial job's step records carry its loss terms and the
+/// discriminator's loss and accuracy: `t` draws them (the game) in place of
+/// the loss, and `t` again brings the loss back.
+#[test]
+fn loss_chart_shows_the_discriminators_game() {
+    let fake = Fake::with(vec![running(), done(), failed()]);
+    let recs: Vec<MetricRecord> = (1..=40)
+        .map(|i| MetricRecord::Step {
+            phase: "train".into(),
+            epoch: 1,
+            step: i,
+            examples: 10,
+            loss: 1.0,
+            parts: [
+                ("disc_acc".to_string(), 0.9 - i as f64 / 100.0),
+                ("disc_loss".to_string(), 0.5 + i as f64 / 100.0),
+                ("L_tra".to_string(), 2.0 / i as f64),
+                ("grad_norm".to_string(), 40.0),
+            ]
+            .into(),
+            pairs_per_s: 1.0,
+            wall_s: 1.0,
+        })
+        .collect();
+    fake.set_metrics("s2net-done", recs);
+    let mut app = app_with(&fake);
+    press(&mut app, &fake, "j");
+    assert_eq!(app.jobs.selected.as_deref(), Some("s2net-done"));
+    let screen = render(&mut app, 120, 30);
+    assert!(screen.contains("Training loss"), "{screen}");
+    assert!(!screen.contains("disc_acc"), "{screen}");
+    press(&mut app, &fake, "t");
+    let screen = render(&mut app, 120, 30);
+    assert!(screen.contains("Loss terms and discriminator"), "{screen}");
+    for name in ["disc_acc", "disc_loss", "L_tra"] {
+        assert!(screen.contains(name), "{name}: {screen}");
+    }
+    assert!(!screen.contains("grad_norm"), "{screen}");
+    press(&mut app, &fake, "t");
+    assert!(render(&mut app, 120, 30).contains("Training loss"));
+}

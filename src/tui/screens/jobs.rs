@@ -66,6 +66,9 @@ pub struct JobsScreen {
     /// The training phase the loss chart shows (index into the selected
     /// session's phases); `None` follows the latest.
     pub loss_phase: Option<usize>,
+    /// The loss chart shows the step records' named parts (loss terms, a
+    /// discriminator's loss and accuracy) instead of the loss.
+    pub show_parts: bool,
     /// Requests in flight.
     pending_scan: bool,
     pending_tail: BTreeSet<String>,
@@ -365,6 +368,7 @@ impl App {
                 }
             }
             Action::ToggleHistory => self.jobs.full_history = !self.jobs.full_history,
+            Action::ToggleParts => self.jobs.show_parts = !self.jobs.show_parts,
             Action::PhasePrev | Action::PhaseNext => {
                 let n = self
                     .jobs
@@ -729,6 +733,11 @@ fn draw_loss_chart(f: &mut Frame, app: &App, area: Rect) {
     };
     let ids = chart_sessions(app);
     let overlay = !j.marked.is_empty();
+    if j.show_parts && !overlay {
+        if let Some(s) = ids.first().and_then(|id| j.series.get(id)) {
+            return draw_parts_chart(f, app, area, &s.curves, &window, max_pts);
+        }
+    }
     let mut data: Vec<Curve> = Vec::new();
     let mut phase_title = String::new();
     for (i, id) in ids.iter().enumerate() {
@@ -784,6 +793,44 @@ fn draw_loss_chart(f: &mut Frame, app: &App, area: Rect) {
             title,
             x_title: "step",
             empty: " no training steps yet",
+            legend: LegendPosition::TopRight,
+            probability: false,
+        },
+        &data,
+    );
+}
+
+/// The step records' named parts of one session, smoothed: an adversarial
+/// job's loss terms next to its discriminator's loss and accuracy (the
+/// game). The gradient norm and the regulariser, of other scales, are left
+/// to `metrics.jsonl`.
+fn draw_parts_chart(
+    f: &mut Frame,
+    app: &App,
+    area: Rect,
+    curves: &rosetta::session::Curves,
+    window: &dyn Fn(&[(f64, f64)]) -> Vec<(f64, f64)>,
+    max_pts: usize,
+) {
+    let th = &app.settings.theme;
+    let data: Vec<Curve> = curves
+        .parts
+        .iter()
+        .filter(|(name, _)| !matches!(name.as_str(), "grad_norm" | "L_reg"))
+        .enumerate()
+        .map(|(i, (name, pts))| {
+            let smooth = downsample(&ema(&window(pts), 0.9), max_pts);
+            (name.clone(), th.series(i), smooth)
+        })
+        .collect();
+    draw_chart(
+        f,
+        th,
+        area,
+        ChartSpec {
+            title: " Loss terms and discriminator (EMA) · t: the loss ".to_string(),
+            x_title: "step",
+            empty: " this job logs no loss terms (t: the loss)",
             legend: LegendPosition::TopRight,
             probability: false,
         },
@@ -894,13 +941,14 @@ pub fn hints(app: &App) -> String {
         return "type to filter · Enter/Esc done".into();
     }
     format!(
-        "{} new · {} cancel · {} resume · {} duplicate · {} mark · {} history · {} filter",
+        "{} new · {} cancel · {} resume · {} duplicate · {} mark · {} history · {} terms · {} filter",
         k(C::Jobs, Action::NewJob),
         k(C::Jobs, Action::CancelJob),
         k(C::Jobs, Action::ResumeJob),
         k(C::Jobs, Action::DuplicateJob),
         k(C::Jobs, Action::MarkJob),
         k(C::Jobs, Action::ToggleHistory),
+        k(C::Jobs, Action::ToggleParts),
         k(C::Global, Action::Filter)
     )
 }
