@@ -323,6 +323,88 @@ fn gzipped_dictionary_reads_as_the_plain_one() {
     assert!(e.contains("bad.tsv.gz") && e.contains("gzip"), "{e}");
 }
 
+/// `[dictionary] reverse = true` reads a target → source file swapped: an
+/// es → en workspace over the eng-spa fixture looks Spanish words up, in
+/// inspect, BM25 dictionary translation and the content hash.
+#[test]
+fn reversed_dictionary_reads_target_to_source() {
+    let dir = tiny_copy();
+    let toml = |reverse: &str| {
+        format!(
+            "name = \"tiny-es-en\"\nsource.lang = \"es\"\ntarget.lang = \"en\"\n\
+             [parallel]\ntrain = [\"train.es\", \"train.en\"]\nvalid = [\"valid.es\", \"valid.en\"]\n\
+             test = [\"test.es\", \"test.en\"]\n[dictionary]\npath = \"eng-spa.tsv\"\n{reverse}\
+             [text]\nmin_df = 1\n"
+        )
+    };
+    let write = |name: &str, reverse: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, toml(reverse)).unwrap();
+        p
+    };
+    let rev = write("rev.toml", "reverse = true\n");
+    let fwd = write("fwd.toml", "reverse = false\n");
+    let plain = write("plain.toml", "");
+
+    let w = Workspace::load(&rev).unwrap();
+    assert!(w.dictionary_reverse);
+    let d = w.read_dictionary().unwrap().unwrap();
+    assert_eq!(d.get("pez").unwrap(), ["fish"]);
+    assert_eq!(d.get("buenos días").unwrap(), ["good morning"]);
+    assert!(d.get("fish").is_none());
+    let f = Workspace::load(&fwd).unwrap();
+    assert_eq!(
+        f.read_dictionary().unwrap().unwrap().get("fish").unwrap(),
+        ["pescado", "pez"]
+    );
+    // the key changes the hash only when set: `reverse = false` is the old file
+    let hash = |p: &Path| Workspace::load(p).unwrap().content_hash().unwrap();
+    assert_eq!(hash(&fwd), hash(&plain));
+    assert_ne!(hash(&rev), hash(&fwd));
+
+    let inspect = |p: &Path| {
+        let (ok, out, err) = rosetta(&[
+            "data",
+            "inspect",
+            "--workspace",
+            p.to_str().unwrap(),
+            "--json",
+        ]);
+        assert!(ok, "{err}");
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()
+    };
+    let (vr, vf) = (inspect(&rev), inspect(&fwd));
+    assert_eq!(vr["dictionary"]["reversed"], true);
+    assert_eq!(vf["dictionary"]["reversed"], false);
+    let cov = |v: &serde_json::Value| v["dictionary"]["source_vocab_coverage"].as_f64().unwrap();
+    assert!(
+        cov(&vr) > 0.3 && cov(&vf) < 0.1,
+        "{} {}",
+        cov(&vr),
+        cov(&vf)
+    );
+
+    // BM25 over dictionary-translated Spanish queries (the derived task)
+    let translated = |p: &Path| {
+        let run = dir.path().join("r.run");
+        let (ok, out, err) = rosetta(&[
+            "bm25",
+            "--workspace",
+            p.to_str().unwrap(),
+            "--translate",
+            "dict",
+            "--run",
+            run.to_str().unwrap(),
+            "--json",
+        ]);
+        assert!(ok, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v["query_stats"]["translated_tokens"].as_u64().unwrap()
+    };
+    let (tr, tf) = (translated(&rev), translated(&fwd));
+    assert!(tr >= 5 && tr > 3 * tf, "reversed {tr}, as written {tf}");
+}
+
 #[test]
 fn trec_topics_as_queries() {
     let q = Collection::read_queries(&fixture().join("topics.en.txt")).unwrap();

@@ -373,12 +373,19 @@ impl Workspace {
         Splits::read(self)
     }
 
-    /// The workspace's dictionary, if it names one.
+    /// The workspace's dictionary, if it names one, source → target: read
+    /// swapped when `[dictionary] reverse = true`.
     pub fn read_dictionary(&self) -> Result<Option<super::Dictionary>> {
-        self.dictionary
+        let d = self
+            .dictionary
             .as_deref()
             .map(super::Dictionary::read)
-            .transpose()
+            .transpose()?;
+        Ok(if self.dictionary_reverse {
+            d.map(|d| d.reversed())
+        } else {
+            d
+        })
     }
 }
 

@@ -176,6 +176,23 @@ impl Dictionary {
         }
     }
 
+    /// The dictionary read the other way: each translation becomes a
+    /// headword listing the headwords it translates, in headword order (as
+    /// `entries` iterates them), no repeats. For a file that lists target →
+    /// source (`[dictionary] reverse = true`). `dropped` is kept.
+    pub fn reversed(&self) -> Dictionary {
+        let mut d = Dictionary {
+            entries: BTreeMap::new(),
+            dropped: self.dropped,
+        };
+        for (s, ts) in &self.entries {
+            for t in ts {
+                d.add(t, s);
+            }
+        }
+        d
+    }
+
     /// Number of source headwords.
     pub fn len(&self) -> usize {
         self.entries.len()
@@ -320,6 +337,23 @@ mod tests {
         assert_eq!(b64("BG"), Some(70));
         assert_eq!(b64("EFb"), Some(4 * 4096 + 5 * 64 + 27));
         assert_eq!(b64("!"), None);
+    }
+
+    #[test]
+    fn reversed_swaps_sides() {
+        let mut d = Dictionary::default();
+        d.add("fish", "pescado");
+        d.add("fish", "pez");
+        d.add("dog", "perro");
+        d.add("hound", "perro");
+        d.dropped = 2;
+        let r = d.reversed();
+        assert_eq!(r.get("perro").unwrap(), ["dog", "hound"]);
+        assert_eq!(r.get("pez").unwrap(), ["fish"]);
+        assert_eq!(r.get("pescado").unwrap(), ["fish"]);
+        assert_eq!((r.len(), r.dropped), (3, 2));
+        assert!(r.get("fish").is_none());
+        assert_eq!(r.reversed(), d);
     }
 
     #[test]

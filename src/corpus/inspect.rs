@@ -3,7 +3,6 @@
 
 use serde::Serialize;
 
-use super::dictionary::Dictionary;
 use super::prepare::{Prepared, SideStats};
 use super::workspace::Workspace;
 use crate::Result;
@@ -78,6 +77,8 @@ pub struct AdhocReport {
 pub struct DictionaryReport {
     /// The dictionary file.
     pub path: String,
+    /// Whether it was read swapped (`[dictionary] reverse = true`).
+    pub reversed: bool,
     /// Headwords as read.
     pub headwords: usize,
     /// dictd entries dropped as mangled multi-word headwords.
@@ -154,7 +155,7 @@ impl Inspection {
             unknown_doc_judgements: a.unknown_doc_judgements,
         };
         let dictionary = match &ws.dictionary {
-            Some(path) => Some(dictionary_report(path, &p)?),
+            Some(path) => Some(dictionary_report(path, ws, &p)?),
             None => None,
         };
         Ok(Inspection {
@@ -272,8 +273,12 @@ impl Inspection {
             Some(d) => {
                 let _ = writeln!(
                     s,
-                    "\ndictionary {}: {} headwords ({} mangled dropped), {} single-term entries after analysis",
-                    d.path, d.headwords, d.dropped_entries, d.analysed_entries
+                    "\ndictionary {}{}: {} headwords ({} mangled dropped), {} single-term entries after analysis",
+                    d.path,
+                    if d.reversed { " (read reversed)" } else { "" },
+                    d.headwords,
+                    d.dropped_entries,
+                    d.analysed_entries
                 );
                 let _ = writeln!(
                     s,
@@ -295,8 +300,12 @@ impl Inspection {
     }
 }
 
-fn dictionary_report(path: &std::path::Path, p: &Prepared) -> Result<DictionaryReport> {
-    let d = Dictionary::read(path)?;
+fn dictionary_report(
+    path: &std::path::Path,
+    ws: &Workspace,
+    p: &Prepared,
+) -> Result<DictionaryReport> {
+    let d = ws.read_dictionary()?.unwrap_or_default();
     let (src, tgt) = p.analyzers()?;
     let a = d.analysed(&src, &tgt);
     let sv = &p.vocabs.source;
@@ -325,6 +334,7 @@ fn dictionary_report(path: &std::path::Path, p: &Prepared) -> Result<DictionaryR
     let share = |a: usize, b: usize| if b == 0 { 0.0 } else { a as f64 / b as f64 };
     Ok(DictionaryReport {
         path: path.display().to_string(),
+        reversed: ws.dictionary_reverse,
         headwords: d.len(),
         dropped_entries: d.dropped,
         analysed_entries: a.len(),

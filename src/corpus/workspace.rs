@@ -23,6 +23,7 @@
 //! qrels = "qrels.tsv"
 //! [dictionary]                       # optional
 //! path = "eng-hin.tsv"
+//! reverse = false                    # true: the file lists target → source; read swapped
 //! [text]                             # optional: crate::text::TextConfig; keys
 //! vocab_per_language = 10000         # left out take its defaults
 //! units = "words"                    # or "bpe", "unigram", "char-ngrams" (crate::text::units)
@@ -124,6 +125,10 @@ pub struct Workspace {
     pub adhoc: Option<AdhocSpec>,
     /// Bilingual dictionary file, if any.
     pub dictionary: Option<PathBuf>,
+    /// Whether the dictionary file lists target → source and is read swapped
+    /// (`[dictionary] reverse = true`; see [`crate::corpus::Dictionary::reversed`]).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub dictionary_reverse: bool,
     /// Text analysis settings.
     pub text: TextConfig,
     /// The `[text]` keys the file sets (the rest took the defaults).
@@ -296,6 +301,8 @@ struct RawAdhoc {
 #[serde(deny_unknown_fields)]
 struct RawDict {
     path: String,
+    #[serde(default)]
+    reverse: bool,
 }
 
 impl Workspace {
@@ -434,6 +441,7 @@ impl Workspace {
                 target_queries: a.target_queries.as_deref().map(resolve),
                 qrels: resolve(&a.qrels),
             }),
+            dictionary_reverse: raw.dictionary.as_ref().is_some_and(|d| d.reverse),
             dictionary: raw.dictionary.map(|d| resolve(&d.path)),
             text: text_cfg,
             text_given,
@@ -518,6 +526,10 @@ impl Workspace {
             "dictionary": self.dictionary,
         });
         names(&mut data);
+        // only when set, so the hashes of workspaces without the key stay as they were
+        if self.dictionary_reverse {
+            data["dictionary_reverse"] = true.into();
+        }
         let settings = serde_json::json!({
             "source_lang": self.source_lang,
             "target_lang": self.target_lang,

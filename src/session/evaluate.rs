@@ -474,7 +474,12 @@ pub fn evaluate(req: &EvalRequest) -> Result<EvalReport> {
         }
     }
     if req.wants(Task::Bli) {
-        match req.dictionary.as_ref().or(ws.dictionary.as_ref()) {
+        // --dictionary FILE is read as written; the workspace's with its `reverse`
+        let dict = match &req.dictionary {
+            Some(path) => Some(Dictionary::read(path)?),
+            None => ws.read_dictionary()?,
+        };
+        match dict {
             None if req.task == Task::Bli => {
                 return Err(Error::file(
                     &ws.path,
@@ -482,8 +487,7 @@ pub fn evaluate(req: &EvalRequest) -> Result<EvalReport> {
                 ))
             }
             None => {}
-            Some(path) => {
-                let dict = Dictionary::read(path)?;
+            Some(dict) => {
                 let analysed = dict.analysed(l.analyzer(Side::Source), l.analyzer(Side::Target));
                 report.bli = Some(BliFigures {
                     cosine: bli(&l, &analysed, false)?,
