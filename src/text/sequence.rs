@@ -105,7 +105,7 @@ mod tests {
 
     #[test]
     fn order_and_repeats_are_kept_and_counts_agree() {
-        let docs = vec![
+        let docs = [
             vec!["b", "a", "zz", "b"],
             vec!["zz"],
             vec!["a", "c", "a", "b"],

@@ -800,6 +800,9 @@ fn draw_loss_chart(f: &mut Frame, app: &App, area: Rect) {
     );
 }
 
+/// The recent-steps window of the loss chart.
+type Window<'a> = dyn Fn(&[(f64, f64)]) -> Vec<(f64, f64)> + 'a;
+
 /// The step records' named parts of one session, smoothed: an adversarial
 /// job's loss terms next to its discriminator's loss and accuracy (the
 /// game). The gradient norm and the regulariser, of other scales, are left
@@ -809,7 +812,7 @@ fn draw_parts_chart(
     app: &App,
     area: Rect,
     curves: &rosetta::session::Curves,
-    window: &dyn Fn(&[(f64, f64)]) -> Vec<(f64, f64)>,
+    window: &Window<'_>,
     max_pts: usize,
 ) {
     let th = &app.settings.theme;
