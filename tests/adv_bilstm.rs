@@ -9,7 +9,7 @@ use std::path::Path;
 use serde_json::Value;
 
 mod common;
-use common::{ok, rosetta_in as rosetta, tiny_workspace, train};
+use common::{assert_searchable, rosetta_in as rosetta, tiny_workspace, train};
 
 const QUICK: [&str; 16] = [
     "--set",
@@ -29,10 +29,6 @@ const QUICK: [&str; 16] = [
     "--set",
     "lr=0.01",
 ];
-
-fn json(out: &std::process::Output) -> Value {
-    serde_json::from_str(ok(out).trim()).unwrap()
-}
 
 fn records(dir: &Path) -> Vec<Value> {
     std::fs::read_to_string(dir.join("metrics.jsonl"))
@@ -75,50 +71,7 @@ fn adv_bilstm_streams_the_game_and_searches() {
         let m = v["MRR"].as_f64().unwrap();
         assert!((0.0..=1.0).contains(&m), "{v}");
     }
-    let s = json(&rosetta(
-        root,
-        &[
-            "search",
-            "--session",
-            dir.to_str().unwrap(),
-            "--query",
-            "the dog drinks water",
-            "--json",
-        ],
-    ));
-    let hits = s["hits"].as_array().unwrap();
-    assert!(!hits.is_empty(), "{s}");
-    assert!(hits
-        .iter()
-        .all(|h| h["score"].as_f64().unwrap().is_finite()));
-    let n = json(&rosetta(
-        root,
-        &[
-            "neighbours",
-            "--session",
-            dir.to_str().unwrap(),
-            "--term",
-            "water",
-            "--k",
-            "3",
-            "--json",
-        ],
-    ));
-    assert_eq!(n["cross"].as_array().unwrap().len(), 3, "{n}");
-    let e = json(&rosetta(
-        root,
-        &[
-            "eval",
-            "--session",
-            dir.to_str().unwrap(),
-            "--task",
-            "all",
-            "--json",
-        ],
-    ));
-    let mrr = e["sentence"]["MRR"].as_f64().unwrap();
-    assert!(mrr.is_finite() && mrr > 0.0, "{e}");
-    assert!(e["adhoc"]["MAP"].as_f64().unwrap().is_finite(), "{e}");
+    assert_searchable(root, &dir, "the dog drinks water", "water");
 }
 
 /// M_adv trains the discriminator only as a probe: the generator's loss is

@@ -8,7 +8,7 @@ use std::path::Path;
 use serde_json::Value;
 
 mod common;
-use common::{ok, rosetta_in as rosetta, tiny_workspace, train};
+use common::{assert_searchable, rosetta_in as rosetta, tiny_workspace, train};
 
 const QUICK: [&str; 14] = [
     "--set",
@@ -26,10 +26,6 @@ const QUICK: [&str; 14] = [
     "--set",
     "lr_rsm=0.01",
 ];
-
-fn json(out: &std::process::Output) -> Value {
-    serde_json::from_str(ok(out).trim()).unwrap()
-}
 
 fn records(dir: &Path) -> Vec<Value> {
     std::fs::read_to_string(dir.join("metrics.jsonl"))
@@ -80,51 +76,8 @@ fn dbn_cca_trains_layer_by_layer_and_searches() {
     let status: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("status.json")).unwrap()).unwrap();
     assert_eq!(status["state"], "done", "{status}");
-    // the session searches and has neighbours
-    let s = json(&rosetta(
-        root,
-        &[
-            "search",
-            "--session",
-            dir.to_str().unwrap(),
-            "--query",
-            "the dog drinks water",
-            "--json",
-        ],
-    ));
-    let hits = s["hits"].as_array().unwrap();
-    assert!(!hits.is_empty(), "{s}");
-    assert!(hits
-        .iter()
-        .all(|h| h["score"].as_f64().unwrap().is_finite()));
-    let n = json(&rosetta(
-        root,
-        &[
-            "neighbours",
-            "--session",
-            dir.to_str().unwrap(),
-            "--term",
-            "water",
-            "--k",
-            "3",
-            "--json",
-        ],
-    ));
-    assert_eq!(n["cross"].as_array().unwrap().len(), 3, "{n}");
-    let e = json(&rosetta(
-        root,
-        &[
-            "eval",
-            "--session",
-            dir.to_str().unwrap(),
-            "--task",
-            "all",
-            "--json",
-        ],
-    ));
-    let mrr = e["sentence"]["MRR"].as_f64().unwrap();
-    assert!(mrr.is_finite() && mrr > 0.0, "{e}");
-    assert!(e["adhoc"]["MAP"].as_f64().unwrap().is_finite(), "{e}");
+    // the session searches, has neighbours and evaluates
+    assert_searchable(root, &dir, "the dog drinks water", "water");
 }
 
 /// CCA straight on the pre-trained stacks (no fine-tuning) is a closed-form

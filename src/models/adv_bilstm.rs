@@ -546,9 +546,7 @@ impl AdvModel {
     fn tensors_named(&self) -> Result<Vec<(String, Tensor)>> {
         let mut v = self.generator_vars();
         v.extend(self.disc.named_vars());
-        v.into_iter()
-            .map(|(n, var)| Ok((n, var.as_tensor().copy()?)))
-            .collect()
+        super::nn::copy_vars(v)
     }
 }
 

@@ -90,25 +90,13 @@ impl BiLstm {
 
     /// Deep copies of the parameters, named as in [`BiLstm::named_vars`].
     pub fn snapshot(&self, prefix: &str) -> Result<Vec<(String, Tensor)>> {
-        self.named_vars(prefix)
-            .into_iter()
-            .map(|(n, v)| Ok((n, v.as_tensor().copy()?)))
-            .collect()
+        super::nn::copy_vars(self.named_vars(prefix))
     }
 
     /// Sets the parameters from a snapshot taken with the same prefix (an
     /// error naming a missing tensor or a shape that differs).
     pub fn set_from(&self, prefix: &str, snap: &[(String, Tensor)]) -> Result<()> {
-        let map: HashMap<&str, &Tensor> = snap.iter().map(|(n, t)| (n.as_str(), t)).collect();
-        for (n, v) in self.named_vars(prefix) {
-            let t = map
-                .get(n.as_str())
-                .ok_or_else(|| Error::invalid(format!("snapshot lacks {n}")))?;
-            let want: Vec<Option<usize>> = v.dims().iter().map(|&d| Some(d)).collect();
-            check_shape(&n, t, &want)?;
-            v.set(&t.to_dtype(v.dtype())?.to_device(v.device())?)?;
-        }
-        Ok(())
+        super::nn::set_vars(self.named_vars(prefix), snap)
     }
 
     /// A layer from named tensors `PREFIX.w_ih` `(input, 8H)`, `PREFIX.b`

@@ -2,7 +2,7 @@
 //! batches composed on the device, unit rows, seeded initialisation, the
 //! `optim` setting, per-epoch generators, validation MRR and loss checks.
 
-use candle_core::{DType, Device, Tensor};
+use candle_core::{DType, Device, Tensor, Var};
 use ndarray::Array2;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -273,4 +273,28 @@ pub fn check_shape(name: &str, t: &Tensor, want: &[Option<usize>]) -> Result<()>
             want.join(", ")
         )))
     }
+}
+
+/// Deep copies of named variables (a snapshot or checkpoint tensors).
+pub fn copy_vars(vars: Vec<(String, Var)>) -> Result<Vec<(String, Tensor)>> {
+    vars.into_iter()
+        .map(|(n, v)| Ok((n, v.as_tensor().copy()?)))
+        .collect()
+}
+
+/// Sets named variables from a snapshot with the same names, each converted
+/// to its variable's dtype and device; a missing tensor or a shape that
+/// differs is an error naming it.
+pub fn set_vars(vars: Vec<(String, Var)>, snap: &[(String, Tensor)]) -> Result<()> {
+    let map: std::collections::HashMap<&str, &Tensor> =
+        snap.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    for (n, v) in vars {
+        let t = map
+            .get(n.as_str())
+            .ok_or_else(|| Error::invalid(format!("snapshot lacks {n}")))?;
+        let want: Vec<Option<usize>> = v.dims().iter().map(|&d| Some(d)).collect();
+        check_shape(&n, t, &want)?;
+        v.set(&t.to_dtype(v.dtype())?.to_device(v.device())?)?;
+    }
+    Ok(())
 }

@@ -124,22 +124,12 @@ impl Composer {
 
     /// Deep copies of the parameters, named as in [`Composer::named_vars`].
     pub fn snapshot(&self, prefix: &str) -> Result<Vec<(String, Tensor)>> {
-        self.named_vars(prefix)
-            .into_iter()
-            .map(|(n, v)| Ok((n, v.as_tensor().copy()?)))
-            .collect()
+        super::nn::copy_vars(self.named_vars(prefix))
     }
 
     /// Sets the parameters from a snapshot taken with the same prefix.
     pub fn set_from(&self, prefix: &str, snap: &[(String, Tensor)]) -> Result<()> {
-        let map: HashMap<&str, &Tensor> = snap.iter().map(|(n, t)| (n.as_str(), t)).collect();
-        for (n, v) in self.named_vars(prefix) {
-            let t = map
-                .get(n.as_str())
-                .ok_or_else(|| Error::invalid(format!("snapshot lacks {n}")))?;
-            v.set(t)?;
-        }
-        Ok(())
+        super::nn::set_vars(self.named_vars(prefix), snap)
     }
 
     /// Term vectors `y_i` of the terms `ids` (`None`: every term), one row each.

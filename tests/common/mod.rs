@@ -60,3 +60,43 @@ pub fn train(cwd: &Path, ws: &Path, model: &str, dir: impl AsRef<Path>, more: &[
     args.extend_from_slice(more);
     ok(&rosetta_in(cwd, &args));
 }
+
+/// A trained session answers `search` with finite scores, has `k` = 3
+/// cross-language neighbours of `term`, and evaluates to a finite, positive
+/// sentence MRR and a finite ad-hoc MAP (`rosetta eval --task all`).
+#[allow(dead_code)] // not every test binary uses every helper
+pub fn assert_searchable(cwd: &Path, session: &Path, query: &str, term: &str) {
+    let json =
+        |out: &Output| -> serde_json::Value { serde_json::from_str(ok(out).trim()).unwrap() };
+    let dir = session.to_str().unwrap();
+    let s = json(&rosetta_in(
+        cwd,
+        &["search", "--session", dir, "--query", query, "--json"],
+    ));
+    let hits = s["hits"].as_array().unwrap();
+    assert!(!hits.is_empty(), "{s}");
+    assert!(hits
+        .iter()
+        .all(|h| h["score"].as_f64().unwrap().is_finite()));
+    let n = json(&rosetta_in(
+        cwd,
+        &[
+            "neighbours",
+            "--session",
+            dir,
+            "--term",
+            term,
+            "--k",
+            "3",
+            "--json",
+        ],
+    ));
+    assert_eq!(n["cross"].as_array().unwrap().len(), 3, "{n}");
+    let e = json(&rosetta_in(
+        cwd,
+        &["eval", "--session", dir, "--task", "all", "--json"],
+    ));
+    let mrr = e["sentence"]["MRR"].as_f64().unwrap();
+    assert!(mrr.is_finite() && mrr > 0.0, "{e}");
+    assert!(e["adhoc"]["MAP"].as_f64().unwrap().is_finite(), "{e}");
+}
