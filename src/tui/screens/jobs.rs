@@ -944,14 +944,13 @@ pub fn hints(app: &App) -> String {
         return "type to filter · Enter/Esc done".into();
     }
     format!(
-        "{} new · {} cancel · {} resume · {} duplicate · {} mark · {} history · {} terms · {} filter",
+        "{} new · {} cancel · {} resume · {} duplicate · {} mark · {} history · {} filter",
         k(C::Jobs, Action::NewJob),
         k(C::Jobs, Action::CancelJob),
         k(C::Jobs, Action::ResumeJob),
         k(C::Jobs, Action::DuplicateJob),
         k(C::Jobs, Action::MarkJob),
         k(C::Jobs, Action::ToggleHistory),
-        k(C::Jobs, Action::ToggleParts),
         k(C::Global, Action::Filter)
     )
 }
