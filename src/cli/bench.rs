@@ -49,9 +49,11 @@ pub struct TrainBenchArgs {
     /// Workspace file whose training split is trained on.
     #[arg(long)]
     pub workspace: PathBuf,
-    /// Model: xcnn, s2net, bae or adv-bilstm (against torch_ref's `bilstm`:
-    /// give `--set nn_hidden=256 --set gamma_matc=0 --set gamma_matm=0
-    /// --set adversarial=false`, its encoder and its two-encoder loss).
+    /// Model: xcnn, s2net, bae or adv-bilstm (against torch_ref's `bilstm`,
+    /// give its configuration: `--set nn_hidden=256 --set hidden=128 --set
+    /// max_query_len=50 --set share_target=true --set gamma_matc=0 --set
+    /// gamma_matm=0 --set gamma_inbatch=1 --set adversarial=false --set
+    /// clip=0 --set reg=0`).
     #[arg(long, value_parser = ["xcnn", "s2net", "bae", "adv-bilstm"])]
     pub model: String,
     /// Model settings, KEY=VALUE (repeatable), as `rosetta train --set`.
