@@ -9,7 +9,7 @@ use std::path::Path;
 use serde_json::Value;
 
 mod common;
-use common::{assert_searchable, rosetta_in as rosetta, tiny_workspace, train};
+use common::{assert_searchable, metrics_records, rosetta_in as rosetta, tiny_workspace, train};
 
 const QUICK: [&str; 16] = [
     "--set",
@@ -30,14 +30,6 @@ const QUICK: [&str; 16] = [
     "lr=0.01",
 ];
 
-fn records(dir: &Path) -> Vec<Value> {
-    std::fs::read_to_string(dir.join("metrics.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
 #[test]
 fn adv_bilstm_streams_the_game_and_searches() {
     let ws = tiny_workspace();
@@ -45,7 +37,7 @@ fn adv_bilstm_streams_the_game_and_searches() {
     let wsf = root.join("workspace.toml");
     let dir = root.join("m");
     train(root, &wsf, "adv-bilstm", &dir, &QUICK);
-    let recs = records(&dir);
+    let recs = metrics_records(&dir);
     let steps: Vec<&Value> = recs.iter().filter(|r| r["kind"] == "step").collect();
     assert!(!steps.is_empty());
     for s in &steps {
@@ -90,7 +82,7 @@ fn without_the_adversary_the_loss_is_l_g() {
         &dir,
         &args,
     );
-    for s in records(&dir).iter().filter(|r| r["kind"] == "step") {
+    for s in metrics_records(&dir).iter().filter(|r| r["kind"] == "step") {
         let p = &s["parts"];
         let sum: f64 = ["L_tra", "L_matc", "L_matm", "L_reg"]
             .iter()
@@ -135,4 +127,54 @@ fn bad_adv_bilstm_settings_are_refused_before_anything_is_written() {
         assert!(err.contains(want), "{set:?}: {err}");
         assert!(!dir.exists(), "{set:?}: a session was written");
     }
+}
+
+/// The discriminator's updates reach only the discriminator: in M_adv the
+/// generator never sees it, so the encoders (and the term vectors they give)
+/// are the same whatever the discriminator's learning rate; in M its
+/// cross-entropy is in the generator's loss, so they differ.
+#[test]
+fn the_discriminator_reaches_the_encoders_only_in_m() {
+    let ws = tiny_workspace();
+    let root = ws.path();
+    let wsf = root.join("workspace.toml");
+    let vectors = |name: &str, adversarial: &str, disc_lr: &str| -> Vec<u8> {
+        let dir = root.join(name);
+        let mut args: Vec<String> = QUICK.iter().map(|s| s.to_string()).collect();
+        for kv in [
+            format!("adversarial={adversarial}"),
+            format!("disc_lr={disc_lr}"),
+        ] {
+            args.push("--set".into());
+            args.push(kv);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        train(root, &wsf, "adv-bilstm", &dir, &args);
+        let out = root.join(format!("{name}-export"));
+        let o = rosetta(
+            root,
+            &[
+                "export",
+                "--session",
+                dir.to_str().unwrap(),
+                "--out",
+                out.to_str().unwrap(),
+            ],
+        );
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let mut bytes = Vec::new();
+        for f in ["terms.en.vec", "terms.es.vec"] {
+            bytes.extend(std::fs::read(out.join(f)).unwrap());
+        }
+        bytes
+    };
+    let a = vectors("madv-a", "false", "0.001");
+    let b = vectors("madv-b", "false", "0.1");
+    assert!(
+        a == b,
+        "M_adv's encoders moved with the discriminator's learning rate"
+    );
+    let c = vectors("m-a", "true", "0.001");
+    let d = vectors("m-b", "true", "0.1");
+    assert!(c != d, "M's encoders ignore the discriminator");
 }

@@ -8,7 +8,7 @@ use std::path::Path;
 use serde_json::Value;
 
 mod common;
-use common::{assert_searchable, rosetta_in as rosetta, tiny_workspace, train};
+use common::{assert_searchable, metrics_records, rosetta_in as rosetta, tiny_workspace, train};
 
 const QUICK: [&str; 14] = [
     "--set",
@@ -27,14 +27,6 @@ const QUICK: [&str; 14] = [
     "lr_rsm=0.01",
 ];
 
-fn records(dir: &Path) -> Vec<Value> {
-    std::fs::read_to_string(dir.join("metrics.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
 #[test]
 fn dbn_cca_trains_layer_by_layer_and_searches() {
     let ws = tiny_workspace();
@@ -42,7 +34,7 @@ fn dbn_cca_trains_layer_by_layer_and_searches() {
     let wsf = root.join("workspace.toml");
     let dir = root.join("dbn");
     train(root, &wsf, "dbn-cca", &dir, &QUICK);
-    let recs = records(&dir);
+    let recs = metrics_records(&dir);
     // every phase of the plan streamed steps, in order
     let mut phases: Vec<String> = Vec::new();
     for r in &recs {
@@ -98,7 +90,7 @@ fn dbn_cca_without_finetuning_ends_with_a_cca_phase() {
         })
         .collect();
     train(root, &root.join("workspace.toml"), "dbn-cca", &dir, &args);
-    let recs = records(&dir);
+    let recs = metrics_records(&dir);
     let last = recs.iter().rfind(|r| r["kind"] == "valid").unwrap();
     assert_eq!(last["phase"], "cca", "{last}");
     assert!(last["MRR"].as_f64().is_some(), "{last}");

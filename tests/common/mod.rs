@@ -100,3 +100,13 @@ pub fn assert_searchable(cwd: &Path, session: &Path, query: &str, term: &str) {
     assert!(mrr.is_finite() && mrr > 0.0, "{e}");
     assert!(e["adhoc"]["MAP"].as_f64().unwrap().is_finite(), "{e}");
 }
+
+/// The records of a session's `metrics.jsonl`, parsed.
+#[allow(dead_code)] // not every test binary uses every helper
+pub fn metrics_records(dir: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(dir.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
