@@ -4,8 +4,6 @@
 //! same job without the adversary; bad settings are refused before anything
 //! is written.
 
-use std::path::Path;
-
 use serde_json::Value;
 
 mod common;

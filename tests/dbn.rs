@@ -3,8 +3,6 @@
 //! with a searchable space that has neighbours, and refuses bad settings
 //! before writing anything.
 
-use std::path::Path;
-
 use serde_json::Value;
 
 mod common;
