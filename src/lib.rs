@@ -11,6 +11,7 @@ pub mod jobs;
 pub mod models;
 pub mod plot;
 pub mod session;
+pub mod space;
 pub mod text;
 pub mod train;
 pub mod util;

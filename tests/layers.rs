@@ -14,6 +14,7 @@ const LAYERS: &[(&str, usize)] = &[
     ("error", 0),
     ("util", 0),
     ("text", 1),
+    ("space", 1),
     ("eval", 2),
     ("corpus", 3),
     ("index", 4),

@@ -3,7 +3,8 @@
 //!
 //! A model sees texts as raw term counts over its side's [`Vocabulary`](crate::text::Vocabulary) (a
 //! [`CsrMatrix`] row per text) and applies its own weighting; it returns
-//! unit-length rows so that a dot product is the cosine.
+//! rows its [`Similarity`] compares: unit-length rows (a dot product is the
+//! cosine) for almost every model, topic distributions for the topic models.
 
 pub mod adv_bilstm;
 pub mod bae;
@@ -23,6 +24,7 @@ use std::collections::BTreeMap;
 use ndarray::Array2;
 use serde::{Deserialize, Serialize};
 
+use crate::space::Similarity;
 use crate::text::{CsrMatrix, Sequences, Side};
 use candle_core::Device;
 
@@ -34,11 +36,18 @@ pub trait Model: Send + Sync {
     fn kind(&self) -> &'static str;
     /// Dimension of the shared space.
     fn dim(&self) -> usize;
-    /// Unit-length embeddings (one row per text) of texts given as raw term
-    /// counts over `side`'s vocabulary. A text with no known term gets a zero row.
+    /// Embeddings (one row per text, as [`Model::similarity`] compares them)
+    /// of texts given as raw term counts over `side`'s vocabulary. A text
+    /// with no known term gets a zero row.
     fn encode(&self, side: Side, counts: &CsrMatrix) -> Result<Array2<f32>>;
-    /// Unit-length vectors of every single term of `side`'s vocabulary, in id order.
+    /// Vectors of every single term of `side`'s vocabulary, in id order, in
+    /// the same form as [`Model::encode`]'s rows.
     fn term_vectors(&self, side: Side) -> Result<Array2<f32>>;
+    /// How rows of this model's space are compared. Default: the cosine of
+    /// unit-length rows.
+    fn similarity(&self) -> Similarity {
+        Similarity::Cosine
+    }
     /// The model's parameters as named tensors, for a safetensors checkpoint.
     fn tensors(&self) -> Result<Vec<(String, candle_core::Tensor)>>;
     /// Whether the model maps texts into its shared space yet: false for a
@@ -53,7 +62,7 @@ pub trait Model: Send + Sync {
     fn reads_order(&self) -> bool {
         false
     }
-    /// Unit-length embeddings of texts given as term ids in reading order.
+    /// Embeddings of texts given as term ids in reading order.
     /// Default: the texts' counts through [`Model::encode`].
     fn encode_sequences(&self, side: Side, seqs: &Sequences) -> Result<Array2<f32>> {
         self.encode(side, &seqs.counts())
