@@ -141,7 +141,7 @@ impl Hooks for EvalHooks<'_> {
         if !self.no_valid {
             let s = model.encode(Side::Source, self.valid.0)?;
             let g = model.encode(Side::Target, self.valid.1)?;
-            let m = sentence_retrieval(&s, &g).mrr;
+            let m = sentence_retrieval(&s, &g, model.similarity()).mrr;
             self.curve.push((m * 10000.0).round() / 10000.0);
             eprintln!(
                 "{phase} epoch {epoch}: loss {:.4} valid MRR {m:.4}",
@@ -234,7 +234,7 @@ fn main() -> anyhow::Result<()> {
     let train_s = fit_s - hooks.in_hooks_s;
     let es = model.encode(Side::Source, &test_s)?;
     let et = model.encode(Side::Target, &test_t)?;
-    let sc = sentence_retrieval(&es, &et);
+    let sc = sentence_retrieval(&es, &et, model.similarity());
     let out = serde_json::json!({
         "model": a.model,
         "settings": params.resolved(),

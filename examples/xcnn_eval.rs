@@ -131,6 +131,7 @@ impl Hooks for Harness {
             let s = sentence_retrieval(
                 &model.encode(Side::Source, &self.valid.0)?,
                 &model.encode(Side::Target, &self.valid.1)?,
+                model.similarity(),
             );
             eprintln!(
                 "[{:.0}s] {phase} epoch {epoch}: valid MRR {:.4} (train {:.1}s, {} examples)",
@@ -316,6 +317,7 @@ fn main() -> anyhow::Result<()> {
     let s = sentence_retrieval(
         &model.encode(Side::Source, &test_src)?,
         &model.encode(Side::Target, &test_tgt)?,
+        model.similarity(),
     );
     // The same figure over the test pairs with known terms on both sides
     // (an empty text has a zero vector and ranks last).
@@ -323,6 +325,7 @@ fn main() -> anyhow::Result<()> {
     let sn = sentence_retrieval(
         &model.encode(Side::Source, &ns)?,
         &model.encode(Side::Target, &nt)?,
+        model.similarity(),
     );
     let out = serde_json::json!({
         "model": a.model,

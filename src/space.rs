@@ -5,7 +5,7 @@
 //! both alike. A zero row (a text with no known term) scores 0 against
 //! everything under both measures.
 
-use ndarray::{Array2, ArrayView1, ArrayView2, Axis, Zip};
+use ndarray::{Array1, Array2, ArrayView1, ArrayView2, Axis, Zip};
 use serde::{Deserialize, Serialize};
 
 use crate::{Error, Result};
@@ -29,6 +29,34 @@ impl Similarity {
         match self {
             Similarity::Cosine => "cosine",
             Similarity::JensenShannon => "jensen-shannon",
+        }
+    }
+
+    /// Short label for a score column (`cosine`, `JS`).
+    pub fn label(self) -> &'static str {
+        match self {
+            Similarity::Cosine => "cosine",
+            Similarity::JensenShannon => "JS",
+        }
+    }
+
+    /// Scales `v` (a sum of rows) back into the space's form: unit length
+    /// for the cosine, sum 1 for Jensen–Shannon; a zero row stays zero.
+    pub fn normalize(self, v: &mut Array1<f32>) {
+        let n = match self {
+            Similarity::Cosine => v.dot(v).sqrt(),
+            Similarity::JensenShannon => v.sum(),
+        };
+        if n > 0.0 {
+            *v /= n;
+        }
+    }
+
+    /// Scores of `q` against every row of `rows`.
+    pub fn against(self, rows: ArrayView2<f32>, q: ArrayView1<f32>) -> Array1<f32> {
+        match self {
+            Similarity::Cosine => rows.dot(&q),
+            Similarity::JensenShannon => rows.outer_iter().map(|r| js_score(q, r)).collect(),
         }
     }
 

@@ -438,7 +438,7 @@ fn malformed_checkpoint_shapes_are_named_not_panics() {
 fn non_finite_scores_are_the_worst_everywhere() {
     // sentence retrieval: NaN embeddings score nothing, never 1.0
     let nan = ndarray::Array2::<f32>::from_elem((5, 3), f32::NAN);
-    let s = sentence_retrieval(&nan, &nan);
+    let s = sentence_retrieval(&nan, &nan, rosetta::space::Similarity::Cosine);
     assert!(s.mrr < 0.25 && s.p1 == 0.0, "{s:?}");
     assert_eq!(aligned_ranks(&nan, &nan), vec![5; 5]);
     // trec metrics: a NaN-scored document ranks last

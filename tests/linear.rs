@@ -140,7 +140,7 @@ fn col(m: &Mat<f64>, j: usize) -> Mat<f64> {
 fn mrr_of(model: &dyn Model, s: &CsrMatrix, t: &CsrMatrix) -> f64 {
     let es = model.encode(Side::Source, s).unwrap();
     let et = model.encode(Side::Target, t).unwrap();
-    rosetta::eval::sentence::sentence_retrieval(&es, &et).mrr
+    rosetta::eval::sentence::sentence_retrieval(&es, &et, rosetta::space::Similarity::Cosine).mrr
 }
 
 #[test]

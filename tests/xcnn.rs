@@ -407,7 +407,7 @@ fn lazy_adam_learns_too_and_touches_only_batch_rows() {
     );
     let s = model.encode(Side::Source, &d.valid_src).unwrap();
     let t = model.encode(Side::Target, &d.valid_tgt).unwrap();
-    let mrr = sentence_retrieval(&s, &t).mrr;
+    let mrr = sentence_retrieval(&s, &t, rosetta::space::Similarity::Cosine).mrr;
     assert!(mrr > 0.35, "valid MRR {mrr}");
     // one lazy step changes exactly the rows of the batch's terms
     let dev = Device::Cpu;
@@ -449,7 +449,7 @@ fn training_learns_the_translation_and_encodes_unit_rows() {
     assert!(rec.losses.iter().all(|l| l.is_finite()));
     let s = model.encode(Side::Source, &d.valid_src).unwrap();
     let t = model.encode(Side::Target, &d.valid_tgt).unwrap();
-    let mrr = sentence_retrieval(&s, &t).mrr;
+    let mrr = sentence_retrieval(&s, &t, rosetta::space::Similarity::Cosine).mrr;
     // chance over 60 candidates is about 0.08; same-topic texts are hard to tell apart
     assert!(mrr > 0.35, "valid MRR {mrr}");
     // unit rows, and a zero row (not NaN) for an empty text
@@ -542,7 +542,7 @@ fn logistic_loss_with_in_batch_negatives_learns() {
     assert!(rec.losses.iter().all(|l| l.is_finite() && *l > 0.0));
     let s = model.encode(Side::Source, &d.valid_src).unwrap();
     let t = model.encode(Side::Target, &d.valid_tgt).unwrap();
-    let mrr = sentence_retrieval(&s, &t).mrr;
+    let mrr = sentence_retrieval(&s, &t, rosetta::space::Similarity::Cosine).mrr;
     assert!(mrr > 0.35, "valid MRR {mrr}");
 }
 
@@ -749,7 +749,7 @@ fn bae_learns_unit_codes_and_reloads() {
         assert!(last < first * 0.8, "loss {first} -> {last}");
         let s = model.encode(Side::Source, &d.valid_src).unwrap();
         let t = model.encode(Side::Target, &d.valid_tgt).unwrap();
-        let mrr = sentence_retrieval(&s, &t).mrr;
+        let mrr = sentence_retrieval(&s, &t, rosetta::space::Similarity::Cosine).mrr;
         assert!(mrr > 0.25, "corr {corr}: valid MRR {mrr}");
         let mut texts = CsrMatrix::new(40);
         texts.push_row([(3, 1.0)]);
@@ -946,7 +946,11 @@ fn both_models_train_on_the_tiny_workspace() {
         assert!(!rec.losses.is_empty() && rec.losses.iter().all(|l| l.is_finite()));
         let s = m.encode(Side::Source, &d.valid_src).unwrap();
         let t = m.encode(Side::Target, &d.valid_tgt).unwrap();
-        assert!(sentence_retrieval(&s, &t).mrr.is_finite());
+        assert!(
+            sentence_retrieval(&s, &t, rosetta::space::Similarity::Cosine)
+                .mrr
+                .is_finite()
+        );
         let tv = m.term_vectors(Side::Target).unwrap();
         assert_eq!(tv.nrows(), d.vocabs.target.len());
     }
@@ -1010,6 +1014,7 @@ fn init_from_a_linear_session_starts_both_networks_at_its_projection() {
         sentence_retrieval(
             &m.encode(Side::Source, &d.valid_src).unwrap(),
             &m.encode(Side::Target, &d.valid_tgt).unwrap(),
+            m.similarity(),
         )
         .mrr
     };

@@ -100,11 +100,12 @@ pub fn neighbours(args: NeighboursArgs) -> anyhow::Result<()> {
         "{} ({lang} term `{}`), {}; terms shown as their commonest training word:",
         n.word,
         n.term,
-        if n.csls { "CSLS" } else { "cosine" }
+        if n.csls { "CSLS" } else { n.similarity.label() }
     );
     println!(
         "  {other:<24} {:>7}     {lang:<24} {:>7}",
-        "score", "cosine"
+        "score",
+        n.similarity.label()
     );
     for i in 0..n.cross.len().max(n.own.len()) {
         let c = n
@@ -118,7 +119,7 @@ pub fn neighbours(args: NeighboursArgs) -> anyhow::Result<()> {
         let s = n
             .own
             .get(i)
-            .map(|x| format!("{:<24} {:>7.4}", x.surface, x.cosine))
+            .map(|x| format!("{:<24} {:>7.4}", x.surface, x.plain))
             .unwrap_or_default();
         println!("  {c}   {}", s.trim_end());
     }
@@ -290,7 +291,15 @@ fn export_workspace(l: &Loaded, out: &Path) -> anyhow::Result<Vec<PathBuf>> {
         written.extend([p, idp]);
     }
     let tag = rosetta::session::evaluate::session_tag(&l.session.dir);
-    let run = run_from_embeddings(docs, &queries, &a.doc_ids, &a.query_ids, RUN_DEPTH, &tag)?;
+    let run = run_from_embeddings(
+        docs,
+        &queries,
+        &a.doc_ids,
+        &a.query_ids,
+        RUN_DEPTH,
+        &tag,
+        l.model.similarity(),
+    )?;
     let p = out.join("adhoc.run");
     run.write(&p)?;
     written.push(p);

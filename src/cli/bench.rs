@@ -583,6 +583,7 @@ fn train(a: TrainBenchArgs) -> anyhow::Result<()> {
         let s = rosetta::eval::sentence::sentence_retrieval(
             &encode_split(model.as_ref(), test, Side::Source, &prepared.vocabs, &all)?,
             &encode_split(model.as_ref(), test, Side::Target, &prepared.vocabs, &all)?,
+            model.similarity(),
         );
         (json!(round(s.mrr, 4)), json!(round(s.mrr_ties_for, 4)))
     } else {

@@ -1,8 +1,11 @@
 //! Parallel sentence retrieval: every source text ranks all target texts by
-//! cosine; its own translation is the one relevant answer.
+//! the space's [`Similarity`] (the cosine for most models); its own
+//! translation is the one relevant answer.
 
 use ndarray::{s, Array2, Axis};
 use serde::Serialize;
+
+use crate::space::Similarity;
 
 /// Mean figures of a sentence-retrieval evaluation.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -27,13 +30,13 @@ pub struct SentenceScores {
 }
 
 /// Rank (from 1) of target `i` for every source row `i`, given unit-length
-/// rows. Ties count against the true answer (a target scoring the same as the
+/// rows compared by the cosine. Ties count against the true answer (a target scoring the same as the
 /// true one ranks above it), so a model that maps everything to one point
 /// scores near zero, never one. A score that is not finite (NaN, ±inf: a
 /// diverged model) is the worst there is: a non-finite true score ranks
 /// last, a non-finite other score never ranks above the true one.
 pub fn aligned_ranks(src: &Array2<f32>, tgt: &Array2<f32>) -> Vec<usize> {
-    aligned_ranks_both(src, tgt)
+    aligned_ranks_both(src, tgt, Similarity::Cosine)
         .into_iter()
         .map(|r| r.against)
         .collect()
@@ -50,13 +53,14 @@ pub struct TiedRank {
     pub for_: usize,
 }
 
-/// [`aligned_ranks`] under both tie conventions, in one pass. Non-finite
+/// [`aligned_ranks`] under both tie conventions, in one pass, with rows
+/// compared by `sim`. Non-finite
 /// scores follow [`aligned_ranks`]'s rule in both: a non-finite other score
 /// never ranks above the true one (as in torch_ref, where `NaN > own` is
 /// false), and a non-finite true score ranks last. The latter deliberately
 /// departs from torch_ref, whose comparisons with a NaN true score are all
 /// false and would rank it first: a diverged model must never score well.
-pub fn aligned_ranks_both(src: &Array2<f32>, tgt: &Array2<f32>) -> Vec<TiedRank> {
+pub fn aligned_ranks_both(src: &Array2<f32>, tgt: &Array2<f32>, sim: Similarity) -> Vec<TiedRank> {
     assert_eq!(
         src.nrows(),
         tgt.nrows(),
@@ -70,11 +74,10 @@ pub fn aligned_ranks_both(src: &Array2<f32>, tgt: &Array2<f32>) -> Vec<TiedRank>
     let n = src.nrows();
     let mut ranks = Vec::with_capacity(n);
     const BLOCK: usize = 512;
-    let tgt_t = tgt.t();
     let mut start = 0;
     while start < n {
         let end = (start + BLOCK).min(n);
-        let sims = src.slice(s![start..end, ..]).dot(&tgt_t);
+        let sims = sim.scores(src.slice(s![start..end, ..]), tgt.view());
         for (r, row) in sims.axis_iter(Axis(0)).enumerate() {
             let i = start + r;
             let own = row[i];
@@ -121,11 +124,12 @@ impl SentenceScores {
     }
 }
 
-/// MRR and P@1 of parallel sentence retrieval over aligned embeddings, ties
-/// counted against the answer (`mrr`, `p1`: the headline and the validation
-/// metric) and for it (`mrr_ties_for`, `p1_ties_for`).
-pub fn sentence_retrieval(src: &Array2<f32>, tgt: &Array2<f32>) -> SentenceScores {
-    SentenceScores::from_ranks(&aligned_ranks_both(src, tgt))
+/// MRR and P@1 of parallel sentence retrieval over aligned embeddings
+/// compared by `sim`, ties counted against the answer (`mrr`, `p1`: the
+/// headline and the validation metric) and for it (`mrr_ties_for`,
+/// `p1_ties_for`).
+pub fn sentence_retrieval(src: &Array2<f32>, tgt: &Array2<f32>, sim: Similarity) -> SentenceScores {
+    SentenceScores::from_ranks(&aligned_ranks_both(src, tgt, sim))
 }
 
 #[cfg(test)]
@@ -139,13 +143,13 @@ mod tests {
         let tgt = array![[1.0f32, 0.0], [0.6, 0.8], [0.0, 1.0]];
         // row 0: own 1.0, best; row 1: own .8, row 2 scores 1.0 above; row 2: own 0, two above
         assert_eq!(aligned_ranks(&src, &tgt), vec![1, 2, 3]);
-        let s = sentence_retrieval(&src, &tgt);
+        let s = sentence_retrieval(&src, &tgt, Similarity::Cosine);
         assert!((s.mrr - (1.0 + 0.5 + 1.0 / 3.0) / 3.0).abs() < 1e-12);
         assert!((s.p1 - 1.0 / 3.0).abs() < 1e-12);
         let zeros = Array2::<f32>::zeros((4, 2));
         assert_eq!(aligned_ranks(&zeros, &zeros), vec![4, 4, 4, 4]);
         // ties for the answer: everything on one point ranks every answer first
-        let z = sentence_retrieval(&zeros, &zeros);
+        let z = sentence_retrieval(&zeros, &zeros, Similarity::Cosine);
         assert_eq!((z.mrr_ties_for, z.p1_ties_for), (1.0, 1.0), "{z:?}");
         assert!((z.mrr - 0.25).abs() < 1e-12 && z.p1 == 0.0, "{z:?}");
     }
@@ -156,14 +160,14 @@ mod tests {
         // two tied; row 2: own 1, alone at the top
         let src = array![[1.0f32, 0.0], [0.0, 1.0], [1.0, 0.0], [0.0, 1.0]];
         let tgt = array![[0.6f32, 0.8], [0.6, 0.8], [1.0, 0.0], [0.6, 0.8]];
-        let r = aligned_ranks_both(&src, &tgt);
+        let r = aligned_ranks_both(&src, &tgt, Similarity::Cosine);
         let against: Vec<usize> = r.iter().map(|r| r.against).collect();
         let for_: Vec<usize> = r.iter().map(|r| r.for_).collect();
         // torch_ref: rank_for = (s > own).sum(1) + 1, rank_against = (s >= own).sum(1)
         assert_eq!(against, vec![4, 3, 1, 3]);
         assert_eq!(for_, vec![2, 1, 1, 1]);
         assert_eq!(against, aligned_ranks(&src, &tgt));
-        let s = sentence_retrieval(&src, &tgt);
+        let s = sentence_retrieval(&src, &tgt, Similarity::Cosine);
         let want = (0.25 + 1.0 / 3.0 + 1.0 + 1.0 / 3.0) / 4.0;
         assert!((s.mrr - want).abs() < 1e-12, "{s:?}");
         assert!((s.mrr_ties_for - 0.875).abs() < 1e-12, "{s:?}");
@@ -178,7 +182,7 @@ mod tests {
     fn non_finite_scores_rank_last() {
         let nan = Array2::<f32>::from_elem((3, 2), f32::NAN);
         assert_eq!(aligned_ranks(&nan, &nan), vec![3, 3, 3]);
-        let s = sentence_retrieval(&nan, &nan);
+        let s = sentence_retrieval(&nan, &nan, Similarity::Cosine);
         assert!(s.mrr < 0.34 && s.p1 == 0.0, "{s:?}");
         // also with ties for the answer: a NaN true score is never first
         assert!(s.mrr_ties_for < 0.34 && s.p1_ties_for == 0.0, "{s:?}");
@@ -186,5 +190,17 @@ mod tests {
         let src = array![[1.0f32, 0.0], [0.0, 1.0]];
         let tgt = array![[0.6f32, 0.8], [f32::INFINITY, 1.0]];
         assert_eq!(aligned_ranks(&src, &tgt), vec![1, 2]);
+    }
+
+    #[test]
+    fn topic_distributions_rank_by_jensen_shannon() {
+        // Against (½,½) every distribution has the same dot product, so a
+        // dot product ties; JS ranks the nearer one first.
+        let src = array![[0.9f32, 0.1], [0.5, 0.5]];
+        let tgt = array![[0.8f32, 0.2], [0.45, 0.55]];
+        let js = aligned_ranks_both(&src, &tgt, Similarity::JensenShannon);
+        assert_eq!(js.iter().map(|r| r.against).collect::<Vec<_>>(), vec![1, 1]);
+        let dot = aligned_ranks_both(&src, &tgt, Similarity::Cosine);
+        assert_eq!(dot[1].against, 2);
     }
 }

@@ -14,11 +14,12 @@
 
 use std::path::Path;
 
-use ndarray::{Array2, ArrayView2};
+use ndarray::{Array2, ArrayView1, ArrayView2};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::{Hit, TieOrder};
+use crate::space::{js_score, Similarity};
 use crate::{Error, Result};
 
 /// Queries per matrix product.
@@ -208,6 +209,42 @@ pub fn top_k(
     ties: &TieOrder,
     matmul: Matmul,
 ) -> Result<Vec<Vec<Hit>>> {
+    top_k_scored(docs, queries, k, ties, |q, d, dim, out| {
+        matmul.a_bt(q, d, dim, out)
+    })
+}
+
+/// [`top_k`] with rows compared by `sim`: the cosine through `matmul`, the
+/// Jensen–Shannon score pair by pair.
+pub fn top_k_by(
+    docs: ArrayView2<f32>,
+    queries: ArrayView2<f32>,
+    k: usize,
+    ties: &TieOrder,
+    sim: Similarity,
+    matmul: Matmul,
+) -> Result<Vec<Vec<Hit>>> {
+    match sim {
+        Similarity::Cosine => top_k(docs, queries, k, ties, matmul),
+        Similarity::JensenShannon => top_k_scored(docs, queries, k, ties, |q, d, dim, out| {
+            for (o, qr) in out.chunks_exact_mut(d.len() / dim).zip(q.chunks_exact(dim)) {
+                for (s, dr) in o.iter_mut().zip(d.chunks_exact(dim)) {
+                    *s = js_score(ArrayView1::from(qr), ArrayView1::from(dr));
+                }
+            }
+        }),
+    }
+}
+
+/// Exact top-`k` with `score(query block, doc block, dim, out)` filling the
+/// row-major `queries × docs` scores of one block pair.
+fn top_k_scored(
+    docs: ArrayView2<f32>,
+    queries: ArrayView2<f32>,
+    k: usize,
+    ties: &TieOrder,
+    score: impl Fn(&[f32], &[f32], usize, &mut [f32]) + Sync,
+) -> Result<Vec<Vec<Hit>>> {
     let (n, d) = docs.dim();
     let nq = queries.nrows();
     if queries.ncols() != d {
@@ -254,7 +291,7 @@ pub fn top_k(
                 for qb in (0..nq).step_by(qbs) {
                     let qe = (qb + qbs).min(nq);
                     let out = &mut buf[..(qe - qb) * nd];
-                    matmul.a_bt(&qslice[qb * d..qe * d], dblk, d, out);
+                    score(&qslice[qb * d..qe * d], dblk, d, out);
                     for (i, row) in out.chunks_exact(nd).enumerate() {
                         top.scan(qb + i, row, db, ties);
                     }
@@ -282,13 +319,14 @@ pub fn top_k(
     Ok(out)
 }
 
-/// A dense index: the document embeddings (one unit row per document) and
-/// how ties are broken.
+/// A dense index: the document embeddings (one row per document), the
+/// similarity they are searched by and how ties are broken.
 #[derive(Debug, Clone)]
 pub struct DenseIndex {
     docs: Array2<f32>,
     ties: TieOrder,
     matmul: Matmul,
+    similarity: Similarity,
 }
 
 impl DenseIndex {
@@ -311,6 +349,7 @@ impl DenseIndex {
             docs,
             ties: TieOrder::by_row(),
             matmul: Matmul::default(),
+            similarity: Similarity::Cosine,
         })
     }
 
@@ -324,6 +363,14 @@ impl DenseIndex {
             )));
         }
         self.ties = TieOrder::from_docnos(docnos);
+        Ok(self)
+    }
+
+    /// Searches by `sim` (default: the cosine, as a dot product); errors if
+    /// the rows are not what it compares (see [`Similarity::check_rows`]).
+    pub fn with_similarity(mut self, sim: Similarity) -> Result<Self> {
+        sim.check_rows(self.docs.view(), "document embeddings")?;
+        self.similarity = sim;
         Ok(self)
     }
 
@@ -350,7 +397,14 @@ impl DenseIndex {
 
     /// The `k` best documents of every query row, in evaluator order.
     pub fn search(&self, queries: ArrayView2<f32>, k: usize) -> Result<Vec<Vec<Hit>>> {
-        top_k(self.docs.view(), queries, k, &self.ties, self.matmul)
+        top_k_by(
+            self.docs.view(),
+            queries,
+            k,
+            &self.ties,
+            self.similarity,
+            self.matmul,
+        )
     }
 }
 
@@ -387,5 +441,30 @@ mod tests {
             let rows: Vec<u32> = hits[0].iter().map(|h| h.doc).collect();
             assert_eq!(rows, vec![2, 0, 3], "{m:?}");
         }
+    }
+
+    #[test]
+    fn jensen_shannon_index_ranks_by_js_score() {
+        // (½,½) has the same dot product with every distribution; JS tells them apart.
+        let docs = array![[0.9f32, 0.1], [0.45, 0.55], [0.0, 0.0], [0.7, 0.3]];
+        let idx = DenseIndex::new(docs.clone())
+            .unwrap()
+            .with_similarity(Similarity::JensenShannon)
+            .unwrap();
+        let q = array![[0.5f32, 0.5]];
+        let hits = idx.search(q.view(), 4).unwrap();
+        let rows: Vec<u32> = hits[0].iter().map(|h| h.doc).collect();
+        assert_eq!(rows, vec![1, 3, 0, 2]);
+        for h in &hits[0] {
+            let want = js_score(q.row(0), docs.row(h.doc as usize));
+            assert_eq!(h.score, f64::from(want));
+        }
+        // rows that are not distributions are refused
+        let e = DenseIndex::new(array![[0.6f32, 0.8]])
+            .unwrap()
+            .with_similarity(Similarity::JensenShannon)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("sums to"), "{e}");
     }
 }

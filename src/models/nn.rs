@@ -152,7 +152,7 @@ pub fn valid_mrr(model: &dyn Model, data: &TrainData, max: usize) -> Result<f64>
     let rows: Vec<usize> = (0..n).collect();
     let s = model.encode(Side::Source, &data.valid_src.select_rows(&rows))?;
     let t = model.encode(Side::Target, &data.valid_tgt.select_rows(&rows))?;
-    Ok(sentence_retrieval(&s, &t).mrr)
+    Ok(sentence_retrieval(&s, &t, model.similarity()).mrr)
 }
 
 /// A non-finite training loss is an error naming the model, phase and step.

@@ -167,10 +167,13 @@ pub struct AdhocFigures {
     pub empty_documents: Option<usize>,
 }
 
-/// Lexicon-induction figures, by cosine and by CSLS.
+/// Lexicon-induction figures, by the model's plain similarity and by CSLS.
 #[derive(Debug, Clone, Serialize)]
 pub struct BliFigures {
-    /// Nearest neighbours by cosine.
+    /// The model's similarity (the cosine for most models).
+    pub similarity: crate::space::Similarity,
+    /// Nearest neighbours by that similarity (named `cosine` for every
+    /// model, as scripts read it).
     pub cosine: BliScores,
     /// By CSLS.
     pub csls: BliScores,
@@ -304,8 +307,8 @@ impl EvalReport {
         if let Some(b) = &self.bli {
             let (c, s) = (&b.cosine, &b.csls);
             out.push(format!(
-                "lexicon induction ({} of {} entries): cosine P@1 {:.4} P@5 {:.4} P@10 {:.4}; CSLS P@1 {:.4} P@5 {:.4} P@10 {:.4}",
-                c.queries, c.entries, c.p1, c.p5, c.p10, s.p1, s.p5, s.p10
+                "lexicon induction ({} of {} entries): {} P@1 {:.4} P@5 {:.4} P@10 {:.4}; CSLS P@1 {:.4} P@5 {:.4} P@10 {:.4}",
+                c.queries, c.entries, b.similarity.label(), c.p1, c.p5, c.p10, s.p1, s.p5, s.p10
             ));
         }
         out
@@ -383,8 +386,15 @@ pub fn evaluate(req: &EvalRequest) -> Result<EvalReport> {
                 if keep_docs {
                     doc_side = Some((d.clone(), task.docs.ids.clone()));
                 }
-                let run =
-                    run_from_embeddings(d, &q, &task.docs.ids, &task.queries.ids, RUN_DEPTH, &tag)?;
+                let run = run_from_embeddings(
+                    d,
+                    &q,
+                    &task.docs.ids,
+                    &task.queries.ids,
+                    RUN_DEPTH,
+                    &tag,
+                    l.model.similarity(),
+                )?;
                 let judged = |i: usize| task.qrels.judgements.contains_key(&task.queries.ids[i]);
                 let empty = (
                     empty_rows(&l.counts(Side::Source, &task.queries.texts), judged),
@@ -404,7 +414,15 @@ pub fn evaluate(req: &EvalRequest) -> Result<EvalReport> {
                 if keep_docs {
                     doc_side = Some((d.clone(), a.doc_ids.clone()));
                 }
-                let run = run_from_embeddings(d, &q, &a.doc_ids, &a.query_ids, RUN_DEPTH, &tag)?;
+                let run = run_from_embeddings(
+                    d,
+                    &q,
+                    &a.doc_ids,
+                    &a.query_ids,
+                    RUN_DEPTH,
+                    &tag,
+                    l.model.similarity(),
+                )?;
                 let judged = |i: usize| a.qrels.judgements.contains_key(&a.query_ids[i]);
                 let empty = (
                     empty_rows(&a.queries, judged),
@@ -446,6 +464,7 @@ pub fn evaluate(req: &EvalRequest) -> Result<EvalReport> {
                         &task.queries.ids,
                         RUN_DEPTH,
                         &tag,
+                        l.model.similarity(),
                     )?)
                 }
                 None => None,
@@ -490,6 +509,7 @@ pub fn evaluate(req: &EvalRequest) -> Result<EvalReport> {
             Some(dict) => {
                 let analysed = dict.analysed(l.analyzer(Side::Source), l.analyzer(Side::Target));
                 report.bli = Some(BliFigures {
+                    similarity: l.model.similarity(),
                     cosine: bli(&l, &analysed, false)?,
                     csls: bli(&l, &analysed, true)?,
                 });
@@ -526,7 +546,7 @@ fn sentence_figures(
             l.counts(s, &t)
         };
         return Ok(Some(SentenceFigures {
-            scores: sentence_retrieval(&s, &t),
+            scores: sentence_retrieval(&s, &t, l.model.similarity()),
             split: files_label(files),
             pairs_without_known_terms: Some(without),
             empty_source_texts: Some(empty_rows(&counts(Side::Source, &pairs.source), |_| true)),
@@ -564,7 +584,7 @@ fn sentence_figures(
     )?;
     let empty = |m: &crate::text::CsrMatrix| rows.iter().filter(|&&i| m.row_is_empty(i)).count();
     Ok(Some(SentenceFigures {
-        scores: sentence_retrieval(&s, &t),
+        scores: sentence_retrieval(&s, &t, l.model.similarity()),
         split: name.to_string(),
         pairs_without_known_terms: Some(without),
         empty_source_texts: Some(empty(&split.src)),

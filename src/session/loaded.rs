@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use super::Session;
 use crate::models::{encode_texts, Model};
+use crate::space::Similarity;
 use crate::text::{Analyzer, CsrMatrix, Sequences, TextConfig};
 use crate::text::{Side, Vocabs};
 use crate::{Error, Result};
@@ -39,10 +40,11 @@ pub struct Loaded {
 pub struct Neighbour {
     /// The neighbouring term (an index term: stemmed where the language stems).
     pub term: String,
-    /// Cosine, or CSLS score.
+    /// The model's similarity, or the CSLS score built on it.
     pub score: f32,
-    /// Plain cosine (equal to `score` without CSLS).
-    pub cosine: f32,
+    /// The plain similarity (cosine, or the Jensen–Shannon score of a topic
+    /// model); equal to `score` without CSLS.
+    pub plain: f32,
 }
 
 /// The answer of [`Loaded::neighbours`].
@@ -56,6 +58,8 @@ pub struct Neighbours {
     pub side: Side,
     /// Whether scores are CSLS.
     pub csls: bool,
+    /// The measure the scores are built on.
+    pub similarity: Similarity,
     /// Nearest terms of the other language, best first.
     pub cross: Vec<Neighbour>,
     /// Nearest terms of the same language (the word itself left out).
@@ -175,7 +179,7 @@ impl Loaded {
         Ok(cell.get_or_init(|| v))
     }
 
-    /// CSLS penalty of every term of `side`: mean cosine of its
+    /// CSLS penalty of every term of `side`: mean similarity of its
     /// [`CSLS_K`] nearest terms of the other language (computed once).
     pub fn csls_penalty(&self, side: Side) -> Result<&Array1<f32>> {
         let cell = &self.csls_r[idx(side)];
@@ -184,14 +188,15 @@ impl Loaded {
         }
         let mine = self.term_vectors(side)?;
         let other = self.term_vectors(side.other())?;
-        let r = mean_top_k(mine, other, CSLS_K);
+        let r = mean_top_k(mine, other, CSLS_K, self.model.similarity());
         Ok(cell.get_or_init(|| r))
     }
 
     /// Nearest terms of `word` (a word of `side`'s language, analysed as the
-    /// training data was) in the other language and in its own, by cosine or
-    /// by CSLS (cross-domain similarity local scaling: `2 cos(x, y) - r(x) -
-    /// r(y)`, which demotes "hub" terms close to everything).
+    /// training data was) in the other language and in its own, by the
+    /// model's similarity or by CSLS (cross-domain similarity local scaling:
+    /// `2 sim(x, y) - r(x) - r(y)`, which demotes "hub" terms close to
+    /// everything).
     pub fn neighbours(&self, word: &str, side: Side, k: usize, csls: bool) -> Result<Neighbours> {
         let an = self.analyzer(side);
         let words = Analyzer::words(word);
@@ -210,8 +215,9 @@ impl Loaded {
             .ok_or_else(|| Error::invalid(format!("`{word}` is a stop word of `{}`", an.lang())))?;
         let vocab = self.vocabs.side(side);
         let mine = self.term_vectors(side)?;
+        let sim = self.model.similarity();
         // the word's units: one for `units = "words"`; a word cut into several
-        // subword units gets the normalised sum of their vectors
+        // subword units gets the sum of their vectors, normalised
         let units = an.segment(vec![term.clone()]);
         let ids: Vec<usize> = units
             .iter()
@@ -241,19 +247,16 @@ impl Loaded {
                 for &i in ids {
                     v += &mine.row(i);
                 }
-                let n = v.dot(&v).sqrt();
-                if n > 0.0 {
-                    v /= n;
-                }
+                sim.normalize(&mut v);
                 (v, None)
             }
         };
         let q = q.view();
         let cross = {
             let other = self.term_vectors(side.other())?;
-            let cos = other.dot(&q);
+            let cos = sim.against(other.view(), q);
             let scores = if csls {
-                let r_q = mean_top_k_row(q, other, CSLS_K);
+                let r_q = mean_top_k_row(q, other, CSLS_K, sim);
                 let r_other = self.csls_penalty(side.other())?;
                 cos.iter()
                     .zip(r_other.iter())
@@ -271,7 +274,7 @@ impl Loaded {
             )
         };
         let same = {
-            let cos = mine.dot(&q);
+            let cos = sim.against(mine.view(), q);
             top(
                 cos.as_slice().expect("contiguous"),
                 cos.as_slice().expect("contiguous"),
@@ -285,6 +288,7 @@ impl Loaded {
             term,
             side,
             csls,
+            similarity: sim,
             cross,
             same,
         })
@@ -310,13 +314,13 @@ fn top(
         .map(|i| Neighbour {
             term: vocab.term(i as u32).to_string(),
             score: scores[i],
-            cosine: cos[i],
+            plain: cos[i],
         })
         .collect()
 }
 
-fn mean_top_k_row(q: ArrayView1<f32>, other: &Array2<f32>, k: usize) -> f32 {
-    let mut c = other.dot(&q).to_vec();
+fn mean_top_k_row(q: ArrayView1<f32>, other: &Array2<f32>, k: usize, sim: Similarity) -> f32 {
+    let mut c = sim.against(other.view(), q).to_vec();
     mean_of_top(&mut c, k)
 }
 
@@ -330,14 +334,13 @@ fn mean_of_top(c: &mut [f32], k: usize) -> f32 {
     c[..k].iter().sum::<f32>() / k as f32
 }
 
-/// For every row of `a`, the mean of its `k` largest cosines with rows of `b`
-/// (blocked, so memory stays at block × |b|).
-fn mean_top_k(a: &Array2<f32>, b: &Array2<f32>, k: usize) -> Array1<f32> {
+/// For every row of `a`, the mean of its `k` largest similarities with rows
+/// of `b` (blocked, so memory stays at block × |b|).
+fn mean_top_k(a: &Array2<f32>, b: &Array2<f32>, k: usize, sim: Similarity) -> Array1<f32> {
     let mut out = Array1::<f32>::zeros(a.nrows());
     const BLOCK: usize = 1024;
-    let bt = b.t();
     for (bi, chunk) in a.axis_chunks_iter(Axis(0), BLOCK).enumerate() {
-        let sims = chunk.dot(&bt);
+        let sims = sim.scores(chunk, b.view());
         for (r, row) in sims.axis_iter(Axis(0)).enumerate() {
             let mut v = row.to_vec();
             out[bi * BLOCK + r] = mean_of_top(&mut v, k);
@@ -355,9 +358,9 @@ mod tests {
     fn mean_top_k_is_exact() {
         let a = array![[1.0f32, 0.0], [0.0, 1.0]];
         let b = array![[1.0f32, 0.0], [0.6, 0.8], [0.0, 1.0]];
-        let r = mean_top_k(&a, &b, 2);
+        let r = mean_top_k(&a, &b, 2, Similarity::Cosine);
         assert!((r[0] - 0.8).abs() < 1e-6);
         assert!((r[1] - 0.9).abs() < 1e-6);
-        assert!((mean_top_k_row(a.row(0), &b, 1) - 1.0).abs() < 1e-6);
+        assert!((mean_top_k_row(a.row(0), &b, 1, Similarity::Cosine) - 1.0).abs() < 1e-6);
     }
 }

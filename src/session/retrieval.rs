@@ -1,6 +1,7 @@
 //! Using a model for retrieval: ad-hoc runs over a workspace's collection
 //! (queries in the source language, documents in the target language, both
-//! encoded by the model, ranked by cosine) and their trec_eval figures.
+//! encoded by the model, ranked by its [`Similarity`]) and their trec_eval
+//! figures.
 //! Shared by the runner's per-epoch validation, `rosetta eval`, `rosetta
 //! export` and the workbench.
 
@@ -12,6 +13,7 @@ use crate::corpus::prepare::{AdhocData, SplitData};
 use crate::eval::metrics::{evaluate_rankings, Evaluation};
 use crate::eval::trec::Run;
 use crate::models::{encode_texts, Model};
+use crate::space::Similarity;
 use crate::text::{Side, Vocabs};
 use crate::Result;
 
@@ -50,11 +52,19 @@ pub fn encode_split(
 /// The ranked run of `model` on `adhoc`, `depth` documents per query.
 pub fn adhoc_run(model: &dyn Model, adhoc: &AdhocData, depth: usize, tag: &str) -> Result<Run> {
     let (docs, queries) = encode_adhoc(model, adhoc)?;
-    run_from_embeddings(docs, &queries, &adhoc.doc_ids, &adhoc.query_ids, depth, tag)
+    run_from_embeddings(
+        docs,
+        &queries,
+        &adhoc.doc_ids,
+        &adhoc.query_ids,
+        depth,
+        tag,
+        model.similarity(),
+    )
 }
 
 /// A run from document and query embeddings (rows in the order of
-/// `doc_ids` and `query_ids`): cosine (dot product of unit rows), ranked as
+/// `doc_ids` and `query_ids`) compared by `sim`, ranked as
 /// trec_eval ranks (score descending, ties by document id descending),
 /// `depth` per query.
 pub fn run_from_embeddings<S: AsRef<str>>(
@@ -64,6 +74,7 @@ pub fn run_from_embeddings<S: AsRef<str>>(
     query_ids: &[S],
     depth: usize,
     tag: &str,
+    sim: Similarity,
 ) -> Result<Run> {
     if docs.ncols() != queries.ncols() {
         return Err(crate::Error::invalid(format!(
@@ -73,7 +84,10 @@ pub fn run_from_embeddings<S: AsRef<str>>(
         )));
     }
     let mut results = BTreeMap::new();
-    for (qi, ranked) in rank(&docs, queries, doc_ids, depth).into_iter().enumerate() {
+    for (qi, ranked) in rank(&docs, queries, doc_ids, depth, sim)
+        .into_iter()
+        .enumerate()
+    {
         results.insert(
             query_ids[qi].as_ref().to_string(),
             ranked
@@ -88,24 +102,24 @@ pub fn run_from_embeddings<S: AsRef<str>>(
     })
 }
 
-/// The `depth` best documents (row, cosine) of every query row, ranked as
+/// The `depth` best documents (row, score by `sim`) of every query row, ranked as
 /// trec_eval ranks: score descending, ties by document id descending.
 pub fn rank<S: AsRef<str>>(
     docs: &Array2<f32>,
     queries: &Array2<f32>,
     doc_ids: &[S],
     depth: usize,
+    sim: Similarity,
 ) -> Vec<Vec<(usize, f64)>> {
     let mut out = Vec::with_capacity(queries.nrows());
     const BLOCK: usize = 256;
-    let dt = docs.t();
     let cmp = |a: &(usize, f64), b: &(usize, f64)| {
         crate::eval::trec::rank_key(b.1)
             .total_cmp(&crate::eval::trec::rank_key(a.1))
             .then_with(|| doc_ids[b.0].as_ref().cmp(doc_ids[a.0].as_ref()))
     };
     for chunk in queries.axis_chunks_iter(Axis(0), BLOCK) {
-        let sims = chunk.dot(&dt);
+        let sims = sim.scores(chunk, docs.view());
         for row in sims.axis_iter(Axis(0)) {
             let mut ranked: Vec<(usize, f64)> = row
                 .iter()
@@ -170,7 +184,7 @@ pub struct BliScores {
 /// Bilingual lexicon induction: for every dictionary entry (source term ->
 /// target terms, analysed as the training data) whose source term and at
 /// least one translation are in the vocabularies, the rank of the first
-/// translation among all target words by cosine (or CSLS; the n-gram
+/// translation among all target words by the model's similarity (or CSLS; the n-gram
 /// fallback's units are no candidates).
 pub fn bli(
     loaded: &super::Loaded,
@@ -179,6 +193,7 @@ pub fn bli(
 ) -> Result<BliScores> {
     let src = loaded.term_vectors(Side::Source)?;
     let tgt = loaded.term_vectors(Side::Target)?;
+    let sim = loaded.model.similarity();
     let r_tgt = if csls {
         Some(loaded.csls_penalty(Side::Target)?)
     } else {
@@ -204,7 +219,7 @@ pub fn bli(
             continue;
         }
         n += 1;
-        let mut scores = tgt.dot(&src.row(sid as usize));
+        let mut scores = sim.against(tgt.view(), src.row(sid as usize));
         if let (Some(rt), Some(rs)) = (r_tgt, r_src) {
             let rq = rs[sid as usize];
             scores.zip_mut_with(rt, |c, r| *c = 2.0 * *c - rq - r);
@@ -247,11 +262,11 @@ mod tests {
         let docs = array![[1.0f32, 0.0], [0.0, 1.0], [1.0, 0.0], [0.6, 0.8]];
         let ids = ["a", "b", "c", "d"];
         let q = array![[1.0f32, 0.0], [0.0, 1.0]];
-        let r = rank(&docs, &q, &ids, 3);
+        let r = rank(&docs, &q, &ids, 3, Similarity::Cosine);
         // ties (a, c at 1.0) go to the larger id first, as trec_eval
         assert_eq!(r[0].iter().map(|x| x.0).collect::<Vec<_>>(), vec![2, 0, 3]);
         assert_eq!(r[1][0].0, 1);
-        assert_eq!(rank(&docs, &q, &ids, 0)[0].len(), 0);
-        assert_eq!(rank(&docs, &q, &ids, 10)[0].len(), 4);
+        assert_eq!(rank(&docs, &q, &ids, 0, Similarity::Cosine)[0].len(), 0);
+        assert_eq!(rank(&docs, &q, &ids, 10, Similarity::Cosine)[0].len(), 4);
     }
 }

@@ -39,8 +39,9 @@ use crate::{Error, Result};
 pub const TEXT_CHARS: usize = 400;
 /// Query terms listed per document as its top contributors.
 const CONTRIBUTORS: usize = 3;
-/// Cosine from which a document term counts as related to the query.
-const RELATED_COSINE: f32 = 0.5;
+/// Similarity (cosine, or Jensen–Shannon score) from which a document term
+/// counts as related to the query.
+const RELATED_SIMILARITY: f32 = 0.5;
 
 /// A workspace's ad-hoc collection, analysed once and shared by the sessions
 /// on that workspace: texts, judged queries, the analysed dictionary and a
@@ -215,10 +216,10 @@ pub struct MarkedNeighbour {
     pub term: String,
     /// The commonest training word behind the term, to show.
     pub surface: String,
-    /// Cosine or CSLS score.
+    /// The model's similarity, or the CSLS score built on it.
     pub score: f64,
-    /// Plain cosine (equal to `score` without CSLS).
-    pub cosine: f64,
+    /// The plain similarity (equal to `score` without CSLS).
+    pub plain: f64,
     /// Listed as a translation of the looked-up term in the workspace's
     /// dictionary (other-language neighbours only).
     pub gold: bool,
@@ -242,6 +243,8 @@ pub struct NeighbourResult {
     pub surface: String,
     /// Whether scores of `cross` are CSLS.
     pub csls: bool,
+    /// The measure the scores are built on.
+    pub similarity: crate::space::Similarity,
     /// The dictionary's translations of the term (analysed), `None` without a dictionary.
     pub translations: Option<Vec<String>>,
     /// Nearest terms in the other language, best first.
@@ -306,7 +309,7 @@ pub fn marked_neighbours(
                     term: x.term.clone(),
                     surface: m.show(other, &x.term),
                     score: x.score as f64,
-                    cosine: x.cosine as f64,
+                    plain: x.plain as f64,
                 })
                 .collect()
         };
@@ -319,6 +322,7 @@ pub fn marked_neighbours(
         word: n.word,
         term: n.term,
         csls: n.csls,
+        similarity: n.similarity,
         translations,
     })
 }
@@ -381,7 +385,9 @@ impl Searcher {
             let m = Loaded::open(dir, &candle_core::Device::Cpu)?;
             progress(0.6, "encoding documents");
             let doc_emb = m.encode_texts(Side::Target, &corpus.doc_full)?;
-            let dense = DenseIndex::new(doc_emb.clone())?.with_docnos(&corpus.doc_ids)?;
+            let dense = DenseIndex::new(doc_emb.clone())?
+                .with_docnos(&corpus.doc_ids)?
+                .with_similarity(m.model.similarity())?;
             Ranker::Dense {
                 m: Box::new(m),
                 dense,
@@ -635,7 +641,8 @@ impl Searcher {
                 // the ranking `rosetta eval` uses (select, then sort the depth kept)
                 let texts: Vec<&str> = judged.iter().map(|(_, t)| t.as_str()).collect();
                 let q = m.encode_texts(Side::Source, &texts)?;
-                let ranked = super::retrieval::rank(doc_emb, &q, &c.doc_ids, depth);
+                let ranked =
+                    super::retrieval::rank(doc_emb, &q, &c.doc_ids, depth, m.model.similarity());
                 judged
                     .iter()
                     .zip(ranked)
@@ -660,7 +667,8 @@ impl Searcher {
 
 /// Why a dense model ranked a document: each query term's share of the
 /// cosine (exact for additive models, whose text vector is a sum of term
-/// vectors) and the document terms close to the query.
+/// vectors; a topic model's terms count by their own similarity to the
+/// document) and the document terms close to the query.
 struct Explain<'a> {
     m: &'a Loaded,
     doc_emb: &'a Array2<f32>,
@@ -701,7 +709,8 @@ impl<'a> Explain<'a> {
             .map(|(t, id)| {
                 // subword units shown readably (`light…`); words as they are
                 let shown = self.m.analyzer(Side::Source).display(t);
-                (shown, self.tv_src.row(*id as usize).dot(&de) as f64)
+                let sim = self.m.model.similarity();
+                (shown, sim.score(self.tv_src.row(*id as usize), de) as f64)
             })
             .collect();
         c.sort_by(|a, b| {
@@ -712,10 +721,9 @@ impl<'a> Explain<'a> {
     }
 
     fn related(&self, term: &str) -> bool {
-        self.m
-            .vocabs
-            .target
-            .id(term)
-            .is_some_and(|id| self.tv_tgt.row(id as usize).dot(&self.query) >= RELATED_COSINE)
+        self.m.vocabs.target.id(term).is_some_and(|id| {
+            let sim = self.m.model.similarity();
+            sim.score(self.tv_tgt.row(id as usize), self.query.view()) >= RELATED_SIMILARITY
+        })
     }
 }

@@ -734,7 +734,7 @@ impl RunnerHooks<'_> {
                      epoch {epoch} (try a lower --lr)"
                 )));
             }
-            let sc = sentence_retrieval(&s, &t);
+            let sc = sentence_retrieval(&s, &t, model.similarity());
             if !sc.mrr.is_finite() {
                 return Err(Error::invalid(format!(
                     "validation MRR is not finite at epoch {epoch} (the model produced NaN embeddings)"

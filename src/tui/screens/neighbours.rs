@@ -37,7 +37,7 @@ pub struct NeighScreen {
     pub editing: bool,
     /// Language of the term.
     pub side: Side,
-    /// CSLS instead of cosine.
+    /// CSLS instead of the model's plain similarity.
     pub csls: bool,
     /// Focused list: 0 other language, 1 own language.
     pub list: usize,
@@ -257,7 +257,15 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         format!(
             "   [{} language · {}]",
             side_name(n.side),
-            if n.csls { "CSLS" } else { "cosine" }
+            if n.csls {
+                "CSLS"
+            } else {
+                // the focused pane's model's measure
+                n.panes[n.pane]
+                    .result
+                    .as_ref()
+                    .map_or("cosine", |r| r.similarity.label())
+            }
         ),
         th.dim(),
     ));
