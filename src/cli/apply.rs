@@ -234,6 +234,15 @@ pub fn export(args: ExportArgs) -> anyhow::Result<()> {
     for p in written {
         println!("{}", p.display());
     }
+    let sim = l.model.similarity();
+    if sim != rosetta::space::Similarity::Cosine {
+        eprintln!(
+            "note: the rows are {} rows of a {} space, to be compared by {}, not by cosine",
+            l.model.dim(),
+            l.model.kind(),
+            sim.name()
+        );
+    }
     Ok(())
 }
 
