@@ -237,9 +237,9 @@ pub fn export(args: ExportArgs) -> anyhow::Result<()> {
     let sim = l.model.similarity();
     if sim != rosetta::space::Similarity::Cosine {
         eprintln!(
-            "note: the rows are {} rows of a {} space, to be compared by {}, not by cosine",
-            l.model.dim(),
+            "note: {} rows ({} dimensions) are compared by {}, not by cosine",
             l.model.kind(),
+            l.model.dim(),
             sim.name()
         );
     }
