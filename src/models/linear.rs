@@ -28,7 +28,7 @@ pub const PROJ_SOURCE: &str = "proj.source";
 /// Name of the target-side projection tensor in checkpoints.
 pub const PROJ_TARGET: &str = "proj.target";
 
-/// The trainer registered under `name` (`cl-lsi`, `opca`, `cca`, `s2net`),
+/// The trainer registered under `name` (`cl-lsi`, `opca`, `cca`, `s2net`, `hdlr`),
 /// or `None` for a name that is not one of the linear models.
 pub fn linear_trainer(name: &str) -> Option<Box<dyn Trainer>> {
     match name {
@@ -36,6 +36,7 @@ pub fn linear_trainer(name: &str) -> Option<Box<dyn Trainer>> {
         "opca" => Some(Box::new(crate::models::opca::OpcaTrainer)),
         "cca" => Some(Box::new(crate::models::cca::CcaTrainer)),
         "s2net" => Some(Box::new(crate::models::s2net::S2NetTrainer)),
+        "hdlr" => Some(Box::new(crate::models::hdlr::HdlrTrainer)),
         _ => None,
     }
 }
