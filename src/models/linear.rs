@@ -1,4 +1,4 @@
-//! What the linear projection models (CL-LSI, OPCA, CCA, S2Net) share: a
+//! What the linear projection models (CL-LSI, OPCA, CCA, S2Net, HDLR) share: a
 //! projection matrix per language applied to log-tf·idf weighted,
 //! row-normalised sparse term vectors, and the numerical kit they are fitted
 //! with (seeded randomised SVD over implicit operators, dense Cholesky with a

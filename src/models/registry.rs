@@ -221,6 +221,10 @@ const COUNT: Check = Check::Int {
     min: 0,
     max: 1_000_000,
 };
+const CONSTRAINTS: Check = Check::Int {
+    min: 0,
+    max: 100_000_000,
+};
 const PERCENT: Check = Check::Range {
     min: 0.0,
     max: 100.0,
@@ -509,7 +513,7 @@ pub static MODELS: &[ModelSpec] = &[
             s(
                 "negatives",
                 "10000",
-                COUNT,
+                CONSTRAINTS,
                 "dissimilar constraints: random non-aligned pairs",
             ),
             s(
@@ -521,7 +525,7 @@ pub static MODELS: &[ModelSpec] = &[
             s(
                 "positives",
                 "10000",
-                COUNT,
+                CONSTRAINTS,
                 "similar constraints: aligned training pairs (repeated beyond their number)",
             ),
             s(
