@@ -574,9 +574,10 @@ impl Trainer for HdlrTrainer {
                 .collect();
             if !given.is_empty() {
                 return Err(Error::invalid(format!(
-                    "hdlr: {} set OPCA's fit of the start, which init={dir} replaces; drop them \
-                     or drop init",
-                    given.join(", ")
+                    "hdlr: {} only apply to the OPCA start fitted without init; init={dir} \
+                     gives the start: drop {} or init",
+                    given.join(", "),
+                    if given.len() == 1 { "it" } else { "them" }
                 )));
             }
             check_init(Path::new(dir), cfg.k)?;
