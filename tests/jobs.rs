@@ -160,7 +160,7 @@ fn settings_and_devices_are_checked_by_the_engine() {
     let e = jobs::check_setting("s2net", "negatives", "random:4")
         .unwrap_err()
         .to_string();
-    assert!(e.contains("read by xcnn"), "{e}");
+    assert!(e.contains("read by hdlr, xcnn"), "{e}");
     assert!(jobs::check_setting("s2net", "patience", "3").is_ok());
     assert!(jobs::check_setting("bm25", "patience", "3").is_err());
     assert!(jobs::check_setting("bm25", "k1", "0.9").is_ok());

@@ -1,4 +1,4 @@
-//! What the linear projection models (CL-LSI, OPCA, CCA, S2Net) share: a
+//! What the linear projection models (CL-LSI, OPCA, CCA, S2Net, HDLR) share: a
 //! projection matrix per language applied to log-tf·idf weighted,
 //! row-normalised sparse term vectors, and the numerical kit they are fitted
 //! with (seeded randomised SVD over implicit operators, dense Cholesky with a
@@ -28,7 +28,7 @@ pub const PROJ_SOURCE: &str = "proj.source";
 /// Name of the target-side projection tensor in checkpoints.
 pub const PROJ_TARGET: &str = "proj.target";
 
-/// The trainer registered under `name` (`cl-lsi`, `opca`, `cca`, `s2net`),
+/// The trainer registered under `name` (`cl-lsi`, `opca`, `cca`, `s2net`, `hdlr`),
 /// or `None` for a name that is not one of the linear models.
 pub fn linear_trainer(name: &str) -> Option<Box<dyn Trainer>> {
     match name {
@@ -36,6 +36,7 @@ pub fn linear_trainer(name: &str) -> Option<Box<dyn Trainer>> {
         "opca" => Some(Box::new(crate::models::opca::OpcaTrainer)),
         "cca" => Some(Box::new(crate::models::cca::CcaTrainer)),
         "s2net" => Some(Box::new(crate::models::s2net::S2NetTrainer)),
+        "hdlr" => Some(Box::new(crate::models::hdlr::HdlrTrainer)),
         _ => None,
     }
 }

@@ -10,6 +10,7 @@ pub mod adv_bilstm;
 pub mod bae;
 pub mod bm25;
 pub mod dbn_cca;
+pub mod hdlr;
 pub mod lstm;
 pub mod nn;
 pub mod optim;
@@ -138,6 +139,11 @@ impl Params {
     /// The given value of `key`, else its recorded one.
     fn lookup(&self, key: &str) -> Option<&String> {
         self.given.get(key).or_else(|| self.recorded.get(key))
+    }
+
+    /// Whether `key` was given (not merely recorded or defaulted).
+    pub fn is_given(&self, key: &str) -> bool {
+        self.given.contains_key(key)
     }
 
     /// Sets or replaces one value.

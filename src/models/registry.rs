@@ -8,7 +8,7 @@
 //! Adding a model: one file under `models/` with its [`Trainer`], and one
 //! [`ModelSpec`] row in [`MODELS`].
 
-use super::{adv_bilstm, bae, cca, cl_lsi, dbn_cca, opca, s2net, xcnn, Trainer};
+use super::{adv_bilstm, bae, cca, cl_lsi, dbn_cca, hdlr, opca, s2net, xcnn, Trainer};
 
 /// What a setting's value must be. Every check refuses NaN and infinities.
 #[derive(Debug, Clone, Copy)]
@@ -220,6 +220,15 @@ const BATCH: Check = Check::Int {
 const COUNT: Check = Check::Int {
     min: 0,
     max: 1_000_000,
+};
+const CONSTRAINTS: Check = Check::Int {
+    min: 0,
+    max: 100_000_000,
+};
+const PERCENT: Check = Check::Range {
+    min: 0.0,
+    max: 100.0,
+    open: false,
 };
 const OPTIM: Check = Check::Choice(&["adam", "lazy-adam"]);
 const INIT: Setting = Setting {
@@ -473,6 +482,72 @@ pub static MODELS: &[ModelSpec] = &[
             WEIGHT_DECAY,
         ],
         trainer: Some(|| Box::new(s2net::S2NetTrainer)),
+        text: &[],
+    },
+    ModelSpec {
+        name: "hdlr",
+        summary: "high-dimension low-rank metric learning: ITML on A = U Uᵀ from an OPCA start (seed 001)",
+        space: true,
+        runner: true,
+        settings: &[
+            DIM,
+            s(
+                "dissimilar_pct",
+                "95",
+                PERCENT,
+                "l: random pairs' start-distance percentile dissimilar pairs must exceed",
+            ),
+            s("epochs", "10", EPOCHS, "ITML passes over the constraints"),
+            s(
+                "gamma",
+                "1",
+                Check::Positive,
+                "ITML slack trade-off (large: hard constraints)",
+            ),
+            Setting {
+                key: "init",
+                default: None,
+                check: Check::Path,
+                help: "start from a linear model's session (opca); unset: fit OPCA first",
+            },
+            s(
+                "negatives",
+                "10000",
+                CONSTRAINTS,
+                "dissimilar constraints: random non-aligned pairs",
+            ),
+            s(
+                "oversample",
+                "10",
+                COUNT,
+                "OPCA start (no init): randomised SVD's extra sketch columns",
+            ),
+            s(
+                "positives",
+                "10000",
+                CONSTRAINTS,
+                "similar constraints: aligned training pairs (repeated beyond their number)",
+            ),
+            s(
+                "power_iters",
+                "6",
+                COUNT,
+                "OPCA start (no init): randomised SVD's power iterations",
+            ),
+            s(
+                "ridge",
+                "0.1",
+                Check::NonNegative,
+                "OPCA start (no init): ridge on the noise covariance",
+            ),
+            s(
+                "similar_pct",
+                "5",
+                PERCENT,
+                "u: random pairs' start-distance percentile similar pairs must stay below",
+            ),
+        ],
+        trainer: Some(|| Box::new(hdlr::HdlrTrainer)),
         text: &[],
     },
     ModelSpec {
