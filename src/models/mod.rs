@@ -13,6 +13,7 @@ pub mod dbn_cca;
 pub mod lstm;
 pub mod nn;
 pub mod optim;
+pub mod plsa;
 pub mod rbm;
 pub mod trainer;
 pub mod xcnn;
