@@ -159,7 +159,7 @@ impl<'a> SideCounts<'a> {
         let mut len = vec![0.0; n];
         let mut term_count = vec![0.0; v];
         let mut col_ptr = vec![0usize; v + 1];
-        for d in 0..n {
+        for (d, len_d) in len.iter_mut().enumerate() {
             let (idx, val) = rows.row(d);
             for (&w, &c) in idx.iter().zip(val) {
                 if !(c.is_finite() && c >= 0.0) {
@@ -173,7 +173,7 @@ impl<'a> SideCounts<'a> {
                         "{kind}: {what} counts: pair {d} names term {w} of a {v}-term vocabulary"
                     )));
                 }
-                len[d] += f64::from(c);
+                *len_d += f64::from(c);
                 term_count[w as usize] += f64::from(c);
                 col_ptr[w as usize + 1] += 1;
             }
@@ -474,10 +474,9 @@ fn pair_e_step(
     let k = st.k;
     let th = &st.theta[d * k..(d + 1) * k];
     let mut ps = PairStats::default();
-    let mut len = [0.0; 2];
+    let len = [0, 1].map(|l| corpus.sides[l].len[d]);
     for l in 0..2 {
         let (idx, val) = corpus.sides[l].rows.row(d);
-        len[l] = corpus.sides[l].len[d];
         let p = &mut sc.p[l];
         p.clear();
         p.resize(idx.len() * k, 0.0);
