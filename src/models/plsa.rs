@@ -8,7 +8,8 @@
 //! enforced by projecting each pair's posteriors in the E-step.
 //!
 //! A text's embedding is its θ folded in (EM on θ alone, its side's φ fixed,
-//! `fold_in` iterations from uniform, with the α prior); texts are compared by
+//! `fold_in` iterations from uniform, under a Dirichlet prior of its own,
+//! `fold_in_alpha`: short texts want a weaker one); texts are compared by
 //! Jensen–Shannon ([`Similarity::JensenShannon`]). A term's vector is its
 //! topic profile `p(z|w) ∝ φ_zw·p(z)`.
 //!
@@ -81,6 +82,8 @@ pub struct PlsaConfig {
     pub epochs: usize,
     /// Folding-in iterations of [`Model::encode`].
     pub fold_in: usize,
+    /// Dirichlet parameter on a folded-in text's θ (≥ 1).
+    pub fold_in_alpha: f64,
     /// CPLSA's constraint; `None` for JPLSA.
     pub pr: Option<PrConfig>,
 }
@@ -103,6 +106,7 @@ impl PlsaConfig {
             beta: p.get("beta")?,
             epochs: p.get("epochs")?,
             fold_in: p.get("fold_in")?,
+            fold_in_alpha: p.get("fold_in_alpha")?,
             pr,
         };
         c.check(kind)?;
@@ -116,7 +120,11 @@ impl PlsaConfig {
         if self.topics == 0 {
             return bad("dim (the number of topics) must be at least 1".into());
         }
-        for (name, v) in [("alpha", self.alpha), ("beta", self.beta)] {
+        for (name, v) in [
+            ("alpha", self.alpha),
+            ("beta", self.beta),
+            ("fold_in_alpha", self.fold_in_alpha),
+        ] {
             if !(v.is_finite() && v >= 1.0) {
                 return bad(format!(
                     "{name} = {v}: a Dirichlet parameter below 1 (or not finite) has no MAP \
@@ -236,6 +244,11 @@ impl<'a> Corpus<'a> {
                 )));
             }
         }
+        if !(0..src.n_rows()).any(|d| sides[0].len[d] > 0.0 && sides[1].len[d] > 0.0) {
+            return Err(Error::invalid(format!(
+                "{kind}: no training pair has tokens on both sides"
+            )));
+        }
         let tokens = sides.iter().map(|s| s.len.iter().sum::<f64>()).sum();
         Ok(Corpus {
             pairs: src.n_rows(),
@@ -261,18 +274,30 @@ pub struct EmState {
 }
 
 impl EmState {
-    /// The seeded start: θ uniform; `φ_zw ∝ n_w · (0.5 + u_zw)` with `n_w`
-    /// the term's training tokens and `u` uniform in [0, 1), drawn source
-    /// then target, term by term, topic by topic.
+    /// The seeded start: θ uniform, and topic `z` begins as one training
+    /// pair: `φ^L_z = ½·(pair d_z's L side as a distribution) + ½·(L's
+    /// add-one unigram distribution, each term's share scaled by a factor
+    /// 0.5 + u, u uniform in [0, 1), then renormalised)`, the `K` pairs
+    /// `d_z` drawn without repeats among the pairs with tokens on both
+    /// sides (cycling when there are fewer). Measured on enhi: EM from this
+    /// start is ahead after 10 iterations of where near-uniform random φ is
+    /// after 20 (`docs/models.md`).
     fn init(corpus: &Corpus<'_>, k: usize, seed: u64) -> EmState {
+        use rand::seq::SliceRandom;
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let theta = vec![1.0 / k as f64; corpus.pairs * k];
+        let mut seeds: Vec<usize> = (0..corpus.pairs)
+            .filter(|&d| corpus.sides[0].len[d] > 0.0 && corpus.sides[1].len[d] > 0.0)
+            .collect();
+        seeds.shuffle(&mut rng);
         let phi = [0, 1].map(|l| {
             let s = &corpus.sides[l];
-            let mut phi = vec![0.0; s.vocab() * k];
+            let v = s.vocab();
+            let total: f64 = s.term_count.iter().sum::<f64>() + v as f64;
+            let mut phi = vec![0.0; v * k];
             for (w, row) in phi.chunks_mut(k).enumerate() {
                 for x in row.iter_mut() {
-                    *x = s.term_count[w] * (0.5 + rng.random::<f64>());
+                    *x = (s.term_count[w] + 1.0) / total * (0.5 + rng.random::<f64>());
                 }
             }
             let mut col = vec![0.0; k];
@@ -283,7 +308,14 @@ impl EmState {
             }
             for row in phi.chunks_mut(k) {
                 for (x, c) in row.iter_mut().zip(&col) {
-                    *x /= c;
+                    *x *= 0.5 / c;
+                }
+            }
+            for z in 0..k {
+                let d = seeds[z % seeds.len()];
+                let (idx, val) = s.rows.row(d);
+                for (&w, &c) in idx.iter().zip(val) {
+                    phi[w as usize * k + z] += 0.5 * f64::from(c) / s.len[d];
                 }
             }
             phi
@@ -860,7 +892,7 @@ impl<'a> Em<'a> {
             to32(&self.state.phi[0])?,
             to32(&self.state.phi[1])?,
             prior,
-            self.cfg.alpha,
+            self.cfg.fold_in_alpha,
             self.cfg.fold_in,
         )
     }
@@ -1251,7 +1283,7 @@ impl Trainer for PlsaTrainer {
         _device: &Device,
     ) -> Result<Box<dyn Model>> {
         let p = params.of(self.kind)?;
-        let alpha: f64 = p.get("alpha")?;
+        let alpha: f64 = p.get("fold_in_alpha")?;
         let fold_in: usize = p.get("fold_in")?;
         Ok(Box::new(PlsaModel::from_tensors(
             self.kind, vocabs, &tensors, alpha, fold_in,
@@ -1290,6 +1322,7 @@ mod tests {
             beta: 1.01,
             epochs: 30,
             fold_in: 10,
+            fold_in_alpha: 1.001,
             pr,
         }
     }
@@ -1444,7 +1477,7 @@ mod tests {
                 1,
             ),
         };
-        let back = PlsaModel::from_tensors(JPLSA, &vocabs, &map, 1.1, 10).unwrap();
+        let back = PlsaModel::from_tensors(JPLSA, &vocabs, &map, 1.001, 10).unwrap();
         assert_eq!(back.encode(Side::Source, &q).unwrap(), e);
         let mut short = map.clone();
         short.insert(

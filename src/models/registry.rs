@@ -334,8 +334,25 @@ const PLSA_FOLD_IN: Setting = s(
     },
     "EM iterations folding in a text's θ (the seed's 10)",
 );
+const PLSA_FOLD_IN_ALPHA: Setting = s(
+    "fold_in_alpha",
+    "1.001",
+    Check::Range {
+        min: 1.0,
+        max: 1e6,
+        open: false,
+    },
+    "Dirichlet prior on a folded-in text's θ (short texts want it near 1)",
+);
 /// JPLSA's settings; CPLSA's are these and its constraint's.
-const PLSA_SETTINGS: &[Setting] = &[PLSA_ALPHA, PLSA_BETA, PLSA_DIM, PLSA_EPOCHS, PLSA_FOLD_IN];
+const PLSA_SETTINGS: &[Setting] = &[
+    PLSA_ALPHA,
+    PLSA_BETA,
+    PLSA_DIM,
+    PLSA_EPOCHS,
+    PLSA_FOLD_IN,
+    PLSA_FOLD_IN_ALPHA,
+];
 /// The topic models' `[text]` defaults: PLSA models every token, so stop
 /// words (which would fill the topics) are removed, and a text is its
 /// known words (no n-gram units).
@@ -764,6 +781,7 @@ pub static MODELS: &[ModelSpec] = &[
             PLSA_DIM,
             PLSA_EPOCHS,
             PLSA_FOLD_IN,
+            PLSA_FOLD_IN_ALPHA,
             s(
                 "pr_epsilon",
                 "0",
