@@ -76,7 +76,8 @@ fn jplsa_objective_never_decreases_on_the_fixture() {
 
 /// At the same EM state, CPLSA's E-step (the pairs' posteriors projected by
 /// `pr_steps` dual steps) leaves a smaller constraint violation the more
-/// steps it takes, and none once ε is half JPLSA's largest gap.
+/// steps it takes, and almost none (< 1e-3) once ε is half JPLSA's mean
+/// largest gap.
 #[test]
 fn cplsa_violation_shrinks_with_strength() {
     let ws = tiny_workspace();
