@@ -14,6 +14,7 @@ pub mod hdlr;
 pub mod lstm;
 pub mod nn;
 pub mod optim;
+pub mod plsa;
 pub mod rbm;
 pub mod trainer;
 pub mod xcnn;

@@ -8,7 +8,7 @@
 //! Adding a model: one file under `models/` with its [`Trainer`], and one
 //! [`ModelSpec`] row in [`MODELS`].
 
-use super::{adv_bilstm, bae, cca, cl_lsi, dbn_cca, hdlr, opca, s2net, xcnn, Trainer};
+use super::{adv_bilstm, bae, cca, cl_lsi, dbn_cca, hdlr, opca, plsa, s2net, xcnn, Trainer};
 
 /// What a setting's value must be. Every check refuses NaN and infinities.
 #[derive(Debug, Clone, Copy)]
@@ -303,6 +303,69 @@ const BM25_RM3_WEIGHT: Setting = s(
     },
     "RM3: weight of the original query",
 );
+
+const PLSA_ALPHA: Setting = s(
+    "alpha",
+    "1.1",
+    Check::Range {
+        min: 1.0,
+        max: 1e6,
+        open: false,
+    },
+    "Dirichlet prior on each pair's topic distribution θ (MAP: α − 1 pseudo-counts)",
+);
+const PLSA_BETA: Setting = s(
+    "beta",
+    "1.01",
+    Check::Range {
+        min: 1.0,
+        max: 1e6,
+        open: false,
+    },
+    "Dirichlet prior on each topic's word distribution φ (MAP: β − 1 pseudo-counts)",
+);
+const PLSA_DIM: Setting = s(
+    "dim",
+    "128",
+    Check::Int {
+        min: 1,
+        max: super::nn::MAX_DIM as u64,
+    },
+    "number of topics K (--dim)",
+);
+const PLSA_EPOCHS: Setting = s("epochs", "50", EPOCHS, "EM iterations (one epoch each)");
+const PLSA_FOLD_IN: Setting = s(
+    "fold_in",
+    "10",
+    Check::Int {
+        min: 1,
+        max: 10_000,
+    },
+    "EM iterations folding in a text's θ (the seed's 10)",
+);
+const PLSA_FOLD_IN_ALPHA: Setting = s(
+    "fold_in_alpha",
+    "1.001",
+    Check::Range {
+        min: 1.0,
+        max: 1e6,
+        open: false,
+    },
+    "Dirichlet prior on a folded-in text's θ (short texts want it near 1)",
+);
+/// JPLSA's settings; CPLSA's are these and its constraint's.
+const PLSA_SETTINGS: &[Setting] = &[
+    PLSA_ALPHA,
+    PLSA_BETA,
+    PLSA_DIM,
+    PLSA_EPOCHS,
+    PLSA_FOLD_IN,
+    PLSA_FOLD_IN_ALPHA,
+];
+/// The topic models' `[text]` defaults: PLSA models every token, so stop
+/// words (which would fill the topics) are removed, and a text is its
+/// known words (no n-gram units).
+const PLSA_TEXT: &[(&str, &str)] = &[("stopwords", "true"), ("oov_ngrams", "0")];
 
 fn auto_count(v: &str) -> Result<(), String> {
     match v.parse::<u64>() {
@@ -772,6 +835,47 @@ pub static MODELS: &[ModelSpec] = &[
         ],
         trainer: Some(adv_bilstm::adv_bilstm_trainer),
         text: &[],
+    },
+    ModelSpec {
+        name: "jplsa",
+        summary: "joint PLSA: bilingual topic model, one θ per pair, φ per language, MAP by EM (seed 001)",
+        space: true,
+        runner: true,
+        settings: PLSA_SETTINGS,
+        trainer: Some(plsa::jplsa_trainer),
+        text: PLSA_TEXT,
+    },
+    ModelSpec {
+        name: "cplsa",
+        summary: "coupled PLSA: JPLSA with posterior regularisation of the pair's topic fractions (seed 001)",
+        space: true,
+        runner: true,
+        settings: &[
+            PLSA_ALPHA,
+            PLSA_BETA,
+            PLSA_DIM,
+            PLSA_EPOCHS,
+            PLSA_FOLD_IN,
+            PLSA_FOLD_IN_ALPHA,
+            s(
+                "pr_epsilon",
+                "0",
+                Check::Range {
+                    min: 0.0,
+                    max: 1.0,
+                    open: false,
+                },
+                "largest allowed gap between a pair's sides' expected fractions of a topic",
+            ),
+            s(
+                "pr_steps",
+                "5",
+                Check::Int { min: 0, max: 1000 },
+                "proximal-gradient steps on each pair's dual per E-step (0: JPLSA's E-step)",
+            ),
+        ],
+        trainer: Some(plsa::cplsa_trainer),
+        text: PLSA_TEXT,
     },
     ModelSpec {
         name: "bm25",
