@@ -130,7 +130,7 @@ fn run(
 fn mrr_of(model: &dyn Model, s: &CsrMatrix, t: &CsrMatrix) -> f64 {
     let es = model.encode(Side::Source, s).unwrap();
     let et = model.encode(Side::Target, t).unwrap();
-    rosetta::eval::sentence::sentence_retrieval(&es, &et).mrr
+    rosetta::eval::sentence::sentence_retrieval(&es, &et, model.similarity()).mrr
 }
 
 fn sub(a: &[f64], b: &[f64]) -> Vec<f64> {
