@@ -399,7 +399,10 @@ mod speed {
             r /= s;
         }
         let per = |el: f64| el / (n * n * k) as f64 * 1e9;
-        let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+        let one = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap();
         let t = std::time::Instant::now();
         let s = one.install(|| super::Similarity::JensenShannon.scores(a.view(), a.view()));
         let el = t.elapsed().as_secs_f64();
