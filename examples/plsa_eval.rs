@@ -46,16 +46,7 @@ struct Args {
 
 /// MRR of row i of `s` finding row i of `t`, ties counted against it.
 fn mrr(sim: Similarity, s: &Array2<f32>, t: &Array2<f32>) -> f64 {
-    let sc = sim.scores(s.view(), t.view());
-    let n = sc.nrows();
-    let total: f64 = (0..n)
-        .map(|i| {
-            let own = sc[(i, i)];
-            let above = (0..n).filter(|&j| j != i && sc[(i, j)] >= own).count();
-            1.0 / (1 + above) as f64
-        })
-        .sum();
-    total / n.max(1) as f64
+    rosetta::eval::sentence::sentence_retrieval(s, t, sim).mrr
 }
 
 fn main() -> anyhow::Result<()> {
