@@ -10,6 +10,7 @@ use faer::Mat;
 use ndarray::Array2;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use rosetta::models::implicit::{Solver, SubspaceOpts};
 use rosetta::models::linear::{hconcat, linear_trainer, to_faer, vstack_joint, weighted};
 use rosetta::models::s2net::{batch_objective, SparseBatch};
 use rosetta::models::{cca, cl_lsi, opca, Model, Params};
@@ -163,14 +164,31 @@ fn cl_lsi_matches_dense_svd() {
     }
 }
 
+fn opts(solver: Solver, oversample: usize, power_iters: usize) -> SubspaceOpts {
+    SubspaceOpts {
+        solver,
+        oversample,
+        power_iters,
+        seed: 5,
+        tol: 1e-12,
+        max_cg_iters: 1000,
+    }
+}
+
 #[test]
 fn opca_directions_solve_the_generalised_eigenproblem() {
+    for solver in [Solver::Implicit, Solver::Dense] {
+        opca_case(solver);
+    }
+}
+
+fn opca_case(solver: Solver) {
     let data = train_data(80, 14, 12, 2);
     let xs = weighted(&data.train_src, &data.vocabs, Side::Source);
     let xt = weighted(&data.train_tgt, &data.vocabs, Side::Target);
     let k = 4;
     let mut warnings = Vec::new();
-    let fit = opca::fit(&xs, &xt, k, 0.05, 30, 30, 5, &mut |m: &str| {
+    let fit = opca::fit(&xs, &xt, k, 0.05, &opts(solver, 30, 30), &mut |m: &str| {
         warnings.push(m.to_string())
     })
     .unwrap();
@@ -195,7 +213,7 @@ fn opca_directions_solve_the_generalised_eigenproblem() {
         let res = &lhs - (&n * &v) * faer::Scale(lam);
         assert!(
             max_abs(&res) < 1e-4 * max_abs(&lhs),
-            "direction {j}: residual {} vs {}",
+            "{solver:?} direction {j}: residual {} vs {}",
             max_abs(&res),
             max_abs(&lhs)
         );
@@ -207,11 +225,17 @@ fn opca_directions_solve_the_generalised_eigenproblem() {
 
 #[test]
 fn cca_directions_satisfy_canonical_equations() {
+    for solver in [Solver::Implicit, Solver::Dense] {
+        cca_case(solver);
+    }
+}
+
+fn cca_case(solver: Solver) {
     let data = train_data(90, 12, 10, 3);
     let xs = weighted(&data.train_src, &data.vocabs, Side::Source);
     let xt = weighted(&data.train_tgt, &data.vocabs, Side::Target);
     let k = 3;
-    let fit = cca::fit(&xs, &xt, k, 0.1, 20, 30, 5, &mut |_| {}).unwrap();
+    let fit = cca::fit(&xs, &xt, k, 0.1, &opts(solver, 20, 30), &mut |_| {}).unwrap();
     let (x, y) = (dense(&xs), dense(&xt));
     let n = x.nrows() as f64;
     let center = |a: &Mat<f64>| {
@@ -237,13 +261,13 @@ fn cca_directions_satisfy_canonical_equations() {
         let r1 = &l1 - (&cxx * &aj) * faer::Scale(rho);
         assert!(
             max_abs(&r1) < 1e-4 * max_abs(&l1),
-            "Cxy b = ρ Cxx a fails for {j}"
+            "{solver:?}: Cxy b = ρ Cxx a fails for {j}"
         );
         let l2 = cxy.transpose() * &aj;
         let r2 = &l2 - (&cyy * &bj) * faer::Scale(rho);
         assert!(
             max_abs(&r2) < 1e-4 * max_abs(&l2),
-            "Cyx a = ρ Cyy b fails for {j}"
+            "{solver:?}: Cyx a = ρ Cyy b fails for {j}"
         );
         let aca = (aj.transpose() * &cxx * &aj)[(0, 0)];
         assert!((aca - 1.0).abs() < 1e-6, "aᵀCxx a = {aca}");
@@ -662,5 +686,57 @@ fn unknown_names_are_not_linear_models() {
     assert!(linear_trainer("xcnn").is_none());
     for n in ["cl-lsi", "opca", "cca", "s2net"] {
         assert!(linear_trainer(n).is_some());
+    }
+}
+
+/// The matrix-free solver (the default) and the dense one find the same
+/// canonical correlations and OPCA eigenvalues once converged, and spaces
+/// that retrieve alike at the default settings.
+#[test]
+fn implicit_and_dense_solvers_agree() {
+    let data = train_data(600, 150, 140, 11);
+    let xs = weighted(&data.train_src, &data.vocabs, Side::Source);
+    let xt = weighted(&data.train_tgt, &data.vocabs, Side::Target);
+    let k = 8;
+    let mut quiet = |_: &str| {};
+    let converged = |s| SubspaceOpts {
+        tol: 1e-10,
+        ..opts(s, 10, 20)
+    };
+    let ci = cca::fit(&xs, &xt, k, 0.3, &converged(Solver::Implicit), &mut quiet).unwrap();
+    let cd = cca::fit(&xs, &xt, k, 0.3, &converged(Solver::Dense), &mut quiet).unwrap();
+    for (a, b) in ci.correlations.iter().zip(&cd.correlations) {
+        // the dense solver's sparse products round through f32
+        assert!((a - b).abs() < 1e-4 * b, "cca: {a} vs dense {b}");
+    }
+    assert!((ci.ridges.0 - cd.ridges.0).abs() < 1e-12 * cd.ridges.0);
+    assert!((ci.ridges.1 - cd.ridges.1).abs() < 1e-12 * cd.ridges.1);
+    let oi = opca::fit(&xs, &xt, k, 0.1, &converged(Solver::Implicit), &mut quiet).unwrap();
+    let od = opca::fit(&xs, &xt, k, 0.1, &converged(Solver::Dense), &mut quiet).unwrap();
+    for (a, b) in oi.eigenvalues.iter().zip(&od.eigenvalues) {
+        assert!((a - b).abs() < 1e-4 * b, "opca: {a} vs dense {b}");
+    }
+    assert!((oi.ridge - od.ridge).abs() < 1e-12 * od.ridge);
+    // at the registry's defaults, through the trainers
+    for name in ["cca", "opca"] {
+        let trainer = linear_trainer(name).unwrap();
+        let mrr = |solver: &str| {
+            let dim = k.to_string();
+            let p = params(&[("dim", dim.as_str()), ("solver", solver)]);
+            let mut h = TestHooks::default();
+            let m = trainer
+                .train(&data, &p, &Device::Cpu, 3, None, &mut h)
+                .unwrap();
+            assert!(
+                h.logs
+                    .iter()
+                    .any(|l| l.contains(&format!("{solver} solver"))),
+                "{name}: {:?}",
+                h.logs
+            );
+            mrr_of(m.as_ref(), &data.valid_src, &data.valid_tgt)
+        };
+        let (i, d) = (mrr("implicit"), mrr("dense"));
+        assert!((i - d).abs() < 0.01, "{name}: implicit MRR {i}, dense {d}");
     }
 }

@@ -41,6 +41,50 @@ pub enum BenchCommand {
     /// torch_ref.py counts) on a workspace, optionally against the PyTorch
     /// reference `torch_ref.py` on the same files (`--torch-ref`).
     Train(TrainBenchArgs),
+    /// A closed-form fit (CL-LSI, OPCA, CCA) on a synthetic parallel corpus
+    /// of a chosen vocabulary size: fit time, CPU time, peak memory and
+    /// held-out sentence MRR (ties against), one fit per run so that the
+    /// peak is the fit's own.
+    Fit(FitBenchArgs),
+}
+
+/// Arguments of `rosetta bench fit`.
+#[derive(Debug, Args)]
+pub struct FitBenchArgs {
+    /// Model: cl-lsi, opca or cca.
+    #[arg(long, value_parser = ["cl-lsi", "opca", "cca"])]
+    pub model: String,
+    /// Terms per language of the synthetic corpus (Zipfian draws).
+    #[arg(long, default_value_t = 10_000)]
+    pub terms: usize,
+    /// Training pairs.
+    #[arg(long, default_value_t = 40_000)]
+    pub pairs: usize,
+    /// Held-out pairs for sentence MRR.
+    #[arg(long, default_value_t = 1_000)]
+    pub test: usize,
+    /// Mean text length in tokens (uniform in [len/2, 3·len/2]).
+    #[arg(long, default_value_t = 12)]
+    pub len: usize,
+    /// Zipf exponent of the term distribution.
+    #[arg(long, default_value_t = 1.0)]
+    pub zipf: f64,
+    /// Chance that a word's translation is a random target term.
+    #[arg(long, default_value_t = 0.3)]
+    pub noise: f64,
+    /// Dimension of the space.
+    #[arg(long, default_value_t = 128)]
+    pub dim: usize,
+    /// Model settings, KEY=VALUE (repeatable), as `rosetta train --set`
+    /// (`solver=dense` for the V × V solver).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Worker threads.
+    #[arg(long, default_value_t = 2)]
+    pub threads: usize,
+    /// Seed of the corpus and of the fit.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
 }
 
 /// Arguments of `rosetta bench train`.
@@ -168,7 +212,168 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchCommand::Search(a) => search(a),
         BenchCommand::Mine(a) => mine(a),
         BenchCommand::Train(a) => train(a),
+        BenchCommand::Fit(a) => fit(a),
     }
+}
+
+/// A synthetic parallel corpus: Zipfian source texts, each word translated
+/// to the target term of the same rank, or (with chance `noise`) to a
+/// random one; log-tf·idf weighted (idf of the training rows), unit rows.
+fn parallel_corpus(a: &FitBenchArgs) -> anyhow::Result<[CsrMatrix; 4]> {
+    if a.terms < 2 || a.len == 0 || a.pairs == 0 || a.test == 0 {
+        bail!("--terms must be at least 2, --len, --pairs and --test positive");
+    }
+    if !(0.0..=1.0).contains(&a.noise) {
+        bail!("--noise must be in [0, 1], got {}", a.noise);
+    }
+    let zipf = Zipf::new(a.terms as f64, a.zipf).map_err(|e| anyhow::anyhow!("--zipf: {e}"))?;
+    let mut rng = ChaCha8Rng::seed_from_u64(a.seed);
+    let (lo, hi) = ((a.len / 2).max(1), a.len + a.len / 2);
+    let v = a.terms as u32;
+    let mut counts = [CsrMatrix::new(a.terms), CsrMatrix::new(a.terms)];
+    let mut tests = [CsrMatrix::new(a.terms), CsrMatrix::new(a.terms)];
+    for i in 0..a.pairs + a.test {
+        let n = rng.random_range(lo..=hi);
+        let src: Vec<u32> = (0..n)
+            .map(|_| (zipf.sample(&mut rng) as u32 - 1).min(v - 1))
+            .collect();
+        let tgt: Vec<u32> = src
+            .iter()
+            .map(|&t| {
+                if rng.random::<f64>() < a.noise {
+                    rng.random_range(0..v)
+                } else {
+                    t
+                }
+            })
+            .collect();
+        let into = if i < a.pairs { &mut counts } else { &mut tests };
+        for (m, ids) in into.iter_mut().zip([src, tgt]) {
+            let mut tf = std::collections::BTreeMap::<u32, f32>::new();
+            for t in ids {
+                *tf.entry(t).or_default() += 1.0;
+            }
+            m.push_row(tf);
+        }
+    }
+    let weigh = |m: &mut CsrMatrix, idf: &[f32]| {
+        m.map_values(|c, tf| (1.0 + tf.ln()) * idf[c as usize]);
+        m.l2_normalize_rows();
+    };
+    for side in 0..2 {
+        let mut df = vec![0u32; a.terms];
+        for &c in &counts[side].indices {
+            df[c as usize] += 1;
+        }
+        let idf: Vec<f32> = df
+            .iter()
+            .map(|&d| ((a.pairs as f32 + 1.0) / (d as f32 + 1.0)).ln() + 1.0)
+            .collect();
+        weigh(&mut counts[side], &idf);
+        weigh(&mut tests[side], &idf);
+    }
+    let [xs, xt] = counts;
+    let [ts, tt] = tests;
+    Ok([xs, xt, ts, tt])
+}
+
+/// Sentence-retrieval MRR of projected test pairs, ties counted against.
+fn projected_mrr(ts: &CsrMatrix, tt: &CsrMatrix, ps: &Array2<f32>, pt: &Array2<f32>) -> f64 {
+    let unit = |m: Array2<f32>| rosetta::models::linear::unit_rows(m);
+    let (s, t) = (unit(ts.matmul_dense(ps)), unit(tt.matmul_dense(pt)));
+    let scores = s.dot(&t.t());
+    let n = scores.nrows();
+    (0..n)
+        .map(|i| {
+            let own = scores[[i, i]];
+            let rank = 1 + (0..n).filter(|&j| j != i && scores[[i, j]] >= own).count();
+            1.0 / rank as f64
+        })
+        .sum::<f64>()
+        / n.max(1) as f64
+}
+
+fn fit(a: FitBenchArgs) -> anyhow::Result<()> {
+    use rosetta::models::linear::{split_joint, subspace_opts};
+    use rosetta::models::{cca, cl_lsi, opca, Params};
+    let params = Params::new(rosetta::jobs::parse_settings(&a.set)?);
+    let p = params.of(&a.model)?;
+    let pool = pool(a.threads)?;
+    let t_data = Instant::now();
+    let [xs, xt, ts, tt] = parallel_corpus(&a)?;
+    let data_s = t_data.elapsed().as_secs_f64();
+    let used = |m: &CsrMatrix| {
+        let mut seen = vec![false; m.n_cols];
+        m.indices.iter().for_each(|&c| seen[c as usize] = true);
+        seen.iter().filter(|&&b| b).count()
+    };
+    let (rss0, cpu0, t0) = (peak_rss_bytes(), cpu_seconds(), Instant::now());
+    let mut warnings = Vec::new();
+    let mut warn = |m: &str| warnings.push(m.to_string());
+    let k = a.dim;
+    let (ps, pt, solver) = pool.install(|| -> anyhow::Result<_> {
+        Ok(match a.model.as_str() {
+            "cl-lsi" => {
+                let (os, it) = (p.get("oversample")?, p.get("power_iters")?);
+                params.check_unused()?;
+                let f = cl_lsi::fit(&xs, &xt, k, os, it, a.seed)?;
+                let (s, t) = split_joint(&f.joint, xs.n_cols);
+                (s, t, "randomised svd".to_string())
+            }
+            "opca" => {
+                let ridge: f64 = p.get("ridge")?;
+                let opts = subspace_opts(&p, a.seed)?;
+                params.check_unused()?;
+                let f = opca::fit(&xs, &xt, k, ridge, &opts, &mut warn)?;
+                let (s, t) = split_joint(&f.joint, xs.n_cols);
+                (
+                    s,
+                    t,
+                    format!("{:?}, {} CG iterations", opts.solver, f.cg_iters),
+                )
+            }
+            _ => {
+                let reg: f64 = p.get("reg")?;
+                let opts = subspace_opts(&p, a.seed)?;
+                params.check_unused()?;
+                let f = cca::fit(&xs, &xt, k, reg, &opts, &mut warn)?;
+                (
+                    f.source,
+                    f.target,
+                    format!("{:?}, {} CG iterations", opts.solver, f.cg_iters),
+                )
+            }
+        })
+    })?;
+    let fit_s = t0.elapsed().as_secs_f64();
+    let cpu_s = cpu_seconds() - cpu0;
+    let peak = peak_rss_bytes();
+    let mrr = projected_mrr(&ts, &tt, &ps, &pt);
+    let mb = |b: Option<u64>| b.map(|b| round(b as f64 / 1048576.0, 1));
+    println!(
+        "{}",
+        json!({
+            "bench": "fit",
+            "model": a.model,
+            "solver": solver,
+            "settings": a.set,
+            "terms_per_language": a.terms,
+            "terms_used": [used(&xs), used(&xt)],
+            "pairs": a.pairs,
+            "nnz": [xs.nnz(), xt.nnz()],
+            "dim": k,
+            "threads": a.threads,
+            "data_s": round(data_s, 2),
+            "fit_s": round(fit_s, 2),
+            "fit_cpu_s": round(cpu_s, 2),
+            "peak_rss_mb_before_fit": mb(rss0),
+            "peak_rss_mb": mb(peak),
+            "test_pairs": a.test,
+            "test_mrr_ties_against": round(mrr, 4),
+            "warnings": warnings,
+        })
+    );
+    Ok(())
 }
 
 fn pool(threads: usize) -> anyhow::Result<rayon::ThreadPool> {

@@ -1,10 +1,10 @@
 //! Regularised canonical correlation analysis between the two languages'
 //! term vectors of the training pairs (log-tf·idf, unit rows): the top-`k`
-//! singular triplets of the whitened cross-covariance
-//! `L_x⁻¹ C_xy L_y⁻ᵀ` give the canonical directions. The per-language
-//! covariances are dense (memory `V_s² + V_t²`); the cross-covariance is
-//! applied through the sparse data only. Paper, cost and notes:
-//! `docs/models.md`.
+//! canonical pairs of `C_xy` against the ridged `C_xx`, `C_yy`. The default
+//! solver is matrix-free (`models::implicit`: memory linear in the
+//! vocabularies); `solver=dense` whitens with dense Cholesky factors of the
+//! covariances (memory `V_s² + V_t²`) and takes a randomised SVD of
+//! `L_x⁻¹ C_xy L_y⁻ᵀ`. Paper, cost and notes: `docs/models.md`.
 
 use std::collections::HashMap;
 
@@ -12,10 +12,11 @@ use candle_core::{Device, Tensor};
 use faer::Mat;
 use ndarray::Array2;
 
+use crate::models::implicit::{self, Covariance, Solver, SubspaceOpts};
 use crate::models::linear::{
     add_outer_products, check_rank, cholesky_with_ridge, closed_form_input, col_means, csr_mul,
     csr_t_mul, logging_warnings, mean_diag, randomized_svd, solve_lower, solve_lower_t,
-    symmetrize_from_upper, to_ndarray, LinOp, LinearModel,
+    subspace_opts, symmetrize_from_upper, to_ndarray, LinOp, LinearModel,
 };
 use crate::models::{Hooks, Phase, Resume, TrainData, Trainer};
 use crate::models::{Model, Params};
@@ -37,6 +38,8 @@ pub struct CcaFit {
     pub correlations: Vec<f64>,
     /// Absolute ridges added to `C_xx` and `C_yy`.
     pub ridges: (f64, f64),
+    /// Conjugate-gradient iterations the implicit solver took (0: dense).
+    pub cg_iters: usize,
 }
 
 /// Dense `(1/n) Xᵀ X − μ μᵀ`, both triangles.
@@ -107,25 +110,15 @@ impl LinOp for Whitened<'_> {
 /// Regularised CCA of weighted aligned matrices; `reg` is relative to each
 /// covariance's mean diagonal. Warnings (ridge growth) go to `warn`. Errors
 /// when the data do not span `k` directions.
-#[allow(clippy::too_many_arguments)]
 pub fn fit(
     src: &CsrMatrix,
     tgt: &CsrMatrix,
     k: usize,
     reg: f64,
-    oversample: usize,
-    power_iters: usize,
-    seed: u64,
+    opts: &SubspaceOpts,
     warn: &mut dyn FnMut(&str),
 ) -> Result<CcaFit> {
-    fit_with(
-        src,
-        tgt,
-        k,
-        (reg, oversample, power_iters, seed),
-        true,
-        warn,
-    )
+    fit_with(src, tgt, k, reg, opts, true, warn)
 }
 
 /// [`fit`], but with data that span fewer than `k` directions the fit keeps
@@ -135,16 +128,16 @@ pub fn fit_up_to(
     src: &CsrMatrix,
     tgt: &CsrMatrix,
     k: usize,
-    (reg, oversample, power_iters, seed): (f64, usize, usize, u64),
+    reg: f64,
+    opts: &SubspaceOpts,
     warn: &mut dyn FnMut(&str),
 ) -> Result<CcaFit> {
-    fit_with(
-        src,
-        tgt,
-        k,
-        (reg, oversample, power_iters, seed),
-        false,
-        warn,
+    fit_with(src, tgt, k, reg, opts, false, warn)
+}
+
+fn no_variance() -> Error {
+    Error::invalid(
+        "cca: a language's training texts have no variance (no terms, or all alike)".to_string(),
     )
 }
 
@@ -152,7 +145,8 @@ fn fit_with(
     src: &CsrMatrix,
     tgt: &CsrMatrix,
     k: usize,
-    (reg, oversample, power_iters, seed): (f64, usize, usize, u64),
+    reg: f64,
+    opts: &SubspaceOpts,
     strict: bool,
     warn: &mut dyn FnMut(&str),
 ) -> Result<CcaFit> {
@@ -161,16 +155,95 @@ fn fit_with(
             "cca: reg must be a finite number ≥ 0, got {reg}"
         )));
     }
+    let mut f = match opts.solver {
+        Solver::Dense => fit_dense(src, tgt, k, reg, opts, warn)?,
+        Solver::Implicit => fit_implicit(src, tgt, k, reg, opts, warn)?,
+    };
+    if strict {
+        check_rank(KIND, &f.correlations, k)?;
+    } else {
+        let top = f.correlations.first().copied().unwrap_or(0.0);
+        let rank = f.correlations.iter().filter(|&&x| x > top * 1e-7).count();
+        if rank == 0 {
+            check_rank(KIND, &f.correlations, k)?;
+        }
+        if rank < k {
+            warn(&format!(
+                "the data span only {rank} of the {k} directions asked: keeping {rank}"
+            ));
+            f.correlations.truncate(rank);
+            f.source = f.source.slice(ndarray::s![.., ..rank]).to_owned();
+            f.target = f.target.slice(ndarray::s![.., ..rank]).to_owned();
+        }
+    }
+    Ok(f)
+}
+
+/// A ridge `reg × mean diagonal`, raised to a floor that keeps the system
+/// well posed (said through `warn`).
+fn relative_ridge(reg: f64, mean_diag: f64, warn: &mut dyn FnMut(&str)) -> f64 {
+    let r = reg * mean_diag;
+    let floor = 1e-8 * mean_diag.max(1e-12);
+    if r < floor {
+        warn(&format!(
+            "ridge {r:.3e} is too small for a well-posed system; using {floor:.3e}"
+        ));
+        floor
+    } else {
+        r
+    }
+}
+
+/// Matrix-free: covariance operators, conjugate gradients, subspace
+/// iteration (`models::implicit`); memory linear in the vocabularies.
+fn fit_implicit(
+    src: &CsrMatrix,
+    tgt: &CsrMatrix,
+    k: usize,
+    reg: f64,
+    opts: &SubspaceOpts,
+    warn: &mut dyn FnMut(&str),
+) -> Result<CcaFit> {
+    let (cx, cy) = (Covariance::new(src, true), Covariance::new(tgt, true));
+    let (mdx, mdy) = (cx.mean_diag(), cy.mean_diag());
+    if mdx.is_nan() || mdx <= 0.0 || mdy.is_nan() || mdy <= 0.0 {
+        return Err(no_variance());
+    }
+    let rx = relative_ridge(reg, mdx, warn);
+    let ry = relative_ridge(reg, mdy, warn);
+    let (a, b, rho, stats) = implicit::canonical(&cx, &cy, (rx, ry), k, opts)?;
+    if stats.worst_residual > opts.tol {
+        warn(&format!(
+            "conjugate gradients stopped at relative residual {:.2e} (> tol {:.0e}) after {} iterations; raise max_cg_iters or the ridge",
+            stats.worst_residual, opts.tol, opts.max_cg_iters
+        ));
+    }
+    Ok(CcaFit {
+        source: to_ndarray(&a),
+        target: to_ndarray(&b),
+        correlations: rho,
+        ridges: (rx, ry),
+        cg_iters: stats.cg_iters,
+    })
+}
+
+/// Dense covariances, Cholesky whitening, randomised SVD of the whitened
+/// cross-covariance (memory `V_s² + V_t²`).
+fn fit_dense(
+    src: &CsrMatrix,
+    tgt: &CsrMatrix,
+    k: usize,
+    reg: f64,
+    opts: &SubspaceOpts,
+    warn: &mut dyn FnMut(&str),
+) -> Result<CcaFit> {
     let (mus, mut_) = (col_means(src), col_means(tgt));
     let mut cxx = covariance(src, &mus);
     let mdx = mean_diag(&cxx);
     let mut cyy = covariance(tgt, &mut_);
     let mdy = mean_diag(&cyy);
     if mdx.is_nan() || mdx <= 0.0 || mdy.is_nan() || mdy <= 0.0 {
-        return Err(Error::invalid(
-            "cca: a language's training texts have no variance (no terms, or all alike)"
-                .to_string(),
-        ));
+        return Err(no_variance());
     }
     let rx = cholesky_with_ridge(&mut cxx, reg * mdx, mdx, warn)?;
     let ry = cholesky_with_ridge(&mut cyy, reg * mdy, mdy, warn)?;
@@ -182,24 +255,7 @@ fn fit_with(
         lx: &cxx,
         ly: &cyy,
     };
-    let mut svd = randomized_svd(&op, k, oversample, power_iters, seed)?;
-    if strict {
-        check_rank(KIND, &svd.s, k)?;
-    } else {
-        let top = svd.s.first().copied().unwrap_or(0.0);
-        let rank = svd.s.iter().filter(|&&x| x > top * 1e-7).count();
-        if rank == 0 {
-            check_rank(KIND, &svd.s, k)?;
-        }
-        if rank < k {
-            warn(&format!(
-                "the data span only {rank} of the {k} directions asked: keeping {rank}"
-            ));
-            svd.s.truncate(rank);
-            svd.u = Mat::from_fn(svd.u.nrows(), rank, |i, j| svd.u[(i, j)]);
-            svd.v = Mat::from_fn(svd.v.nrows(), rank, |i, j| svd.v[(i, j)]);
-        }
-    }
+    let svd = randomized_svd(&op, k, opts.oversample, opts.power_iters, opts.seed)?;
     let a = solve_lower_t(&cxx, svd.u);
     let b = solve_lower_t(&cyy, svd.v);
     Ok(CcaFit {
@@ -207,6 +263,7 @@ fn fit_with(
         target: to_ndarray(&b),
         correlations: svd.s,
         ridges: (rx, ry),
+        cg_iters: 0,
     })
 }
 
@@ -228,20 +285,25 @@ impl Trainer for CcaTrainer {
         resume: Option<Resume>,
         hooks: &mut dyn Hooks,
     ) -> Result<Box<dyn Model>> {
-        let (k, (reg, oversample, iters), xs, xt) =
+        let (k, (reg, opts), xs, xt) =
             closed_form_input(KIND, data, params, resume.is_some(), hooks, |params| {
-                let reg: f64 = params.get("reg")?;
-                let oversample: usize = params.get("oversample")?;
-                let iters: usize = params.get("power_iters")?;
-                Ok((reg, oversample, iters))
+                Ok((params.get("reg")?, subspace_opts(params, seed)?))
             })?;
         let t0 = std::time::Instant::now();
-        let f = logging_warnings(hooks, |warn| {
-            fit(&xs, &xt, k, reg, oversample, iters, seed, warn)
-        })?;
+        let f = logging_warnings(hooks, |warn| fit(&xs, &xt, k, reg, &opts, warn))?;
         hooks.log(&format!(
-            "cca: fitted in {:.1}s; canonical correlations {:.4} .. {:.4}",
+            "cca: fitted in {:.1}s ({} solver{}); canonical correlations {:.4} .. {:.4}",
             t0.elapsed().as_secs_f64(),
+            if opts.solver == Solver::Dense {
+                "dense"
+            } else {
+                "implicit"
+            },
+            if f.cg_iters > 0 {
+                format!(", {} CG iterations", f.cg_iters)
+            } else {
+                String::new()
+            },
             f.correlations[0],
             f.correlations[k - 1]
         ));

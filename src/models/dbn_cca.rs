@@ -584,7 +584,16 @@ fn fit_space(
     // codes that span fewer than `dim` directions (units that collapsed: see
     // `hidden_spread`) give a smaller space, with a warning in the log
     let fit = super::linear::logging_warnings(hooks, |warn| {
-        super::cca::fit_up_to(&xs, &xt, dim, (reg, 10, 6, seed), warn)
+        // 128-d codes: the dense solver is exact and cheap at this size
+        let opts = super::implicit::SubspaceOpts {
+            solver: super::implicit::Solver::Dense,
+            oversample: 10,
+            power_iters: 6,
+            seed,
+            tol: 1e-8,
+            max_cg_iters: 0,
+        };
+        super::cca::fit_up_to(&xs, &xt, dim, reg, &opts, warn)
     })
     .map_err(|e| Error::invalid(format!("{KIND}: CCA on the codes: {e}")))?;
     let dev = codes[0].device();

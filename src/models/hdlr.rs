@@ -44,7 +44,14 @@ pub const STEP_CONSTRAINTS: usize = 1000;
 pub const BOUND_SAMPLE: usize = 10_000;
 
 /// OPCA's settings, read only when the job fits its own start.
-const OPCA_SETTINGS: [&str; 3] = ["oversample", "power_iters", "ridge"];
+const OPCA_SETTINGS: [&str; 6] = [
+    "oversample",
+    "power_iters",
+    "ridge",
+    "solver",
+    "cg_tol",
+    "max_cg_iters",
+];
 
 // extra checkpoint tensors (a resume continues exactly)
 const T_U0_SOURCE: &str = "hdlr.u0.source";
@@ -500,15 +507,14 @@ fn start_projection(
         None => {
             let p = params.of(KIND)?;
             let ridge: f64 = p.get("ridge")?;
-            let oversample: usize = p.get("oversample")?;
-            let iters: usize = p.get("power_iters")?;
+            let opts = super::linear::subspace_opts(&p, seed)?;
             params.check_unused()?;
             check_fit_sizes(KIND, data, cfg.k)?;
             let xs = weighted(&data.train_src, &data.vocabs, Side::Source);
             let xt = weighted(&data.train_tgt, &data.vocabs, Side::Target);
             let t0 = std::time::Instant::now();
             let f = logging_warnings(hooks, |warn| {
-                super::opca::fit(&xs, &xt, cfg.k, ridge, oversample, iters, seed, warn)
+                super::opca::fit(&xs, &xt, cfg.k, ridge, &opts, warn)
             })?;
             hooks.log(&format!(
                 "hdlr: OPCA start fitted in {:.1}s (dim {}, ridge {:.3e})",
@@ -620,7 +626,7 @@ impl Trainer for HdlrTrainer {
                     // OPCA's settings were read when the job began
                     let p = params.of(KIND)?;
                     for key in OPCA_SETTINGS {
-                        p.get::<f64>(key)?;
+                        p.get::<String>(key)?;
                     }
                 }
                 params.check_unused()?;

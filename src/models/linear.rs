@@ -243,6 +243,24 @@ pub fn closed_form_input<T>(
     Ok((k, settings, xs, xt))
 }
 
+/// The eigensolver settings every closed-form model with a ridge (OPCA,
+/// CCA, HDLR's OPCA start) reads: `solver`, `oversample`, `power_iters`,
+/// `cg_tol`, `max_cg_iters`.
+pub fn subspace_opts(
+    p: &crate::models::ModelParams<'_>,
+    seed: u64,
+) -> Result<crate::models::implicit::SubspaceOpts> {
+    let solver: String = p.get("solver")?;
+    Ok(crate::models::implicit::SubspaceOpts {
+        solver: crate::models::implicit::Solver::parse(&solver)?,
+        oversample: p.get("oversample")?,
+        power_iters: p.get("power_iters")?,
+        seed,
+        tol: p.get("cg_tol")?,
+        max_cg_iters: p.get("max_cg_iters")?,
+    })
+}
+
 /// Runs a fit that reports warnings through a callback, logging each.
 pub fn logging_warnings<T>(
     hooks: &mut dyn crate::models::Hooks,

@@ -11,6 +11,7 @@ pub mod bae;
 pub mod bm25;
 pub mod dbn_cca;
 pub mod hdlr;
+pub mod implicit;
 pub mod lstm;
 pub mod nn;
 pub mod optim;

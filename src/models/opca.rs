@@ -1,21 +1,22 @@
 //! Oriented principal component analysis: the generalised eigenproblem
 //! `S v = λ N v` in the joint term space of both languages (`S` the covariance
 //! of all training texts, `N` the second moment of the pairs' differences plus
-//! a relative ridge), solved by a dense Cholesky factor of `N` and a
-//! randomised subspace iteration that applies `S` through the sparse data.
-//! Memory is quadratic in the vocabulary (`N` is dense); a factor that fails
-//! gets a growing ridge (logged) before the fit gives up. Paper, cost and
-//! notes: `docs/models.md`.
+//! a relative ridge). The default solver is matrix-free (`models::implicit`:
+//! memory linear in the vocabulary); `solver=dense` takes a dense Cholesky
+//! factor of `N` (memory quadratic in the vocabulary; a factor that fails gets
+//! a growing ridge, logged) and a randomised subspace iteration that applies
+//! `S` through the sparse data. Paper, cost and notes: `docs/models.md`.
 
 use std::collections::HashMap;
 
 use candle_core::{Device, Tensor};
 use faer::Mat;
 
+use crate::models::implicit::{self, Covariance, Solver, SubspaceOpts};
 use crate::models::linear::{
     add_outer_products, check_rank, cholesky_with_ridge, closed_form_input, col_means, csr_mul,
     csr_t_mul, hconcat, logging_warnings, mean_diag, randomized_svd, solve_lower, solve_lower_t,
-    split_joint, vstack_joint, LinOp, LinearModel,
+    split_joint, subspace_opts, vstack_joint, LinOp, LinearModel,
 };
 use crate::models::{Hooks, Phase, Resume, TrainData, Trainer};
 use crate::models::{Model, Params};
@@ -35,6 +36,8 @@ pub struct OpcaFit {
     pub eigenvalues: Vec<f64>,
     /// The absolute ridge added to `N`'s diagonal.
     pub ridge: f64,
+    /// Conjugate-gradient iterations the implicit solver took (0: dense).
+    pub cg_iters: usize,
 }
 
 /// `M = L⁻¹ S L⁻ᵀ`, with `S u = (1/m) Xᵀ X u − μ μᵀ u`.
@@ -73,15 +76,12 @@ impl LinOp for Whitened<'_> {
 
 /// OPCA of weighted aligned matrices (`src`, `tgt` rows are parallel texts).
 /// `ridge` is relative to the mean diagonal of `N`; warnings go to `warn`.
-#[allow(clippy::too_many_arguments)]
 pub fn fit(
     src: &CsrMatrix,
     tgt: &CsrMatrix,
     k: usize,
     ridge: f64,
-    oversample: usize,
-    power_iters: usize,
-    seed: u64,
+    opts: &SubspaceOpts,
     warn: &mut dyn FnMut(&str),
 ) -> Result<OpcaFit> {
     let n = src.n_rows();
@@ -95,39 +95,99 @@ pub fn fit(
     let mut neg = tgt.clone();
     neg.values.iter_mut().for_each(|x| *x = -*x);
     let diffs = hconcat(src, &neg);
-    let mut nm = Mat::<f64>::zeros(v, v);
-    add_outer_products(&mut nm, &diffs, 1.0 / n.max(1) as f64);
-    let md = mean_diag(&nm);
-    let unseen = (0..v).filter(|i| nm[(*i, *i)] <= 0.0).count();
+    // signal: all texts of both languages in the joint space
+    let x = vstack_joint(src, tgt);
+    let fit = match opts.solver {
+        Solver::Dense => fit_dense(&diffs, &x, n, k, ridge, opts, warn)?,
+        Solver::Implicit => {
+            let noise = Covariance::new(&diffs, false);
+            let md = noise.mean_diag();
+            let unseen = noise.diag().iter().filter(|d| **d <= 0.0).count();
+            check_noise(md, n, v, unseen, ridge, warn)?;
+            let mut abs_ridge = ridge * md;
+            let floor = 1e-8 * md;
+            if abs_ridge < floor {
+                warn(&format!(
+                    "ridge {abs_ridge:.3e} is too small for a well-posed system; using {floor:.3e}"
+                ));
+                abs_ridge = floor;
+            }
+            let signal = Covariance::new(&x, true);
+            let (joint, eigenvalues, stats) =
+                implicit::generalised_eigen(&signal, &noise, abs_ridge, k, opts)?;
+            if stats.worst_residual > opts.tol {
+                warn(&format!(
+                    "conjugate gradients stopped at relative residual {:.2e} (> tol {:.0e}) after {} iterations; raise max_cg_iters or the ridge",
+                    stats.worst_residual, opts.tol, opts.max_cg_iters
+                ));
+            }
+            OpcaFit {
+                joint,
+                eigenvalues,
+                ridge: abs_ridge,
+                cg_iters: stats.cg_iters,
+            }
+        }
+    };
+    check_rank(KIND, &fit.eigenvalues, k)?;
+    Ok(fit)
+}
+
+/// Refuses a noise covariance without terms; warns when it is singular.
+fn check_noise(
+    md: f64,
+    n: usize,
+    v: usize,
+    unseen: usize,
+    ridge: f64,
+    warn: &mut dyn FnMut(&str),
+) -> Result<()> {
     if md.is_nan() || md <= 0.0 {
         return Err(Error::invalid(
             "opca: the training pairs have no terms (all differences are zero)".to_string(),
         ));
     }
-    let abs_ridge = ridge * md;
     if n < v || unseen > 0 {
         warn(&format!(
             "opca: noise covariance N is singular ({n} pairs for {v} terms, {unseen} terms \
-             never seen): adding ridge {abs_ridge:.3e} (= {ridge} × mean diagonal)"
+             never seen): adding ridge {:.3e} (= {ridge} × mean diagonal)",
+            ridge * md
         ));
     }
+    Ok(())
+}
+
+/// Dense `N`, its Cholesky factor, randomised SVD of `L⁻¹ S L⁻ᵀ` (memory `V²`).
+fn fit_dense(
+    diffs: &CsrMatrix,
+    x: &CsrMatrix,
+    n: usize,
+    k: usize,
+    ridge: f64,
+    opts: &SubspaceOpts,
+    warn: &mut dyn FnMut(&str),
+) -> Result<OpcaFit> {
+    let v = diffs.n_cols;
+    let mut nm = Mat::<f64>::zeros(v, v);
+    add_outer_products(&mut nm, diffs, 1.0 / n.max(1) as f64);
+    let md = mean_diag(&nm);
+    let unseen = (0..v).filter(|i| nm[(*i, *i)] <= 0.0).count();
+    check_noise(md, n, v, unseen, ridge, warn)?;
     crate::models::linear::symmetrize_from_upper(&mut nm);
-    let used = cholesky_with_ridge(&mut nm, abs_ridge, md, warn)?;
-    // signal: all texts of both languages in the joint space
-    let x = vstack_joint(src, tgt);
-    let mu = col_means(&x);
+    let used = cholesky_with_ridge(&mut nm, ridge * md, md, warn)?;
+    let mu = col_means(x);
     let op = Whitened {
-        x: &x,
+        x,
         mu: Mat::from_fn(v, 1, |i, _| mu[i]),
         l: &nm,
     };
-    let svd = randomized_svd(&op, k, oversample, power_iters, seed)?;
-    check_rank(KIND, &svd.s, k)?;
+    let svd = randomized_svd(&op, k, opts.oversample, opts.power_iters, opts.seed)?;
     let joint = solve_lower_t(&nm, svd.v);
     Ok(OpcaFit {
         joint,
         eigenvalues: svd.s,
         ridge: used,
+        cg_iters: 0,
     })
 }
 
@@ -149,26 +209,33 @@ impl Trainer for OpcaTrainer {
         resume: Option<Resume>,
         hooks: &mut dyn Hooks,
     ) -> Result<Box<dyn Model>> {
-        let (k, (ridge, oversample, iters), xs, xt) =
+        let (k, (ridge, opts), xs, xt) =
             closed_form_input(KIND, data, params, resume.is_some(), hooks, |params| {
-                let ridge: f64 = params.get("ridge")?;
-                let oversample: usize = params.get("oversample")?;
-                let iters: usize = params.get("power_iters")?;
-                Ok((ridge, oversample, iters))
+                Ok((params.get("ridge")?, subspace_opts(params, seed)?))
             })?;
         let v = xs.n_cols + xt.n_cols;
-        hooks.log(&format!(
-            "opca: dense noise covariance {v} × {v} f64 ({:.2} GB), Cholesky ~{:.1e} flops",
-            (v * v * 8) as f64 / 1e9,
-            (v as f64).powi(3) / 3.0
-        ));
+        if opts.solver == Solver::Dense {
+            hooks.log(&format!(
+                "opca: dense noise covariance {v} × {v} f64 ({:.2} GB), Cholesky ~{:.1e} flops",
+                (v * v * 8) as f64 / 1e9,
+                (v as f64).powi(3) / 3.0
+            ));
+        }
         let t0 = std::time::Instant::now();
-        let f = logging_warnings(hooks, |warn| {
-            fit(&xs, &xt, k, ridge, oversample, iters, seed, warn)
-        })?;
+        let f = logging_warnings(hooks, |warn| fit(&xs, &xt, k, ridge, &opts, warn))?;
         hooks.log(&format!(
-            "opca: fitted in {:.1}s; eigenvalues {:.4} .. {:.4}, ridge {:.3e}",
+            "opca: fitted in {:.1}s ({} solver{}); eigenvalues {:.4} .. {:.4}, ridge {:.3e}",
             t0.elapsed().as_secs_f64(),
+            if opts.solver == Solver::Dense {
+                "dense"
+            } else {
+                "implicit"
+            },
+            if f.cg_iters > 0 {
+                format!(", {} CG iterations", f.cg_iters)
+            } else {
+                String::new()
+            },
             f.eigenvalues[0],
             f.eigenvalues[k - 1],
             f.ridge

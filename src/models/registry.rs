@@ -249,6 +249,27 @@ const POWER_ITERS_6: Setting = s(
     COUNT,
     "randomised SVD: power iterations",
 );
+const SOLVER: Setting = s(
+    "solver",
+    "implicit",
+    Check::Choice(&["implicit", "dense"]),
+    "implicit: matrix-free, memory linear in the vocabulary; dense: V × V covariances, Cholesky whitening",
+);
+const CG_TOL: Setting = s(
+    "cg_tol",
+    "1e-6",
+    Check::Positive,
+    "implicit solver: relative residual each conjugate-gradient solve stops at",
+);
+const MAX_CG_ITERS: Setting = s(
+    "max_cg_iters",
+    "500",
+    Check::Int {
+        min: 1,
+        max: 1_000_000,
+    },
+    "implicit solver: most conjugate-gradient iterations per solve",
+);
 const WEIGHT_DECAY: Setting = s(
     "weight_decay",
     "0",
@@ -481,6 +502,9 @@ pub static MODELS: &[ModelSpec] = &[
                 Check::NonNegative,
                 "ridge on the noise covariance",
             ),
+            SOLVER,
+            CG_TOL,
+            MAX_CG_ITERS,
         ],
         trainer: Some(|| Box::new(opca::OpcaTrainer)),
         text: &[],
@@ -500,6 +524,9 @@ pub static MODELS: &[ModelSpec] = &[
                 Check::NonNegative,
                 "ridge relative to the covariances' mean diagonal",
             ),
+            SOLVER,
+            CG_TOL,
+            MAX_CG_ITERS,
         ],
         trainer: Some(|| Box::new(cca::CcaTrainer)),
         text: &[],
@@ -553,6 +580,12 @@ pub static MODELS: &[ModelSpec] = &[
         space: true,
         runner: true,
         settings: &[
+            s(
+                "cg_tol",
+                "1e-6",
+                Check::Positive,
+                "OPCA start (no init), implicit solver: conjugate-gradient relative residual",
+            ),
             DIM,
             s(
                 "dissimilar_pct",
@@ -573,6 +606,15 @@ pub static MODELS: &[ModelSpec] = &[
                 check: Check::Path,
                 help: "start from a linear model's session (opca); unset: fit OPCA first",
             },
+            s(
+                "max_cg_iters",
+                "500",
+                Check::Int {
+                    min: 1,
+                    max: 1_000_000,
+                },
+                "OPCA start (no init), implicit solver: most conjugate-gradient iterations per solve",
+            ),
             s(
                 "negatives",
                 "10000",
@@ -608,6 +650,12 @@ pub static MODELS: &[ModelSpec] = &[
                 "5",
                 PERCENT,
                 "u: random pairs' start-distance percentile similar pairs must stay below",
+            ),
+            s(
+                "solver",
+                "implicit",
+                Check::Choice(&["implicit", "dense"]),
+                "OPCA start (no init): implicit (matrix-free) or dense (V × V) eigensolver",
             ),
         ],
         trainer: Some(|| Box::new(hdlr::HdlrTrainer)),

@@ -1,0 +1,698 @@
+//! Matrix-free solvers for the closed-form linear models (OPCA, CCA): no
+//! `V × V` matrix is ever formed. Covariances are operators applied through
+//! the sparse training matrices (`C w = (1/n) Xᵀ(X w) − μ (μᵀ w) + r w`),
+//! ridge systems are solved by block conjugate gradients with a Jacobi
+//! preconditioner, and the top generalised eigenpairs come from subspace
+//! iteration (the same power sequence the dense whitened solver applies)
+//! closed by an exact Rayleigh–Ritz step on the final subspace. Memory is
+//! `O(nnz + (V + n)·l)` for `l = k + oversample` columns. Cost and
+//! measurements: `docs/models.md`, `docs/results.md`.
+
+use faer::linalg::solvers::Solve;
+use faer::{Mat, MatRef, Side};
+use rand::SeedableRng;
+use rand_distr::{Distribution, StandardNormal};
+use rayon::prelude::*;
+
+use crate::text::CsrMatrix;
+use crate::{Error, Result};
+
+/// Row-major dense `rows × cols` block of `f64` (the right-hand sides and
+/// iterates: `V × l` or `n × l`).
+#[derive(Debug, Clone)]
+pub struct Block {
+    rows: usize,
+    cols: usize,
+    data: Vec<f64>,
+}
+
+impl Block {
+    fn zeros(rows: usize, cols: usize) -> Self {
+        Block {
+            rows,
+            cols,
+            data: vec![0.0; rows * cols],
+        }
+    }
+
+    fn random(rows: usize, cols: usize, seed: u64) -> Self {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let data = (0..rows * cols)
+            .map(|_| StandardNormal.sample(&mut rng))
+            .collect();
+        Block { rows, cols, data }
+    }
+
+    fn view(&self) -> MatRef<'_, f64> {
+        MatRef::from_row_major_slice(&self.data, self.rows, self.cols)
+    }
+
+    fn from_mat(m: MatRef<'_, f64>) -> Self {
+        let (rows, cols) = (m.nrows(), m.ncols());
+        let mut data = Vec::with_capacity(rows * cols);
+        for i in 0..rows {
+            data.extend((0..cols).map(|j| m[(i, j)]));
+        }
+        Block { rows, cols, data }
+    }
+
+    fn row(&self, i: usize) -> &[f64] {
+        &self.data[i * self.cols..(i + 1) * self.cols]
+    }
+
+    /// Per-column dot products `Σ_i a[i,c] b[i,c]`.
+    fn col_dots(&self, other: &Block) -> Vec<f64> {
+        let l = self.cols;
+        self.data
+            .par_chunks(l * 1024)
+            .zip(other.data.par_chunks(l * 1024))
+            .map(|(a, b)| {
+                let mut acc = vec![0.0; l];
+                for (ra, rb) in a.chunks(l).zip(b.chunks(l)) {
+                    for c in 0..l {
+                        acc[c] += ra[c] * rb[c];
+                    }
+                }
+                acc
+            })
+            .reduce(
+                || vec![0.0; l],
+                |mut x, y| {
+                    x.iter_mut().zip(&y).for_each(|(a, b)| *a += b);
+                    x
+                },
+            )
+    }
+
+    fn all_finite(&self) -> bool {
+        self.data.iter().all(|v| v.is_finite())
+    }
+}
+
+/// `X · W` for a sparse `n × V` matrix and a `V × l` block.
+fn spmm(x: &CsrMatrix, w: &Block) -> Block {
+    let l = w.cols;
+    let mut out = Block::zeros(x.n_rows(), l);
+    out.data
+        .par_chunks_mut(l.max(1))
+        .enumerate()
+        .for_each(|(i, o)| {
+            let (idx, val) = x.row(i);
+            for (j, v) in idx.iter().zip(val) {
+                let v = *v as f64;
+                for (o, w) in o.iter_mut().zip(w.row(*j as usize)) {
+                    *o += v * w;
+                }
+            }
+        });
+    out
+}
+
+/// The transpose of a CSR matrix, as CSR (`V × n`), by a counting sort.
+fn transpose(x: &CsrMatrix) -> CsrMatrix {
+    let n = x.n_rows();
+    let mut counts = vec![0usize; x.n_cols + 1];
+    for c in &x.indices {
+        counts[*c as usize + 1] += 1;
+    }
+    for j in 0..x.n_cols {
+        counts[j + 1] += counts[j];
+    }
+    let mut next = counts.clone();
+    let mut indices = vec![0u32; x.nnz()];
+    let mut values = vec![0f32; x.nnz()];
+    for i in 0..n {
+        let (idx, val) = x.row(i);
+        for (c, v) in idx.iter().zip(val) {
+            let p = &mut next[*c as usize];
+            indices[*p] = i as u32;
+            values[*p] = *v;
+            *p += 1;
+        }
+    }
+    CsrMatrix {
+        n_cols: n,
+        indptr: counts,
+        indices,
+        values,
+    }
+}
+
+/// A term covariance `C = (1/n) Xᵀ X − μ μᵀ` of a sparse `n × V` matrix (or
+/// the uncentred second moment, `μ = 0`), applied without forming it.
+pub struct Covariance<'a> {
+    x: &'a CsrMatrix,
+    xt: CsrMatrix,
+    mu: Option<Vec<f64>>,
+    diag: Vec<f64>,
+}
+
+impl<'a> Covariance<'a> {
+    /// The covariance of `x`'s rows; `centred` subtracts the column means.
+    pub fn new(x: &'a CsrMatrix, centred: bool) -> Self {
+        let n = x.n_rows().max(1) as f64;
+        let mut sum = vec![0.0f64; x.n_cols];
+        let mut sq = vec![0.0f64; x.n_cols];
+        for (c, v) in x.indices.iter().zip(&x.values) {
+            let v = *v as f64;
+            sum[*c as usize] += v;
+            sq[*c as usize] += v * v;
+        }
+        let mu: Vec<f64> = sum.iter().map(|s| s / n).collect();
+        let diag = sq
+            .iter()
+            .zip(&mu)
+            .map(|(q, m)| q / n - if centred { m * m } else { 0.0 })
+            .collect();
+        Covariance {
+            x,
+            xt: transpose(x),
+            mu: centred.then_some(mu),
+            diag,
+        }
+    }
+
+    /// Terms (rows and columns of `C`).
+    pub fn dim(&self) -> usize {
+        self.x.n_cols
+    }
+
+    /// `C`'s diagonal.
+    pub fn diag(&self) -> &[f64] {
+        &self.diag
+    }
+
+    /// Mean of `C`'s diagonal (what a relative ridge is scaled by).
+    pub fn mean_diag(&self) -> f64 {
+        self.diag.iter().sum::<f64>() / self.diag.len().max(1) as f64
+    }
+
+    fn inv_n(&self) -> f64 {
+        1.0 / self.x.n_rows().max(1) as f64
+    }
+
+    /// `(C + ridge I) w`.
+    pub fn apply(&self, w: &Block, ridge: f64) -> Block {
+        let mut out = spmm(&self.xt, &spmm(self.x, w));
+        let s = self.inv_n();
+        out.data
+            .par_iter_mut()
+            .zip(&w.data)
+            .for_each(|(o, w)| *o = *o * s + ridge * w);
+        if let Some(mu) = &self.mu {
+            subtract_rank_one(&mut out, mu, &proj(mu, w), 1.0);
+        }
+        out
+    }
+
+    /// The cross-covariance `C_xy w = (1/n) Xᵀ (Y w) − μ_x (μ_yᵀ w)` of two
+    /// matrices with the same rows (`self` is `x`).
+    pub fn cross(&self, y: &Covariance<'_>, w: &Block) -> Block {
+        let mut out = spmm(&self.xt, &spmm(y.x, w));
+        let s = self.inv_n();
+        out.data.par_iter_mut().for_each(|o| *o *= s);
+        if let (Some(mx), Some(my)) = (&self.mu, &y.mu) {
+            subtract_rank_one(&mut out, mx, &proj(my, w), 1.0);
+        }
+        out
+    }
+}
+
+/// `μᵀ W` (a row of `l`).
+fn proj(mu: &[f64], w: &Block) -> Vec<f64> {
+    let mut r = vec![0.0; w.cols];
+    for (i, m) in mu.iter().enumerate() {
+        if *m != 0.0 {
+            for (r, w) in r.iter_mut().zip(w.row(i)) {
+                *r += m * w;
+            }
+        }
+    }
+    r
+}
+
+/// `out −= scale · μ rᵀ`.
+fn subtract_rank_one(out: &mut Block, mu: &[f64], r: &[f64], scale: f64) {
+    let l = out.cols;
+    out.data
+        .par_chunks_mut(l.max(1))
+        .zip(mu)
+        .for_each(|(o, m)| {
+            if *m != 0.0 {
+                for (o, r) in o.iter_mut().zip(r) {
+                    *o -= scale * m * r;
+                }
+            }
+        });
+}
+
+/// How a block of conjugate-gradient solves went.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CgReport {
+    /// Iterations taken (the slowest column's).
+    pub iters: usize,
+    /// Largest relative residual `‖b − A x‖ / ‖b‖` at the end.
+    pub residual: f64,
+}
+
+/// Solves `(C + ridge I) X = B` column by column (each with its own step
+/// sizes) by conjugate gradients preconditioned with `C`'s diagonal, until
+/// every column's relative residual is below `tol` or `max_iters` pass.
+/// `start` is an initial guess `X₀` with `(C + ridge I) X₀` (zero if none).
+pub fn solve(
+    c: &Covariance<'_>,
+    ridge: f64,
+    b: &Block,
+    start: Option<(Block, Block)>,
+    tol: f64,
+    max_iters: usize,
+) -> (Block, CgReport) {
+    let l = b.cols;
+    let inv_diag: Vec<f64> = c.diag.iter().map(|d| 1.0 / (d + ridge)).collect();
+    let precond = |r: &Block| {
+        let mut z = r.clone();
+        z.data
+            .par_chunks_mut(l.max(1))
+            .zip(&inv_diag)
+            .for_each(|(z, d)| z.iter_mut().for_each(|v| *v *= d));
+        z
+    };
+    let bnorm: Vec<f64> = b.col_dots(b).iter().map(|v| v.sqrt()).collect();
+    let (mut x, mut r) = match start {
+        None => (Block::zeros(b.rows, l), b.clone()),
+        Some((x0, cx0)) => {
+            let mut r = b.clone();
+            r.data
+                .par_iter_mut()
+                .zip(&cx0.data)
+                .for_each(|(r, c)| *r -= c);
+            (x0, r)
+        }
+    };
+    let mut z = precond(&r);
+    let mut p = z.clone();
+    let mut rz = r.col_dots(&z);
+    let mut report = CgReport::default();
+    let residual = |r: &Block| {
+        r.col_dots(r)
+            .iter()
+            .zip(&bnorm)
+            .map(|(rr, bn)| if *bn > 0.0 { rr.sqrt() / bn } else { 0.0 })
+            .fold(0.0f64, f64::max)
+    };
+    report.residual = residual(&r);
+    while report.residual > tol && report.iters < max_iters {
+        let ap = c.apply(&p, ridge);
+        let pap = p.col_dots(&ap);
+        let alpha: Vec<f64> = rz
+            .iter()
+            .zip(&pap)
+            .map(|(a, b)| if *b > 0.0 { a / b } else { 0.0 })
+            .collect();
+        axpy_cols(&mut x, &alpha, &p, 1.0);
+        axpy_cols(&mut r, &alpha, &ap, -1.0);
+        report.iters += 1;
+        report.residual = residual(&r);
+        if report.residual <= tol {
+            break;
+        }
+        z = precond(&r);
+        let rz_new = r.col_dots(&z);
+        let beta: Vec<f64> = rz_new
+            .iter()
+            .zip(&rz)
+            .map(|(a, b)| if *b > 0.0 { a / b } else { 0.0 })
+            .collect();
+        // p = z + β p
+        p.data
+            .par_chunks_mut(l.max(1))
+            .zip(z.data.par_chunks(l.max(1)))
+            .for_each(|(p, z)| {
+                for c in 0..l {
+                    p[c] = z[c] + beta[c] * p[c];
+                }
+            });
+        rz = rz_new;
+    }
+    (x, report)
+}
+
+/// `y[:, c] += sign · α_c x[:, c]`.
+fn axpy_cols(y: &mut Block, alpha: &[f64], x: &Block, sign: f64) {
+    let l = y.cols;
+    y.data
+        .par_chunks_mut(l.max(1))
+        .zip(x.data.par_chunks(l.max(1)))
+        .for_each(|(y, x)| {
+            for c in 0..l {
+                y[c] += sign * alpha[c] * x[c];
+            }
+        });
+}
+
+/// The best start for `(C + ridge I) X = B` within `span(W)` (Galerkin:
+/// `X₀ = W (Wᵀ (C + ridge I) W)⁻¹ Wᵀ B`) and its product with the matrix.
+/// Subspace iteration converges, so the previous subspace holds most of the
+/// next solution and conjugate gradients start close to it. `None` when the
+/// projected matrix is not positive definite.
+fn galerkin_start(c: &Covariance<'_>, ridge: f64, w: &Block, b: &Block) -> Option<(Block, Block)> {
+    let cw = c.apply(w, ridge);
+    let mut g = gram(w, &cw);
+    symmetrize(&mut g);
+    let llt = g.llt(Side::Lower).ok()?;
+    let coef = llt.solve(gram(w, b));
+    if !coef.col_iter().all(|c| c.iter().all(|v| v.is_finite())) {
+        return None;
+    }
+    let x0 = Block::from_mat((w.view() * &coef).as_ref());
+    let cx0 = Block::from_mat((cw.view() * &coef).as_ref());
+    Some((x0, cx0))
+}
+
+/// Orthonormal columns spanning `w`'s (thin QR).
+fn orth(w: &Block) -> Block {
+    let q = w.view().to_owned().qr().compute_thin_Q();
+    Block::from_mat(q.as_ref())
+}
+
+/// `Wᵀ V` (small, `l × l`).
+fn gram(w: &Block, v: &Block) -> Mat<f64> {
+    w.view().transpose() * v.view()
+}
+
+fn symmetrize(g: &mut Mat<f64>) {
+    for i in 0..g.nrows() {
+        for j in 0..i {
+            let a = 0.5 * (g[(i, j)] + g[(j, i)]);
+            g[(i, j)] = a;
+            g[(j, i)] = a;
+        }
+    }
+}
+
+/// How a closed-form model's eigenproblem is solved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Solver {
+    /// Matrix-free: covariance operators, conjugate gradients, subspace
+    /// iteration (this module). Memory linear in the vocabulary.
+    Implicit,
+    /// Dense `V × V` covariances, Cholesky whitening (memory `V²`, time `V³`).
+    Dense,
+}
+
+impl Solver {
+    /// `implicit` or `dense`.
+    pub fn parse(s: &str) -> Result<Self> {
+        match s {
+            "implicit" => Ok(Solver::Implicit),
+            "dense" => Ok(Solver::Dense),
+            _ => Err(Error::invalid(format!(
+                "solver must be implicit or dense, got {s:?}"
+            ))),
+        }
+    }
+}
+
+/// Settings of an eigenproblem solve (both solvers).
+#[derive(Debug, Clone, Copy)]
+pub struct SubspaceOpts {
+    /// Which solver.
+    pub solver: Solver,
+    /// Columns beyond `k` in the subspace.
+    pub oversample: usize,
+    /// Power iterations (as the dense solver's: each applies the operator
+    /// and its transpose).
+    pub power_iters: usize,
+    /// Seed of the random start.
+    pub seed: u64,
+    /// Relative residual each conjugate-gradient solve stops at (implicit).
+    pub tol: f64,
+    /// Most conjugate-gradient iterations per solve (implicit).
+    pub max_cg_iters: usize,
+}
+
+/// Iteration counts of a fit, for the log.
+#[derive(Debug, Clone, Default)]
+pub struct SolveStats {
+    /// Conjugate-gradient solves run.
+    pub solves: usize,
+    /// Conjugate-gradient iterations over all solves.
+    pub cg_iters: usize,
+    /// Largest final relative residual of any solve.
+    pub worst_residual: f64,
+}
+
+impl SolveStats {
+    fn add(&mut self, r: CgReport) {
+        self.solves += 1;
+        self.cg_iters += r.iters;
+        self.worst_residual = self.worst_residual.max(r.residual);
+    }
+}
+
+fn lower_cholesky(a: &Mat<f64>, what: &str) -> Result<Mat<f64>> {
+    let llt = a.llt(Side::Lower).map_err(|e| {
+        Error::invalid(format!(
+            "{what}: projected matrix not positive definite ({e:?})"
+        ))
+    })?;
+    Ok(llt.L().to_owned())
+}
+
+fn finite(b: &Block, what: &str) -> Result<()> {
+    if b.all_finite() {
+        Ok(())
+    } else {
+        Err(Error::invalid(format!(
+            "{what}: non-finite values in the subspace iteration"
+        )))
+    }
+}
+
+/// The top `k` pairs of `S v = λ (N + ridge I) v` for covariance operators
+/// `S` and `N` over the same terms: `(V × k` directions with
+/// `vᵀ (N + ridge I) v = 1`, eigenvalues descending`)`.
+pub fn generalised_eigen(
+    s: &Covariance<'_>,
+    n: &Covariance<'_>,
+    ridge: f64,
+    k: usize,
+    opts: &SubspaceOpts,
+) -> Result<(Mat<f64>, Vec<f64>, SolveStats)> {
+    let v = s.dim();
+    let l = (k + opts.oversample).min(v);
+    let mut stats = SolveStats::default();
+    // W ← orth((N + r)⁻¹ S W), started from the solution's part in span(W)
+    let step = |w: &Block, guess: bool, stats: &mut SolveStats| -> Result<Block> {
+        let rhs = s.apply(w, 0.0);
+        let start = if guess {
+            galerkin_start(n, ridge, w, &rhs)
+        } else {
+            None
+        };
+        let (x, rep) = solve(n, ridge, &rhs, start, opts.tol, opts.max_cg_iters);
+        stats.add(rep);
+        finite(&x, "opca")?;
+        Ok(orth(&x))
+    };
+    let mut w = step(&Block::random(v, l, opts.seed), false, &mut stats)?;
+    for _ in 0..2 * opts.power_iters {
+        w = step(&w, true, &mut stats)?;
+    }
+    // Rayleigh–Ritz on span(W): (Wᵀ S W) y = λ (Wᵀ (N + r) W) y
+    let sw = s.apply(&w, 0.0);
+    let nw = n.apply(&w, ridge);
+    let mut a = gram(&w, &sw);
+    let mut b = gram(&w, &nw);
+    symmetrize(&mut a);
+    symmetrize(&mut b);
+    let lb = lower_cholesky(&b, "opca")?;
+    let mut m = a.clone();
+    faer::linalg::triangular_solve::solve_lower_triangular_in_place(
+        lb.as_ref(),
+        m.as_mut(),
+        faer::Par::Seq,
+    );
+    let mut mt = m.transpose().to_owned();
+    faer::linalg::triangular_solve::solve_lower_triangular_in_place(
+        lb.as_ref(),
+        mt.as_mut(),
+        faer::Par::Seq,
+    );
+    symmetrize(&mut mt);
+    let eig = mt
+        .self_adjoint_eigen(Side::Lower)
+        .map_err(|e| Error::invalid(format!("opca: small eigenproblem failed ({e:?})")))?;
+    // ascending → take the last k, descending
+    let u = eig.U();
+    let vals: Vec<f64> = (0..l).rev().take(k).map(|i| eig.S()[i]).collect();
+    let mut y = Mat::from_fn(l, k, |i, j| u[(i, l - 1 - j)]);
+    faer::linalg::triangular_solve::solve_upper_triangular_in_place(
+        lb.as_ref().transpose(),
+        y.as_mut(),
+        faer::Par::Seq,
+    );
+    let dirs = w.view() * &y;
+    Ok((dirs, vals, stats))
+}
+
+/// The top `k` canonical pairs of the ridged covariances `C_xx + r_x I`,
+/// `C_yy + r_y I` and cross-covariance `C_xy`: `(A, B, ρ)` with
+/// `aᵀ (C_xx + r_x) a = 1`, likewise `b`, correlations descending.
+pub fn canonical(
+    x: &Covariance<'_>,
+    y: &Covariance<'_>,
+    (rx, ry): (f64, f64),
+    k: usize,
+    opts: &SubspaceOpts,
+) -> Result<(Mat<f64>, Mat<f64>, Vec<f64>, SolveStats)> {
+    let l = (k + opts.oversample).min(x.dim()).min(y.dim());
+    let mut stats = SolveStats::default();
+    // W_to ← orth((C_to + r)⁻¹ C_to,from W_from), started from the
+    // solution's part in the side's previous subspace
+    let side = |from: &Covariance<'_>,
+                to: &Covariance<'_>,
+                r: f64,
+                w: &Block,
+                prev: Option<&Block>,
+                stats: &mut SolveStats|
+     -> Result<Block> {
+        let rhs = to.cross(from, w);
+        let start = prev.and_then(|p| galerkin_start(to, r, p, &rhs));
+        let (z, rep) = solve(to, r, &rhs, start, opts.tol, opts.max_cg_iters);
+        stats.add(rep);
+        finite(&z, "cca")?;
+        Ok(orth(&z))
+    };
+    let omega = Block::random(y.dim(), l, opts.seed);
+    let mut wx = side(y, x, rx, &omega, None, &mut stats)?;
+    let mut wy: Option<Block> = None;
+    for _ in 0..opts.power_iters {
+        let next = side(x, y, ry, &wx, wy.as_ref(), &mut stats)?;
+        wx = side(y, x, rx, &next, Some(&wx), &mut stats)?;
+        wy = Some(next);
+    }
+    let wy = side(x, y, ry, &wx, wy.as_ref(), &mut stats)?;
+    // Rayleigh–Ritz on span(W_x) × span(W_y)
+    let mut ax = gram(&wx, &x.apply(&wx, rx));
+    let mut ay = gram(&wy, &y.apply(&wy, ry));
+    symmetrize(&mut ax);
+    symmetrize(&mut ay);
+    let c = gram(&wx, &x.cross(y, &wy));
+    let (lx, ly) = (lower_cholesky(&ax, "cca")?, lower_cholesky(&ay, "cca")?);
+    // K = Lx⁻¹ C Ly⁻ᵀ
+    let mut kx = c;
+    faer::linalg::triangular_solve::solve_lower_triangular_in_place(
+        lx.as_ref(),
+        kx.as_mut(),
+        faer::Par::Seq,
+    );
+    let mut kt = kx.transpose().to_owned();
+    faer::linalg::triangular_solve::solve_lower_triangular_in_place(
+        ly.as_ref(),
+        kt.as_mut(),
+        faer::Par::Seq,
+    );
+    let svd = kt
+        .transpose()
+        .to_owned()
+        .thin_svd()
+        .map_err(|e| Error::invalid(format!("cca: small SVD did not converge ({e:?})")))?;
+    let kk = k.min(l);
+    let rho: Vec<f64> = (0..kk).map(|i| svd.S()[i]).collect();
+    let mut ua = Mat::from_fn(l, kk, |i, j| svd.U()[(i, j)]);
+    let mut vb = Mat::from_fn(l, kk, |i, j| svd.V()[(i, j)]);
+    faer::linalg::triangular_solve::solve_upper_triangular_in_place(
+        lx.as_ref().transpose(),
+        ua.as_mut(),
+        faer::Par::Seq,
+    );
+    faer::linalg::triangular_solve::solve_upper_triangular_in_place(
+        ly.as_ref().transpose(),
+        vb.as_mut(),
+        faer::Par::Seq,
+    );
+    Ok((wx.view() * &ua, wy.view() * &vb, rho, stats))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sparse(rows: &[&[(u32, f32)]], cols: usize) -> CsrMatrix {
+        let mut m = CsrMatrix::new(cols);
+        for r in rows {
+            m.push_row(r.iter().copied());
+        }
+        m
+    }
+
+    #[test]
+    fn covariance_operator_matches_dense_definition() {
+        let x = sparse(
+            &[
+                &[(0, 1.0), (2, 2.0)],
+                &[(1, 3.0)],
+                &[(0, -1.0), (1, 1.0), (2, 0.5)],
+            ],
+            3,
+        );
+        let c = Covariance::new(&x, true);
+        let d = x.to_dense();
+        let n = 3.0;
+        let mu: Vec<f64> = (0..3)
+            .map(|j| (0..3).map(|i| d[[i, j]] as f64).sum::<f64>() / n)
+            .collect();
+        let w = Block::random(3, 2, 7);
+        let got = c.apply(&w, 0.5);
+        for a in 0..3 {
+            for col in 0..2 {
+                let mut want = 0.5 * w.row(a)[col];
+                for b in 0..3 {
+                    let cab = (0..3)
+                        .map(|i| d[[i, a]] as f64 * d[[i, b]] as f64)
+                        .sum::<f64>()
+                        / n
+                        - mu[a] * mu[b];
+                    want += cab * w.row(b)[col];
+                }
+                assert!((got.row(a)[col] - want).abs() < 1e-12, "{a},{col}");
+            }
+            let dd = (0..3).map(|i| (d[[i, a]] as f64).powi(2)).sum::<f64>() / n - mu[a] * mu[a];
+            assert!((c.diag()[a] - dd).abs() < 1e-12);
+        }
+    }
+
+    #[test]
+    fn conjugate_gradients_solve_the_ridge_system() {
+        let x = sparse(
+            &[
+                &[(0, 1.0), (2, 2.0)],
+                &[(1, 3.0), (3, 1.0)],
+                &[(0, -1.0), (1, 1.0), (2, 0.5)],
+                &[(3, 2.0)],
+            ],
+            4,
+        );
+        let c = Covariance::new(&x, true);
+        let b = Block::random(4, 3, 1);
+        let (sol, rep) = solve(&c, 0.1, &b, None, 1e-12, 100);
+        assert!(rep.residual <= 1e-12, "{rep:?}");
+        let back = c.apply(&sol, 0.1);
+        for (a, b) in back.data.iter().zip(&b.data) {
+            assert!((a - b).abs() < 1e-9);
+        }
+    }
+
+    #[test]
+    fn transpose_round_trips() {
+        let x = sparse(&[&[(0, 1.0), (2, 2.0)], &[], &[(1, 3.0), (2, 4.0)]], 3);
+        let t = transpose(&x);
+        assert_eq!(t.n_rows(), 3);
+        assert_eq!(t.n_cols, 3);
+        let back = transpose(&t);
+        assert_eq!(back.indptr, x.indptr);
+        assert_eq!(back.indices, x.indices);
+        assert_eq!(back.values, x.values);
+    }
+}
