@@ -267,19 +267,11 @@ pub fn solve(
     tol: f64,
     max_iters: usize,
 ) -> (Block, CgReport) {
-    let l = b.cols;
+    let l = b.cols.max(1);
     let inv_diag: Vec<f64> = c.diag.iter().map(|d| 1.0 / (d + ridge)).collect();
-    let precond = |r: &Block| {
-        let mut z = r.clone();
-        z.data
-            .par_chunks_mut(l.max(1))
-            .zip(&inv_diag)
-            .for_each(|(z, d)| z.iter_mut().for_each(|v| *v *= d));
-        z
-    };
     let bnorm: Vec<f64> = b.col_dots(b).iter().map(|v| v.sqrt()).collect();
     let (mut x, mut r) = match start {
-        None => (Block::zeros(b.rows, l), b.clone()),
+        None => (Block::zeros(b.rows, b.cols), b.clone()),
         Some((x0, cx0)) => {
             let mut r = b.clone();
             r.data
@@ -289,18 +281,29 @@ pub fn solve(
             (x0, r)
         }
     };
-    let mut z = precond(&r);
-    let mut p = z.clone();
-    let mut rz = r.col_dots(&z);
-    let mut report = CgReport::default();
-    let residual = |r: &Block| {
-        r.col_dots(r)
-            .iter()
+    // p = z = M⁻¹ r; sums of r·r and r·z per column
+    let mut p = r.clone();
+    let (mut rr, mut rz) = (vec![0.0; b.cols], vec![0.0; b.cols]);
+    fused_rows(&mut p, &r, &inv_diag, |p, r, d, acc| {
+        for c in 0..p.len() {
+            p[c] = r[c] * d;
+            acc[0][c] += r[c] * r[c];
+            acc[1][c] += r[c] * p[c];
+        }
+    })
+    .into_iter()
+    .zip([&mut rr, &mut rz])
+    .for_each(|(a, out)| *out = a);
+    let residual = |rr: &[f64]| {
+        rr.iter()
             .zip(&bnorm)
             .map(|(rr, bn)| if *bn > 0.0 { rr.sqrt() / bn } else { 0.0 })
             .fold(0.0f64, f64::max)
     };
-    report.residual = residual(&r);
+    let mut report = CgReport {
+        iters: 0,
+        residual: residual(&rr),
+    };
     while report.residual > tol && report.iters < max_iters {
         let ap = c.apply(&p, ridge);
         let pap = p.col_dots(&ap);
@@ -309,45 +312,79 @@ pub fn solve(
             .zip(&pap)
             .map(|(a, b)| if *b > 0.0 { a / b } else { 0.0 })
             .collect();
-        axpy_cols(&mut x, &alpha, &p, 1.0);
-        axpy_cols(&mut r, &alpha, &ap, -1.0);
+        // x += α p; r −= α Ap; sums of r·r and r·M⁻¹r, in one pass
+        let sums: Vec<Vec<f64>> = x
+            .data
+            .par_chunks_mut(l)
+            .zip(r.data.par_chunks_mut(l))
+            .zip(p.data.par_chunks(l).zip(ap.data.par_chunks(l)))
+            .zip(inv_diag.par_iter())
+            .fold(
+                || vec![vec![0.0; l]; 2],
+                |mut acc, (((x, r), (p, ap)), d)| {
+                    for c in 0..x.len() {
+                        x[c] += alpha[c] * p[c];
+                        r[c] -= alpha[c] * ap[c];
+                        acc[0][c] += r[c] * r[c];
+                        acc[1][c] += r[c] * r[c] * d;
+                    }
+                    acc
+                },
+            )
+            .reduce(|| vec![vec![0.0; l]; 2], add_sums);
         report.iters += 1;
-        report.residual = residual(&r);
+        report.residual = residual(&sums[0]);
         if report.residual <= tol {
             break;
         }
-        z = precond(&r);
-        let rz_new = r.col_dots(&z);
-        let beta: Vec<f64> = rz_new
+        let beta: Vec<f64> = sums[1]
             .iter()
             .zip(&rz)
             .map(|(a, b)| if *b > 0.0 { a / b } else { 0.0 })
             .collect();
-        // p = z + β p
+        // p = M⁻¹ r + β p
         p.data
-            .par_chunks_mut(l.max(1))
-            .zip(z.data.par_chunks(l.max(1)))
-            .for_each(|(p, z)| {
-                for c in 0..l {
-                    p[c] = z[c] + beta[c] * p[c];
+            .par_chunks_mut(l)
+            .zip(r.data.par_chunks(l))
+            .zip(inv_diag.par_iter())
+            .for_each(|((p, r), d)| {
+                for c in 0..p.len() {
+                    p[c] = r[c] * d + beta[c] * p[c];
                 }
             });
-        rz = rz_new;
+        rz = sums[1].clone();
     }
     (x, report)
 }
 
-/// `y[:, c] += sign · α_c x[:, c]`.
-fn axpy_cols(y: &mut Block, alpha: &[f64], x: &Block, sign: f64) {
-    let l = y.cols;
-    y.data
-        .par_chunks_mut(l.max(1))
-        .zip(x.data.par_chunks(l.max(1)))
-        .for_each(|(y, x)| {
-            for c in 0..l {
-                y[c] += sign * alpha[c] * x[c];
-            }
-        });
+fn add_sums(mut a: Vec<Vec<f64>>, b: Vec<Vec<f64>>) -> Vec<Vec<f64>> {
+    for (a, b) in a.iter_mut().zip(b) {
+        a.iter_mut().zip(b).for_each(|(a, b)| *a += b);
+    }
+    a
+}
+
+/// Runs `f(out_row, in_row, inv_diag_i, sums)` over the rows of two blocks
+/// in parallel; returns the two per-column sums it accumulates.
+fn fused_rows(
+    out: &mut Block,
+    inp: &Block,
+    inv_diag: &[f64],
+    f: impl Fn(&mut [f64], &[f64], f64, &mut [Vec<f64>]) + Sync,
+) -> Vec<Vec<f64>> {
+    let l = out.cols.max(1);
+    out.data
+        .par_chunks_mut(l)
+        .zip(inp.data.par_chunks(l))
+        .zip(inv_diag.par_iter())
+        .fold(
+            || vec![vec![0.0; l]; 2],
+            |mut acc, ((o, i), d)| {
+                f(o, i, *d, &mut acc);
+                acc
+            },
+        )
+        .reduce(|| vec![vec![0.0; l]; 2], add_sums)
 }
 
 /// The best start for `(C + ridge I) X = B` within `span(W)` (Galerkin:

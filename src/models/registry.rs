@@ -493,7 +493,9 @@ pub static MODELS: &[ModelSpec] = &[
         space: true,
         runner: true,
         settings: &[
+            CG_TOL,
             DIM,
+            MAX_CG_ITERS,
             OVERSAMPLE,
             POWER_ITERS_6,
             s(
@@ -503,8 +505,6 @@ pub static MODELS: &[ModelSpec] = &[
                 "ridge on the noise covariance",
             ),
             SOLVER,
-            CG_TOL,
-            MAX_CG_ITERS,
         ],
         trainer: Some(|| Box::new(opca::OpcaTrainer)),
         text: &[],
@@ -515,7 +515,9 @@ pub static MODELS: &[ModelSpec] = &[
         space: true,
         runner: true,
         settings: &[
+            CG_TOL,
             DIM,
+            MAX_CG_ITERS,
             OVERSAMPLE,
             POWER_ITERS_6,
             s(
@@ -525,8 +527,6 @@ pub static MODELS: &[ModelSpec] = &[
                 "ridge relative to the covariances' mean diagonal",
             ),
             SOLVER,
-            CG_TOL,
-            MAX_CG_ITERS,
         ],
         trainer: Some(|| Box::new(cca::CcaTrainer)),
         text: &[],
