@@ -16,7 +16,9 @@
 #     CPU and `--device cuda` is an error. Never put .cuda/stubs on LD_LIBRARY_PATH of
 #     a machine that has a GPU: its driver's libcuda.so.1 must be the one loaded.
 #  3. runs `cargo build --release --features cuda` (extra arguments are passed on)
-#     and prints where the binary is and the LD_LIBRARY_PATH it needs.
+#     and prints where the binary is and the LD_LIBRARY_PATH it needs;
+#     `scripts/build-cuda.sh test [ARGS]` runs `cargo test --release --features cuda
+#     [ARGS]` instead, with that LD_LIBRARY_PATH.
 #
 # Needs: python3 with venv, a C compiler (cc), cargo; PyPI and crates.io reachable.
 set -euo pipefail
@@ -87,18 +89,30 @@ if [ ! -f "$stub" ] || [ "$(cat "$CUDA_DIR/stubs/.cudarc" 2>/dev/null || true)" 
     echo "$cudarc_version" >"$CUDA_DIR/stubs/.cudarc"
 fi
 
-# 3. the build
-say "cargo build --release --features cuda (CUDA_COMPUTE_CAP=$CUDA_COMPUTE_CAP)"
+# 3. the build (`scripts/build-cuda.sh test [ARGS]`: the test suite, run here, instead)
+cmd=build
+if [ "${1:-}" = test ]; then
+    cmd=test
+    shift
+fi
+# the run-time libraries: this toolkit's, and the stub only where no driver gives libcuda.so.1
+run_libs="$C/lib"
+if ! /sbin/ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1 '; then
+    run_libs="$run_libs:$CUDA_DIR/stubs"
+fi
+say "cargo $cmd --release --features cuda $* (CUDA_COMPUTE_CAP=$CUDA_COMPUTE_CAP)"
 PATH="$C/bin:$PATH" CUDA_ROOT="$C" CUDA_PATH="$C" CUDA_HOME="$C" \
     LIBRARY_PATH="$CUDA_DIR/linklib:$CUDA_DIR/stubs:$C/lib${LIBRARY_PATH:+:$LIBRARY_PATH}" \
-    cargo build --release --features cuda "$@"
+    LD_LIBRARY_PATH="$run_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+    cargo "$cmd" --release --features cuda "$@"
+[ "$cmd" = build ] || exit 0
 
 bin="${CARGO_TARGET_DIR:-$ROOT/target}/release/rosetta"
 cat <<EOF
 build-cuda: built $bin (CUDA 13.0, compute capability $CUDA_COMPUTE_CAP)
 build-cuda: it loads libcudart.so.13, libcublas(Lt).so.13, libcurand.so.10, libnvrtc.so.13 and libcuda.so.1.
-  here (this toolkit, no GPU: the stub makes --device auto use the CPU):
-    export LD_LIBRARY_PATH=$C/lib:$CUDA_DIR/stubs
+  here (this toolkit's libraries; the stub where no driver is installed: --device auto then uses the CPU):
+    export LD_LIBRARY_PATH=$run_libs
   on a GPU machine (its driver gives libcuda.so.1; CUDA 13 libraries of its PyTorch, for example):
     export LD_LIBRARY_PATH=/path/to/site-packages/nvidia/cu13/lib
 EOF
