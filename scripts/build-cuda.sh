@@ -110,7 +110,7 @@ PATH="$C/bin:$PATH" CUDA_ROOT="$C" CUDA_PATH="$C" CUDA_HOME="$C" \
 bin="${CARGO_TARGET_DIR:-$ROOT/target}/release/rosetta"
 cat <<EOF
 build-cuda: built $bin (CUDA 13.0, compute capability $CUDA_COMPUTE_CAP)
-build-cuda: it loads libcudart.so.13, libcublas(Lt).so.13, libcurand.so.10, libnvrtc.so.13 and libcuda.so.1.
+build-cuda: it needs libcuda.so.1, libcudart.so.13, libcublas.so.13, libcublasLt.so.13 and libcurand.so.10 to start.
   here (this toolkit's libraries; the stub where no driver is installed: --device auto then uses the CPU):
     export LD_LIBRARY_PATH=$run_libs
   on a GPU machine (its driver gives libcuda.so.1; CUDA 13 libraries of its PyTorch, for example):
