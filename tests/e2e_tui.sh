@@ -70,9 +70,10 @@ typed() { t send-keys -t "$S" -l -- "$1"; sleep 0.15; }
 mkdir -p "$TMP/work" "$TMP/cfg" "$TMP/state"
 cd "$TMP/work"
 # A plain shell in a 100x32 terminal; the workbench runs inside it so that
-# the terminal can be checked after it exits.
+# the terminal can be checked after it exits. LD_LIBRARY_PATH is kept: a
+# CUDA build needs it to start (docs/gpu.md).
 t new-session -d -s "$S" -x 100 -y 32 \
-    "env -i HOME=$TMP PATH=$PATH TERM=xterm-256color NO_COLOR=1 XDG_CONFIG_HOME=$TMP/cfg XDG_STATE_HOME=$TMP/state bash --norc --noprofile"
+    "env -i HOME=$TMP PATH=$PATH ${LD_LIBRARY_PATH:+LD_LIBRARY_PATH=$LD_LIBRARY_PATH} TERM=xterm-256color NO_COLOR=1 XDG_CONFIG_HOME=$TMP/cfg XDG_STATE_HOME=$TMP/state bash --norc --noprofile"
 sleep 0.3
 typed "stty -a | grep -o -- '-\\?icanon' > $TMP/stty.before; $BIN; echo \"EXIT=\$?\" > $TMP/exit"
 keys Enter

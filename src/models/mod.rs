@@ -358,9 +358,30 @@ pub fn select_device(spec: &str) -> Result<(Device, String)> {
             Device::new_cuda(i)
                 .map(|d| (d, format!("cuda:{i}")))
                 .map_err(|e| {
-                    Error::invalid(format!("--device {spec}: no usable CUDA GPU {i} ({e})"))
+                    Error::invalid(format!(
+                        "--device {spec}: no usable CUDA GPU {i} ({})",
+                        cuda_error_text(e)
+                    ))
                 })
         }
+    }
+}
+
+/// A CUDA error as one line: without the backtrace candle attaches when
+/// `RUST_BACKTRACE` is set, and saying what a stub driver library means.
+fn cuda_error_text(e: candle_core::Error) -> String {
+    let inner = match e {
+        candle_core::Error::WithBacktrace { inner, .. } => *inner,
+        e => e,
+    };
+    let text = inner.to_string();
+    if text.contains("CUDA_ERROR_STUB_LIBRARY") {
+        format!(
+            "{text}: the libcuda.so.1 loaded is a stub, not an NVIDIA driver's; \
+             this machine has no GPU driver, or LD_LIBRARY_PATH puts a stub first"
+        )
+    } else {
+        text
     }
 }
 

@@ -11,6 +11,7 @@
 //! only the term-table rows a batch uses, as TensorFlow's LazyAdam).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use candle_core::backprop::GradStore;
 use candle_core::{CpuStorage, DType, Device, InplaceOp2, InplaceOp3, Layout, Tensor, Var};
@@ -29,6 +30,10 @@ pub struct Adam {
     beta1: f64,
     beta2: f64,
     eps: f64,
+    /// Whether the fused CPU kernels may be used where they apply.
+    fused: bool,
+    /// Parameter updates done by the fused kernels so far (for tests).
+    fused_updates: AtomicUsize,
 }
 
 impl Adam {
@@ -50,7 +55,17 @@ impl Adam {
             beta1: 0.9,
             beta2: 0.999,
             eps: 1e-8,
+            fused: true,
+            fused_updates: AtomicUsize::new(0),
         })
+    }
+
+    /// Allows (the default) or forbids the fused CPU kernels. Forbidden, every
+    /// update runs as the candle tensor ops that CUDA (and any non-CPU
+    /// device) always takes, which lets a test check that path against the
+    /// fused one on the same CPU f32 tensors.
+    pub fn set_fused(&mut self, allowed: bool) {
+        self.fused = allowed;
     }
 
     /// One update from the gradients of `loss` (minimised).
@@ -90,10 +105,12 @@ impl Adam {
         let scale_v = 1.0 / (1.0 - b2.powi(self.t as i32));
         let (th, mt, vt) = (theta.as_tensor(), m.as_tensor(), v.as_tensor());
         let fused = match rows {
+            _ if !self.fused => None,
             None => fused_ok(&[th, g, mt, vt]).then_some(None),
             Some(ids) => fused_rows(th, mt, vt, g, ids)?.map(Some),
         };
         if let Some(ids) = fused {
+            self.fused_updates.fetch_add(1, Ordering::Relaxed);
             let ids = ids.map(std::sync::Arc::new);
             mt.inplace_op2(
                 g,
@@ -426,21 +443,50 @@ mod tests {
             .unwrap()
     }
 
-    /// The fused in-place CPU kernels (f32) and the tensor-op update (f64,
-    /// the path other devices take) give the same trajectory.
+    /// Parameter, first and second moment of every variable, after the run.
+    fn trajectory(opt: &Adam) -> Vec<f32> {
+        let mut out = Vec::new();
+        for (_, th, m, v) in &opt.vars {
+            for t in [th, m, v] {
+                out.extend(values(t.as_tensor()));
+            }
+        }
+        out
+    }
+
+    /// The three ways an update can run: fused CPU kernels (f32), the
+    /// tensor-op path every non-CPU device takes, forced on the same f32 CPU
+    /// tensors, and that path in f64.
+    const PATHS: [(DType, bool); 3] =
+        [(DType::F32, true), (DType::F32, false), (DType::F64, false)];
+
+    /// Entries of `got` within `tol` of `want`.
+    fn assert_close(got: &[f32], want: &[f32], tol: f32, what: &str) {
+        assert_eq!(got.len(), want.len(), "{what}");
+        for (i, (a, b)) in got.iter().zip(want).enumerate() {
+            assert!((a - b).abs() <= tol, "{what}, entry {i}: {a} vs {b}");
+        }
+    }
+
+    /// Dense steps: the fused in-place CPU kernels (f32) and the tensor-op
+    /// update (f32 on the same tensors, and f64) give the same parameters and
+    /// moments, with and without weight decay.
     #[test]
     fn fused_adam_matches_tensor_ops() {
         let dev = Device::Cpu;
         let init: Vec<f32> = (0..24).map(|i| (i as f32 * 0.37).sin()).collect();
         let c: Vec<f32> = (0..24).map(|i| (i as f32 * 0.11).cos()).collect();
-        let run = |dtype: DType| -> Vec<f32> {
+        let run = |dtype: DType, fused: bool, wd: f64| -> Vec<f32> {
             let t = Tensor::from_vec(init.clone(), (4, 6), &dev).unwrap();
             let var = Var::from_tensor(&t.to_dtype(dtype).unwrap()).unwrap();
+            let bias = Var::from_tensor(&Tensor::zeros(6, dtype, &dev).unwrap()).unwrap();
             let ct = Tensor::from_vec(c.clone(), (4, 6), &dev)
                 .unwrap()
                 .to_dtype(dtype)
                 .unwrap();
-            let mut opt = Adam::new(vec![("p".into(), var.clone())], 0.1, 0.01).unwrap();
+            let vars = vec![("p".into(), var.clone()), ("b".into(), bias.clone())];
+            let mut opt = Adam::new(vars, 0.1, wd).unwrap();
+            opt.set_fused(fused);
             let (_, th, m, v) = &opt.vars[0];
             assert_eq!(
                 fused_ok(&[th.as_tensor(), m.as_tensor(), v.as_tensor()]),
@@ -449,31 +495,41 @@ mod tests {
             for _ in 0..5 {
                 let loss = (var.as_tensor() * &ct)
                     .unwrap()
+                    .broadcast_add(bias.as_tensor())
+                    .unwrap()
                     .sin()
                     .unwrap()
                     .sum_all()
                     .unwrap();
                 opt.backward_step(&loss).unwrap();
             }
-            values(var.as_tensor())
+            // 5 steps × 2 variables fused, or none
+            assert_eq!(
+                opt.fused_updates.load(Ordering::Relaxed),
+                if fused { 10 } else { 0 }
+            );
+            trajectory(&opt)
         };
-        let (fused, plain) = (run(DType::F32), run(DType::F64));
-        assert_ne!(fused, init, "no update happened");
-        for (a, b) in fused.iter().zip(&plain) {
-            assert!((a - b).abs() < 1e-5, "{a} vs {b}");
+        for wd in [0.0, 0.01] {
+            let [fused, generic, f64_] = PATHS.map(|(d, f)| run(d, f, wd));
+            assert_ne!(fused[..24], init[..], "no update happened");
+            assert_close(&generic, &fused, 1e-6, &format!("f32 tensor ops, wd {wd}"));
+            assert_close(&f64_, &fused, 1e-5, &format!("f64 tensor ops, wd {wd}"));
         }
     }
 
     /// Row-sparse ("lazy") steps: the fused row kernels (f32) and the tensor-op
-    /// path (f64) agree, and rows outside the batch never change.
+    /// path (f32 on the same tensors, and f64) agree on the table and its
+    /// moments, and rows outside the batch never change.
     #[test]
     fn fused_rows_match_tensor_ops_and_leave_other_rows() {
         let dev = Device::Cpu;
         let init: Vec<f32> = (0..24).map(|i| (i as f32 * 0.37).sin()).collect();
-        let run = |dtype: DType| -> Vec<f32> {
+        let run = |dtype: DType, fused: bool| -> Vec<f32> {
             let t = Tensor::from_vec(init.clone(), (6, 4), &dev).unwrap();
             let table = Var::from_tensor(&t.to_dtype(dtype).unwrap()).unwrap();
             let mut opt = Adam::new(vec![("p".into(), table.clone())], 0.1, 0.01).unwrap();
+            opt.set_fused(fused);
             let (_, th, m, v) = &opt.vars[0];
             let g = Tensor::zeros((3, 4), dtype, &dev).unwrap();
             let ids = Tensor::new(&[1u32, 3, 4], &dev).unwrap();
@@ -500,14 +556,22 @@ mod tests {
                 opt.backward_step_rows(&loss, &[("p", &ids, &leaf)])
                     .unwrap();
             }
-            values(table.as_tensor())
+            assert_eq!(
+                opt.fused_updates.load(Ordering::Relaxed),
+                if fused { 5 } else { 0 }
+            );
+            trajectory(&opt)
         };
-        let (fused, plain) = (run(DType::F32), run(DType::F64));
-        for (i, (a, b)) in fused.iter().zip(&plain).enumerate() {
-            assert!((a - b).abs() < 1e-5, "entry {i}: {a} vs {b}");
+        let [fused, generic, f64_] = PATHS.map(|(d, f)| run(d, f));
+        assert_close(&generic, &fused, 1e-6, "f32 tensor ops");
+        assert_close(&f64_, &fused, 1e-5, "f64 tensor ops");
+        for (i, a) in fused[..24].iter().enumerate() {
             let row = i / 4;
             let touched = [1, 3, 4].contains(&row);
             assert_eq!(*a != init[i], touched, "entry {i} of row {row}");
+            // untouched rows keep zero moments
+            assert_eq!(fused[24 + i] != 0.0, touched, "m, entry {i}");
+            assert_eq!(fused[48 + i] != 0.0, touched, "v, entry {i}");
         }
     }
 
