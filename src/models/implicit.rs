@@ -5,8 +5,8 @@
 //! preconditioner, and the top generalised eigenpairs come from subspace
 //! iteration (the same power sequence the dense whitened solver applies)
 //! closed by an exact Rayleigh–Ritz step on the final subspace. Memory is
-//! `O(nnz + (V + n)·l)` for `l = k + oversample` columns. Cost and
-//! measurements: `docs/models.md`, `docs/results.md`.
+//! the sparse data plus `O(threads · V · l)` for `l = k + oversample`
+//! columns. Cost and measurements: `docs/models.md`, `docs/results.md`.
 
 use faer::linalg::solvers::Solve;
 use faer::{Mat, MatRef, Side};
@@ -89,52 +89,57 @@ impl Block {
     }
 }
 
-/// `X · W` for a sparse `n × V` matrix and a `V × l` block.
-fn spmm(x: &CsrMatrix, w: &Block) -> Block {
-    let l = w.cols;
-    let mut out = Block::zeros(x.n_rows(), l);
-    out.data
-        .par_chunks_mut(l.max(1))
-        .enumerate()
-        .for_each(|(i, o)| {
-            let (idx, val) = x.row(i);
-            for (j, v) in idx.iter().zip(val) {
-                let v = *v as f64;
-                for (o, w) in o.iter_mut().zip(w.row(*j as usize)) {
-                    *o += v * w;
+/// `Aᵀ (B W)` for sparse `A` (`n × V_a`) and `B` (`n × V_b`) with the same
+/// rows and a `V_b × l` block, row by row: each row's `b_iᵀ W` (a gather)
+/// is scattered into `a_i`'s terms. No `n × l` intermediate; each worker
+/// sums into its own `V_a × l` block (cache-resident for moderate `V`),
+/// and the blocks are added at the end.
+fn rows_gram(a: &CsrMatrix, b: &CsrMatrix, w: &Block) -> Block {
+    let (n, l) = (a.n_rows(), w.cols);
+    let parts = rayon::current_num_threads().clamp(1, n.max(1));
+    let bounds: Vec<(usize, usize)> = (0..parts)
+        .map(|p| (p * n / parts, (p + 1) * n / parts))
+        .collect();
+    let partials: Vec<Vec<f64>> = bounds
+        .par_iter()
+        .map(|&(lo, hi)| {
+            let mut out = vec![0.0; a.n_cols * l];
+            let mut t = vec![0.0; l];
+            for i in lo..hi {
+                let (bi, bv) = b.row(i);
+                if bi.is_empty() {
+                    continue;
+                }
+                t.iter_mut().for_each(|x| *x = 0.0);
+                for (j, v) in bi.iter().zip(bv) {
+                    let v = *v as f64;
+                    for (t, w) in t.iter_mut().zip(w.row(*j as usize)) {
+                        *t += v * w;
+                    }
+                }
+                let (ai, av) = a.row(i);
+                for (j, v) in ai.iter().zip(av) {
+                    let v = *v as f64;
+                    let o = &mut out[*j as usize * l..(*j as usize + 1) * l];
+                    for (o, t) in o.iter_mut().zip(&t) {
+                        *o += v * t;
+                    }
                 }
             }
-        });
-    out
-}
-
-/// The transpose of a CSR matrix, as CSR (`V × n`), by a counting sort.
-fn transpose(x: &CsrMatrix) -> CsrMatrix {
-    let n = x.n_rows();
-    let mut counts = vec![0usize; x.n_cols + 1];
-    for c in &x.indices {
-        counts[*c as usize + 1] += 1;
+            out
+        })
+        .collect();
+    let mut iter = partials.into_iter();
+    let mut data = iter.next().unwrap_or_else(|| vec![0.0; a.n_cols * l]);
+    for part in iter {
+        data.par_chunks_mut(4096)
+            .zip(part.par_chunks(4096))
+            .for_each(|(d, p)| d.iter_mut().zip(p).for_each(|(d, p)| *d += p));
     }
-    for j in 0..x.n_cols {
-        counts[j + 1] += counts[j];
-    }
-    let mut next = counts.clone();
-    let mut indices = vec![0u32; x.nnz()];
-    let mut values = vec![0f32; x.nnz()];
-    for i in 0..n {
-        let (idx, val) = x.row(i);
-        for (c, v) in idx.iter().zip(val) {
-            let p = &mut next[*c as usize];
-            indices[*p] = i as u32;
-            values[*p] = *v;
-            *p += 1;
-        }
-    }
-    CsrMatrix {
-        n_cols: n,
-        indptr: counts,
-        indices,
-        values,
+    Block {
+        rows: a.n_cols,
+        cols: l,
+        data,
     }
 }
 
@@ -142,7 +147,6 @@ fn transpose(x: &CsrMatrix) -> CsrMatrix {
 /// the uncentred second moment, `μ = 0`), applied without forming it.
 pub struct Covariance<'a> {
     x: &'a CsrMatrix,
-    xt: CsrMatrix,
     mu: Option<Vec<f64>>,
     diag: Vec<f64>,
 }
@@ -166,7 +170,6 @@ impl<'a> Covariance<'a> {
             .collect();
         Covariance {
             x,
-            xt: transpose(x),
             mu: centred.then_some(mu),
             diag,
         }
@@ -193,7 +196,7 @@ impl<'a> Covariance<'a> {
 
     /// `(C + ridge I) w`.
     pub fn apply(&self, w: &Block, ridge: f64) -> Block {
-        let mut out = spmm(&self.xt, &spmm(self.x, w));
+        let mut out = rows_gram(self.x, self.x, w);
         let s = self.inv_n();
         out.data
             .par_iter_mut()
@@ -208,7 +211,7 @@ impl<'a> Covariance<'a> {
     /// The cross-covariance `C_xy w = (1/n) Xᵀ (Y w) − μ_x (μ_yᵀ w)` of two
     /// matrices with the same rows (`self` is `x`).
     pub fn cross(&self, y: &Covariance<'_>, w: &Block) -> Block {
-        let mut out = spmm(&self.xt, &spmm(y.x, w));
+        let mut out = rows_gram(self.x, y.x, w);
         let s = self.inv_n();
         out.data.par_iter_mut().for_each(|o| *o *= s);
         if let (Some(mx), Some(my)) = (&self.mu, &y.mu) {
@@ -719,17 +722,5 @@ mod tests {
         for (a, b) in back.data.iter().zip(&b.data) {
             assert!((a - b).abs() < 1e-9);
         }
-    }
-
-    #[test]
-    fn transpose_round_trips() {
-        let x = sparse(&[&[(0, 1.0), (2, 2.0)], &[], &[(1, 3.0), (2, 4.0)]], 3);
-        let t = transpose(&x);
-        assert_eq!(t.n_rows(), 3);
-        assert_eq!(t.n_cols, 3);
-        let back = transpose(&t);
-        assert_eq!(back.indptr, x.indptr);
-        assert_eq!(back.indices, x.indices);
-        assert_eq!(back.values, x.values);
     }
 }

@@ -257,7 +257,7 @@ const SOLVER: Setting = s(
 );
 const CG_TOL: Setting = s(
     "cg_tol",
-    "1e-6",
+    "1e-3",
     Check::Positive,
     "implicit solver: relative residual each conjugate-gradient solve stops at",
 );
@@ -582,7 +582,7 @@ pub static MODELS: &[ModelSpec] = &[
         settings: &[
             s(
                 "cg_tol",
-                "1e-6",
+                "1e-3",
                 Check::Positive,
                 "OPCA start (no init), implicit solver: conjugate-gradient relative residual",
             ),
