@@ -211,19 +211,15 @@ fn fit_implicit(
     }
     let rx = relative_ridge(reg, mdx, warn);
     let ry = relative_ridge(reg, mdy, warn);
-    let (a, b, rho, stats) = implicit::canonical(&cx, &cy, (rx, ry), k, opts)?;
-    if stats.worst_residual > opts.tol {
-        warn(&format!(
-            "conjugate gradients stopped at relative residual {:.2e} (> tol {:.0e}) after {} iterations; raise max_cg_iters or the ridge",
-            stats.worst_residual, opts.tol, opts.max_cg_iters
-        ));
-    }
+    let pairs = implicit::canonical(&cx, &cy, (rx, ry), k, opts)?;
+    let stats = &pairs.stats;
+    stats.warn_unconverged(opts, warn);
     Ok(CcaFit {
-        source: to_ndarray(&a),
-        target: to_ndarray(&b),
-        correlations: rho,
+        source: to_ndarray(&pairs.a),
+        target: to_ndarray(&pairs.b),
         ridges: (rx, ry),
         cg_iters: stats.cg_iters,
+        correlations: pairs.rho,
     })
 }
 
@@ -292,18 +288,9 @@ impl Trainer for CcaTrainer {
         let t0 = std::time::Instant::now();
         let f = logging_warnings(hooks, |warn| fit(&xs, &xt, k, reg, &opts, warn))?;
         hooks.log(&format!(
-            "cca: fitted in {:.1}s ({} solver{}); canonical correlations {:.4} .. {:.4}",
+            "cca: fitted in {:.1}s ({}); canonical correlations {:.4} .. {:.4}",
             t0.elapsed().as_secs_f64(),
-            if opts.solver == Solver::Dense {
-                "dense"
-            } else {
-                "implicit"
-            },
-            if f.cg_iters > 0 {
-                format!(", {} CG iterations", f.cg_iters)
-            } else {
-                String::new()
-            },
+            implicit::describe(opts.solver, f.cg_iters),
             f.correlations[0],
             f.correlations[k - 1]
         ));

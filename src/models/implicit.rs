@@ -453,6 +453,14 @@ impl Solver {
     }
 }
 
+/// `dense solver` or `implicit solver, N CG iterations`, for a fit's log.
+pub fn describe(solver: Solver, cg_iters: usize) -> String {
+    match solver {
+        Solver::Dense => "dense solver".to_string(),
+        Solver::Implicit => format!("implicit solver, {cg_iters} CG iterations"),
+    }
+}
+
 /// Settings of an eigenproblem solve (both solvers).
 #[derive(Debug, Clone, Copy)]
 pub struct SubspaceOpts {
@@ -483,6 +491,17 @@ pub struct SolveStats {
 }
 
 impl SolveStats {
+    /// Says through `warn` when a solve stopped above `opts.tol`.
+    pub fn warn_unconverged(&self, opts: &SubspaceOpts, warn: &mut dyn FnMut(&str)) {
+        if self.worst_residual > opts.tol {
+            warn(&format!(
+                "conjugate gradients stopped at relative residual {:.2e} (> tol {:.0e}) after {} \
+                 iterations; raise max_cg_iters or the ridge",
+                self.worst_residual, opts.tol, opts.max_cg_iters
+            ));
+        }
+    }
+
     fn add(&mut self, r: CgReport) {
         self.solves += 1;
         self.cg_iters += r.iters;
@@ -576,16 +595,28 @@ pub fn generalised_eigen(
     Ok((dirs, vals, stats))
 }
 
+/// Canonical pairs found by [`canonical`].
+#[derive(Debug, Clone)]
+pub struct CanonicalPairs {
+    /// `V_x × k` directions, `aᵀ (C_xx + r_x) a = 1`.
+    pub a: Mat<f64>,
+    /// `V_y × k` directions, `bᵀ (C_yy + r_y) b = 1`.
+    pub b: Mat<f64>,
+    /// Canonical correlations, descending.
+    pub rho: Vec<f64>,
+    /// How the solves went.
+    pub stats: SolveStats,
+}
+
 /// The top `k` canonical pairs of the ridged covariances `C_xx + r_x I`,
-/// `C_yy + r_y I` and cross-covariance `C_xy`: `(A, B, ρ)` with
-/// `aᵀ (C_xx + r_x) a = 1`, likewise `b`, correlations descending.
+/// `C_yy + r_y I` and cross-covariance `C_xy`.
 pub fn canonical(
     x: &Covariance<'_>,
     y: &Covariance<'_>,
     (rx, ry): (f64, f64),
     k: usize,
     opts: &SubspaceOpts,
-) -> Result<(Mat<f64>, Mat<f64>, Vec<f64>, SolveStats)> {
+) -> Result<CanonicalPairs> {
     let l = (k + opts.oversample).min(x.dim()).min(y.dim());
     let mut stats = SolveStats::default();
     // W_to ← orth((C_to + r)⁻¹ C_to,from W_from), started from the
@@ -652,7 +683,12 @@ pub fn canonical(
         vb.as_mut(),
         faer::Par::Seq,
     );
-    Ok((wx.view() * &ua, wy.view() * &vb, rho, stats))
+    Ok(CanonicalPairs {
+        a: wx.view() * &ua,
+        b: wy.view() * &vb,
+        rho,
+        stats,
+    })
 }
 
 #[cfg(test)]

@@ -115,12 +115,7 @@ pub fn fit(
             let signal = Covariance::new(&x, true);
             let (joint, eigenvalues, stats) =
                 implicit::generalised_eigen(&signal, &noise, abs_ridge, k, opts)?;
-            if stats.worst_residual > opts.tol {
-                warn(&format!(
-                    "conjugate gradients stopped at relative residual {:.2e} (> tol {:.0e}) after {} iterations; raise max_cg_iters or the ridge",
-                    stats.worst_residual, opts.tol, opts.max_cg_iters
-                ));
-            }
+            stats.warn_unconverged(opts, warn);
             OpcaFit {
                 joint,
                 eigenvalues,
@@ -224,18 +219,9 @@ impl Trainer for OpcaTrainer {
         let t0 = std::time::Instant::now();
         let f = logging_warnings(hooks, |warn| fit(&xs, &xt, k, ridge, &opts, warn))?;
         hooks.log(&format!(
-            "opca: fitted in {:.1}s ({} solver{}); eigenvalues {:.4} .. {:.4}, ridge {:.3e}",
+            "opca: fitted in {:.1}s ({}); eigenvalues {:.4} .. {:.4}, ridge {:.3e}",
             t0.elapsed().as_secs_f64(),
-            if opts.solver == Solver::Dense {
-                "dense"
-            } else {
-                "implicit"
-            },
-            if f.cg_iters > 0 {
-                format!(", {} CG iterations", f.cg_iters)
-            } else {
-                String::new()
-            },
+            implicit::describe(opts.solver, f.cg_iters),
             f.eigenvalues[0],
             f.eigenvalues[k - 1],
             f.ridge
