@@ -509,6 +509,16 @@ impl SolveStats {
     }
 }
 
+/// Refuses `k` directions of a problem with fewer than `k` terms (or none).
+fn check_k(k: usize, terms: usize) -> Result<()> {
+    if k == 0 || k > terms {
+        return Err(Error::invalid(format!(
+            "cannot take {k} directions of a problem over {terms} terms"
+        )));
+    }
+    Ok(())
+}
+
 fn lower_cholesky(a: &Mat<f64>, what: &str) -> Result<Mat<f64>> {
     let llt = a.llt(Side::Lower).map_err(|e| {
         Error::invalid(format!(
@@ -539,6 +549,7 @@ pub fn generalised_eigen(
     opts: &SubspaceOpts,
 ) -> Result<(Mat<f64>, Vec<f64>, SolveStats)> {
     let v = s.dim();
+    check_k(k, v)?;
     let l = (k + opts.oversample).min(v);
     let mut stats = SolveStats::default();
     // W ← orth((N + r)⁻¹ S W), started from the solution's part in span(W)
@@ -617,6 +628,7 @@ pub fn canonical(
     k: usize,
     opts: &SubspaceOpts,
 ) -> Result<CanonicalPairs> {
+    check_k(k, x.dim().min(y.dim()))?;
     let l = (k + opts.oversample).min(x.dim()).min(y.dim());
     let mut stats = SolveStats::default();
     // W_to ← orth((C_to + r)⁻¹ C_to,from W_from), started from the
