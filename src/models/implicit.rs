@@ -752,6 +752,23 @@ mod tests {
     }
 
     #[test]
+    fn more_directions_than_terms_is_an_error_not_a_panic() {
+        let x = sparse(&[&[(0, 1.0)], &[(1, 2.0)], &[(0, 1.0), (2, 1.0)]], 3);
+        let c = Covariance::new(&x, true);
+        let opts = SubspaceOpts {
+            solver: Solver::Implicit,
+            oversample: 2,
+            power_iters: 1,
+            seed: 1,
+            tol: 1e-6,
+            max_cg_iters: 10,
+        };
+        let e = generalised_eigen(&c, &c, 0.1, 4, &opts).unwrap_err();
+        assert!(e.to_string().contains("4 directions"), "{e}");
+        assert!(canonical(&c, &c, (0.1, 0.1), 0, &opts).is_err());
+    }
+
+    #[test]
     fn conjugate_gradients_solve_the_ridge_system() {
         let x = sparse(
             &[
