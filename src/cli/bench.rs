@@ -36,8 +36,8 @@ pub enum BenchCommand {
     /// Pseudo-relevance mining (best match of every text) on synthetic
     /// Zipfian texts or on a text file.
     Mine(MineArgs),
-    /// Training throughput of a gradient-trained model on the CPU (training
-    /// examples per second, mono triples included, training loop only, as
+    /// Training throughput of a gradient-trained model on the CPU or a GPU
+    /// (`--device`; training examples per second, mono triples included, training loop only, as
     /// torch_ref.py counts) on a workspace, optionally against the PyTorch
     /// reference `torch_ref.py` on the same files (`--torch-ref`).
     Train(TrainBenchArgs),
@@ -117,6 +117,10 @@ pub struct TrainBenchArgs {
     /// Python interpreter for --torch-ref.
     #[arg(long, default_value = "python3")]
     pub python: PathBuf,
+    /// Device to train on: cpu, cuda or cuda:<i> (as `rosetta train
+    /// --device`; torch_ref.py gets `--device cuda` when it is a GPU).
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
 }
 
 /// Arguments of `rosetta bench search`.
@@ -726,9 +730,8 @@ fn train(a: TrainBenchArgs) -> anyhow::Result<()> {
     use rosetta::corpus::workspace::{PairSource, ParallelSpec, Workspace};
     use rosetta::models::Params;
     use rosetta::text::Side;
-    if a.torch_ref.is_some() && a.model == "bae" {
-        bail!("--torch-ref has no BAE (torch_ref.py implements s2net and xcnn)");
-    }
+    // the device first: a GPU that does not answer fails before any work
+    let (device, device_name) = rosetta::models::select_device(&a.device)?;
     // the peer's files first, so a workspace it cannot read fails before training
     let peer_files = match &a.torch_ref {
         None => None,
@@ -769,16 +772,8 @@ fn train(a: TrainBenchArgs) -> anyhow::Result<()> {
         mark: Instant::now(),
         epochs: Vec::new(),
     };
-    let model = pool.install(|| {
-        trainer.train(
-            &data,
-            &params,
-            &candle_core::Device::Cpu,
-            a.seed,
-            None,
-            &mut timer,
-        )
-    })?;
+    let model =
+        pool.install(|| trainer.train(&data, &params, &device, a.seed, None, &mut timer))?;
     if timer.examples == 0 || timer.train_s <= 0.0 {
         bail!("no training step ran (epochs=0?): nothing to time");
     }
@@ -801,6 +796,7 @@ fn train(a: TrainBenchArgs) -> anyhow::Result<()> {
         "model": a.model,
         "workspace": a.workspace.display().to_string(),
         "threads": a.threads,
+        "device": device_name,
         "settings": settings,
         "train_pairs": data.train_src.n_rows(),
         "vocab": [data.vocabs.source.len(), data.vocabs.target.len()],
@@ -846,9 +842,13 @@ fn train(a: TrainBenchArgs) -> anyhow::Result<()> {
             .args(["--dim", &get("dim")?, "--batch", &get("batch")?])
             .args(["--epochs", &get("epochs")?, "--lr", &get("lr")?])
             .args(["--threads", &a.threads.to_string()])
-            .args(["--seed", &a.seed.to_string()]);
+            .args(["--seed", &a.seed.to_string()])
+            .args(["--device", if device.is_cpu() { "cpu" } else { "cuda" }]);
         if a.model == "xcnn" {
             cmd.args(["--mono-epochs", &get("mono_epochs")?]);
+        }
+        if a.model == "bae" {
+            cmd.args(["--corr", &get("corr")?]);
         }
         if a.model == "adv-bilstm" {
             cmd.args(["--emb", &get("emb")?, "--hidden", &get("hidden")?])
