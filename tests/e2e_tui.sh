@@ -6,6 +6,8 @@
 #   the terminal is sane again (canonical mode, echo, main screen).
 #
 # Usage: tests/e2e_tui.sh [path/to/rosetta]   (default: target/debug/rosetta)
+# E2E_DEVICE=cuda types that device into the form (default cpu; docs/gpu.md);
+# E2E_SCREENS=DIR keeps the finished job's screen there as jobs.txt.
 # Needs tmux. Exit status 0 on success; on failure prints the last screen.
 set -euo pipefail
 
@@ -14,6 +16,7 @@ BIN="${1:-$ROOT/target/debug/rosetta}"
 WS="$ROOT/tests/fixtures/corpus/tiny/workspace.toml"
 MODEL="${E2E_MODEL:-s2net}"
 TIMEOUT="${E2E_TIMEOUT:-180}"
+DEVICE="${E2E_DEVICE:-cpu}"
 
 command -v tmux >/dev/null || { echo "e2e_tui: tmux is not installed" >&2; exit 2; }
 [ -x "$BIN" ] || { echo "e2e_tui: no binary at $BIN (cargo build first)" >&2; exit 2; }
@@ -91,7 +94,7 @@ typed "8"          # dim (the fixture's vocabularies have ~30 terms)
 keys Tab C-u
 typed "5"          # epochs
 keys Tab Tab Tab C-u
-typed "cpu"
+typed "$DEVICE"
 keys Tab Tab C-u
 typed "batch=4 log_every=1"   # several logged steps per epoch
 keys Enter
@@ -103,6 +106,7 @@ wait_for "done +$MODEL .*[0-9]\.[0-9]{4}" "$TIMEOUT"
 screen | grep -q "no training steps yet" && fail "no loss curve for a finished job"
 screen | grep -q "no validation yet" && fail "no validation curve for a finished job"
 echo "e2e_tui: job finished: $(screen | grep -Eo "done +$MODEL .*" | head -1)"
+if [ -n "${E2E_SCREENS:-}" ]; then screen >"$E2E_SCREENS/jobs.txt"; fi
 
 # --- search
 keys 2
