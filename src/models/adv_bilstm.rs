@@ -307,12 +307,12 @@ impl Encoder {
     fn forward(&self, pb: &PaddedBatch, words: &BatchWords) -> Result<Tensor> {
         let (b, t) = pb.ids.dims2()?;
         // each distinct word of the batch is embedded and projected once
-        let x = self.emb.as_tensor().index_select(&words.uniq, 0)?;
-        let proj = self
-            .lstm
-            .project(&x)?
-            .index_select(&words.local, 0)?
-            .reshape((b, t, 8 * self.lstm.hidden()))?;
+        let x = super::rows::gather_rows(self.emb.as_tensor(), &words.uniq)?;
+        let proj = super::rows::gather_rows(&self.lstm.project(&x)?, &words.local)?.reshape((
+            b,
+            t,
+            8 * self.lstm.hidden(),
+        ))?;
         let h = self.lstm.recur(&proj, &pb.mask)?;
         let mut z = max_pool(&h, &pb.mask)?;
         let last = self.ff.len() - 1;

@@ -377,7 +377,7 @@ pub fn bce_sparse(logits: &Tensor, ones: &Tensor) -> Result<Tensor> {
             .exp()?
             .affine(1.0, 1.0)?
             .log()?)?;
-    let hit = logits.flatten_all()?.index_select(ones, 0)?.sum_all()?;
+    let hit = super::rows::gather_rows(&logits.flatten_all()?, ones)?.sum_all()?;
     let rows = logits.dim(0)?.max(1) as f64;
     Ok(((sp.sum_all()? - hit)? / rows)?)
 }
@@ -462,7 +462,7 @@ fn recon_loss(
     cols.extend(negs);
     let cols = Tensor::from_vec(cols, ncols, device)?;
     let mut take = |(name, v): (&str, &Var)| -> Result<Tensor> {
-        let sub = v.as_tensor().index_select(&cols, 0)?;
+        let sub = super::rows::gather_rows(v.as_tensor(), &cols)?;
         if lazy {
             let leaf = Var::from_tensor(&sub)?;
             let t = leaf.as_tensor().clone();
@@ -479,9 +479,7 @@ fn recon_loss(
     let w = Tensor::from_vec(weights, (1, ncols), device)?;
     let sp = sp.broadcast_mul(&w)?.sum_all()?;
     let nones = ones.len();
-    let hit = z
-        .flatten_all()?
-        .index_select(&Tensor::from_vec(ones, nones, device)?, 0)?
+    let hit = super::rows::gather_rows(&z.flatten_all()?, &Tensor::from_vec(ones, nones, device)?)?
         .sum_all()?;
     Ok(((sp - hit)? / codes.dim(0)?.max(1) as f64)?)
 }

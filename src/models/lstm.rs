@@ -19,6 +19,7 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
 use super::nn::check_shape;
+use super::rows::gather_rows;
 use crate::{Error, Result};
 
 /// A bidirectional single-layer LSTM (torch's gate order `i, f, g, o`;
@@ -207,16 +208,13 @@ impl BiLstm {
         let steps = proj
             .reshape((b, t, 2, 4 * h))?
             .permute((1, 2, 0, 3))? // (T, 2, B, 4H)
-            .reshape((2 * t, b, 4 * h))?
-            .index_select(&order, 0)?
-            .reshape((t, 2, b, 4 * h))?;
+            .reshape((2 * t, b, 4 * h))?;
+        let steps = gather_rows(&steps, &order)?.reshape((t, 2, b, 4 * h))?;
         let steps = split_first(&steps)?; // T × (2, B, 4H)
 
         let m = mask.t()?.contiguous()?; // (T, B)
-        let m = Tensor::stack(&[&m, &m], 1)? // (T, 2, B)
-            .reshape((2 * t, b))?
-            .index_select(&order, 0)?
-            .reshape((t, 2, b, 1))?;
+        let m = Tensor::stack(&[&m, &m], 1)?.reshape((2 * t, b))?; // (T, 2, B)
+        let m = gather_rows(&m, &order)?.reshape((t, 2, b, 1))?;
         let keep = m.affine(-1.0, 1.0)?; // 1 − m
 
         let w_hh = self.w_hh.as_tensor();
@@ -250,9 +248,8 @@ impl BiLstm {
             hs.push(h_s.clone());
             state = Some((h_s, c_s));
         }
-        let out = Tensor::stack(&hs, 0)? // (T, 2, B, H) in step order
-            .reshape((2 * t, b, h))?
-            .index_select(&order, 0)? // time order
+        let out = Tensor::stack(&hs, 0)?.reshape((2 * t, b, h))?; // (T, 2, B, H) in step order
+        let out = gather_rows(&out, &order)? // time order
             .reshape((t, 2, b, h))?
             .permute((2, 0, 1, 3))? // (B, T, 2, H)
             .reshape((b, t, 2 * h))?;

@@ -17,6 +17,7 @@ pub mod nn;
 pub mod optim;
 pub mod plsa;
 pub mod rbm;
+pub mod rows;
 pub mod trainer;
 pub mod xcnn;
 

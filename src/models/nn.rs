@@ -86,8 +86,8 @@ impl SparseBatch {
             return Ok(out);
         }
         let idx = if by_local { &self.local } else { &self.terms };
-        let g = table.index_select(idx, 0)?.broadcast_mul(&self.weights)?;
-        Ok(out.index_add(&self.rows, &g, 0)?)
+        let g = super::rows::gather_rows(table, idx)?.broadcast_mul(&self.weights)?;
+        super::rows::scatter_add_rows(&g, &self.rows, self.n_rows)
     }
 }
 

@@ -144,7 +144,7 @@ impl Adam {
         }
         let take = |t: &Tensor| -> Result<Tensor> {
             Ok(match rows {
-                Some(ids) => t.index_select(ids, 0)?,
+                Some(ids) => super::rows::gather_rows(t, ids)?,
                 None => t.clone(),
             })
         };
@@ -158,14 +158,9 @@ impl Adam {
         let next = (next - (upd * self.lr)?)?;
         match rows {
             Some(ids) => {
-                let idx = if next.rank() == 1 {
-                    ids.clone()
-                } else {
-                    ids.unsqueeze(1)?.broadcast_as(next.shape())?.contiguous()?
-                };
-                mt.scatter_set(&idx, &next_m, 0)?;
-                vt.scatter_set(&idx, &next_v, 0)?;
-                th.scatter_set(&idx, &next, 0)?;
+                super::rows::set_rows(mt, ids, &next_m)?;
+                super::rows::set_rows(vt, ids, &next_v)?;
+                super::rows::set_rows(th, ids, &next)?;
             }
             None => {
                 m.set(&next_m)?;
@@ -259,11 +254,12 @@ impl Adam {
     }
 }
 
-/// Whether the fused CPU kernels apply: f32 tensors on the CPU, contiguous
-/// from offset 0, of one shape.
+/// Whether the fused kernels apply: f32 tensors on the CPU (or, in a CUDA
+/// build, all on one CUDA device: `kernels/rows.cu`), contiguous from offset
+/// 0, of one shape.
 pub fn fused_ok(ts: &[&Tensor]) -> bool {
     ts.iter().all(|t| {
-        t.device().is_cpu()
+        (t.device().is_cpu() || (cfg!(feature = "cuda") && t.device().same_device(ts[0].device())))
             && t.dtype() == DType::F32
             && t.layout().contiguous_offsets() == Some((0, t.elem_count()))
             && t.shape() == ts[0].shape()
@@ -362,6 +358,48 @@ impl InplaceOp2 for Moment {
             });
         Ok(())
     }
+
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        s1: &mut candle_core::CudaStorage,
+        l1: &Layout,
+        s2: &candle_core::CudaStorage,
+        l2: &Layout,
+    ) -> candle_core::Result<()> {
+        use super::rows::gpu::{launch_cfg, MODULE, PTX};
+        use candle_core::cuda_backend::cudarc::driver::PushKernelArg;
+        use candle_core::cuda_backend::WrapErr;
+        if self.rows.is_some() {
+            candle_core::bail!("adamw-moment: row updates run as tensor ops on a GPU");
+        }
+        let dev = s1.device.clone();
+        let (a, b) = l1
+            .contiguous_offsets()
+            .ok_or(candle_core::Error::RequiresContiguous { op: "adamw-moment" })?;
+        let (ga, gb) = l2
+            .contiguous_offsets()
+            .ok_or(candle_core::Error::RequiresContiguous { op: "adamw-moment" })?;
+        let g = s2.as_cuda_slice::<f32>()?.slice(ga..gb);
+        let mut m = s1.as_cuda_slice_mut::<f32>()?.slice_mut(a..b);
+        let f = dev.get_or_load_custom_func("adam_moment_f32", MODULE, PTX)?;
+        let (beta, c, sq, n) = (
+            self.beta as f32,
+            (1.0 - self.beta) as f32,
+            self.square as i32,
+            (b - a) as u64,
+        );
+        let mut bld = f.builder();
+        bld.arg(&mut m);
+        bld.arg(&g);
+        bld.arg(&beta);
+        bld.arg(&c);
+        bld.arg(&sq);
+        bld.arg(&n);
+        // SAFETY: both slices hold n values (fused_ok: one shape, contiguous).
+        unsafe { bld.launch(launch_cfg(b - a)) }.w()?;
+        Ok(())
+    }
 }
 
 /// `θ ← θ·(1 − lr·λ) − lr · m̂ / (√v̂ + ε)`, in place; with `rows`, only
@@ -425,6 +463,55 @@ impl InplaceOp3 for ParamUpdate {
                     *t = *t * decay - lr * (m * sm) / ((v * sv).sqrt() + eps);
                 }
             });
+        Ok(())
+    }
+
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        s1: &mut candle_core::CudaStorage,
+        l1: &Layout,
+        s2: &candle_core::CudaStorage,
+        l2: &Layout,
+        s3: &candle_core::CudaStorage,
+        l3: &Layout,
+    ) -> candle_core::Result<()> {
+        use super::rows::gpu::{launch_cfg, MODULE, PTX};
+        use candle_core::cuda_backend::cudarc::driver::PushKernelArg;
+        use candle_core::cuda_backend::WrapErr;
+        if self.rows.is_some() {
+            candle_core::bail!("adamw-update: row updates run as tensor ops on a GPU");
+        }
+        let dev = s1.device.clone();
+        let off = |l: &Layout| {
+            l.contiguous_offsets()
+                .ok_or(candle_core::Error::RequiresContiguous { op: "adamw-update" })
+        };
+        let ((a, b), (ma, mb), (va, vb)) = (off(l1)?, off(l2)?, off(l3)?);
+        let m = s2.as_cuda_slice::<f32>()?.slice(ma..mb);
+        let v = s3.as_cuda_slice::<f32>()?.slice(va..vb);
+        let mut th = s1.as_cuda_slice_mut::<f32>()?.slice_mut(a..b);
+        let f = dev.get_or_load_custom_func("adam_update_f32", MODULE, PTX)?;
+        let (lr, decay, sm, sv, eps, n) = (
+            self.lr as f32,
+            self.decay as f32,
+            self.scale_m as f32,
+            self.scale_v as f32,
+            self.eps as f32,
+            (b - a) as u64,
+        );
+        let mut bld = f.builder();
+        bld.arg(&mut th);
+        bld.arg(&m);
+        bld.arg(&v);
+        bld.arg(&lr);
+        bld.arg(&decay);
+        bld.arg(&sm);
+        bld.arg(&sv);
+        bld.arg(&eps);
+        bld.arg(&n);
+        // SAFETY: the three slices hold n values (fused_ok: one shape, contiguous).
+        unsafe { bld.launch(launch_cfg(b - a)) }.w()?;
         Ok(())
     }
 }

@@ -308,11 +308,14 @@ impl Rbm {
                 let mut w = Tensor::zeros((n_vis, n_hid), DType::F32, ph.device())?;
                 let mut c = Tensor::zeros(n_vis, DType::F32, ph.device())?;
                 if batch.nnz > 0 {
-                    let g = ph
-                        .index_select(&batch.rows, 0)?
-                        .broadcast_mul(&batch.weights)?;
-                    w = w.index_add(&batch.terms, &g, 0)?;
-                    c = c.index_add(&batch.terms, &batch.weights.squeeze(1)?, 0)?;
+                    let g =
+                        super::rows::gather_rows(ph, &batch.rows)?.broadcast_mul(&batch.weights)?;
+                    w = super::rows::scatter_add_rows(&g, &batch.terms, n_vis)?;
+                    c = super::rows::scatter_add_rows(
+                        &batch.weights.squeeze(1)?.contiguous()?,
+                        &batch.terms,
+                        n_vis,
+                    )?;
                 }
                 Ok((w, ph.broadcast_mul(lengths)?.sum(0)?, c))
             }

@@ -136,7 +136,7 @@ impl Composer {
     pub fn term_table(&self, ids: Option<&Tensor>) -> Result<Tensor> {
         let w1 = &self.layers[0].0;
         let first = match ids {
-            Some(ids) => w1.as_tensor().index_select(ids, 0)?,
+            Some(ids) => super::rows::gather_rows(w1.as_tensor(), ids)?,
             None => w1.as_tensor().clone(),
         };
         self.table_from_rows(&first)
