@@ -377,13 +377,14 @@ pub(crate) mod gpu {
                     RowKernel::ScatterAdd => name("scatter_add_rows", $s),
                 };
                 let f = dev.get_or_load_custom_func(&fname, MODULE, PTX)?;
+                let (n64, k64) = (n_ids as u64, k as u64);
                 if n > 0 {
                     let mut bld = f.builder();
                     bld.arg(&src);
                     bld.arg(&ids);
                     bld.arg(&mut out);
-                    bld.arg(&(n_ids as u64));
-                    bld.arg(&(k as u64));
+                    bld.arg(&n64);
+                    bld.arg(&k64);
                     // SAFETY: the kernel reads n_ids·k values of src (gather:
                     // rows ids[j] < table rows, the module's contract) and
                     // writes inside out (rows·k values).
@@ -423,12 +424,13 @@ pub(crate) mod gpu {
                 let src = s2.as_cuda_slice::<$t>()?.slice(sa..sb);
                 let mut dst = s1.as_cuda_slice_mut::<$t>()?.slice_mut(a..b);
                 let f = dev.get_or_load_custom_func(concat!("set_rows_", $s), MODULE, PTX)?;
+                let (n64, k64) = (n_ids as u64, k as u64);
                 let mut bld = f.builder();
                 bld.arg(&mut dst);
                 bld.arg(&src);
                 bld.arg(&ids);
-                bld.arg(&(n_ids as u64));
-                bld.arg(&(k as u64));
+                bld.arg(&n64);
+                bld.arg(&k64);
                 // SAFETY: writes rows ids[j] < dst rows (the module's contract).
                 unsafe { bld.launch(launch_cfg(n_ids * k)) }.w()?;
             }};
