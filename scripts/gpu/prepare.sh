@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Fills .devrun/ (ignored by git) with what scripts/gpu/gpu.sh needs on a GPU machine that has no
+# Rust and no ../shared: the CUDA binary (stripped, xz), the data it reads (copied from
+# ../shared/data, never committed), torch_ref.py, tmux for the workbench check, the workspaces.
+#   scripts/gpu/prepare.sh [path/to/cuda/rosetta]     (default: target/release/rosetta)
+# Then, on the GPU machine, from the repository root:
+#   SECTIONS="agree tp big long e2e" bash .devrun/gpu.sh        ($OUT gets log.txt, results.tgz)
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$ROOT"
+BIN=${1:-target/release/rosetta}
+SHARED=${SHARED:-$ROOT/../shared}
+D=.devrun
+grep -qx '/.devrun/' .git/info/exclude 2>/dev/null || echo '/.devrun/' >>.git/info/exclude
+mkdir -p $D/data/enhi $D/data/xquad $D/debs
+cp scripts/gpu/gpu.sh scripts/gpu/agree-cmds.sh scripts/gpu/gen_syn.py scripts/gpu/ws-*.toml $D/
+cp "$SHARED"/data/enhi-nmt-sample-18k/{train,val,test}.{en,hi} $D/data/enhi/
+head -2000 $D/data/enhi/train.en >$D/data/enhi/train2k.en
+head -2000 $D/data/enhi/train.hi >$D/data/enhi/train2k.hi
+cp "$SHARED"/data/xquad/clir/{docs.hi.tsv,queries.en.tsv,queries.hi.tsv,qrels.tsv} $D/data/xquad/
+cp "$SHARED"/data/freedict/eng-hin.tsv $D/data/
+cp "$SHARED"/peers/torch_ref.py $D/
+(cd $D/debs && apt-get download tmux libevent-core-2.1-7 libutempter0 >/dev/null 2>&1) ||
+    echo "prepare: no tmux packages (the e2e section is skipped)" >&2
+readelf -d "$BIN" | grep -q 'libcuda.so' || { echo "prepare: $BIN is not a CUDA build (scripts/build-cuda.sh)" >&2; exit 1; }
+strip -o /tmp/rosetta-cuda.$$ "$BIN"
+xz -T2 -6 -c /tmp/rosetta-cuda.$$ >$D/rosetta.xz
+rm -f /tmp/rosetta-cuda.$$
+du -sh $D
