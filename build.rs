@@ -1,29 +1,36 @@
-//! With the `cuda` feature, compiles `src/models/kernels/rows.cu` to PTX with
-//! nvcc (the toolkit candle's kernels need too); without it, does nothing.
+//! With the `cuda` feature, compiles `src/models/kernels/*.cu` (`rows.cu`,
+//! `lstm.cu`) to PTX with nvcc (the toolkit candle's kernels need too);
+//! without it, does nothing.
 //! The architecture is `CUDA_COMPUTE_CAP` (as for candle's kernels, default
 //! 75, the oldest CUDA 13 supports); the driver compiles the PTX for the GPU
 //! it runs on.
 
 fn main() {
-    println!("cargo:rerun-if-changed=src/models/kernels/rows.cu");
+    const KERNELS: [&str; 2] = ["rows", "lstm"];
+    for k in KERNELS {
+        println!("cargo:rerun-if-changed=src/models/kernels/{k}.cu");
+    }
     println!("cargo:rerun-if-env-changed=CUDA_COMPUTE_CAP");
     if std::env::var_os("CARGO_FEATURE_CUDA").is_none() {
         return;
     }
-    let out = std::path::PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR")).join("rows.ptx");
+    let out_dir = std::path::PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR"));
     let cap = std::env::var("CUDA_COMPUTE_CAP")
         .ok()
         .and_then(|c| c.trim().parse::<u32>().ok())
         .unwrap_or(75);
     let nvcc = std::env::var("NVCC").unwrap_or_else(|_| "nvcc".into());
-    let status = std::process::Command::new(&nvcc)
-        .args(["--ptx", "-O3", &format!("-arch=compute_{cap}"), "-o"])
-        .arg(&out)
-        .arg("src/models/kernels/rows.cu")
-        .status();
-    match status {
-        Ok(s) if s.success() => {}
-        Ok(s) => panic!("{nvcc} failed ({s}) on src/models/kernels/rows.cu"),
-        Err(e) => panic!("cannot run {nvcc} (the cuda feature needs the CUDA toolkit): {e}"),
+    for k in KERNELS {
+        let src = format!("src/models/kernels/{k}.cu");
+        let status = std::process::Command::new(&nvcc)
+            .args(["--ptx", "-O3", &format!("-arch=compute_{cap}"), "-o"])
+            .arg(out_dir.join(format!("{k}.ptx")))
+            .arg(&src)
+            .status();
+        match status {
+            Ok(s) if s.success() => {}
+            Ok(s) => panic!("{nvcc} failed ({s}) on {src}"),
+            Err(e) => panic!("cannot run {nvcc} (the cuda feature needs the CUDA toolkit): {e}"),
+        }
     }
 }

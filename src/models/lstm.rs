@@ -175,8 +175,16 @@ impl BiLstm {
     }
 
     /// [`BiLstm::forward`] from the steps' input projections `proj`
-    /// `(B, T, 8H)` ([`BiLstm::project`]).
+    /// `(B, T, 8H)` ([`BiLstm::project`]). Off the CPU each step is one
+    /// fused cell op (`kernels/lstm.cu`); on the CPU, candle's ops.
     pub fn recur(&self, proj: &Tensor, mask: &Tensor) -> Result<Tensor> {
+        let fused = !proj.device().is_cpu() && matches!(proj.dtype(), DType::F32 | DType::F64);
+        self.recur_with(proj, mask, fused)
+    }
+
+    /// [`BiLstm::recur`] with the step computed by the fused cell op
+    /// (`fused`, on any device) or by candle's ops.
+    pub(crate) fn recur_with(&self, proj: &Tensor, mask: &Tensor, fused: bool) -> Result<Tensor> {
         let (b, t, p) = proj.dims3()?;
         let h = self.hidden();
         if p != 8 * h {
@@ -219,8 +227,21 @@ impl BiLstm {
 
         let w_hh = self.w_hh.as_tensor();
         let mut hs: Vec<Tensor> = Vec::with_capacity(t);
+        if fused {
+            // [h | c] of both directions, (2, B, 2H), from zero
+            let mut st = Tensor::zeros((2, b, 2 * h), x.dtype(), dev)?;
+            for (s, x_s) in steps.iter().enumerate() {
+                let gates = if s == 0 {
+                    x_s.clone()
+                } else {
+                    (x_s + st.narrow(2, 0, h)?.contiguous()?.matmul(w_hh)?)?
+                };
+                st = cell::step(&gates, &st, &m.get(s)?)?;
+                hs.push(st.narrow(2, 0, h)?);
+            }
+        }
         let mut state: Option<(Tensor, Tensor)> = None; // (h, c), each (2, B, H)
-        for (s, x_s) in steps.iter().enumerate() {
+        for (s, x_s) in steps.iter().enumerate().filter(|_| !fused) {
             let gates = match &state {
                 Some((hp, _)) => (x_s + hp.matmul(w_hh)?)?,
                 None => x_s.clone(),
@@ -444,6 +465,55 @@ mod tests {
     fn pooled_loss(lstm: &BiLstm, x: &Tensor, mask: &Tensor, w: &Tensor) -> Tensor {
         let y = max_pool(&lstm.forward(x, mask).unwrap(), mask).unwrap();
         (y * w).unwrap().sum_all().unwrap()
+    }
+
+    #[test]
+    fn fused_cell_matches_candle_ops_with_gradients() {
+        // the fused cell (a GPU's path, here through its CPU code) against
+        // candle's ops: outputs and every gradient, padding included
+        let mut r = rng(11);
+        let lstm = BiLstm::new(3, 4, &mut r, DType::F64, &Device::Cpu).unwrap();
+        let x = Var::from_tensor(&uniform(&[3, 5, 3], 1.0, &mut r)).unwrap();
+        let mask = mask_of(&[5, 2, 3], 5);
+        let w = uniform(&[3, 5, 8], 1.0, &mut r);
+        let run = |fused: bool| {
+            let proj = lstm
+                .project(&x.as_tensor().reshape((15, 3)).unwrap())
+                .unwrap();
+            let out = lstm
+                .recur_with(&proj.reshape((3, 5, 32)).unwrap(), &mask, fused)
+                .unwrap();
+            let loss = (&out * &w).unwrap().sum_all().unwrap();
+            let grads = loss.backward().unwrap();
+            let mut all = vec![out.flatten_all().unwrap().to_vec1::<f64>().unwrap()];
+            for (_, v) in lstm
+                .named_vars("l")
+                .iter()
+                .chain([("x".to_string(), x.clone())].iter())
+            {
+                all.push(
+                    grads
+                        .get(v.as_tensor())
+                        .unwrap()
+                        .flatten_all()
+                        .unwrap()
+                        .to_vec1::<f64>()
+                        .unwrap(),
+                );
+            }
+            all
+        };
+        let (fused, plain) = (run(true), run(false));
+        for (a, b) in fused.iter().zip(&plain) {
+            assert_eq!(a.len(), b.len());
+            for (x, y) in a.iter().zip(b) {
+                assert!((x - y).abs() < 1e-10, "{x} vs {y}");
+            }
+        }
+        assert!(
+            fused[1].iter().any(|g| *g != 0.0),
+            "no gradient reached w_ih"
+        );
     }
 
     #[test]
@@ -788,6 +858,291 @@ mod tests {
                 (t2 - t1).as_secs_f64(),
                 (t2 - t0).as_secs_f64()
             );
+        }
+    }
+}
+
+/// One step of both directions as a single op, `[h | c]` in and out: the
+/// forward and backward passes are one kernel each on a GPU
+/// (`kernels/lstm.cu`) instead of some twenty candle kernels per step.
+/// `gates` `(2, B, 4H)` are the pre-activations `x·W_ih + b + h·W_hh`, `st`
+/// `(2, B, 2H)` the previous `[h | c]`, `mask` `(2, B, 1)` the step's mask.
+mod cell {
+    use candle_core::{CpuStorage, CustomOp2, CustomOp3, Layout, Shape, Storage, Tensor};
+
+    use crate::Result;
+
+    /// The new `[h | c]` `(2, B, 2H)`.
+    pub fn step(gates: &Tensor, st: &Tensor, mask: &Tensor) -> Result<Tensor> {
+        let h2 = st.dims().last().copied().unwrap_or(0);
+        if mask.elem_count() * h2 != st.elem_count() || gates.elem_count() != 2 * st.elem_count() {
+            return Err(crate::Error::invalid(format!(
+                "lstm cell: gates {:?}, state {:?} and mask {:?} do not match",
+                gates.dims(),
+                st.dims(),
+                mask.dims()
+            )));
+        }
+        let op = Cell {
+            mask: mask.contiguous()?,
+        };
+        Ok(gates.contiguous()?.apply_op2(&st.contiguous()?, op)?)
+    }
+
+    struct Cell {
+        mask: Tensor,
+    }
+
+    struct CellGrad {
+        mask: Tensor,
+    }
+
+    fn offsets(l: &Layout) -> candle_core::Result<(usize, usize)> {
+        l.contiguous_offsets()
+            .ok_or(candle_core::Error::RequiresContiguous { op: "lstm-cell" })
+    }
+
+    /// `(rows, H)` of gates `(…, 4H)` and a state `(…, 2H)`.
+    fn sizes(lg: &Layout, ls: &Layout) -> candle_core::Result<(usize, usize)> {
+        let h = ls.dims().last().copied().unwrap_or(0) / 2;
+        let rows = ls.shape().elem_count() / (2 * h).max(1);
+        if lg.dims().last() != Some(&(4 * h)) || lg.shape().elem_count() != rows * 4 * h {
+            candle_core::bail!(
+                "lstm-cell: gates {:?} and state {:?} differ",
+                lg.dims(),
+                ls.dims()
+            );
+        }
+        Ok((rows, h))
+    }
+
+    /// The values of a CPU tensor (`f32` or `f64`) as `f64`.
+    fn host(s: &CpuStorage, l: &Layout) -> candle_core::Result<Vec<f64>> {
+        let (a, b) = offsets(l)?;
+        Ok(match s {
+            CpuStorage::F32(v) => v[a..b].iter().map(|&x| x as f64).collect(),
+            CpuStorage::F64(v) => v[a..b].to_vec(),
+            _ => candle_core::bail!("lstm-cell: f32 or f64 values expected"),
+        })
+    }
+
+    fn like(s: &CpuStorage, v: Vec<f64>) -> CpuStorage {
+        match s {
+            CpuStorage::F32(_) => CpuStorage::F32(v.into_iter().map(|x| x as f32).collect()),
+            _ => CpuStorage::F64(v),
+        }
+    }
+
+    fn mask_host(mask: &Tensor) -> candle_core::Result<Vec<f64>> {
+        let (s, l) = mask.storage_and_layout();
+        match &*s {
+            Storage::Cpu(c) => host(c, l),
+            _ => candle_core::bail!("lstm-cell: the mask is on another device"),
+        }
+    }
+
+    fn sig(x: f64) -> f64 {
+        1.0 / (1.0 + (-x).exp())
+    }
+
+    /// The gates' activations and the new cell of row `r`, unit `j`.
+    fn gates_of(a: &[f64], cp: f64, h: usize, j: usize) -> [f64; 5] {
+        let (i, f) = (sig(a[j]), sig(a[h + j]));
+        let (g, o) = (a[2 * h + j].tanh(), sig(a[3 * h + j]));
+        [i, f, g, o, f * cp + i * g]
+    }
+
+    impl CustomOp2 for Cell {
+        fn name(&self) -> &'static str {
+            "rosetta-lstm-cell"
+        }
+
+        fn cpu_fwd(
+            &self,
+            s1: &CpuStorage,
+            l1: &Layout,
+            s2: &CpuStorage,
+            l2: &Layout,
+        ) -> candle_core::Result<(CpuStorage, Shape)> {
+            let (rows, h) = sizes(l1, l2)?;
+            let (a, st, m) = (host(s1, l1)?, host(s2, l2)?, mask_host(&self.mask)?);
+            let mut out = vec![0f64; rows * 2 * h];
+            for r in 0..rows {
+                for j in 0..h {
+                    let (hp, cp) = (st[r * 2 * h + j], st[r * 2 * h + h + j]);
+                    let [_, _, _, o, cn] = gates_of(&a[r * 4 * h..], cp, h, j);
+                    let hn = o * cn.tanh();
+                    out[r * 2 * h + j] = m[r] * hn + (1.0 - m[r]) * hp;
+                    out[r * 2 * h + h + j] = m[r] * cn + (1.0 - m[r]) * cp;
+                }
+            }
+            Ok((like(s1, out), l2.shape().clone()))
+        }
+
+        #[cfg(feature = "cuda")]
+        fn cuda_fwd(
+            &self,
+            s1: &candle_core::CudaStorage,
+            l1: &Layout,
+            s2: &candle_core::CudaStorage,
+            l2: &Layout,
+        ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
+            let (rows, h) = sizes(l1, l2)?;
+            let (ms, ml) = self.mask.storage_and_layout();
+            let Storage::Cuda(m) = &*ms else {
+                candle_core::bail!("lstm-cell: the mask is on another device")
+            };
+            let out = gpu::launch(false, [(s1, l1), (s2, l2), (m, ml)], None, rows, h)?;
+            Ok((out, l2.shape().clone()))
+        }
+
+        fn bwd(
+            &self,
+            gates: &Tensor,
+            st: &Tensor,
+            _res: &Tensor,
+            grad: &Tensor,
+        ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>)> {
+            let op = CellGrad {
+                mask: self.mask.clone(),
+            };
+            let packed = gates.apply_op3_no_bwd(st, &grad.contiguous()?, &op)?;
+            let last = packed.rank() - 1;
+            let h = st.dims()[last] / 2;
+            Ok((
+                Some(packed.narrow(last, 0, 4 * h)?.contiguous()?),
+                Some(packed.narrow(last, 4 * h, 2 * h)?.contiguous()?),
+            ))
+        }
+    }
+
+    impl CustomOp3 for CellGrad {
+        fn name(&self) -> &'static str {
+            "rosetta-lstm-cell-grad"
+        }
+
+        fn cpu_fwd(
+            &self,
+            s1: &CpuStorage,
+            l1: &Layout,
+            s2: &CpuStorage,
+            l2: &Layout,
+            s3: &CpuStorage,
+            l3: &Layout,
+        ) -> candle_core::Result<(CpuStorage, Shape)> {
+            let (rows, h) = sizes(l1, l2)?;
+            let (a, st, g) = (host(s1, l1)?, host(s2, l2)?, host(s3, l3)?);
+            let m = mask_host(&self.mask)?;
+            let mut out = vec![0f64; rows * 6 * h];
+            for r in 0..rows {
+                for j in 0..h {
+                    let cp = st[r * 2 * h + h + j];
+                    let [i, f, gg, o, cn] = gates_of(&a[r * 4 * h..], cp, h, j);
+                    let tc = cn.tanh();
+                    let (dh, dc) = (g[r * 2 * h + j], g[r * 2 * h + h + j]);
+                    let dhn = m[r] * dh;
+                    let dcn = m[r] * dc + dhn * o * (1.0 - tc * tc);
+                    let d = &mut out[r * 6 * h..(r + 1) * 6 * h];
+                    d[j] = dcn * gg * i * (1.0 - i);
+                    d[h + j] = dcn * cp * f * (1.0 - f);
+                    d[2 * h + j] = dcn * i * (1.0 - gg * gg);
+                    d[3 * h + j] = dhn * tc * o * (1.0 - o);
+                    d[4 * h + j] = (1.0 - m[r]) * dh;
+                    d[5 * h + j] = (1.0 - m[r]) * dc + dcn * f;
+                }
+            }
+            let mut dims = l2.dims().to_vec();
+            *dims.last_mut().expect("state has a last axis") = 6 * h;
+            Ok((like(s1, out), Shape::from(dims)))
+        }
+
+        #[cfg(feature = "cuda")]
+        fn cuda_fwd(
+            &self,
+            s1: &candle_core::CudaStorage,
+            l1: &Layout,
+            s2: &candle_core::CudaStorage,
+            l2: &Layout,
+            s3: &candle_core::CudaStorage,
+            l3: &Layout,
+        ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
+            let (rows, h) = sizes(l1, l2)?;
+            let (ms, ml) = self.mask.storage_and_layout();
+            let Storage::Cuda(m) = &*ms else {
+                candle_core::bail!("lstm-cell: the mask is on another device")
+            };
+            let out = gpu::launch(true, [(s1, l1), (s2, l2), (m, ml)], Some((s3, l3)), rows, h)?;
+            let mut dims = l2.dims().to_vec();
+            *dims.last_mut().expect("state has a last axis") = 6 * h;
+            Ok((out, Shape::from(dims)))
+        }
+    }
+
+    #[cfg(feature = "cuda")]
+    mod gpu {
+        use candle_core::cuda_backend::cudarc::driver::PushKernelArg;
+        use candle_core::cuda_backend::{CudaStorageSlice, WrapErr};
+        use candle_core::{CudaStorage, Layout};
+
+        use super::offsets;
+        use crate::models::rows::gpu::launch_cfg;
+
+        const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/lstm.ptx"));
+
+        /// The cell (`grad` false: out `rows × 2H`) or its gradient (out
+        /// `rows × 6H`, reading `g`) over gates, state and mask.
+        pub fn launch(
+            grad: bool,
+            ins: [(&CudaStorage, &Layout); 3],
+            g: Option<(&CudaStorage, &Layout)>,
+            rows: usize,
+            h: usize,
+        ) -> candle_core::Result<CudaStorage> {
+            let dev = ins[0].0.device.clone();
+            let (r64, h64) = (rows as u64, h as u64);
+            macro_rules! run {
+                ($t:ty, $s:literal) => {{
+                    let view = |(s, l): (&CudaStorage, &Layout)| -> candle_core::Result<_> {
+                        let (a, b) = offsets(l)?;
+                        Ok(s.as_cuda_slice::<$t>()?.slice(a..b))
+                    };
+                    let (a, st, m) = (view(ins[0])?, view(ins[1])?, view(ins[2])?);
+                    let gv = match g {
+                        Some(x) => Some(view(x)?),
+                        None => None,
+                    };
+                    let width = if grad { 6 } else { 2 };
+                    let mut out = dev.alloc_zeros::<$t>(rows * width * h)?;
+                    let name = if grad {
+                        concat!("lstm_cell_grad_", $s)
+                    } else {
+                        concat!("lstm_cell_", $s)
+                    };
+                    let f = dev.get_or_load_custom_func(name, "rosetta_lstm", PTX)?;
+                    {
+                        let mut bld = f.builder();
+                        bld.arg(&a);
+                        bld.arg(&st);
+                        bld.arg(&m);
+                        if let Some(gv) = &gv {
+                            bld.arg(gv);
+                        }
+                        bld.arg(&mut out);
+                        bld.arg(&r64);
+                        bld.arg(&h64);
+                        // SAFETY: gates hold rows·4H values, state and g rows·2H,
+                        // mask rows, out rows·width·H (checked by `sizes` and
+                        // the op's shapes).
+                        unsafe { bld.launch(launch_cfg(rows * h)) }.w()?;
+                    }
+                    CudaStorage::wrap_cuda_slice(out, dev.clone())
+                }};
+            }
+            Ok(match &ins[0].0.slice {
+                CudaStorageSlice::F32(_) => run!(f32, "f32"),
+                CudaStorageSlice::F64(_) => run!(f64, "f64"),
+                _ => candle_core::bail!("lstm-cell: f32 or f64 values expected"),
+            })
         }
     }
 }
