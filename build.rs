@@ -1,4 +1,4 @@
-//! With the `cuda` feature, compiles `src/models/kernels/*.cu` (`rows.cu`,
+//! With the `cuda` feature, compiles `src/models/kernels/*.cu` (`rows.cu`, `act.cu`,
 //! `lstm.cu`) to PTX with nvcc (the toolkit candle's kernels need too);
 //! without it, does nothing.
 //! The architecture is `CUDA_COMPUTE_CAP` (as for candle's kernels, default
@@ -6,7 +6,7 @@
 //! it runs on.
 
 fn main() {
-    const KERNELS: [&str; 2] = ["rows", "lstm"];
+    const KERNELS: [&str; 3] = ["rows", "lstm", "act"];
     for k in KERNELS {
         println!("cargo:rerun-if-changed=src/models/kernels/{k}.cu");
     }

@@ -718,8 +718,7 @@ fn match_loss(q: &Tensor, p: &Tensor, n: &Tensor, beta: f64) -> Result<Tensor> {
     let (q, p, n) = (unit_rows(q)?, unit_rows(p)?, unit_rows(n)?);
     let delta = ((&q * &p)?.sum(1)? - (&q * &n)?.sum(1)?)?;
     let x = (delta * (-beta))?;
-    // softplus(x) = max(x, 0) + ln(1 + e^{−|x|})
-    let sp = (x.relu()? + (x.abs()?.neg()?.exp()? + 1.0)?.log()?)?;
+    let sp = super::nn::softplus(&x)?;
     Ok(sp.mean_all()?)
 }
 
@@ -836,7 +835,7 @@ fn in_batch_loss(zs: &Tensor, zt: &Tensor, beta: f64) -> Result<Tensor> {
         .mul(&Tensor::eye(n, c.dtype(), c.device())?)?
         .sum_keepdim(1)?;
     let x = (c.broadcast_sub(&own)? * beta)?;
-    let sp = (x.relu()? + (x.abs()?.neg()?.exp()? + 1.0)?.log()?)?;
+    let sp = super::nn::softplus(&x)?;
     // the diagonal adds softplus(0) = ln 2 per row: taken out of the mean
     let total = (sp.sum_all()? - (n as f64) * std::f64::consts::LN_2)?;
     Ok((total / (n * (n - 1)) as f64)?)

@@ -350,7 +350,7 @@ impl Model for BaeModel {
 /// of `σ(logits)` against 0/1 `targets`: `softplus(z) − t·z`, computed
 /// stably as `max(z,0) + ln(1 + e^{−|z|}) − t·z`.
 pub fn bce_with_logits(logits: &Tensor, targets: &Tensor) -> Result<Tensor> {
-    let sp = (logits.relu()? + (logits.abs()?.neg()?.exp()? + 1.0)?.log()?)?;
+    let sp = super::nn::softplus(logits)?;
     let l = (sp - (targets * logits)?)?;
     let rows = logits.dim(0)?.max(1) as f64;
     Ok((l.sum_all()? / rows)?)
@@ -370,13 +370,7 @@ pub fn correlation(a: &Tensor, b: &Tensor) -> Result<Tensor> {
 /// (`row · vocab + term`, `u32`) of their ones: `Σ softplus(z) − Σ_{ones} z`,
 /// so no dense target matrix is built and the second sum is a gather.
 pub fn bce_sparse(logits: &Tensor, ones: &Tensor) -> Result<Tensor> {
-    let sp = (logits.relu()?
-        + logits
-            .abs()?
-            .affine(-1.0, 0.0)?
-            .exp()?
-            .affine(1.0, 1.0)?
-            .log()?)?;
+    let sp = super::nn::softplus(logits)?;
     let hit = super::rows::gather_rows(&logits.flatten_all()?, ones)?.sum_all()?;
     let rows = logits.dim(0)?.max(1) as f64;
     Ok(((sp.sum_all()? - hit)? / rows)?)
@@ -475,7 +469,7 @@ fn recon_loss(
     let d = take(dec)?;
     let c = take(bias)?;
     let z = codes.matmul(&d.t()?)?.broadcast_add(&c)?;
-    let sp = (z.relu()? + z.abs()?.affine(-1.0, 0.0)?.exp()?.affine(1.0, 1.0)?.log()?)?;
+    let sp = super::nn::softplus(&z)?;
     let w = Tensor::from_vec(weights, (1, ncols), device)?;
     let sp = sp.broadcast_mul(&w)?.sum_all()?;
     let nones = ones.len();

@@ -1102,13 +1102,16 @@ mod cell {
             let (r64, h64) = (rows as u64, h as u64);
             macro_rules! run {
                 ($t:ty, $s:literal) => {{
-                    let view = |(s, l): (&CudaStorage, &Layout)| -> candle_core::Result<_> {
-                        let (a, b) = offsets(l)?;
-                        Ok(s.as_cuda_slice::<$t>()?.slice(a..b))
-                    };
-                    let (a, st, m) = (view(ins[0])?, view(ins[1])?, view(ins[2])?);
+                    macro_rules! view {
+                        ($x:expr) => {{
+                            let (s, l) = $x;
+                            let (a, b) = offsets(l)?;
+                            s.as_cuda_slice::<$t>()?.slice(a..b)
+                        }};
+                    }
+                    let (a, st, m) = (view!(ins[0]), view!(ins[1]), view!(ins[2]));
                     let gv = match g {
-                        Some(x) => Some(view(x)?),
+                        Some(x) => Some(view!(x)),
                         None => None,
                     };
                     let width = if grad { 6 } else { 2 };

@@ -298,3 +298,215 @@ pub fn set_vars(vars: Vec<(String, Var)>, snap: &[(String, Tensor)]) -> Result<(
     }
     Ok(())
 }
+
+/// `softplus(x) = ln(1 + eˣ)`, computed stably as `max(x, 0) + ln(1 + e^{−|x|})`:
+/// candle's ops on the CPU; one fused kernel each way off it
+/// (`kernels/act.cu`, gradient `σ(x)`).
+pub fn softplus(x: &Tensor) -> Result<Tensor> {
+    if x.device().is_cpu() || !matches!(x.dtype(), DType::F32 | DType::F64) {
+        return Ok((x.relu()? + (x.abs()?.neg()?.exp()? + 1.0)?.log()?)?);
+    }
+    act::softplus_op(x)
+}
+
+/// The fused activation ops behind [`softplus`] (CPU code for tests).
+pub(crate) mod act {
+    use candle_core::{CpuStorage, CustomOp1, CustomOp2, Layout, Shape, Tensor};
+
+    use crate::Result;
+
+    /// [`super::softplus`] through the fused op on any device.
+    pub(crate) fn softplus_op(x: &Tensor) -> Result<Tensor> {
+        Ok(x.contiguous()?.apply_op1(Softplus)?)
+    }
+
+    struct Softplus;
+    struct SoftplusGrad;
+
+    fn values(s: &CpuStorage, l: &Layout) -> candle_core::Result<Vec<f64>> {
+        let (a, b) = l
+            .contiguous_offsets()
+            .ok_or(candle_core::Error::RequiresContiguous { op: "softplus" })?;
+        Ok(match s {
+            CpuStorage::F32(v) => v[a..b].iter().map(|&x| x as f64).collect(),
+            CpuStorage::F64(v) => v[a..b].to_vec(),
+            _ => candle_core::bail!("softplus: f32 or f64 values expected"),
+        })
+    }
+
+    fn like(s: &CpuStorage, v: Vec<f64>) -> CpuStorage {
+        match s {
+            CpuStorage::F32(_) => CpuStorage::F32(v.into_iter().map(|x| x as f32).collect()),
+            _ => CpuStorage::F64(v),
+        }
+    }
+
+    impl CustomOp1 for Softplus {
+        fn name(&self) -> &'static str {
+            "rosetta-softplus"
+        }
+
+        fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+            let y = values(s, l)?
+                .into_iter()
+                .map(|x| x.max(0.0) + (-x.abs()).exp().ln_1p())
+                .collect();
+            Ok((like(s, y), l.shape().clone()))
+        }
+
+        #[cfg(feature = "cuda")]
+        fn cuda_fwd(
+            &self,
+            s: &candle_core::CudaStorage,
+            l: &Layout,
+        ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
+            Ok((gpu::launch("softplus", (s, l), None)?, l.shape().clone()))
+        }
+
+        fn bwd(
+            &self,
+            x: &Tensor,
+            _res: &Tensor,
+            grad: &Tensor,
+        ) -> candle_core::Result<Option<Tensor>> {
+            Ok(Some(
+                x.apply_op2_no_bwd(&grad.contiguous()?, &SoftplusGrad)?,
+            ))
+        }
+    }
+
+    impl CustomOp2 for SoftplusGrad {
+        fn name(&self) -> &'static str {
+            "rosetta-softplus-grad"
+        }
+
+        fn cpu_fwd(
+            &self,
+            s1: &CpuStorage,
+            l1: &Layout,
+            s2: &CpuStorage,
+            l2: &Layout,
+        ) -> candle_core::Result<(CpuStorage, Shape)> {
+            let (x, g) = (values(s1, l1)?, values(s2, l2)?);
+            if x.len() != g.len() {
+                candle_core::bail!("softplus-grad: {} values, {} gradients", x.len(), g.len());
+            }
+            let out = x
+                .iter()
+                .zip(&g)
+                .map(|(x, g)| g / (1.0 + (-x).exp()))
+                .collect();
+            Ok((like(s1, out), l1.shape().clone()))
+        }
+
+        #[cfg(feature = "cuda")]
+        fn cuda_fwd(
+            &self,
+            s1: &candle_core::CudaStorage,
+            l1: &Layout,
+            s2: &candle_core::CudaStorage,
+            l2: &Layout,
+        ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
+            if l1.shape().elem_count() != l2.shape().elem_count() {
+                candle_core::bail!("softplus-grad: values and gradients differ in size");
+            }
+            Ok((
+                gpu::launch("softplus_grad", (s1, l1), Some((s2, l2)))?,
+                l1.shape().clone(),
+            ))
+        }
+    }
+
+    #[cfg(feature = "cuda")]
+    mod gpu {
+        use candle_core::cuda_backend::cudarc::driver::PushKernelArg;
+        use candle_core::cuda_backend::{CudaStorageSlice, WrapErr};
+        use candle_core::{CudaStorage, Layout};
+
+        use crate::models::rows::gpu::launch_cfg;
+
+        const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/act.ptx"));
+
+        /// `KERNEL_f32|f64(x, [g,] out, n)` into a new storage the size of `x`.
+        pub fn launch(
+            kernel: &str,
+            x: (&CudaStorage, &Layout),
+            g: Option<(&CudaStorage, &Layout)>,
+        ) -> candle_core::Result<CudaStorage> {
+            let dev = x.0.device.clone();
+            let off = |l: &Layout| {
+                l.contiguous_offsets()
+                    .ok_or(candle_core::Error::RequiresContiguous { op: "softplus" })
+            };
+            let (a, b) = off(x.1)?;
+            let n = b - a;
+            let n64 = n as u64;
+            macro_rules! run {
+                ($t:ty, $s:literal) => {{
+                    let xv = x.0.as_cuda_slice::<$t>()?.slice(a..b);
+                    let gv = match g {
+                        Some((s, l)) => {
+                            let (ga, gb) = off(l)?;
+                            Some(s.as_cuda_slice::<$t>()?.slice(ga..gb))
+                        }
+                        None => None,
+                    };
+                    let mut out = dev.alloc_zeros::<$t>(n)?;
+                    let f = dev.get_or_load_custom_func(
+                        &format!("{kernel}_{}", $s),
+                        "rosetta_act",
+                        PTX,
+                    )?;
+                    if n > 0 {
+                        let mut bld = f.builder();
+                        bld.arg(&xv);
+                        if let Some(gv) = &gv {
+                            bld.arg(gv);
+                        }
+                        bld.arg(&mut out);
+                        bld.arg(&n64);
+                        // SAFETY: x, g and out hold n values each.
+                        unsafe { bld.launch(launch_cfg(n)) }.w()?;
+                    }
+                    CudaStorage::wrap_cuda_slice(out, dev.clone())
+                }};
+            }
+            Ok(match &x.0.slice {
+                CudaStorageSlice::F32(_) => run!(f32, "f32"),
+                CudaStorageSlice::F64(_) => run!(f64, "f64"),
+                _ => candle_core::bail!("softplus: f32 or f64 values expected"),
+            })
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use candle_core::{Device, Var};
+
+        /// The fused op's value and gradient (σ) against candle's composition,
+        /// away from 0 where candle's `relu`/`abs` gradients take 0.
+        #[test]
+        fn fused_softplus_matches_candle() {
+            let x = Var::from_tensor(
+                &candle_core::Tensor::new(&[-30.0f64, -2.5, -0.3, 0.7, 4.0, 40.0], &Device::Cpu)
+                    .unwrap(),
+            )
+            .unwrap();
+            let fused = super::softplus_op(x.as_tensor()).unwrap();
+            let plain = crate::models::nn::softplus(x.as_tensor()).unwrap();
+            let gf = fused.sum_all().unwrap().backward().unwrap();
+            let gp = plain.sum_all().unwrap().backward().unwrap();
+            let v = |t: &candle_core::Tensor| t.to_vec1::<f64>().unwrap();
+            for (a, b) in v(&fused).iter().zip(v(&plain)) {
+                assert!((a - b).abs() < 1e-12, "{a} vs {b}");
+            }
+            let (a, b) = (
+                gf.get(x.as_tensor()).unwrap(),
+                gp.get(x.as_tensor()).unwrap(),
+            );
+            for (a, b) in v(a).iter().zip(v(b)) {
+                assert!((a - b).abs() < 1e-12, "{a} vs {b}");
+            }
+        }
+    }
+}

@@ -331,10 +331,7 @@ enum Owned {
     Probs(Tensor, Option<Tensor>),
 }
 
-/// `ln(1 + eˣ)`, computed stably.
-pub fn softplus(x: &Tensor) -> Result<Tensor> {
-    Ok((x.relu()? + x.abs()?.neg()?.exp()?.affine(1.0, 1.0)?.log()?)?)
-}
+pub use super::nn::softplus;
 
 fn scalar(t: &Tensor) -> Result<f64> {
     Ok(t.to_dtype(DType::F64)?.to_scalar::<f64>()?)

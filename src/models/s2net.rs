@@ -56,8 +56,7 @@ pub fn s2net_loss(ys: &Tensor, yt: &Tensor, gamma: f64) -> Result<Tensor> {
     let c = us.matmul(&ut.t()?)?; // b × b cosines
     let diag = (&us * &ut)?.sum_keepdim(1)?; // b × 1
     let x = (c.broadcast_sub(&diag)? * gamma)?; // −γΔ
-                                                // softplus(x) = max(x, 0) + ln(1 + e^{−|x|}), stable for large |x|
-    let sp = (x.relu()? + ((x.abs()?.neg()?.exp()? + 1.0)?.log()?))?;
+    let sp = super::nn::softplus(&x)?;
     let mask = (Tensor::ones((b, b), ys.dtype(), ys.device())?
         - Tensor::eye(b, ys.dtype(), ys.device())?)?;
     Ok(((sp * mask)?.sum_all()? / (b * (b - 1)) as f64)?)

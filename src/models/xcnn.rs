@@ -19,8 +19,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::nn::{
-    epoch_rng, lazy_optim, nonempty_rows, normal_tensor, report_step, to_array, unit_rows,
-    valid_mrr, SparseBatch,
+    epoch_rng, lazy_optim, nonempty_rows, normal_tensor, report_step, softplus, to_array,
+    unit_rows, valid_mrr, SparseBatch,
 };
 use super::{Model, Params};
 use crate::models::optim::Adam;
@@ -288,11 +288,6 @@ impl std::fmt::Display for Loss {
             Loss::Logistic(g) => write!(f, "logistic:{g}"),
         }
     }
-}
-
-/// `log(1 + exp(x))` without overflow: `max(x, 0) + log(1 + exp(−|x|))`.
-fn softplus(x: &Tensor) -> Result<Tensor> {
-    Ok((x.relu()? + (x.abs()?.neg()?.exp()? + 1.0)?.log()?)?)
 }
 
 /// The loss of a batch to minimise (see [`Loss`]); `q`, `pos`, `neg` as in
