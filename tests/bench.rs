@@ -95,7 +95,9 @@ fn bench_train_refuses_what_it_cannot_do() {
         String::from_utf8_lossy(&out.stderr).to_string()
     };
     let e = run("--workspace workspace.toml --model bae --torch-ref x.py");
-    assert!(e.contains("no BAE"), "{e}");
+    assert!(e.contains("--torch-ref x.py: no such file"), "{e}");
+    let e = run("--workspace workspace.toml --model s2net --device tpu");
+    assert!(e.contains("tpu"), "{e}");
     let e = run("--workspace workspace.toml --model xcnn --set positives=random");
     assert!(e.contains("positives"), "{e}");
     // torch_ref reads file pairs only: refused before any training

@@ -759,6 +759,11 @@ fn train(a: TrainBenchArgs) -> anyhow::Result<()> {
             Some((splits, ws.text.vocab_per_language))
         }
     };
+    if let Some(script) = &a.torch_ref {
+        if !script.is_file() {
+            bail!("--torch-ref {}: no such file", script.display());
+        }
+    }
     // candle's CPU kernels size their thread pools from RAYON_NUM_THREADS
     std::env::set_var("RAYON_NUM_THREADS", a.threads.to_string());
     let pool = pool(a.threads)?;
