@@ -118,6 +118,7 @@ impl Adam {
                     beta: b1,
                     square: false,
                     rows: ids.clone(),
+                    spread: None,
                 },
             )?;
             vt.inplace_op2(
@@ -126,6 +127,7 @@ impl Adam {
                     beta: b2,
                     square: true,
                     rows: ids.clone(),
+                    spread: None,
                 },
             )?;
             th.inplace_op3(
@@ -200,6 +202,81 @@ impl Adam {
             }
         }
         Ok(())
+    }
+
+    /// The dense update ([`Adam::step`]: every row of every table, moments
+    /// decaying where the gradient is 0) from the gradients of per-step
+    /// leaves holding only the rows `ids` (distinct) of the tables named,
+    /// as in [`Adam::backward_step_rows`]. The same arithmetic as the
+    /// dense step on a `V × k` gradient that is zero outside those rows, but
+    /// that gradient is never built: on the CPU the moments read the rows'
+    /// gradient through a row map. Other variables get the ordinary update.
+    pub fn backward_step_dense_rows(
+        &mut self,
+        loss: &Tensor,
+        rows: &[(&str, &Tensor, &Var)],
+    ) -> Result<()> {
+        let grads = loss.backward()?;
+        self.t += 1;
+        for (name, theta, m, v) in &self.vars {
+            match rows.iter().find(|r| r.0 == name) {
+                Some((_, ids, leaf)) => {
+                    if let Some(g) = grads.get(leaf.as_tensor()) {
+                        self.update_spread(theta, m, v, g, ids)?;
+                    }
+                }
+                None => {
+                    if let Some(g) = grads.get(theta.as_tensor()) {
+                        self.update(theta, m, v, g, None)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A dense update whose gradient is `g` on rows `ids` and 0 elsewhere.
+    fn update_spread(&self, theta: &Var, m: &Var, v: &Var, g: &Tensor, ids: &Tensor) -> Result<()> {
+        let (th, mt, vt) = (theta.as_tensor(), m.as_tensor(), v.as_tensor());
+        let n = th.dim(0)?;
+        if self.fused && th.rank() == 2 && th.device().is_cpu() && ids.device().is_cpu() {
+            if let Some(list) = fused_rows(th, mt, vt, g, ids)? {
+                let mut pos = vec![0u32; n];
+                for (j, &r) in list.iter().enumerate() {
+                    pos[r as usize] = j as u32 + 1;
+                }
+                let pos = Some(std::sync::Arc::new(pos));
+                let (b1, b2) = (self.beta1, self.beta2);
+                self.fused_updates.fetch_add(1, Ordering::Relaxed);
+                for (t, beta, square) in [(mt, b1, false), (vt, b2, true)] {
+                    t.inplace_op2(
+                        g,
+                        &Moment {
+                            beta,
+                            square,
+                            rows: None,
+                            spread: pos.clone(),
+                        },
+                    )?;
+                }
+                th.inplace_op3(
+                    mt,
+                    vt,
+                    &ParamUpdate {
+                        lr: self.lr,
+                        decay: 1.0 - self.lr * self.weight_decay,
+                        scale_m: 1.0 / (1.0 - b1.powi(self.t as i32)),
+                        scale_v: 1.0 / (1.0 - b2.powi(self.t as i32)),
+                        eps: self.eps,
+                        rows: None,
+                    },
+                )?;
+                return Ok(());
+            }
+        }
+        // elsewhere: the full gradient, then the dense update
+        let full = super::rows::scatter_add_rows(g, ids, n)?;
+        self.update(theta, m, v, &full, None)
     }
 
     /// Moments and step count as named tensors (`adam.m.NAME`, `adam.v.NAME`,
@@ -312,11 +389,14 @@ fn f32_slice<'a>(s: &'a CpuStorage, name: &str) -> candle_core::Result<&'a [f32]
 }
 
 /// `m ← β m + (1 − β) g` (or `g²`), in place; with `rows`, only those rows
-/// of `m` change and `g` holds one row per id, in order.
+/// of `m` change and `g` holds one row per id, in order; with `spread`
+/// (`rows` unset), every row changes and `g` holds the rows whose entry in
+/// `spread` is `j + 1` (row `j` of `g`), all others having gradient 0.
 struct Moment {
     beta: f64,
     square: bool,
     rows: Option<std::sync::Arc<Vec<u32>>>,
+    spread: Option<std::sync::Arc<Vec<u32>>>,
 }
 
 impl InplaceOp2 for Moment {
@@ -348,6 +428,26 @@ impl InplaceOp2 for Moment {
             }
             return Ok(());
         }
+        if let Some(pos) = &self.spread {
+            let k = row_width(l1);
+            const R: usize = 64; // rows per task
+            m.par_chunks_mut(R * k)
+                .zip(pos.par_chunks(R))
+                .for_each(|(m, pos)| {
+                    for (m, &p) in m.chunks_mut(k).zip(pos) {
+                        if p == 0 {
+                            m.iter_mut().for_each(|m| *m *= b);
+                            continue;
+                        }
+                        let g = &g[(p as usize - 1) * k..][..k];
+                        for (m, g) in m.iter_mut().zip(g) {
+                            let g = if sq { g * g } else { *g };
+                            *m = b * *m + c * g;
+                        }
+                    }
+                });
+            return Ok(());
+        }
         m.par_chunks_mut(1 << 14)
             .zip(g.par_chunks(1 << 14))
             .for_each(|(m, g)| {
@@ -370,7 +470,7 @@ impl InplaceOp2 for Moment {
         use super::rows::gpu::{launch_cfg, MODULE, PTX};
         use candle_core::cuda_backend::cudarc::driver::PushKernelArg;
         use candle_core::cuda_backend::WrapErr;
-        if self.rows.is_some() {
+        if self.rows.is_some() || self.spread.is_some() {
             candle_core::bail!("adamw-moment: row updates run as tensor ops on a GPU");
         }
         let dev = s1.device.clone();
@@ -659,6 +759,54 @@ mod tests {
             // untouched rows keep zero moments
             assert_eq!(fused[24 + i] != 0.0, touched, "m, entry {i}");
             assert_eq!(fused[48 + i] != 0.0, touched, "v, entry {i}");
+        }
+    }
+
+    /// Dense Adam from the rows' gradient ([`Adam::backward_step_dense_rows`])
+    /// is the dense step on the full gradient, bit for bit on the fused CPU
+    /// path, within rounding on the tensor-op path; rows the batches skip
+    /// still move (their moments decay), unlike lazy Adam.
+    #[test]
+    fn dense_rows_step_is_the_dense_step() {
+        let dev = Device::Cpu;
+        let init: Vec<f32> = (0..24).map(|i| (i as f32 * 0.37 + 0.1).sin()).collect();
+        let orders: [&[u32]; 3] = [&[1, 3, 4], &[4, 0], &[3, 1]];
+        let run = |via_rows: bool, fused: bool| -> Vec<f32> {
+            let t = Tensor::from_vec(init.clone(), (6, 4), &dev).unwrap();
+            let table = Var::from_tensor(&t).unwrap();
+            let mut opt = Adam::new(vec![("p".into(), table.clone())], 0.1, 0.0).unwrap();
+            opt.set_fused(fused);
+            for order in orders.iter().cycle().take(5) {
+                let ids = Tensor::new(*order, &dev).unwrap();
+                if via_rows {
+                    let leaf = Var::from_tensor(&table.as_tensor().index_select(&ids, 0).unwrap())
+                        .unwrap();
+                    let loss = leaf
+                        .as_tensor()
+                        .sin()
+                        .unwrap()
+                        .sqr()
+                        .unwrap()
+                        .sum_all()
+                        .unwrap();
+                    opt.backward_step_dense_rows(&loss, &[("p", &ids, &leaf)])
+                        .unwrap();
+                } else {
+                    let rows = table.as_tensor().index_select(&ids, 0).unwrap();
+                    let loss = rows.sin().unwrap().sqr().unwrap().sum_all().unwrap();
+                    opt.backward_step(&loss).unwrap();
+                }
+            }
+            trajectory(&opt)
+        };
+        let dense = run(false, true);
+        assert_eq!(run(true, true), dense, "fused dense-rows step");
+        assert_close(&run(true, false), &dense, 1e-6, "tensor-op dense-rows step");
+        // rows 2 and 5 never had a gradient: unchanged (no weight decay here);
+        // rows that had one at an earlier step keep moving through their moments
+        for i in 0..24 {
+            let row = i / 4;
+            assert_eq!(dense[i] != init[i], ![2, 5].contains(&row), "entry {i}");
         }
     }
 

@@ -311,9 +311,11 @@ impl Trainer for S2NetTrainer {
                 }
                 let bs = SparseBatch::new(&xs, chunk, false, DType::F32, device)?;
                 let bt = SparseBatch::new(&xt, chunk, false, DType::F32, device)?;
-                let loss = if lazy {
-                    // row-sparse: the loss sees only the batch's rows, as
-                    // leaves; only those rows and their moments change
+                let loss = if lazy || anchor.is_none() {
+                    // the loss sees only the batch's rows, as leaves: lazy
+                    // Adam changes only those rows and their moments; dense
+                    // Adam every row, from the rows' gradient (no V × k
+                    // gradient is built, the same arithmetic)
                     let ls = Var::from_tensor(&a_s.as_tensor().index_select(&bs.uniq, 0)?)?;
                     let lt = Var::from_tensor(&a_t.as_tensor().index_select(&bt.uniq, 0)?)?;
                     let loss = s2net_loss(
@@ -321,10 +323,12 @@ impl Trainer for S2NetTrainer {
                         &bt.compose(lt.as_tensor(), true)?,
                         gamma,
                     )?;
-                    opt.backward_step_rows(
-                        &loss,
-                        &[("source", &bs.uniq, &ls), ("target", &bt.uniq, &lt)],
-                    )?;
+                    let rows = [("source", &bs.uniq, &ls), ("target", &bt.uniq, &lt)];
+                    if lazy {
+                        opt.backward_step_rows(&loss, &rows)?;
+                    } else {
+                        opt.backward_step_dense_rows(&loss, &rows)?;
+                    }
                     loss
                 } else {
                     let loss = batch_objective(
