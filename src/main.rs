@@ -5,6 +5,12 @@ mod tui;
 
 use clap::Parser;
 
+/// mimalloc rather than glibc's allocator: candle allocates every op's
+/// output afresh, and glibc returns large blocks to the kernel at once, so
+/// each step paid page faults for them (Cargo.toml, docs/results.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// `rosetta` with no subcommand: the workbench, or a clear message (and a
 /// non-zero exit) when stdout is not a terminal.
 fn open_workbench(theme: Option<String>) -> anyhow::Result<()> {
