@@ -370,10 +370,8 @@ pub fn correlation(a: &Tensor, b: &Tensor) -> Result<Tensor> {
 /// (`row · vocab + term`, `u32`) of their ones: `Σ softplus(z) − Σ_{ones} z`,
 /// so no dense target matrix is built and the second sum is a gather.
 pub fn bce_sparse(logits: &Tensor, ones: &Tensor) -> Result<Tensor> {
-    let sp = super::nn::softplus(logits)?;
-    let hit = super::rows::gather_rows(&logits.flatten_all()?, ones)?.sum_all()?;
     let rows = logits.dim(0)?.max(1) as f64;
-    Ok(((sp.sum_all()? - hit)? / rows)?)
+    Ok((super::nn::bce_logits_sum(logits, ones)? / rows)?)
 }
 
 /// Flat positions of the ones of rows `rows` of `m` in a `(copies·n) × vocab`
