@@ -897,10 +897,11 @@ mod cell {
         mask: Tensor,
     }
 
-    fn offsets(l: &Layout) -> candle_core::Result<(usize, usize)> {
-        l.contiguous_offsets()
-            .ok_or(candle_core::Error::RequiresContiguous { op: "lstm-cell" })
+    fn host(s: &CpuStorage, l: &Layout) -> candle_core::Result<Vec<f64>> {
+        crate::models::rows::host_f64(s, l, "lstm-cell")
     }
+
+    use crate::models::rows::like;
 
     /// `(rows, H)` of gates `(…, 4H)` and a state `(…, 2H)`.
     fn sizes(lg: &Layout, ls: &Layout) -> candle_core::Result<(usize, usize)> {
@@ -914,23 +915,6 @@ mod cell {
             );
         }
         Ok((rows, h))
-    }
-
-    /// The values of a CPU tensor (`f32` or `f64`) as `f64`.
-    fn host(s: &CpuStorage, l: &Layout) -> candle_core::Result<Vec<f64>> {
-        let (a, b) = offsets(l)?;
-        Ok(match s {
-            CpuStorage::F32(v) => v[a..b].iter().map(|&x| x as f64).collect(),
-            CpuStorage::F64(v) => v[a..b].to_vec(),
-            _ => candle_core::bail!("lstm-cell: f32 or f64 values expected"),
-        })
-    }
-
-    fn like(s: &CpuStorage, v: Vec<f64>) -> CpuStorage {
-        match s {
-            CpuStorage::F32(_) => CpuStorage::F32(v.into_iter().map(|x| x as f32).collect()),
-            _ => CpuStorage::F64(v),
-        }
     }
 
     fn mask_host(mask: &Tensor) -> candle_core::Result<Vec<f64>> {
@@ -1084,8 +1068,8 @@ mod cell {
         use candle_core::cuda_backend::{CudaStorageSlice, WrapErr};
         use candle_core::{CudaStorage, Layout};
 
-        use super::offsets;
         use crate::models::rows::gpu::launch_cfg;
+        use crate::models::rows::offsets;
 
         const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/lstm.ptx"));
 
@@ -1105,7 +1089,7 @@ mod cell {
                     macro_rules! view {
                         ($x:expr) => {{
                             let (s, l) = $x;
-                            let (a, b) = offsets(l)?;
+                            let (a, b) = offsets(l, "lstm-cell")?;
                             s.as_cuda_slice::<$t>()?.slice(a..b)
                         }};
                     }

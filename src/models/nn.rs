@@ -345,9 +345,7 @@ pub(crate) mod act {
     }
 
     fn ones_of(s: &CpuStorage, l: &Layout, n: usize) -> candle_core::Result<Vec<usize>> {
-        let (a, b) = l
-            .contiguous_offsets()
-            .ok_or(candle_core::Error::RequiresContiguous { op: "bce" })?;
+        let (a, b) = offsets(l, "bce")?;
         let CpuStorage::U32(v) = s else {
             candle_core::bail!("bce: u32 positions expected")
         };
@@ -367,9 +365,7 @@ pub(crate) mod act {
     /// `Σ softplus` over the f32 or f64 values of `s` (contiguous), summed in f64.
     fn sum_softplus(s: &CpuStorage, l: &Layout) -> candle_core::Result<f64> {
         use rayon::prelude::*;
-        let (a, b) = l
-            .contiguous_offsets()
-            .ok_or(candle_core::Error::RequiresContiguous { op: "bce" })?;
+        let (a, b) = offsets(l, "bce")?;
         let sp = |x: f64| x.max(0.0) + (-x.abs()).exp().ln_1p();
         Ok(match s {
             CpuStorage::F32(v) => v[a..b]
@@ -404,9 +400,7 @@ pub(crate) mod act {
         ) -> candle_core::Result<(CpuStorage, Shape)> {
             let n = l1.shape().elem_count();
             let ones = ones_of(s2, l2, n)?;
-            let (a, _) = l1
-                .contiguous_offsets()
-                .ok_or(candle_core::Error::RequiresContiguous { op: "bce" })?;
+            let (a, _) = offsets(l1, "bce")?;
             let hit: f64 = match s1 {
                 CpuStorage::F32(v) => ones.iter().map(|&i| v[a + i] as f64).sum(),
                 CpuStorage::F64(v) => ones.iter().map(|&i| v[a + i]).sum(),
@@ -443,9 +437,7 @@ pub(crate) mod act {
             use rayon::prelude::*;
             let n = l1.shape().elem_count();
             let ones = ones_of(s2, l2, n)?;
-            let (a, b) = l1
-                .contiguous_offsets()
-                .ok_or(candle_core::Error::RequiresContiguous { op: "bce" })?;
+            let (a, b) = offsets(l1, "bce")?;
             let out = match s1 {
                 CpuStorage::F32(v) => {
                     let g = self.g as f32;
@@ -477,22 +469,10 @@ pub(crate) mod act {
         }
     }
 
-    fn values(s: &CpuStorage, l: &Layout) -> candle_core::Result<Vec<f64>> {
-        let (a, b) = l
-            .contiguous_offsets()
-            .ok_or(candle_core::Error::RequiresContiguous { op: "softplus" })?;
-        Ok(match s {
-            CpuStorage::F32(v) => v[a..b].iter().map(|&x| x as f64).collect(),
-            CpuStorage::F64(v) => v[a..b].to_vec(),
-            _ => candle_core::bail!("softplus: f32 or f64 values expected"),
-        })
-    }
+    use crate::models::rows::{like, offsets};
 
-    fn like(s: &CpuStorage, v: Vec<f64>) -> CpuStorage {
-        match s {
-            CpuStorage::F32(_) => CpuStorage::F32(v.into_iter().map(|x| x as f32).collect()),
-            _ => CpuStorage::F64(v),
-        }
+    fn values(s: &CpuStorage, l: &Layout) -> candle_core::Result<Vec<f64>> {
+        crate::models::rows::host_f64(s, l, "softplus")
     }
 
     impl CustomOp1 for Softplus {
@@ -588,10 +568,7 @@ pub(crate) mod act {
             g: Option<(&CudaStorage, &Layout)>,
         ) -> candle_core::Result<CudaStorage> {
             let dev = x.0.device.clone();
-            let off = |l: &Layout| {
-                l.contiguous_offsets()
-                    .ok_or(candle_core::Error::RequiresContiguous { op: "softplus" })
-            };
+            let off = |l: &Layout| crate::models::rows::offsets(l, "softplus");
             let (a, b) = off(x.1)?;
             let n = b - a;
             let n64 = n as u64;

@@ -87,9 +87,34 @@ fn width(l: &Layout) -> usize {
     l.dims().iter().skip(1).product()
 }
 
-fn offsets(l: &Layout, op: &'static str) -> candle_core::Result<(usize, usize)> {
+/// The start and end of a contiguous layout (custom ops' inputs are made
+/// contiguous first).
+pub(crate) fn offsets(l: &Layout, op: &'static str) -> candle_core::Result<(usize, usize)> {
     l.contiguous_offsets()
         .ok_or(candle_core::Error::RequiresContiguous { op })
+}
+
+/// The values of a CPU storage (`f32` or `f64`) under a contiguous layout,
+/// as `f64`: the CPU code of Rosetta's custom ops computes in f64.
+pub(crate) fn host_f64(
+    s: &CpuStorage,
+    l: &Layout,
+    op: &'static str,
+) -> candle_core::Result<Vec<f64>> {
+    let (a, b) = offsets(l, op)?;
+    Ok(match s {
+        CpuStorage::F32(v) => v[a..b].iter().map(|&x| x as f64).collect(),
+        CpuStorage::F64(v) => v[a..b].to_vec(),
+        _ => candle_core::bail!("{op}: f32 or f64 values expected"),
+    })
+}
+
+/// `v` as a storage of the same type as `s` (`f32` or `f64`).
+pub(crate) fn like(s: &CpuStorage, v: Vec<f64>) -> CpuStorage {
+    match s {
+        CpuStorage::F32(_) => CpuStorage::F32(v.into_iter().map(|x| x as f32).collect()),
+        _ => CpuStorage::F64(v),
+    }
 }
 
 /// The shape `l` has with `rows` rows.
