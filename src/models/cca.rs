@@ -179,21 +179,6 @@ fn fit_with(
     Ok(f)
 }
 
-/// A ridge `reg × mean diagonal`, raised to a floor that keeps the system
-/// well posed (said through `warn`).
-fn relative_ridge(reg: f64, mean_diag: f64, warn: &mut dyn FnMut(&str)) -> f64 {
-    let r = reg * mean_diag;
-    let floor = 1e-8 * mean_diag.max(1e-12);
-    if r < floor {
-        warn(&format!(
-            "ridge {r:.3e} is too small for a well-posed system; using {floor:.3e}"
-        ));
-        floor
-    } else {
-        r
-    }
-}
-
 /// Matrix-free: covariance operators, conjugate gradients, subspace
 /// iteration (`models::implicit`); memory linear in the vocabularies.
 fn fit_implicit(
@@ -209,8 +194,8 @@ fn fit_implicit(
     if mdx.is_nan() || mdx <= 0.0 || mdy.is_nan() || mdy <= 0.0 {
         return Err(no_variance());
     }
-    let rx = relative_ridge(reg, mdx, warn);
-    let ry = relative_ridge(reg, mdy, warn);
+    let rx = implicit::relative_ridge(reg, mdx, warn);
+    let ry = implicit::relative_ridge(reg, mdy, warn);
     let pairs = implicit::canonical(&cx, &cy, (rx, ry), k, opts)?;
     let stats = &pairs.stats;
     stats.warn_unconverged(opts, warn);

@@ -703,6 +703,21 @@ pub fn canonical(
     })
 }
 
+/// A ridge `reg × mean diagonal`, raised to a floor that keeps the system
+/// well posed (said through `warn`).
+pub fn relative_ridge(reg: f64, mean_diag: f64, warn: &mut dyn FnMut(&str)) -> f64 {
+    let r = reg * mean_diag;
+    let floor = 1e-8 * mean_diag.max(1e-12);
+    if r < floor {
+        warn(&format!(
+            "ridge {r:.3e} is too small for a well-posed system; using {floor:.3e}"
+        ));
+        floor
+    } else {
+        r
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -104,14 +104,7 @@ pub fn fit(
             let md = noise.mean_diag();
             let unseen = noise.diag().iter().filter(|d| **d <= 0.0).count();
             check_noise(md, n, v, unseen, ridge, warn)?;
-            let mut abs_ridge = ridge * md;
-            let floor = 1e-8 * md;
-            if abs_ridge < floor {
-                warn(&format!(
-                    "ridge {abs_ridge:.3e} is too small for a well-posed system; using {floor:.3e}"
-                ));
-                abs_ridge = floor;
-            }
+            let abs_ridge = implicit::relative_ridge(ridge, md, warn);
             let signal = Covariance::new(&x, true);
             let (joint, eigenvalues, stats) =
                 implicit::generalised_eigen(&signal, &noise, abs_ridge, k, opts)?;
