@@ -223,7 +223,6 @@ impl BiLstm {
         let m = mask.t()?.contiguous()?; // (T, B)
         let m = Tensor::stack(&[&m, &m], 1)?.reshape((2 * t, b))?; // (T, 2, B)
         let m = gather_rows(&m, &order)?.reshape((t, 2, b, 1))?;
-        let keep = m.affine(-1.0, 1.0)?; // 1 − m
 
         let w_hh = self.w_hh.as_tensor();
         let mut hs: Vec<Tensor> = Vec::with_capacity(t);
@@ -239,9 +238,26 @@ impl BiLstm {
                 st = cell::step(&gates, &st, &m.get(s)?)?;
                 hs.push(st.narrow(2, 0, h)?);
             }
+        } else {
+            self.steps_by_ops(&steps, &m, &mut hs)?;
         }
+        let out = Tensor::stack(&hs, 0)?.reshape((2 * t, b, h))?; // (T, 2, B, H) in step order
+        let out = gather_rows(&out, &order)? // time order
+            .reshape((t, 2, b, h))?
+            .permute((2, 0, 1, 3))? // (B, T, 2, H)
+            .reshape((b, t, 2 * h))?;
+        Ok(out.broadcast_mul(&mask.unsqueeze(2)?)?)
+    }
+
+    /// The recurrence as candle ops, one step at a time (the CPU's path):
+    /// pushes each step's `h` `(2, B, H)` on `hs`. `m` `(T, 2, B, 1)` holds
+    /// the steps' masks.
+    fn steps_by_ops(&self, steps: &[Tensor], m: &Tensor, hs: &mut Vec<Tensor>) -> Result<()> {
+        let h = self.hidden();
+        let w_hh = self.w_hh.as_tensor();
+        let keep = m.affine(-1.0, 1.0)?; // 1 − m
         let mut state: Option<(Tensor, Tensor)> = None; // (h, c), each (2, B, H)
-        for (s, x_s) in steps.iter().enumerate().filter(|_| !fused) {
+        for (s, x_s) in steps.iter().enumerate() {
             let gates = match &state {
                 Some((hp, _)) => (x_s + hp.matmul(w_hh)?)?,
                 None => x_s.clone(),
@@ -269,12 +285,7 @@ impl BiLstm {
             hs.push(h_s.clone());
             state = Some((h_s, c_s));
         }
-        let out = Tensor::stack(&hs, 0)?.reshape((2 * t, b, h))?; // (T, 2, B, H) in step order
-        let out = gather_rows(&out, &order)? // time order
-            .reshape((t, 2, b, h))?
-            .permute((2, 0, 1, 3))? // (B, T, 2, H)
-            .reshape((b, t, 2 * h))?;
-        Ok(out.broadcast_mul(&mask.unsqueeze(2)?)?)
+        Ok(())
     }
 }
 
