@@ -117,7 +117,7 @@ pub struct TrainBenchArgs {
     /// Python interpreter for --torch-ref.
     #[arg(long, default_value = "python3")]
     pub python: PathBuf,
-    /// Device to train on: cpu, cuda or cuda:<i> (as `rosetta train
+    /// Device to train on: auto, cpu, cuda or cuda:<i> (as `rosetta train
     /// --device`; torch_ref.py gets `--device cuda` when it is a GPU).
     #[arg(long, default_value = "cpu")]
     pub device: String,
