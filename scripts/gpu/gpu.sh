@@ -7,25 +7,11 @@ set -u
 cd "$(dirname "$0")"
 O=${OUT:-/tmp/gpu-out}; mkdir -p "$O"; W=/tmp/gpurun; rm -rf $W; mkdir -p $W/r $W/s
 exec > >(tee "$O/log.txt") 2>&1
-T0=$(date +%s)
-el() { echo "[$(( $(date +%s) - T0 ))s] $*"; }
-DEV=${DEV:-cuda}; BUDGET=${BUDGET:-440}; TH=${TH:-8}
+BUDGET=${BUDGET:-440}; TH=${TH:-8}
 SECTIONS=${SECTIONS:-"agree tp big e2e"}   # also: long (issue 16/17 runs)
 on() { case " $SECTIONS " in *" $1 "*) return 0;; esac; return 1; }
-left() { [ $(( $(date +%s) - T0 )) -lt "$1" ]; }   # before second $1 of the run?
-if [ -z "${R:-}" ]; then xz -dc rosetta.xz > /tmp/rosetta && chmod +x /tmp/rosetta; R=/tmp/rosetta; fi
-if [ "$DEV" = cuda ]; then
-  libs=""
-  for l in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcurand.so.10; do
-    f=$(find / -xdev \( -path /proc -o -path /sys \) -prune -o -name "$l" -print 2>/dev/null | grep -v '\.cuda/stubs' | head -1)
-    [ -n "$f" ] && libs="$libs:$(dirname "$f")"
-  done
-  export LD_LIBRARY_PATH="${libs#:}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  el "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
-  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-  ldd $R | grep -E "not found|libcuda|cublas|curand|cudart"
-  python3 -c "import torch,scipy,numpy;print('torch',torch.__version__,torch.cuda.is_available())"
-fi
+. ./lib.sh
+[ "$DEV" = cuda ] && python3 -c "import torch,scipy,numpy;print('torch',torch.__version__,torch.cuda.is_available())"
 # run NAME TIMEOUT CMD...: runs CMD, samples GPU memory every 100 ms, keeps the peak
 run() {
   local name=$1 t=$2; shift 2

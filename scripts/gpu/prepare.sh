@@ -5,6 +5,7 @@
 #   scripts/gpu/prepare.sh [path/to/cuda/rosetta]     (default: target/release/rosetta)
 # Then, on the GPU machine, from the repository root:
 #   SECTIONS="agree tp big long e2e" bash .devrun/gpu.sh        ($OUT gets log.txt, results.tgz)
+#   TRAIN_S=400 bash .devrun/long.sh                         (issues 16 and 17: long runs)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
@@ -12,13 +13,20 @@ BIN=${1:-target/release/rosetta}
 SHARED=${SHARED:-$ROOT/../shared}
 D=.devrun
 grep -qx '/.devrun/' .git/info/exclude 2>/dev/null || echo '/.devrun/' >>.git/info/exclude
-mkdir -p $D/data/enhi $D/data/xquad $D/debs
-cp scripts/gpu/gpu.sh scripts/gpu/agree-cmds.sh scripts/gpu/gen_syn.py scripts/gpu/ws-*.toml $D/
+mkdir -p $D/data/enhi $D/data/ende $D/data/xquad $D/debs
+cp scripts/gpu/gpu.sh scripts/gpu/long.sh scripts/gpu/lib.sh scripts/gpu/agree-cmds.sh scripts/gpu/gen_syn.py scripts/gpu/ws-*.toml $D/
 cp "$SHARED"/data/enhi-nmt-sample-18k/{train,val,test}.{en,hi} $D/data/enhi/
 head -2000 $D/data/enhi/train.en >$D/data/enhi/train2k.en
 head -2000 $D/data/enhi/train.hi >$D/data/enhi/train2k.hi
-cp "$SHARED"/data/xquad/clir/{docs.hi.tsv,queries.en.tsv,queries.hi.tsv,qrels.tsv} $D/data/xquad/
-cp "$SHARED"/data/freedict/eng-hin.tsv $D/data/
+cp "$SHARED"/data/xquad/clir/{docs.hi.tsv,docs.en.tsv,docs.de.tsv,queries.en.tsv,queries.hi.tsv,queries.de.tsv,qrels.tsv} $D/data/xquad/
+cp "$SHARED"/data/freedict/{eng-hin.tsv,eng-deu.tsv.gz} $D/data/
+M=$SHARED/data/multi30k/task1 N=$SHARED/data/opennmt-ende-sample
+for l in en de; do
+  cp $M/train.$l $D/data/ende/m30k.train.$l; cp $M/val.$l $D/data/ende/m30k.val.$l
+  cp $M/test_2016_flickr.$l $D/data/ende/m30k.test.$l
+done
+cp $N/src-train.txt $D/data/ende/onmt.train.en; cp $N/tgt-train.txt $D/data/ende/onmt.train.de
+cp $N/src-val.txt $D/data/ende/onmt.val.en; cp $N/tgt-val.txt $D/data/ende/onmt.val.de
 cp "$SHARED"/peers/torch_ref.py $D/
 (cd $D/debs && apt-get download tmux libevent-core-2.1-7 libutempter0 >/dev/null 2>&1) ||
     echo "prepare: no tmux packages (the e2e section is skipped)" >&2

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Issues 16 and 17 on one GPU: seed 003's M and M_adv (adv-bilstm), XCNN beside them, and seed 004's
+# DBN-CCA at the paper's settings and at the recipe of docs/results.md, all trained side by side
+# until a deadline (SIGTERM: each job finishes its step, keeps its checkpoints, ends `cancelled`),
+# then each session evaluated on every task, alone and fused with BM25.
+#   scripts/gpu/prepare.sh path/to/cuda/rosetta; then on the device machine, from the repo root:
+#   TRAIN_S=400 bash .devrun/long.sh        (R=path/to/rosetta DEV=cpu TRAIN_S=30 for a dry run)
+# Writes $OUT/log.txt, $OUT/sessions.tgz (metrics, status, config, log of each session, eval JSON,
+# nvidia-smi samples) and $OUT/runs-WS.tar.xz (the ad-hoc runs, for `rosetta compare` elsewhere).
+set -u
+cd "$(dirname "$0")"
+O=${OUT:-/tmp/long-out}; mkdir -p "$O"; W=/tmp/longrun; rm -rf $W; mkdir -p $W/r $W/s $W/runs
+exec > >(tee "$O/log.txt") 2>&1
+. ./lib.sh
+TRAIN_S=${TRAIN_S:-400}; EVAL_S=${EVAL_S:-110}
+REC="--set lr=0.01 --set lr_rsm=0.001 --set upper_data=states"   # docs/results.md, "DBN-CCA"
+if [ "$DEV" = cuda ]; then
+  nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader,nounits -l 1 > $W/r/gpu.smi 2>/dev/null &
+  nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits -l 2 > $W/r/apps.smi 2>/dev/null &
+fi
+# job NAME WORKSPACE MODEL ARGS...: trains in the background until the deadline
+job() {
+  local name=$1 ws=$2 model=$3; shift 3
+  timeout -k 30 -s TERM $(( TRAIN_S - ($(date +%s) - T0) )) \
+    $R train --workspace $ws --model $model --seed 1 --device $DEV --session $W/s/$name "$@" \
+    > $W/r/$name.train.out 2>&1 &
+}
+job enhi-m     ws-enhi.toml adv-bilstm --epochs 50
+job enhi-madv  ws-enhi.toml adv-bilstm --epochs 50 --set adversarial=false
+job hien-m     ws-hien.toml adv-bilstm --epochs 50
+job hien-madv  ws-hien.toml adv-bilstm --epochs 50 --set adversarial=false
+job enhi-xcnn  ws-enhi.toml xcnn
+job hien-xcnn  ws-hien.toml xcnn
+job enhi-dbn-paper ws-enhi.toml dbn-cca
+job ende-dbn-paper ws-ende.toml dbn-cca
+job enhi-dbn   ws-enhi.toml dbn-cca $REC
+job ende-dbn   ws-ende.toml dbn-cca $REC
+el "10 jobs started"
+wait_jobs() { while pgrep -f "$R train" >/dev/null; do sleep 5; done; }
+wait_jobs
+el "training ended"
+for d in $W/s/*/; do
+  n=$(basename $d)
+  echo "$n: $(python3 -c "import json,sys;s=json.load(open(sys.argv[1]));print(s.get('state'),s.get('phase'),s.get('epoch'),s.get('best_mrr'),s.get('pairs_per_s'),(s.get('error') or '')[:200])" $d/status.json 2>/dev/null)"
+done
+# ev NAME ARGS...: one evaluation in the background, with the time left for evaluations
+ev() {
+  local name=$1; shift
+  timeout -k 10 $(( TRAIN_S + EVAL_S - ($(date +%s) - T0) )) $R eval "$@" --json > $W/r/$name.json 2> $W/r/$name.err &
+  pids+=($!)
+}
+pids=()
+for d in $W/s/*/; do
+  n=$(basename $d)
+  ls $d/checkpoints/*.safetensors >/dev/null 2>&1 || { el "$n: no checkpoint"; continue; }
+  ev $n.eval --session $d --task all --run $W/runs/$n.run
+  case $n in
+    *dbn*) ev $n.fused --session $d --task adhoc --fuse bm25:auto --beta auto --fuse-translate dict --fuse-run $W/runs/$n-fused.run
+           ev $n.fusedbo1 --session $d --task adhoc --fuse bm25:auto --beta auto --fuse-translate dict --fuse-expand bo1 --fuse-run $W/runs/$n-fusedbo1.run ;;
+    *)     ev $n.fused --session $d --task adhoc --fuse bm25:auto --fuse-translate dict --fuse-run $W/runs/$n-fused.run ;;
+  esac
+done
+[ ${#pids[@]} -gt 0 ] && wait "${pids[@]}"   # not a bare wait: it would wait for the tee of exec too
+pkill nvidia-smi 2>/dev/null
+el "evaluations ended"
+for f in $W/r/*.json; do echo "$(basename $f): $(head -c 400 $f | tr '\n' ' ')"; done
+for f in $W/r/*.err; do [ -s $f ] && { echo "$(basename $f):"; tail -2 $f; }; done
+for d in $W/s/*/; do n=$(basename $d); mkdir -p $W/r/$n; cp $d/metrics.jsonl $d/status.json $d/config.toml $d/log.txt $W/r/$n/ 2>/dev/null; done
+tar czf "$O/sessions.tgz" -C $W r
+for ws in enhi hien ende; do   # one archive per workspace: each file back is at most 16 MiB
+  (cd $W/runs && ls $ws-* >/dev/null 2>&1 && tar cf - $ws-* | xz -T0 -3 > "$O/runs-$ws.tar.xz")
+done
+ls -la "$O"
+el "done"
