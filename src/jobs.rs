@@ -120,6 +120,24 @@ pub fn check_model(model: &str) -> Result<()> {
     registry::spec(model).map(|_| ())
 }
 
+/// The registry's model names, in registry order (the new-job form cycles
+/// through them).
+pub fn model_names() -> Vec<&'static str> {
+    registry::names().collect()
+}
+
+/// The default of `model`'s setting `key`, as `rosetta train --help` shows
+/// it; `None` for an unknown model, a setting the model does not read, or
+/// one without a default.
+pub fn setting_default(model: &str, key: &str) -> Option<String> {
+    let spec = registry::spec(model).ok()?;
+    spec.settings
+        .iter()
+        .chain(registry::RUNNER_SETTINGS)
+        .find(|s| s.key == key)
+        .and_then(|s| s.default.map(str::to_string))
+}
+
 /// Error unless `spec` is a device spelling: `auto`, `cpu`, `cuda` or
 /// `cuda:N`. Whether the device is usable here is
 /// [`select_device`]'s question ([`create`] asks it).

@@ -13,7 +13,11 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// `rosetta` with no subcommand: the workbench, or a clear message (and a
 /// non-zero exit) when stdout is not a terminal.
-fn open_workbench(theme: Option<String>) -> anyhow::Result<()> {
+fn open_workbench(args: cli::Cli) -> anyhow::Result<()> {
+    if args.print_config {
+        print!("{}", tui::default_config_text());
+        return Ok(());
+    }
     use std::io::IsTerminal;
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
         anyhow::bail!(
@@ -21,15 +25,16 @@ fn open_workbench(theme: Option<String>) -> anyhow::Result<()> {
         );
     }
     tui::run(tui::Options {
-        theme,
-        config: None,
+        theme: args.theme,
+        config: args.config,
+        sessions: args.sessions,
     })?;
     Ok(())
 }
 
 fn main() {
-    let args = cli::Cli::parse();
-    let result = match args.command {
+    let mut args = cli::Cli::parse();
+    let result = match args.command.take() {
         Some(cmd) => {
             // a closed pipe (`rosetta search ... | head`) ends the command
             // quietly, as for other Unix tools, instead of a panic in print!
@@ -39,7 +44,7 @@ fn main() {
             }
             cli::run(cmd)
         }
-        None => open_workbench(args.theme),
+        None => open_workbench(args),
     };
     if let Err(e) = result {
         eprintln!("rosetta: error: {e:#}");

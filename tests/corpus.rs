@@ -403,6 +403,22 @@ fn reversed_dictionary_reads_target_to_source() {
     };
     let (tr, tf) = (translated(&rev), translated(&fwd));
     assert!(tr >= 5 && tr > 3 * tf, "reversed {tr}, as written {tf}");
+
+    // without --run: the same figures, and no file anywhere
+    let before: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    let (ok, out, err) = rosetta(&[
+        "bm25",
+        "--workspace",
+        rev.to_str().unwrap(),
+        "--translate",
+        "dict",
+        "--json",
+    ]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["run"], serde_json::Value::Null);
+    assert_eq!(v["query_stats"]["translated_tokens"].as_u64().unwrap(), tr);
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), before.len());
 }
 
 #[test]

@@ -461,7 +461,10 @@ pub fn eval(args: EvalArgs) -> anyhow::Result<()> {
         },
         device: args.device,
     };
-    let report = ev::evaluate(&req)?;
+    let report = {
+        let _p = super::progress::Progress::start(format!("evaluating {}", args.session.display()));
+        ev::evaluate(&req)?
+    };
     for n in &report.notes {
         eprintln!("note: {n}");
     }
@@ -501,7 +504,10 @@ pub struct SearchArgs {
 /// `rosetta search`: the query against the workspace's collection (the
 /// engine's `Searcher`, as in the workbench's Search screen).
 pub fn search(args: SearchArgs) -> anyhow::Result<()> {
-    let s = rosetta::session::search::Searcher::open_alone(&args.session, &|_, _| {})?;
+    let s = {
+        let p = super::progress::Progress::start(format!("opening {}", args.session.display()));
+        rosetta::session::search::Searcher::open_alone(&args.session, &|f, l| p.update(f, l))?
+    };
     let r = s.search(&args.query, args.k, args.fuse)?;
     if args.json {
         let mut v = serde_json::to_value(&r)?;

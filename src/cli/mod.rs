@@ -10,6 +10,7 @@ mod apply;
 mod data;
 mod eval;
 mod plot;
+mod progress;
 mod train;
 
 /// Rosetta: a terminal workbench for cross-language information retrieval.
@@ -19,6 +20,16 @@ pub struct Cli {
     /// Colour theme of the workbench (`rosetta` with no subcommand); NO_COLOR wins.
     #[arg(long, value_parser = ["light", "dark"])]
     pub theme: Option<String>,
+    /// Sessions folder the workbench shows and starts jobs in (default: the
+    /// config file's `sessions_dir`, else `./sessions`).
+    #[arg(long, value_name = "DIR")]
+    pub sessions: Option<std::path::PathBuf>,
+    /// Workbench config file (default: $XDG_CONFIG_HOME/rosetta/config.toml).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<std::path::PathBuf>,
+    /// Print the workbench config file with every key at its default, commented, and exit.
+    #[arg(long)]
+    pub print_config: bool,
     #[command(subcommand)]
     pub command: Option<Command>,
 }

@@ -364,6 +364,9 @@ pub struct App {
     pub popup: Option<Popup>,
     /// Set when the app should exit.
     pub quit: bool,
+    /// Ctrl-Z: the event loop hands the terminal back and stops the process
+    /// (SIGTSTP), as shells expect; `fg` resumes with a full redraw.
+    pub suspend: bool,
     /// Jobs screen.
     pub jobs: JobsScreen,
     /// Search screen.
@@ -397,6 +400,7 @@ impl App {
             tab: Tab::Jobs,
             popup: None,
             quit: false,
+            suspend: false,
             jobs: JobsScreen::default(),
             search: SearchScreen::default(),
             neigh: NeighScreen::default(),
@@ -483,6 +487,10 @@ impl App {
         self.dirty = true;
         if k.code == KeyCode::Char('c') && k.modifiers.contains(KeyModifiers::CONTROL) {
             self.request_quit();
+            return;
+        }
+        if k.code == KeyCode::Char('z') && k.modifiers.contains(KeyModifiers::CONTROL) {
+            self.suspend = true;
             return;
         }
         if self.popup.is_some() {

@@ -36,6 +36,43 @@ pub struct ConfigFile {
     pub colors: BTreeMap<String, String>,
 }
 
+/// The config file with every key at its default value, commented: what
+/// `rosetta --print-config` prints (a test reads it back as the defaults).
+pub fn default_config_text() -> String {
+    use std::fmt::Write as _;
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "# Rosetta workbench config: {} (or --config FILE).\n\
+         # Every key is optional; these are the defaults.\n\n\
+         theme = \"dark\"             # dark or light (--theme wins; NO_COLOR wins over both)\n\
+         sessions_dir = \"sessions\"  # where session folders live (--sessions wins)\n\
+         # workspace = \"{SETUP_WORKSPACE}\"   # default of the new-job form (this one when `rosetta setup` made it)\n\n\
+         [keys]   # action = [keys]: letters, f1..f12, ctrl-X, alt-X, up, down, left, right, pageup, pagedown, home, end, enter, esc, tab, backtab",
+        default_path().display()
+    );
+    for (name, keys, desc) in super::keymap::default_keys() {
+        let ks: Vec<String> = keys.iter().map(|k| format!("{k:?}")).collect();
+        let _ = writeln!(t, "{name} = [{}]   # {desc}", ks.join(", "));
+    }
+    let th = Theme::new(ThemeKind::Dark);
+    let _ = writeln!(
+        t,
+        "\n[colors]   # dark theme's colours: names (red, lightblue, darkgray, ...) or #rrggbb"
+    );
+    for (slot, c) in [
+        ("accent", th.accent),
+        ("dim", th.dim),
+        ("good", th.good),
+        ("bad", th.bad),
+        ("warn", th.warn),
+        ("highlight", th.highlight),
+    ] {
+        let _ = writeln!(t, "# {slot} = \"{c}\"");
+    }
+    t
+}
+
 /// The workspace `rosetta setup` writes (English→Spanish Bible), when it is
 /// there: the new-job form's default unless the config names another.
 pub const SETUP_WORKSPACE: &str = "workspaces/bible-en-es/workspace.toml";
@@ -266,5 +303,39 @@ impl Settings {
                 .unwrap_or_else(|| PathBuf::from("sessions")),
             workspace: file.workspace.clone().unwrap_or_default(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_printed_default_config_reads_back_as_the_defaults() {
+        let text = default_config_text();
+        let file: ConfigFile = toml::from_str(&text).expect("default config parses");
+        let s = Settings::resolve(&file, None, false).unwrap();
+        let d = Settings::resolve(&ConfigFile::default(), None, false).unwrap();
+        assert_eq!(s.sessions_dir, d.sessions_dir);
+        assert_eq!(s.theme, d.theme);
+        assert_eq!(s.keymap.bindings.len(), d.keymap.bindings.len());
+        for (a, b) in s.keymap.bindings.iter().zip(&d.keymap.bindings) {
+            assert_eq!((a.name, &a.keys), (b.name, &b.keys));
+        }
+        // every binding is listed, and the commented colours are valid values
+        assert_eq!(file.keys.len(), d.keymap.bindings.len());
+        let colors: String = text
+            .split("[colors]")
+            .nth(1)
+            .unwrap()
+            .lines()
+            .filter_map(|l| l.strip_prefix("# "))
+            .filter(|l| l.contains(" = \""))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let c: BTreeMap<String, String> = toml::from_str(&colors).unwrap();
+        assert_eq!(c.len(), 6);
+        let t = Theme::new(ThemeKind::Dark).with_overrides(&c).unwrap();
+        assert_eq!(t, Theme::new(ThemeKind::Dark));
     }
 }

@@ -457,6 +457,15 @@ const DEFAULTS: &[(&str, Action, Context, &[&str], &str)] = {
     ]
 };
 
+/// The default bindings as the config file spells them: (config name, keys,
+/// what it does), in help order; `rosetta --print-config` lists them.
+pub fn default_keys() -> impl Iterator<Item = (&'static str, &'static [&'static str], &'static str)>
+{
+    DEFAULTS
+        .iter()
+        .map(|(name, _, _, keys, desc)| (*name, *keys, *desc))
+}
+
 /// The active keymap (defaults plus overrides).
 #[derive(Debug, Clone)]
 pub struct Keymap {

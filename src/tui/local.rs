@@ -48,7 +48,8 @@ pub fn summary(e: &session::SessionEntry) -> SessionSummary {
     };
     if let Some(st) = &e.status {
         s.pid = (st.pid != 0).then_some(st.pid);
-        if st.state.is_final() {
+        if st.state.is_final() || (st.state == State::Queued && st.pid == 0) {
+            // a queued job no process has taken yet has no process to watch
             s.alive = None;
         } else {
             s.alive = Some(st.process_alive());
@@ -224,5 +225,47 @@ impl Backend for LocalBackend {
 
     fn workspace_stats(&self, workspace: &str) -> Result<WorkspaceStats> {
         workbench::workspace_stats(Path::new(workspace))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rosetta::session::{SessionConfig, Status};
+
+    fn entry(state: State, pid: u32) -> session::SessionEntry {
+        let cfg = SessionConfig {
+            rosetta_version: "0".into(),
+            model: "s2net".into(),
+            workspace: "ws.toml".into(),
+            workspace_hash: String::new(),
+            seed: 1,
+            device_request: "cpu".into(),
+            device: "cpu".into(),
+            given: Default::default(),
+            params: Default::default(),
+            created: String::new(),
+            text: None,
+        };
+        let mut st = Status::queued(&cfg);
+        st.state = state;
+        st.pid = pid;
+        session::SessionEntry {
+            dir: "sessions/s2net-x".into(),
+            config: Some(cfg),
+            status: Some(st),
+            problem: None,
+        }
+    }
+
+    #[test]
+    fn a_queued_job_no_process_took_is_not_reported_gone() {
+        let s = summary(&entry(State::Queued, 0));
+        assert_eq!(s.alive, None);
+        assert_eq!(s.error, None);
+        // a running job whose process is gone is, with the reason
+        let s = summary(&entry(State::Running, u32::MAX - 7));
+        assert_eq!(s.alive, Some(false));
+        assert!(s.error.unwrap().contains("is gone"));
     }
 }

@@ -42,10 +42,11 @@ pub fn path() -> Option<PathBuf> {
 pub fn info(msg: &str) {
     let mut g = LOG.lock().unwrap_or_else(|e| e.into_inner());
     if let Some((_, f)) = g.as_mut() {
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs_f64())
-            .unwrap_or(0.0);
-        let _ = writeln!(f, "{t:.3} {msg}");
+        let t = rosetta::session::now_unix();
+        let ms = (t.fract() * 1000.0) as u32;
+        let stamp = rosetta::session::fmt_utc(t);
+        // 2026-11-26T04:03:02.123Z: readable, and sortable as text
+        let stamp = stamp.strip_suffix('Z').unwrap_or(&stamp);
+        let _ = writeln!(f, "{stamp}.{ms:03}Z {msg}");
     }
 }

@@ -33,6 +33,7 @@ use ratatui::Terminal;
 
 use app::{App, Reply};
 use backend::Backend;
+pub use config::default_config_text;
 use config::{ConfigFile, Settings};
 
 use rosetta::{Error, Result};
@@ -44,6 +45,8 @@ pub struct Options {
     pub theme: Option<String>,
     /// Config file (default: XDG config dir).
     pub config: Option<PathBuf>,
+    /// `--sessions`: the sessions folder, over the config file's `sessions_dir`.
+    pub sessions: Option<PathBuf>,
 }
 
 /// Shortest time between two frames for background updates (at most ~10
@@ -72,6 +75,24 @@ fn restore_terminal() {
     let _ = out.execute(crossterm::cursor::Show);
 }
 
+/// Ctrl-Z: restores the terminal, stops this process with SIGTSTP (the
+/// shell's job control takes over), and takes the terminal back when the
+/// process is continued (`fg`).
+fn suspend(terminal: &mut Terminal<CrosstermBackend<std::io::Stdout>>) -> std::io::Result<()> {
+    restore_terminal();
+    // SAFETY: raising a signal at ourselves; SIGTSTP's default action stops
+    // the process until SIGCONT.
+    unsafe {
+        libc::raise(libc::SIGTSTP);
+    }
+    enable_raw_mode()?;
+    let out = terminal.backend_mut();
+    out.execute(EnterAlternateScreen)?;
+    out.execute(EnableMouseCapture)?;
+    out.execute(crossterm::cursor::Hide)?;
+    terminal.clear()
+}
+
 /// Opens the workbench on this terminal and runs until the user quits.
 /// Errors if stdin/stdout are not terminals (nothing is drawn then).
 pub fn run(opts: Options) -> Result<()> {
@@ -86,6 +107,9 @@ pub fn run(opts: Options) -> Result<()> {
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     let mut settings = Settings::resolve(&file, opts.theme.as_deref(), no_color)
         .map_err(|e| Error::file(&cfg_path, e.to_string()))?;
+    if let Some(dir) = opts.sessions {
+        settings.sessions_dir = dir;
+    }
     if settings.workspace.is_empty() && Path::new(config::SETUP_WORKSPACE).is_file() {
         settings.workspace = config::SETUP_WORKSPACE.to_string();
     }
@@ -230,6 +254,15 @@ fn event_loop(settings: Settings, backend: Arc<dyn Backend>) -> Result<()> {
         if app.quit {
             break;
         }
+        if std::mem::take(&mut app.suspend) {
+            log::info("suspended (Ctrl-Z)");
+            if let Err(e) = suspend(&mut terminal) {
+                result = Err(Error::io("terminal", e));
+                break;
+            }
+            app.full_redraw = true;
+            app.dirty = true;
+        }
         if signalled.load(Ordering::Relaxed) {
             log::info("terminated by a signal");
             break;
@@ -339,3 +372,5 @@ fn event_loop(settings: Settings, backend: Arc<dyn Backend>) -> Result<()> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_conventions;

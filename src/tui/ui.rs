@@ -123,9 +123,30 @@ fn draw_status(f: &mut Frame, app: &App, area: Rect) {
     let line = match &app.message {
         Some(Message::Error(e)) => Line::from(Span::styled(format!(" ✗ {e}"), th.bad())),
         Some(Message::Info(s)) => Line::from(Span::styled(format!(" {s}"), th.good())),
-        None => Line::from(Span::styled(format!(" {}", hints(app)), th.dim())),
+        None => Line::from(Span::styled(
+            format!(" {}", fit_hints(&hints(app), area.width as usize)),
+            th.dim(),
+        )),
     };
     f.render_widget(Paragraph::new(line), area);
+}
+
+/// Status-line hints (`a · b · c`) cut at an item boundary to fit `width`
+/// columns (with the leading space), ending in `· …` when some were dropped:
+/// the help popup lists them all.
+pub(crate) fn fit_hints(hints: &str, width: usize) -> String {
+    let w = |s: &str| Span::raw(s).width();
+    if w(hints) < width {
+        return hints.to_string();
+    }
+    let items: Vec<&str> = hints.split(" · ").collect();
+    for n in (1..items.len()).rev() {
+        let s = format!("{} · …", items[..n].join(" · "));
+        if w(&s) < width {
+            return s;
+        }
+    }
+    "…".to_string()
 }
 
 pub(crate) fn block<'a>(th: &Theme, title: impl Into<Line<'a>>, focused: bool) -> Block<'a> {
@@ -392,9 +413,34 @@ fn draw_help(f: &mut Frame, app: &App, scroll: u16) {
         }
         lines.push(Line::raw(""));
     }
+    lines.push(Line::from(Span::styled("Mouse", th.accent())));
+    for (what, desc) in [
+        ("click a tab title", "switch to that screen"),
+        (
+            "wheel",
+            "move down / up in the list under the cursor's screen",
+        ),
+    ] {
+        lines.push(Line::raw(format!("  {what:<18} {desc}")));
+    }
+    lines.push(Line::raw(""));
+    lines.push(Line::from(Span::styled("Symbols", th.accent())));
+    for (sym, desc) in [
+        ("●", "Jobs: a marked run (overlaid in the charts)"),
+        ("◆", "Compare: the baseline the others are tested against"),
+        ("▲ ▼", "significantly better / worse than the baseline"),
+        ("✓", "Search: a result judged relevant in the qrels"),
+        ("✓gold", "Neighbours: a dictionary translation of the word"),
+        ("▶", "the form field being edited"),
+        ("✗", "an error (the message says what and where)"),
+        ("█░", "progress of a running job"),
+    ] {
+        lines.push(Line::raw(format!("  {sym:<18} {desc}")));
+    }
+    lines.push(Line::raw(""));
     lines.push(Line::from(Span::styled(
         format!(
-            "  keys and colours: {}   log: {}",
+            "  keys and colours: {} (`rosetta --print-config` prints the defaults)   log: {}",
             super::config::default_path().display(),
             super::log::path()
                 .map(|p| p.display().to_string())
@@ -479,4 +525,17 @@ pub(crate) fn workspace_label(path: &str) -> String {
     named
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| path.to_string())
+}
+
+#[cfg(test)]
+mod fit_tests {
+    use super::fit_hints;
+
+    #[test]
+    fn hints_are_cut_between_items_to_fit() {
+        let h = "n new · c cancel · r resume · y duplicate · m mark";
+        assert_eq!(fit_hints(h, 80), h);
+        assert_eq!(fit_hints(h, 30), "n new · c cancel · …");
+        assert_eq!(fit_hints(h, 5), "…");
+    }
 }

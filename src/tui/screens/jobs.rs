@@ -115,6 +115,9 @@ impl JobsScreen {
 /// Recent-window length of the loss chart, in steps.
 pub const RECENT_STEPS: usize = 500;
 
+/// Index of the model field in [`JobForm::fields`].
+const MODEL_FIELD: usize = 1;
+
 /// One field of the new-job form.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FormField {
@@ -424,6 +427,20 @@ impl App {
             KeyCode::Char('u') if k.modifiers.contains(KeyModifiers::CONTROL) => {
                 form.fields[form.focus].value.clear()
             }
+            // the model field is a choice: ←/→ step through the registry
+            KeyCode::Left | KeyCode::Right if form.focus == MODEL_FIELD => {
+                let names = jobs::model_names();
+                let cur = names
+                    .iter()
+                    .position(|n| *n == form.fields[MODEL_FIELD].value.trim());
+                let n = names.len();
+                let i = match (cur, k.code) {
+                    (Some(i), KeyCode::Right) => (i + 1) % n,
+                    (Some(i), _) => (i + n - 1) % n,
+                    (None, _) => 0,
+                };
+                form.fields[MODEL_FIELD].value = names[i].to_string();
+            }
             KeyCode::Char(c) if !k.modifiers.contains(KeyModifiers::CONTROL) => {
                 form.fields[form.focus].value.push(c)
             }
@@ -437,6 +454,16 @@ impl App {
                 }
             }
             _ => {}
+        }
+        // after a refused launch, check again as the user edits: a fixed
+        // field loses its ✗ at once
+        let edited = !matches!(
+            k.code,
+            KeyCode::Enter | KeyCode::Tab | KeyCode::BackTab | KeyCode::Up | KeyCode::Down
+        );
+        if edited && (form.error.is_some() || form.fields.iter().any(|f| f.error.is_some())) {
+            form.error = None;
+            form.validate(&self.jobs.sessions);
         }
         Some(Popup::Form(form))
     }
@@ -676,7 +703,10 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
             ));
         }
         lines.push(Line::from(l1));
-        let l2 = if let Some(e) = &s.error {
+        let l2 = if let (State::Cancelled, Some(e)) = (s.state, &s.error) {
+            // a cancel is the user's choice, not a failure
+            Span::styled(format!(" {e}"), th.dim())
+        } else if let Some(e) = &s.error {
             Span::styled(format!(" error: {e}"), th.bad())
         } else if !s.state.is_final() && s.alive == Some(false) {
             Span::styled(
@@ -902,13 +932,20 @@ pub fn draw_form(f: &mut Frame, th: &Theme, form: &JobForm) {
             Span::raw(if focus { "▏" } else { "" }),
         ];
         if fl.value.is_empty() && fl.error.is_none() {
+            let model = form.fields[MODEL_FIELD].value.trim();
             let hint = match i {
-                2..=5 => "(model default)",
-                7 => "(none: fresh start)",
-                8 => "(KEY=VALUE ..., e.g. batch=50 patience=3)",
-                _ => "",
+                2..=5 => match jobs::setting_default(model, fl.label) {
+                    Some(d) => format!("(default {d})"),
+                    None if jobs::check_model(model).is_ok() => format!("(not read by {model})"),
+                    None => "(model default)".into(),
+                },
+                7 => "(none: fresh start)".into(),
+                8 => "(KEY=VALUE ..., e.g. batch=50 patience=3)".into(),
+                _ => String::new(),
             };
             spans.push(Span::styled(hint, th.dim()));
+        } else if i == MODEL_FIELD && focus {
+            spans.push(Span::styled("  ←/→ choose", th.dim()));
         }
         if let Some(e) = &fl.error {
             spans.push(Span::styled(format!("  ✗ {e}"), th.bad()));
