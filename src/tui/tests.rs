@@ -1195,7 +1195,7 @@ fn downsample_keeps_extremes_and_ema_smooths() {
     let d = ui::downsample(&pts, 100);
     assert!(d.len() <= 100);
     assert!(d.iter().any(|p| p.1 == 9.0), "the spike survives");
-    let e = ui::ema(&[(0.0, 1.0), (1.0, 3.0)], 0.5);
+    let e = rosetta::plot::ema(&[(0.0, 1.0), (1.0, 3.0)], 0.5);
     assert_eq!(e[0].1, 1.0, "debiased first value");
     assert!(e[1].1 > 1.0 && e[1].1 < 3.0);
     assert_eq!(ui::fmt_duration(3725.0), "1h02m");
