@@ -315,7 +315,10 @@ pub fn jobs(args: JobsArgs) -> anyhow::Result<()> {
     let all = RunIndex::default().scan(&args.root)?;
     let total = all.len();
     let runs: Vec<runs::Run> = all.into_iter().filter(|r| filter.matches(r)).collect();
-    let configs: Vec<_> = runs.iter().filter_map(|r| r.entry.config.as_ref()).collect();
+    let configs: Vec<_> = runs
+        .iter()
+        .filter_map(|r| r.entry.config.as_ref())
+        .collect();
     let diff_keys = if args.diff {
         runs::differing_settings(&configs)
     } else {
@@ -370,7 +373,10 @@ pub fn jobs(args: JobsArgs) -> anyhow::Result<()> {
     }
     if entries.is_empty() {
         if total > 0 {
-            println!("no session under {} matches the filter", args.root.display());
+            println!(
+                "no session under {} matches the filter",
+                args.root.display()
+            );
         } else {
             println!("no sessions under {}", args.root.display());
         }
@@ -538,7 +544,11 @@ fn jobs_action(action: JobsAction) -> anyhow::Result<()> {
         }
         JobsAction::Rename { session, name } => {
             let m = runs::rename(&session, &name)?;
-            println!("{}: named {:?}", session.display(), m.display_name(&session));
+            println!(
+                "{}: named {:?}",
+                session.display(),
+                m.display_name(&session)
+            );
         }
         JobsAction::Tag {
             session,

@@ -149,9 +149,7 @@ pub fn line_from_points(
             pts.drain(..pts.len() - n);
         }
     }
-    let alpha = opts
-        .smooth
-        .unwrap_or(if step_metric { 0.9 } else { 0.0 });
+    let alpha = opts.smooth.unwrap_or(if step_metric { 0.9 } else { 0.0 });
     let smooth = (alpha > 0.0 && pts.len() > 1).then(|| ema(&pts, alpha));
     let lower = lower_is_better(&opts.metric);
     let best = smooth
@@ -252,7 +250,7 @@ pub fn fmt_x(x: XAxis, v: f64) -> String {
             let s = n.abs().to_string();
             let mut out = String::new();
             for (i, c) in s.chars().enumerate() {
-                if i > 0 && (s.len() - i) % 3 == 0 {
+                if i > 0 && (s.len() - i).is_multiple_of(3) {
                     out.push(',');
                 }
                 out.push(c);
@@ -586,12 +584,20 @@ mod tests {
     fn series_on_each_axis_with_log_scale_and_best_markers() {
         let c = Curves::from_records(&recs());
         assert_eq!(c.points("MRR", XAxis::Epoch), vec![(1.0, 0.25), (2.0, 0.5)]);
-        assert_eq!(c.points("mrr", XAxis::Step), vec![(10.0, 0.25), (20.0, 0.5)]);
-        assert_eq!(c.points("MRR", XAxis::Time), vec![(10.0, 0.25), (20.0, 0.5)]);
+        assert_eq!(
+            c.points("mrr", XAxis::Step),
+            vec![(10.0, 0.25), (20.0, 0.5)]
+        );
+        assert_eq!(
+            c.points("MRR", XAxis::Time),
+            vec![(10.0, 0.25), (20.0, 0.5)]
+        );
         let by_epoch = c.points("loss", XAxis::Epoch);
         assert_eq!(by_epoch.len(), 20);
         assert!((by_epoch[0].0 - 0.1).abs() < 1e-9 && (by_epoch[19].0 - 2.0).abs() < 1e-9);
-        assert!(c.metric_names().starts_with(&["loss".to_string(), "MRR".to_string()]));
+        assert!(c
+            .metric_names()
+            .starts_with(&["loss".to_string(), "MRR".to_string()]));
         // log scale: log10 of the values, the best (lowest) loss marked
         let opts = PlotOptions {
             log_y: true,
@@ -622,7 +628,10 @@ mod tests {
         assert_eq!((z.raw.len(), z.dropped), (1, 1));
         // the y axis is the data's range with a margin, not from 0
         let y = y_range(&[m]).unwrap();
-        assert!(y[0] > 0.2 && y[0] < 0.25 && y[1] > 0.5 && y[1] < 0.55, "{y:?}");
+        assert!(
+            y[0] > 0.2 && y[0] < 0.25 && y[1] > 0.5 && y[1] < 0.55,
+            "{y:?}"
+        );
         // the title says what the lines span
         let last = PlotOptions {
             last: Some(5),
@@ -632,7 +641,12 @@ mod tests {
         assert_eq!(title(&last, &[l]), "loss · steps 16–20 · EMA 0.9");
         assert_eq!(fmt_x(XAxis::Step, 1840.0), "1,840");
         assert_eq!(fmt_x(XAxis::Time, 302.0), "5m02s");
-        assert!(PlotOptions { smooth: Some(1.0), ..Default::default() }.check().is_err());
+        assert!(PlotOptions {
+            smooth: Some(1.0),
+            ..Default::default()
+        }
+        .check()
+        .is_err());
     }
 
     #[test]
@@ -663,7 +677,15 @@ mod tests {
         assert!(text.contains("<svg") && text.contains("MRR"));
         assert!(text.contains("stroke-dasharray") || text.matches("<polyline").count() >= 2);
         let log = dir.path().join("log.svg");
-        plot(&series, &PlotOptions { log_y: true, ..Default::default() }, &log).unwrap();
+        plot(
+            &series,
+            &PlotOptions {
+                log_y: true,
+                ..Default::default()
+            },
+            &log,
+        )
+        .unwrap();
         assert!(std::fs::read_to_string(&log).unwrap().contains("log scale"));
         assert!(plot(&series, &mrr, &dir.path().join("x.jpg")).is_err());
         let e = plot(

@@ -435,13 +435,13 @@ impl Curves {
                 // the epoch's steps: from the last step of the epoch before
                 let lo = self.steps.partition_point(|q| q.epoch < e);
                 let hi = self.steps.partition_point(|q| q.epoch <= e);
-                let start = lo
-                    .checked_sub(1)
-                    .map_or(0, |i| self.steps[i].step);
+                let start = lo.checked_sub(1).map_or(0, |i| self.steps[i].step);
                 let mut len = self.steps[hi - 1].step.saturating_sub(start);
                 if hi == self.steps.len() && lo > 0 {
                     // the epoch under way: as long as the one before
-                    let before = self.steps.partition_point(|q| q.epoch < self.steps[lo - 1].epoch);
+                    let before = self
+                        .steps
+                        .partition_point(|q| q.epoch < self.steps[lo - 1].epoch);
                     let start0 = before.checked_sub(1).map_or(0, |i| self.steps[i].step);
                     len = len.max(self.steps[lo - 1].step.saturating_sub(start0));
                 }
@@ -469,11 +469,8 @@ impl Curves {
             last = acc / w;
             min = f64::min(min, last);
         }
-        (min > 0.0 && last > 10.0 * min).then(|| {
-            format!(
-                "loss exploding: {last:.4} now, {min:.4} at its lowest (smoothed)"
-            )
-        })
+        (min > 0.0 && last > 10.0 * min)
+            .then(|| format!("loss exploding: {last:.4} now, {min:.4} at its lowest (smoothed)"))
     }
 }
 

@@ -141,7 +141,13 @@ pub fn set_tags(dir: &Path, text: &str) -> Result<RunMeta> {
         .map(str::to_string)
         .collect();
     let old = RunMeta::read(dir)?.tags;
-    edit_tags(dir, &words, &old.into_iter().filter(|t| !words.contains(t)).collect::<Vec<_>>())
+    edit_tags(
+        dir,
+        &words,
+        &old.into_iter()
+            .filter(|t| !words.contains(t))
+            .collect::<Vec<_>>(),
+    )
 }
 
 /// Deletes session folder `dir` with everything in it. Refused for a
@@ -309,11 +315,7 @@ pub fn best_figures(curves: &Curves) -> BTreeMap<String, (f64, f64)> {
             }
         }
     }
-    if let Some(&(s, y)) = curves
-        .loss
-        .iter()
-        .min_by(|a, b| a.1.total_cmp(&b.1))
-    {
+    if let Some(&(s, y)) = curves.loss.iter().min_by(|a, b| a.1.total_cmp(&b.1)) {
         best.insert("loss".into(), (y, s));
     }
     best
@@ -538,7 +540,12 @@ fn cmp_term(run: &dyn Filterable, key: &str, op: Op, v: &str) -> bool {
 
 impl Filterable for Run {
     fn haystack(&self) -> String {
-        let mut s = format!("{} {} {}", self.name(), self.id(), self.entry.state().as_str());
+        let mut s = format!(
+            "{} {} {}",
+            self.name(),
+            self.id(),
+            self.entry.state().as_str()
+        );
         if let Some(c) = &self.entry.config {
             s.push_str(&format!(" {} {}", c.model, c.workspace.display()));
         }
@@ -657,8 +664,7 @@ pub fn detail(dir: &Path, log_lines: usize) -> Result<RunDetail> {
             if st.is_stale() {
                 s.push_str(" (stale: its process is gone)");
             }
-            if let (State::Failed | State::Cancelled, Some(e)) = (st.effective_state(), &st.error)
-            {
+            if let (State::Failed | State::Cancelled, Some(e)) = (st.effective_state(), &st.error) {
                 s.push_str(&format!(": {e}"));
             }
             s
@@ -735,7 +741,15 @@ mod tests {
     fn only_differing_settings_are_columns() {
         let a = cfg(&[("dim", "128"), ("lr", "0.01"), ("epochs", "5")], 1);
         let b = cfg(&[("dim", "128"), ("lr", "0.02"), ("epochs", "5")], 1);
-        let c = cfg(&[("dim", "128"), ("lr", "0.01"), ("epochs", "5"), ("tau", "1")], 2);
+        let c = cfg(
+            &[
+                ("dim", "128"),
+                ("lr", "0.01"),
+                ("epochs", "5"),
+                ("tau", "1"),
+            ],
+            2,
+        );
         assert_eq!(differing_settings(&[&a, &b]), vec!["lr"]);
         assert_eq!(differing_settings(&[&a, &b, &c]), vec!["seed", "lr", "tau"]);
         assert!(differing_settings(&[&a, &a.clone()]).is_empty());
@@ -758,7 +772,10 @@ mod tests {
             "a suffix run stays distinct"
         );
         // a prefix shared by chance (no word boundary) is not cut mid-word
-        assert_eq!(distinct_labels(&n(&["alpha", "alpine"])), n(&["alpha", "alpine"]));
+        assert_eq!(
+            distinct_labels(&n(&["alpha", "alpine"])),
+            n(&["alpha", "alpine"])
+        );
         assert_eq!(
             distinct_labels(&n(&["s2net-a", "cl-lsi-a"])),
             n(&["s2net-a", "cl-lsi-a"])
@@ -854,7 +871,11 @@ mod tests {
     #[test]
     fn filters_by_setting_figure_tag_and_text() {
         let r = Row(
-            [("lr".to_string(), "0.01".to_string()), ("dim".into(), "256".into())].into(),
+            [
+                ("lr".to_string(), "0.01".to_string()),
+                ("dim".into(), "256".into()),
+            ]
+            .into(),
             0.62,
             vec!["good".into()],
         );
@@ -893,7 +914,10 @@ mod tests {
         let d = detail(&dir, 5).unwrap();
         assert_eq!(d.best["MRR"], (0.7, 2.0));
         assert!(!d.best.contains_key("queries"));
-        assert_eq!(d.log_tail, vec!["line 46", "line 47", "line 48", "line 49", "line 50"]);
+        assert_eq!(
+            d.log_tail,
+            vec!["line 46", "line 47", "line 48", "line 49", "line 50"]
+        );
         assert_eq!(d.checkpoints.len(), 1);
         assert_eq!(d.checkpoints[0].bytes, 4);
         assert!(d.config.contains("lr = \"0.1\""), "{}", d.config);

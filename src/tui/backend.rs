@@ -108,7 +108,11 @@ impl rosetta::session::runs::Filterable for SessionSummary {
             .iter()
             .find(|(k, _)| k.eq_ignore_ascii_case(name))
             .map(|(_, v)| *v)
-            .or_else(|| name.eq_ignore_ascii_case("mrr").then_some(self.best_mrr).flatten())
+            .or_else(|| {
+                name.eq_ignore_ascii_case("mrr")
+                    .then_some(self.best_mrr)
+                    .flatten()
+            })
     }
 }
 

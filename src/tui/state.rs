@@ -48,7 +48,11 @@ pub fn root_key(root: &Path) -> String {
 pub fn load(path: &Path) -> Result<StateFile> {
     match std::fs::read(path) {
         Ok(b) => serde_json::from_slice(&b).map_err(|e| {
-            Error::parse(path, e.line().max(1), format!("{e} (delete the file to start afresh)"))
+            Error::parse(
+                path,
+                e.line().max(1),
+                format!("{e} (delete the file to start afresh)"),
+            )
         }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(StateFile::default()),
         Err(e) => Err(Error::io(path, e)),

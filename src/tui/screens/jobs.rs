@@ -438,7 +438,11 @@ impl App {
                 if names.is_empty() {
                     self.error("no figures recorded yet");
                 } else {
-                    let cur = self.jobs.chart_metric.clone().unwrap_or_else(|| "MRR".into());
+                    let cur = self
+                        .jobs
+                        .chart_metric
+                        .clone()
+                        .unwrap_or_else(|| "MRR".into());
                     let i = names.iter().position(|n| *n == cur).map_or(0, |i| i + 1);
                     let next = names[i % names.len()].clone();
                     self.info(format!("right chart: {next}"));
@@ -994,7 +998,9 @@ fn draw_table(f: &mut Frame, app: &App, area: Rect, visible: &[&SessionSummary])
         cols.push(Column {
             header: "pairs/s".into(),
             width: 7,
-            cell: Box::new(|s| Cell::from(s.pairs_per_s.map(|p| format!("{p:.0}")).unwrap_or_default())),
+            cell: Box::new(|s| {
+                Cell::from(s.pairs_per_s.map(|p| format!("{p:.0}")).unwrap_or_default())
+            }),
         });
     }
     cols.push(Column {
@@ -1221,7 +1227,14 @@ fn drawn(th: &Theme, lines: &[plot::Line], overlay: bool, max_pts: usize) -> Vec
 /// Draws one chart of the Jobs screen: axes ranged on the data (the
 /// engine's `x_range` / `y_range`: never forced to 0), labelled in steps,
 /// epochs or times and, on a log axis, in the values themselves.
-fn draw_lines(f: &mut Frame, th: &Theme, area: Rect, view: View, lines: &[plot::Line], curves: &[Drawn]) {
+fn draw_lines(
+    f: &mut Frame,
+    th: &Theme,
+    area: Rect,
+    view: View,
+    lines: &[plot::Line],
+    curves: &[Drawn],
+) {
     let (Some(xb), Some(yb)) = (plot::x_range(lines), plot::y_range(lines)) else {
         f.render_widget(
             Paragraph::new(Span::styled(view.empty, th.dim())).block(block(th, view.title, false)),
@@ -1257,7 +1270,12 @@ fn draw_lines(f: &mut Frame, th: &Theme, area: Rect, view: View, lines: &[plot::
         .collect();
     let chart = Chart::new(datasets)
         .block(block(th, view.title, false))
-        .x_axis(Axis::default().title(view.x.as_str()).bounds(xb).labels(x_labels))
+        .x_axis(
+            Axis::default()
+                .title(view.x.as_str())
+                .bounds(xb)
+                .labels(x_labels),
+        )
         .y_axis(Axis::default().bounds(yb).labels(y_labels))
         .legend_position(Some(view.legend))
         .hidden_legend_constraints((Constraint::Percentage(60), Constraint::Percentage(60)));
@@ -1346,7 +1364,7 @@ fn draw_loss_chart(f: &mut Frame, app: &App, area: Rect) {
         th,
         area,
         View {
-            title: format!(" {phase_title}{t} "),
+            title: format!(" Training {phase_title}{t} "),
             x: j.x_axis,
             log_y: j.log_loss,
             empty: " no training steps yet",
@@ -1434,7 +1452,11 @@ fn draw_valid_chart(f: &mut Frame, app: &App, area: Rect) {
             smooth: Some(if step_metric { j.smooth() } else { 0.0 }),
             last: (!j.full_history && step_metric).then_some(RECENT_POINTS),
         };
-        let l = plot::line(&s.curves, if overlay { label } else { metric.clone() }, &opts);
+        let l = plot::line(
+            &s.curves,
+            if overlay { label } else { metric.clone() },
+            &opts,
+        );
         if !l.raw.is_empty() {
             lines.push(l);
         }
@@ -1446,7 +1468,11 @@ fn draw_valid_chart(f: &mut Frame, app: &App, area: Rect) {
         ..Default::default()
     };
     let mut t = plot::title(&opts, &lines);
-    if let Some(b) = lines.first().and_then(|l| l.best_value).filter(|_| !overlay) {
+    if let Some(b) = lines
+        .first()
+        .and_then(|l| l.best_value)
+        .filter(|_| !overlay)
+    {
         t.push_str(&format!(" · best {}", plot::fmt_y(false, b)));
     }
     let curves = drawn(th, &lines, overlay, (area.width as usize).max(8) * 2);
@@ -1487,7 +1513,11 @@ fn detail_text(d: &RunDetail) -> Vec<(String, bool)> {
         line(format!("tags        {}", d.meta.tags.join(", ")), false);
     }
     for (i, n) in d.meta.note.lines().enumerate() {
-        let lead = if i == 0 { "note        " } else { "            " };
+        let lead = if i == 0 {
+            "note        "
+        } else {
+            "            "
+        };
         line(format!("{lead}{n}"), false);
     }
     line(String::new(), false);
@@ -1543,8 +1573,15 @@ pub fn draw_detail(
     scroll: u16,
     detail: &Option<Result<Box<RunDetail>, String>>,
 ) {
-    let area = centered(f.area(), f.area().width.saturating_sub(4).min(110), f.area().height.saturating_sub(2));
+    let area = centered(
+        f.area(),
+        f.area().width.saturating_sub(4).min(110),
+        f.area().height.saturating_sub(2),
+    );
     f.render_widget(Clear, area);
+    // G scrolls to the end: at most so far that the last line shows
+    let inner = area.height.saturating_sub(2);
+    let scroll = scroll.min((detail_lines_len(detail) as u16).saturating_sub(inner));
     let lines: Vec<Line> = match detail {
         None => vec![Line::raw(format!(" loading {session}…"))],
         Some(Err(e)) => vec![Line::from(Span::styled(format!(" ✗ {e}"), th.bad()))],
@@ -1560,9 +1597,11 @@ pub fn draw_detail(
             .collect(),
     };
     f.render_widget(
-        Paragraph::new(lines)
-            .scroll((scroll, 0))
-            .block(block(th, format!(" {session} · ↑↓ PgUp/PgDn scroll · Esc close "), true)),
+        Paragraph::new(lines).scroll((scroll, 0)).block(block(
+            th,
+            format!(" {session} · ↑↓ PgUp/PgDn scroll · Esc close "),
+            true,
+        )),
         area,
     );
 }
@@ -1587,7 +1626,11 @@ pub fn draw_edit_meta(f: &mut Frame, th: &Theme, session: &str, field: MetaField
     f.render_widget(
         Paragraph::new(lines)
             .wrap(Wrap { trim: false })
-            .block(block(th, format!(" {} of {session} ", field.as_str()), true)),
+            .block(block(
+                th,
+                format!(" {} of {session} ", field.as_str()),
+                true,
+            )),
         area,
     );
 }
@@ -1653,14 +1696,13 @@ pub fn hints(app: &App) -> String {
         return "type: words, lr=0.01, mrr>0.5, tag=x · Enter/Esc done".into();
     }
     format!(
-        "{} details · {} new · {} cancel · {} resume · {} mark · {} log · {} x-axis · {} filter",
+        "{} details · {} new · {} mark · {} log · {} axis · {} filter · {} more",
         k(C::Jobs, Action::Enter),
         k(C::Jobs, Action::NewJob),
-        k(C::Jobs, Action::CancelJob),
-        k(C::Jobs, Action::ResumeJob),
         k(C::Jobs, Action::MarkJob),
         k(C::Jobs, Action::ToggleLogScale),
         k(C::Jobs, Action::CycleXAxis),
-        k(C::Global, Action::Filter)
+        k(C::Global, Action::Filter),
+        k(C::Global, Action::Help)
     )
 }
