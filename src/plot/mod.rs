@@ -464,10 +464,7 @@ where
         }
         let main = l.main().to_vec();
         let style = color.stroke_width(2);
-        let label = match &l.best_value {
-            Some(b) => format!("{} (best {})", l.label, fmt_y(false, *b)),
-            None => l.label.clone(),
-        };
+        let label = l.label.clone();
         let legend = move |(x, y): (i32, i32)| {
             let (d, g) = dash_pattern(i).unwrap_or((100, 1));
             plotters::element::DashedPathElement::new(vec![(x, y), (x + 24, y)], d, g, style)
