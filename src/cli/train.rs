@@ -5,10 +5,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context};
-use clap::Args;
+use clap::{Args, Subcommand};
 
 use rosetta::jobs::{self, JobRequest};
-use rosetta::session::{list_sessions, Session, State, Status};
+use rosetta::session::runs::{self, RunFilter, RunIndex};
+use rosetta::session::{Session, State, Status};
 use rosetta::train::runner::{cancel_on_signals, Observer, Quiet};
 
 /// Arguments of `rosetta train`.
@@ -61,15 +62,75 @@ pub struct TrainArgs {
     pub background: bool,
 }
 
-/// Arguments of `rosetta jobs`.
+/// Arguments of `rosetta jobs`: the table of sessions, or an action on one.
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct JobsArgs {
+    #[command(subcommand)]
+    pub action: Option<JobsAction>,
     /// Folder holding the session folders.
     #[arg(long, default_value = "sessions")]
     pub root: PathBuf,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Add a column for each setting that differs between the listed sessions (lr, dim, seed...).
+    #[arg(long)]
+    pub diff: bool,
+    /// Only the sessions matching EXPR: words that must all match; a plain word is searched in
+    /// name, folder, model, workspace, state, tags and note; KEY=VALUE / KEY!=VALUE compare a
+    /// setting (lr=0.01), tag=T or state=done; KEY>X, >=, <, <= a best figure or numeric
+    /// setting (mrr>0.5, loss<0.4, dim>=256).
+    #[arg(long, value_name = "EXPR")]
+    pub filter: Option<String>,
+}
+
+/// `rosetta jobs` actions on one session folder.
+#[derive(Debug, Subcommand)]
+pub enum JobsAction {
+    /// Show a session: state, name, tags and note, best figures, checkpoints, config and the
+    /// end of its log.
+    Show {
+        /// Session folder.
+        session: PathBuf,
+        /// Lines of log.txt to show.
+        #[arg(long, default_value_t = 20)]
+        lines: usize,
+    },
+    /// Give a session a display name (kept in its meta.json; "" goes back to the folder name).
+    Rename {
+        /// Session folder.
+        session: PathBuf,
+        /// The new name.
+        name: String,
+    },
+    /// Add tags to a session (or remove them with --remove).
+    Tag {
+        /// Session folder.
+        session: PathBuf,
+        /// Tags (one word each).
+        #[arg(required = true)]
+        tags: Vec<String>,
+        /// Remove these tags instead.
+        #[arg(long)]
+        remove: bool,
+    },
+    /// Set a session's note ("" removes it).
+    Note {
+        /// Session folder.
+        session: PathBuf,
+        /// The note.
+        text: String,
+    },
+    /// Delete a session folder and everything in it (refused while its job runs). Asks first
+    /// unless --yes.
+    Delete {
+        /// Session folder.
+        session: PathBuf,
+        /// Do not ask.
+        #[arg(long)]
+        yes: bool,
+    },
 }
 
 /// Arguments of `rosetta cancel`.
@@ -247,13 +308,35 @@ fn fmt_secs(s: f64) -> String {
 
 /// `rosetta jobs`.
 pub fn jobs(args: JobsArgs) -> anyhow::Result<()> {
-    let entries = list_sessions(&args.root)?;
+    if let Some(action) = args.action {
+        return jobs_action(action);
+    }
+    let filter: RunFilter = args.filter.as_deref().unwrap_or("").parse()?;
+    let all = RunIndex::default().scan(&args.root)?;
+    let total = all.len();
+    let runs: Vec<runs::Run> = all.into_iter().filter(|r| filter.matches(r)).collect();
+    let configs: Vec<_> = runs
+        .iter()
+        .filter_map(|r| r.entry.config.as_ref())
+        .collect();
+    let diff_keys = if args.diff {
+        runs::differing_settings(&configs)
+    } else {
+        Vec::new()
+    };
+    let entries: Vec<&rosetta::session::SessionEntry> = runs.iter().map(|r| &r.entry).collect();
     if args.json {
-        let rows: Vec<serde_json::Value> = entries
+        let rows: Vec<serde_json::Value> = runs
             .iter()
-            .map(|e| {
+            .map(|r| {
+                let e = &r.entry;
                 let st = e.status.as_ref();
-                serde_json::json!({
+                let mut row = serde_json::json!({
+                    "name": r.name(),
+                    "tags": r.meta.tags,
+                    "note": r.meta.note,
+                    "best": r.best.iter().map(|(k, v)| (k.clone(), v.0)).collect::<std::collections::BTreeMap<_, _>>(),
+                    "diverged": r.divergence,
                     "session": e.dir,
                     "state": e.state().as_str(),
                     "recorded_state": st.map(|s| s.state.as_str()),
@@ -270,8 +353,16 @@ pub fn jobs(args: JobsArgs) -> anyhow::Result<()> {
                     "best_epoch": st.and_then(|s| s.best_epoch),
                     "error": st.and_then(|s| s.error.clone()),
                     "updated": st.map(|s| s.updated.clone()),
-                    "problem": e.problem,
-                })
+                    "problem": e.problem.clone().or(r.meta_problem.clone()),
+                });
+                if args.diff {
+                    row["settings"] = diff_keys
+                        .iter()
+                        .map(|k| (k.clone(), serde_json::json!(r.setting(k))))
+                        .collect::<serde_json::Map<_, _>>()
+                        .into();
+                }
+                row
             })
             .collect();
         println!(
@@ -281,10 +372,20 @@ pub fn jobs(args: JobsArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     if entries.is_empty() {
-        println!("no sessions under {}", args.root.display());
+        if total > 0 {
+            println!(
+                "no session under {} matches the filter",
+                args.root.display()
+            );
+        } else {
+            println!("no sessions under {}", args.root.display());
+        }
         return Ok(());
     }
-    let mut rows = vec![[
+    let named = runs
+        .iter()
+        .any(|r| !r.meta.name.is_empty() || !r.meta.tags.is_empty());
+    let mut rows = vec![vec![
         "SESSION".to_string(),
         "STATE".into(),
         "MODEL".into(),
@@ -295,8 +396,12 @@ pub fn jobs(args: JobsArgs) -> anyhow::Result<()> {
         "BEST MRR".into(),
         "ETA".into(),
     ]];
+    if named {
+        rows[0].insert(1, "NAME [TAGS]".into());
+    }
+    rows[0].extend(diff_keys.iter().map(|k| k.to_uppercase()));
     let mut notes = Vec::new();
-    for e in &entries {
+    for (r, e) in runs.iter().zip(&entries) {
         let name = e
             .dir
             .file_name()
@@ -314,7 +419,7 @@ pub fn jobs(args: JobsArgs) -> anyhow::Result<()> {
             .or(st.map(|s| s.workspace.clone()))
             .map(|p| short_workspace(&p))
             .unwrap_or_else(|| "?".into());
-        rows.push([
+        let mut row = vec![
             name.clone(),
             state,
             e.config
@@ -345,7 +450,28 @@ pub fn jobs(args: JobsArgs) -> anyhow::Result<()> {
                 .and_then(|s| s.eta_s)
                 .map(fmt_secs)
                 .unwrap_or_else(|| "-".into()),
-        ]);
+        ];
+        if named {
+            let mut label = r.meta.name.clone();
+            if !r.meta.tags.is_empty() {
+                label.push_str(&format!(" [{}]", r.meta.tags.join(",")));
+            }
+            row.insert(1, label.trim().to_string());
+        }
+        row.extend(
+            diff_keys
+                .iter()
+                .map(|k| r.setting(k).unwrap_or_else(|| "-".into())),
+        );
+        rows.push(row);
+        if let Some(p) = r.meta_problem.as_ref() {
+            notes.push(format!("{name}: {p}"));
+        }
+        if let Some(d) = &r.divergence {
+            if !e.state().is_final() {
+                notes.push(format!("{name}: {d}"));
+            }
+        }
         if let Some(p) = &e.problem {
             notes.push(format!("{name}: {p}"));
         }
@@ -355,7 +481,7 @@ pub fn jobs(args: JobsArgs) -> anyhow::Result<()> {
             }
         }
     }
-    let widths: Vec<usize> = (0..9)
+    let widths: Vec<usize> = (0..rows[0].len())
         .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
         .collect();
     for r in &rows {
@@ -368,6 +494,107 @@ pub fn jobs(args: JobsArgs) -> anyhow::Result<()> {
     }
     for n in notes {
         println!("  {n}");
+    }
+    Ok(())
+}
+
+/// A `rosetta jobs` action on one session.
+fn jobs_action(action: JobsAction) -> anyhow::Result<()> {
+    match action {
+        JobsAction::Show { session, lines } => {
+            let d = runs::detail(&session, lines)?;
+            println!("session  {}", d.dir.display());
+            if !d.meta.name.is_empty() {
+                println!("name     {}", d.meta.name);
+            }
+            if !d.meta.tags.is_empty() {
+                println!("tags     {}", d.meta.tags.join(", "));
+            }
+            if !d.meta.note.is_empty() {
+                println!("note     {}", d.meta.note.replace('\n', "\n         "));
+            }
+            println!("state    {}", d.state);
+            println!("\nbest figures (validation, per epoch; loss: lowest step record)");
+            if d.best.is_empty() {
+                println!("  none recorded yet");
+            }
+            for (k, (v, at)) in &d.best {
+                let at = if k == "loss" {
+                    format!("step {at}")
+                } else {
+                    format!("epoch {at}")
+                };
+                println!("  {k:<12} {v:.4}  ({at})");
+            }
+            println!("\ncheckpoints");
+            if d.checkpoints.is_empty() {
+                println!("  none");
+            }
+            for c in &d.checkpoints {
+                println!("  {:<24} {:>10} bytes  {}", c.name, c.bytes, c.modified);
+            }
+            println!("\nconfig.toml\n{}", d.config.trim_end());
+            println!("\nlog.txt (last {lines} lines)");
+            for l in &d.log_tail {
+                println!("  {l}");
+            }
+            for p in &d.problems {
+                eprintln!("warning: {p}");
+            }
+        }
+        JobsAction::Rename { session, name } => {
+            let m = runs::rename(&session, &name)?;
+            println!(
+                "{}: named {:?}",
+                session.display(),
+                m.display_name(&session)
+            );
+        }
+        JobsAction::Tag {
+            session,
+            tags,
+            remove,
+        } => {
+            let m = if remove {
+                runs::edit_tags(&session, &[], &tags)?
+            } else {
+                runs::edit_tags(&session, &tags, &[])?
+            };
+            println!("{}: tags [{}]", session.display(), m.tags.join(", "));
+        }
+        JobsAction::Note { session, text } => {
+            runs::set_note(&session, &text)?;
+            println!("{}: note saved", session.display());
+        }
+        JobsAction::Delete { session, yes } => {
+            let st = rosetta::session::read_status(&session).ok();
+            if !yes {
+                use std::io::{BufRead, IsTerminal, Write};
+                if !std::io::stdin().is_terminal() {
+                    bail!(
+                        "{}: deleting asks for confirmation on a terminal; add --yes to delete without asking",
+                        session.display()
+                    );
+                }
+                let what = st
+                    .as_ref()
+                    .map(|s| format!(" ({} {})", s.model, s.effective_state()))
+                    .unwrap_or_default();
+                eprint!(
+                    "Delete session {}{what} and all its files? [y/N] ",
+                    session.display()
+                );
+                std::io::stderr().flush()?;
+                let mut answer = String::new();
+                std::io::stdin().lock().read_line(&mut answer)?;
+                if !matches!(answer.trim(), "y" | "Y" | "yes") {
+                    println!("kept {}", session.display());
+                    return Ok(());
+                }
+            }
+            runs::delete(&session)?;
+            println!("deleted {}", session.display());
+        }
     }
     Ok(())
 }

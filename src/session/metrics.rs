@@ -142,10 +142,81 @@ pub struct Curves {
     pub last_step: Option<(String, usize, usize)>,
     /// The last event's message (or name).
     pub last_event: Option<String>,
+    /// Every step record's position, in step order: what maps a step to an
+    /// epoch or a wall time ([`Curves::points`]).
+    pub steps: Vec<StepPoint>,
+    /// Steps whose loss was NaN or infinite (kept out of `loss`).
+    pub nonfinite: Vec<usize>,
     /// Epochs of the phases before the current one.
     offset: usize,
     /// The current phase and its last epoch.
     phase: Option<(String, usize)>,
+    /// Step records' phase and last epoch, and the epochs of earlier phases.
+    step_phase: Option<(String, usize)>,
+    step_offset: usize,
+    /// Wall time of the runs before the current process (a resume restarts
+    /// the job's clock).
+    wall_base: f64,
+}
+
+/// Where one step record lies: its step, its epoch counted over the whole
+/// job (phases continue the count) and the job's wall time, summed over
+/// resumed runs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StepPoint {
+    /// Optimiser step.
+    pub step: usize,
+    /// Epoch over the whole job, from 1.
+    pub epoch: usize,
+    /// Epoch within its training phase.
+    pub phase_epoch: usize,
+    /// Seconds of training up to this step, over every run of the job.
+    pub wall_s: f64,
+}
+
+/// The x axis of a curve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum XAxis {
+    /// Optimiser step.
+    #[default]
+    Step,
+    /// Epoch (fractional within an epoch for step records).
+    Epoch,
+    /// Wall time of training in seconds (resumed runs continue the clock).
+    Time,
+}
+
+impl XAxis {
+    /// Name as on the command line (`step`, `epoch`, `time`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            XAxis::Step => "step",
+            XAxis::Epoch => "epoch",
+            XAxis::Time => "time",
+        }
+    }
+    /// The next axis in the order step, epoch, time.
+    pub fn next(self) -> XAxis {
+        match self {
+            XAxis::Step => XAxis::Epoch,
+            XAxis::Epoch => XAxis::Time,
+            XAxis::Time => XAxis::Step,
+        }
+    }
+}
+
+impl std::str::FromStr for XAxis {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "step" | "steps" => Ok(XAxis::Step),
+            "epoch" | "epochs" => Ok(XAxis::Epoch),
+            "time" | "wall" => Ok(XAxis::Time),
+            other => Err(Error::invalid(format!(
+                "unknown x axis `{other}` (step, epoch or time)"
+            ))),
+        }
+    }
 }
 
 impl Curves {
@@ -167,8 +238,28 @@ impl Curves {
                 step,
                 loss,
                 parts,
+                wall_s,
                 ..
             } => {
+                match &self.step_phase {
+                    Some((p, last)) if p != phase => self.step_offset += last,
+                    _ => {}
+                }
+                self.step_phase = Some((phase.clone(), *epoch));
+                let prev = self.steps.last().map_or(0.0, |p| p.wall_s);
+                if self.wall_base + wall_s < prev {
+                    // a new process without a resume record: continue the clock
+                    self.wall_base = prev;
+                }
+                self.steps.push(StepPoint {
+                    step: *step,
+                    epoch: self.step_offset + epoch,
+                    phase_epoch: *epoch,
+                    wall_s: self.wall_base + wall_s.max(0.0),
+                });
+                if !loss.is_finite() {
+                    self.nonfinite.push(*step);
+                }
                 for (name, v) in parts {
                     if v.is_finite() {
                         let pts = self.parts.entry(name.clone()).or_default();
@@ -218,6 +309,18 @@ impl Curves {
                     let kept = self.loss.len();
                     self.loss_phases.retain(|(_, start)| *start < kept);
                     self.valid.retain(|v| v.step <= *s);
+                    self.steps.retain(|p| p.step <= *s);
+                    self.nonfinite.retain(|p| p <= s);
+                    self.wall_base = self.steps.last().map_or(0.0, |p| p.wall_s);
+                    (self.step_offset, self.step_phase) = match self.steps.last() {
+                        Some(p) => (
+                            p.epoch - p.phase_epoch,
+                            self.loss_phases
+                                .last()
+                                .map(|(ph, _)| (ph.clone(), p.phase_epoch)),
+                        ),
+                        None => (0, None),
+                    };
                     // the phase bookkeeping continues from the last point kept
                     (self.offset, self.phase) = match self.valid.last() {
                         Some(v) => (v.x as usize - v.epoch, Some((v.phase.clone(), v.epoch))),
@@ -253,6 +356,121 @@ impl Curves {
             .iter()
             .filter_map(|v| Some((v.x, *v.scores.get(name)?)))
             .collect()
+    }
+
+    /// Every figure recorded: `loss`, the step records' named parts, then
+    /// the validation figures (the query count left out), each once.
+    pub fn metric_names(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        if !self.loss.is_empty() {
+            v.push("loss".to_string());
+        }
+        v.extend(self.parts.keys().cloned());
+        for p in &self.valid {
+            for k in p.scores.keys() {
+                if k != "queries" && !v.contains(k) {
+                    v.push(k.clone());
+                }
+            }
+        }
+        v
+    }
+
+    /// (x, value) of figure `name` (`loss`, a step part, or a validation
+    /// figure such as `MRR`; a validation figure is looked up
+    /// case-insensitively) on axis `x`. On the epoch axis a step lies
+    /// within its epoch (epoch 2's steps between 1 and 2) and a validation
+    /// point at its epoch's end; on the time axis a validation point takes
+    /// the wall time of the last step before it.
+    pub fn points(&self, name: &str, x: XAxis) -> Vec<(f64, f64)> {
+        let step_pts: Option<&Vec<(f64, f64)>> = if name == "loss" {
+            Some(&self.loss)
+        } else {
+            self.parts.get(name)
+        };
+        if let Some(pts) = step_pts {
+            return pts
+                .iter()
+                .map(|&(s, y)| (self.step_x(s as usize, x), y))
+                .collect();
+        }
+        let key = self
+            .valid
+            .iter()
+            .flat_map(|v| v.scores.keys())
+            .find(|k| k.eq_ignore_ascii_case(name))
+            .cloned();
+        let Some(key) = key else {
+            return Vec::new();
+        };
+        self.valid
+            .iter()
+            .filter_map(|v| {
+                let y = *v.scores.get(&key)?;
+                let xv = match x {
+                    XAxis::Step => v.step as f64,
+                    XAxis::Epoch => v.x,
+                    XAxis::Time => self.at_or_before(v.step).map_or(0.0, |p| p.wall_s),
+                };
+                Some((xv, y))
+            })
+            .collect()
+    }
+
+    fn at_or_before(&self, step: usize) -> Option<&StepPoint> {
+        let i = self.steps.partition_point(|p| p.step <= step);
+        i.checked_sub(1).map(|i| &self.steps[i])
+    }
+
+    /// The x of step `step` on axis `x`.
+    fn step_x(&self, step: usize, x: XAxis) -> f64 {
+        match x {
+            XAxis::Step => step as f64,
+            XAxis::Time => self.at_or_before(step).map_or(0.0, |p| p.wall_s),
+            XAxis::Epoch => {
+                let Some(p) = self.at_or_before(step) else {
+                    return 0.0;
+                };
+                let e = p.epoch;
+                // the epoch's steps: from the last step of the epoch before
+                let lo = self.steps.partition_point(|q| q.epoch < e);
+                let hi = self.steps.partition_point(|q| q.epoch <= e);
+                let start = lo.checked_sub(1).map_or(0, |i| self.steps[i].step);
+                let mut len = self.steps[hi - 1].step.saturating_sub(start);
+                if hi == self.steps.len() && lo > 0 {
+                    // the epoch under way: as long as the one before
+                    let before = self
+                        .steps
+                        .partition_point(|q| q.epoch < self.steps[lo - 1].epoch);
+                    let start0 = before.checked_sub(1).map_or(0, |i| self.steps[i].step);
+                    len = len.max(self.steps[lo - 1].step.saturating_sub(start0));
+                }
+                let frac = (step.saturating_sub(start)) as f64 / len.max(1) as f64;
+                (e - 1) as f64 + frac.clamp(0.0, 1.0)
+            }
+        }
+    }
+
+    /// Why the job looks diverged, if it does: a NaN or infinite loss, or
+    /// a smoothed loss (EMA 0.9) now over ten times its lowest value after
+    /// at least 20 points. `None` for a healthy curve.
+    pub fn divergence(&self) -> Option<String> {
+        if let Some(s) = self.nonfinite.first() {
+            return Some(format!("loss is not finite (NaN or ∞) at step {s}"));
+        }
+        if self.loss.len() < 20 {
+            return None;
+        }
+        let (mut acc, mut w, mut min) = (0.0, 0.0, f64::INFINITY);
+        let mut last = 0.0;
+        for &(_, y) in &self.loss {
+            acc = 0.9 * acc + 0.1 * y;
+            w = 0.9 * w + 0.1;
+            last = acc / w;
+            min = f64::min(min, last);
+        }
+        (min > 0.0 && last > 10.0 * min)
+            .then(|| format!("loss exploding: {last:.4} now, {min:.4} at its lowest (smoothed)"))
     }
 }
 

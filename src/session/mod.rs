@@ -22,6 +22,7 @@ pub mod evaluate;
 pub mod loaded;
 pub mod metrics;
 pub mod retrieval;
+pub mod runs;
 pub mod search;
 pub mod workbench;
 
@@ -38,7 +39,9 @@ use crate::{Error, Result};
 pub use crate::util::{pid_alive, process_start_time};
 pub use checkpoint::{Checkpoint, CheckpointMeta};
 pub use loaded::{Loaded, Neighbour, Neighbours};
-pub use metrics::{effective_history, Curves, MetricRecord, MetricsTail, TailBatch, ValidPoint};
+pub use metrics::{
+    effective_history, Curves, MetricRecord, MetricsTail, StepPoint, TailBatch, ValidPoint, XAxis,
+};
 pub use workbench::Workbench;
 
 /// File names inside a session folder.

@@ -115,6 +115,22 @@ pub enum Request {
     },
     /// Figures of a workspace.
     WorkspaceStats(String),
+    /// A session's details (the Jobs detail pane).
+    SessionDetail(String),
+    /// Set a session's name, tags or note.
+    SetMeta {
+        session: String,
+        field: MetaField,
+        value: String,
+    },
+    /// Delete a session.
+    Delete(String),
+    /// Remember marks and baseline (`root`: the sessions root's key).
+    SaveUiState {
+        path: std::path::PathBuf,
+        root: String,
+        state: super::state::UiState,
+    },
 }
 
 /// A backend answer (errors as display strings).
@@ -168,6 +184,20 @@ pub enum Reply {
         workspace: String,
         result: Result<WorkspaceStats, String>,
     },
+    Detail {
+        session: String,
+        result: Result<Box<RunDetail>, String>,
+    },
+    MetaSet {
+        session: String,
+        field: MetaField,
+        result: Result<(), String>,
+    },
+    Deleted {
+        session: String,
+        result: Result<(), String>,
+    },
+    UiStateSaved(Result<(), String>),
 }
 
 /// The error reply to `req` (when running it panicked).
@@ -209,6 +239,17 @@ pub fn failed(req: &Request, msg: String) -> Reply {
             workspace,
             result: e.map(|_: ()| WorkspaceStats::default()),
         },
+        Request::SessionDetail(session) => Reply::Detail {
+            session,
+            result: e.map(|_: ()| Box::default()),
+        },
+        Request::SetMeta { session, field, .. } => Reply::MetaSet {
+            session,
+            field,
+            result: e,
+        },
+        Request::Delete(session) => Reply::Deleted { session, result: e },
+        Request::SaveUiState { .. } => Reply::UiStateSaved(e),
     }
 }
 
@@ -318,6 +359,29 @@ pub fn execute(
                 result,
             }
         }
+        Request::SessionDetail(session) => {
+            let result = backend.session_detail(&session).map(Box::new).map_err(s);
+            Reply::Detail { session, result }
+        }
+        Request::SetMeta {
+            session,
+            field,
+            value,
+        } => {
+            let result = backend.set_meta(&session, field, &value).map_err(s);
+            Reply::MetaSet {
+                session,
+                field,
+                result,
+            }
+        }
+        Request::Delete(session) => {
+            let result = backend.delete(&session).map_err(s);
+            Reply::Deleted { session, result }
+        }
+        Request::SaveUiState { path, root, state } => {
+            Reply::UiStateSaved(super::state::save(&path, &root, &state).map_err(s))
+        }
     }
 }
 
@@ -352,6 +416,20 @@ pub enum Popup {
     ConfirmCancel(String),
     /// Choose a session.
     Picker { purpose: PickFor, selected: usize },
+    /// A session's details, scrolled by `scroll` lines (`None` while loading).
+    Detail {
+        session: String,
+        scroll: u16,
+        detail: Option<Result<Box<RunDetail>, String>>,
+    },
+    /// Really delete this session?
+    ConfirmDelete(String),
+    /// Editing a session's name, tags or note.
+    EditMeta {
+        session: String,
+        field: MetaField,
+        value: String,
+    },
 }
 
 /// The whole workbench state.
@@ -390,6 +468,9 @@ pub struct App {
     /// Repaint every cell next frame (after a screen change or new
     /// non-Latin text, where terminals and ratatui may disagree on widths).
     pub full_redraw: bool,
+    /// Ring the terminal bell (a job finished, failed or diverged); the
+    /// event loop rings it and clears the flag.
+    pub bell: bool,
 }
 
 impl App {
@@ -412,6 +493,7 @@ impl App {
             tab_hits: Vec::new(),
             dirty: true,
             full_redraw: false,
+            bell: false,
         };
         app.poll_sessions();
         app
@@ -706,6 +788,9 @@ impl App {
                 }
             }
             Popup::Form(form) => self.form_key(form, k),
+            p @ (Popup::Detail { .. } | Popup::ConfirmDelete(_) | Popup::EditMeta { .. }) => {
+                self.jobs_popup_key(p, k, action)
+            }
         };
     }
 
@@ -763,7 +848,11 @@ impl App {
             | Reply::Spec { .. }
             | Reply::Launched(_)
             | Reply::Cancelled { .. }
-            | Reply::Resumed { .. } => self.jobs_reply(r),
+            | Reply::Resumed { .. }
+            | Reply::Detail { .. }
+            | Reply::MetaSet { .. }
+            | Reply::Deleted { .. }
+            | Reply::UiStateSaved(_) => self.jobs_reply(r),
             Reply::IndexProgress { .. } | Reply::IndexLoaded { .. } | Reply::Searched { .. } => {
                 self.search_reply(r)
             }

@@ -50,6 +50,95 @@ pub struct SessionSummary {
     pub best_epoch: Option<usize>,
     /// Error message of a failed job.
     pub error: Option<String>,
+    /// Display name (the session's `meta.json` name, else the folder name).
+    pub name: String,
+    /// Tags (`meta.json`).
+    pub tags: Vec<String>,
+    /// Note (`meta.json`).
+    pub note: String,
+    /// Every setting of its config: model, workspace, seed, device and each
+    /// hyper-parameter (the engine's `runs::settings_map`).
+    pub settings: BTreeMap<String, String>,
+    /// Best value of each recorded figure (`MRR`, `P@1`, `loss`...).
+    pub best: BTreeMap<String, f64>,
+    /// Why its training looks diverged, if it does.
+    pub divergence: Option<String>,
+}
+
+impl SessionSummary {
+    /// The name shown: the display name, else the folder name.
+    pub fn label(&self) -> &str {
+        if self.name.is_empty() {
+            &self.id
+        } else {
+            &self.name
+        }
+    }
+}
+
+impl rosetta::session::runs::Filterable for SessionSummary {
+    fn haystack(&self) -> String {
+        format!(
+            "{} {} {} {} {} {} {}",
+            self.label(),
+            self.id,
+            self.model,
+            self.workspace,
+            self.state.as_str(),
+            self.tags.join(" "),
+            self.note
+        )
+    }
+    fn setting(&self, key: &str) -> Option<String> {
+        self.settings.get(key).cloned().or_else(|| {
+            self.settings
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(key))
+                .map(|(_, v)| v.clone())
+        })
+    }
+    fn tags(&self) -> Vec<String> {
+        self.tags.clone()
+    }
+    fn state(&self) -> String {
+        self.state.as_str().to_string()
+    }
+    fn figure(&self, name: &str) -> Option<f64> {
+        self.best
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| *v)
+            .or_else(|| {
+                name.eq_ignore_ascii_case("mrr")
+                    .then_some(self.best_mrr)
+                    .flatten()
+            })
+    }
+}
+
+/// A session's details for the detail pane (the engine's).
+pub use rosetta::session::runs::RunDetail;
+
+/// Which `meta.json` field an edit sets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetaField {
+    /// Display name.
+    Name,
+    /// Tags (words separated by spaces or commas).
+    Tags,
+    /// Note.
+    Note,
+}
+
+impl MetaField {
+    /// Lower-case name for prompts.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MetaField::Name => "name",
+            MetaField::Tags => "tags",
+            MetaField::Note => "note",
+        }
+    }
 }
 
 /// One record of a session's `metrics.jsonl` (the session module's type).
@@ -212,6 +301,12 @@ pub trait Backend: Send + Sync {
     fn export_compare(&self, table: &Comparison, path: &Path, format: TableFormat) -> Result<()>;
     /// Figures about a workspace.
     fn workspace_stats(&self, workspace: &str) -> Result<WorkspaceStats>;
+    /// Config, log tail, checkpoints and best figures of `session`.
+    fn session_detail(&self, session: &str) -> Result<RunDetail>;
+    /// Sets the name, tags or note of `session` (`meta.json`).
+    fn set_meta(&self, session: &str, field: MetaField, value: &str) -> Result<()>;
+    /// Deletes `session` (refused while its job runs).
+    fn delete(&self, session: &str) -> Result<()>;
 }
 
 /// The form settings of a session's config: model, workspace, the device

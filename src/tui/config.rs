@@ -5,6 +5,7 @@
 //! theme = "light"            # or "dark"
 //! sessions_dir = "sessions"  # where session folders live
 //! workspace = "data/workspace.toml"   # default of the new-job form
+//! bell = true                # terminal bell when a job finishes, fails or diverges
 //! [keys]                     # rebind any action named in the help popup's config names
 //! new_job = ["n", "ctrl-n"]
 //! [colors]                   # override theme colours (names or #rrggbb)
@@ -30,6 +31,9 @@ pub struct ConfigFile {
     pub sessions_dir: Option<PathBuf>,
     /// Default workspace of the new-job form.
     pub workspace: Option<String>,
+    /// Ring the terminal bell when a job finishes, fails or diverges
+    /// (default true; the message on the status line shows either way).
+    pub bell: Option<bool>,
     /// Key overrides: action name → keys.
     pub keys: BTreeMap<String, Vec<String>>,
     /// Colour overrides: slot name → colour.
@@ -268,6 +272,11 @@ pub struct Settings {
     pub sessions_dir: PathBuf,
     /// Default workspace of the new-job form.
     pub workspace: String,
+    /// Ring the terminal bell on job alerts.
+    pub bell: bool,
+    /// Where marks and the baseline are remembered between launches
+    /// (`None`: not remembered, as in tests).
+    pub state_file: Option<PathBuf>,
 }
 
 impl Settings {
@@ -302,6 +311,8 @@ impl Settings {
                 .clone()
                 .unwrap_or_else(|| PathBuf::from("sessions")),
             workspace: file.workspace.clone().unwrap_or_default(),
+            bell: file.bell.unwrap_or(true),
+            state_file: None,
         })
     }
 }

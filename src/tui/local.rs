@@ -10,7 +10,7 @@ use super::backend::*;
 use rosetta::eval::CompareOptions;
 use rosetta::jobs;
 use rosetta::session::workbench::{self, Workbench};
-use rosetta::session::{self, MetricsTail};
+use rosetta::session::{self, runs, MetricsTail};
 use rosetta::text::Side;
 use rosetta::{Error, Result};
 
@@ -19,6 +19,7 @@ pub struct LocalBackend {
     root: PathBuf,
     exe: PathBuf,
     tails: Mutex<HashMap<String, MetricsTail>>,
+    runs: Mutex<runs::RunIndex>,
     engine: Workbench,
 }
 
@@ -77,6 +78,26 @@ pub fn summary(e: &session::SessionEntry) -> SessionSummary {
     s
 }
 
+/// A session summary from the engine's run (entry, meta and figures).
+pub fn run_summary(r: &runs::Run) -> SessionSummary {
+    let mut s = summary(&r.entry);
+    s.name = r.name();
+    s.tags = r.meta.tags.clone();
+    s.note = r.meta.note.clone();
+    s.settings = r
+        .entry
+        .config
+        .as_ref()
+        .map(runs::settings_map)
+        .unwrap_or_default();
+    s.best = r.best.iter().map(|(k, v)| (k.clone(), v.0)).collect();
+    s.divergence = r.divergence.clone();
+    if s.error.is_none() {
+        s.error = r.meta_problem.clone();
+    }
+    s
+}
+
 impl LocalBackend {
     /// Sessions under `root`; jobs are started with the program `exe`
     /// (normally `std::env::current_exe()`).
@@ -85,6 +106,7 @@ impl LocalBackend {
             root: root.into(),
             exe: exe.into(),
             tails: Mutex::new(HashMap::new()),
+            runs: Mutex::new(runs::RunIndex::default()),
             engine: Workbench::default(),
         }
     }
@@ -111,10 +133,11 @@ impl LocalBackend {
 
 impl Backend for LocalBackend {
     fn list_sessions(&self) -> Result<Vec<SessionSummary>> {
-        let mut entries = session::list_sessions(&self.root)?;
+        let mut entries = self.runs.lock().expect("runs lock").scan(&self.root)?;
         // newest first: folder names start with the model and a UTC stamp,
         // so order by the status's update time when known
         entries.sort_by(|a, b| {
+            let (a, b) = (&a.entry, &b.entry);
             let t = |e: &session::SessionEntry| e.status.as_ref().map_or(0.0, |s| s.updated_unix);
             let c = |e: &session::SessionEntry| {
                 e.config
@@ -124,7 +147,7 @@ impl Backend for LocalBackend {
             };
             c(b).cmp(&c(a)).then(t(b).total_cmp(&t(a)))
         });
-        Ok(entries.iter().map(summary).collect())
+        Ok(entries.iter().map(run_summary).collect())
     }
 
     fn tail_metrics(&self, session: &str, offset: u64) -> Result<MetricsChunk> {
@@ -225,6 +248,27 @@ impl Backend for LocalBackend {
 
     fn workspace_stats(&self, workspace: &str) -> Result<WorkspaceStats> {
         workbench::workspace_stats(Path::new(workspace))
+    }
+
+    fn session_detail(&self, session: &str) -> Result<RunDetail> {
+        runs::detail(&self.dir(session)?, 200)
+    }
+
+    fn set_meta(&self, session: &str, field: MetaField, value: &str) -> Result<()> {
+        let dir = self.dir(session)?;
+        match field {
+            MetaField::Name => runs::rename(&dir, value),
+            MetaField::Tags => runs::set_tags(&dir, value),
+            MetaField::Note => runs::set_note(&dir, value),
+        }
+        .map(|_| ())
+    }
+
+    fn delete(&self, session: &str) -> Result<()> {
+        runs::delete(&self.dir(session)?)?;
+        self.tails.lock().expect("tails lock").remove(session);
+        crate::tui::log::info(&format!("deleted session {session}"));
+        Ok(())
     }
 }
 

@@ -14,6 +14,7 @@ pub mod keymap;
 pub mod local;
 pub mod log;
 pub mod screens;
+pub mod state;
 pub mod ui;
 
 use std::io::IsTerminal;
@@ -121,6 +122,7 @@ pub fn run(opts: Options) -> Result<()> {
         "workbench starting (config {})",
         cfg_path.display()
     ));
+    settings.state_file = Some(state::default_path());
     let exe = std::env::current_exe().map_err(|e| Error::io("current_exe", e))?;
     let backend: Arc<dyn Backend> =
         Arc::new(local::LocalBackend::new(settings.sessions_dir.clone(), exe));
@@ -220,6 +222,7 @@ fn event_loop(settings: Settings, backend: Arc<dyn Backend>) -> Result<()> {
             .map_err(|e| Error::io("signal handler", e))?;
     }
     let mut app = App::new(settings);
+    app.restore_ui_state();
     let mut last_draw = Instant::now() - FRAME;
     // first input event not yet drawn, for the key-to-draw latency figures
     let mut input_at: Option<Instant> = None;
@@ -228,6 +231,7 @@ fn event_loop(settings: Settings, backend: Arc<dyn Backend>) -> Result<()> {
     let mut next_tail = Instant::now();
     let mut result = Ok(());
     loop {
+        app.persist_ui_state();
         for req in app.take_requests() {
             let b = backend.clone();
             let tx = tx.clone();
@@ -262,6 +266,11 @@ fn event_loop(settings: Settings, backend: Arc<dyn Backend>) -> Result<()> {
             }
             app.full_redraw = true;
             app.dirty = true;
+        }
+        if std::mem::take(&mut app.bell) {
+            use std::io::Write;
+            let mut out = std::io::stdout();
+            let _ = out.write_all(b"\x07").and_then(|_| out.flush());
         }
         if signalled.load(Ordering::Relaxed) {
             log::info("terminated by a signal");
@@ -355,9 +364,14 @@ fn event_loop(settings: Settings, backend: Arc<dyn Backend>) -> Result<()> {
             q(1.0)
         ));
     }
-    // Requests queued at quit (cancelling jobs) run before we leave.
+    // Requests queued at quit (cancelling jobs, remembering marks) run
+    // before we leave.
+    app.persist_ui_state();
     for req in app.take_requests() {
-        if matches!(req, app::Request::Cancel(_)) {
+        if matches!(
+            req,
+            app::Request::Cancel(_) | app::Request::SaveUiState { .. }
+        ) {
             let reply = app::execute(&*backend, req, &|_| {});
             log::info(&format!("at quit: {reply:?}"));
         }

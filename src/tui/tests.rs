@@ -34,6 +34,8 @@ struct Fake {
     searches: Mutex<Vec<(String, Fusion)>>,
     exported: Mutex<Vec<(PathBuf, TableFormat)>>,
     spec: Option<JobSpec>,
+    deleted: Mutex<Vec<String>>,
+    meta: Mutex<Vec<(String, MetaField, String)>>,
 }
 
 fn summary(id: &str, state: State) -> SessionSummary {
@@ -311,6 +313,56 @@ impl Backend for Fake {
             .lock()
             .unwrap()
             .push((path.to_path_buf(), format));
+        Ok(())
+    }
+    fn session_detail(&self, session: &str) -> Result<RunDetail> {
+        let s = self
+            .sessions
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|s| s.id == session)
+            .cloned()
+            .ok_or_else(|| Error::invalid(format!("{session}: no such session")))?;
+        Ok(RunDetail {
+            id: s.id.clone(),
+            dir: s.dir.clone(),
+            config: "model = \"s2net\"\nseed = 1\n\n[params]\ndim = \"128\"\nlr = \"0.01\"\n"
+                .into(),
+            log_tail: (1..=30)
+                .map(|i| format!("epoch {i}: loss 0.{i:02}"))
+                .collect(),
+            checkpoints: vec![rosetta::session::runs::CheckpointFile {
+                name: "best.safetensors".into(),
+                bytes: 2_500_000,
+                modified: "2026-11-22T19:03:00Z".into(),
+            }],
+            best: [("MRR".to_string(), (0.5731, 3.0))].into(),
+            state: s.state.as_str().into(),
+            ..Default::default()
+        })
+    }
+    fn set_meta(&self, session: &str, field: MetaField, value: &str) -> Result<()> {
+        self.meta
+            .lock()
+            .unwrap()
+            .push((session.into(), field, value.into()));
+        for s in self.sessions.lock().unwrap().iter_mut() {
+            if s.id == session {
+                match field {
+                    MetaField::Name => s.name = value.into(),
+                    MetaField::Tags => {
+                        s.tags = value.split_whitespace().map(String::from).collect()
+                    }
+                    MetaField::Note => s.note = value.into(),
+                }
+            }
+        }
+        Ok(())
+    }
+    fn delete(&self, session: &str) -> Result<()> {
+        self.deleted.lock().unwrap().push(session.into());
+        self.sessions.lock().unwrap().retain(|s| s.id != session);
         Ok(())
     }
     fn workspace_stats(&self, workspace: &str) -> Result<WorkspaceStats> {
@@ -705,6 +757,216 @@ fn duplicate_prefills_from_session() {
     assert_eq!(f.fields[0].value, "w.toml");
     assert_eq!(f.fields[1].value, "cl-lsi");
     assert_eq!(f.fields[2].value, "300");
+}
+
+#[test]
+fn detail_pane_opens_on_enter_scrolls_and_closes() {
+    let fake = Fake::with(vec![done(), failed()]);
+    let mut app = app_with(&fake);
+    press_code(&mut app, &fake, KeyCode::Enter);
+    let Some(Popup::Detail {
+        session, detail, ..
+    }) = &app.popup
+    else {
+        panic!("Enter opens the detail pane: {:?}", app.popup);
+    };
+    assert_eq!(session, "s2net-done");
+    assert!(matches!(detail, Some(Ok(_))));
+    let screen = render(&mut app, 80, 24);
+    assert!(
+        screen.contains("Best figures") && screen.contains("0.5731"),
+        "{screen}"
+    );
+    assert!(screen.contains("best.safetensors") && screen.contains("config.toml"));
+    insta::assert_snapshot!(screen);
+    // j scrolls (it is not typed anywhere), G goes to the log's end
+    press(&mut app, &fake, "jjj");
+    assert!(matches!(app.popup, Some(Popup::Detail { scroll: 3, .. })));
+    press(&mut app, &fake, "G");
+    let screen = render(&mut app, 80, 24);
+    assert!(screen.contains("epoch 30: loss 0.30"), "{screen}");
+    press_code(&mut app, &fake, KeyCode::Esc);
+    assert!(app.popup.is_none());
+    assert_eq!(
+        app.jobs.selected.as_deref(),
+        Some("s2net-done"),
+        "selection kept"
+    );
+}
+
+#[test]
+fn delete_asks_first_and_refuses_a_running_job() {
+    let fake = Fake::with(vec![running(), done()]);
+    let mut app = app_with(&fake);
+    press(&mut app, &fake, "D");
+    assert!(
+        app.popup.is_none(),
+        "a running job is not offered for deletion"
+    );
+    assert!(
+        matches!(&app.message, Some(crate::tui::app::Message::Error(m)) if m.contains("cancel"))
+    );
+    press(&mut app, &fake, "jD");
+    assert_eq!(app.popup, Some(Popup::ConfirmDelete("s2net-done".into())));
+    insta::assert_snapshot!(render(&mut app, 80, 24));
+    press(&mut app, &fake, "n");
+    assert!(app.popup.is_none() && fake.deleted.lock().unwrap().is_empty());
+    press(&mut app, &fake, " D");
+    assert!(app.jobs.marked.contains("s2net-done"));
+    press(&mut app, &fake, "y");
+    assert_eq!(
+        *fake.deleted.lock().unwrap(),
+        vec!["s2net-done".to_string()]
+    );
+    assert!(app.jobs.sessions.iter().all(|s| s.id != "s2net-done"));
+    assert!(app.jobs.marked.is_empty(), "its mark goes with it");
+}
+
+#[test]
+fn rename_tag_and_note_go_to_the_engine_and_names_show() {
+    let fake = Fake::with(vec![done(), failed()]);
+    let mut app = app_with(&fake);
+    press(&mut app, &fake, "R");
+    assert!(matches!(
+        app.popup,
+        Some(Popup::EditMeta {
+            field: MetaField::Name,
+            ..
+        })
+    ));
+    press(&mut app, &fake, "lr 0.01 run");
+    press_code(&mut app, &fake, KeyCode::Enter);
+    press(&mut app, &fake, "#good");
+    press_code(&mut app, &fake, KeyCode::Enter);
+    assert_eq!(
+        *fake.meta.lock().unwrap(),
+        vec![
+            (
+                "s2net-done".to_string(),
+                MetaField::Name,
+                "lr 0.01 run".to_string()
+            ),
+            (
+                "s2net-done".to_string(),
+                MetaField::Tags,
+                "good".to_string()
+            )
+        ]
+    );
+    let screen = render(&mut app, 80, 24);
+    assert!(screen.contains("lr 0.01 run [good]"), "{screen}");
+    // the filter finds it by tag, and by a figure threshold
+    press(&mut app, &fake, "/tag=good");
+    assert_eq!(app.jobs.visible().len(), 1);
+    press_code(&mut app, &fake, KeyCode::Esc);
+    app.jobs.filter = "mrr>0.5".into();
+    assert_eq!(app.jobs.visible().len(), 1);
+    app.jobs.filter = "mrr>".into();
+    assert_eq!(
+        app.jobs.visible().len(),
+        2,
+        "a half-typed filter hides nothing"
+    );
+}
+
+#[test]
+fn differing_settings_are_columns_and_labels_stay_distinct() {
+    let mut a = done();
+    a.id = "s2net-20261122-190301".into();
+    a.settings = [
+        ("lr".to_string(), "0.01".to_string()),
+        ("dim".into(), "128".into()),
+    ]
+    .into();
+    let mut b = done();
+    b.id = "s2net-20261122-190455".into();
+    b.settings = [
+        ("lr".to_string(), "0.02".to_string()),
+        ("dim".into(), "128".into()),
+    ]
+    .into();
+    let fake = Fake::with(vec![a, b]);
+    fake.set_metrics("s2net-20261122-190301", metrics(100, 2));
+    fake.set_metrics("s2net-20261122-190455", metrics(120, 2));
+    let mut app = app_with(&fake);
+    press(&mut app, &fake, " j ");
+    let screen = render(&mut app, 80, 24);
+    assert!(
+        screen.contains(" lr ") && screen.contains("0.02"),
+        "{screen}"
+    );
+    assert!(
+        !screen.contains(" dim "),
+        "equal settings are no column: {screen}"
+    );
+    assert!(
+        screen.contains("…190301") && screen.contains("…190455"),
+        "{screen}"
+    );
+    insta::assert_snapshot!(screen);
+    // log scale, epoch axis: titles say so
+    press(&mut app, &fake, "Lx");
+    let screen = render(&mut app, 80, 24);
+    assert!(screen.contains("loss · epochs"), "{screen}");
+    assert!(screen.contains("· log"), "{screen}");
+}
+
+#[test]
+fn alerts_ring_when_a_job_ends_or_diverges() {
+    let fake = Fake::with(vec![running()]);
+    let mut app = app_with(&fake);
+    assert!(!app.bell);
+    let mut r = running();
+    r.divergence = Some("loss is not finite (NaN or ∞) at step 40".into());
+    *fake.sessions.lock().unwrap() = vec![r];
+    app.poll_sessions();
+    app.pump_sync(&fake);
+    assert!(std::mem::take(&mut app.bell));
+    assert!(
+        matches!(&app.message, Some(crate::tui::app::Message::Error(m)) if m.contains("diverging"))
+    );
+    *fake.sessions.lock().unwrap() = vec![SessionSummary {
+        state: State::Done,
+        ..running()
+    }];
+    app.poll_sessions();
+    app.pump_sync(&fake);
+    assert!(std::mem::take(&mut app.bell));
+    assert!(matches!(&app.message, Some(crate::tui::app::Message::Info(m)) if m.contains("done")));
+    // the setting turns the bell off, the message stays
+    app.settings.bell = false;
+    *fake.sessions.lock().unwrap() = vec![running()];
+    app.poll_sessions();
+    app.pump_sync(&fake);
+    *fake.sessions.lock().unwrap() = vec![SessionSummary {
+        state: State::Failed,
+        ..running()
+    }];
+    app.poll_sessions();
+    app.pump_sync(&fake);
+    assert!(!app.bell);
+    assert!(
+        matches!(&app.message, Some(crate::tui::app::Message::Error(m)) if m.contains("failed"))
+    );
+}
+
+#[test]
+fn marks_and_baseline_are_remembered_across_launches() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut st = settings();
+    st.state_file = Some(dir.path().join("workbench.json"));
+    let fake = Fake::with(vec![running(), done()]);
+    let mut app = App::new(st.clone());
+    app.restore_ui_state();
+    app.pump_sync(&fake);
+    press(&mut app, &fake, "j ");
+    app.compare.baseline = Some("s2net-run".into());
+    app.persist_ui_state();
+    app.pump_sync(&fake);
+    let mut again = App::new(st);
+    again.restore_ui_state();
+    assert!(again.jobs.marked.contains("s2net-done"));
+    assert_eq!(again.compare.baseline.as_deref(), Some("s2net-run"));
 }
 
 #[test]
@@ -1195,7 +1457,7 @@ fn downsample_keeps_extremes_and_ema_smooths() {
     let d = ui::downsample(&pts, 100);
     assert!(d.len() <= 100);
     assert!(d.iter().any(|p| p.1 == 9.0), "the spike survives");
-    let e = ui::ema(&[(0.0, 1.0), (1.0, 3.0)], 0.5);
+    let e = rosetta::plot::ema(&[(0.0, 1.0), (1.0, 3.0)], 0.5);
     assert_eq!(e[0].1, 1.0, "debiased first value");
     assert!(e[1].1 > 1.0 && e[1].1 < 3.0);
     assert_eq!(ui::fmt_duration(3725.0), "1h02m");

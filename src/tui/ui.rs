@@ -2,12 +2,8 @@
 
 use ratatui::layout::{Alignment, Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};
-use ratatui::symbols::Marker;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{
-    Axis, Block, Borders, Chart, Clear, Dataset, GraphType, LegendPosition, List, ListItem,
-    ListState, Paragraph, Wrap,
-};
+use ratatui::widgets::{Block, Borders, Clear, List, ListItem, ListState, Paragraph, Wrap};
 use ratatui::Frame;
 
 use super::app::*;
@@ -75,6 +71,22 @@ pub fn draw(f: &mut Frame, app: &mut App) {
             draw_dialog(f, &app.settings.theme, "Cancel job", &text);
         }
         Some(Popup::Picker { purpose, selected }) => draw_picker(f, app, *purpose, *selected),
+        Some(Popup::Detail {
+            session,
+            scroll,
+            detail,
+        }) => jobs::draw_detail(f, &app.settings.theme, session, *scroll, detail),
+        Some(Popup::ConfirmDelete(id)) => {
+            let text = format!(
+                "Delete session {id} and all its files\n(checkpoints, metrics, log)?\n\n[y] delete it   [n/Esc] keep it"
+            );
+            draw_dialog(f, &app.settings.theme, "Delete session", &text);
+        }
+        Some(Popup::EditMeta {
+            session,
+            field,
+            value,
+        }) => jobs::draw_edit_meta(f, &app.settings.theme, session, *field, value),
         None => {}
     }
 }
@@ -234,20 +246,6 @@ pub(crate) fn fit(s: &str, n: usize) -> String {
     t
 }
 
-/// Debiased exponential moving average (TensorBoard-style smoothing `s`).
-pub fn ema(points: &[(f64, f64)], s: f64) -> Vec<(f64, f64)> {
-    let mut acc = 0.0;
-    let mut w = 0.0;
-    points
-        .iter()
-        .map(|&(x, y)| {
-            acc = s * acc + (1.0 - s) * y;
-            w = s * w + (1.0 - s);
-            (x, acc / w)
-        })
-        .collect()
-}
-
 /// At most `max` points: per bucket of consecutive points, the min and max
 /// (in x order), so spikes survive downsampling.
 pub fn downsample(points: &[(f64, f64)], max: usize) -> Vec<(f64, f64)> {
@@ -274,103 +272,6 @@ pub fn downsample(points: &[(f64, f64)], max: usize) -> Vec<(f64, f64)> {
         }
     }
     out
-}
-
-fn bounds(sets: &[&[(f64, f64)]]) -> Option<([f64; 2], [f64; 2])> {
-    let mut xs = [f64::INFINITY, f64::NEG_INFINITY];
-    let mut ys = xs;
-    for s in sets {
-        for &(x, y) in s.iter() {
-            xs = [xs[0].min(x), xs[1].max(x)];
-            ys = [ys[0].min(y), ys[1].max(y)];
-        }
-    }
-    if !xs[0].is_finite() {
-        return None;
-    }
-    if xs[1] <= xs[0] {
-        xs[1] = xs[0] + 1.0;
-    }
-    let pad = ((ys[1] - ys[0]) * 0.05).max(1e-6);
-    let lo = if ys[0] >= 0.0 {
-        (ys[0] - pad).max(0.0)
-    } else {
-        ys[0] - pad
-    };
-    Some((xs, [lo, ys[1] + pad]))
-}
-
-fn axis_labels(b: [f64; 2], prec: usize) -> Vec<Span<'static>> {
-    let mid = (b[0] + b[1]) / 2.0;
-    let mut v: Vec<String> = vec![format!("{:.*}", prec, b[0])];
-    for x in [mid, b[1]] {
-        let s = format!("{:.*}", prec, x);
-        if v.last() != Some(&s) {
-            v.push(s);
-        }
-    }
-    if v.len() == 2 && (b[1] - b[0]) > 0.0 {
-        // keep the axis ends apart: an empty middle label
-        v.insert(1, String::new());
-    }
-    v.into_iter().map(Span::raw).collect()
-}
-
-/// One drawn curve: legend name, style and points.
-pub(crate) type Curve = (String, Style, Vec<(f64, f64)>);
-
-/// What distinguishes one chart of curves from another.
-pub(crate) struct ChartSpec {
-    pub title: String,
-    pub x_title: &'static str,
-    /// Shown instead of the chart when there is nothing to draw.
-    pub empty: &'static str,
-    pub legend: LegendPosition,
-    /// Values are probabilities (MRR, P@1): the y axis stays within [0, 1].
-    pub probability: bool,
-}
-
-/// Draws `data` as line curves with their legend: the one chart function of
-/// the Jobs screen.
-pub(crate) fn draw_chart(f: &mut Frame, th: &Theme, area: Rect, spec: ChartSpec, data: &[Curve]) {
-    let refs: Vec<&[(f64, f64)]> = data.iter().map(|d| d.2.as_slice()).collect();
-    let Some((mut xb, mut yb)) = bounds(&refs) else {
-        f.render_widget(
-            Paragraph::new(Span::styled(spec.empty, th.dim())).block(block(th, spec.title, false)),
-            area,
-        );
-        return;
-    };
-    if spec.probability {
-        xb[0] = xb[0].clamp(0.0, 1.0);
-        yb = [yb[0].max(0.0), yb[1].min(1.0)];
-        if yb[1] <= yb[0] {
-            yb = [0.0, 1.0];
-        }
-    }
-    let datasets = data
-        .iter()
-        .map(|(name, style, pts)| {
-            Dataset::default()
-                .name(name.clone())
-                .marker(Marker::Braille)
-                .graph_type(GraphType::Line)
-                .style(*style)
-                .data(pts)
-        })
-        .collect();
-    let chart = Chart::new(datasets)
-        .block(block(th, spec.title, false))
-        .x_axis(
-            Axis::default()
-                .title(spec.x_title)
-                .bounds(xb)
-                .labels(axis_labels(xb, 0)),
-        )
-        .y_axis(Axis::default().bounds(yb).labels(axis_labels(yb, 3)))
-        .legend_position(Some(spec.legend))
-        .hidden_legend_constraints((Constraint::Percentage(60), Constraint::Percentage(60)));
-    f.render_widget(chart, area);
 }
 
 pub(crate) fn input_line<'a>(th: &Theme, label: &str, value: &str, editing: bool) -> Line<'a> {

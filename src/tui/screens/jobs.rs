@@ -14,8 +14,13 @@ use crate::tui::app::{App, Popup, Reply, Request};
 use crate::tui::backend::*;
 use crate::tui::config::Theme;
 use crate::tui::keymap::{Action, Context};
+use crate::tui::state::{self, UiState};
 use crate::tui::ui::*;
+use ratatui::symbols::Marker;
+use ratatui::widgets::{Axis, Chart, Dataset, GraphType};
 use rosetta::jobs;
+use rosetta::plot::{self, PlotOptions, XAxis};
+use rosetta::session::runs::{distinct_labels, elide_middle, RunFilter};
 use rosetta::session::Curves;
 
 /// A session's curves as tailed so far (the engine's [`Curves`]).
@@ -69,25 +74,65 @@ pub struct JobsScreen {
     /// The loss chart shows the step records' named parts (loss terms, a
     /// discriminator's loss and accuracy) instead of the loss.
     pub show_parts: bool,
+    /// The loss chart's y axis is logarithmic.
+    pub log_loss: bool,
+    /// The charts' x axis.
+    pub x_axis: XAxis,
+    /// Index into [`SMOOTHING`] of the charts' EMA factor.
+    pub smoothing: usize,
+    /// The right chart's figure (`None`: validation MRR).
+    pub chart_metric: Option<String>,
+    /// Marks and baseline as last remembered (`None`: not remembered).
+    pub persisted: Option<UiState>,
     /// Requests in flight.
     pending_scan: bool,
     pending_tail: BTreeSet<String>,
 }
 
+/// The EMA factors `s` steps through (0: no smoothing).
+pub const SMOOTHING: [f64; 5] = [0.9, 0.95, 0.99, 0.0, 0.6];
+
 impl JobsScreen {
-    /// Sessions passing the filter, in table order.
+    /// The filter as the engine parses it, or why it does not parse (then
+    /// nothing is filtered out).
+    pub fn run_filter(&self) -> Result<RunFilter, String> {
+        self.filter.parse::<RunFilter>().map_err(|e| e.to_string())
+    }
+    /// Sessions passing the filter (the engine's [`RunFilter`]: words,
+    /// `lr=0.01`, `mrr>0.5`, `tag=x`), in table order.
     pub fn visible(&self) -> Vec<&SessionSummary> {
-        let f = self.filter.to_lowercase();
-        self.sessions
+        let f = self.run_filter().unwrap_or_default();
+        self.sessions.iter().filter(|s| f.matches(*s)).collect()
+    }
+    /// The EMA factor of the charts.
+    pub fn smooth(&self) -> f64 {
+        SMOOTHING[self.smoothing % SMOOTHING.len()]
+    }
+    /// Labels of `ids` that tell them apart: display names (a name two
+    /// sessions share gets its folder name added) with their shared prefix
+    /// elided (the engine's `distinct_labels`).
+    pub fn labels(&self, ids: &[String]) -> Vec<String> {
+        let names: Vec<String> = ids
             .iter()
-            .filter(|s| {
-                f.is_empty()
-                    || s.id.to_lowercase().contains(&f)
-                    || s.model.to_lowercase().contains(&f)
-                    || s.workspace.to_lowercase().contains(&f)
-                    || s.state.as_str().contains(&f)
+            .map(|id| {
+                self.sessions
+                    .iter()
+                    .find(|s| &s.id == id)
+                    .map_or(id.clone(), |s| s.label().to_string())
             })
-            .collect()
+            .collect();
+        let names: Vec<String> = names
+            .iter()
+            .zip(ids)
+            .map(|(n, id)| {
+                if n != id && names.iter().filter(|m| *m == n).count() > 1 {
+                    format!("{n} ({id})")
+                } else {
+                    n.clone()
+                }
+            })
+            .collect();
+        distinct_labels(&names)
     }
     /// The selected session (if visible).
     pub fn selected_session(&self) -> Option<&SessionSummary> {
@@ -112,8 +157,9 @@ impl JobsScreen {
     }
 }
 
-/// Recent-window length of the loss chart, in steps.
-pub const RECENT_STEPS: usize = 500;
+/// Recent window of the charts, in records (the title says which steps,
+/// epochs or times they span).
+pub const RECENT_POINTS: usize = 500;
 
 /// Index of the model field in [`JobForm::fields`].
 const MODEL_FIELD: usize = 1;
@@ -372,6 +418,81 @@ impl App {
             }
             Action::ToggleHistory => self.jobs.full_history = !self.jobs.full_history,
             Action::ToggleParts => self.jobs.show_parts = !self.jobs.show_parts,
+            Action::ToggleLogScale => self.jobs.log_loss = !self.jobs.log_loss,
+            Action::CycleXAxis => self.jobs.x_axis = self.jobs.x_axis.next(),
+            Action::CycleSmoothing => {
+                self.jobs.smoothing = (self.jobs.smoothing + 1) % SMOOTHING.len();
+                let a = self.jobs.smooth();
+                self.info(if a > 0.0 {
+                    format!("smoothing: EMA {a} (raw curve faint beneath)")
+                } else {
+                    "smoothing off".to_string()
+                });
+            }
+            Action::CycleMetric => {
+                // the figures the selected session records, loss first
+                let names = self
+                    .jobs
+                    .selected
+                    .as_ref()
+                    .and_then(|id| self.jobs.series.get(id))
+                    .map(|s| s.curves.metric_names())
+                    .unwrap_or_default();
+                if names.is_empty() {
+                    self.error("no figures recorded yet");
+                } else {
+                    let cur = self
+                        .jobs
+                        .chart_metric
+                        .clone()
+                        .unwrap_or_else(|| "MRR".into());
+                    let i = names.iter().position(|n| *n == cur).map_or(0, |i| i + 1);
+                    let next = names[i % names.len()].clone();
+                    self.info(format!("right chart: {next}"));
+                    self.jobs.chart_metric = Some(next);
+                }
+            }
+            Action::Enter => match self.jobs.selected_session() {
+                Some(s) => {
+                    let session = s.id.clone();
+                    self.popup = Some(Popup::Detail {
+                        session: session.clone(),
+                        scroll: 0,
+                        detail: None,
+                    });
+                    self.outbox.push(Request::SessionDetail(session));
+                }
+                None => self.error("no job selected"),
+            },
+            Action::DeleteJob => match self.jobs.selected_session() {
+                Some(s) if !s.state.is_final() && s.alive != Some(false) => {
+                    let m = format!(
+                        "{} is {}: cancel it (c) before deleting",
+                        s.id,
+                        s.state.as_str()
+                    );
+                    self.error(m)
+                }
+                Some(s) => self.popup = Some(Popup::ConfirmDelete(s.id.clone())),
+                None => self.error("no job selected"),
+            },
+            Action::RenameJob | Action::TagJob | Action::NoteJob => {
+                match self.jobs.selected_session() {
+                    Some(s) => {
+                        let (field, value) = match a {
+                            Action::RenameJob => (MetaField::Name, s.name.clone()),
+                            Action::TagJob => (MetaField::Tags, s.tags.join(" ")),
+                            _ => (MetaField::Note, s.note.clone()),
+                        };
+                        self.popup = Some(Popup::EditMeta {
+                            session: s.id.clone(),
+                            field,
+                            value,
+                        });
+                    }
+                    None => self.error("no job selected"),
+                }
+            }
             Action::PhasePrev | Action::PhaseNext => {
                 let n = self
                     .jobs
@@ -402,6 +523,164 @@ impl App {
                 | Action::Bottom
         ) {
             self.poll_metrics();
+        }
+    }
+
+    /// A key in a Jobs popup (details, delete confirmation, name/tags/note
+    /// editor): the popup as it stays open, or `None` when it closes.
+    pub(crate) fn jobs_popup_key(
+        &mut self,
+        p: Popup,
+        k: KeyEvent,
+        action: Option<Action>,
+    ) -> Option<Popup> {
+        match p {
+            Popup::Detail {
+                session,
+                scroll,
+                detail,
+            } => {
+                let scroll = match (k.code, action) {
+                    (KeyCode::Esc, _) | (_, Some(Action::Quit)) => return None,
+                    (_, Some(Action::Down)) => scroll.saturating_add(1),
+                    (_, Some(Action::Up)) => scroll.saturating_sub(1),
+                    (_, Some(Action::PageDown)) => scroll.saturating_add(10),
+                    (_, Some(Action::PageUp)) => scroll.saturating_sub(10),
+                    (_, Some(Action::Top)) => 0,
+                    (_, Some(Action::Bottom)) => detail_lines_len(&detail) as u16,
+                    _ => scroll,
+                };
+                Some(Popup::Detail {
+                    session,
+                    scroll,
+                    detail,
+                })
+            }
+            Popup::ConfirmDelete(id) => match k.code {
+                KeyCode::Char('y') | KeyCode::Char('Y') => {
+                    self.info(format!("deleting {id}…"));
+                    self.outbox.push(Request::Delete(id));
+                    None
+                }
+                KeyCode::Esc | KeyCode::Char('n') | KeyCode::Char('N') => None,
+                _ => Some(Popup::ConfirmDelete(id)),
+            },
+            Popup::EditMeta {
+                session,
+                field,
+                mut value,
+            } => {
+                match k.code {
+                    KeyCode::Esc => return None,
+                    KeyCode::Enter => {
+                        self.outbox.push(Request::SetMeta {
+                            session,
+                            field,
+                            value,
+                        });
+                        return None;
+                    }
+                    KeyCode::Backspace => {
+                        value.pop();
+                    }
+                    KeyCode::Char('u') if k.modifiers.contains(KeyModifiers::CONTROL) => {
+                        value.clear()
+                    }
+                    KeyCode::Char(c) if !k.modifiers.contains(KeyModifiers::CONTROL) => {
+                        value.push(c)
+                    }
+                    _ => {}
+                }
+                Some(Popup::EditMeta {
+                    session,
+                    field,
+                    value,
+                })
+            }
+            other => Some(other),
+        }
+    }
+
+    /// Restores the marks and the Compare baseline remembered for this
+    /// sessions root (when the settings name a state file).
+    pub fn restore_ui_state(&mut self) {
+        let Some(path) = self.settings.state_file.clone() else {
+            return;
+        };
+        match state::load(&path) {
+            Ok(f) => {
+                let key = state::root_key(&self.settings.sessions_dir);
+                let st = f.roots.get(&key).cloned().unwrap_or_default();
+                self.jobs.marked = st.marked.iter().cloned().collect();
+                self.compare.baseline = st.baseline.clone();
+                self.jobs.persisted = Some(st);
+                self.poll_metrics();
+            }
+            Err(e) => self.error(format!("marks not restored: {e}")),
+        }
+    }
+
+    /// Queues a save of the marks and the baseline when they changed since
+    /// the last one (when the settings name a state file).
+    pub fn persist_ui_state(&mut self) {
+        let Some(path) = self.settings.state_file.clone() else {
+            return;
+        };
+        let now = UiState {
+            marked: self.jobs.marked.iter().cloned().collect(),
+            baseline: self.compare.baseline.clone(),
+        };
+        if self.jobs.persisted.as_ref() != Some(&now) {
+            self.jobs.persisted = Some(now.clone());
+            self.outbox.push(Request::SaveUiState {
+                path,
+                root: state::root_key(&self.settings.sessions_dir),
+                state: now,
+            });
+        }
+    }
+
+    /// A job alert on the status line, with the terminal bell when the
+    /// settings ask for it.
+    fn alert(&mut self, msg: String, bad: bool) {
+        crate::tui::log::info(&format!("alert: {msg}"));
+        if bad {
+            self.error(msg);
+        } else {
+            self.info(msg);
+        }
+        self.bell |= self.settings.bell;
+    }
+
+    /// Alerts for the jobs whose state changed between two scans: finished,
+    /// failed, cancelled, their process gone, or their loss diverging.
+    fn job_alerts(&mut self, old: &[SessionSummary]) {
+        let mut alerts = Vec::new();
+        for s in &self.jobs.sessions {
+            let Some(o) = old.iter().find(|o| o.id == s.id) else {
+                continue;
+            };
+            let name = s.label().to_string();
+            if !o.state.is_final() && s.state.is_final() {
+                let bad = s.state != State::Done;
+                let mut m = format!("job {name} {}", s.state.as_str());
+                if let (true, Some(e)) = (bad, &s.error) {
+                    m.push_str(&format!(": {e}"));
+                } else if let Some(b) = s.best_mrr {
+                    m.push_str(&format!(" (best MRR {b:.4})"));
+                }
+                alerts.push((m, bad));
+            } else if o.alive == Some(true) && s.alive == Some(false) {
+                alerts.push((format!("job {name}: its process is gone (crashed?)"), true));
+            }
+            if o.divergence.is_none() && !s.state.is_final() {
+                if let Some(d) = &s.divergence {
+                    alerts.push((format!("job {name} diverging: {d}"), true));
+                }
+            }
+        }
+        for (m, bad) in alerts {
+            self.alert(m, bad);
         }
     }
 
@@ -480,7 +759,10 @@ impl App {
                         if self.jobs.sessions == list && self.jobs.scanned {
                             changed = false;
                         }
-                        self.jobs.sessions = list;
+                        let old = std::mem::replace(&mut self.jobs.sessions, list);
+                        if self.jobs.scanned {
+                            self.job_alerts(&old);
+                        }
                         self.jobs.scanned = true;
                         self.jobs.error = None;
                         if self.jobs.selected_session().is_none() {
@@ -552,6 +834,41 @@ impl App {
                 }
                 Err(e) => self.error(e),
             },
+            Reply::Detail { session, result } => match &mut self.popup {
+                Some(Popup::Detail {
+                    session: open,
+                    detail,
+                    ..
+                }) if *open == session => *detail = Some(result),
+                _ => return false,
+            },
+            Reply::MetaSet {
+                session,
+                field,
+                result,
+            } => match result {
+                Ok(()) => {
+                    self.info(format!("{session}: {} saved", field.as_str()));
+                    self.poll_sessions();
+                }
+                Err(e) => self.error(e),
+            },
+            Reply::Deleted { session, result } => match result {
+                Ok(()) => {
+                    self.info(format!("deleted {session}"));
+                    self.jobs.marked.remove(&session);
+                    self.jobs.series.remove(&session);
+                    if self.jobs.selected.as_deref() == Some(session.as_str()) {
+                        self.jobs.selected = None;
+                    }
+                    self.poll_sessions();
+                }
+                Err(e) => self.error(e),
+            },
+            Reply::UiStateSaved(result) => match result {
+                Ok(()) => return false,
+                Err(e) => self.error(format!("marks not remembered: {e}")),
+            },
             Reply::Resumed { result, .. } => match result {
                 Ok(l) => {
                     let id = l.session;
@@ -580,101 +897,8 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         Constraint::Min(6),
     ])
     .areas(area);
-
+    draw_table(f, app, ta, &visible);
     let wide = area.width >= 110;
-    let mut header = vec!["", "session", "state", "model"];
-    if wide {
-        header.extend(["workspace", "device"]);
-    }
-    header.extend(["progress", "ETA", "pairs/s", "best MRR"]);
-    let rows: Vec<Row> = visible
-        .iter()
-        .map(|s| {
-            let mark = if j.marked.contains(&s.id) { "●" } else { " " };
-            let mut cells = vec![
-                Cell::from(mark),
-                Cell::from(s.id.clone()),
-                Cell::from(Span::styled(state_label(s), state_style(th, s))),
-                Cell::from(s.model.clone()),
-            ];
-            if wide {
-                cells.push(Cell::from(trunc(&workspace_label(&s.workspace), 16)));
-                cells.push(Cell::from(s.device.clone()));
-            }
-            let prog = match (s.state, s.progress) {
-                (State::Done, _) => bar(1.0, 5),
-                (_, Some(p)) => bar(p, 5),
-                _ => String::new(),
-            };
-            cells.push(Cell::from(prog));
-            cells.push(Cell::from(if !s.state.is_final() {
-                s.eta_s.map(fmt_duration).unwrap_or_default()
-            } else {
-                String::new()
-            }));
-            cells.push(Cell::from(
-                s.pairs_per_s.map(|p| format!("{p:.0}")).unwrap_or_default(),
-            ));
-            cells.push(Cell::from(
-                s.best_mrr
-                    .map(|m| match s.best_epoch {
-                        Some(e) => format!("{m:.4} @{e}"),
-                        None => format!("{m:.4}"),
-                    })
-                    .unwrap_or_default(),
-            ));
-            Row::new(cells)
-        })
-        .collect();
-    let mut widths = vec![
-        Constraint::Length(1),
-        Constraint::Min(21),
-        Constraint::Length(9),
-        Constraint::Length(7),
-    ];
-    if wide {
-        widths.extend([Constraint::Length(16), Constraint::Length(7)]);
-    }
-    widths.extend([
-        Constraint::Length(10),
-        Constraint::Length(5),
-        Constraint::Length(7),
-        Constraint::Length(10),
-    ]);
-    let mut title = format!(" Sessions ({}) ", visible.len());
-    if !j.filter.is_empty() || j.editing_filter {
-        title.push_str(&format!(
-            "/{}{} ",
-            j.filter,
-            if j.editing_filter { "▏" } else { "" }
-        ));
-    }
-    let table = Table::new(rows, widths)
-        .header(Row::new(header).style(th.accent()))
-        .block(block(th, title, true))
-        .row_highlight_style(th.selected());
-    let mut state = TableState::default().with_selected(j.selected_index());
-    if !j.scanned || visible.is_empty() {
-        let msg = if let Some(e) = &j.error {
-            Span::styled(format!("cannot read sessions: {e}"), th.bad())
-        } else if !j.scanned {
-            Span::raw("scanning sessions…")
-        } else if j.sessions.is_empty() {
-            Span::raw(format!(
-                "no sessions yet — press {} to start a training job",
-                app.settings.keymap.keys_for(Context::Jobs, Action::NewJob)
-            ))
-        } else {
-            Span::raw("no session matches the filter")
-        };
-        f.render_widget(
-            Paragraph::new(msg).block(block(th, title_owned(&j.filter), true)),
-            ta,
-        );
-    } else {
-        f.render_stateful_widget(table, ta, &mut state);
-    }
-
     let sel = j.selected_session();
     let series = sel.and_then(|s| j.series.get(&s.id));
     // detail lines
@@ -731,6 +955,187 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     draw_valid_chart(f, app, vc);
 }
 
+/// One column of the sessions table: header, width and a cell per row.
+struct Column<'a> {
+    header: String,
+    width: u16,
+    cell: Box<dyn Fn(&SessionSummary) -> Cell<'static> + 'a>,
+}
+
+/// The sessions table: fixed columns, then one column per setting that
+/// differs between the listed sessions (the engine's "diff only"), as many
+/// as fit; session labels elide the prefix the names share, never their end.
+fn draw_table(f: &mut Frame, app: &App, area: Rect, visible: &[&SessionSummary]) {
+    let th = &app.settings.theme;
+    let j = &app.jobs;
+    let wide = area.width >= 110;
+    let maps: Vec<&std::collections::BTreeMap<String, String>> =
+        visible.iter().map(|s| &s.settings).collect();
+    let diff: Vec<String> = rosetta::session::runs::differing_keys(&maps)
+        .into_iter()
+        .filter(|k| k != "model" && !(wide && k == "workspace"))
+        .collect();
+    let ids: Vec<String> = visible.iter().map(|s| s.id.clone()).collect();
+    let labels: HashMap<String, String> = ids.iter().cloned().zip(j.labels(&ids)).collect();
+    let mut cols: Vec<Column> = vec![
+        Column {
+            header: "state".into(),
+            width: 9,
+            cell: Box::new(move |s| Cell::from(Span::styled(state_label(s), state_style(th, s)))),
+        },
+        Column {
+            header: "model".into(),
+            width: 7,
+            cell: Box::new(|s| Cell::from(s.model.clone())),
+        },
+    ];
+    if wide {
+        cols.push(Column {
+            header: "workspace".into(),
+            width: 16,
+            cell: Box::new(|s| Cell::from(trunc(&workspace_label(&s.workspace), 16))),
+        });
+        cols.push(Column {
+            header: "device".into(),
+            width: 7,
+            cell: Box::new(|s| Cell::from(s.device.clone())),
+        });
+    }
+    cols.push(Column {
+        header: "progress".into(),
+        width: 10,
+        cell: Box::new(|s| {
+            Cell::from(match (s.state, s.progress) {
+                (State::Done, _) => bar(1.0, 5),
+                (_, Some(p)) => bar(p, 5),
+                _ => String::new(),
+            })
+        }),
+    });
+    // ETA and throughput give way to the differing settings on a narrow screen
+    if wide || diff.is_empty() {
+        cols.push(Column {
+            header: "ETA".into(),
+            width: 5,
+            cell: Box::new(|s| {
+                Cell::from(if !s.state.is_final() {
+                    s.eta_s.map(fmt_duration).unwrap_or_default()
+                } else {
+                    String::new()
+                })
+            }),
+        });
+        cols.push(Column {
+            header: "pairs/s".into(),
+            width: 7,
+            cell: Box::new(|s| {
+                Cell::from(s.pairs_per_s.map(|p| format!("{p:.0}")).unwrap_or_default())
+            }),
+        });
+    }
+    cols.push(Column {
+        header: "best MRR".into(),
+        width: 10,
+        cell: Box::new(|s| {
+            Cell::from(
+                s.best_mrr
+                    .map(|m| match s.best_epoch {
+                        Some(e) => format!("{m:.4} @{e}"),
+                        None => format!("{m:.4}"),
+                    })
+                    .unwrap_or_default(),
+            )
+        }),
+    });
+    // room left for the session column (at least 14) and the diff columns
+    let used: u16 = cols.iter().map(|c| c.width + 1).sum::<u16>() + 2 + 2;
+    let mut room = area.width.saturating_sub(used + 14);
+    for k in &diff {
+        let w = visible
+            .iter()
+            .map(|s| s.settings.get(k).map_or(1, |v| v.chars().count()))
+            .max()
+            .unwrap_or(1)
+            .max(k.chars().count())
+            .min(12) as u16;
+        if w + 1 > room {
+            break;
+        }
+        room -= w + 1;
+        let key = k.clone();
+        cols.push(Column {
+            header: k.clone(),
+            width: w,
+            cell: Box::new(move |s| {
+                Cell::from(elide_middle(
+                    s.settings.get(&key).map_or("—", String::as_str),
+                    w as usize,
+                ))
+            }),
+        });
+    }
+    let session_w = area
+        .width
+        .saturating_sub(cols.iter().map(|c| c.width + 1).sum::<u16>() + 2 + 2)
+        .max(14);
+    let mut header = vec![Cell::from(""), Cell::from("session")];
+    header.extend(cols.iter().map(|c| Cell::from(c.header.clone())));
+    let rows: Vec<Row> = visible
+        .iter()
+        .map(|s| {
+            let mark = if j.marked.contains(&s.id) { "●" } else { " " };
+            let mut label = labels.get(&s.id).cloned().unwrap_or_else(|| s.id.clone());
+            if !s.tags.is_empty() {
+                label.push_str(&format!(" [{}]", s.tags.join(",")));
+            }
+            let mut cells = vec![
+                Cell::from(mark),
+                Cell::from(elide_middle(&label, session_w as usize)),
+            ];
+            cells.extend(cols.iter().map(|c| (c.cell)(s)));
+            Row::new(cells)
+        })
+        .collect();
+    let mut widths = vec![Constraint::Length(1), Constraint::Length(session_w)];
+    widths.extend(cols.iter().map(|c| Constraint::Length(c.width)));
+    let mut title = format!(" Sessions ({}) ", visible.len());
+    if !j.filter.is_empty() || j.editing_filter {
+        title.push_str(&format!(
+            "/{}{} ",
+            j.filter,
+            if j.editing_filter { "▏" } else { "" }
+        ));
+        if let Err(e) = j.run_filter() {
+            title.push_str(&format!("✗ {e} "));
+        }
+    }
+    if !j.scanned || visible.is_empty() {
+        let msg = if let Some(e) = &j.error {
+            Span::styled(format!("cannot read sessions: {e}"), th.bad())
+        } else if !j.scanned {
+            Span::raw("scanning sessions…")
+        } else if j.sessions.is_empty() {
+            Span::raw(format!(
+                "no sessions yet — press {} to start a training job",
+                app.settings.keymap.keys_for(Context::Jobs, Action::NewJob)
+            ))
+        } else {
+            Span::raw("no session matches the filter (lr=0.01, mrr>0.5, tag=x or words)")
+        };
+        f.render_widget(
+            Paragraph::new(msg).block(block(th, title_owned(&j.filter), true)),
+            area,
+        );
+        return;
+    }
+    let table = Table::new(rows, widths)
+        .header(Row::new(header).style(th.accent()))
+        .block(block(th, title, true))
+        .row_highlight_style(th.selected());
+    let mut state = TableState::default().with_selected(j.selected_index());
+    f.render_stateful_widget(table, area, &mut state);
+}
+
 fn title_owned(filter: &str) -> String {
     if filter.is_empty() {
         " Sessions ".into()
@@ -750,35 +1155,209 @@ fn chart_sessions(app: &App) -> Vec<String> {
     v
 }
 
+/// Line marker of overlaid curve `i`: without colour (NO_COLOR) each curve
+/// gets its own kind of dot, shown in front of its legend name.
+fn series_marker(th: &Theme, i: usize) -> (Marker, &'static str) {
+    const KINDS: [(Marker, &str); 4] = [
+        (Marker::Braille, "⠶"),
+        (Marker::Dot, "•"),
+        (Marker::Block, "█"),
+        (Marker::HalfBlock, "▀"),
+    ];
+    if th.mono {
+        KINDS[i % KINDS.len()]
+    } else {
+        KINDS[0]
+    }
+}
+
+/// One drawn curve: legend name (empty: none), style, marker, points and
+/// whether its points stand alone (a best-value marker).
+struct Drawn {
+    name: String,
+    style: Style,
+    marker: Marker,
+    points: Vec<(f64, f64)>,
+    scatter: bool,
+}
+
+/// How one chart is drawn.
+struct View {
+    title: String,
+    x: XAxis,
+    log_y: bool,
+    empty: &'static str,
+    legend: LegendPosition,
+}
+
+/// The curves of `lines` (the engine's series, in display coordinates) as
+/// drawn: in an overlay one curve per run with its own colour and (without
+/// colour) marker, else the raw curve faint beneath the smoothed one; each
+/// with its best value marked `█`.
+fn drawn(th: &Theme, lines: &[plot::Line], overlay: bool, max_pts: usize) -> Vec<Drawn> {
+    let mut out = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        if l.raw.is_empty() {
+            continue;
+        }
+        let (marker, glyph) = series_marker(th, i);
+        let style = if overlay || lines.len() > 1 {
+            th.series(i)
+        } else {
+            th.accent()
+        };
+        let name = if th.mono && (overlay || lines.len() > 1) {
+            format!("{glyph} {}", l.label)
+        } else {
+            l.label.clone()
+        };
+        if let Some(sm) = &l.smooth {
+            if !overlay {
+                out.push(Drawn {
+                    name: if lines.len() > 1 {
+                        String::new()
+                    } else {
+                        "raw".into()
+                    },
+                    style: th.dim(),
+                    marker: Marker::Braille,
+                    points: downsample(&l.raw, max_pts),
+                    scatter: false,
+                });
+            }
+            out.push(Drawn {
+                name,
+                style,
+                marker,
+                points: downsample(sm, max_pts),
+                scatter: false,
+            });
+        } else {
+            out.push(Drawn {
+                name,
+                style,
+                marker,
+                points: downsample(&l.raw, max_pts),
+                scatter: false,
+            });
+        }
+        if let Some(b) = l.best {
+            out.push(Drawn {
+                name: String::new(),
+                style: style.add_modifier(ratatui::style::Modifier::BOLD),
+                marker: Marker::Block,
+                points: vec![b],
+                scatter: true,
+            });
+        }
+    }
+    out
+}
+
+/// Draws one chart of the Jobs screen: axes ranged on the data (the
+/// engine's `x_range` / `y_range`: never forced to 0), labelled in steps,
+/// epochs or times and, on a log axis, in the values themselves.
+fn draw_lines(
+    f: &mut Frame,
+    th: &Theme,
+    area: Rect,
+    view: View,
+    lines: &[plot::Line],
+    curves: &[Drawn],
+) {
+    let (Some(xb), Some(yb)) = (plot::x_range(lines), plot::y_range(lines)) else {
+        f.render_widget(
+            Paragraph::new(Span::styled(view.empty, th.dim())).block(block(th, view.title, false)),
+            area,
+        );
+        return;
+    };
+    let datasets = curves
+        .iter()
+        .map(|d| {
+            let mut ds = Dataset::default()
+                .marker(d.marker)
+                .graph_type(if d.scatter {
+                    GraphType::Scatter
+                } else {
+                    GraphType::Line
+                })
+                .style(d.style)
+                .data(&d.points);
+            if !d.name.is_empty() {
+                ds = ds.name(d.name.clone());
+            }
+            ds
+        })
+        .collect();
+    let x_labels: Vec<Span> = label_ticks(xb)
+        .into_iter()
+        .map(|v| Span::raw(plot::fmt_x(view.x, v)))
+        .collect();
+    let y_labels: Vec<Span> = label_ticks(yb)
+        .into_iter()
+        .map(|v| Span::raw(plot::fmt_y(view.log_y, v)))
+        .collect();
+    let chart = Chart::new(datasets)
+        .block(block(th, view.title, false))
+        .x_axis(
+            Axis::default()
+                .title(view.x.as_str())
+                .bounds(xb)
+                .labels(x_labels),
+        )
+        .y_axis(Axis::default().bounds(yb).labels(y_labels))
+        .legend_position(Some(view.legend))
+        .hidden_legend_constraints((Constraint::Percentage(60), Constraint::Percentage(60)));
+    f.render_widget(chart, area);
+}
+
+/// Axis ends and middle.
+fn label_ticks(b: [f64; 2]) -> Vec<f64> {
+    vec![b[0], (b[0] + b[1]) / 2.0, b[1]]
+}
+
+/// Overlay labels of `ids`: display names, shared prefix elided, then cut
+/// in the middle to `n` characters.
+fn overlay_labels(app: &App, ids: &[String], n: usize) -> Vec<String> {
+    app.jobs
+        .labels(ids)
+        .into_iter()
+        .map(|l| elide_middle(&l, n))
+        .collect()
+}
+
 fn draw_loss_chart(f: &mut Frame, app: &App, area: Rect) {
     let th = &app.settings.theme;
     let j = &app.jobs;
     let max_pts = (area.width as usize).saturating_sub(10).max(8) * 2;
-    let window = |pts: &[(f64, f64)]| -> Vec<(f64, f64)> {
-        if j.full_history || pts.len() <= RECENT_STEPS {
-            pts.to_vec()
-        } else {
-            pts[pts.len() - RECENT_STEPS..].to_vec()
-        }
-    };
     let ids = chart_sessions(app);
     let overlay = !j.marked.is_empty();
+    let opts = PlotOptions {
+        metric: "loss".into(),
+        x: j.x_axis,
+        log_y: j.log_loss,
+        smooth: Some(j.smooth()),
+        last: (!j.full_history).then_some(RECENT_POINTS),
+    };
     if j.show_parts && !overlay {
         if let Some(s) = ids.first().and_then(|id| j.series.get(id)) {
-            return draw_parts_chart(f, app, area, &s.curves, &window, max_pts);
+            return draw_parts_chart(f, app, area, &s.curves, &opts, max_pts);
         }
     }
-    let mut data: Vec<Curve> = Vec::new();
+    let labels = overlay_labels(app, &ids, 18);
+    let mut lines: Vec<plot::Line> = Vec::new();
     let mut phase_title = String::new();
-    for (i, id) in ids.iter().enumerate() {
+    for (id, label) in ids.iter().zip(labels) {
         let Some(s) = j.series.get(id) else { continue };
         if s.curves.loss.is_empty() {
             continue;
         }
+        let mut pts = s.curves.points("loss", j.x_axis);
         // a job of several phases (layers): one phase at a time, their
         // losses differ in scale
         let phases = &s.curves.loss_phases;
-        let all = if !overlay && phases.len() > 1 {
+        if !overlay && phases.len() > 1 {
             let k = j
                 .loss_phase
                 .unwrap_or(phases.len() - 1)
@@ -794,44 +1373,37 @@ fn draw_loss_chart(f: &mut Frame, app: &App, area: Rect) {
                     ""
                 }
             );
-            s.curves.phase_loss(k)
-        } else {
-            &s.curves.loss
-        };
-        let pts = window(all);
-        let smooth = downsample(&ema(&pts, 0.9), max_pts);
-        if overlay {
-            data.push((trunc(id, 18), th.series(i), smooth));
-        } else {
-            data.push(("raw".into(), th.dim(), downsample(&pts, max_pts)));
-            data.push(("EMA".into(), th.accent(), smooth));
+            let start = phases[k].1;
+            let end = phases.get(k + 1).map_or(pts.len(), |p| p.1);
+            pts = pts[start..end.min(pts.len())].to_vec();
         }
+        lines.push(plot::line_from_points(
+            if overlay { label } else { "EMA".into() },
+            pts,
+            true,
+            &opts,
+        ));
     }
-    let title = format!(
-        " Training loss · {phase_title}{} ",
-        if j.full_history {
-            "full history".to_string()
-        } else {
-            format!("last {RECENT_STEPS} steps")
-        }
-    );
-    draw_chart(
+    let mut t = plot::title(&opts, &lines);
+    if !j.full_history && lines.iter().any(|l| l.raw.len() >= RECENT_POINTS) {
+        t.push_str(" (recent)");
+    }
+    let curves = drawn(th, &lines, overlay, max_pts);
+    draw_lines(
         f,
         th,
         area,
-        ChartSpec {
-            title,
-            x_title: "step",
+        View {
+            title: format!(" Training {phase_title}{t} "),
+            x: j.x_axis,
+            log_y: j.log_loss,
             empty: " no training steps yet",
             legend: LegendPosition::TopRight,
-            probability: false,
         },
-        &data,
+        &lines,
+        &curves,
     );
 }
-
-/// The recent-steps window of the loss chart.
-type Window<'a> = dyn Fn(&[(f64, f64)]) -> Vec<(f64, f64)> + 'a;
 
 /// The step records' named parts of one session, smoothed: an adversarial
 /// job's loss terms next to its discriminator's loss and accuracy (the
@@ -842,32 +1414,53 @@ fn draw_parts_chart(
     app: &App,
     area: Rect,
     curves: &rosetta::session::Curves,
-    window: &Window<'_>,
+    opts: &PlotOptions,
     max_pts: usize,
 ) {
     let th = &app.settings.theme;
-    let data: Vec<Curve> = curves
+    let opts = PlotOptions {
+        log_y: false,
+        ..opts.clone()
+    };
+    let lines: Vec<plot::Line> = curves
         .parts
-        .iter()
-        .filter(|(name, _)| !matches!(name.as_str(), "grad_norm" | "L_reg"))
-        .enumerate()
-        .map(|(i, (name, pts))| {
-            let smooth = downsample(&ema(&window(pts), 0.9), max_pts);
-            (name.clone(), th.series(i), smooth)
+        .keys()
+        .filter(|name| !matches!(name.as_str(), "grad_norm" | "L_reg"))
+        .map(|name| {
+            let o = PlotOptions {
+                metric: name.clone(),
+                ..opts.clone()
+            };
+            plot::line(curves, name.clone(), &o)
         })
         .collect();
-    draw_chart(
+    // one curve per part, smoothed, no raw curves beneath
+    let lines: Vec<plot::Line> = lines
+        .into_iter()
+        .map(|mut l| {
+            if let Some(s) = l.smooth.take() {
+                l.raw = s;
+            }
+            l
+        })
+        .collect();
+    let curves = drawn(th, &lines, true, max_pts);
+    let range = plot::x_range(&lines)
+        .map(|r| format!(" · {}", plot::range_label(opts.x, r)))
+        .unwrap_or_default();
+    draw_lines(
         f,
         th,
         area,
-        ChartSpec {
-            title: " Loss terms and discriminator (EMA) · t: the loss ".to_string(),
-            x_title: "step",
+        View {
+            title: format!(" Loss terms and discriminator (EMA){range} · t: the loss "),
+            x: opts.x,
+            log_y: false,
             empty: " this job logs no loss terms (t: the loss)",
             legend: LegendPosition::TopRight,
-            probability: false,
         },
-        &data,
+        &lines,
+        &curves,
     );
 }
 
@@ -876,41 +1469,199 @@ fn draw_valid_chart(f: &mut Frame, app: &App, area: Rect) {
     let j = &app.jobs;
     let ids = chart_sessions(app);
     let overlay = !j.marked.is_empty();
-    let mut data: Vec<Curve> = Vec::new();
-    for (i, id) in ids.iter().enumerate() {
+    let metric = j.chart_metric.clone().unwrap_or_else(|| "MRR".into());
+    let labels = overlay_labels(app, &ids, 18);
+    let mut lines = Vec::new();
+    for (id, label) in ids.iter().zip(labels) {
         let Some(s) = j.series.get(id) else { continue };
-        let mrr = s.curves.valid_points("MRR");
-        let p1 = s.curves.valid_points("P@1");
-        if overlay {
-            if !mrr.is_empty() {
-                data.push((trunc(id, 18), th.series(i), mrr));
-            }
-        } else {
-            if !mrr.is_empty() {
-                data.push(("MRR".into(), th.accent(), mrr));
-            }
-            if !p1.is_empty() {
-                data.push(("P@1".into(), th.warn(), p1));
-            }
+        let step_metric = plot::is_step_metric(&s.curves, &metric);
+        let opts = PlotOptions {
+            metric: metric.clone(),
+            x: j.x_axis,
+            log_y: false,
+            smooth: Some(if step_metric { j.smooth() } else { 0.0 }),
+            last: (!j.full_history && step_metric).then_some(RECENT_POINTS),
+        };
+        let l = plot::line(
+            &s.curves,
+            if overlay { label } else { metric.clone() },
+            &opts,
+        );
+        if !l.raw.is_empty() {
+            lines.push(l);
         }
     }
-    let title = if overlay {
-        " Validation MRR "
-    } else {
-        " Validation MRR / P@1 "
+    let opts = PlotOptions {
+        metric: metric.clone(),
+        x: j.x_axis,
+        smooth: Some(0.0),
+        ..Default::default()
     };
-    draw_chart(
+    let mut t = plot::title(&opts, &lines);
+    if let Some(b) = lines
+        .first()
+        .and_then(|l| l.best_value)
+        .filter(|_| !overlay)
+    {
+        t.push_str(&format!(" · best {}", plot::fmt_y(false, b)));
+    }
+    let curves = drawn(th, &lines, overlay, (area.width as usize).max(8) * 2);
+    draw_lines(
         f,
         th,
         area,
-        ChartSpec {
-            title: title.to_string(),
-            x_title: "epoch",
-            empty: " no validation yet",
+        View {
+            title: format!(" {t} "),
+            x: j.x_axis,
+            log_y: false,
+            empty: " no validation yet (m: another figure)",
             legend: LegendPosition::BottomRight,
-            probability: true,
         },
-        &data,
+        &lines,
+        &curves,
+    );
+}
+
+/// Lines of the detail pane (for scrolling to the end).
+fn detail_lines_len(d: &Option<Result<Box<RunDetail>, String>>) -> usize {
+    match d {
+        Some(Ok(d)) => detail_text(d).len(),
+        _ => 0,
+    }
+}
+
+/// The detail pane's text: state, meta, best figures, checkpoints, config
+/// and the end of the log.
+fn detail_text(d: &RunDetail) -> Vec<(String, bool)> {
+    let mut v: Vec<(String, bool)> = vec![(format!("{} · {}", d.id, d.state), true)];
+    let mut line = |s: String, head: bool| v.push((s, head));
+    line(format!("folder      {}", d.dir.display()), false);
+    if !d.meta.name.is_empty() {
+        line(format!("name        {}", d.meta.name), false);
+    }
+    if !d.meta.tags.is_empty() {
+        line(format!("tags        {}", d.meta.tags.join(", ")), false);
+    }
+    for (i, n) in d.meta.note.lines().enumerate() {
+        let lead = if i == 0 {
+            "note        "
+        } else {
+            "            "
+        };
+        line(format!("{lead}{n}"), false);
+    }
+    line(String::new(), false);
+    line("Best figures (validation; loss: lowest step)".into(), true);
+    if d.best.is_empty() {
+        line("  none recorded yet".into(), false);
+    }
+    for (k, (val, at)) in &d.best {
+        let at = if k == "loss" {
+            format!("step {at}")
+        } else {
+            format!("epoch {at}")
+        };
+        line(format!("  {k:<12} {val:.4}  ({at})"), false);
+    }
+    line(String::new(), false);
+    line("Checkpoints".into(), true);
+    if d.checkpoints.is_empty() {
+        line("  none".into(), false);
+    }
+    for c in &d.checkpoints {
+        line(
+            format!(
+                "  {:<22} {:>9.1} MB  {}",
+                c.name,
+                c.bytes as f64 / 1e6,
+                c.modified
+            ),
+            false,
+        );
+    }
+    line(String::new(), false);
+    line("config.toml".into(), true);
+    for l in d.config.lines() {
+        line(format!("  {l}"), false);
+    }
+    line(String::new(), false);
+    line(format!("log.txt (last {} lines)", d.log_tail.len()), true);
+    for l in &d.log_tail {
+        line(format!("  {l}"), false);
+    }
+    for p in &d.problems {
+        line(format!("  ✗ {p}"), false);
+    }
+    v
+}
+
+/// Draws the detail pane of a session (a popup of the Jobs screen).
+pub fn draw_detail(
+    f: &mut Frame,
+    th: &Theme,
+    session: &str,
+    scroll: u16,
+    detail: &Option<Result<Box<RunDetail>, String>>,
+) {
+    let area = centered(
+        f.area(),
+        f.area().width.saturating_sub(4).min(110),
+        f.area().height.saturating_sub(2),
+    );
+    f.render_widget(Clear, area);
+    // G scrolls to the end: at most so far that the last line shows
+    let inner = area.height.saturating_sub(2);
+    let scroll = scroll.min((detail_lines_len(detail) as u16).saturating_sub(inner));
+    let lines: Vec<Line> = match detail {
+        None => vec![Line::raw(format!(" loading {session}…"))],
+        Some(Err(e)) => vec![Line::from(Span::styled(format!(" ✗ {e}"), th.bad()))],
+        Some(Ok(d)) => detail_text(d)
+            .into_iter()
+            .map(|(t, head)| {
+                if head {
+                    Line::from(Span::styled(t, th.accent()))
+                } else {
+                    Line::raw(t)
+                }
+            })
+            .collect(),
+    };
+    f.render_widget(
+        Paragraph::new(lines).scroll((scroll, 0)).block(block(
+            th,
+            format!(" {session} · ↑↓ PgUp/PgDn scroll · Esc close "),
+            true,
+        )),
+        area,
+    );
+}
+
+/// Draws the name / tags / note editor (a popup of the Jobs screen).
+pub fn draw_edit_meta(f: &mut Frame, th: &Theme, session: &str, field: MetaField, value: &str) {
+    let area = centered(f.area(), 70, 6);
+    f.render_widget(Clear, area);
+    let hint = match field {
+        MetaField::Name => "empty: back to the folder name",
+        MetaField::Tags => "words separated by spaces or commas",
+        MetaField::Note => "free text; empty removes it",
+    };
+    let lines = vec![
+        input_line(th, &format!(" {}:", field.as_str()), value, true),
+        Line::raw(""),
+        Line::from(Span::styled(
+            format!(" {hint} · Enter save · Ctrl-U clear · Esc cancel"),
+            th.dim(),
+        )),
+    ];
+    f.render_widget(
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .block(block(
+                th,
+                format!(" {} of {session} ", field.as_str()),
+                true,
+            )),
+        area,
     );
 }
 
@@ -972,22 +1723,23 @@ pub fn draw_form(f: &mut Frame, th: &Theme, form: &JobForm) {
     );
 }
 
-/// The Jobs screen's key hints on the status line.
+/// The Jobs screen's key hints on the status line (fits 80 columns; `?`
+/// lists the rest).
 pub fn hints(app: &App) -> String {
     let km = &app.settings.keymap;
     let k = |c, a| km.keys_for(c, a);
     use Context as C;
     if app.jobs.editing_filter {
-        return "type to filter · Enter/Esc done".into();
+        return "type: words, lr=0.01, mrr>0.5, tag=x · Enter/Esc done".into();
     }
     format!(
-        "{} new · {} cancel · {} resume · {} duplicate · {} mark · {} history · {} filter",
+        "{} details · {} new · {} mark · {} log · {} axis · {} filter · {} more",
+        k(C::Jobs, Action::Enter),
         k(C::Jobs, Action::NewJob),
-        k(C::Jobs, Action::CancelJob),
-        k(C::Jobs, Action::ResumeJob),
-        k(C::Jobs, Action::DuplicateJob),
         k(C::Jobs, Action::MarkJob),
-        k(C::Jobs, Action::ToggleHistory),
-        k(C::Global, Action::Filter)
+        k(C::Jobs, Action::ToggleLogScale),
+        k(C::Jobs, Action::CycleXAxis),
+        k(C::Global, Action::Filter),
+        k(C::Global, Action::Help)
     )
 }

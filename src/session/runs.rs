@@ -1,0 +1,932 @@
+//! Telling runs apart: a session's own name, tags and note (`meta.json`),
+//! the settings that differ between runs ("diff only"), labels that never
+//! cut names to ambiguity, filters by setting or figure, a run's details,
+//! and deleting a session. `rosetta jobs` and the workbench's Jobs screen
+//! both go through these functions.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::metrics::{Curves, MetricsTail};
+use super::{
+    json_error, list_sessions, read_status, SessionConfig, SessionEntry, State, CHECKPOINT_DIR,
+    CONFIG_FILE, LOCK_FILE, LOG_FILE, METRICS_FILE, STATUS_FILE,
+};
+use crate::util::write_atomic;
+use crate::{Error, Result};
+
+/// A session's own name, tags and note, kept in its folder.
+pub const META_FILE: &str = "meta.json";
+
+/// `meta.json`: what a user wrote about a run. Every field is optional; a
+/// session without the file has none.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RunMeta {
+    /// Display name (the folder name when empty).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    /// Tags, each once, in the order given.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+    /// Free text.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub note: String,
+}
+
+impl RunMeta {
+    /// Reads `meta.json` of session folder `dir`; a missing file is the
+    /// empty meta, a malformed one an error with its path and line.
+    pub fn read(dir: &Path) -> Result<RunMeta> {
+        let path = dir.join(META_FILE);
+        match std::fs::read(&path) {
+            Ok(b) => serde_json::from_slice(&b).map_err(|e| json_error(&path, e)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(RunMeta::default()),
+            Err(e) => Err(Error::io(&path, e)),
+        }
+    }
+
+    /// Writes `meta.json` atomically into session folder `dir` (which must
+    /// be a session folder: it has a `config.toml` or `status.json`).
+    pub fn write(&self, dir: &Path) -> Result<()> {
+        check_session_dir(dir)?;
+        let path = dir.join(META_FILE);
+        let mut bytes = serde_json::to_vec_pretty(self)
+            .map_err(|e| Error::file(&path, format!("cannot serialise: {e}")))?;
+        bytes.push(b'\n');
+        write_atomic(&path, &bytes)
+    }
+
+    /// The name to show for session folder `dir`: the meta's name, else the
+    /// folder name.
+    pub fn display_name(&self, dir: &Path) -> String {
+        if self.name.is_empty() {
+            folder_name(dir)
+        } else {
+            self.name.clone()
+        }
+    }
+}
+
+/// The folder name of `dir` (its path when it has none).
+pub fn folder_name(dir: &Path) -> String {
+    dir.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| dir.display().to_string())
+}
+
+fn check_session_dir(dir: &Path) -> Result<()> {
+    if dir.is_dir() && (dir.join(CONFIG_FILE).is_file() || dir.join(STATUS_FILE).is_file()) {
+        Ok(())
+    } else {
+        Err(Error::file(
+            dir,
+            format!("not a session folder (no {CONFIG_FILE} or {STATUS_FILE})"),
+        ))
+    }
+}
+
+fn one_line(what: &str, s: &str) -> Result<String> {
+    let t = s.trim();
+    if t.contains(['\n', '\r']) {
+        return Err(Error::invalid(format!("{what} must be one line")));
+    }
+    Ok(t.to_string())
+}
+
+/// Sets the display name of session `dir` (empty: back to the folder name).
+pub fn rename(dir: &Path, name: &str) -> Result<RunMeta> {
+    let mut m = RunMeta::read(dir)?;
+    m.name = one_line("a name", name)?;
+    m.write(dir)?;
+    Ok(m)
+}
+
+/// Sets the note of session `dir` (empty: no note).
+pub fn set_note(dir: &Path, note: &str) -> Result<RunMeta> {
+    let mut m = RunMeta::read(dir)?;
+    m.note = note.trim().to_string();
+    m.write(dir)?;
+    Ok(m)
+}
+
+/// Adds `add` and removes `remove` from the tags of session `dir`. A tag
+/// is one word (no spaces or commas) and is kept once.
+pub fn edit_tags(dir: &Path, add: &[String], remove: &[String]) -> Result<RunMeta> {
+    let mut m = RunMeta::read(dir)?;
+    for t in add {
+        let t = t.trim();
+        if t.is_empty() || t.contains(|c: char| c.is_whitespace() || c == ',') {
+            return Err(Error::invalid(format!(
+                "tag {t:?}: a tag is one word (no spaces or commas)"
+            )));
+        }
+        if !m.tags.iter().any(|x| x == t) {
+            m.tags.push(t.to_string());
+        }
+    }
+    m.tags.retain(|t| !remove.iter().any(|r| r.trim() == t));
+    m.write(dir)?;
+    Ok(m)
+}
+
+/// Replaces the tags of session `dir` with the words of `text` (spaces or
+/// commas between them).
+pub fn set_tags(dir: &Path, text: &str) -> Result<RunMeta> {
+    let words: Vec<String> = text
+        .split(|c: char| c.is_whitespace() || c == ',')
+        .filter(|w| !w.is_empty())
+        .map(str::to_string)
+        .collect();
+    let old = RunMeta::read(dir)?.tags;
+    edit_tags(
+        dir,
+        &words,
+        &old.into_iter()
+            .filter(|t| !words.contains(t))
+            .collect::<Vec<_>>(),
+    )
+}
+
+/// Deletes session folder `dir` with everything in it. Refused for a
+/// folder that is not a session and for a job that may be running: its
+/// status is not final and its process is alive, or someone holds its
+/// lock (cancel it first).
+pub fn delete(dir: &Path) -> Result<()> {
+    check_session_dir(dir)?;
+    if let Ok(st) = read_status(dir) {
+        if !st.state.is_final() && st.process_alive() {
+            return Err(Error::file(
+                dir,
+                format!(
+                    "the job is {} (pid {}): cancel it before deleting the session",
+                    st.state, st.pid
+                ),
+            ));
+        }
+    }
+    if super::lock_is_held(&dir.join(LOCK_FILE)) {
+        return Err(Error::file(
+            dir,
+            "a process holds the session's lock (its job is running): cancel it before deleting",
+        ));
+    }
+    std::fs::remove_dir_all(dir).map_err(|e| Error::io(dir, e))
+}
+
+/// Labels for `names` that are never cut to ambiguity: the prefix all of
+/// them share is elided (`…`) up to a word boundary (`-`, `_`, `.`, `/`,
+/// space), so `s2net-20261122-190301` and `s2net-20261122-190455` become
+/// `…190301` and `…190455`. With fewer than two names, names all alike,
+/// or no shared prefix worth eliding, the names are returned as they are.
+pub fn distinct_labels(names: &[String]) -> Vec<String> {
+    if names.len() < 2 || names.iter().all(|n| *n == names[0]) {
+        return names.to_vec();
+    }
+    let first: Vec<char> = names[0].chars().collect();
+    let mut lcp = first.len();
+    for n in &names[1..] {
+        lcp = lcp.min(
+            n.chars()
+                .zip(first.iter())
+                .take_while(|(a, b)| a == *b)
+                .count(),
+        );
+    }
+    let shortest = names.iter().map(|n| n.chars().count()).min().unwrap_or(0);
+    // the cut: right after a separator, leaving every label non-empty
+    let cut = (1..=lcp.min(shortest.saturating_sub(1)))
+        .rev()
+        .find(|&i| matches!(first[i - 1], '-' | '_' | '.' | '/' | ' '))
+        .unwrap_or(0);
+    if cut < 3 {
+        return names.to_vec();
+    }
+    names
+        .iter()
+        .map(|n| format!("…{}", n.chars().skip(cut).collect::<String>()))
+        .collect()
+}
+
+/// `s` in at most `n` characters, cut in the middle (`ab…yz`) so both its
+/// start and its distinguishing end stay visible.
+pub fn elide_middle(s: &str, n: usize) -> String {
+    let chars: Vec<char> = s.chars().collect();
+    if chars.len() <= n || n < 3 {
+        return s.to_string();
+    }
+    let tail = (n - 1) / 2;
+    let head = n - 1 - tail;
+    let mut out: String = chars[..head].iter().collect();
+    out.push('…');
+    out.extend(&chars[chars.len() - tail..]);
+    out
+}
+
+/// The value of setting `key` in a session's config: `model`, `seed`,
+/// `device` (as asked for), `workspace` (its folder or file stem), or a
+/// hyper-parameter (resolved value, else the given one).
+pub fn setting(cfg: &SessionConfig, key: &str) -> Option<String> {
+    match key {
+        "model" => Some(cfg.model.clone()),
+        "seed" => Some(cfg.seed.to_string()),
+        "device" => Some(cfg.device_request.clone()),
+        "workspace" => Some(workspace_label(&cfg.workspace)),
+        k => cfg.params.get(k).or_else(|| cfg.given.get(k)).cloned(),
+    }
+}
+
+/// A short name for a workspace file: its folder for `…/NAME/workspace.toml`,
+/// else the file's stem.
+pub fn workspace_label(p: &Path) -> String {
+    let named = if p.file_name().is_some_and(|n| n == "workspace.toml") {
+        p.parent().and_then(|d| d.file_name())
+    } else {
+        p.file_stem()
+    };
+    named
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| p.display().to_string())
+}
+
+/// Every setting of a session's config by name: `model`, `workspace`,
+/// `seed`, `device` and each hyper-parameter ([`setting`]).
+pub fn settings_map(cfg: &SessionConfig) -> BTreeMap<String, String> {
+    let mut keys: Vec<&str> = FIXED_SETTINGS.to_vec();
+    keys.extend(cfg.params.keys().map(String::as_str));
+    keys.extend(cfg.given.keys().map(String::as_str));
+    keys.into_iter()
+        .filter_map(|k| Some((k.to_string(), setting(cfg, k)?)))
+        .collect()
+}
+
+/// The settings every session has, shown first among differing settings.
+const FIXED_SETTINGS: [&str; 4] = ["model", "workspace", "seed", "device"];
+
+/// The keys whose values differ between the settings maps
+/// ([`settings_map`]) of several runs ("diff only"): `model`, `workspace`,
+/// `seed`, `device` first, then hyper-parameters by name. A setting one
+/// run lacks differs from one that has it. Fewer than two runs: none.
+pub fn differing_keys(maps: &[&BTreeMap<String, String>]) -> Vec<String> {
+    if maps.len() < 2 {
+        return Vec::new();
+    }
+    let mut all: std::collections::BTreeSet<&str> = Default::default();
+    for m in maps {
+        all.extend(m.keys().map(String::as_str));
+    }
+    let mut keys: Vec<&str> = FIXED_SETTINGS
+        .iter()
+        .copied()
+        .filter(|k| all.contains(k))
+        .collect();
+    keys.extend(all.iter().filter(|k| !FIXED_SETTINGS.contains(k)));
+    keys.into_iter()
+        .filter(|k| {
+            let v0 = maps[0].get(*k);
+            maps[1..].iter().any(|m| m.get(*k) != v0)
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+/// The settings whose values differ between the sessions of `configs`
+/// ([`differing_keys`] of their [`settings_map`]s).
+pub fn differing_settings(configs: &[&SessionConfig]) -> Vec<String> {
+    let maps: Vec<BTreeMap<String, String>> = configs.iter().map(|c| settings_map(c)).collect();
+    differing_keys(&maps.iter().collect::<Vec<_>>())
+}
+
+/// Best value of each figure in a session's curves: the highest of each
+/// validation figure (`MRR`, `P@1`, ad-hoc figures) with its epoch, and
+/// the lowest loss. Names as recorded.
+pub fn best_figures(curves: &Curves) -> BTreeMap<String, (f64, f64)> {
+    let mut best: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+    for v in &curves.valid {
+        for (k, &y) in &v.scores {
+            if k == "queries" || !y.is_finite() {
+                continue;
+            }
+            let e = best.entry(k.clone()).or_insert((y, v.x));
+            if y > e.0 {
+                *e = (y, v.x);
+            }
+        }
+    }
+    if let Some(&(s, y)) = curves.loss.iter().min_by(|a, b| a.1.total_cmp(&b.1)) {
+        best.insert("loss".into(), (y, s));
+    }
+    best
+}
+
+/// One run as the run table shows it: the session entry, its meta and its
+/// figures.
+#[derive(Debug, Clone)]
+pub struct Run {
+    /// Folder, config and status as listed.
+    pub entry: SessionEntry,
+    /// Its `meta.json`.
+    pub meta: RunMeta,
+    /// What could not be read in `meta.json`, if anything.
+    pub meta_problem: Option<String>,
+    /// Best figures ([`best_figures`]).
+    pub best: BTreeMap<String, (f64, f64)>,
+    /// Why the training looks diverged ([`Curves::divergence`]), if it does.
+    pub divergence: Option<String>,
+}
+
+impl Run {
+    /// Folder name.
+    pub fn id(&self) -> String {
+        folder_name(&self.entry.dir)
+    }
+    /// Display name ([`RunMeta::display_name`]).
+    pub fn name(&self) -> String {
+        self.meta.display_name(&self.entry.dir)
+    }
+    /// Value of a setting ([`setting`]).
+    pub fn setting(&self, key: &str) -> Option<String> {
+        self.entry.config.as_ref().and_then(|c| setting(c, key))
+    }
+}
+
+/// The runs under a sessions root, kept between scans: each session's
+/// metrics are read incrementally, so rescanning every few seconds reads
+/// only what jobs appended.
+#[derive(Debug, Default)]
+pub struct RunIndex {
+    tails: BTreeMap<PathBuf, (MetricsTail, Curves)>,
+}
+
+impl RunIndex {
+    /// Every session under `root` ([`list_sessions`]) with its meta, best
+    /// figures and divergence, in folder-name order.
+    pub fn scan(&mut self, root: &Path) -> Result<Vec<Run>> {
+        let entries = list_sessions(root)?;
+        self.tails
+            .retain(|d, _| entries.iter().any(|e| &e.dir == d));
+        Ok(entries
+            .into_iter()
+            .map(|entry| {
+                let (meta, meta_problem) = match RunMeta::read(&entry.dir) {
+                    Ok(m) => (m, None),
+                    Err(e) => (RunMeta::default(), Some(e.to_string())),
+                };
+                let (tail, curves) = self.tails.entry(entry.dir.clone()).or_insert_with(|| {
+                    (
+                        MetricsTail::new(entry.dir.join(METRICS_FILE)),
+                        Curves::default(),
+                    )
+                });
+                if let Ok(b) = tail.poll() {
+                    if b.restarted {
+                        *curves = Curves::default();
+                    }
+                    for r in &b.records {
+                        curves.push(r);
+                    }
+                }
+                Run {
+                    best: best_figures(curves),
+                    divergence: curves.divergence(),
+                    entry,
+                    meta,
+                    meta_problem,
+                }
+            })
+            .collect())
+    }
+}
+
+/// A comparison in a [`RunFilter`] term.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Eq,
+    Ne,
+    Gt,
+    Ge,
+    Lt,
+    Le,
+}
+
+/// One term of a [`RunFilter`].
+#[derive(Debug, Clone, PartialEq)]
+enum Term {
+    /// Plain text: a substring of the name, folder, model, workspace,
+    /// state, tags or note.
+    Text(String),
+    /// `key OP value`.
+    Cmp(String, Op, String),
+}
+
+/// A run filter as typed in the filter box or given to `rosetta jobs
+/// --filter`: words that must all match. A plain word matches a run whose
+/// name, folder, model, workspace, state, tags or note contain it (case
+/// ignored); `KEY=VALUE`, `KEY!=VALUE` compare a setting (`lr=0.01`,
+/// `model=s2net`), `tag=T` a tag, `state=done` the state; `KEY>X`,
+/// `KEY>=X`, `KEY<X`, `KEY<=X` compare a number: a best figure (`mrr>0.5`,
+/// `p@1>=0.3`, `loss<0.4`, names case-insensitive) or a numeric setting
+/// (`dim>=256`). A run without the key does not match a comparison.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunFilter {
+    terms: Vec<Term>,
+}
+
+impl std::str::FromStr for RunFilter {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<RunFilter> {
+        let mut terms = Vec::new();
+        for w in s.split_whitespace() {
+            let ops = [
+                ("!=", Op::Ne),
+                (">=", Op::Ge),
+                ("<=", Op::Le),
+                ("=", Op::Eq),
+                (">", Op::Gt),
+                ("<", Op::Lt),
+            ];
+            let found = ops
+                .iter()
+                .filter_map(|(t, op)| w.find(t).map(|i| (i, *t, *op)))
+                .min_by_key(|(i, t, _)| (*i, std::cmp::Reverse(t.len())));
+            let Some((i, t, op)) = found else {
+                terms.push(Term::Text(w.to_lowercase()));
+                continue;
+            };
+            let (k, v) = (&w[..i], &w[i + t.len()..]);
+            if k.is_empty() || v.is_empty() {
+                return Err(Error::invalid(format!(
+                    "filter `{w}`: expected KEY{t}VALUE (e.g. lr=0.01, mrr>0.5)"
+                )));
+            }
+            if matches!(op, Op::Gt | Op::Ge | Op::Lt | Op::Le) && v.parse::<f64>().is_err() {
+                return Err(Error::invalid(format!(
+                    "filter `{w}`: `{v}` is not a number"
+                )));
+            }
+            terms.push(Term::Cmp(k.to_lowercase(), op, v.to_string()));
+        }
+        Ok(RunFilter { terms })
+    }
+}
+
+/// What a [`RunFilter`] looks at in a run; the engine's [`Run`] and the
+/// workbench's rows both provide it.
+pub trait Filterable {
+    /// Text a plain word is searched in (lower-cased by the filter).
+    fn haystack(&self) -> String;
+    /// The value of setting `key` (lower-case), if the run has it.
+    fn setting(&self, key: &str) -> Option<String>;
+    /// Tags.
+    fn tags(&self) -> Vec<String>;
+    /// The state's name.
+    fn state(&self) -> String;
+    /// The best value of figure `name` (case-insensitive), if recorded.
+    fn figure(&self, name: &str) -> Option<f64>;
+}
+
+impl RunFilter {
+    /// Whether the filter has no terms.
+    pub fn is_empty(&self) -> bool {
+        self.terms.is_empty()
+    }
+
+    /// Whether `run` passes every term.
+    pub fn matches(&self, run: &dyn Filterable) -> bool {
+        self.terms.iter().all(|t| match t {
+            Term::Text(w) => run.haystack().to_lowercase().contains(w),
+            Term::Cmp(k, op, v) => cmp_term(run, k, *op, v),
+        })
+    }
+}
+
+fn cmp_term(run: &dyn Filterable, key: &str, op: Op, v: &str) -> bool {
+    if matches!(op, Op::Eq | Op::Ne) {
+        let eq = match key {
+            "tag" | "tags" => run.tags().iter().any(|t| t.eq_ignore_ascii_case(v)),
+            "state" => run.state().eq_ignore_ascii_case(v),
+            k => match run.setting(k) {
+                Some(s) => {
+                    s.eq_ignore_ascii_case(v)
+                        || matches!((s.parse::<f64>(), v.parse::<f64>()), (Ok(a), Ok(b)) if a == b)
+                }
+                None => match (run.figure(k), v.parse::<f64>()) {
+                    (Some(a), Ok(b)) => a == b,
+                    _ => return op == Op::Ne,
+                },
+            },
+        };
+        return eq == (op == Op::Eq);
+    }
+    let Ok(x) = v.parse::<f64>() else {
+        return false;
+    };
+    let val = run
+        .figure(key)
+        .or_else(|| run.setting(key).and_then(|s| s.parse().ok()));
+    match val {
+        None => false,
+        Some(a) => match op {
+            Op::Gt => a > x,
+            Op::Ge => a >= x,
+            Op::Lt => a < x,
+            Op::Le => a <= x,
+            Op::Eq | Op::Ne => unreachable!("handled above"),
+        },
+    }
+}
+
+impl Filterable for Run {
+    fn haystack(&self) -> String {
+        let mut s = format!(
+            "{} {} {}",
+            self.name(),
+            self.id(),
+            self.entry.state().as_str()
+        );
+        if let Some(c) = &self.entry.config {
+            s.push_str(&format!(" {} {}", c.model, c.workspace.display()));
+        }
+        for t in &self.meta.tags {
+            s.push(' ');
+            s.push_str(t);
+        }
+        s.push(' ');
+        s.push_str(&self.meta.note);
+        s
+    }
+    fn setting(&self, key: &str) -> Option<String> {
+        let c = self.entry.config.as_ref()?;
+        setting(c, key).or_else(|| {
+            c.params
+                .iter()
+                .chain(&c.given)
+                .find(|(k, _)| k.eq_ignore_ascii_case(key))
+                .map(|(_, v)| v.clone())
+        })
+    }
+    fn tags(&self) -> Vec<String> {
+        self.meta.tags.clone()
+    }
+    fn state(&self) -> String {
+        self.entry.state().as_str().to_string()
+    }
+    fn figure(&self, name: &str) -> Option<f64> {
+        self.best
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.0)
+            .or_else(|| {
+                (name.eq_ignore_ascii_case("mrr"))
+                    .then(|| self.entry.status.as_ref()?.best_mrr)
+                    .flatten()
+            })
+    }
+}
+
+/// A checkpoint file of a session.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckpointFile {
+    /// File name (`best.safetensors`).
+    pub name: String,
+    /// Size in bytes.
+    pub bytes: u64,
+    /// Last modification, UTC.
+    pub modified: String,
+}
+
+/// Everything the detail pane shows about one run.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunDetail {
+    /// Folder name.
+    pub id: String,
+    /// The session folder.
+    pub dir: PathBuf,
+    /// Its meta.
+    pub meta: RunMeta,
+    /// `config.toml` as written (or why it cannot be read).
+    pub config: String,
+    /// The last lines of `log.txt` (empty when there is none).
+    pub log_tail: Vec<String>,
+    /// Checkpoints present.
+    pub checkpoints: Vec<CheckpointFile>,
+    /// Best figures per figure name: (value, epoch; for the loss, step),
+    /// from the validation records of `metrics.jsonl`.
+    pub best: BTreeMap<String, (f64, f64)>,
+    /// State and, for a failed job, its error.
+    pub state: String,
+    /// Malformed lines of `metrics.jsonl` (path:line: message).
+    pub problems: Vec<String>,
+}
+
+/// The details of session folder `dir`: config, the last `log_lines` lines
+/// of its log, checkpoints, best figures and state.
+pub fn detail(dir: &Path, log_lines: usize) -> Result<RunDetail> {
+    check_session_dir(dir)?;
+    let config = match std::fs::read_to_string(dir.join(CONFIG_FILE)) {
+        Ok(t) => t,
+        Err(e) => format!("(cannot read {CONFIG_FILE}: {e})"),
+    };
+    let log_tail = tail_lines(&dir.join(LOG_FILE), log_lines)?;
+    let mut checkpoints = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(dir.join(CHECKPOINT_DIR)) {
+        for e in rd.flatten() {
+            let Ok(md) = e.metadata() else { continue };
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !md.is_file() || name.starts_with('.') {
+                continue;
+            }
+            let modified = md
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map(|d| super::fmt_utc(d.as_secs_f64()))
+                .unwrap_or_default();
+            checkpoints.push(CheckpointFile {
+                name,
+                bytes: md.len(),
+                modified,
+            });
+        }
+    }
+    checkpoints.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut tail = MetricsTail::new(dir.join(METRICS_FILE));
+    let mut batch = tail.poll()?;
+    let rest = tail.finish();
+    batch.records.extend(rest.records);
+    batch.errors.extend(rest.errors);
+    let curves = Curves::from_records(&batch.records);
+    let state = match read_status(dir) {
+        Ok(st) => {
+            let mut s = st.effective_state().as_str().to_string();
+            if st.is_stale() {
+                s.push_str(" (stale: its process is gone)");
+            }
+            if let (State::Failed | State::Cancelled, Some(e)) = (st.effective_state(), &st.error) {
+                s.push_str(&format!(": {e}"));
+            }
+            s
+        }
+        Err(e) => format!("unknown ({e})"),
+    };
+    Ok(RunDetail {
+        id: folder_name(dir),
+        dir: dir.to_path_buf(),
+        meta: RunMeta::read(dir)?,
+        config,
+        log_tail,
+        checkpoints,
+        best: best_figures(&curves),
+        state,
+        problems: batch.errors.iter().map(|e| e.to_string()).collect(),
+    })
+}
+
+/// The last `n` lines of a text file (invalid UTF-8 replaced); a missing
+/// file has none.
+pub fn tail_lines(path: &Path, n: usize) -> Result<Vec<String>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io(path, e)),
+    };
+    let len = f.metadata().map_err(|e| Error::io(path, e))?.len();
+    // enough bytes for n lines of a log, without reading a huge file whole
+    let want = (n as u64 * 400).max(4096).min(len);
+    f.seek(SeekFrom::Start(len - want))
+        .map_err(|e| Error::io(path, e))?;
+    let mut buf = Vec::new();
+    f.read_to_end(&mut buf).map_err(|e| Error::io(path, e))?;
+    let text = String::from_utf8_lossy(&buf);
+    let mut lines: Vec<&str> = text.lines().collect();
+    if want < len && !lines.is_empty() {
+        lines.remove(0); // cut in the middle
+    }
+    let start = lines.len().saturating_sub(n);
+    // progress bars end lines with carriage returns: keep the last frame
+    Ok(lines[start..]
+        .iter()
+        .map(|l| l.rsplit('\r').next().unwrap_or(l).to_string())
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::{MetricRecord, Session, Status};
+
+    fn cfg(params: &[(&str, &str)], seed: u64) -> SessionConfig {
+        SessionConfig {
+            rosetta_version: "0".into(),
+            model: "test".into(),
+            workspace: PathBuf::from("/w/tiny/workspace.toml"),
+            workspace_hash: "h".into(),
+            seed,
+            device_request: "cpu".into(),
+            device: String::new(),
+            given: BTreeMap::new(),
+            params: params
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            created: "2026-01-01T00:00:00Z".into(),
+            text: None,
+        }
+    }
+
+    #[test]
+    fn only_differing_settings_are_columns() {
+        let a = cfg(&[("dim", "128"), ("lr", "0.01"), ("epochs", "5")], 1);
+        let b = cfg(&[("dim", "128"), ("lr", "0.02"), ("epochs", "5")], 1);
+        let c = cfg(
+            &[
+                ("dim", "128"),
+                ("lr", "0.01"),
+                ("epochs", "5"),
+                ("tau", "1"),
+            ],
+            2,
+        );
+        assert_eq!(differing_settings(&[&a, &b]), vec!["lr"]);
+        assert_eq!(differing_settings(&[&a, &b, &c]), vec!["seed", "lr", "tau"]);
+        assert!(differing_settings(&[&a, &a.clone()]).is_empty());
+        assert!(differing_settings(&[&a]).is_empty());
+        assert_eq!(setting(&c, "tau").as_deref(), Some("1"));
+        assert_eq!(setting(&a, "tau"), None);
+        assert_eq!(setting(&a, "workspace").as_deref(), Some("tiny"));
+    }
+
+    #[test]
+    fn common_prefix_is_elided_not_the_end() {
+        let n = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            distinct_labels(&n(&["s2net-20261122-190301", "s2net-20261122-190455"])),
+            n(&["…190301", "…190455"])
+        );
+        assert_eq!(
+            distinct_labels(&n(&["s2net-20261122-190301", "s2net-20261122-190301-2"])),
+            n(&["…190301", "…190301-2"]),
+            "a suffix run stays distinct"
+        );
+        // a prefix shared by chance (no word boundary) is not cut mid-word
+        assert_eq!(
+            distinct_labels(&n(&["alpha", "alpine"])),
+            n(&["alpha", "alpine"])
+        );
+        assert_eq!(
+            distinct_labels(&n(&["s2net-a", "cl-lsi-a"])),
+            n(&["s2net-a", "cl-lsi-a"])
+        );
+        assert_eq!(distinct_labels(&n(&["only"])), n(&["only"]));
+        let labels = distinct_labels(&n(&["run-x", "run-x"]));
+        assert_eq!(labels, n(&["run-x", "run-x"]), "no empty label");
+        assert_eq!(elide_middle("s2net-20261122-190301", 11), "s2net…90301");
+        assert_eq!(elide_middle("short", 11), "short");
+    }
+
+    #[test]
+    fn meta_round_trips_and_names_fall_back_to_the_folder() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("s2net-1");
+        Session::create(&dir, cfg(&[], 1)).unwrap();
+        assert_eq!(RunMeta::read(&dir).unwrap(), RunMeta::default());
+        assert_eq!(RunMeta::read(&dir).unwrap().display_name(&dir), "s2net-1");
+        rename(&dir, "  baseline lr 0.01 ").unwrap();
+        edit_tags(&dir, &["good".into(), "lr".into(), "good".into()], &[]).unwrap();
+        set_note(&dir, "first try\nsecond line").unwrap();
+        let m = RunMeta::read(&dir).unwrap();
+        assert_eq!(m.name, "baseline lr 0.01");
+        assert_eq!(m.tags, vec!["good", "lr"]);
+        assert_eq!(m.note, "first try\nsecond line");
+        assert_eq!(m.display_name(&dir), "baseline lr 0.01");
+        let m = edit_tags(&dir, &[], &["lr".into()]).unwrap();
+        assert_eq!(m.tags, vec!["good"]);
+        let m = set_tags(&dir, "a, b c").unwrap();
+        assert_eq!(m.tags, vec!["a", "b", "c"]);
+        assert!(rename(&dir, "two\nlines").is_err());
+        assert!(edit_tags(&dir, &["has space".into()], &[]).is_err());
+        rename(&dir, "").unwrap();
+        assert_eq!(RunMeta::read(&dir).unwrap().display_name(&dir), "s2net-1");
+        // no stray temporary files
+        let names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(names.iter().all(|n| !n.contains(".tmp.")), "{names:?}");
+        std::fs::write(dir.join(META_FILE), "{\"name\": 3}").unwrap();
+        let e = RunMeta::read(&dir).unwrap_err().to_string();
+        assert!(e.contains("meta.json:1"), "{e}");
+        assert!(rename(&root.path().join("nope"), "x").is_err());
+    }
+
+    #[test]
+    fn delete_refuses_a_running_job_and_removes_a_finished_one() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("run");
+        let mut s = Session::create(&dir, cfg(&[], 1)).unwrap();
+        // this test process plays the job
+        let me = std::process::id();
+        s.status.state = State::Running;
+        s.status.pid = me;
+        s.status.pid_start = crate::session::process_start_time(me);
+        s.status.write(&dir).unwrap();
+        let e = delete(&dir).unwrap_err().to_string();
+        assert!(e.contains("cancel it"), "{e}");
+        assert!(dir.exists());
+        let mut st: Status = read_status(&dir).unwrap();
+        st.state = State::Done;
+        st.write(&dir).unwrap();
+        delete(&dir).unwrap();
+        assert!(!dir.exists());
+        // not a session: refused, nothing removed
+        let other = root.path().join("data");
+        std::fs::create_dir(&other).unwrap();
+        std::fs::write(other.join("x.txt"), "keep").unwrap();
+        assert!(delete(&other).is_err());
+        assert!(other.join("x.txt").exists());
+    }
+
+    struct Row(BTreeMap<String, String>, f64, Vec<String>);
+    impl Filterable for Row {
+        fn haystack(&self) -> String {
+            "s2net-1 done".into()
+        }
+        fn setting(&self, k: &str) -> Option<String> {
+            self.0.get(k).cloned()
+        }
+        fn tags(&self) -> Vec<String> {
+            self.2.clone()
+        }
+        fn state(&self) -> String {
+            "done".into()
+        }
+        fn figure(&self, n: &str) -> Option<f64> {
+            n.eq_ignore_ascii_case("mrr").then_some(self.1)
+        }
+    }
+
+    #[test]
+    fn filters_by_setting_figure_tag_and_text() {
+        let r = Row(
+            [
+                ("lr".to_string(), "0.01".to_string()),
+                ("dim".into(), "256".into()),
+            ]
+            .into(),
+            0.62,
+            vec!["good".into()],
+        );
+        let f = |s: &str| s.parse::<RunFilter>().unwrap().matches(&r);
+        assert!(f("lr=0.01") && f("lr=1e-2") && f("mrr>0.5") && f("MRR>=0.62"));
+        assert!(!f("lr=0.02") && !f("mrr>0.7") && !f("mrr<0.5"));
+        assert!(f("dim>=256") && !f("dim>256") && f("lr!=0.1"));
+        assert!(f("tag=good") && !f("tag=bad") && f("state=done") && f("s2net"));
+        assert!(f("s2net lr=0.01 mrr>0.5") && !f("s2net lr=0.02"));
+        assert!(!f("tau=1") && f("tau!=1") && !f("p@1>0"));
+        assert!(f(""));
+        assert!("mrr>abc".parse::<RunFilter>().is_err());
+        assert!("=3".parse::<RunFilter>().is_err());
+    }
+
+    #[test]
+    fn best_figures_and_detail_of_a_session() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("r");
+        Session::create(&dir, cfg(&[("lr", "0.1")], 1)).unwrap();
+        let mut lines = String::new();
+        for (e, mrr) in [(1, 0.5), (2, 0.7), (3, 0.6)] {
+            let r = MetricRecord::Valid {
+                phase: "train".into(),
+                epoch: e,
+                step: e * 10,
+                scores: [("MRR".to_string(), mrr), ("queries".to_string(), 9.0)].into(),
+            };
+            lines.push_str(&serde_json::to_string(&r).unwrap());
+            lines.push('\n');
+        }
+        std::fs::write(dir.join(METRICS_FILE), lines).unwrap();
+        let log: String = (1..=50).map(|i| format!("line {i}\n")).collect();
+        std::fs::write(dir.join(LOG_FILE), log).unwrap();
+        std::fs::write(dir.join("checkpoints/best.safetensors"), b"1234").unwrap();
+        let d = detail(&dir, 5).unwrap();
+        assert_eq!(d.best["MRR"], (0.7, 2.0));
+        assert!(!d.best.contains_key("queries"));
+        assert_eq!(
+            d.log_tail,
+            vec!["line 46", "line 47", "line 48", "line 49", "line 50"]
+        );
+        assert_eq!(d.checkpoints.len(), 1);
+        assert_eq!(d.checkpoints[0].bytes, 4);
+        assert!(d.config.contains("lr = \"0.1\""), "{}", d.config);
+        assert_eq!(d.state, "queued");
+        let mut idx = RunIndex::default();
+        let runs = idx.scan(root.path()).unwrap();
+        assert_eq!(runs.len(), 1);
+        assert_eq!(runs[0].figure("mrr"), Some(0.7));
+        assert!("mrr>0.65".parse::<RunFilter>().unwrap().matches(&runs[0]));
+        assert!("lr=0.1".parse::<RunFilter>().unwrap().matches(&runs[0]));
+    }
+}

@@ -1,0 +1,209 @@
+//! `rosetta jobs` telling runs apart (`--diff`, `--filter`, rename, tag,
+//! note, show, delete) and `rosetta plot`'s series options, through the
+//! real program on session folders made here.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use rosetta::session::{MetricRecord, Session, SessionConfig, State};
+
+fn rosetta(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rosetta"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// A finished session `name` under `root` with settings `params` and a
+/// rising validation MRR ending at `mrr`.
+fn session(root: &Path, name: &str, params: &[(&str, &str)], mrr: f64) -> PathBuf {
+    let cfg = SessionConfig {
+        rosetta_version: "0".into(),
+        // not a registered model: the settings stay as written here
+        model: "test".into(),
+        workspace: PathBuf::from("/w/bible-en-es/workspace.toml"),
+        workspace_hash: "h".into(),
+        seed: 1,
+        device_request: "cpu".into(),
+        device: "cpu".into(),
+        given: BTreeMap::new(),
+        params: params
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        created: "2026-11-22T19:03:01Z".into(),
+        text: None,
+    };
+    let dir = root.join(name);
+    let mut s = Session::create(&dir, cfg).unwrap();
+    let mut lines = String::new();
+    for step in 1..=30 {
+        let r = MetricRecord::Step {
+            phase: "train".into(),
+            epoch: 1 + (step - 1) / 10,
+            step,
+            examples: 10,
+            loss: 2.0 / step as f64,
+            parts: Default::default(),
+            pairs_per_s: 100.0,
+            wall_s: step as f64 * 2.0,
+        };
+        lines.push_str(&serde_json::to_string(&r).unwrap());
+        lines.push('\n');
+        if step % 10 == 0 {
+            let v = MetricRecord::Valid {
+                phase: "train".into(),
+                epoch: step / 10,
+                step,
+                scores: [("MRR".to_string(), mrr - 0.1 + step as f64 / 300.0)].into(),
+            };
+            lines.push_str(&serde_json::to_string(&v).unwrap());
+            lines.push('\n');
+        }
+    }
+    std::fs::write(dir.join("metrics.jsonl"), lines).unwrap();
+    s.status.state = State::Done;
+    s.status.best_mrr = Some(mrr);
+    s.status.write(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn jobs_diff_filter_rename_tag_note_show_delete() {
+    let root = tempfile::tempdir().unwrap();
+    let r = root.path().to_str().unwrap();
+    let a = session(
+        root.path(),
+        "s2net-20261122-190301",
+        &[("dim", "128"), ("lr", "0.01")],
+        0.91,
+    );
+    let b = session(
+        root.path(),
+        "s2net-20261122-190455",
+        &[("dim", "128"), ("lr", "0.02")],
+        0.88,
+    );
+    let (sa, sb) = (a.to_str().unwrap(), b.to_str().unwrap());
+
+    // `rosetta jobs` alone is the table as before; --diff adds the differing settings
+    let plain = text(&rosetta(&["jobs", "--root", r]));
+    assert!(
+        plain.starts_with("SESSION") && !plain.contains("LR"),
+        "{plain}"
+    );
+    let o = rosetta(&["jobs", "--root", r, "--diff"]);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    let head = t.lines().next().unwrap();
+    assert!(head.ends_with("LR") && !head.contains("DIM"), "{t}");
+    assert!(t.contains("0.02"), "{t}");
+
+    // filters by setting and by figure
+    let t = text(&rosetta(&["jobs", "--root", r, "--filter", "lr=0.01"]));
+    assert!(t.contains("190301") && !t.contains("190455"), "{t}");
+    let t = text(&rosetta(&["jobs", "--root", r, "--filter", "mrr>0.9"]));
+    assert!(t.contains("190301") && !t.contains("190455"), "{t}");
+    let o = rosetta(&["jobs", "--root", r, "--filter", "mrr>high"]);
+    assert!(!o.status.success() && text(&o).contains("not a number"));
+
+    // rename, tag, note: kept in meta.json, shown in the table and in JSON
+    assert!(rosetta(&["jobs", "rename", sa, "lr 0.01"]).status.success());
+    assert!(rosetta(&["jobs", "tag", sa, "baseline", "good"])
+        .status
+        .success());
+    assert!(rosetta(&["jobs", "tag", sa, "good", "--remove"])
+        .status
+        .success());
+    assert!(rosetta(&["jobs", "note", sa, "first try"]).status.success());
+    let t = text(&rosetta(&["jobs", "--root", r]));
+    assert!(t.contains("lr 0.01 [baseline]"), "{t}");
+    let v: serde_json::Value =
+        serde_json::from_slice(&rosetta(&["jobs", "--root", r, "--json", "--diff"]).stdout)
+            .unwrap();
+    let first = &v["sessions"][0];
+    assert_eq!(first["name"], "lr 0.01");
+    assert_eq!(first["tags"], serde_json::json!(["baseline"]));
+    assert_eq!(first["note"], "first try");
+    assert_eq!(first["settings"]["lr"], "0.01");
+    let t = text(&rosetta(&["jobs", "--root", r, "--filter", "tag=baseline"]));
+    assert!(t.contains("190301") && !t.contains("190455"), "{t}");
+
+    // show: config, best figures, checkpoints, log
+    std::fs::write(a.join("log.txt"), "epoch 1 done\nepoch 2 done\n").unwrap();
+    let o = rosetta(&["jobs", "show", sa]);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    for want in [
+        "name     lr 0.01",
+        "MRR",
+        "config.toml",
+        "lr = \"0.01\"",
+        "epoch 2 done",
+    ] {
+        assert!(t.contains(want), "{want}: {t}");
+    }
+
+    // plot: the same series options as the workbench; distinct labels
+    let svg = root.path().join("mrr.svg");
+    let o = rosetta(&[
+        "plot",
+        sa,
+        sb,
+        "--out",
+        svg.to_str().unwrap(),
+        "--metric",
+        "mrr",
+        "--x",
+        "epoch",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let s = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        s.contains("lr 0.01") && s.contains("s2net-20261122-190455"),
+        "labels"
+    );
+    let png = root.path().join("loss.png");
+    let o = rosetta(&[
+        "plot",
+        sa,
+        sb,
+        "--out",
+        png.to_str().unwrap(),
+        "--log-y",
+        "--x",
+        "time",
+        "--smooth",
+        "0.5",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = rosetta(&["plot", sa, "--out", "x.svg", "--smooth", "1.5"]);
+    assert!(!o.status.success() && text(&o).contains("below 1"));
+    let o = rosetta(&["plot", sa, "--out", "x.svg", "--x", "hours"]);
+    assert!(!o.status.success() && text(&o).contains("step, epoch or time"));
+
+    // delete: asks on a terminal (refused without one unless --yes)
+    let o = rosetta(&["jobs", "delete", sb]);
+    assert!(
+        !o.status.success() && text(&o).contains("--yes"),
+        "{}",
+        text(&o)
+    );
+    assert!(b.exists());
+    let o = rosetta(&["jobs", "delete", sb, "--yes"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(!b.exists() && a.exists());
+    // not a session folder: refused
+    let o = rosetta(&["jobs", "delete", r, "--yes"]);
+    assert!(!o.status.success() && text(&o).contains("not a session folder"));
+}
