@@ -51,6 +51,7 @@ pub fn default_config_text() -> String {
          # Every key is optional; these are the defaults.\n\n\
          theme = \"dark\"             # dark or light (--theme wins; NO_COLOR wins over both)\n\
          sessions_dir = \"sessions\"  # where session folders live (--sessions wins)\n\
+         bell = true                # terminal bell when a job finishes, fails or diverges\n\
          # workspace = \"{SETUP_WORKSPACE}\"   # default of the new-job form (this one when `rosetta setup` made it)\n\n\
          [keys]   # action = [keys]: letters, f1..f12, ctrl-X, alt-X, up, down, left, right, pageup, pagedown, home, end, enter, esc, tab, backtab",
         default_path().display()
@@ -328,6 +329,7 @@ mod tests {
         let s = Settings::resolve(&file, None, false).unwrap();
         let d = Settings::resolve(&ConfigFile::default(), None, false).unwrap();
         assert_eq!(s.sessions_dir, d.sessions_dir);
+        assert_eq!((s.bell, file.bell), (d.bell, Some(d.bell)));
         assert_eq!(s.theme, d.theme);
         assert_eq!(s.keymap.bindings.len(), d.keymap.bindings.len());
         for (a, b) in s.keymap.bindings.iter().zip(&d.keymap.bindings) {
