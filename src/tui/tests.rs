@@ -1008,7 +1008,9 @@ fn compare_drill_down_per_query() {
     );
     press(&mut app, &fake, "jj");
     assert_eq!(app.compare.drill.as_ref().unwrap().scroll, 2);
-    assert!(!render(&mut app, 80, 24).contains("query text 0"));
+    let screen = render(&mut app, 80, 24);
+    assert!(!screen.contains("query text 0"), "{screen}");
+    assert!(screen.contains("(3–4 of 4)"), "{screen}");
     press(&mut app, &fake, "l"); // P@1
     let d = app.compare.drill.as_ref().unwrap();
     assert_eq!((d.view.metric, d.scroll), (Metric::P1, 0));

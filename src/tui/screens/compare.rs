@@ -533,10 +533,13 @@ fn draw_drill(f: &mut Frame, app: &App, d: &Drill, area: Rect, foot: Rect) {
         Constraint::Length(10),
         Constraint::Min(10),
     ];
+    // rows that fit between the borders under the header
+    let fit = area.height.saturating_sub(3) as usize;
     let shown = if v.rows.is_empty() {
         "no paired query".to_string()
     } else {
-        format!("{}–{} of {}", d.scroll + 1, v.rows.len(), v.paired)
+        let end = (d.scroll + fit).min(v.rows.len());
+        format!("{}–{end} of {}", d.scroll + 1, v.paired)
     };
     f.render_widget(
         Table::new(rows, widths).header(header).block(block(
