@@ -27,6 +27,7 @@ fn system(name: &str, mrr: &[(&str, f64)], map: f64) -> System {
                 (q.to_string(), m)
             })
             .collect(),
+        ..Default::default()
     }
 }
 
@@ -145,19 +146,21 @@ fn markdown_csv_text_and_json() {
     let rows: Vec<Vec<&str>> = csv.lines().map(|l| l.split(',').collect()).collect();
     assert_eq!(
         rows[0].join(","),
-        "system,model,queries,baseline,MRR,MRR_p,MRR_sig,MRR_wins,MRR_ties,MRR_losses,\
+        "system,model,queries,baseline,task,split,task_queries,\
+         MRR,MRR_p,MRR_sig,MRR_wins,MRR_ties,MRR_losses,\
          MAP,MAP_p,MAP_sig,MAP_wins,MAP_ties,MAP_losses"
     );
     assert_eq!(rows.len(), 5);
     assert_eq!(
-        rows[1][..10],
-        ["B", "", "3", "true", "0.5167", "", "", "", "", ""]
+        rows[1][..13],
+        ["B", "", "3", "true", "", "", "", "0.5167", "", "", "", "", ""]
     );
     let y = &rows[3];
-    assert_eq!(y[..5], ["Y", "", "3", "false", "0.3167"]);
-    assert!(close(y[5].parse().unwrap(), 2.0 * P_Y));
-    assert_eq!(y[6..10], ["worse", "0", "0", "3"]);
-    assert_eq!(rows[4][6], "better");
+    assert_eq!(y[..4], ["Y", "", "3", "false"]);
+    assert_eq!(y[7], "0.3167");
+    assert!(close(y[8].parse().unwrap(), 2.0 * P_Y));
+    assert_eq!(y[9..13], ["worse", "0", "0", "3"]);
+    assert_eq!(rows[4][9], "better");
 
     let text = t.to_text();
     let line = |start: &str| {
@@ -270,6 +273,8 @@ fn cli_compare_sessions() {
     .unwrap();
     assert_eq!(j["baseline"], "lsi");
     assert_eq!(j["correction"], "holm");
+    assert_eq!(j["task"]["name"], "tiny-en-es: ad-hoc collection", "{j}");
+    assert_eq!(j["task"]["queries"], 5);
     let systems = j["systems"].as_array().unwrap();
     assert_eq!(systems.len(), 2);
     assert_eq!(systems[0]["system"], "lsi");
@@ -326,11 +331,15 @@ fn cli_compare_sessions() {
     let md = std::fs::read_to_string(cwd.join("table.md")).unwrap();
     let lines: Vec<&str> = md.lines().collect();
     assert_eq!(
-        lines[0], "| system | model | queries | MAP | nDCG@10 |",
+        lines[0], "over: tiny-en-es: ad-hoc collection, 5 judged queries  ",
         "{md}"
     );
-    assert!(lines[2].starts_with("| dict ◆ | bm25-dict | 5 |"), "{md}");
-    assert!(lines[3].starts_with("| lsi | cl-lsi | 5 |"), "{md}");
+    assert_eq!(
+        lines[2], "| system | model | queries | MAP | nDCG@10 |",
+        "{md}"
+    );
+    assert!(lines[4].starts_with("| dict ◆ | bm25-dict | 5 |"), "{md}");
+    assert!(lines[5].starts_with("| lsi | cl-lsi | 5 |"), "{md}");
     assert!(md.contains("Against the baseline dict"), "{md}");
 
     // CSV and text on standard output
@@ -354,15 +363,21 @@ fn cli_compare_sessions() {
     let mut l = csv.lines();
     assert_eq!(
         l.next().unwrap(),
-        "system,model,queries,baseline,MRR,MRR_p,MRR_sig,MRR_wins,MRR_ties,MRR_losses"
+        "system,model,queries,baseline,task,split,task_queries,MRR,MRR_p,MRR_sig,MRR_wins,MRR_ties,MRR_losses"
     );
-    assert!(l.next().unwrap().starts_with("lsi,cl-lsi,5,true,"));
+    assert!(l
+        .next()
+        .unwrap()
+        .starts_with("lsi,cl-lsi,5,true,tiny-en-es: ad-hoc collection,,5,"));
     assert!(l.next().unwrap().starts_with("dict,bm25-dict,5,false,"));
     let text = ok(&rosetta(
         cwd,
         &["compare", "--sessions", "sessions/lsi", "sessions/dict"],
     ));
-    assert!(text.starts_with("system"), "{text}");
+    assert!(
+        text.starts_with("over: tiny-en-es: ad-hoc collection, 5 judged queries\n\nsystem"),
+        "{text}"
+    );
     assert!(text.contains("win/tie/loss"), "{text}");
     assert!(text.contains("baseline lsi"), "{text}");
 
@@ -529,4 +544,223 @@ fn derived_task_runs_come_with_their_qrels() {
     )))
     .unwrap();
     assert_eq!(c["systems"].as_array().unwrap().len(), 2, "{c}");
+}
+
+/// `--per-query N --metric M` lists, per system, the queries on which it
+/// differs most from the baseline; `--export FILE` writes in the format of
+/// the file's extension (with `--per-query` and CSV/TSV: the per-query rows).
+#[test]
+fn cli_compare_per_query_and_export() {
+    let ws = tiny_workspace();
+    let wsf = ws.path().join("workspace.toml");
+    let root = tempfile::tempdir().unwrap();
+    let cwd = root.path();
+    train(cwd, &wsf, "cl-lsi", "sessions/lsi", &["--dim", "4"]);
+    train(cwd, &wsf, "bm25-dict", "sessions/dict", &[]);
+    let base = [
+        "compare",
+        "--sessions",
+        "sessions/lsi",
+        "sessions/dict",
+        "--metrics",
+        "MRR,MAP",
+    ];
+    let with = |more: &[&str]| {
+        let mut a = base.to_vec();
+        a.extend_from_slice(more);
+        rosetta(cwd, &a)
+    };
+    let j: Value = serde_json::from_str(&ok(&with(&[
+        "--per-query",
+        "3",
+        "--metric",
+        "map",
+        "--json",
+    ])))
+    .unwrap();
+    let d = &j["per_query"][0];
+    assert_eq!(j["per_query"].as_array().unwrap().len(), 1, "{j}");
+    assert_eq!(
+        (d["system"].as_str(), d["baseline"].as_str()),
+        (Some("dict"), Some("lsi"))
+    );
+    assert_eq!(d["metric"], "MAP");
+    assert_eq!(d["paired"], 5);
+    let t = &j["systems"][1]["tests"]["MAP"];
+    for k in ["wins", "ties", "losses"] {
+        assert_eq!(d[k], t[k], "{k}: the drill-down counts are the table's");
+    }
+    let rows = d["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 3);
+    let diffs: Vec<f64> = rows
+        .iter()
+        .map(|r| r["difference"].as_f64().unwrap())
+        .collect();
+    assert!(
+        diffs.windows(2).all(|w| w[0].abs() >= w[1].abs()),
+        "{diffs:?}"
+    );
+    for r in rows {
+        let (v, b) = (
+            r["value"].as_f64().unwrap(),
+            r["baseline"].as_f64().unwrap(),
+        );
+        assert!((r["difference"].as_f64().unwrap() - (v - b)).abs() < 1e-12);
+        assert!(
+            !r["text"].as_str().unwrap().is_empty(),
+            "query text known: {r}"
+        );
+    }
+
+    // text: the list under the table
+    let text = ok(&with(&["--per-query", "2", "--metric", "MAP"]));
+    assert!(
+        text.starts_with("over: tiny-en-es: ad-hoc collection"),
+        "{text}"
+    );
+    assert!(
+        text.contains("MAP per query, dict against the baseline lsi: 2 of 5 paired queries"),
+        "{text}"
+    );
+
+    // --export: the table in the format of the extension
+    let out = with(&["--export", "out/table.tsv"]);
+    assert_eq!(ok(&out), "", "the table goes to the file");
+    let tsv = std::fs::read_to_string(cwd.join("out/table.tsv")).unwrap();
+    assert!(
+        tsv.starts_with("system\tmodel\tqueries\tbaseline\ttask\tsplit\ttask_queries\tMRR\t"),
+        "{tsv}"
+    );
+    assert_eq!(tsv.lines().count(), 3);
+    let json = std::fs::read_to_string({
+        ok(&with(&["--export", "t.json"]));
+        cwd.join("t.json")
+    })
+    .unwrap();
+    let v: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["baseline"], "lsi");
+    // with --per-query, a TSV holds every paired query's row
+    ok(&with(&["--per-query", "0", "--export", "pq.tsv"]));
+    let pq = std::fs::read_to_string(cwd.join("pq.tsv")).unwrap();
+    let lines: Vec<&str> = pq.lines().collect();
+    assert_eq!(
+        lines[0],
+        "system\tbaseline\tmetric\tquery\tbaseline_value\tvalue\tdifference\ttext"
+    );
+    assert_eq!(lines.len(), 6, "{pq}");
+    assert!(
+        lines[1..].iter().all(|l| l.starts_with("dict\tlsi\tMRR\t")),
+        "{pq}"
+    );
+    // --format wins over the extension
+    ok(&with(&["--export", "t.txt", "--format", "md"]));
+    assert!(std::fs::read_to_string(cwd.join("t.txt"))
+        .unwrap()
+        .contains("| system |"));
+
+    // an extension that names no format, --metric alone: errors
+    let out = with(&["--export", "t.xlsx"]);
+    assert!(!out.status.success());
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains("t.xlsx") && e.contains("--format"), "{e}");
+    let out = with(&["--metric", "MAP"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--per-query"));
+}
+
+/// A session's ad-hoc scores are cached in its folder and read back by a
+/// fresh workbench; any change to the session (status, checkpoint, config)
+/// or its workspace makes them be computed again; a broken cache file is
+/// recomputed, not an error.
+#[test]
+fn cached_scores_follow_session_changes() {
+    use rosetta::session::workbench::SCORES_CACHE;
+    use rosetta::session::Workbench;
+    use std::time::{Duration, SystemTime};
+
+    let ws = tiny_workspace();
+    let wsf = ws.path().join("workspace.toml");
+    let root = tempfile::tempdir().unwrap();
+    let cwd = root.path();
+    train(cwd, &wsf, "cl-lsi", "sessions/lsi", &["--dim", "4"]);
+    let dir = cwd.join("sessions/lsi");
+    let scores = || Workbench::new().adhoc_scores(&dir, &|_, _| {}).unwrap();
+    let first = scores();
+    assert!(!first.cached);
+    assert!(dir.join(SCORES_CACHE).is_file());
+    assert_eq!(first.per_query.len(), 5);
+    assert_eq!(first.task.queries, 5);
+    assert_eq!(first.texts.len(), 5);
+    let again = scores();
+    assert!(again.cached, "a fresh workbench reads the cache");
+    assert_eq!(
+        (&again.per_query, &again.task, &again.texts),
+        (&first.per_query, &first.task, &first.texts),
+        "the cache gives back exactly what was computed"
+    );
+
+    // the cache is what is read: a doctored value comes back as long as the key holds
+    let cache = dir.join(SCORES_CACHE);
+    let q = first.per_query.keys().next().unwrap().clone();
+    let doctor = || {
+        let mut doc: Value = serde_json::from_slice(&std::fs::read(&cache).unwrap()).unwrap();
+        doc["scores"]["per_query"][&q]["MRR"] = 0.123456.into();
+        std::fs::write(&cache, serde_json::to_vec(&doc).unwrap()).unwrap();
+    };
+    doctor();
+    assert_eq!(scores().per_query[&q].mrr, 0.123456);
+
+    // ... and any change to the session's files drops it
+    let touch = |f: &str, secs: u64| {
+        let file = std::fs::File::options()
+            .append(true)
+            .open(dir.join(f))
+            .unwrap();
+        file.set_modified(SystemTime::now() + Duration::from_secs(secs))
+            .unwrap();
+    };
+    for (i, f) in [
+        "status.json",
+        "checkpoints/best.safetensors",
+        "config.toml",
+        "metrics.jsonl",
+    ]
+    .iter()
+    .enumerate()
+    {
+        doctor();
+        let s = scores();
+        assert!(
+            s.cached && s.per_query[&q].mrr == 0.123456,
+            "{f}: the doctored cache is current"
+        );
+        touch(f, 10 * (i as u64 + 1));
+        let fresh = scores();
+        assert!(!fresh.cached, "{f} changed: computed again");
+        assert_eq!(fresh.per_query, first.per_query, "{f}");
+        assert!(scores().cached, "{f}: cached again");
+    }
+
+    // a broken cache file is recomputed
+    std::fs::write(&cache, "not json").unwrap();
+    let s = scores();
+    assert!(!s.cached);
+    assert_eq!(s.per_query, first.per_query);
+
+    // a changed workspace is noticed through the cache: the session no longer matches
+    for (file, line) in [
+        ("train.en", "one more line\n"),
+        ("train.es", "una línea más\n"),
+    ] {
+        let mut f = std::fs::File::options()
+            .append(true)
+            .open(ws.path().join(file))
+            .unwrap();
+        std::io::Write::write_all(&mut f, line.as_bytes()).unwrap();
+    }
+    let e = Workbench::new()
+        .adhoc_scores(&dir, &|_, _| {})
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("changed since this session was made"), "{e}");
 }

@@ -8,7 +8,9 @@ use anyhow::bail;
 use clap::{Args, ValueEnum};
 use serde_json::json;
 
-use rosetta::eval::compare::{self, CompareOptions, Comparison, System, TableFormat};
+use rosetta::eval::compare::{
+    self, render_drill_downs, CompareOptions, Comparison, System, TableFormat, Task,
+};
 use rosetta::eval::{evaluate, Correction, Evaluation, Metric, PairedTest, Qrels, Run};
 use rosetta::session::Workbench;
 
@@ -62,6 +64,8 @@ pub enum FormatKind {
     Md,
     /// Comma-separated values.
     Csv,
+    /// Tab-separated values.
+    Tsv,
     /// One JSON object (as --json).
     Json,
 }
@@ -75,8 +79,14 @@ Two forms, one table:
                                             workspace's ad-hoc task (model alone)
 Rows are labelled by file or folder name. Each system is tested against the
 baseline on the queries both were scored on; ▲/▼ mark a significantly better/
-worse mean (corrected p < --alpha). The text and Markdown tables also give the
-corrected p-values and per-query wins/ties/losses against the baseline.")]
+worse mean (corrected p < --alpha), as in the workbench's Compare screen. The
+text and Markdown tables also give the corrected p-values and per-query
+wins/ties/losses against the baseline (a tie: values within 1e-9), and every
+table says what its figures are over (task, split, judged queries).
+--per-query N lists, per system, the N queries on which it differs most from
+the baseline on --metric (with CSV/TSV output: only those lists, one row per
+query). Sessions' per-query scores are cached in each session folder
+(adhoc-scores.json), recomputed when the session or its workspace changes.")]
 pub struct CompareArgs {
     /// TREC run files to compare (the first is the baseline unless
     /// --baseline names one); needs --qrels.
@@ -118,15 +128,25 @@ pub struct CompareArgs {
     /// Significance level for the ▲/▼ marks, after correction.
     #[arg(long, default_value_t = 0.05)]
     pub alpha: f64,
-    /// Output format.
-    #[arg(long, value_enum, default_value = "text")]
-    pub format: FormatKind,
+    /// Output format [default: from --out's extension (.txt, .md, .csv,
+    /// .tsv, .json), else text].
+    #[arg(long, value_enum)]
+    pub format: Option<FormatKind>,
     /// Print one JSON object (each system's means, tests and counts): --format json.
     #[arg(long)]
     pub json: bool,
-    /// Write the table to this file instead of standard output.
-    #[arg(long, value_name = "PATH")]
+    /// Write the table to this file instead of standard output (the format
+    /// follows its extension unless --format is given).
+    #[arg(long, visible_alias = "export", value_name = "PATH")]
     pub out: Option<PathBuf>,
+    /// Also list, per system, the N queries on which it differs most from
+    /// the baseline on --metric (query, text where known, baseline value,
+    /// system value, difference); 0 lists every paired query.
+    #[arg(long, value_name = "N")]
+    pub per_query: Option<usize>,
+    /// The metric of --per-query [default: the first of --metrics].
+    #[arg(long, requires = "per_query", value_parser = parse_metric)]
+    pub metric: Option<Metric>,
 }
 
 fn parse_metric(s: &str) -> Result<Metric, String> {
@@ -272,18 +292,27 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<()> {
         }
     };
     let format = match (args.json, args.format) {
-        (true, FormatKind::Text | FormatKind::Json) | (false, FormatKind::Json) => {
-            TableFormat::Json
-        }
-        (true, other) => bail!(
+        (true, None | Some(FormatKind::Json)) => TableFormat::Json,
+        (true, Some(other)) => bail!(
             "--json conflicts with --format {}",
             other
                 .to_possible_value()
                 .map_or("?".into(), |v| v.get_name().to_string())
         ),
-        (false, FormatKind::Text) => TableFormat::Text,
-        (false, FormatKind::Md) => TableFormat::Markdown,
-        (false, FormatKind::Csv) => TableFormat::Csv,
+        (false, None) => match &args.out {
+            None => TableFormat::Text,
+            Some(p) => TableFormat::from_path(p).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "{}: cannot tell the format from the extension (.txt, .md, .csv, .tsv, .json); give --format",
+                    p.display()
+                )
+            })?,
+        },
+        (false, Some(FormatKind::Text)) => TableFormat::Text,
+        (false, Some(FormatKind::Md)) => TableFormat::Markdown,
+        (false, Some(FormatKind::Csv)) => TableFormat::Csv,
+        (false, Some(FormatKind::Tsv)) => TableFormat::Tsv,
+        (false, Some(FormatKind::Json)) => TableFormat::Json,
     };
     let options = CompareOptions {
         test,
@@ -320,47 +349,107 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<()> {
         }
     }
     let labels = compare::labels(&paths);
+    let progress = Progress::new();
     let table = if sessions {
         let labelled: Vec<(String, PathBuf)> = labels.iter().cloned().zip(paths).collect();
-        let quiet = matches!(format, TableFormat::Json) || args.out.is_some();
-        let progress = |i: usize, n: usize, label: &str| {
-            if !quiet && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-                eprintln!("evaluating {label} ({}/{n})", i + 1);
-            }
-        };
-        Workbench::new().compare(&labelled, Some(&labels[0]), &options, false, &progress)?
+        let table =
+            Workbench::new().compare(&labelled, Some(&labels[0]), &options, false, &|f, what| {
+                progress.show(f, what)
+            });
+        progress.clear();
+        table?
     } else {
         let Some(qrels_path) = &args.qrels else {
             bail!("comparing runs needs --qrels QRELS (or give --sessions DIR...)");
         };
         let qrels = read_qrels(qrels_path, args.strict)?;
+        let task = Task {
+            name: format!("qrels {}", qrels_path.display()),
+            split: None,
+            queries: qrels.judgements.len(),
+        };
         let mut systems = Vec::with_capacity(paths.len());
         let mut notes = Vec::new();
-        for (p, label) in paths.iter().zip(&labels) {
-            let s = score(p, &qrels, qrels_path)?;
+        for (i, (p, label)) in paths.iter().zip(&labels).enumerate() {
+            progress.show(
+                i as f64 / paths.len() as f64,
+                &format!("reading {label} ({}/{})", i + 1, paths.len()),
+            );
+            let s = score(p, &qrels, qrels_path);
+            progress.clear();
+            let s = s?;
             notes.extend(s.note());
             systems.push(System {
                 name: label.clone(),
                 detail: String::new(),
+                task: task.clone(),
                 per_query: s.eval.per_query,
+                texts: Default::default(),
             });
         }
         let mut t = Comparison::build(&systems, Some(&labels[0]), &options)?;
         t.notes = notes;
         t
     };
-    if format == TableFormat::Csv {
+    let drill = args.per_query.map(|n| {
+        let metric = args.metric.unwrap_or(options.metrics[0]);
+        table.drill_downs(metric, n)
+    });
+    if matches!(format, TableFormat::Csv | TableFormat::Tsv) {
         // CSV has no room for them
         for n in &table.notes {
             eprintln!("note: {n}");
         }
     }
+    let text = match (&drill, format) {
+        (None, _) => table.render(format),
+        (Some(d), TableFormat::Csv | TableFormat::Tsv) => render_drill_downs(d, format),
+        (Some(d), TableFormat::Json) => {
+            let mut j = serde_json::to_value(&table)?;
+            j["per_query"] = serde_json::to_value(d)?;
+            format!("{j}\n")
+        }
+        (Some(d), _) => format!(
+            "{}\n{}",
+            table.render(format),
+            render_drill_downs(d, format)
+        ),
+    };
     match &args.out {
         Some(p) => {
-            table.write(p, format)?;
+            rosetta::util::write_atomic(p, text.as_bytes())?;
             eprintln!("wrote {}", p.display());
         }
-        None => print!("{}", table.render(format)),
+        None => print!("{text}"),
     }
     Ok(())
+}
+
+/// A one-line percentage on standard error, shown only when it is a
+/// terminal (rewritten in place; cleared before anything else is printed).
+struct Progress {
+    on: bool,
+}
+
+impl Progress {
+    fn new() -> Progress {
+        Progress {
+            on: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        }
+    }
+
+    /// Shows `fraction` (0..=1) done and what is being done.
+    fn show(&self, fraction: f64, what: &str) {
+        if self.on {
+            let pct = (fraction.clamp(0.0, 1.0) * 100.0).round();
+            eprint!("\r\x1b[2K{pct:>3}% {what}");
+        }
+    }
+
+    /// Removes the line.
+    fn clear(&self) {
+        if self.on {
+            eprint!("\r\x1b[2K");
+        }
+    }
 }

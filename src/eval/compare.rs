@@ -3,12 +3,16 @@
 //! metric over its scored queries, and against a baseline, per metric, a
 //! paired test on the queries both were scored on, p-values corrected over
 //! the systems tested (one family per metric), a significance mark and
-//! per-query win/tie/loss counts. Rendered as a plain-text table, Markdown,
-//! CSV or JSON.
+//! per-query win/tie/loss counts. Every system says what its figures are over
+//! ([`Task`]: the task, its split and its number of judged queries). Rendered
+//! as a plain-text table, Markdown, CSV, TSV or JSON; the per-query
+//! drill-down ([`Comparison::drill_down`]) lists the queries on which a
+//! system differs most from the baseline.
 //!
 //! Marks: `▲` the system is significantly better than the baseline on that
 //! metric (corrected p < alpha and a positive mean difference), `▼`
-//! significantly worse; no mark otherwise (and never on the baseline).
+//! significantly worse; no mark otherwise (and never on the baseline). The
+//! CLI and the workbench use the same marks.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -21,8 +25,9 @@ use serde::Serialize;
 use super::{Correction, Metric, Metrics, PairedTest};
 use crate::{Error, Result};
 
-/// Per-query values closer than this count as a tie in win/tie/loss counts.
-pub const TIE: f64 = 1e-12;
+/// Per-query values that differ by at most this count as a tie in
+/// win/tie/loss counts.
+pub const TIE: f64 = 1e-9;
 
 /// The metrics the workbench's Compare tab shows.
 pub const DEFAULT_METRICS: [Metric; 5] = [
@@ -33,16 +38,57 @@ pub const DEFAULT_METRICS: [Metric; 5] = [
     Metric::Ndcg10,
 ];
 
+/// What a system's figures are over: a task, the split its queries come
+/// from, and its number of judged queries.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
+pub struct Task {
+    /// The task: `qrels FILE` for runs; for a session, its workspace's
+    /// ad-hoc task (`bible-en-es: derived ad-hoc task`, `enhi: ad-hoc
+    /// collection`). Empty when unknown.
+    pub name: String,
+    /// The split the queries are drawn from (a derived task's `test`);
+    /// `None` for a collection with queries of its own.
+    pub split: Option<String>,
+    /// Queries the task judges (with a text, for a workspace's task).
+    pub queries: usize,
+}
+
+impl Task {
+    /// One phrase: `bible-en-es: derived ad-hoc task, test split, 3108
+    /// judged queries` (the empty string for an unknown task).
+    pub fn describe(&self) -> String {
+        if self.name.is_empty() {
+            return String::new();
+        }
+        let mut s = self.name.clone();
+        if let Some(sp) = &self.split {
+            let _ = write!(s, ", {sp} split");
+        }
+        let _ = write!(
+            s,
+            ", {} judged quer{}",
+            self.queries,
+            if self.queries == 1 { "y" } else { "ies" }
+        );
+        s
+    }
+}
+
 /// One system to compare: a name (unique in the comparison), what it is
-/// (a session's model; may be empty) and its scores per query id.
+/// (a session's model; may be empty), what it was scored on, its scores per
+/// query id, and the queries' texts where known.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct System {
     /// Label in the table.
     pub name: String,
     /// What the system is (a session's model), shown beside the name; may be empty.
     pub detail: String,
+    /// The task it was scored on.
+    pub task: Task,
     /// Scores per query id.
     pub per_query: BTreeMap<String, Metrics>,
+    /// Query texts by id (may be empty or partial), for the drill-down.
+    pub texts: BTreeMap<String, String>,
 }
 
 /// How systems are tested against the baseline, and what is shown.
@@ -135,6 +181,8 @@ pub struct Row {
     pub system: String,
     /// What it is (a session's model); may be empty.
     pub detail: String,
+    /// The task its figures are over.
+    pub task: Task,
     /// Number of queries it was scored on (the means' denominator).
     pub queries: usize,
     /// Whether it is the baseline.
@@ -147,6 +195,9 @@ pub struct Row {
     /// Why it was not tested, if it was not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// Its scores per query id (for the drill-down; not in the JSON).
+    #[serde(skip)]
+    pub per_query: BTreeMap<String, Metrics>,
 }
 
 impl Row {
@@ -189,6 +240,8 @@ pub struct Comparison {
     pub notes: Vec<String>,
     /// Systems left out (set by callers that skip what they cannot score).
     pub skipped: Vec<Skipped>,
+    /// Query texts by id, where the systems gave them (the first text given wins).
+    pub texts: BTreeMap<String, String>,
 }
 
 impl Default for Comparison {
@@ -203,6 +256,7 @@ impl Default for Comparison {
             alpha: o.alpha,
             notes: Vec::new(),
             skipped: Vec::new(),
+            texts: BTreeMap::new(),
         }
     }
 }
@@ -216,33 +270,51 @@ pub enum TableFormat {
     Markdown,
     /// Comma-separated values ([`Comparison::to_csv`]).
     Csv,
+    /// Tab-separated values: the CSV's columns ([`Comparison::to_tsv`]).
+    Tsv,
     /// One JSON object ([`Comparison::to_json`]).
     Json,
 }
 
 impl TableFormat {
-    /// The usual file extension: `txt`, `md`, `csv`, `json`.
+    /// The usual file extension: `txt`, `md`, `csv`, `tsv`, `json`.
     pub fn extension(self) -> &'static str {
         match self {
             TableFormat::Text => "txt",
             TableFormat::Markdown => "md",
             TableFormat::Csv => "csv",
+            TableFormat::Tsv => "tsv",
             TableFormat::Json => "json",
+        }
+    }
+
+    /// The format a file name's extension asks for (`.txt`, `.md`, `.csv`,
+    /// `.tsv`, `.json`, any case), if it names one.
+    pub fn from_path(path: &Path) -> Option<TableFormat> {
+        let ext = path.extension()?.to_str()?;
+        match ext.to_ascii_lowercase().as_str() {
+            "txt" | "text" => Some(TableFormat::Text),
+            "md" | "markdown" => Some(TableFormat::Markdown),
+            "csv" => Some(TableFormat::Csv),
+            "tsv" | "tab" => Some(TableFormat::Tsv),
+            "json" => Some(TableFormat::Json),
+            _ => None,
         }
     }
 }
 
 impl FromStr for TableFormat {
     type Err = Error;
-    /// `text`, `md` (`markdown`), `csv` or `json`.
+    /// `text`, `md` (`markdown`), `csv`, `tsv` or `json`.
     fn from_str(s: &str) -> Result<TableFormat> {
         match s.to_ascii_lowercase().as_str() {
             "text" | "txt" => Ok(TableFormat::Text),
             "md" | "markdown" => Ok(TableFormat::Markdown),
             "csv" => Ok(TableFormat::Csv),
+            "tsv" => Ok(TableFormat::Tsv),
             "json" => Ok(TableFormat::Json),
             _ => Err(Error::invalid(format!(
-                "unknown table format {s:?}; known: text, md, csv, json"
+                "unknown table format {s:?}; known: text, md, csv, tsv, json"
             ))),
         }
     }
@@ -322,11 +394,13 @@ impl Comparison {
                 Row {
                     system: s.name.clone(),
                     detail: s.detail.clone(),
+                    task: s.task.clone(),
                     queries: s.per_query.len(),
                     baseline: Some(i) == base,
                     means: options.metrics.iter().map(|&m| (m, mean.get(m))).collect(),
                     tests: BTreeMap::new(),
                     note: None,
+                    per_query: s.per_query.clone(),
                 }
             })
             .collect();
@@ -367,16 +441,7 @@ impl Comparison {
                             systems[*i].name, b.name
                         ))
                     })?;
-                    let (mut wins, mut ties, mut losses) = (0, 0, 0);
-                    for (x, y) in a.iter().zip(&z) {
-                        if (x - y).abs() <= TIE {
-                            ties += 1;
-                        } else if x > y {
-                            wins += 1;
-                        } else {
-                            losses += 1;
-                        }
-                    }
+                    let (wins, ties, losses) = win_tie_loss(&a, &z);
                     results.push((*i, r, wins, ties, losses));
                 }
                 let raw: Vec<f64> = results.iter().map(|r| r.1.p_value).collect();
@@ -415,7 +480,123 @@ impl Comparison {
             alpha: options.alpha,
             notes: Vec::new(),
             skipped: Vec::new(),
+            texts: {
+                let mut texts = BTreeMap::new();
+                for s in systems {
+                    for (q, t) in &s.texts {
+                        texts.entry(q.clone()).or_insert_with(|| t.clone());
+                    }
+                }
+                texts
+            },
         })
+    }
+
+    /// The task every system's figures are over, when they share one.
+    pub fn task(&self) -> Option<&Task> {
+        let first = &self.rows.first()?.task;
+        self.rows
+            .iter()
+            .all(|r| r.task == *first)
+            .then_some(first)
+            .filter(|t| !t.name.is_empty())
+    }
+
+    /// Lines saying what the figures are over: `over: TASK` when the systems
+    /// share a task, else `over:` and one `  SYSTEM: TASK` line each; none
+    /// when no task is known.
+    pub fn scope_lines(&self) -> Vec<String> {
+        if let Some(t) = self.task() {
+            return vec![format!("over: {}", t.describe())];
+        }
+        if self.rows.iter().all(|r| r.task.name.is_empty()) {
+            return Vec::new();
+        }
+        let mut out = vec!["over: each system's own task".to_string()];
+        for r in &self.rows {
+            let d = r.task.describe();
+            out.push(format!(
+                "  {}: {}",
+                r.system,
+                if d.is_empty() { "unknown" } else { &d }
+            ));
+        }
+        out
+    }
+
+    /// The queries on which `system` differs most from the baseline on
+    /// `metric`: the queries both were scored on, largest absolute
+    /// difference first (ties by query id), at most `n` of them (0: all).
+    /// Errors without a baseline, for an unknown system or the baseline itself.
+    pub fn drill_down(&self, system: &str, metric: Metric, n: usize) -> Result<DrillDown> {
+        let Some(b) = &self.baseline else {
+            return Err(Error::invalid(
+                "no baseline: a per-query comparison needs one",
+            ));
+        };
+        let base = self
+            .rows
+            .iter()
+            .find(|r| &r.system == b)
+            .ok_or_else(|| Error::invalid(format!("the baseline {b} has no row")))?;
+        let row = self
+            .rows
+            .iter()
+            .find(|r| r.system == system)
+            .ok_or_else(|| Error::invalid(format!("{system} is not in the comparison")))?;
+        if row.baseline {
+            return Err(Error::invalid(format!(
+                "{system} is the baseline: choose another system to compare with it"
+            )));
+        }
+        let mut rows: Vec<QueryDiff> = row
+            .per_query
+            .iter()
+            .filter_map(|(q, m)| {
+                let bm = base.per_query.get(q)?;
+                let (value, baseline) = (m.get(metric), bm.get(metric));
+                Some(QueryDiff {
+                    query: q.clone(),
+                    text: self.texts.get(q).cloned(),
+                    baseline,
+                    value,
+                    difference: value - baseline,
+                })
+            })
+            .collect();
+        let paired = rows.len();
+        let (a, z): (Vec<f64>, Vec<f64>) = rows.iter().map(|r| (r.value, r.baseline)).unzip();
+        let (wins, ties, losses) = win_tie_loss(&a, &z);
+        rows.sort_by(|x, y| {
+            y.difference
+                .abs()
+                .total_cmp(&x.difference.abs())
+                .then_with(|| x.query.cmp(&y.query))
+        });
+        if n > 0 {
+            rows.truncate(n);
+        }
+        Ok(DrillDown {
+            system: row.system.clone(),
+            baseline: b.clone(),
+            metric,
+            paired,
+            wins,
+            ties,
+            losses,
+            rows,
+        })
+    }
+
+    /// [`Comparison::drill_down`] of every system paired with the baseline
+    /// on at least one query, in table order (empty without a baseline).
+    pub fn drill_downs(&self, metric: Metric, n: usize) -> Vec<DrillDown> {
+        self.rows
+            .iter()
+            .filter(|r| !r.baseline)
+            .filter_map(|r| self.drill_down(&r.system, metric, n).ok())
+            .filter(|d| d.paired > 0)
+            .collect()
     }
 
     /// Systems tested against the baseline (the size of each metric's family).
@@ -513,6 +694,13 @@ impl Comparison {
             s
         };
         let mut out = String::new();
+        let scope = self.scope_lines();
+        if !scope.is_empty() {
+            for l in &scope {
+                push_line(&mut out, l);
+            }
+            out.push('\n');
+        }
         let mut line = head("system", "model", "queries");
         for (m, w) in self.metrics.iter().zip(&widths) {
             line.push_str(&format!("  {:>w$}  ", m.name()));
@@ -553,12 +741,20 @@ impl Comparison {
         out
     }
 
-    /// GitHub Markdown: the means with marks (the baseline marked ◆), then,
-    /// with a baseline, a second table of corrected p-values and
-    /// win/tie/loss counts, then the footer lines.
+    /// GitHub Markdown: what the figures are over, the means with marks (the
+    /// baseline marked ◆), then, with a baseline, a second table of
+    /// corrected p-values and win/tie/loss counts, then the footer lines.
     pub fn to_markdown(&self) -> String {
         let detail = self.has_detail();
-        let mut s = String::from("| system |");
+        let mut s = String::new();
+        let scope = self.scope_lines();
+        if !scope.is_empty() {
+            for l in &scope {
+                let _ = writeln!(s, "{}  ", md_cell(l.trim_start()));
+            }
+            s.push('\n');
+        }
+        s.push_str("| system |");
         if detail {
             s.push_str(" model |");
         }
@@ -637,42 +833,67 @@ impl Comparison {
         s
     }
 
-    /// CSV: `system,model,queries,baseline`, then per metric `<m>` (mean),
-    /// `<m>_p` (corrected p-value), `<m>_sig` (`better`, `worse` or empty),
-    /// `<m>_wins`, `<m>_ties`, `<m>_losses` (empty where not tested).
+    /// CSV: `system,model,queries,baseline,task,split,task_queries` (what
+    /// the row is over), then per metric `<m>` (mean), `<m>_p` (corrected
+    /// p-value), `<m>_sig` (`better`, `worse` or empty), `<m>_wins`,
+    /// `<m>_ties`, `<m>_losses` (empty where not tested).
     pub fn to_csv(&self) -> String {
-        let mut s = String::from("system,model,queries,baseline");
+        self.delimited(',')
+    }
+
+    /// TSV: the columns of [`Comparison::to_csv`], tab-separated (tabs and
+    /// line breaks inside a field become spaces).
+    pub fn to_tsv(&self) -> String {
+        self.delimited('\t')
+    }
+
+    fn delimited(&self, sep: char) -> String {
+        let f = |x: &str| field(x, sep);
+        let mut head = vec![
+            "system".to_string(),
+            "model".into(),
+            "queries".into(),
+            "baseline".into(),
+            "task".into(),
+            "split".into(),
+            "task_queries".into(),
+        ];
         for m in &self.metrics {
-            let n = csv_field(m.name());
-            let _ = write!(s, ",{n},{n}_p,{n}_sig,{n}_wins,{n}_ties,{n}_losses");
+            let n = f(m.name());
+            for suffix in ["", "_p", "_sig", "_wins", "_ties", "_losses"] {
+                head.push(format!("{n}{suffix}"));
+            }
         }
+        let mut s = head.join(&sep.to_string());
         s.push('\n');
         for r in &self.rows {
-            let _ = write!(
-                s,
-                "{},{},{},{}",
-                csv_field(&r.system),
-                csv_field(&r.detail),
-                r.queries,
-                r.baseline
-            );
+            let mut cells = vec![
+                f(&r.system),
+                f(&r.detail),
+                r.queries.to_string(),
+                r.baseline.to_string(),
+                f(&r.task.name),
+                f(r.task.split.as_deref().unwrap_or("")),
+                if r.task.name.is_empty() {
+                    String::new()
+                } else {
+                    r.task.queries.to_string()
+                },
+            ];
             for m in &self.metrics {
-                let _ = write!(s, ",{}", fmt4(r.mean(*m)));
+                cells.push(fmt4(r.mean(*m)));
                 match r.tests.get(m) {
-                    Some(v) => {
-                        let _ = write!(
-                            s,
-                            ",{},{},{},{},{}",
-                            v.p_adjusted,
-                            v.mark.word(),
-                            v.wins,
-                            v.ties,
-                            v.losses
-                        );
-                    }
-                    None => s.push_str(",,,,,"),
+                    Some(v) => cells.extend([
+                        v.p_adjusted.to_string(),
+                        v.mark.word().to_string(),
+                        v.wins.to_string(),
+                        v.ties.to_string(),
+                        v.losses.to_string(),
+                    ]),
+                    None => cells.extend(std::iter::repeat_n(String::new(), 5)),
                 }
             }
+            s.push_str(&cells.join(&sep.to_string()));
             s.push('\n');
         }
         s
@@ -689,6 +910,7 @@ impl Comparison {
             TableFormat::Text => self.to_text(),
             TableFormat::Markdown => self.to_markdown(),
             TableFormat::Csv => self.to_csv(),
+            TableFormat::Tsv => self.to_tsv(),
             TableFormat::Json => {
                 let mut j = self.to_json();
                 j.push('\n');
@@ -703,15 +925,18 @@ impl Comparison {
     }
 }
 
-/// JSON: `metrics` (names), `baseline`, `test` (`t` or `randomization`, with
-/// `permutations` and `seed` for the latter), `correction`, `alpha`,
-/// `systems` (each a [`Row`]: `system`, `detail`, `queries`, `baseline`,
-/// `means` and `tests` keyed by metric name), `notes`, `skipped`.
+/// JSON: `metrics` (names), `baseline`, `task` (the shared [`Task`]:
+/// `name`, `split`, `queries`; `null` when the systems' tasks differ),
+/// `test` (`t` or `randomization`, with `permutations` and `seed` for the
+/// latter), `correction`, `alpha`, `systems` (each a [`Row`]: `system`,
+/// `detail`, `task`, `queries`, `baseline`, `means` and `tests` keyed by
+/// metric name), `notes`, `skipped`.
 impl Serialize for Comparison {
     fn serialize<S: Serializer>(&self, ser: S) -> std::result::Result<S::Ok, S::Error> {
         let mut m = ser.serialize_map(None)?;
         m.serialize_entry("metrics", &self.metrics)?;
         m.serialize_entry("baseline", &self.baseline)?;
+        m.serialize_entry("task", &self.task())?;
         match self.test {
             PairedTest::T => m.serialize_entry("test", "t")?,
             PairedTest::Randomization { permutations, seed } => {
@@ -751,6 +976,193 @@ pub fn labels(paths: &[PathBuf]) -> Vec<String> {
     }
 }
 
+/// Wins, ties and losses of `a` against `b`, pairwise (ties within [`TIE`]).
+pub fn win_tie_loss(a: &[f64], b: &[f64]) -> (usize, usize, usize) {
+    let (mut wins, mut ties, mut losses) = (0, 0, 0);
+    for (x, y) in a.iter().zip(b) {
+        if (x - y).abs() <= TIE {
+            ties += 1;
+        } else if x > y {
+            wins += 1;
+        } else {
+            losses += 1;
+        }
+    }
+    (wins, ties, losses)
+}
+
+/// One query of a drill-down: the system's and the baseline's value on the metric.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct QueryDiff {
+    /// Query id.
+    pub query: String,
+    /// Its text, where known.
+    pub text: Option<String>,
+    /// The baseline's value.
+    pub baseline: f64,
+    /// The system's value.
+    pub value: f64,
+    /// `value - baseline`.
+    pub difference: f64,
+}
+
+/// The queries on which one system differs most from the baseline on one
+/// metric ([`Comparison::drill_down`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DrillDown {
+    /// The system.
+    pub system: String,
+    /// The baseline.
+    pub baseline: String,
+    /// The metric.
+    pub metric: Metric,
+    /// Queries both were scored on (all of them, not only those listed).
+    pub paired: usize,
+    /// Of those, where the system scores higher (within [`TIE`]: a tie).
+    pub wins: usize,
+    /// Where both score the same.
+    pub ties: usize,
+    /// Where the system scores lower.
+    pub losses: usize,
+    /// The queries listed, largest absolute difference first.
+    pub rows: Vec<QueryDiff>,
+}
+
+impl DrillDown {
+    /// One line: `MAP per query, dict against the baseline lsi: 3 of 5 paired
+    /// queries, largest differences first (wins/ties/losses 2/1/2)`.
+    pub fn title(&self) -> String {
+        format!(
+            "{} per query, {} against the baseline {}: {} of {} paired quer{}, largest differences first (wins/ties/losses {}/{}/{})",
+            self.metric,
+            self.system,
+            self.baseline,
+            self.rows.len(),
+            self.paired,
+            if self.paired == 1 { "y" } else { "ies" },
+            self.wins,
+            self.ties,
+            self.losses
+        )
+    }
+}
+
+/// Drill-downs in `format`: text and Markdown give a titled table each
+/// (query, baseline, system, difference, text); CSV and TSV one long table
+/// `system,baseline,metric,query,baseline_value,value,difference,text`;
+/// JSON an array of [`DrillDown`]s.
+pub fn render_drill_downs(list: &[DrillDown], format: TableFormat) -> String {
+    let mut s = String::new();
+    match format {
+        TableFormat::Text => {
+            for d in list {
+                push_line(&mut s, &d.title());
+                let qw = d
+                    .rows
+                    .iter()
+                    .map(|r| r.query.chars().count())
+                    .max()
+                    .unwrap_or(0)
+                    .max("query".len());
+                let sw = d.system.chars().count().max(8);
+                let bw = d.baseline.chars().count().max(8);
+                push_line(
+                    &mut s,
+                    &format!(
+                        "  {}  {:>bw$}  {:>sw$}  {:>10}  text",
+                        pad("query", qw),
+                        d.baseline,
+                        d.system,
+                        "difference"
+                    ),
+                );
+                for r in &d.rows {
+                    push_line(
+                        &mut s,
+                        &format!(
+                            "  {}  {:>bw$}  {:>sw$}  {:>+10.4}  {}",
+                            pad(&r.query, qw),
+                            fmt4(r.baseline),
+                            fmt4(r.value),
+                            r.difference,
+                            r.text.as_deref().unwrap_or("").replace(['\n', '\r'], " ")
+                        ),
+                    );
+                }
+                s.push('\n');
+            }
+        }
+        TableFormat::Markdown => {
+            for d in list {
+                let _ = writeln!(s, "{}\n", md_cell(&d.title()));
+                let _ = writeln!(
+                    s,
+                    "| query | {} | {} | difference | text |\n|---|---:|---:|---:|---|",
+                    md_cell(&d.baseline),
+                    md_cell(&d.system)
+                );
+                for r in &d.rows {
+                    let _ = writeln!(
+                        s,
+                        "| {} | {} | {} | {:+.4} | {} |",
+                        md_cell(&r.query),
+                        fmt4(r.baseline),
+                        fmt4(r.value),
+                        r.difference,
+                        md_cell(r.text.as_deref().unwrap_or(""))
+                    );
+                }
+                s.push('\n');
+            }
+        }
+        TableFormat::Csv | TableFormat::Tsv => {
+            let sep = if format == TableFormat::Csv {
+                ','
+            } else {
+                '\t'
+            };
+            let j = sep.to_string();
+            s.push_str(
+                &[
+                    "system",
+                    "baseline",
+                    "metric",
+                    "query",
+                    "baseline_value",
+                    "value",
+                    "difference",
+                    "text",
+                ]
+                .join(&j),
+            );
+            s.push('\n');
+            for d in list {
+                for r in &d.rows {
+                    s.push_str(
+                        &[
+                            field(&d.system, sep),
+                            field(&d.baseline, sep),
+                            field(d.metric.name(), sep),
+                            field(&r.query, sep),
+                            r.baseline.to_string(),
+                            r.value.to_string(),
+                            r.difference.to_string(),
+                            field(r.text.as_deref().unwrap_or(""), sep),
+                        ]
+                        .join(&j),
+                    );
+                    s.push('\n');
+                }
+            }
+        }
+        TableFormat::Json => {
+            s = serde_json::to_string(list).expect("drill-downs serialise");
+            s.push('\n');
+        }
+    }
+    s
+}
+
 fn wtl(v: &Versus) -> String {
     format!("{}/{}/{}", v.wins, v.ties, v.losses)
 }
@@ -782,10 +1194,197 @@ fn md_cell(s: &str) -> String {
     s.replace('|', "\\|").replace('\n', " ")
 }
 
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
+/// A CSV field (quoted when needed), or a TSV one (tabs and line breaks as spaces).
+fn field(s: &str, sep: char) -> String {
+    if sep == '\t' {
+        s.replace(['\t', '\n', '\r'], " ")
+    } else if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
         s.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::eval::trec::{Qrels, Run};
+
+    /// A run of one ranking per query, documents in order.
+    fn run(rankings: &[(&str, &[&str])]) -> Run {
+        Run {
+            results: rankings
+                .iter()
+                .map(|(q, docs)| {
+                    let n = docs.len() as f64;
+                    let list = docs
+                        .iter()
+                        .enumerate()
+                        .map(|(i, d)| (d.to_string(), n - i as f64))
+                        .collect();
+                    (q.to_string(), list)
+                })
+                .collect(),
+            tag: "t".into(),
+        }
+    }
+
+    /// Four queries with one relevant document each; the baseline's
+    /// reciprocal ranks 1, 1/2, 1/3, 1 and the system's 1/2, 1, 1/4, 1.
+    fn fixture() -> Comparison {
+        let qrels = Qrels::from_pairs([("q1", "d1"), ("q2", "d2"), ("q3", "d3"), ("q4", "d4")]);
+        let base = run(&[
+            ("q1", &["d1"]),
+            ("q2", &["x", "d2"]),
+            ("q3", &["x", "y", "d3"]),
+            ("q4", &["d4"]),
+        ]);
+        let sys = run(&[
+            ("q1", &["x", "d1"]),
+            ("q2", &["d2"]),
+            ("q3", &["x", "y", "z", "d3"]),
+            ("q4", &["d4"]),
+        ]);
+        let task = Task {
+            name: "qrels q.txt".into(),
+            split: None,
+            queries: 4,
+        };
+        let systems = [("base", base), ("sys", sys)].map(|(name, r)| System {
+            name: name.into(),
+            task: task.clone(),
+            per_query: crate::eval::evaluate(&r, &qrels).per_query,
+            texts: [("q2", "two"), ("q3", "three")]
+                .iter()
+                .map(|(q, t)| (q.to_string(), t.to_string()))
+                .collect(),
+            ..Default::default()
+        });
+        let options = CompareOptions {
+            metrics: vec![Metric::Mrr, Metric::P1],
+            ..Default::default()
+        };
+        Comparison::build(&systems, Some("base"), &options).unwrap()
+    }
+
+    #[test]
+    fn wins_ties_losses_on_a_run_fixture() {
+        let t = fixture();
+        let v = t.rows[1].tests[&Metric::Mrr];
+        assert_eq!((v.wins, v.ties, v.losses), (1, 1, 2));
+        assert_eq!(v.queries, 4);
+        // P@1: q1 lost, q2 won, q3 both 0, q4 both 1
+        let p = t.rows[1].tests[&Metric::P1];
+        assert_eq!((p.wins, p.ties, p.losses), (1, 2, 1));
+    }
+
+    #[test]
+    fn ties_are_values_within_1e_9() {
+        assert_eq!(win_tie_loss(&[0.5 + 5e-10], &[0.5]), (0, 1, 0));
+        assert_eq!(win_tie_loss(&[0.5 - 5e-10], &[0.5]), (0, 1, 0));
+        assert_eq!(win_tie_loss(&[0.5 + 1e-6], &[0.5]), (1, 0, 0));
+        assert_eq!(win_tie_loss(&[0.5 - 1e-6], &[0.5]), (0, 0, 1));
+    }
+
+    #[test]
+    fn drill_down_lists_the_largest_differences_first() {
+        let t = fixture();
+        let d = t.drill_down("sys", Metric::Mrr, 0).unwrap();
+        let order: Vec<&str> = d.rows.iter().map(|r| r.query.as_str()).collect();
+        // |−0.5| and |+0.5| tie: by query id; then q3 (−1/12), then q4 (0)
+        assert_eq!(order, ["q1", "q2", "q3", "q4"]);
+        assert_eq!((d.paired, d.wins, d.ties, d.losses), (4, 1, 1, 2));
+        let q1 = &d.rows[0];
+        assert_eq!((q1.baseline, q1.value, q1.difference), (1.0, 0.5, -0.5));
+        assert_eq!(q1.text, None);
+        assert_eq!(d.rows[1].text.as_deref(), Some("two"));
+        assert!((d.rows[2].difference - (0.25 - 1.0 / 3.0)).abs() < 1e-12);
+        // at most n, the counts still over every paired query
+        let top = t.drill_down("sys", Metric::Mrr, 2).unwrap();
+        assert_eq!(top.rows.len(), 2);
+        assert_eq!(top.paired, 4);
+        assert!(
+            top.title().contains("2 of 4 paired queries"),
+            "{}",
+            top.title()
+        );
+        // not for the baseline, an unknown system, or without a baseline
+        assert!(t.drill_down("base", Metric::Mrr, 0).is_err());
+        assert!(t.drill_down("nope", Metric::Mrr, 0).is_err());
+        let mut none = t.clone();
+        none.baseline = None;
+        assert!(none.drill_down("sys", Metric::Mrr, 0).is_err());
+        assert!(none.drill_downs(Metric::Mrr, 0).is_empty());
+        assert_eq!(t.drill_downs(Metric::Mrr, 1).len(), 1);
+    }
+
+    #[test]
+    fn drill_downs_render_in_every_format() {
+        let t = fixture();
+        let d = t.drill_downs(Metric::Mrr, 2);
+        let text = render_drill_downs(&d, TableFormat::Text);
+        assert!(text.starts_with("MRR per query, sys against the baseline base"));
+        assert!(text.contains("q2") && text.contains("+0.5000") && text.contains("two"));
+        let tsv = render_drill_downs(&d, TableFormat::Tsv);
+        let lines: Vec<&str> = tsv.lines().collect();
+        assert_eq!(
+            lines[0],
+            "system\tbaseline\tmetric\tquery\tbaseline_value\tvalue\tdifference\ttext"
+        );
+        assert_eq!(lines[1], "sys\tbase\tMRR\tq1\t1\t0.5\t-0.5\t");
+        assert_eq!(lines[2], "sys\tbase\tMRR\tq2\t0.5\t1\t0.5\ttwo");
+        let j: serde_json::Value =
+            serde_json::from_str(&render_drill_downs(&d, TableFormat::Json)).unwrap();
+        assert_eq!(j[0]["rows"][1]["query"], "q2");
+        assert_eq!(j[0]["metric"], "MRR");
+    }
+
+    #[test]
+    fn every_rendering_says_what_the_figures_are_over() {
+        let t = fixture();
+        let over = "over: qrels q.txt, 4 judged queries";
+        assert_eq!(t.scope_lines(), [over]);
+        assert!(t.to_text().starts_with(&format!("{over}\n\nsystem")));
+        assert!(t.to_markdown().starts_with(over));
+        let csv = t.to_csv();
+        assert!(csv.starts_with("system,model,queries,baseline,task,split,task_queries,MRR,"));
+        assert!(csv.contains("\nsys,,4,false,qrels q.txt,,4,"), "{csv}");
+        assert!(t
+            .to_tsv()
+            .starts_with("system\tmodel\tqueries\tbaseline\ttask\t"));
+        let j: serde_json::Value = serde_json::from_str(&t.to_json()).unwrap();
+        assert_eq!(j["task"]["name"], "qrels q.txt");
+        assert_eq!(j["task"]["queries"], 4);
+        assert_eq!(j["systems"][1]["task"]["split"], serde_json::Value::Null);
+        // systems over different tasks: one line each, no shared task
+        let mut two = t.clone();
+        two.rows[1].task = Task {
+            name: "ws: derived ad-hoc task".into(),
+            split: Some("test".into()),
+            queries: 3,
+        };
+        assert!(two.task().is_none());
+        assert_eq!(
+            two.scope_lines(),
+            [
+                "over: each system's own task",
+                "  base: qrels q.txt, 4 judged queries",
+                "  sys: ws: derived ad-hoc task, test split, 3 judged queries"
+            ]
+        );
+        let j: serde_json::Value = serde_json::from_str(&two.to_json()).unwrap();
+        assert!(j["task"].is_null());
+    }
+
+    #[test]
+    fn formats_follow_file_extensions() {
+        let f = |p: &str| TableFormat::from_path(Path::new(p));
+        assert_eq!(f("a/b.TSV"), Some(TableFormat::Tsv));
+        assert_eq!(f("b.json"), Some(TableFormat::Json));
+        assert_eq!(f("b.md"), Some(TableFormat::Markdown));
+        assert_eq!(f("b.csv"), Some(TableFormat::Csv));
+        assert_eq!(f("b.txt"), Some(TableFormat::Text));
+        assert_eq!(f("b.xlsx"), None);
+        assert_eq!(f("b"), None);
     }
 }

@@ -4,15 +4,25 @@
 //! comparison ([`crate::eval::compare`]) and a workspace's figures for the
 //! Data screen. Everything here may be slow; callers run it off their UI
 //! thread.
+//!
+//! A session's per-query ad-hoc scores are cached on disk in the session
+//! folder ([`SCORES_CACHE`]), keyed on the size and modification time of its
+//! config, status, metrics, vocabularies and checkpoints, on its
+//! workspace's content hash and on Rosetta's version: a comparison after a
+//! restart reads them instead of loading each model again, and any change
+//! to the session or its data makes them be computed afresh.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
 
 use super::search::{Corpus, NeighbourResult, SearchResult, Searcher};
 use super::Session;
 use crate::corpus::Workspace;
-use crate::eval::compare::{CompareOptions, Comparison, Skipped, System};
+use crate::eval::compare::{CompareOptions, Comparison, Skipped, System, Task};
+use crate::eval::Metrics;
 use crate::index::fusion::Fusion;
 use crate::text::{Side, TextConfig};
 use crate::{Error, Result};
@@ -180,42 +190,111 @@ impl Workbench {
             .neighbours(term, side, k, csls)
     }
 
+    /// The session's per-query scores on its workspace's ad-hoc task (the
+    /// model alone, [`Searcher::adhoc_evaluation`]), read from its
+    /// [`SCORES_CACHE`] when that is current, else computed (loading the
+    /// session: slow) and cached. `progress(fraction, what)` reports the
+    /// loading. A cache that cannot be written is not an error: the
+    /// scores come back with `cache_note` saying why.
+    pub fn adhoc_scores(&self, dir: &Path, progress: &dyn Fn(f64, &str)) -> Result<AdhocScores> {
+        let key = ScoresKey::of(dir)?;
+        let path = dir.join(SCORES_CACHE);
+        if let Some(c) = std::fs::read(&path)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<CachedScores>(&b).ok())
+            .filter(|c| c.key == key)
+        {
+            progress(1.0, "read from the cache");
+            return Ok(AdhocScores {
+                cached: true,
+                cache_note: None,
+                ..c.scores
+            });
+        }
+        let s = self.searcher(dir, &|f, w| progress(f * 0.8, w))?;
+        progress(0.8, "scoring the ad-hoc queries");
+        let per_query = s.adhoc_evaluation()?.clone();
+        if per_query.is_empty() {
+            return Err(Error::invalid(format!(
+                "the ad-hoc task of {} has no judged query",
+                s.corpus.path.display()
+            )));
+        }
+        let ws = &s.corpus.ws;
+        let derived = ws.adhoc.is_none();
+        let judged = s.corpus.judged_queries();
+        let scores = AdhocScores {
+            model: s.session.config.model.clone(),
+            task: Task {
+                name: if derived {
+                    format!("{}: derived ad-hoc task", ws.name)
+                } else {
+                    format!("{}: ad-hoc collection", ws.name)
+                },
+                split: derived.then(|| "test".to_string()),
+                queries: judged.len(),
+            },
+            per_query,
+            texts: judged.into_iter().collect(),
+            cached: false,
+            cache_note: None,
+        };
+        let cached = CachedScores {
+            key,
+            scores: scores.clone(),
+        };
+        let written = serde_json::to_vec(&cached)
+            .map_err(|e| Error::invalid(e.to_string()))
+            .and_then(|b| crate::util::write_atomic(&path, &b));
+        progress(1.0, "scored");
+        Ok(AdhocScores {
+            cache_note: written
+                .err()
+                .map(|e| format!("{}: scores not cached: {e}", session_label(dir))),
+            ..scores
+        })
+    }
+
     /// Sessions `(label, folder)` compared on each one's own workspace's
-    /// ad-hoc task (the model alone, [`Searcher::adhoc_evaluation`]) against
-    /// the session labelled `baseline`, if any. A session that cannot be
-    /// scored (no model yet, no judged query, ...) is an error naming it, or
-    /// with `skip_unusable` is listed in the table's `skipped` (and a skipped
-    /// baseline leaves the table without one). `progress(done, total, label)`
-    /// is called before each session is evaluated.
+    /// ad-hoc task ([`Workbench::adhoc_scores`], cached) against the
+    /// session labelled `baseline`, if any. A session that cannot be scored
+    /// (no model yet, no judged query, ...) is an error naming it, or with
+    /// `skip_unusable` is listed in the table's `skipped` (and a skipped
+    /// baseline leaves the table without one). `progress(fraction, what)`
+    /// reports the whole comparison from 0 to 1, `what` naming the session
+    /// (`lsi (1/2): encoding documents`).
     pub fn compare(
         &self,
         sessions: &[(String, PathBuf)],
         baseline: Option<&str>,
         options: &CompareOptions,
         skip_unusable: bool,
-        progress: &dyn Fn(usize, usize, &str),
+        progress: &dyn Fn(f64, &str),
     ) -> Result<Comparison> {
         options.validate()?;
         let mut systems = Vec::with_capacity(sessions.len());
         let mut skipped = Vec::new();
+        let mut notes = Vec::new();
+        let n = sessions.len();
         for (i, (label, dir)) in sessions.iter().enumerate() {
-            progress(i, sessions.len(), label);
-            let scored = self.searcher(dir, &|_, _| {}).and_then(|s| {
-                let per_query = s.adhoc_evaluation()?.clone();
-                if per_query.is_empty() {
-                    return Err(Error::invalid(format!(
-                        "the ad-hoc task of {} has no judged query",
-                        s.corpus.path.display()
-                    )));
+            let step = |f: f64, what: &str| {
+                progress(
+                    (i as f64 + f.clamp(0.0, 1.0)) / n as f64,
+                    &format!("{label} ({}/{n}): {what}", i + 1),
+                )
+            };
+            step(0.0, "starting");
+            match self.adhoc_scores(dir, &step) {
+                Ok(s) => {
+                    notes.extend(s.cache_note);
+                    systems.push(System {
+                        name: label.clone(),
+                        detail: s.model,
+                        task: s.task,
+                        per_query: s.per_query,
+                        texts: s.texts,
+                    });
                 }
-                Ok(System {
-                    name: label.clone(),
-                    detail: s.session.config.model.clone(),
-                    per_query,
-                })
-            });
-            match scored {
-                Ok(s) => systems.push(s),
                 Err(e) if skip_unusable => skipped.push(Skipped {
                     system: label.clone(),
                     reason: e.to_string(),
@@ -223,11 +302,98 @@ impl Workbench {
                 Err(e) => return Err(Error::invalid(format!("{label}: {e}"))),
             }
         }
+        progress(1.0, "done");
         let baseline = baseline.filter(|b| !skipped.iter().any(|s| s.system == *b));
         let mut table = Comparison::build(&systems, baseline, options)?;
         table.skipped = skipped;
+        table.notes = notes;
         Ok(table)
     }
+}
+
+/// The file in a session folder that caches its ad-hoc scores
+/// ([`Workbench::adhoc_scores`]); safe to delete.
+pub const SCORES_CACHE: &str = "adhoc-scores.json";
+
+/// Files of a session whose change makes its cached scores stale.
+const SCORED_FILES: [&str; 7] = [
+    super::CONFIG_FILE,
+    super::STATUS_FILE,
+    super::METRICS_FILE,
+    super::VOCAB_SOURCE,
+    super::VOCAB_TARGET,
+    super::BEST_CHECKPOINT,
+    super::LAST_CHECKPOINT,
+];
+
+/// A session's scores on its workspace's ad-hoc task.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct AdhocScores {
+    /// The session's model.
+    pub model: String,
+    /// The task scored: workspace, split and judged queries.
+    pub task: Task,
+    /// Scores per judged query id.
+    pub per_query: BTreeMap<String, Metrics>,
+    /// The judged queries' texts by id.
+    pub texts: BTreeMap<String, String>,
+    /// Whether they were read from the cache.
+    #[serde(skip)]
+    pub cached: bool,
+    /// Why they could not be cached, if they could not.
+    #[serde(skip)]
+    pub cache_note: Option<String>,
+}
+
+/// What the cached scores were computed from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct ScoresKey {
+    /// Rosetta's version (scoring may change between versions).
+    rosetta: String,
+    /// The run depth scored.
+    depth: usize,
+    /// The workspace's content hash as read with the session's text settings.
+    workspace_hash: String,
+    /// Per file of [`SCORED_FILES`]: its stamp, or `None` when absent.
+    files: Vec<(String, Option<FileStamp>)>,
+}
+
+/// A file's size and modification time (seconds and nanoseconds since the epoch).
+type FileStamp = (u64, u64, u32);
+
+impl ScoresKey {
+    fn of(dir: &Path) -> Result<ScoresKey> {
+        let session = Session::open(dir)?;
+        let ws =
+            Workspace::load_with_text(&session.config.workspace, session.config.text.as_ref())?;
+        let files = SCORED_FILES
+            .iter()
+            .map(|f| {
+                let stamp = std::fs::metadata(dir.join(f)).ok().map(|m| {
+                    let t = m
+                        .modified()
+                        .ok()
+                        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                        .unwrap_or_default();
+                    (m.len(), t.as_secs(), t.subsec_nanos())
+                });
+                (f.to_string(), stamp)
+            })
+            .collect();
+        Ok(ScoresKey {
+            rosetta: env!("CARGO_PKG_VERSION").to_string(),
+            depth: super::retrieval::RUN_DEPTH,
+            workspace_hash: ws.content_hash()?,
+            files,
+        })
+    }
+}
+
+/// The cache file's content.
+#[derive(Serialize, Deserialize)]
+struct CachedScores {
+    key: ScoresKey,
+    scores: AdhocScores,
 }
 
 /// Figures of a workspace for the Data screen (`rosetta data inspect`'s).

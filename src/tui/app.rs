@@ -174,9 +174,8 @@ pub enum Reply {
         result: Result<NeighbourResult, String>,
     },
     CompareProgress {
-        done: usize,
-        total: usize,
-        session: String,
+        fraction: f64,
+        what: String,
     },
     Compared(Result<Comparison, String>),
     Exported(Result<std::path::PathBuf, String>),
@@ -329,11 +328,10 @@ pub fn execute(
                 .map_err(s),
         },
         Request::Compare { sessions, baseline } => {
-            let cb = |done: usize, total: usize, session: &str| {
+            let cb = |fraction: f64, what: &str| {
                 progress(Reply::CompareProgress {
-                    done,
-                    total,
-                    session: session.to_string(),
+                    fraction,
+                    what: what.to_string(),
                 })
             };
             Reply::Compared(
@@ -593,6 +591,7 @@ impl App {
             Tab::Jobs => self.jobs.editing_filter,
             Tab::Search => self.search.editing,
             Tab::Neighbours => self.neigh.editing,
+            Tab::Compare => self.compare.export.is_some(),
             _ => false,
         }
     }
@@ -610,9 +609,13 @@ impl App {
         self.jobs.editing_filter = false;
         self.search.editing = false;
         self.neigh.editing = false;
+        self.compare.export = None;
     }
 
     fn edit_key(&mut self, k: KeyEvent) {
+        if self.tab == Tab::Compare {
+            return self.compare_edit_key(k);
+        }
         match k.code {
             KeyCode::Esc => self.stop_editing(),
             KeyCode::Enter => {
@@ -694,6 +697,9 @@ impl App {
                 self.message = None;
                 if self.tab == Tab::Jobs {
                     self.jobs.filter.clear();
+                }
+                if self.tab == Tab::Compare {
+                    self.compare.drill = None;
                 }
                 return;
             }

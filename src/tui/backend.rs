@@ -288,14 +288,14 @@ pub trait Backend: Send + Sync {
         k: usize,
         csls: bool,
     ) -> Result<NeighbourResult>;
-    /// Sessions × metrics with significance marks against `baseline`
-    /// (sessions that cannot be scored are listed as skipped);
-    /// `progress(done, total, session)` before each session is evaluated.
+    /// Sessions × metrics with significance marks and wins/ties/losses
+    /// against `baseline` (sessions that cannot be scored are listed as
+    /// skipped); `progress(fraction, what)` reports the whole table, 0 to 1.
     fn compare(
         &self,
         sessions: &[String],
         baseline: Option<&str>,
-        progress: &dyn Fn(usize, usize, &str),
+        progress: &dyn Fn(f64, &str),
     ) -> Result<Comparison>;
     /// Writes the table to `path` in `format`.
     fn export_compare(&self, table: &Comparison, path: &Path, format: TableFormat) -> Result<()>;

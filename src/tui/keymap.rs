@@ -509,14 +509,14 @@ const DEFAULTS: &[(&str, Action, Context, &[&str], &str)] = {
             ExportMarkdown,
             Compare,
             &["m"],
-            "export Markdown into the baseline's folder",
+            "export the table as Markdown (asks for the path)",
         ),
         (
             "export_csv",
             ExportCsv,
             Compare,
             &["x"],
-            "export CSV into the baseline's folder",
+            "export the table as CSV (asks for the path)",
         ),
         (
             "reload_data",

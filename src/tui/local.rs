@@ -227,7 +227,7 @@ impl Backend for LocalBackend {
         &self,
         sessions: &[String],
         baseline: Option<&str>,
-        progress: &dyn Fn(usize, usize, &str),
+        progress: &dyn Fn(f64, &str),
     ) -> Result<Comparison> {
         let labelled: Vec<(String, PathBuf)> = sessions
             .iter()

@@ -16,7 +16,7 @@ use crossterm::event::{
 };
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;
-use rosetta::eval::compare::{CompareOptions, System};
+use rosetta::eval::compare::{CompareOptions, System, Task};
 use rosetta::eval::{Metric, Metrics};
 use rosetta::session::search::{Hit, Judged, MarkedNeighbour as Neighbour};
 use rosetta::session::workbench::SplitStats;
@@ -272,10 +272,13 @@ impl Backend for Fake {
         &self,
         sessions: &[String],
         baseline: Option<&str>,
-        progress: &dyn Fn(usize, usize, &str),
+        progress: &dyn Fn(f64, &str),
     ) -> Result<Comparison> {
         for (i, s) in sessions.iter().enumerate() {
-            progress(i, sessions.len(), s);
+            progress(
+                i as f64 / sessions.len() as f64,
+                &format!("{s} ({}/{})", i + 1, sessions.len()),
+            );
         }
         // every later session 0.1 MRR below the one before on each query (a
         // significant loss), P@1 up and down, MAP the same
@@ -285,6 +288,14 @@ impl Backend for Fake {
             .map(|(i, s)| System {
                 name: s.clone(),
                 detail: if i == 0 { "s2net" } else { "cl-lsi" }.into(),
+                task: Task {
+                    name: "fake: derived ad-hoc task".into(),
+                    split: Some("test".into()),
+                    queries: 4,
+                },
+                texts: (0..4)
+                    .map(|q| (format!("q{q}"), format!("query text {q}")))
+                    .collect(),
                 per_query: [-0.02, 0.02, -0.01, 0.01]
                     .iter()
                     .enumerate()
@@ -1186,21 +1197,108 @@ fn compare_sort_baseline_export() {
     assert_eq!(t.rows[app.compare.order()[0]].system, "cl-lsi-done");
     press(&mut app, &fake, "b");
     assert_eq!(app.compare.baseline.as_deref(), Some("cl-lsi-done"));
-    press(&mut app, &fake, "mx");
+    // m asks for a path under the current directory, named after the baseline
+    press(&mut app, &fake, "m");
+    assert_eq!(
+        app.compare.export.as_ref().map(|p| p.path.as_str()),
+        Some("compare-cl-lsi-done.md")
+    );
+    assert!(render(&mut app, 80, 24).contains("export to: compare-cl-lsi-done.md"));
+    press_code(&mut app, &fake, KeyCode::Enter);
+    // x, then a path of one's own: its extension chooses the format
+    press(&mut app, &fake, "x");
+    assert!(
+        fake.exported.lock().unwrap().len() == 1,
+        "typing is not a key"
+    );
+    for _ in 0.."compare-cl-lsi-done.csv".len() {
+        press_code(&mut app, &fake, KeyCode::Backspace);
+    }
+    press(&mut app, &fake, "out/t.tsv");
+    press_code(&mut app, &fake, KeyCode::Enter);
+    // Esc gives up
+    press(&mut app, &fake, "m");
+    press_code(&mut app, &fake, KeyCode::Esc);
+    assert!(app.compare.export.is_none());
     let ex = fake.exported.lock().unwrap().clone();
     assert_eq!(
         ex,
         vec![
             (
-                PathBuf::from("sessions/cl-lsi-done/compare.md"),
+                PathBuf::from("compare-cl-lsi-done.md"),
                 TableFormat::Markdown
             ),
-            (
-                PathBuf::from("sessions/cl-lsi-done/compare.csv"),
-                TableFormat::Csv
-            )
+            (PathBuf::from("out/t.tsv"), TableFormat::Tsv)
         ]
     );
+}
+
+/// Enter on a row lists its queries against the baseline, largest
+/// difference first, for the selected column's metric; ←→ change the
+/// metric, j/k scroll, Esc goes back to the table.
+#[test]
+fn compare_drill_down_per_query() {
+    let fake = Fake::with(vec![
+        done(),
+        SessionSummary {
+            best_mrr: Some(0.3),
+            ..summary("cl-lsi-done", State::Done)
+        },
+    ]);
+    let mut app = app_with(&fake);
+    press(&mut app, &fake, "4bllj"); // MRR column, the second row
+                                     // every row gives its wins/ties/losses on the selected metric
+    let screen = render(&mut app, 100, 24);
+    assert!(screen.contains("W/T/L MRR"), "{screen}");
+    assert!(screen.contains("0/0/4"), "{screen}");
+    assert!(screen.contains("over: fake: derived ad-hoc task, test split, 4 judged queries"));
+    press_code(&mut app, &fake, KeyCode::Enter);
+    let d = app.compare.drill.as_ref().expect("a drill-down opens");
+    assert_eq!(d.view.metric, Metric::Mrr);
+    assert_eq!(d.view.system, "cl-lsi-done");
+    let order: Vec<&str> = d.view.rows.iter().map(|r| r.query.as_str()).collect();
+    // the same 0.1 loss on every query: by query id
+    assert_eq!(order, ["q0", "q1", "q2", "q3"]);
+    let screen = render(&mut app, 80, 24);
+    assert!(
+        screen.contains("MRR per query: cl-lsi-done against s2net-done"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("query text 0") && screen.contains("-0.1000"),
+        "{screen}"
+    );
+    press(&mut app, &fake, "jj");
+    assert_eq!(app.compare.drill.as_ref().unwrap().scroll, 2);
+    let screen = render(&mut app, 80, 24);
+    assert!(!screen.contains("query text 0"), "{screen}");
+    assert!(screen.contains("(3–4 of 4)"), "{screen}");
+    press(&mut app, &fake, "l"); // P@1
+    let d = app.compare.drill.as_ref().unwrap();
+    assert_eq!((d.view.metric, d.scroll), (Metric::P1, 0));
+    assert_eq!(app.compare.col, 3);
+    press_code(&mut app, &fake, KeyCode::Esc);
+    assert!(app.compare.drill.is_none());
+    // on the baseline: an error, no list
+    press(&mut app, &fake, "k");
+    press_code(&mut app, &fake, KeyCode::Enter);
+    assert!(app.compare.drill.is_none());
+    assert!(render(&mut app, 80, 24).contains("is the baseline"));
+}
+
+#[test]
+fn snapshot_compare_drill_down() {
+    let fake = Fake::with(vec![
+        done(),
+        SessionSummary {
+            best_mrr: Some(0.3),
+            ..summary("cl-lsi-done", State::Done)
+        },
+    ]);
+    let mut app = app_with(&fake);
+    press(&mut app, &fake, "4blllj"); // P@1: wins and losses
+    press_code(&mut app, &fake, KeyCode::Enter);
+    insta::assert_snapshot!(render(&mut app, 80, 24));
 }
 
 /// The compare table reports which session it is evaluating while it builds
@@ -1226,13 +1324,10 @@ fn compare_shows_its_progress_while_building() {
     let reports = reports.into_inner().unwrap();
     assert_eq!(reports.len(), 2, "one report per session");
     app.on_reply(reports.into_iter().nth(1).unwrap());
-    assert_eq!(
-        app.compare.progress.as_ref().map(|p| (p.0, p.1)),
-        Some((1, 2))
-    );
+    assert_eq!(app.compare.progress.as_ref().map(|p| p.0), Some(0.5));
     let screen = render(&mut app, 100, 24);
     assert!(
-        screen.contains("1/2 sessions evaluated (cl-lsi-done)"),
+        screen.contains("building the table… 50% cl-lsi-done (2/2)"),
         "{screen}"
     );
     app.on_reply(table);
@@ -1425,6 +1520,8 @@ fn real_session_folders_through_the_session_module() {
         &[System {
             name: "s2net-fixture".into(),
             detail: "s2net".into(),
+            task: Task::default(),
+            texts: BTreeMap::new(),
             per_query: BTreeMap::from([(
                 "q1".to_string(),
                 Metrics {
@@ -1444,8 +1541,8 @@ fn real_session_folders_through_the_session_module() {
     b.export_compare(&t, &p, TableFormat::Csv).unwrap();
     assert_eq!(
         std::fs::read_to_string(p).unwrap(),
-        "system,model,queries,baseline,MRR,MRR_p,MRR_sig,MRR_wins,MRR_ties,MRR_losses\n\
-         s2net-fixture,s2net,1,false,0.5000,,,,,\n"
+        "system,model,queries,baseline,task,split,task_queries,MRR,MRR_p,MRR_sig,MRR_wins,MRR_ties,MRR_losses\n\
+         s2net-fixture,s2net,1,false,,,,0.5000,,,,,\n"
     );
 }
 
@@ -1625,7 +1722,7 @@ fn engine_search_neighbours_compare_and_data_on_a_trained_session() {
     assert!(back.known);
     // compare: both sessions, significance against a baseline
     let t = b
-        .compare(&["a".into(), "b".into()], Some("a"), &|_, _, _| {})
+        .compare(&["a".into(), "b".into()], Some("a"), &|_, _| {})
         .unwrap();
     assert_eq!(t.rows.len(), 2);
     assert_eq!(t.metrics[0], Metric::Mrr);
@@ -1642,10 +1739,18 @@ fn engine_search_neighbours_compare_and_data_on_a_trained_session() {
         t.rows[0].baseline && t.rows[0].tests.is_empty(),
         "no test against itself"
     );
+    // over the workspace's task, cached in the session folders
+    let task = t.task().expect("one task");
+    assert!(task.name.ends_with("ad-hoc collection"), "{task:?}");
+    assert_eq!(task.queries, 5);
+    assert!(root
+        .join("a")
+        .join(rosetta::session::workbench::SCORES_CACHE)
+        .is_file());
     // a session without a model is left out, not an error for the whole table
     std::fs::create_dir_all(root.join("c")).unwrap();
     let t2 = b
-        .compare(&["a".into(), "c".into()], None, &|_, _, _| {})
+        .compare(&["a".into(), "c".into()], None, &|_, _| {})
         .unwrap();
     assert_eq!(t2.rows.len(), 1);
     assert_eq!(t2.skipped.len(), 1);
