@@ -2,7 +2,8 @@
 # End-to-end test of the workbench in a real terminal (tmux):
 #   open `rosetta` on the tiny fixture workspace, launch a tiny training job
 #   from the new-job form, wait for its loss curve and final MRR, run a query
-#   on the Search screen, look up a term's neighbours, quit, and check that
+#   on the Search screen and open a result's document, look up a term's
+#   neighbours, quit, and check that
 #   the terminal is sane again (canonical mode, echo, main screen).
 #
 # Usage: tests/e2e_tui.sh [path/to/rosetta]   (default: target/debug/rosetta)
@@ -119,6 +120,15 @@ keys Enter
 wait_for "Results for" 30
 wait_for " 1 .*[0-9]\.[0-9]{4}" 10
 echo "e2e_tui: search ok: $(screen | grep -E 'RR|fusion' | head -1)"
+# Enter opens the selected result's whole document; j scrolls it (not the
+# query); Esc goes back to the results
+keys Enter
+wait_for "document \\(es\\)" 20
+keys j
+screen | grep -q "query: fish in the cold river *j" && fail "j was typed into the query"
+keys Escape
+wait_for "Results for" 10
+echo "e2e_tui: document view ok"
 
 # --- neighbours
 keys 3

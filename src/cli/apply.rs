@@ -483,11 +483,11 @@ pub fn eval(args: EvalArgs) -> anyhow::Result<()> {
 #[derive(Debug, Args)]
 pub struct SearchArgs {
     /// Session folder (a trained model or a BM25 baseline).
-    #[arg(long, value_name = "DIR")]
-    pub session: PathBuf,
+    #[arg(long, value_name = "DIR", required_unless_present = "history")]
+    pub session: Option<PathBuf>,
     /// Query text in the source language.
-    #[arg(long)]
-    pub query: String,
+    #[arg(long, required_unless_present_any = ["show", "history"])]
+    pub query: Option<String>,
     /// Number of documents to show.
     #[arg(long, default_value_t = 10)]
     pub k: usize,
@@ -496,31 +496,93 @@ pub struct SearchArgs {
     /// `rrf:K` (reciprocal rank fusion, K = 60 by default), or `none`.
     #[arg(long, value_name = "FUSION", default_value = "none")]
     pub fuse: rosetta::index::Fusion,
+    /// Print each result's whole text (never shortened) and its aligned
+    /// source-language text where the collection has one (the other side of
+    /// the verse pair for a task derived from parallel data).
+    #[arg(long)]
+    pub full: bool,
+    /// Print one whole document instead of searching: its id (`train:12`)
+    /// or its label (`"John 1:8"`), with its aligned source-language text.
+    #[arg(long, value_name = "ID", conflicts_with_all = ["query", "full", "k", "fuse"])]
+    pub show: Option<String>,
+    /// List the workbench's recorded search queries (oldest first) and exit.
+    #[arg(long, conflicts_with_all = ["session", "query", "full", "show", "k", "fuse", "json"])]
+    pub history: bool,
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
 }
 
-/// `rosetta search`: the query against the workspace's collection (the
-/// engine's `Searcher`, as in the workbench's Search screen).
-pub fn search(args: SearchArgs) -> anyhow::Result<()> {
-    let s = {
-        let p = super::progress::Progress::start(format!("opening {}", args.session.display()));
-        rosetta::session::search::Searcher::open_alone(&args.session, &|f, l| p.update(f, l))?
+/// Prints a document's label, id, whole text and aligned source text,
+/// each text on its own lines after a `lang:` heading.
+fn print_document(d: &rosetta::session::search::Document, indent: &str) {
+    let label = if d.label == d.docno {
+        d.label.clone()
+    } else {
+        format!("{} ({})", d.label, d.docno)
     };
-    let r = s.search(&args.query, args.k, args.fuse)?;
+    println!("{indent}{label}");
+    println!("{indent}  {}: {}", d.lang, d.text.replace('\n', " "));
+    if let Some(src) = &d.source {
+        println!("{indent}  {}: {}", d.source_lang, src.replace('\n', " "));
+    }
+}
+
+/// `rosetta search`: the query against the workspace's collection (the
+/// engine's `Searcher`, as in the workbench's Search screen); with `--show`
+/// one whole document; with `--history` the workbench's recorded queries.
+pub fn search(args: SearchArgs) -> anyhow::Result<()> {
+    use rosetta::session::search::QueryHistory;
+    if args.history {
+        let path = QueryHistory::default_path();
+        for q in QueryHistory::load(&path)?.queries {
+            println!("{q}");
+        }
+        return Ok(());
+    }
+    let session = args
+        .session
+        .clone()
+        .context("--session is required (the session folder to search with)")?;
+    let s = {
+        let p = super::progress::Progress::start(format!("opening {}", session.display()));
+        rosetta::session::search::Searcher::open_alone(&session, &|f, l| p.update(f, l))?
+    };
+    if let Some(name) = &args.show {
+        let d = s.document(name, None)?;
+        if args.json {
+            println!("{}", serde_json::to_value(&d)?);
+        } else {
+            print_document(&d, "");
+        }
+        return Ok(());
+    }
+    let query = args.query.clone().context("--query is required")?;
+    let r = s.search(&query, args.k, args.fuse)?;
+    // the whole documents, fetched only when asked for
+    let docs = if args.full {
+        r.hits
+            .iter()
+            .map(|h| s.document(&h.docno, Some(&query)))
+            .collect::<rosetta::Result<Vec<_>>>()?
+    } else {
+        Vec::new()
+    };
     if args.json {
         let mut v = serde_json::to_value(&r)?;
-        v["session"] = serde_json::json!(args.session);
-        v["text"] = serde_json::json!(args.query);
+        v["session"] = serde_json::json!(session);
+        v["text"] = serde_json::json!(query);
         v["fusion"] = serde_json::json!(args.fuse.to_string());
+        if args.full {
+            v["documents"] = serde_json::to_value(&docs)?;
+        }
         println!("{v}");
     }
     if let Some(why) = &r.unanswerable {
         // with --json the object above carries the reason too
         anyhow::bail!(
             "no ranking: {why} ({}, {})",
-            args.session.display(),
+            session.display(),
             s.session.config.model
         );
     }
@@ -530,7 +592,7 @@ pub fn search(args: SearchArgs) -> anyhow::Result<()> {
     let dropped = r.query.dropped_summary();
     println!(
         "{} ({}), {}, {} documents; searched with: {}{}",
-        args.session.display(),
+        session.display(),
         s.session.config.model,
         args.fuse.label(),
         s.corpus.len(),
@@ -548,24 +610,37 @@ pub fn search(args: SearchArgs) -> anyhow::Result<()> {
         }
     );
     if let Some(j) = &r.judged {
+        let name = if j.label == j.qid {
+            j.qid.clone()
+        } else {
+            format!("{} ({})", j.label, j.qid)
+        };
         println!(
-            "judged query {}: RR {:.4}, AP {:.4}, {} relevant",
-            j.qid, j.rr, j.ap, j.relevant
+            "judged query {name}: RR {:.4}, AP {:.4}, {} relevant",
+            j.rr, j.ap, j.relevant
         );
     }
-    for h in &r.hits {
+    for (i, h) in r.hits.iter().enumerate() {
         let mark = match h.relevant {
             Some(true) => "*",
             _ => " ",
         };
-        let snippet: String = h.text.chars().take(160).collect();
-        println!(
-            "{:>3}{mark} {:.4}  {}  {}",
-            h.rank,
-            h.score,
-            h.docno,
-            snippet.replace('\n', " ")
-        );
+        if let Some(d) = docs.get(i) {
+            print!("{:>3}{mark} {:.4}  ", h.rank, h.score);
+            print_document(d, "");
+        } else {
+            let name = if h.label == h.docno {
+                h.docno.clone()
+            } else {
+                format!("{} ({})", h.label, h.docno)
+            };
+            let text = h.text.replace('\n', " ");
+            let snippet = match text.char_indices().nth(160) {
+                Some((at, _)) => format!("{}…", text[..at].trim_end_matches('…')),
+                None => text,
+            };
+            println!("{:>3}{mark} {:.4}  {name}  {snippet}", h.rank, h.score);
+        }
         if !h.contributions.is_empty() {
             let c: Vec<String> = h
                 .contributions

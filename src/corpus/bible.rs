@@ -47,6 +47,9 @@ pub struct SetupReport {
     pub modules: (String, String),
     /// Whether the workspace names the FreeDict dictionary.
     pub dictionary: bool,
+    /// Whether an existing workspace got its `[parallel] labels =
+    /// "verses.txt"` line added (set up before verse references were shown).
+    pub labels_added: bool,
 }
 
 /// One exported verse: key (`Genesis 1:1`) and cleaned text.
@@ -205,7 +208,12 @@ pub fn setup(dir: &Path, log: &mut dyn FnMut(&str)) -> Result<SetupReport> {
     let files = ["kjv.en", "sparv.es", "verses.txt"].map(|f| dir.join(f));
     if ws.exists() && files.iter().all(|f| f.exists()) {
         let n = crate::text::io::read_lines(&files[2])?.len();
+        let labels_added = add_verse_labels(&ws)?;
+        if labels_added {
+            log("added `labels = \"verses.txt\"` to [parallel]: search shows verse references");
+        }
         return Ok(SetupReport {
+            labels_added,
             workspace: ws,
             already_present: true,
             verses: n,
@@ -266,7 +274,9 @@ pub fn setup(dir: &Path, log: &mut dyn FnMut(&str)) -> Result<SetupReport> {
          # verses.txt is one verse. No [adhoc]: the derived task searches every\n\
          # Spanish verse with the English test verses as queries.\n\
          name = \"bible-en-es\"\n\n[source]\nlang = \"en\"\n\n[target]\nlang = \"es\"\n\n\
-         [parallel]\nfiles = [\"kjv.en\", \"sparv.es\"]\nsplit = [0.8, 0.1, 0.1]\nseed = 1\n"
+         [parallel]\nfiles = [\"kjv.en\", \"sparv.es\"]\nsplit = [0.8, 0.1, 0.1]\nseed = 1\n\
+         # line i of verses.txt is the verse reference of pair i (shown by search)\n\
+         labels = \"verses.txt\"\n"
     );
     if has_dict {
         toml.push_str(&format!("\n[dictionary]\npath = \"{FREEDICT_ENG_SPA}\"\n"));
@@ -281,12 +291,87 @@ pub fn setup(dir: &Path, log: &mut dyn FnMut(&str)) -> Result<SetupReport> {
         skipped,
         modules: (en_mod, es_mod),
         dictionary: has_dict,
+        labels_added: false,
     })
+}
+
+/// Adds `labels = "verses.txt"` to the `[parallel]` table of the setup
+/// workspace `ws` when it has no `labels` key (a workspace written before
+/// setup wrote one); `true` when it did. The labels are display only, so
+/// the workspace's content hash, and its sessions, stay valid.
+fn add_verse_labels(ws: &Path) -> Result<bool> {
+    let text = std::fs::read_to_string(ws).map_err(|e| Error::io(ws, e))?;
+    let table: toml::Table = text
+        .parse()
+        .map_err(|e: toml::de::Error| Error::file(ws, format!("bad workspace TOML: {e}")))?;
+    let parallel = table.get("parallel").and_then(|p| p.as_table());
+    if parallel.is_none_or(|p| p.contains_key("labels") || !p.contains_key("files")) {
+        return Ok(false);
+    }
+    let Some(at) = text.lines().position(|l| l.trim() == "[parallel]") else {
+        return Ok(false);
+    };
+    let mut out = String::with_capacity(text.len() + 24);
+    for (i, l) in text.lines().enumerate() {
+        out.push_str(l);
+        out.push('\n');
+        if i == at {
+            out.push_str("labels = \"verses.txt\"\n");
+        }
+    }
+    crate::util::write_atomic(ws, out.as_bytes())?;
+    Ok(true)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_older_setup_workspace_gets_its_verse_labels() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("workspace.toml");
+        let old = "name = \"bible-en-es\"\n\n[source]\nlang = \"en\"\n\n[target]\nlang = \"es\"\n\n\
+                   [parallel]\nfiles = [\"kjv.en\", \"sparv.es\"]\nsplit = [0.5, 0.5, 0.0]\nseed = 1\n";
+        std::fs::write(&ws, old).unwrap();
+        for (f, t) in [
+            ("kjv.en", "In the beginning\nAnd the earth\n"),
+            ("sparv.es", "En el principio\nY la tierra\n"),
+            ("verses.txt", "Genesis 1:1\nGenesis 1:2\n"),
+        ] {
+            std::fs::write(dir.path().join(f), t).unwrap();
+        }
+        let before = crate::corpus::Workspace::load(&ws).unwrap();
+        let mut said = Vec::new();
+        let r = setup(dir.path(), &mut |m| said.push(m.to_string())).unwrap();
+        assert!(r.already_present && r.labels_added, "{said:?}");
+        let after = crate::corpus::Workspace::load(&ws).unwrap();
+        assert_eq!(after.labels, Some(dir.path().join("verses.txt")));
+        assert_eq!(
+            after.content_hash().unwrap(),
+            before.content_hash().unwrap()
+        );
+        let task = after.adhoc().unwrap();
+        let labels = task.doc_labels.unwrap();
+        assert_eq!(labels.len(), 2);
+        for (id, l) in task.docs.ids.iter().zip(&labels) {
+            let text = &task.docs.texts[task.docs.index()[id.as_str()]];
+            assert_eq!(
+                l == "Genesis 1:1",
+                text == "En el principio",
+                "{id} {l} {text}"
+            );
+        }
+        // a second run changes nothing
+        assert!(!setup(dir.path(), &mut |_| {}).unwrap().labels_added);
+        assert_eq!(
+            std::fs::read_to_string(&ws)
+                .unwrap()
+                .matches("labels")
+                .count(),
+            1
+        );
+    }
 
     #[test]
     fn plain_output_parsing_and_cleaning() {

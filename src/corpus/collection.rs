@@ -266,6 +266,15 @@ pub struct AdhocTask {
     pub unknown_doc_judgements: usize,
     /// Whether the task was derived from the parallel data (no `[adhoc]`).
     pub derived: bool,
+    /// Display labels of the documents, in the collection's own terms (a
+    /// verse reference for `train:12`), when the workspace has them
+    /// (`[parallel] labels`, derived task only).
+    pub doc_labels: Option<Vec<String>>,
+    /// Display labels of the queries, likewise.
+    pub query_labels: Option<Vec<String>>,
+    /// Each document's aligned source-language text, where the collection
+    /// has one (the derived task: the other side of the pair).
+    pub doc_sources: Option<Vec<String>>,
 }
 
 impl AdhocTask {
@@ -303,7 +312,12 @@ impl AdhocTask {
             Some(a) => {
                 AdhocTask::from_files(&a.docs, &a.queries, a.target_queries.as_deref(), &a.qrels)
             }
-            None => Ok(derived_task(&Splits::read(ws)?)),
+            None => {
+                let splits = Splits::read(ws)?;
+                let pairs = splits.iter().iter().map(|(_, s)| s.len()).sum();
+                let labels = ws.read_labels(pairs)?;
+                Ok(derived_task_labelled(&splits, labels.as_deref()))
+            }
         }
     }
 
@@ -323,6 +337,9 @@ impl AdhocTask {
             qrels: Qrels::read(qrels)?,
             unknown_doc_judgements: 0,
             derived: false,
+            doc_labels: None,
+            query_labels: None,
+            doc_sources: None,
         };
         t.check(Some(qrels))?;
         Ok(t)
@@ -333,17 +350,35 @@ impl AdhocTask {
 /// every pair of every split (ids `train:12`, `valid:3`, `test:7`, the pair's
 /// 0-based position in its split), queries the source side of the test
 /// split (ids `test:7`), each with its own translation as the one relevant
-/// document. Pairs with an empty side are left out.
+/// document. Pairs with an empty side are left out. Each document keeps its
+/// pair's source side as its aligned text ([`AdhocTask::doc_sources`]).
 pub fn derived_task(splits: &Splits) -> AdhocTask {
+    derived_task_labelled(splits, None)
+}
+
+/// [`derived_task`], documents and queries labelled by `labels` (one per
+/// pair of the whole corpus, indexed by [`super::ParallelText::origin`], as
+/// [`Workspace::read_labels`] reads them for a fraction split).
+pub fn derived_task_labelled(splits: &Splits, labels: Option<&[String]>) -> AdhocTask {
     let mut docs = Collection::default();
     let mut queries = Collection::default();
     let mut target_queries = Collection::default();
+    let mut sources = Vec::new();
+    let (mut doc_labels, mut query_labels) = (Vec::new(), Vec::new());
     for (name, s) in splits.iter() {
         for i in s.usable() {
             let id = format!("{name}:{i}");
+            let label = labels.and_then(|l| l.get(s.origin[i]));
+            if let Some(l) = label {
+                doc_labels.push(l.clone());
+            }
             docs.ids.push(id.clone());
             docs.texts.push(s.target[i].clone());
+            sources.push(s.source[i].clone());
             if name == "test" {
+                if let Some(l) = label {
+                    query_labels.push(l.clone());
+                }
                 queries.ids.push(id.clone());
                 queries.texts.push(s.source[i].clone());
                 target_queries.ids.push(id);
@@ -352,6 +387,9 @@ pub fn derived_task(splits: &Splits) -> AdhocTask {
         }
     }
     let qrels = Qrels::from_pairs(queries.ids.iter().map(|q| (q.as_str(), q.as_str())));
+    // labels only when every document has one (a label file of the right
+    // length always covers every pair)
+    let complete = labels.is_some() && doc_labels.len() == docs.len();
     AdhocTask {
         docs,
         queries,
@@ -359,6 +397,9 @@ pub fn derived_task(splits: &Splits) -> AdhocTask {
         qrels,
         unknown_doc_judgements: 0,
         derived: true,
+        doc_labels: complete.then_some(doc_labels),
+        query_labels: complete.then_some(query_labels),
+        doc_sources: Some(sources),
     }
 }
 

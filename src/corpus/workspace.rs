@@ -14,6 +14,8 @@
 //! valid = ["val.en", "val.hi"]
 //! test  = ["test.en", "test.hi"]
 //! # or: files = ["all.en", "all.hi"] (or tsv = "all.tsv"), split = [0.8, 0.1, 0.1], seed = 1
+//! # with files/tsv + split: labels = "ids.txt", one display label per pair
+//! # (a verse reference such as "John 1:8"), shown for derived-task documents
 //! [monolingual]                      # optional: defaults to the target side of train
 //! texts = ["more.hi"]
 //! [adhoc]                            # optional: else derived from the parallel data
@@ -119,6 +121,11 @@ pub struct Workspace {
     pub target_lang: String,
     /// Parallel data and its split.
     pub parallel: ParallelSpec,
+    /// `[parallel] labels`: a file of display labels, line i naming pair i
+    /// of the corpus (a verse reference), for the derived task's documents
+    /// and queries. Display only: not part of [`Workspace::content_hash`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub labels: Option<PathBuf>,
     /// Extra target-language texts, one per line; `None`: the target side of train.
     pub monolingual: Option<Vec<PathBuf>>,
     /// The declared ad-hoc task, if any (see [`Workspace::adhoc`]).
@@ -280,6 +287,7 @@ struct RawParallel {
     tsv: Option<String>,
     split: Option<[f64; 3]>,
     seed: Option<u64>,
+    labels: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -403,6 +411,11 @@ impl Workspace {
                 seed: p.seed.unwrap_or(1),
             }
         } else {
+            if p.labels.is_some() {
+                return Err(bad(
+                    "[parallel]: key `labels` goes with `files`/`tsv` + `split` (one label per line of the corpus)".into(),
+                ));
+            }
             if p.seed.is_some() {
                 return Err(bad("[parallel]: key `seed` only goes with `split`".into()));
             }
@@ -432,6 +445,7 @@ impl Workspace {
             source_lang: raw.source.lang.trim().to_lowercase(),
             target_lang: raw.target.lang.trim().to_lowercase(),
             parallel,
+            labels: raw.parallel.labels.as_deref().map(resolve),
             monolingual: raw
                 .monolingual
                 .map(|m| m.texts.iter().map(|t| resolve(t)).collect()),
@@ -550,6 +564,34 @@ impl Workspace {
     pub fn cache_root(&self) -> PathBuf {
         self.dir.join(".rosetta-cache")
     }
+
+    /// The `[parallel] labels` file's labels, one per pair of a corpus of
+    /// `pairs` pairs (`None` without the key). A line count other than
+    /// `pairs`, or an empty label, is an error naming the file (and line).
+    pub fn read_labels(&self, pairs: usize) -> Result<Option<Vec<String>>> {
+        let Some(path) = &self.labels else {
+            return Ok(None);
+        };
+        let lines = crate::text::io::read_lines(path)?;
+        if lines.len() != pairs {
+            return Err(Error::file(
+                path,
+                format!(
+                    "[parallel] labels: {} lines, but the parallel corpus has {pairs} pairs (want one label per pair)",
+                    lines.len()
+                ),
+            ));
+        }
+        let mut out = Vec::with_capacity(lines.len());
+        for (n, l) in lines.into_iter().enumerate() {
+            let l = l.trim();
+            if l.is_empty() {
+                return Err(Error::parse(path, n + 1, "empty label"));
+            }
+            out.push(l.to_string());
+        }
+        Ok(Some(out))
+    }
 }
 
 /// A toml error as `file:line: key `k`: message`. toml names unknown and
@@ -648,6 +690,40 @@ split = [0.5, 0.25, 0.25]
             w.parallel,
             ParallelSpec::Fractions { seed: 1, .. }
         ));
+    }
+
+    #[test]
+    fn labels_go_with_a_fraction_split_and_stay_out_of_the_hash() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("w.toml");
+        std::fs::write(dir.path().join("p.tsv"), "a\tb\nc\td\n").unwrap();
+        let head = "name = \"a\"\nsource.lang = \"en\"\ntarget.lang = \"es\"\n[parallel]\ntsv = \"p.tsv\"\nsplit = [0.5, 0.5, 0.0]\n";
+        let plain = Workspace::from_toml(&p, head).unwrap();
+        let w = Workspace::from_toml(&p, &format!("{head}labels = \"ids.txt\"\n")).unwrap();
+        assert_eq!(w.labels, Some(dir.path().join("ids.txt")));
+        assert_eq!(plain.read_labels(2).unwrap(), None);
+        // display only: sessions of the workspace stay valid when it is added
+        assert_eq!(w.content_hash().unwrap(), plain.content_hash().unwrap());
+        std::fs::write(dir.path().join("ids.txt"), "Gen 1:1\nGen 1:2\n").unwrap();
+        assert_eq!(
+            w.read_labels(2).unwrap(),
+            Some(vec!["Gen 1:1".to_string(), "Gen 1:2".to_string()])
+        );
+        let e = w.read_labels(3).unwrap_err().to_string();
+        assert!(
+            e.contains("ids.txt") && e.contains("2 lines") && e.contains("3 pairs"),
+            "{e}"
+        );
+        std::fs::write(dir.path().join("ids.txt"), "Gen 1:1\n \n").unwrap();
+        let e = w.read_labels(2).unwrap_err().to_string();
+        assert!(e.contains("ids.txt:2") && e.contains("empty label"), "{e}");
+        let e = ws("name = \"a\"\nsource.lang = \"en\"\ntarget.lang = \"es\"\n[parallel]\ntrain = \"t.tsv\"\nlabels = \"ids.txt\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("`labels` goes with `files`/`tsv` + `split`"),
+            "{e}"
+        );
     }
 
     #[test]

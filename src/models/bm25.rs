@@ -116,6 +116,9 @@ impl Bm25Baseline {
             qrels: Qrels::default(),
             unknown_doc_judgements: 0,
             derived: false,
+            doc_labels: None,
+            query_labels: None,
+            doc_sources: None,
         };
         Ok(build_queries(ws, &task, &self.run_config(1))?.1)
     }

@@ -35,13 +35,22 @@ use crate::text::Side;
 use crate::text::{Analyzer, Dropped, QueryWords, TextConfig};
 use crate::{Error, Result};
 
-/// Longest document text kept for display, in characters.
+/// Longest document text a [`Hit`] carries, in characters (a longer one
+/// ends in `…`; [`Searcher::document`] has the whole text).
 pub const TEXT_CHARS: usize = 400;
 /// Query terms listed per document as its top contributors.
 const CONTRIBUTORS: usize = 3;
 /// Similarity (cosine, or Jensen–Shannon score) from which a document term
 /// counts as related to the query.
 const RELATED_SIMILARITY: f32 = 0.5;
+
+/// `text`, cut to [`TEXT_CHARS`] characters with `…` when longer.
+fn shorten(text: &str) -> String {
+    match text.char_indices().nth(TEXT_CHARS) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_string(),
+    }
+}
 
 /// A workspace's ad-hoc collection, analysed once and shared by the sessions
 /// on that workspace: texts, judged queries, the analysed dictionary and a
@@ -55,6 +64,13 @@ pub struct Corpus {
     pub doc_ids: Vec<String>,
     doc_full: Vec<String>,
     doc_short: Vec<String>,
+    /// Display labels of the documents (verse references), when the
+    /// collection has them.
+    doc_labels: Option<Vec<String>>,
+    /// Aligned source-language texts of the documents, where the collection has them.
+    doc_sources: Option<Vec<String>>,
+    /// Query id → display label, when the collection has them.
+    query_labels: HashMap<String, String>,
     /// The workspace's queries `(id, text)`.
     pub queries: Vec<(String, String)>,
     /// Their judgements.
@@ -64,6 +80,8 @@ pub struct Corpus {
     bm25: Bm25Index,
     /// Document id → row.
     rows: HashMap<String, usize>,
+    /// Document label → row (first document with the label).
+    label_rows: HashMap<String, usize>,
     src: Analyzer,
     tgt: Analyzer,
 }
@@ -89,6 +107,20 @@ impl Corpus {
         let bm25 = crate::index::adhoc::index_documents(&lex, &task, Bm25Params::default())?;
         progress(0.35, "reading the dictionary");
         let (dict, dict_rev) = analysed_dictionary(&lex, &src, &tgt)?;
+        let mut label_rows = HashMap::new();
+        for (i, l) in task.doc_labels.iter().flatten().enumerate() {
+            label_rows.entry(l.clone()).or_insert(i);
+        }
+        let query_labels = match &task.query_labels {
+            Some(l) => task
+                .queries
+                .ids
+                .iter()
+                .cloned()
+                .zip(l.iter().cloned())
+                .collect(),
+            None => HashMap::new(),
+        };
         Ok(Corpus {
             rows: task
                 .docs
@@ -97,15 +129,14 @@ impl Corpus {
                 .enumerate()
                 .map(|(i, d)| (d.clone(), i))
                 .collect(),
+            label_rows,
+            doc_labels: task.doc_labels,
+            doc_sources: task.doc_sources,
+            query_labels,
             src,
             tgt,
             path: path.to_path_buf(),
-            doc_short: task
-                .docs
-                .texts
-                .iter()
-                .map(|t| t.chars().take(TEXT_CHARS).collect())
-                .collect(),
+            doc_short: task.docs.texts.iter().map(|t| shorten(t)).collect(),
             doc_ids: task.docs.ids,
             doc_full: task.docs.texts,
             queries: task
@@ -141,6 +172,48 @@ impl Corpus {
         self.doc_ids.is_empty()
     }
 
+    /// The display label of the document in `row`: its label in the
+    /// collection's own terms (a verse reference) where it has one, else its id.
+    fn label_of(&self, row: usize) -> &str {
+        self.doc_labels
+            .as_ref()
+            .and_then(|l| l.get(row))
+            .unwrap_or(&self.doc_ids[row])
+    }
+
+    /// The display label of query `qid`: a verse reference where the
+    /// collection has one, else the id.
+    pub fn query_label<'a>(&'a self, qid: &'a str) -> &'a str {
+        self.query_labels.get(qid).map_or(qid, String::as_str)
+    }
+
+    /// The row of the document named `name`: its id (`train:12`) or its
+    /// label (`John 1:8`). An unknown name is an error saying what names
+    /// the collection uses.
+    pub fn row_of(&self, name: &str) -> Result<usize> {
+        let name = name.trim();
+        if let Some(r) = self.rows.get(name).or_else(|| self.label_rows.get(name)) {
+            return Ok(*r);
+        }
+        let example = |i: usize| {
+            let id = &self.doc_ids[i];
+            match &self.doc_labels {
+                Some(l) => format!("`{id}` or `{}`", l[i]),
+                None => format!("`{id}`"),
+            }
+        };
+        Err(Error::invalid(format!(
+            "no document {name:?} in the collection of {} ({} documents{})",
+            self.path.display(),
+            self.len(),
+            if self.is_empty() {
+                String::new()
+            } else {
+                format!(", named like {}", example(0))
+            }
+        )))
+    }
+
     /// BM25 over the dictionary translation of analysed source tokens (the
     /// fusion partner), every matching document.
     fn bm25_dict(&self, tokens: &[String]) -> Vec<(String, f64)> {
@@ -167,9 +240,12 @@ pub struct Hit {
     pub rank: usize,
     /// Document id.
     pub docno: String,
+    /// The document's name in the collection's own terms (a verse reference
+    /// such as `John 1:8`), else its id.
+    pub label: String,
     /// Score (fused when fusing).
     pub score: f64,
-    /// Document text, shortened to [`TEXT_CHARS`] characters.
+    /// Document text, shortened to [`TEXT_CHARS`] characters and `…` when longer.
     pub text: String,
     /// Byte ranges of `text` related to the query (dictionary translations
     /// of a query term, or terms close to the query in the model's space).
@@ -185,6 +261,8 @@ pub struct Hit {
 pub struct Judged {
     /// Query id.
     pub qid: String,
+    /// Its name in the collection's own terms (a verse reference), else its id.
+    pub label: String,
     /// Reciprocal rank of the first relevant document.
     pub rr: f64,
     /// Average precision.
@@ -547,25 +625,15 @@ impl Searcher {
         let judged = judged_q.zip(judgements).map(|((id, _), j)| {
             let m = query_metrics(&ranked, j);
             Judged {
+                label: c.query_label(id).to_string(),
                 qid: id.clone(),
                 rr: m.mrr,
                 ap: m.map,
                 relevant: j.values().filter(|g| **g > 0).count(),
             }
         });
-        let query_words = c.src.analyze_words(query);
-        let translations: HashSet<&str> = query_words
-            .iter()
-            .filter_map(|t| c.dict.get(t))
-            .flatten()
-            .map(String::as_str)
-            .collect();
-        let explain = match (&self.ranker, qv) {
-            (Ranker::Dense { m, doc_emb, .. }, Some(q)) => {
-                Some(Explain::new(m, doc_emb, q, &tokens)?)
-            }
-            _ => None,
-        };
+        let related = self.related(query, &tokens, qv)?;
+        let explain = &related.explain;
         let hits = ranked
             .iter()
             .take(k)
@@ -573,19 +641,11 @@ impl Searcher {
             .map(|(i, (docno, score))| {
                 let d = c.rows[docno];
                 let text = &c.doc_short[d];
-                let mut spans = Vec::new();
-                for (off, w) in text.unicode_word_indices() {
-                    let related = c.tgt.terms(w).iter().any(|t| {
-                        translations.contains(t.as_str())
-                            || explain.as_ref().is_some_and(|e| e.related(t))
-                    });
-                    if related {
-                        spans.push((off, off + w.len()));
-                    }
-                }
+                let spans = related.spans(c, text);
                 Hit {
                     rank: i + 1,
                     relevant: judgements.map(|j| j.get(docno).is_some_and(|g| *g > 0)),
+                    label: c.label_of(d).to_string(),
                     docno: docno.clone(),
                     score: *score,
                     text: text.clone(),
@@ -602,6 +662,77 @@ impl Searcher {
             query: account,
             unanswerable: None,
             judged,
+        })
+    }
+
+    /// What marks a document word as related to `query` (analysed as
+    /// `tokens`; `qv` its vector in a dense model's space).
+    fn related(
+        &self,
+        query: &str,
+        tokens: &[String],
+        qv: Option<Array1<f32>>,
+    ) -> Result<Related<'_>> {
+        let c = &self.corpus;
+        let query_words = c.src.analyze_words(query);
+        let translations: HashSet<&str> = query_words
+            .iter()
+            .filter_map(|t| c.dict.get(t))
+            .flatten()
+            .map(String::as_str)
+            .collect();
+        let explain = match (&self.ranker, qv) {
+            (Ranker::Dense { m, doc_emb, .. }, Some(q)) => {
+                Some(Explain::new(m, doc_emb, q, tokens)?)
+            }
+            _ => None,
+        };
+        Ok(Related {
+            translations,
+            explain,
+            query_words: query_words.into_iter().collect(),
+        })
+    }
+
+    /// One whole document, named by id (`train:12`) or label (`John 1:8`;
+    /// an unknown name is an error): its text uncut, its label, and its
+    /// aligned source-language text where the collection has one. With a
+    /// `query`, the words related to it are marked as in [`Searcher::search`]
+    /// (and the query's own words in the source text). `rosetta search
+    /// --show`/`--full` and the workbench's document view show this.
+    pub fn document(&self, name: &str, query: Option<&str>) -> Result<Document> {
+        let c = &self.corpus;
+        let row = c.row_of(name)?;
+        let text = c.doc_full[row].clone();
+        let source = c.doc_sources.as_ref().map(|s| s[row].clone());
+        let (spans, source_spans) = match query.map(str::trim).filter(|q| !q.is_empty()) {
+            Some(q) => {
+                let qv = match &self.ranker {
+                    Ranker::Dense { m, .. } => {
+                        let v = m.encode_texts(Side::Source, &[q])?.row(0).to_owned();
+                        // a zero vector relates nothing
+                        v.iter().any(|x| *x != 0.0).then_some(v)
+                    }
+                    Ranker::Lexical { .. } => None,
+                };
+                let related = self.related(q, &c.src.analyze(q), qv)?;
+                let ss = source
+                    .as_deref()
+                    .map(|s| related.source_spans(c, s))
+                    .unwrap_or_default();
+                (related.spans(c, &text), ss)
+            }
+            None => (Vec::new(), Vec::new()),
+        };
+        Ok(Document {
+            docno: c.doc_ids[row].clone(),
+            label: c.label_of(row).to_string(),
+            lang: c.ws.target_lang.clone(),
+            source_lang: c.ws.source_lang.clone(),
+            text,
+            spans,
+            source,
+            source_spans,
         })
     }
 
@@ -665,6 +796,131 @@ impl Searcher {
     }
 }
 
+/// One whole document of the collection ([`Searcher::document`]).
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct Document {
+    /// Document id.
+    pub docno: String,
+    /// Its name in the collection's own terms (a verse reference), else its id.
+    pub label: String,
+    /// The document's language (the workspace's target language).
+    pub lang: String,
+    /// The whole text, never shortened.
+    pub text: String,
+    /// Byte ranges of `text` related to the query, when one was given.
+    pub spans: Vec<(usize, usize)>,
+    /// The aligned source-language text (the other side of the pair for a
+    /// task derived from parallel data), where the collection has one.
+    pub source: Option<String>,
+    /// The source language.
+    pub source_lang: String,
+    /// Byte ranges of `source` holding a word of the query.
+    pub source_spans: Vec<(usize, usize)>,
+}
+
+/// What marks a word as related to a query: a dictionary translation of a
+/// query word, or (dense models) closeness to the query in the model's space.
+struct Related<'a> {
+    translations: HashSet<&'a str>,
+    explain: Option<Explain<'a>>,
+    /// The query's analysed words (for the source side).
+    query_words: HashSet<String>,
+}
+
+impl Related<'_> {
+    /// Byte ranges of the target-language words of `text` related to the query.
+    fn spans(&self, c: &Corpus, text: &str) -> Vec<(usize, usize)> {
+        let mut spans = Vec::new();
+        for (off, w) in text.unicode_word_indices() {
+            let related = c.tgt.analyze(w).iter().any(|t| {
+                self.translations.contains(t.as_str())
+                    || self.explain.as_ref().is_some_and(|e| e.related(t))
+            });
+            if related {
+                spans.push((off, off + w.len()));
+            }
+        }
+        spans
+    }
+
+    /// Byte ranges of the source-language words of `text` that are query words.
+    fn source_spans(&self, c: &Corpus, text: &str) -> Vec<(usize, usize)> {
+        text.unicode_word_indices()
+            .filter(|(_, w)| {
+                c.src
+                    .analyze_words(w)
+                    .iter()
+                    .any(|t| self.query_words.contains(t))
+            })
+            .map(|(off, w)| (off, off + w.len()))
+            .collect()
+    }
+}
+
+/// Queries asked before, oldest first, kept in a small text file, one query
+/// a line (`$XDG_STATE_HOME/rosetta/search-history.txt`, else
+/// `~/.local/state/rosetta/search-history.txt`, beside the workbench's log):
+/// the workbench's Search screen recalls them with ↑/↓ while editing, and
+/// `rosetta search --history` lists them.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct QueryHistory {
+    /// The queries, oldest first, each once.
+    pub queries: Vec<String>,
+}
+
+/// Most queries a [`QueryHistory`] keeps (the oldest go first).
+pub const HISTORY_LEN: usize = 200;
+
+impl QueryHistory {
+    /// The default history file.
+    pub fn default_path() -> PathBuf {
+        std::env::var_os("XDG_STATE_HOME")
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
+            .unwrap_or_else(std::env::temp_dir)
+            .join("rosetta")
+            .join("search-history.txt")
+    }
+
+    /// Reads the history at `path`; a missing file is an empty history.
+    /// Blank lines are skipped; only the newest [`HISTORY_LEN`] are kept.
+    pub fn load(path: &Path) -> Result<QueryHistory> {
+        if !path.exists() {
+            return Ok(QueryHistory::default());
+        }
+        let mut h = QueryHistory::default();
+        for l in crate::text::io::read_lines(path)? {
+            h.push(&l);
+        }
+        Ok(h)
+    }
+
+    /// Adds `query` (white space collapsed) as the newest, moving an equal
+    /// earlier entry; `false` when nothing changed (blank, or already the
+    /// newest).
+    pub fn push(&mut self, query: &str) -> bool {
+        let q = query.split_whitespace().collect::<Vec<_>>().join(" ");
+        if q.is_empty() || self.queries.last() == Some(&q) {
+            return false;
+        }
+        self.queries.retain(|x| *x != q);
+        self.queries.push(q);
+        if self.queries.len() > HISTORY_LEN {
+            let extra = self.queries.len() - HISTORY_LEN;
+            self.queries.drain(..extra);
+        }
+        true
+    }
+
+    /// Writes the history to `path` (atomically; its folder is created).
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let mut text = self.queries.join("\n");
+        text.push('\n');
+        crate::util::write_atomic(path, text.as_bytes())
+    }
+}
+
 /// Why a dense model ranked a document: each query term's share of the
 /// cosine (exact for additive models, whose text vector is a sum of term
 /// vectors; a topic model's terms count by their own similarity to the
@@ -725,5 +981,41 @@ impl<'a> Explain<'a> {
             let sim = self.m.model.similarity();
             sim.score(self.tv_tgt.row(id as usize), self.query.view()) >= RELATED_SIMILARITY
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_history_keeps_each_query_once_newest_last() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state/rosetta/search-history.txt");
+        let mut h = QueryHistory::load(&path).unwrap();
+        assert!(h.queries.is_empty(), "a missing file is an empty history");
+        assert!(h.push("light of  men"));
+        assert!(h.push("the word"));
+        assert!(!h.push("the word"), "already the newest");
+        assert!(!h.push("   "));
+        assert!(h.push("light of men"));
+        assert_eq!(h.queries, vec!["the word", "light of men"]);
+        h.save(&path).unwrap();
+        assert_eq!(QueryHistory::load(&path).unwrap(), h);
+        for i in 0..HISTORY_LEN + 5 {
+            h.push(&format!("q{i}"));
+        }
+        assert_eq!(h.queries.len(), HISTORY_LEN);
+        assert_eq!(h.queries.last().unwrap(), &format!("q{}", HISTORY_LEN + 4));
+        assert_eq!(h.queries[0], "q5");
+    }
+
+    #[test]
+    fn shortened_texts_say_so() {
+        let long = "ab ".repeat(TEXT_CHARS);
+        let s = shorten(&long);
+        assert_eq!(s.chars().count(), TEXT_CHARS + 1);
+        assert!(s.ends_with('…'));
+        assert_eq!(shorten("short"), "short");
     }
 }

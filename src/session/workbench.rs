@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
-use super::search::{Corpus, NeighbourResult, SearchResult, Searcher};
+use super::search::{Corpus, Document, NeighbourResult, SearchResult, Searcher};
 use super::Session;
 use crate::corpus::Workspace;
 use crate::eval::compare::{CompareOptions, Comparison, Skipped, System, Task};
@@ -174,6 +174,12 @@ impl Workbench {
         fusion: Fusion,
     ) -> Result<SearchResult> {
         self.searcher(dir, &|_, _| {})?.search(query, k, fusion)
+    }
+
+    /// One whole document by id or label, the words related to `query`
+    /// marked ([`Searcher::document`]).
+    pub fn document(&self, dir: &Path, name: &str, query: Option<&str>) -> Result<Document> {
+        self.searcher(dir, &|_, _| {})?.document(name, query)
     }
 
     /// Nearest terms of `term` in both languages, translations marked

@@ -92,6 +92,17 @@ pub enum Request {
         k: usize,
         fusion: Fusion,
     },
+    /// Fetch one whole document for the Search screen's document view.
+    Document {
+        seq: u64,
+        session: String,
+        docno: String,
+        query: Option<String>,
+    },
+    /// Read the recorded search queries.
+    LoadHistory,
+    /// Record the search queries.
+    SaveHistory(Vec<String>),
     /// Look up a term's neighbours for one pane.
     Neighbours {
         pane: usize,
@@ -168,6 +179,12 @@ pub enum Reply {
         seq: u64,
         result: Result<SearchResult, String>,
     },
+    Document {
+        seq: u64,
+        result: Result<Document, String>,
+    },
+    History(Result<Vec<String>, String>),
+    HistorySaved(Result<(), String>),
     Neighbours {
         pane: usize,
         seq: u64,
@@ -227,6 +244,12 @@ pub fn failed(req: &Request, msg: String) -> Reply {
             seq,
             result: e.map(|_: ()| SearchResult::default()),
         },
+        Request::Document { seq, .. } => Reply::Document {
+            seq,
+            result: e.map(|_: ()| Document::default()),
+        },
+        Request::LoadHistory => Reply::History(e.map(|_: ()| Vec::new())),
+        Request::SaveHistory(_) => Reply::HistorySaved(e),
         Request::Neighbours { pane, seq, .. } => Reply::Neighbours {
             pane,
             seq,
@@ -312,6 +335,21 @@ pub fn execute(
             seq,
             result: backend.search(&session, &query, k, fusion).map_err(s),
         },
+        Request::Document {
+            seq,
+            session,
+            docno,
+            query,
+        } => Reply::Document {
+            seq,
+            result: backend
+                .document(&session, &docno, query.as_deref())
+                .map_err(s),
+        },
+        Request::LoadHistory => Reply::History(backend.load_history().map_err(s)),
+        Request::SaveHistory(queries) => {
+            Reply::HistorySaved(backend.save_history(&queries).map_err(s))
+        }
         Request::Neighbours {
             pane,
             seq,
@@ -494,6 +532,7 @@ impl App {
             bell: false,
         };
         app.poll_sessions();
+        app.outbox.push(Request::LoadHistory);
         app
     }
 
@@ -630,6 +669,9 @@ impl App {
                     _ => {}
                 }
             }
+            KeyCode::Up | KeyCode::Down if self.tab == Tab::Search => {
+                self.recall_query(k.code == KeyCode::Up)
+            }
             KeyCode::Backspace => {
                 if let Some(b) = self.edit_buffer() {
                     b.pop();
@@ -691,6 +733,10 @@ impl App {
                 if self.tab == Tab::Compare {
                     self.request_compare();
                 }
+                return;
+            }
+            Action::Close if self.tab == Tab::Search && self.search.doc.is_some() => {
+                self.search.doc = None;
                 return;
             }
             Action::Close => {
@@ -859,9 +905,12 @@ impl App {
             | Reply::MetaSet { .. }
             | Reply::Deleted { .. }
             | Reply::UiStateSaved(_) => self.jobs_reply(r),
-            Reply::IndexProgress { .. } | Reply::IndexLoaded { .. } | Reply::Searched { .. } => {
-                self.search_reply(r)
-            }
+            Reply::IndexProgress { .. }
+            | Reply::IndexLoaded { .. }
+            | Reply::Searched { .. }
+            | Reply::Document { .. }
+            | Reply::History(_)
+            | Reply::HistorySaved(_) => self.search_reply(r),
             Reply::Neighbours { .. } => self.neighbours_reply(r),
             Reply::CompareProgress { .. } | Reply::Compared(_) | Reply::Exported(_) => {
                 self.compare_reply(r)

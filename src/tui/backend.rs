@@ -256,7 +256,7 @@ pub use rosetta::session::workbench::{IndexInfo, WorkspaceStats};
 /// The compare table, its rows, marks and output formats (the engine's).
 pub use rosetta::eval::compare::{Comparison, Mark, TableFormat};
 
-pub use rosetta::session::search::{NeighbourResult, SearchResult};
+pub use rosetta::session::search::{Document, NeighbourResult, SearchResult};
 
 /// Progress of a slow call: fraction 0..=1 and what is being done.
 pub type ProgressFn<'a> = &'a (dyn Fn(f64, &str) + Send + Sync);
@@ -279,6 +279,13 @@ pub trait Backend: Send + Sync {
     fn load_index(&self, session: &str, progress: ProgressFn) -> Result<IndexInfo>;
     /// Ranks documents for `query` with a loaded index.
     fn search(&self, session: &str, query: &str, k: usize, fusion: Fusion) -> Result<SearchResult>;
+    /// One whole document (by id or label) of a loaded index, the words
+    /// related to `query` marked.
+    fn document(&self, session: &str, docno: &str, query: Option<&str>) -> Result<Document>;
+    /// The recorded search queries, oldest first.
+    fn load_history(&self) -> Result<Vec<String>>;
+    /// Records the search queries (oldest first), replacing the record.
+    fn save_history(&self, queries: &[String]) -> Result<()>;
     /// Nearest terms of `term` (in `side`'s language) in both languages.
     fn neighbours(
         &self,

@@ -9,6 +9,7 @@ use std::sync::Mutex;
 use super::backend::*;
 use rosetta::eval::CompareOptions;
 use rosetta::jobs;
+use rosetta::session::search::QueryHistory;
 use rosetta::session::workbench::{self, Workbench};
 use rosetta::session::{self, runs, MetricsTail};
 use rosetta::text::Side;
@@ -209,6 +210,21 @@ impl Backend for LocalBackend {
 
     fn search(&self, session: &str, query: &str, k: usize, fusion: Fusion) -> Result<SearchResult> {
         self.engine.search(&self.dir(session)?, query, k, fusion)
+    }
+
+    fn document(&self, session: &str, docno: &str, query: Option<&str>) -> Result<Document> {
+        self.engine.document(&self.dir(session)?, docno, query)
+    }
+
+    fn load_history(&self) -> Result<Vec<String>> {
+        Ok(QueryHistory::load(&QueryHistory::default_path())?.queries)
+    }
+
+    fn save_history(&self, queries: &[String]) -> Result<()> {
+        QueryHistory {
+            queries: queries.to_vec(),
+        }
+        .save(&QueryHistory::default_path())
     }
 
     fn neighbours(

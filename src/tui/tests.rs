@@ -32,6 +32,8 @@ struct Fake {
     cancelled: Mutex<Vec<String>>,
     resumed: Mutex<Vec<String>>,
     searches: Mutex<Vec<(String, Fusion)>>,
+    documents: Mutex<Vec<(String, Option<String>)>>,
+    history: Mutex<Vec<String>>,
     exported: Mutex<Vec<(PathBuf, TableFormat)>>,
     spec: Option<JobSpec>,
     deleted: Mutex<Vec<String>>,
@@ -198,6 +200,7 @@ impl Backend for Fake {
             .map(|r| Hit {
                 rank: r,
                 docno: format!("doc{r:03}"),
+                label: format!("Juan 1:{r}"),
                 score: 1.0 / r as f64,
                 text: text.into(),
                 spans: vec![(river, river + "नदी".len())],
@@ -220,11 +223,49 @@ impl Backend for Fake {
             unanswerable: None,
             judged: (query == "where is the river").then(|| Judged {
                 qid: "q7".into(),
+                label: "q7".into(),
                 rr: 0.5,
                 ap: 0.5,
                 relevant: 1,
             }),
         })
+    }
+    fn document(&self, _s: &str, docno: &str, query: Option<&str>) -> Result<Document> {
+        self.documents
+            .lock()
+            .unwrap()
+            .push((docno.into(), query.map(String::from)));
+        let r: usize = docno
+            .strip_prefix("doc")
+            .and_then(|n| n.parse().ok())
+            .ok_or_else(|| Error::invalid(format!("no document {docno:?}")))?;
+        // long enough to need scrolling at 80×24; the last word shows that
+        // nothing is cut
+        let mut text = String::new();
+        for i in 1..=40 {
+            text.push_str(&format!("नदी के किनारे एक पुराना मंदिर है ({i}). "));
+        }
+        text.push_str("अंत");
+        let river = text.find("नदी").unwrap();
+        Ok(Document {
+            docno: docno.into(),
+            label: format!("Juan 1:{r}"),
+            lang: "hi".into(),
+            spans: vec![(river, river + "नदी".len())],
+            text,
+            source: Some(format!(
+                "By the river there is an old temple ({r}), the end."
+            )),
+            source_lang: "en".into(),
+            source_spans: vec![(7, 12)],
+        })
+    }
+    fn load_history(&self) -> Result<Vec<String>> {
+        Ok(self.history.lock().unwrap().clone())
+    }
+    fn save_history(&self, queries: &[String]) -> Result<()> {
+        *self.history.lock().unwrap() = queries.to_vec();
+        Ok(())
     }
     fn neighbours(
         &self,
@@ -425,6 +466,9 @@ fn app_with(fake: &Fake) -> App {
 fn key(c: char) -> KeyEvent {
     KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)
 }
+fn ctrl(c: char) -> KeyEvent {
+    KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL)
+}
 fn code(c: KeyCode) -> KeyEvent {
     KeyEvent::new(c, KeyModifiers::NONE)
 }
@@ -525,6 +569,124 @@ fn snapshot_search_results() {
     press(&mut app, &fake, "/where is the river");
     press_code(&mut app, &fake, KeyCode::Enter);
     insta::assert_snapshot!(render(&mut app, 80, 24));
+}
+
+/// A session chosen and "where is the river" searched.
+fn searched(fake: &Fake) -> App {
+    let mut app = app_with(fake);
+    press(&mut app, fake, "2s");
+    press_code(&mut app, fake, KeyCode::Enter);
+    press(&mut app, fake, "/where is the river");
+    press_code(&mut app, fake, KeyCode::Enter);
+    app
+}
+
+#[test]
+fn snapshot_search_document() {
+    let fake = Fake::with(vec![done()]);
+    let mut app = searched(&fake);
+    press(&mut app, &fake, "j");
+    press_code(&mut app, &fake, KeyCode::Enter);
+    insta::assert_snapshot!("search_document_80x24", render(&mut app, 80, 24));
+    insta::assert_snapshot!("search_document_160x48", render(&mut app, 160, 48));
+}
+
+#[test]
+fn enter_opens_the_document_and_j_scrolls() {
+    let fake = Fake::with(vec![done()]);
+    let mut app = searched(&fake);
+    assert!(!app.search.editing);
+    press(&mut app, &fake, "j");
+    press_code(&mut app, &fake, KeyCode::Enter);
+    assert!(!app.search.editing, "Enter does not edit the query");
+    let v = app.search.doc.as_ref().expect("the document view is open");
+    assert_eq!((v.hit, v.docno.as_str()), (1, "doc002"));
+    assert_eq!(
+        fake.documents.lock().unwrap().last().cloned(),
+        Some(("doc002".into(), Some("where is the river".into())))
+    );
+    let screen = render(&mut app, 80, 24);
+    assert!(screen.contains("Juan 1:2"), "{screen}");
+    assert!(
+        screen.contains("aligned source") || screen.contains("lines 1–"),
+        "{screen}"
+    );
+    // j scrolls the document; the query is untouched
+    press(&mut app, &fake, "jj");
+    assert_eq!(app.search.query, "where is the river");
+    assert_eq!(app.search.doc.as_ref().unwrap().scroll, 2);
+    press(&mut app, &fake, "k");
+    assert_eq!(app.search.doc.as_ref().unwrap().scroll, 1);
+    // the end is reachable: the whole text and the English side are there
+    press(&mut app, &fake, "G");
+    let screen = render(&mut app, 80, 24);
+    assert!(screen.contains("अंत"), "the document's last word: {screen}");
+    assert!(
+        screen.contains("By the river there is an old temple (2)"),
+        "{screen}"
+    );
+    let (lines, rows) = app.search.doc.as_ref().unwrap().extent.get();
+    assert!(lines > rows, "the fixture needs scrolling");
+    assert_eq!(app.search.doc.as_ref().unwrap().scroll, lines - rows);
+    press(&mut app, &fake, "j");
+    assert_eq!(
+        app.search.doc.as_ref().unwrap().scroll,
+        lines - rows,
+        "no scrolling past the end"
+    );
+    // l: the next result's document
+    press(&mut app, &fake, "l");
+    assert_eq!(app.search.doc.as_ref().unwrap().docno, "doc003");
+    assert_eq!(app.search.selected, 2);
+    // Esc: back to the results, the selection kept
+    press_code(&mut app, &fake, KeyCode::Esc);
+    assert!(app.search.doc.is_none());
+    assert_eq!(app.search.selected, 2);
+    assert!(!app.search.editing);
+    // / still edits the query
+    press(&mut app, &fake, "/");
+    assert!(app.search.editing);
+}
+
+#[test]
+fn queries_are_recalled_and_recorded() {
+    let fake = Fake::with(vec![done()]);
+    fake.history.lock().unwrap().push("light of men".into());
+    let mut app = searched(&fake);
+    // the recorded history was read at start; the new query is the newest
+    assert_eq!(
+        app.search.history,
+        vec!["light of men", "where is the river"]
+    );
+    assert_eq!(
+        *fake.history.lock().unwrap(),
+        vec!["light of men", "where is the river"],
+        "recorded through the backend"
+    );
+    press(&mut app, &fake, "/");
+    app.on_key(ctrl('u'));
+    press(&mut app, &fake, "dra");
+    press_code(&mut app, &fake, KeyCode::Up);
+    assert_eq!(app.search.query, "where is the river");
+    press_code(&mut app, &fake, KeyCode::Up);
+    assert_eq!(app.search.query, "light of men");
+    press_code(&mut app, &fake, KeyCode::Up);
+    assert_eq!(app.search.query, "light of men", "the oldest stays");
+    press_code(&mut app, &fake, KeyCode::Down);
+    press_code(&mut app, &fake, KeyCode::Down);
+    assert_eq!(app.search.query, "dra", "back to what was typed");
+    press_code(&mut app, &fake, KeyCode::Up);
+    press_code(&mut app, &fake, KeyCode::Up);
+    press_code(&mut app, &fake, KeyCode::Enter);
+    assert_eq!(
+        fake.searches.lock().unwrap().last().unwrap().0,
+        "light of men"
+    );
+    assert_eq!(
+        *fake.history.lock().unwrap(),
+        vec!["where is the river", "light of men"],
+        "a recalled query moves to the newest"
+    );
 }
 
 #[test]
@@ -1841,4 +2003,23 @@ fn loss_chart_shows_the_discriminators_game() {
     assert!(!screen.contains("grad_norm"), "{screen}");
     press(&mut app, &fake, "t");
     assert!(render(&mut app, 120, 30).contains("Training loss"));
+}
+
+#[test]
+fn wrapping_keeps_every_character_within_the_width() {
+    use crate::tui::screens::search::wrap_ranges;
+    use crate::tui::ui::width;
+    let text = "En el principio era el Verbo,  y el Verbo era con Dios.\n\nनदी के किनारे एक पुराना मंदिर है Donaudampfschifffahrtsgesellschaftskapitän";
+    for w in [1, 7, 12, 30, 200] {
+        let lines = wrap_ranges(text, w);
+        let mut kept = String::new();
+        for &(a, b) in &lines {
+            assert!(width(&text[a..b]) <= w.max(2), "{w}: {:?}", &text[a..b]);
+            kept.push_str(&text[a..b]);
+        }
+        let strip = |s: &str| s.chars().filter(|c| !c.is_whitespace()).collect::<String>();
+        assert_eq!(strip(&kept), strip(text), "nothing is dropped at width {w}");
+    }
+    // the empty line between the paragraphs stays
+    assert_eq!(wrap_ranges(text, 200).len(), 3);
 }

@@ -6,6 +6,7 @@ use std::process::{Command, Output, Stdio};
 /// A private copy of the tiny English→Spanish fixture workspace
 /// (`tests/fixtures/corpus/tiny`): jobs write their prepared-data cache
 /// next to it, and some tests edit its data.
+#[allow(dead_code)] // not every test binary uses every helper
 pub fn tiny_workspace() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let src = Path::new("tests/fixtures/corpus/tiny");

@@ -1,6 +1,8 @@
 //! The Search screen: ranked retrieval with a session's index —
 //! state, key handling, backend answers and drawing.
 
+use std::cell::Cell;
+
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span, Text};
@@ -12,6 +14,27 @@ use crate::tui::backend::*;
 use crate::tui::config::Theme;
 use crate::tui::keymap::{Action, Context};
 use crate::tui::ui::*;
+use rosetta::session::search::QueryHistory;
+
+/// The document view: one result's whole document, scrolled.
+#[derive(Debug, Clone, Default)]
+pub struct DocView {
+    /// Position of the result in the list.
+    pub hit: usize,
+    /// Its document id.
+    pub docno: String,
+    /// Its display label (verse reference), shown while the document loads.
+    pub label: String,
+    /// The document, once fetched.
+    pub doc: Option<Document>,
+    /// Why it could not be fetched.
+    pub error: Option<String>,
+    /// First line shown.
+    pub scroll: usize,
+    /// Lines of content and rows to show them in, as last drawn (the
+    /// scrolling limits).
+    pub extent: Cell<(usize, usize)>,
+}
 
 /// Search index state.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -57,6 +80,15 @@ pub struct SearchScreen {
     seq: u64,
     /// A search is running.
     pub pending: bool,
+    /// The open document view, over the results.
+    pub doc: Option<DocView>,
+    doc_seq: u64,
+    /// Queries asked before, oldest first (recorded across restarts).
+    pub history: Vec<String>,
+    /// Position in `history` while recalling with ↑/↓.
+    pub history_pos: Option<usize>,
+    /// The query being typed when recalling started.
+    history_draft: String,
 }
 
 impl Default for SearchScreen {
@@ -76,6 +108,11 @@ impl Default for SearchScreen {
             judged_pos: 0,
             seq: 0,
             pending: false,
+            doc: None,
+            doc_seq: 0,
+            history: Vec::new(),
+            history_pos: None,
+            history_draft: String::new(),
         }
     }
 }
@@ -94,6 +131,16 @@ impl App {
             self.error("the index is not loaded yet");
             return;
         }
+        self.search.history_pos = None;
+        let mut h = QueryHistory {
+            queries: std::mem::take(&mut self.search.history),
+        };
+        let changed = h.push(&q);
+        self.search.history = h.queries;
+        if changed {
+            self.outbox
+                .push(Request::SaveHistory(self.search.history.clone()));
+        }
         self.search.seq += 1;
         self.search.pending = true;
         self.outbox.push(Request::Search {
@@ -105,11 +152,104 @@ impl App {
         });
     }
 
+    /// Steps through the recorded queries while editing: `older` (↑) or
+    /// newer (↓, back to what was typed after the newest).
+    pub(crate) fn recall_query(&mut self, older: bool) {
+        let s = &mut self.search;
+        let n = s.history.len();
+        if n == 0 {
+            return;
+        }
+        let pos = match (s.history_pos, older) {
+            (None, true) => {
+                s.history_draft = s.query.clone();
+                Some(n - 1)
+            }
+            (None, false) => return,
+            (Some(p), true) => Some(p.saturating_sub(1)),
+            (Some(p), false) => (p + 1 < n).then_some(p + 1),
+        };
+        s.history_pos = pos;
+        s.query = match pos {
+            Some(p) => s.history[p].clone(),
+            None => s.history_draft.clone(),
+        };
+    }
+
+    /// Opens the document view on result `i` and asks for its document.
+    fn open_document(&mut self, i: usize) {
+        let Some(h) = self.search.result.as_ref().and_then(|r| r.hits.get(i)) else {
+            return;
+        };
+        let Some(session) = self.search.session.clone() else {
+            return;
+        };
+        let (docno, label) = (h.docno.clone(), h.label.clone());
+        self.search.selected = i;
+        self.search.doc_seq += 1;
+        self.search.doc = Some(DocView {
+            hit: i,
+            docno: docno.clone(),
+            label,
+            ..Default::default()
+        });
+        let q = self.search.result_query.trim();
+        self.outbox.push(Request::Document {
+            seq: self.search.doc_seq,
+            session,
+            docno,
+            query: (!q.is_empty()).then(|| q.to_string()),
+        });
+    }
+
+    /// Keys in the document view; `false` when the key is not the view's
+    /// (the view is closed and the key applies to the results).
+    fn doc_action(&mut self, a: Action) -> bool {
+        let n = self.search.result.as_ref().map_or(0, |r| r.hits.len());
+        let Some(v) = self.search.doc.as_mut() else {
+            return false;
+        };
+        let (lines, rows) = v.extent.get();
+        let max = lines.saturating_sub(rows);
+        let page = rows.saturating_sub(1).max(1);
+        match a {
+            Action::Up => v.scroll = v.scroll.saturating_sub(1),
+            Action::Down => v.scroll = (v.scroll + 1).min(max),
+            Action::PageUp => v.scroll = v.scroll.saturating_sub(page),
+            Action::PageDown => v.scroll = (v.scroll + page).min(max),
+            Action::Top => v.scroll = 0,
+            Action::Bottom => v.scroll = max,
+            Action::Left | Action::Right => {
+                let i = if a == Action::Left {
+                    v.hit.checked_sub(1)
+                } else {
+                    (v.hit + 1 < n).then_some(v.hit + 1)
+                };
+                if let Some(i) = i {
+                    self.open_document(i);
+                }
+            }
+            Action::Enter => {}
+            _ => {
+                self.search.doc = None;
+                return false;
+            }
+        }
+        true
+    }
+
     pub(crate) fn search_action(&mut self, a: Action) {
+        if self.doc_action(a) {
+            return;
+        }
         let n = self.search.result.as_ref().map_or(0, |r| r.hits.len());
         let sel = &mut self.search.selected;
         match a {
-            Action::Filter | Action::Enter => self.search.editing = true,
+            Action::Enter if n > 0 => self.open_document(self.search.selected.min(n - 1)),
+            Action::Filter | Action::Enter => {
+                self.search.editing = true;
+                self.search.history_pos = None;
+            }
             Action::Up => *sel = sel.saturating_sub(1),
             Action::Down => *sel = (*sel + 1).min(n.saturating_sub(1)),
             Action::PageUp => *sel = sel.saturating_sub(5),
@@ -190,6 +330,37 @@ impl App {
                     self.rerun_search();
                 }
             }
+            Reply::Document { seq, result } => {
+                let Some(v) = self
+                    .search
+                    .doc
+                    .as_mut()
+                    .filter(|_| seq == self.search.doc_seq)
+                else {
+                    return false;
+                };
+                // new text, maybe non-Latin: repaint every cell
+                self.full_redraw = true;
+                match result {
+                    Ok(d) => {
+                        v.doc = Some(d);
+                        v.error = None;
+                    }
+                    Err(e) => v.error = Some(e),
+                }
+            }
+            Reply::History(Ok(loaded)) => {
+                // queries asked before the record was read stay the newest
+                let mut h = QueryHistory { queries: loaded };
+                for q in &self.search.history {
+                    h.push(q);
+                }
+                self.search.history = h.queries;
+                return false;
+            }
+            Reply::History(Err(e)) => self.error(format!("search history: {e}")),
+            Reply::HistorySaved(Ok(())) => return false,
+            Reply::HistorySaved(Err(e)) => self.error(format!("search history: {e}")),
             Reply::Searched { seq, result } => {
                 if seq != self.search.seq {
                     return false;
@@ -198,6 +369,7 @@ impl App {
                 self.search.pending = false;
                 match result {
                     Ok(r) => {
+                        self.search.doc = None;
                         self.search.result = Some(r);
                         self.search.result_query = self.search.query.trim().to_string();
                         self.search.error = None;
@@ -253,6 +425,10 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         ]),
     };
     f.render_widget(Paragraph::new(status), sa);
+    if let Some(v) = &s.doc {
+        let [_, rest] = Layout::vertical([Constraint::Length(1), Constraint::Min(3)]).areas(area);
+        return draw_document(f, app, v, rest);
+    }
     f.render_widget(
         Paragraph::new(input_line(th, "query:", &s.query, s.editing))
             .block(block(th, " Query ", s.editing)),
@@ -273,7 +449,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
             info.push(Span::styled(
                 format!(
                     " · RR {:.4} · AP {:.4} · {} relevant (query {})",
-                    j.rr, j.ap, j.relevant, j.qid
+                    j.rr, j.ap, j.relevant, j.label
                 ),
                 th.good(),
             ));
@@ -313,7 +489,16 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         );
         return;
     }
-    let text_w = (ra.width as usize).saturating_sub(8);
+    // borders, the highlight symbol's column and the text's indent
+    let text_w = (ra.width as usize).saturating_sub(9);
+    // labels (verse references) in one column as wide as the widest, up to 24
+    let label_w = r
+        .hits
+        .iter()
+        .map(|h| width(&h.label))
+        .max()
+        .unwrap_or(0)
+        .clamp(8, 24);
     let items: Vec<ListItem> = r
         .hits
         .iter()
@@ -333,9 +518,12 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
             let l1 = Line::from(vec![
                 Span::raw(format!("{:>3} ", h.rank)),
                 rel,
-                Span::styled(format!("{} ", fit(&h.docno, 12)), th.accent()),
+                Span::styled(format!("{} ", fit(&h.label, label_w)), th.accent()),
                 Span::raw(format!("{:>8.4}  ", h.score)),
-                Span::styled(trunc(&contrib, text_w.saturating_sub(24)), th.dim()),
+                Span::styled(
+                    trunc(&contrib, text_w.saturating_sub(label_w + 12)),
+                    th.dim(),
+                ),
             ]);
             let mut l2 = vec![Span::raw("      ")];
             l2.extend(highlight_text(th, &h.text, &h.spans, text_w));
@@ -369,7 +557,13 @@ pub(crate) fn highlight_text<'a>(
         })
         .collect();
     sorted.sort();
-    let mut budget = max_chars;
+    // a text longer than the room ends in `…` (never cut silently)
+    let cut = text.chars().count() > max_chars;
+    let mut budget = if cut {
+        max_chars.saturating_sub(1)
+    } else {
+        max_chars
+    };
     let mut push = |s: &str, style: Style, out: &mut Vec<Span<'a>>| {
         if budget == 0 {
             return;
@@ -387,7 +581,173 @@ pub(crate) fn highlight_text<'a>(
         pos = b;
     }
     push(&text[pos..], Style::default(), &mut out);
+    if cut && max_chars > 0 {
+        out.push(Span::styled("…", th.dim()));
+    }
     out
+}
+
+/// Byte ranges of `text`'s lines wrapped at `width` cells: at white space,
+/// a word wider than a line split by characters, `\n` ending a line; every
+/// character of `text` except the white space at a break falls in a range.
+pub(crate) fn wrap_ranges(text: &str, width_cells: usize) -> Vec<(usize, usize)> {
+    let w = width_cells.max(1);
+    let mut lines = Vec::new();
+    let base = text.as_ptr() as usize;
+    for para in text.split('\n') {
+        let p0 = para.as_ptr() as usize - base;
+        let mut cur: Option<(usize, usize)> = None;
+        for word in para.split_whitespace() {
+            let start = word.as_ptr() as usize - base;
+            let end = start + word.len();
+            if let Some((a, _)) = cur {
+                if width(&text[a..end]) <= w {
+                    cur = Some((a, end));
+                    continue;
+                }
+                lines.extend(cur.take());
+            }
+            // a new line starts with this word, split when wider than a line
+            let mut a = start;
+            while width(&text[a..end]) > w {
+                let mut cells = 0;
+                let mut cut = a;
+                for (i, c) in text[a..end].char_indices() {
+                    let cw = width(c.encode_utf8(&mut [0; 4]));
+                    if cells + cw > w && i > 0 {
+                        break;
+                    }
+                    cells += cw;
+                    cut = a + i + c.len_utf8();
+                }
+                lines.push((a, cut));
+                a = cut;
+            }
+            cur = Some((a, end));
+        }
+        match cur {
+            Some(l) => lines.push(l),
+            None => lines.push((p0, p0)),
+        }
+    }
+    lines
+}
+
+/// `text` wrapped at `width_cells` ([`wrap_ranges`]), the byte ranges
+/// `spans` highlighted, each line indented by `indent`.
+fn wrapped_lines<'a>(
+    th: &Theme,
+    text: &str,
+    spans: &[(usize, usize)],
+    width_cells: usize,
+    indent: &'a str,
+) -> Vec<Line<'a>> {
+    wrap_ranges(text, width_cells)
+        .into_iter()
+        .map(|(a, b)| {
+            let mut out = vec![Span::raw(indent)];
+            let mut pos = a;
+            let mut sorted: Vec<(usize, usize)> = spans
+                .iter()
+                .map(|&(x, y)| (x.max(a), y.min(b)))
+                .filter(|&(x, y)| x < y && text.is_char_boundary(x) && text.is_char_boundary(y))
+                .collect();
+            sorted.sort();
+            for (x, y) in sorted {
+                if x < pos {
+                    continue;
+                }
+                out.push(Span::raw(text[pos..x].to_string()));
+                out.push(Span::styled(text[x..y].to_string(), th.highlight()));
+                pos = y;
+            }
+            out.push(Span::raw(text[pos..b].to_string()));
+            Line::from(out)
+        })
+        .collect()
+}
+
+/// The document view: the whole document wrapped, then its aligned source
+/// text, scrolled; the title says which lines show, so nothing is cut
+/// silently.
+fn draw_document(f: &mut Frame, app: &App, v: &DocView, area: Rect) {
+    let th = &app.settings.theme;
+    let s = &app.search;
+    let n = s.result.as_ref().map_or(0, |r| r.hits.len());
+    let hit = s.result.as_ref().and_then(|r| r.hits.get(v.hit));
+    let inner_w = (area.width as usize).saturating_sub(2);
+    let rows = (area.height as usize).saturating_sub(2);
+    let text_w = inner_w.saturating_sub(2).max(1);
+    let mut lines: Vec<Line> = Vec::new();
+    let mut head = vec![Span::styled(
+        format!(" result {} of {n}", v.hit + 1),
+        th.dim(),
+    )];
+    if let Some(h) = hit {
+        head.push(Span::styled(format!(" · score {:.4}", h.score), th.dim()));
+        if h.relevant == Some(true) {
+            head.push(Span::styled(" · ✓ judged relevant", th.good()));
+        }
+    }
+    if v.label != v.docno {
+        head.push(Span::styled(format!(" · id {}", v.docno), th.dim()));
+    }
+    lines.push(Line::from(head));
+    lines.push(Line::default());
+    match (&v.doc, &v.error) {
+        (_, Some(e)) => {
+            for l in wrap_ranges(e, text_w) {
+                lines.push(Line::from(Span::styled(
+                    format!(" {}", &e[l.0..l.1]),
+                    th.bad(),
+                )));
+            }
+        }
+        (None, None) => lines.push(Line::from(Span::styled(" loading…", th.warn()))),
+        (Some(d), None) => {
+            lines.push(Line::from(Span::styled(
+                format!(" document ({})", d.lang),
+                th.accent(),
+            )));
+            lines.extend(wrapped_lines(th, &d.text, &d.spans, text_w, "  "));
+            lines.push(Line::default());
+            match &d.source {
+                Some(src) => {
+                    lines.push(Line::from(Span::styled(
+                        format!(" aligned source text ({})", d.source_lang),
+                        th.accent(),
+                    )));
+                    lines.extend(wrapped_lines(th, src, &d.source_spans, text_w, "  "));
+                }
+                None => lines.push(Line::from(Span::styled(
+                    " (this collection has no aligned source-language text)",
+                    th.dim(),
+                ))),
+            }
+        }
+    }
+    let total = lines.len();
+    v.extent.set((total, rows));
+    let scroll = v.scroll.min(total.saturating_sub(rows));
+    let shown = if total > rows {
+        format!(
+            " lines {}–{} of {total} ",
+            scroll + 1,
+            (scroll + rows).min(total)
+        )
+    } else {
+        String::new()
+    };
+    let title = Line::from(vec![
+        Span::styled(format!(" {} ", trunc(&v.label, inner_w / 2)), th.accent()),
+        Span::styled(shown, th.dim()),
+    ]);
+    f.render_widget(
+        Paragraph::new(lines)
+            .scroll((scroll.min(u16::MAX as usize) as u16, 0))
+            .block(block(th, title, true)),
+        area,
+    );
 }
 
 /// This screen's key hints on the status line.
@@ -396,10 +756,34 @@ pub fn hints(app: &App) -> String {
     let k = |c, a| km.keys_for(c, a);
     use Context as C;
     if app.search.editing {
-        return "type the query · Enter search · Esc done".into();
+        return "type the query · ↑/↓ earlier queries · Enter search · Esc done".into();
+    }
+    if app.search.doc.is_some() {
+        // the last key of each (j, k, h, l rather than the arrows): short
+        let last = |a| {
+            km.bindings
+                .iter()
+                .find(|b| b.action == a && b.context == C::Global)
+                .and_then(|b| b.keys.last().map(|k| k.label()))
+                .unwrap_or_default()
+        };
+        return format!(
+            "{}/{} scroll · {}/{} page · {}/{} previous/next result · {} back",
+            last(Action::Down),
+            last(Action::Up),
+            k(C::Global, Action::PageUp).split('/').next().unwrap_or(""),
+            k(C::Global, Action::PageDown)
+                .split('/')
+                .next()
+                .unwrap_or(""),
+            last(Action::Left),
+            last(Action::Right),
+            k(C::Global, Action::Close),
+        );
     }
     format!(
-        "{} session · {} query · {} judged query · {} fusion · {} λ",
+        "{} open · {} session · {} query · {} judged query · {} fusion · {} λ",
+        k(C::Global, Action::Enter),
         k(C::Search, Action::PickSession),
         k(C::Global, Action::Filter),
         k(C::Search, Action::NextJudged),

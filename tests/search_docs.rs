@@ -1,0 +1,206 @@
+//! Search results you can read (issue 19): a workspace whose parallel data
+//! has `[parallel] labels` (the Bible's verse references) labels the derived
+//! task's documents and queries with them, every document keeps its aligned
+//! source-language text, and `Searcher::document` gives a whole document by
+//! id or label, never shortened — the engine call behind `rosetta search
+//! --show/--full` and the workbench's document view.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use rosetta::corpus::Workspace;
+use rosetta::index::Fusion;
+use rosetta::session::search::{Searcher, TEXT_CHARS};
+
+use common::{ok, rosetta_in as rosetta, train};
+
+/// A private copy of `tests/fixtures/corpus/bible` (John 1:1-12, KJV and
+/// RV1909, verse references in verses.txt).
+fn bible() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for e in std::fs::read_dir("tests/fixtures/corpus/bible").unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), dir.path().join(e.file_name())).unwrap();
+    }
+    dir
+}
+
+fn lines(dir: &Path, f: &str) -> Vec<String> {
+    std::fs::read_to_string(dir.join(f))
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn the_derived_task_carries_verse_references_and_the_english_side() {
+    let dir = bible();
+    let (en, es, refs) = (
+        lines(dir.path(), "kjv.en"),
+        lines(dir.path(), "sparv.es"),
+        lines(dir.path(), "verses.txt"),
+    );
+    let ws = Workspace::load(&dir.path().join("workspace.toml")).unwrap();
+    let task = ws.adhoc().unwrap();
+    let labels = task.doc_labels.as_ref().expect("labelled");
+    let sources = task.doc_sources.as_ref().expect("aligned texts");
+    assert_eq!((labels.len(), sources.len()), (12, 12));
+    for (i, id) in task.docs.ids.iter().enumerate() {
+        // the label names the verse whose Spanish is the document and whose
+        // English is its aligned text
+        let v = refs.iter().position(|r| *r == labels[i]).unwrap();
+        assert_eq!(task.docs.texts[i], es[v], "{id}");
+        assert_eq!(sources[i], en[v], "{id}");
+    }
+    let qlabels = task.query_labels.as_ref().unwrap();
+    assert_eq!(qlabels.len(), task.queries.len());
+    for (i, q) in task.queries.texts.iter().enumerate() {
+        let v = refs.iter().position(|r| *r == qlabels[i]).unwrap();
+        assert_eq!(*q, en[v]);
+    }
+
+    // a labels file that does not match the corpus is refused by name
+    std::fs::write(dir.path().join("verses.txt"), "John 1:1\n").unwrap();
+    let e = ws.adhoc().unwrap_err().to_string();
+    assert!(
+        e.contains("verses.txt") && e.contains("1 lines") && e.contains("12 pairs"),
+        "{e}"
+    );
+}
+
+#[test]
+fn search_labels_results_and_shows_whole_documents() {
+    let dir = bible();
+    let root = dir.path();
+    // one long verse pair past the hits' text limit (synthetic, labelled so)
+    let long_es = "la luz resplandece en las tinieblas ".repeat(20);
+    let long_en = "the light shineth in darkness ".repeat(20);
+    for (f, t) in [
+        ("sparv.es", long_es.trim()),
+        ("kjv.en", long_en.trim()),
+        ("verses.txt", "Synthetic 1:1"),
+    ] {
+        let mut text = std::fs::read_to_string(root.join(f)).unwrap();
+        text.push_str(t);
+        text.push('\n');
+        std::fs::write(root.join(f), text).unwrap();
+    }
+    let session = root.join("sessions/bm25");
+    train(
+        root,
+        &root.join("workspace.toml"),
+        "bm25-dict",
+        &session,
+        &[],
+    );
+    let en = lines(root, "kjv.en");
+    let es = lines(root, "sparv.es");
+
+    let s = Searcher::open_alone(&session, &|_, _| {}).unwrap();
+    let r = s.search("light witness", 13, Fusion::Model).unwrap();
+    assert!(!r.hits.is_empty());
+    for h in &r.hits {
+        let v: usize = match h.label.strip_prefix("John 1:") {
+            Some(n) => n.parse::<usize>().unwrap() - 1,
+            None => {
+                assert_eq!(h.label, "Synthetic 1:1");
+                12
+            }
+        };
+        assert_ne!(h.label, h.docno);
+        assert!(es[v].starts_with(h.text.trim_end_matches('…')), "{h:?}");
+    }
+    // the long verse: cut with … in the list, whole in the document
+    let long = r.hits.iter().find(|h| h.label == "Synthetic 1:1").unwrap();
+    assert!(long.text.ends_with('…') && long.text.chars().count() == TEXT_CHARS + 1);
+    let d = s.document("Synthetic 1:1", Some("light")).unwrap();
+    assert_eq!(d.text, es[12]);
+    assert_eq!(d.source.as_deref(), Some(en[12].as_str()));
+
+    // by label and by id, the same document; the query's words marked
+    let d = s.document("John 1:8", Some("light")).unwrap();
+    assert_eq!((d.text.as_str(), d.lang.as_str()), (es[7].as_str(), "es"));
+    assert_eq!(d.source.as_deref(), Some(en[7].as_str()));
+    assert_eq!(d.source_lang, "en");
+    let marked: Vec<&str> = d.spans.iter().map(|&(a, b)| &d.text[a..b]).collect();
+    assert_eq!(marked, vec!["luz", "luz"], "the dictionary's translation");
+    let src = d.source.as_deref().unwrap();
+    let marked: Vec<&str> = d.source_spans.iter().map(|&(a, b)| &src[a..b]).collect();
+    assert_eq!(marked, vec!["Light", "Light"]);
+    let by_id = s.document(&d.docno, None).unwrap();
+    assert_eq!((by_id.label.as_str(), &by_id.text), ("John 1:8", &d.text));
+    assert!(by_id.spans.is_empty());
+    let e = s.document("John 9:99", None).unwrap_err().to_string();
+    assert!(
+        e.contains("no document \"John 9:99\"") && e.contains("John 1:"),
+        "{e}"
+    );
+
+    // the CLI: labels in the list, whole documents with --full and --show
+    let sess = session.to_str().unwrap();
+    let out = ok(&rosetta(
+        root,
+        &["search", "--session", sess, "--query", "light witness"],
+    ));
+    assert!(out.contains(&format!("John 1:8 ({})", d.docno)), "{out}");
+    let out = ok(&rosetta(
+        root,
+        &[
+            "search",
+            "--session",
+            sess,
+            "--query",
+            "light witness",
+            "--full",
+        ],
+    ));
+    assert!(out.contains(&format!("en: {}", en[7])), "{out}");
+    assert!(
+        out.contains(&format!("es: {}", es[12])),
+        "the long verse whole: {out}"
+    );
+    let out = ok(&rosetta(
+        root,
+        &["search", "--session", sess, "--show", "John 1:8"],
+    ));
+    assert_eq!(
+        out,
+        format!("John 1:8 ({})\n  es: {}\n  en: {}\n", d.docno, es[7], en[7])
+    );
+    let v: serde_json::Value = serde_json::from_str(&ok(&rosetta(
+        root,
+        &["search", "--session", sess, "--show", &d.docno, "--json"],
+    )))
+    .unwrap();
+    assert_eq!(v["label"], "John 1:8");
+    assert_eq!(v["source"], en[7].as_str());
+    let out = rosetta(root, &["search", "--session", sess, "--show", "John 9:99"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no document") && !err.contains("panicked"),
+        "{err}"
+    );
+    let out = rosetta(root, &["search", "--session", sess]);
+    assert!(
+        !out.status.success(),
+        "a query, --show or --history is needed"
+    );
+}
+
+#[test]
+fn search_history_lists_the_recorded_queries() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("rosetta/search-history.txt");
+    std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+    std::fs::write(&f, "light of men\nthe word\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_rosetta"))
+        .args(["search", "--history"])
+        .env("XDG_STATE_HOME", dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(ok(&out), "light of men\nthe word\n");
+}
