@@ -169,6 +169,9 @@ pub use rosetta::eval::compare::{Comparison, Mark, TableFormat};
 
 pub use rosetta::session::search::{NeighbourResult, SearchResult};
 
+/// Term associations of a model against its dictionary (the engine's).
+pub use rosetta::session::associations::{AssocKind, AssocOptions, AssocSort, Associations};
+
 /// Progress of a slow call: fraction 0..=1 and what is being done.
 pub type ProgressFn<'a> = &'a (dyn Fn(f64, &str) + Send + Sync);
 
@@ -199,6 +202,13 @@ pub trait Backend: Send + Sync {
         k: usize,
         csls: bool,
     ) -> Result<NeighbourResult>;
+    /// Term pairs `session`'s model links that its dictionary lacks, or
+    /// dictionary pairs it fails to link (an error for a lexical baseline).
+    fn associations(&self, session: &str, options: &AssocOptions) -> Result<Associations>;
+    /// Writes the rows of `table` matching `filter`, in order, to `path` as
+    /// TSV; returns how many.
+    fn export_associations(&self, table: &Associations, filter: &str, path: &Path)
+        -> Result<usize>;
     /// Sessions × metrics with significance marks against `baseline`
     /// (sessions that cannot be scored are listed as skipped);
     /// `progress(done, total, session)` before each session is evaluated.
