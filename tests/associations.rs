@@ -522,3 +522,58 @@ fn cli_associations() {
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("--k applies to --kind missed"));
 }
+
+/// Timing at a realistic size: 10,000 × 10,000 words of dimension 128,
+/// 5,000 dictionary headwords (`cargo test --release --test associations
+/// -- --ignored --nocapture timing`). Each list must take under a minute.
+#[test]
+#[ignore]
+fn timing_10k_by_10k() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    let (n, dim) = (10_000, 128);
+    let words = |p: &str| -> Vec<String> { (0..n).map(|i| format!("{p}{i}")).collect() };
+    let (sw, tw) = (words("s"), words("t"));
+    let df: Vec<u32> = (0..n as u32).map(|i| n as u32 - i).collect();
+    let swr: Vec<&str> = sw.iter().map(String::as_str).collect();
+    let twr: Vec<&str> = tw.iter().map(String::as_str).collect();
+    let mut rand = || Array2::from_shape_fn((n, dim), |_| rng.random_range(-1.0f32..1.0));
+    let (vs, vt) = (rand(), rand());
+    let l = loaded(
+        &dir.path().join("s"),
+        (&swr, &df, &swr),
+        (&twr, &df, &twr),
+        vs,
+        vt,
+    );
+    let d: HashMap<String, Vec<String>> = (0..n)
+        .step_by(2)
+        .map(|i| (sw[i].clone(), vec![tw[(i * 7) % n].clone()]))
+        .collect();
+    let d = AssocDictionary::from(d);
+    for csls in [false, true] {
+        for kind in [AssocKind::New, AssocKind::Missed] {
+            let t0 = std::time::Instant::now();
+            let t = associations(
+                &l,
+                &d,
+                &AssocOptions {
+                    kind,
+                    csls,
+                    terms: 0,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+            let secs = t0.elapsed().as_secs_f64();
+            println!(
+                "{} csls={csls}: {} rows of {} looked up in {secs:.2} s",
+                kind.name(),
+                t.rows.len(),
+                t.looked_up
+            );
+            assert_eq!(t.looked_up, if kind == AssocKind::New { n } else { n / 2 });
+            assert!(secs < 60.0, "{secs} s");
+        }
+    }
+}
