@@ -769,7 +769,7 @@ impl App {
                     self.lookup(q, side, false);
                 }
                 if self.neigh.assoc.on {
-                    self.request_associations(false);
+                    self.request_associations();
                 }
             }
         }

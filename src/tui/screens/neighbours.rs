@@ -203,7 +203,7 @@ impl App {
 
     /// Asks for the association table of the focused pane's session with
     /// the current kind and CSLS setting, unless it is already shown or asked.
-    pub(crate) fn request_associations(&mut self, again: bool) {
+    pub(crate) fn request_associations(&mut self) {
         let Some(session) = self.neigh.panes[self.neigh.pane].session.clone() else {
             self.error("choose a session first (s)");
             return;
@@ -215,7 +215,7 @@ impl App {
         };
         let a = &mut self.neigh.assoc;
         let wanted = Some((session.clone(), options));
-        if !again && a.asked == wanted && (a.table.is_some() || a.pending) {
+        if a.asked == wanted && (a.table.is_some() || a.pending) {
             return;
         }
         a.asked = wanted;
@@ -270,12 +270,12 @@ impl App {
             Action::AssocKind => {
                 av.kind = av.kind.other();
                 av.selected = 0;
-                self.request_associations(false);
+                self.request_associations();
             }
             Action::ToggleCsls => {
                 self.neigh.csls = !self.neigh.csls;
                 self.neigh.assoc.selected = 0;
-                self.request_associations(false);
+                self.request_associations();
             }
             Action::AssocExport => {
                 if av.table.is_none() {
@@ -287,11 +287,10 @@ impl App {
                 }
                 av.input = Some(AssocInput::Path);
             }
-            Action::Refresh => self.request_associations(true),
             Action::Left | Action::Right if self.neigh.panes[1].session.is_some() => {
                 self.neigh.pane = usize::from(a == Action::Right);
                 self.neigh.assoc.selected = 0;
-                self.request_associations(false);
+                self.request_associations();
             }
             Action::PickSession | Action::PickSession2 => {
                 self.popup = Some(Popup::Picker {
@@ -323,7 +322,7 @@ impl App {
         if a == Action::ToggleAssoc {
             self.neigh.assoc.on = true;
             self.full_redraw = true;
-            return self.request_associations(false);
+            return self.request_associations();
         }
         let pane = &self.neigh.panes[self.neigh.pane];
         let n = pane.result.as_ref().map_or(0, |r| {
