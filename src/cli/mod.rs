@@ -7,6 +7,7 @@ mod bm25;
 use clap::{Parser, Subcommand};
 
 mod apply;
+mod assoc;
 mod data;
 mod eval;
 mod plot;
@@ -56,6 +57,10 @@ pub enum Command {
     /// training word. A stop word or unknown word: exit 1 with the reason
     /// (with --json, `"known": false` and `"reason"` too).
     Neighbours(apply::NeighboursArgs),
+    /// Term pairs a trained session's model links that the workspace
+    /// dictionary lacks (`--kind new`), or dictionary pairs it fails to link
+    /// (`--kind missed`); sortable, filterable, written as TSV with --tsv.
+    Associations(assoc::AssociationsArgs),
     /// Export a trained session's term vectors (.vec) and embeddings.
     Export(apply::ExportArgs),
     /// Evaluate a trained session: sentence retrieval, ad-hoc retrieval, lexicon induction.
@@ -89,6 +94,7 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
         Command::Cancel(a) => train::cancel(a),
         Command::Plot(a) => plot::plot(a),
         Command::Neighbours(a) => apply::neighbours(a),
+        Command::Associations(a) => assoc::associations(a),
         Command::Export(a) => apply::export(a),
         Command::Eval(a) => apply::eval(a),
         Command::Search(a) => apply::search(a),

@@ -209,7 +209,7 @@ pub fn top_k(
     ties: &TieOrder,
     matmul: Matmul,
 ) -> Result<Vec<Vec<Hit>>> {
-    top_k_scored(docs, queries, k, ties, |q, d, dim, out| {
+    top_k_scored(docs, queries, k, ties, |q, d, _, dim, out| {
         matmul.a_bt(q, d, dim, out)
     })
 }
@@ -226,18 +226,55 @@ pub fn top_k_by(
 ) -> Result<Vec<Vec<Hit>>> {
     match sim {
         Similarity::Cosine => top_k(docs, queries, k, ties, matmul),
-        Similarity::JensenShannon => top_k_scored(docs, queries, k, ties, js_scores_into),
+        Similarity::JensenShannon => top_k_scored(docs, queries, k, ties, |q, d, _, dim, out| {
+            js_scores_into(q, d, dim, out)
+        }),
     }
 }
 
-/// Exact top-`k` with `score(query block, doc block, dim, out)` filling the
-/// row-major `queries × docs` scores of one block pair.
+/// [`top_k_by`] ranked by `2·sim(q, d) − penalty[d]`: the CSLS score
+/// (cross-domain similarity local scaling, Conneau et al. 2018) less the
+/// query's own penalty, which is the same for every document and does not
+/// change a ranking. `penalty` holds one value per document row; the hits
+/// carry the adjusted score.
+pub fn top_k_penalised(
+    docs: ArrayView2<f32>,
+    queries: ArrayView2<f32>,
+    k: usize,
+    ties: &TieOrder,
+    sim: Similarity,
+    matmul: Matmul,
+    penalty: &[f32],
+) -> Result<Vec<Vec<Hit>>> {
+    if penalty.len() != docs.nrows() {
+        return Err(Error::invalid(format!(
+            "{} penalties for {} documents",
+            penalty.len(),
+            docs.nrows()
+        )));
+    }
+    top_k_scored(docs, queries, k, ties, |q, d, first, dim, out| {
+        match sim {
+            Similarity::Cosine => matmul.a_bt(q, d, dim, out),
+            Similarity::JensenShannon => js_scores_into(q, d, dim, out),
+        }
+        let nd = d.len() / dim;
+        for row in out.chunks_exact_mut(nd) {
+            for (s, p) in row.iter_mut().zip(&penalty[first..first + nd]) {
+                *s = 2.0 * *s - p;
+            }
+        }
+    })
+}
+
+/// Exact top-`k` with `score(query block, doc block, first doc row, dim,
+/// out)` filling the row-major `queries × docs` scores of one block pair.
 fn top_k_scored(
     docs: ArrayView2<f32>,
     queries: ArrayView2<f32>,
     k: usize,
     ties: &TieOrder,
-    score: impl Fn(&[f32], &[f32], usize, &mut [f32]) + Sync,
+    score: impl Fn(&[f32], &[f32], usize, usize, &mut [f32]) + Sync,
 ) -> Result<Vec<Vec<Hit>>> {
     let (n, d) = docs.dim();
     let nq = queries.nrows();
@@ -285,7 +322,7 @@ fn top_k_scored(
                 for qb in (0..nq).step_by(qbs) {
                     let qe = (qb + qbs).min(nq);
                     let out = &mut buf[..(qe - qb) * nd];
-                    score(&qslice[qb * d..qe * d], dblk, d, out);
+                    score(&qslice[qb * d..qe * d], dblk, db, d, out);
                     for (i, row) in out.chunks_exact(nd).enumerate() {
                         top.scan(qb + i, row, db, ties);
                     }
@@ -435,6 +472,59 @@ mod tests {
             let rows: Vec<u32> = hits[0].iter().map(|h| h.doc).collect();
             assert_eq!(rows, vec![2, 0, 3], "{m:?}");
         }
+    }
+
+    #[test]
+    fn penalised_top_k_ranks_by_twice_the_score_less_the_penalty() {
+        // cosine 1.0, 0.8, 0.6: the penalty of the first two reverses them
+        // under the third, and the hits carry 2·sim − penalty
+        let docs = array![[1.0f32, 0.0], [0.8, 0.6], [0.6, 0.8], [0.0, 1.0]];
+        let q = array![[1.0f32, 0.0]];
+        let pen = [1.5f32, 1.0, 0.0, 0.0];
+        for sim in [Similarity::Cosine, Similarity::JensenShannon] {
+            // distributions for Jensen–Shannon
+            let (docs, q) = match sim {
+                Similarity::Cosine => (docs.clone(), q.clone()),
+                Similarity::JensenShannon => (
+                    array![[0.9f32, 0.1], [0.7, 0.3], [0.4, 0.6], [0.1, 0.9]],
+                    array![[0.9f32, 0.1]],
+                ),
+            };
+            let hits = top_k_penalised(
+                docs.view(),
+                q.view(),
+                4,
+                &TieOrder::by_row(),
+                sim,
+                Matmul::default(),
+                &pen,
+            )
+            .unwrap();
+            let mut want: Vec<(u32, f32)> = (0..4)
+                .map(|d| (d as u32, 2.0 * sim.score(q.row(0), docs.row(d)) - pen[d]))
+                .collect();
+            want.sort_by(|a, b| b.1.total_cmp(&a.1));
+            let got: Vec<u32> = hits[0].iter().map(|h| h.doc).collect();
+            assert_eq!(got, want.iter().map(|w| w.0).collect::<Vec<_>>(), "{sim:?}");
+            for (h, w) in hits[0].iter().zip(&want) {
+                assert!((h.score - f64::from(w.1)).abs() < 1e-5, "{sim:?}");
+            }
+            if sim == Similarity::Cosine {
+                assert_eq!(got, vec![2, 1, 0, 3]);
+            }
+        }
+        let e = top_k_penalised(
+            docs.view(),
+            q.view(),
+            1,
+            &TieOrder::by_row(),
+            Similarity::Cosine,
+            Matmul::default(),
+            &[0.0],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("1 penalties for 4 documents"), "{e}");
     }
 
     #[test]

@@ -17,6 +17,7 @@
 //! so a reader (or a job killed at any moment) sees the old file or the new
 //! one, never a partial one.
 
+pub mod associations;
 pub mod checkpoint;
 pub mod evaluate;
 pub mod loaded;
@@ -37,6 +38,9 @@ use crate::util::write_atomic;
 use crate::{Error, Result};
 
 pub use crate::util::{pid_alive, process_start_time};
+pub use associations::{
+    associations, AssocKind, AssocOptions, AssocSort, Association, Associations,
+};
 pub use checkpoint::{Checkpoint, CheckpointMeta};
 pub use loaded::{Loaded, Neighbour, Neighbours};
 pub use metrics::{

@@ -758,6 +758,14 @@ impl Searcher {
         marked_neighbours(m, term, side, k, csls, dict)
     }
 
+    /// The loaded model, or `None` for a lexical baseline (no term space).
+    pub fn loaded(&self) -> Option<&Loaded> {
+        match &self.ranker {
+            Ranker::Dense { m, .. } => Some(m),
+            Ranker::Lexical { .. } => None,
+        }
+    }
+
     /// Per-query trec_eval figures of the model alone on the workspace's
     /// judged queries ([`RUN_DEPTH`] documents each), computed once.
     pub fn adhoc_evaluation(&self) -> Result<&BTreeMap<String, Metrics>> {

@@ -113,6 +113,18 @@ pub enum Request {
         k: usize,
         csls: bool,
     },
+    /// List a session's term associations (Neighbours screen's table).
+    Associations {
+        seq: u64,
+        session: String,
+        options: AssocOptions,
+    },
+    /// Write the rows of an association table matching `filter` as TSV.
+    ExportAssociations {
+        table: Box<Associations>,
+        filter: String,
+        path: std::path::PathBuf,
+    },
     /// Build the compare table.
     Compare {
         sessions: Vec<String>,
@@ -190,6 +202,12 @@ pub enum Reply {
         seq: u64,
         result: Result<NeighbourResult, String>,
     },
+    Associations {
+        seq: u64,
+        result: Result<Associations, String>,
+    },
+    /// Rows written and where.
+    AssociationsExported(Result<(std::path::PathBuf, usize), String>),
     CompareProgress {
         fraction: f64,
         what: String,
@@ -255,6 +273,13 @@ pub fn failed(req: &Request, msg: String) -> Reply {
             seq,
             result: e.map(|_: ()| NeighbourResult::default()),
         },
+        Request::Associations { seq, .. } => Reply::Associations {
+            seq,
+            result: e.map(|_: ()| Associations::default()),
+        },
+        Request::ExportAssociations { .. } => {
+            Reply::AssociationsExported(e.map(|_: ()| (std::path::PathBuf::new(), 0)))
+        }
         Request::Compare { .. } => Reply::Compared(e.map(|_: ()| Comparison::default())),
         Request::Export { .. } => Reply::Exported(e.map(|_: ()| std::path::PathBuf::new())),
         Request::WorkspaceStats(workspace) => Reply::Stats {
@@ -365,6 +390,24 @@ pub fn execute(
                 .neighbours(&session, &term, side, k, csls)
                 .map_err(s),
         },
+        Request::Associations {
+            seq,
+            session,
+            options,
+        } => Reply::Associations {
+            seq,
+            result: backend.associations(&session, &options).map_err(s),
+        },
+        Request::ExportAssociations {
+            table,
+            filter,
+            path,
+        } => Reply::AssociationsExported(
+            backend
+                .export_associations(&table, &filter, &path)
+                .map(|n| (path, n))
+                .map_err(s),
+        ),
         Request::Compare { sessions, baseline } => {
             let cb = |fraction: f64, what: &str| {
                 progress(Reply::CompareProgress {
@@ -629,7 +672,7 @@ impl App {
         match self.tab {
             Tab::Jobs => self.jobs.editing_filter,
             Tab::Search => self.search.editing,
-            Tab::Neighbours => self.neigh.editing,
+            Tab::Neighbours => self.neigh.editing || self.neigh.assoc.input.is_some(),
             Tab::Compare => self.compare.export.is_some(),
             _ => false,
         }
@@ -639,7 +682,7 @@ impl App {
         match self.tab {
             Tab::Jobs => Some(&mut self.jobs.filter),
             Tab::Search => Some(&mut self.search.query),
-            Tab::Neighbours => Some(&mut self.neigh.query),
+            Tab::Neighbours => Some(self.neigh.edit_buffer()),
             _ => None,
         }
     }
@@ -649,6 +692,7 @@ impl App {
         self.search.editing = false;
         self.neigh.editing = false;
         self.compare.export = None;
+        self.neigh.assoc.input = None;
     }
 
     fn edit_key(&mut self, k: KeyEvent) {
@@ -658,14 +702,11 @@ impl App {
         match k.code {
             KeyCode::Esc => self.stop_editing(),
             KeyCode::Enter => {
+                let assoc_input = self.neigh.assoc.input;
                 self.stop_editing();
                 match self.tab {
                     Tab::Search => self.run_search(),
-                    Tab::Neighbours => {
-                        let q = self.neigh.query.trim().to_string();
-                        let side = self.neigh.side;
-                        self.lookup(q, side, true);
-                    }
+                    Tab::Neighbours => self.neigh_submit(assoc_input),
                     _ => {}
                 }
             }
@@ -872,6 +913,9 @@ impl App {
                     let side = self.neigh.side;
                     self.lookup(q, side, false);
                 }
+                if self.neigh.assoc.on {
+                    self.request_associations();
+                }
             }
         }
     }
@@ -911,7 +955,9 @@ impl App {
             | Reply::Document { .. }
             | Reply::History(_)
             | Reply::HistorySaved(_) => self.search_reply(r),
-            Reply::Neighbours { .. } => self.neighbours_reply(r),
+            Reply::Neighbours { .. }
+            | Reply::Associations { .. }
+            | Reply::AssociationsExported(_) => self.neighbours_reply(r),
             Reply::CompareProgress { .. } | Reply::Compared(_) | Reply::Exported(_) => {
                 self.compare_reply(r)
             }

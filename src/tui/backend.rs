@@ -258,6 +258,9 @@ pub use rosetta::eval::compare::{Comparison, Mark, TableFormat};
 
 pub use rosetta::session::search::{Document, NeighbourResult, SearchResult};
 
+/// Term associations of a model against its dictionary (the engine's).
+pub use rosetta::session::associations::{AssocKind, AssocOptions, AssocSort, Associations};
+
 /// Progress of a slow call: fraction 0..=1 and what is being done.
 pub type ProgressFn<'a> = &'a (dyn Fn(f64, &str) + Send + Sync);
 
@@ -295,6 +298,13 @@ pub trait Backend: Send + Sync {
         k: usize,
         csls: bool,
     ) -> Result<NeighbourResult>;
+    /// Term pairs `session`'s model links that its dictionary lacks, or
+    /// dictionary pairs it fails to link (an error for a lexical baseline).
+    fn associations(&self, session: &str, options: &AssocOptions) -> Result<Associations>;
+    /// Writes the rows of `table` matching `filter`, in order, to `path` as
+    /// TSV; returns how many.
+    fn export_associations(&self, table: &Associations, filter: &str, path: &Path)
+        -> Result<usize>;
     /// Sessions × metrics with significance marks and wins/ties/losses
     /// against `baseline` (sessions that cannot be scored are listed as
     /// skipped); `progress(fraction, what)` reports the whole table, 0 to 1.

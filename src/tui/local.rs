@@ -239,6 +239,19 @@ impl Backend for LocalBackend {
             .neighbours(&self.dir(session)?, term, side, k, csls)
     }
 
+    fn associations(&self, session: &str, options: &AssocOptions) -> Result<Associations> {
+        self.engine.associations(&self.dir(session)?, options)
+    }
+
+    fn export_associations(
+        &self,
+        table: &Associations,
+        filter: &str,
+        path: &Path,
+    ) -> Result<usize> {
+        table.write_tsv(path, filter)
+    }
+
     fn compare(
         &self,
         sessions: &[String],

@@ -35,6 +35,8 @@ struct Fake {
     documents: Mutex<Vec<(String, Option<String>)>>,
     history: Mutex<Vec<String>>,
     exported: Mutex<Vec<(PathBuf, TableFormat)>>,
+    associations: Mutex<Vec<(String, AssocOptions)>>,
+    assoc_exported: Mutex<Vec<(PathBuf, String, usize)>>,
     spec: Option<JobSpec>,
     deleted: Mutex<Vec<String>>,
     meta: Mutex<Vec<(String, MetaField, String)>>,
@@ -308,6 +310,65 @@ impl Backend for Fake {
             own: mk(own, false),
             ..Default::default()
         })
+    }
+    fn associations(&self, session: &str, options: &AssocOptions) -> Result<Associations> {
+        self.associations
+            .lock()
+            .unwrap()
+            .push((session.into(), *options));
+        if session.starts_with("bm25") {
+            return Err(Error::invalid(format!(
+                "{session}: the lexical baseline has no embedding space"
+            )));
+        }
+        let row =
+            |s: &str, t: &str, score: f64, df: u32, dict: &[&str]| rosetta::session::Association {
+                source: s.into(),
+                target: t.into(),
+                source_term: s.into(),
+                target_term: t.into(),
+                score,
+                similarity: score,
+                rank: if options.kind == AssocKind::New {
+                    1
+                } else {
+                    17
+                },
+                source_df: df,
+                target_df: df / 2,
+                mutual: score > 0.7,
+                nearest: (options.kind == AssocKind::Missed).then(|| "पानी".into()),
+                dictionary: dict.iter().map(|d| d.to_string()).collect(),
+            };
+        let rows = match options.kind {
+            AssocKind::New => vec![
+                row("river", "दरिया", 0.81, 120, &["नदी"]),
+                row("lake", "झील", 0.74, 300, &[]),
+                row("bank", "किनारा", 0.52, 80, &["तट"]),
+            ],
+            AssocKind::Missed => vec![
+                row("stream", "धारा", 0.12, 40, &["धारा"]),
+                row("water", "जल", 0.21, 900, &["जल", "पानी"]),
+            ],
+        };
+        Ok(Associations {
+            kind: options.kind,
+            csls: options.csls,
+            source_lang: "en".into(),
+            target_lang: "hi".into(),
+            looked_up: 1000,
+            k: options.k,
+            rows,
+            ..Default::default()
+        })
+    }
+    fn export_associations(&self, t: &Associations, filter: &str, path: &Path) -> Result<usize> {
+        let n = t.matching(filter).len();
+        self.assoc_exported
+            .lock()
+            .unwrap()
+            .push((path.to_path_buf(), filter.into(), n));
+        Ok(n)
     }
     fn compare(
         &self,
@@ -1281,6 +1342,130 @@ fn neighbours_follow_and_history() {
     assert!(app.neigh.csls);
 }
 
+/// `a` switches the Neighbours screen between word lookup and the
+/// association table of the chosen session; the table sorts, filters,
+/// scrolls, switches kind and CSLS (asking again), exports what is shown,
+/// and Enter looks a row's source word up.
+#[test]
+fn neighbours_association_mode() {
+    let fake = Fake::with(vec![done()]);
+    let mut app = app_with(&fake);
+    press(&mut app, &fake, "3s");
+    press_code(&mut app, &fake, KeyCode::Enter);
+    assert!(fake.associations.lock().unwrap().is_empty());
+    press(&mut app, &fake, "a");
+    assert!(app.neigh.assoc.on);
+    {
+        let asked = fake.associations.lock().unwrap();
+        assert_eq!(asked.len(), 1);
+        assert_eq!(asked[0].0, "s2net-done");
+        assert_eq!(asked[0].1.kind, AssocKind::New);
+        assert!(!asked[0].1.csls);
+    }
+    let shown = |app: &App| -> Vec<String> {
+        app.neigh
+            .assoc
+            .shown()
+            .iter()
+            .map(|r| r.source.clone())
+            .collect()
+    };
+    // by score, then by source frequency
+    assert_eq!(shown(&app), ["river", "lake", "bank"]);
+    let screen = render(&mut app, 80, 24);
+    assert!(screen.contains("Associations"), "{screen}");
+    assert!(
+        screen.contains("दरिया") && screen.contains("(no entry)"),
+        "{screen}"
+    );
+    press(&mut app, &fake, "O");
+    assert_eq!(app.neigh.assoc.sort, AssocSort::Freq);
+    assert_eq!(shown(&app), ["lake", "river", "bank"]);
+    // scrolling stops at the last row
+    press(&mut app, &fake, "jjjj");
+    assert_eq!(app.neigh.assoc.selected, 2);
+    // the filter keeps matching rows (dictionary entries too)
+    press(&mut app, &fake, "/तट");
+    press_code(&mut app, &fake, KeyCode::Enter);
+    assert_eq!(shown(&app), ["bank"]);
+    assert_eq!(app.neigh.assoc.selected, 0);
+    // export what is shown to a typed path
+    press(&mut app, &fake, "x");
+    assert_eq!(app.neigh.assoc.path, "associations-new.tsv");
+    app.on_key(KeyEvent::new(KeyCode::Char('u'), KeyModifiers::CONTROL));
+    press(&mut app, &fake, "out/bank.tsv");
+    press_code(&mut app, &fake, KeyCode::Enter);
+    assert_eq!(
+        fake.assoc_exported.lock().unwrap().as_slice(),
+        [(PathBuf::from("out/bank.tsv"), "तट".to_string(), 1)]
+    );
+    assert!(
+        matches!(&app.message, Some(crate::tui::app::Message::Info(m)) if m.contains("wrote 1 rows")),
+        "{:?}",
+        app.message
+    );
+    // missed pairs, then CSLS: asked again each time
+    press(&mut app, &fake, "m");
+    press(&mut app, &fake, "c");
+    {
+        let asked = fake.associations.lock().unwrap();
+        assert_eq!(asked.len(), 3);
+        assert_eq!(asked[1].1.kind, AssocKind::Missed);
+        assert!(!asked[1].1.csls);
+        assert_eq!(asked[2].1.kind, AssocKind::Missed);
+        assert!(asked[2].1.csls);
+    }
+    assert_eq!(
+        app.neigh.assoc.table.as_ref().unwrap().kind,
+        AssocKind::Missed
+    );
+    // the filter still applies: no missed row matches it
+    assert!(shown(&app).is_empty());
+    press(&mut app, &fake, "/");
+    app.on_key(KeyEvent::new(KeyCode::Char('u'), KeyModifiers::CONTROL));
+    press_code(&mut app, &fake, KeyCode::Enter);
+    assert_eq!(shown(&app), ["water", "stream"], "freq order kept");
+    let screen = render(&mut app, 80, 24);
+    assert!(screen.contains("dictionary pairs missed"), "{screen}");
+    // Enter looks the selected row's source word up, back in lookup mode
+    press_code(&mut app, &fake, KeyCode::Enter);
+    assert!(!app.neigh.assoc.on);
+    assert_eq!(app.neigh.query, "water");
+    assert!(app.neigh.panes[0].result.is_some());
+    // back to the table: nothing is asked again
+    press(&mut app, &fake, "a");
+    assert_eq!(fake.associations.lock().unwrap().len(), 3);
+    press(&mut app, &fake, "a");
+    assert!(!app.neigh.assoc.on);
+}
+
+#[test]
+fn snapshot_neighbours_associations() {
+    let fake = Fake::with(vec![done()]);
+    let mut app = app_with(&fake);
+    press(&mut app, &fake, "3s");
+    press_code(&mut app, &fake, KeyCode::Enter);
+    press(&mut app, &fake, "aj");
+    insta::assert_snapshot!(render(&mut app, 80, 24));
+}
+
+/// A lexical baseline's association table is an error shown in the screen.
+#[test]
+fn neighbours_associations_of_a_lexical_baseline() {
+    let fake = Fake::with(vec![summary("bm25-done", State::Done)]);
+    let mut app = app_with(&fake);
+    press(&mut app, &fake, "3s");
+    press_code(&mut app, &fake, KeyCode::Enter);
+    press(&mut app, &fake, "a");
+    assert!(app.neigh.assoc.table.is_none());
+    let e = app.neigh.assoc.error.clone().unwrap();
+    assert!(e.contains("no embedding space"), "{e}");
+    let screen = render(&mut app, 80, 24);
+    assert!(screen.contains("no embedding space"), "{screen}");
+    press(&mut app, &fake, "x");
+    assert!(app.neigh.assoc.input.is_none(), "nothing to export");
+}
+
 /// Answers `reqs` in order, then a session rescan and a metrics tail that
 /// bring nothing new, all before the next frame (as the event loop takes a
 /// batch of queued replies between two draws).
@@ -1882,6 +2067,22 @@ fn engine_search_neighbours_compare_and_data_on_a_trained_session() {
     );
     let back = b.neighbours("a", "río", Side::Target, 3, false).unwrap();
     assert!(back.known);
+    // associations: through the kept searcher, written as TSV
+    for kind in [AssocKind::New, AssocKind::Missed] {
+        let opts = AssocOptions {
+            kind,
+            ..Default::default()
+        };
+        let t = b.associations("a", &opts).unwrap();
+        assert_eq!(t.kind, kind);
+        assert!(t.looked_up > 0);
+        assert!(t.rows.iter().all(|r| r.score.is_finite()));
+        let out = dir.path().join(format!("assoc-{}.tsv", kind.name()));
+        let n = b.export_associations(&t, "", &out).unwrap();
+        assert_eq!(n, t.rows.len());
+        let text = std::fs::read_to_string(&out).unwrap();
+        assert_eq!(text.lines().count(), n + 1, "{text}");
+    }
     // compare: both sessions, significance against a baseline
     let t = b
         .compare(&["a".into(), "b".into()], Some("a"), &|_, _| {})
