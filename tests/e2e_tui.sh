@@ -1,23 +1,30 @@
 #!/usr/bin/env bash
 # End-to-end test of the workbench in a real terminal (tmux):
-#   open `rosetta` on the tiny fixture workspace, launch a tiny training job
-#   from the new-job form, wait for its loss curve and final MRR, run a query
-#   on the Search screen and open a result's document, look up a term's
-#   neighbours, quit, and check that
-#   the terminal is sane again (canonical mode, echo, main screen).
+#   open `rosetta` on the Bible-like fixture workspace, launch two tiny
+#   training jobs with different settings from the new-job form, wait for their
+#   loss curves and final MRR, tell them apart in the run table (the differing
+#   setting as a column) and in overlaid curves on a log axis, run a query on the
+#   Search screen and open a result's whole verse (reference and English text),
+#   look up a term's neighbours, compare the two runs per query on the Compare
+#   screen, quit, check that the terminal is sane again (canonical mode, echo,
+#   main screen), and compare the two runs per query with `rosetta compare` as
+#   the README's quick tour does.
 #
 # Usage: tests/e2e_tui.sh [path/to/rosetta]   (default: target/debug/rosetta)
 # E2E_DEVICE=cuda types that device into the form (default cpu; docs/gpu.md);
-# E2E_SCREENS=DIR keeps the finished job's screen there as jobs.txt.
+# E2E_SCREENS=DIR keeps each screen there (jobs, search, document, neighbours,
+# compare, drill-down .txt); E2E_SIZE=COLSxROWS sets the terminal (default 100x32).
 # Needs tmux. Exit status 0 on success; on failure prints the last screen.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BIN="${1:-$ROOT/target/debug/rosetta}"
-WS="$ROOT/tests/fixtures/corpus/tiny/workspace.toml"
+WS="$ROOT/tests/fixtures/corpus/bible/workspace.toml"
 MODEL="${E2E_MODEL:-s2net}"
 TIMEOUT="${E2E_TIMEOUT:-180}"
 DEVICE="${E2E_DEVICE:-cpu}"
+SIZE="${E2E_SIZE:-100x32}"
+COLS="${SIZE%x*}" ROWS="${SIZE#*x}"
 
 command -v tmux >/dev/null || { echo "e2e_tui: tmux is not installed" >&2; exit 2; }
 [ -x "$BIN" ] || { echo "e2e_tui: no binary at $BIN (cargo build first)" >&2; exit 2; }
@@ -70,13 +77,14 @@ press_until() {
     fail "timed out pressing $key for /$re/"
 }
 typed() { t send-keys -t "$S" -l -- "$1"; sleep 0.15; }
+keep() { if [ -n "${E2E_SCREENS:-}" ]; then screen >"$E2E_SCREENS/$1.txt"; fi; }
 
 mkdir -p "$TMP/work" "$TMP/cfg" "$TMP/state"
 cd "$TMP/work"
-# A plain shell in a 100x32 terminal; the workbench runs inside it so that
+# A plain shell in a COLSxROWS terminal; the workbench runs inside it so that
 # the terminal can be checked after it exits. LD_LIBRARY_PATH is kept: a
 # CUDA build needs it to start (docs/gpu.md).
-t new-session -d -s "$S" -x 100 -y 32 \
+t new-session -d -s "$S" -x "$COLS" -y "$ROWS" \
     "env -i HOME=$TMP PATH=$PATH ${LD_LIBRARY_PATH:+LD_LIBRARY_PATH=$LD_LIBRARY_PATH} TERM=xterm-256color NO_COLOR=1 XDG_CONFIG_HOME=$TMP/cfg XDG_STATE_HOME=$TMP/state bash --norc --noprofile"
 sleep 0.3
 typed "stty -a | grep -o -- '-\\?icanon' > $TMP/stty.before; $BIN; echo \"EXIT=\$?\" > $TMP/exit"
@@ -84,22 +92,26 @@ keys Enter
 wait_for "1 Jobs" 15
 wait_for "no sessions yet" 10
 
-# --- new job from the form
-keys n
-wait_for "New training job"
-typed "$WS"
-keys Tab C-u
-typed "$MODEL"
-keys Tab C-u
-typed "8"          # dim (the fixture's vocabularies have ~30 terms)
-keys Tab C-u
-typed "5"          # epochs
-keys Tab Tab Tab C-u
-typed "$DEVICE"
-keys Tab Tab C-u
-typed "batch=4 log_every=1"   # several logged steps per epoch
-keys Enter
-wait_for "started " 30
+# --- two jobs from the form, differing in dim
+launch() {   # launch DIM
+    keys n
+    wait_for "New training job"
+    keys C-u
+    typed "$WS"
+    keys Tab C-u
+    typed "$MODEL"
+    keys Tab C-u
+    typed "$1"         # dim (at most the fixture's 6 training pairs)
+    keys Tab C-u
+    typed "5"          # epochs
+    keys Tab Tab Tab C-u
+    typed "$DEVICE"
+    keys Tab Tab C-u
+    typed "batch=2 log_every=1"   # several logged steps per epoch
+    keys Enter
+    wait_for "started " 30
+}
+launch 4
 wait_for "running|done" 30
 # the loss curve and validation appear, then the job finishes with a best MRR
 wait_for "step" 60
@@ -107,7 +119,26 @@ wait_for "done +$MODEL .*[0-9]\.[0-9]{4}" "$TIMEOUT"
 screen | grep -q "no training steps yet" && fail "no loss curve for a finished job"
 screen | grep -q "no validation yet" && fail "no validation curve for a finished job"
 echo "e2e_tui: job finished: $(screen | grep -Eo "done +$MODEL .*" | head -1)"
-if [ -n "${E2E_SCREENS:-}" ]; then screen >"$E2E_SCREENS/jobs.txt"; fi
+sleep 1.1   # session folders are named by the second
+launch 2
+for ((i = 0; i < TIMEOUT * 5; i++)); do
+    [ "$(screen | grep -Ec "done +$MODEL")" -ge 2 ] && break
+    sleep 0.2
+done
+[ "$(screen | grep -Ec "done +$MODEL")" -ge 2 ] || fail "the second job did not finish"
+# the differing setting is a column of the run table, one value per run
+screen | grep -Eq "best MRR +dim" || fail "no dim column in the run table"
+screen | grep -Eq "done +$MODEL .* 4 *│" || fail "the dim-4 run's row"
+screen | grep -Eq "done +$MODEL .* 2 *│" || fail "the dim-2 run's row"
+# both marked and overlaid, the loss on a log axis
+keys g
+keys Space
+keys j
+keys Space
+keys L
+wait_for "loss .*log" 10
+echo "e2e_tui: two runs told apart: $(screen | grep -Eo "loss .*log[^│┐]*" | head -1)"
+keep jobs
 
 # --- search
 keys 2
@@ -115,17 +146,21 @@ press_until s "Session to search with"
 keys Enter
 wait_for "[0-9]+ documents" 60
 keys /
-typed "fish in the cold river"
+typed "the light of men"
 keys Enter
 wait_for "Results for" 30
 wait_for " 1 .*[0-9]\.[0-9]{4}" 10
 echo "e2e_tui: search ok: $(screen | grep -E 'RR|fusion' | head -1)"
-# Enter opens the selected result's whole document; j scrolls it (not the
-# query); Esc goes back to the results
+keep search
+# Enter opens the selected result's whole verse, by reference, with its
+# English side; j scrolls it (not the query); Esc goes back to the results
 keys Enter
 wait_for "document \\(es\\)" 20
+wait_for "John 1:[0-9]+" 5
+wait_for "aligned source text \\(en\\)" 5
 keys j
-screen | grep -q "query: fish in the cold river *j" && fail "j was typed into the query"
+screen | grep -q "query: the light of men *j" && fail "j was typed into the query"
+keep document
 keys Escape
 wait_for "Results for" 10
 echo "e2e_tui: document view ok"
@@ -135,10 +170,25 @@ keys 3
 press_until s "left pane"
 keys Enter
 keys /
-typed "river"
+typed "light"
 keys Enter
 wait_for "other language" 30
+keep neighbours
 echo "e2e_tui: neighbours ok"
+
+# --- compare the two runs, then one run per query against the baseline
+keys 4
+wait_for "judged queries" 120
+keys j
+keys b             # the older run is the baseline
+wait_for "W/T/L" 30
+keep compare
+keys k
+keys Enter
+wait_for "per query: .* against " 20
+keep drill-down
+keys Escape
+echo "e2e_tui: compare ok"
 
 # --- help, then quit
 keys '?'
@@ -150,7 +200,18 @@ for ((i = 0; i < 50; i++)); do [ -f "$TMP/exit" ] && break; sleep 0.2; done
 grep -q "EXIT=0" "$TMP/exit" || fail "exit status: $(cat "$TMP/exit")"
 typed "stty -a | grep -o -- '-\\?icanon' > $TMP/stty.after; echo SANE-\$(tput cols)"
 keys Enter
-wait_for "SANE-100" 10
+wait_for "SANE-$COLS" 10
 cmp -s "$TMP/stty.before" "$TMP/stty.after" || fail "terminal modes differ after quitting"
 grep -qx "icanon" "$TMP/stty.after" || fail "terminal left in raw mode"
+
+# --- the same two runs per query from the CLI, as in the quick tour
+set -- "$TMP"/work/sessions/*/
+[ $# -eq 2 ] || fail "expected 2 sessions, found $#"
+"$BIN" eval --session "$1" --task adhoc --run "$TMP/a.run" >/dev/null || fail "eval of $1"
+"$BIN" eval --session "$2" --task adhoc --run "$TMP/b.run" >/dev/null || fail "eval of $2"
+[ -f "$TMP/a.run.qrels" ] || fail "eval --run wrote no qrels for the derived task"
+"$BIN" compare "$TMP/a.run" "$TMP/b.run" --qrels "$TMP/a.run.qrels" --per-query 3 >"$TMP/cmp.txt" 2>&1 ||
+    { cat "$TMP/cmp.txt" >&2; fail "rosetta compare --per-query"; }
+grep -q "win/tie/loss" "$TMP/cmp.txt" || { cat "$TMP/cmp.txt" >&2; fail "no wins/ties/losses"; }
+echo "e2e_tui: rosetta compare per query ok"
 echo "e2e_tui: PASS"
