@@ -162,3 +162,19 @@ fn proc_stat(pid: u32) -> Option<(char, u64)> {
     let start = fields.get(19)?.parse().ok()?;
     Some((state, start))
 }
+
+/// A duration for people: `12s`, `3m05s`, `1h02m`; `—` for a negative or
+/// non-finite number of seconds.
+pub fn fmt_duration(secs: f64) -> String {
+    if !secs.is_finite() || secs < 0.0 {
+        return "—".into();
+    }
+    let s = secs.round() as u64;
+    if s >= 3600 {
+        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
+    } else if s >= 60 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{s}s")
+    }
+}

@@ -349,14 +349,14 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<()> {
         }
     }
     let labels = compare::labels(&paths);
-    let progress = Progress::new();
+    let progress = super::progress::Progress::start("comparing");
     let table = if sessions {
         let labelled: Vec<(String, PathBuf)> = labels.iter().cloned().zip(paths).collect();
         let table =
             Workbench::new().compare(&labelled, Some(&labels[0]), &options, false, &|f, what| {
-                progress.show(f, what)
+                progress.update(f, what)
             });
-        progress.clear();
+        drop(progress);
         table?
     } else {
         let Some(qrels_path) = &args.qrels else {
@@ -371,13 +371,11 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<()> {
         let mut systems = Vec::with_capacity(paths.len());
         let mut notes = Vec::new();
         for (i, (p, label)) in paths.iter().zip(&labels).enumerate() {
-            progress.show(
+            progress.update(
                 i as f64 / paths.len() as f64,
                 &format!("reading {label} ({}/{})", i + 1, paths.len()),
             );
-            let s = score(p, &qrels, qrels_path);
-            progress.clear();
-            let s = s?;
+            let s = score(p, &qrels, qrels_path)?;
             notes.extend(s.note());
             systems.push(System {
                 name: label.clone(),
@@ -387,6 +385,7 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<()> {
                 texts: Default::default(),
             });
         }
+        drop(progress);
         let mut t = Comparison::build(&systems, Some(&labels[0]), &options)?;
         t.notes = notes;
         t
@@ -425,31 +424,3 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A one-line percentage on standard error, shown only when it is a
-/// terminal (rewritten in place; cleared before anything else is printed).
-struct Progress {
-    on: bool,
-}
-
-impl Progress {
-    fn new() -> Progress {
-        Progress {
-            on: std::io::IsTerminal::is_terminal(&std::io::stderr()),
-        }
-    }
-
-    /// Shows `fraction` (0..=1) done and what is being done.
-    fn show(&self, fraction: f64, what: &str) {
-        if self.on {
-            let pct = (fraction.clamp(0.0, 1.0) * 100.0).round();
-            eprint!("\r\x1b[2K{pct:>3}% {what}");
-        }
-    }
-
-    /// Removes the line.
-    fn clear(&self) {
-        if self.on {
-            eprint!("\r\x1b[2K");
-        }
-    }
-}

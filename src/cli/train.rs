@@ -296,14 +296,7 @@ impl Observer for Bar {
 }
 
 fn fmt_secs(s: f64) -> String {
-    let s = s.max(0.0).round() as u64;
-    if s >= 3600 {
-        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
-    } else if s >= 60 {
-        format!("{}m{:02}s", s / 60, s % 60)
-    } else {
-        format!("{s}s")
-    }
+    rosetta::util::fmt_duration(s.max(0.0))
 }
 
 /// `rosetta jobs`.

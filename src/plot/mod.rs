@@ -268,16 +268,7 @@ pub fn fmt_x(x: XAxis, v: f64) -> String {
                 format!("{v:.1}")
             }
         }
-        XAxis::Time => {
-            let s = v.max(0.0).round() as u64;
-            if s >= 3600 {
-                format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
-            } else if s >= 60 {
-                format!("{}m{:02}s", s / 60, s % 60)
-            } else {
-                format!("{s}s")
-            }
-        }
+        XAxis::Time => crate::util::fmt_duration(v.max(0.0)),
     }
 }
 

@@ -172,17 +172,7 @@ pub(crate) fn block<'a>(th: &Theme, title: impl Into<Line<'a>>, focused: bool) -
 
 /// `3m05s`, `1h02m`, `12s`.
 pub fn fmt_duration(s: f64) -> String {
-    if !s.is_finite() || s < 0.0 {
-        return "—".into();
-    }
-    let s = s.round() as u64;
-    if s >= 3600 {
-        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
-    } else if s >= 60 {
-        format!("{}m{:02}s", s / 60, s % 60)
-    } else {
-        format!("{s}s")
-    }
+    rosetta::util::fmt_duration(s)
 }
 
 pub(crate) fn bar(frac: f64, width: usize) -> String {
@@ -417,15 +407,7 @@ fn draw_picker(f: &mut Frame, app: &App, purpose: PickFor, selected: usize) {
 /// A short name for a workspace file: its folder for `…/NAME/workspace.toml`,
 /// else the file's stem (`assets/workspaces/enhi-xquad.toml` → `enhi-xquad`).
 pub(crate) fn workspace_label(path: &str) -> String {
-    let p = std::path::Path::new(path);
-    let named = if p.file_name().is_some_and(|n| n == "workspace.toml") {
-        p.parent().and_then(|d| d.file_name())
-    } else {
-        p.file_stem()
-    };
-    named
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| path.to_string())
+    rosetta::session::runs::workspace_label(std::path::Path::new(path))
 }
 
 #[cfg(test)]
