@@ -423,4 +423,3 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<()> {
     }
     Ok(())
 }
-

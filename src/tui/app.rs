@@ -521,6 +521,9 @@ pub struct App {
     pub popup: Option<Popup>,
     /// Set when the app should exit.
     pub quit: bool,
+    /// Text for the terminal's clipboard: the event loop sends it as an
+    /// OSC 52 sequence (terminals and tmux with clipboard access honour it).
+    pub clipboard: Option<String>,
     /// Ctrl-Z: the event loop hands the terminal back and stops the process
     /// (SIGTSTP), as shells expect; `fg` resumes with a full redraw.
     pub suspend: bool,
@@ -561,6 +564,7 @@ impl App {
             popup: None,
             quit: false,
             suspend: false,
+            clipboard: None,
             jobs: JobsScreen::default(),
             search: SearchScreen::default(),
             neigh: NeighScreen::default(),
@@ -756,6 +760,33 @@ impl App {
         }
     }
 
+    /// `Y`: what the screen has selected, for the clipboard.
+    fn copy_selection(&mut self) {
+        let text = match self.tab {
+            Tab::Jobs => self
+                .jobs
+                .selected_session()
+                .map(|s| s.dir.display().to_string()),
+            Tab::Search => match &self.search.doc {
+                Some(d) if !d.label.is_empty() => Some(d.label.clone()),
+                Some(d) => Some(d.docno.clone()),
+                None => Some(self.search.query.trim().to_string()),
+            },
+            Tab::Neighbours => Some(self.neigh.query.trim().to_string()),
+            Tab::Compare | Tab::Data => None,
+        }
+        .filter(|t| !t.is_empty());
+        match text {
+            Some(t) => {
+                self.info(format!("copied {t:?} (terminal clipboard)"));
+                self.clipboard = Some(t);
+            }
+            None => self.error(
+                "nothing to copy here (Y copies a session folder, query, document id or term)",
+            ),
+        }
+    }
+
     /// Runs an action on the current screen.
     pub fn on_action(&mut self, a: Action) {
         self.dirty = true;
@@ -765,6 +796,7 @@ impl App {
                 self.popup = Some(Popup::Help { scroll: 0 });
                 return;
             }
+            Action::Copy => return self.copy_selection(),
             Action::Tab(n) => return self.switch_tab(Tab::ALL[(n as usize).clamp(1, 5) - 1]),
             Action::NextTab => return self.switch_tab(Tab::ALL[(self.tab.index() + 1) % 5]),
             Action::PrevTab => return self.switch_tab(Tab::ALL[(self.tab.index() + 4) % 5]),

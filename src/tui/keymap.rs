@@ -42,6 +42,7 @@ impl Context {
 pub enum Action {
     Quit,
     Help,
+    Copy,
     Tab(u8),
     NextTab,
     PrevTab,
@@ -241,6 +242,13 @@ const DEFAULTS: &[(&str, Action, Context, &[&str], &str)] = {
             "quit (asks if jobs you started still run)",
         ),
         ("help", Help, Global, &["?", "f1"], "show or hide this help"),
+        (
+            "copy",
+            Copy,
+            Global,
+            &["Y"],
+            "copy the selected session's folder, the query, the open document's id or the term (terminal clipboard, OSC 52)",
+        ),
         ("tab_jobs", Tab(1), Global, &["1"], "Jobs screen"),
         ("tab_search", Tab(2), Global, &["2"], "Search screen"),
         (

@@ -76,6 +76,13 @@ fn restore_terminal() {
     let _ = out.execute(crossterm::cursor::Show);
 }
 
+/// The OSC 52 sequence that puts `text` on the terminal's clipboard.
+pub(crate) fn osc52(text: &str) -> String {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(text.as_bytes());
+    format!("\x1b]52;c;{b64}\x07")
+}
+
 /// Ctrl-Z: restores the terminal, stops this process with SIGTSTP (the
 /// shell's job control takes over), and takes the terminal back when the
 /// process is continued (`fg`).
@@ -266,6 +273,13 @@ fn event_loop(settings: Settings, backend: Arc<dyn Backend>) -> Result<()> {
             }
             app.full_redraw = true;
             app.dirty = true;
+        }
+        if let Some(text) = app.clipboard.take() {
+            use std::io::Write;
+            let mut out = std::io::stdout();
+            let _ = out
+                .write_all(osc52(&text).as_bytes())
+                .and_then(|_| out.flush());
         }
         if std::mem::take(&mut app.bell) {
             use std::io::Write;

@@ -91,3 +91,22 @@ fn empty_fields_show_the_models_default_values() {
     // a setting the model does not read says so
     assert_eq!(rosetta::jobs::setting_default("cl-lsi", "epochs"), None);
 }
+
+#[test]
+fn y_copies_the_query_through_osc_52() {
+    let mut a = app();
+    a.switch_tab(crate::tui::app::Tab::Search);
+    a.search.query = "the light of men".into();
+    a.on_key(KeyEvent::new(KeyCode::Char('Y'), KeyModifiers::SHIFT));
+    assert_eq!(a.clipboard.as_deref(), Some("the light of men"));
+    assert_eq!(
+        crate::tui::osc52("hi"),
+        "\x1b]52;c;aGk=\x07",
+        "OSC 52 with base64 text"
+    );
+    // nothing selected: no clipboard write, an error saying what Y copies
+    let mut b = app();
+    b.switch_tab(crate::tui::app::Tab::Data);
+    b.on_key(KeyEvent::new(KeyCode::Char('Y'), KeyModifiers::SHIFT));
+    assert_eq!(b.clipboard, None);
+}
