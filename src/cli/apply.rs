@@ -60,7 +60,10 @@ pub struct NeighboursArgs {
 /// workbench's Neighbours screen shows them.
 pub fn neighbours(args: NeighboursArgs) -> anyhow::Result<()> {
     let (device, _) = select_device(&args.device)?;
-    let l = Loaded::open(&args.session, &device)?;
+    let l = {
+        let _p = super::progress::Progress::start(format!("loading {}", args.session.display()));
+        Loaded::open(&args.session, &device)?
+    };
     let side: Side = args.lang.into();
     let dict = match workspace_dictionary(&l) {
         Ok(d) => d,
@@ -215,7 +218,10 @@ pub fn write_vec(
 /// `rosetta export`.
 pub fn export(args: ExportArgs) -> anyhow::Result<()> {
     let (device, _) = select_device(&args.device)?;
-    let l = Loaded::open(&args.session, &device)?;
+    let l = {
+        let _p = super::progress::Progress::start(format!("loading {}", args.session.display()));
+        Loaded::open(&args.session, &device)?
+    };
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("{}: cannot create", args.out.display()))?;
     let mut written = Vec::new();

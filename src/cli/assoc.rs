@@ -98,7 +98,13 @@ pub fn associations(args: AssociationsArgs) -> anyhow::Result<()> {
         mutual: args.mutual,
     };
     let started = std::time::Instant::now();
-    let mut t = session_associations(&args.session, &opts)?;
+    let mut t = {
+        let _p = super::progress::Progress::start(format!(
+            "term associations of {}",
+            args.session.display()
+        ));
+        session_associations(&args.session, &opts)?
+    };
     let secs = started.elapsed().as_secs_f64();
     let total = t.rows.len();
     t.sort(match args.sort {
