@@ -19,7 +19,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BIN="${1:-$ROOT/target/debug/rosetta}"
-WS="$ROOT/tests/fixtures/corpus/bible/workspace.toml"
+FIXTURE="$ROOT/tests/fixtures/corpus/bible"   # copied, so that its cache stays out of the repository
 MODEL="${E2E_MODEL:-s2net}"
 TIMEOUT="${E2E_TIMEOUT:-180}"
 DEVICE="${E2E_DEVICE:-cpu}"
@@ -28,7 +28,7 @@ COLS="${SIZE%x*}" ROWS="${SIZE#*x}"
 
 command -v tmux >/dev/null || { echo "e2e_tui: tmux is not installed" >&2; exit 2; }
 [ -x "$BIN" ] || { echo "e2e_tui: no binary at $BIN (cargo build first)" >&2; exit 2; }
-[ -f "$WS" ] || { echo "e2e_tui: fixture $WS is missing" >&2; exit 2; }
+[ -f "$FIXTURE/workspace.toml" ] || { echo "e2e_tui: fixture $FIXTURE is missing" >&2; exit 2; }
 
 TMP="$(mktemp -d)"
 SOCK="$TMP/tmux.sock"
@@ -79,7 +79,9 @@ press_until() {
 typed() { t send-keys -t "$S" -l -- "$1"; sleep 0.15; }
 keep() { if [ -n "${E2E_SCREENS:-}" ]; then screen >"$E2E_SCREENS/$1.txt"; fi; }
 
-mkdir -p "$TMP/work" "$TMP/cfg" "$TMP/state"
+mkdir -p "$TMP/work" "$TMP/cfg" "$TMP/state" "$TMP/bible"
+cp "$FIXTURE"/* "$TMP/bible/"
+WS="$TMP/bible/workspace.toml"
 cd "$TMP/work"
 # A plain shell in a COLSxROWS terminal; the workbench runs inside it so that
 # the terminal can be checked after it exits. LD_LIBRARY_PATH is kept: a
