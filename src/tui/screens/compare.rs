@@ -394,6 +394,10 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         )));
     }
     let order = c.order();
+    // runs named alike keep what tells them apart when the column is narrow
+    let labels = rosetta::session::runs::distinct_labels(
+        &t.rows.iter().map(|r| r.system.clone()).collect::<Vec<_>>(),
+    );
     let rows: Vec<Row> = order
         .iter()
         .map(|&i| {
@@ -402,7 +406,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
                 Cell::from(format!(
                     "{}{}",
                     if r.baseline { "◆ " } else { "" },
-                    r.system
+                    labels[i]
                 )),
                 Cell::from(r.detail.clone()),
             ];
