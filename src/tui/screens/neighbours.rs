@@ -542,15 +542,7 @@ fn draw_neigh_pane(f: &mut Frame, app: &App, i: usize, area: Rect, wide: bool) {
     let inner = outer.inner(area);
     f.render_widget(outer, area);
     let msg = if p.session.is_none() {
-        Some(Span::styled(
-            format!(
-                " press {} to choose a session",
-                app.settings
-                    .keymap
-                    .keys_for(Context::Neighbours, Action::PickSession)
-            ),
-            th.dim(),
-        ))
+        Some(choose_session_hint(app, th))
     } else if let Some(e) = &p.error {
         Some(Span::styled(format!(" {e}"), th.bad()))
     } else if let Some(r) = &p.result {
@@ -656,15 +648,7 @@ fn draw_associations(f: &mut Frame, app: &App, area: Rect) {
         None => " no session ".into(),
     };
     let msg = if session.is_none() {
-        Some(Span::styled(
-            format!(
-                " press {} to choose a session",
-                app.settings
-                    .keymap
-                    .keys_for(Context::Neighbours, Action::PickSession)
-            ),
-            th.dim(),
-        ))
+        Some(choose_session_hint(app, th))
     } else if let Some(e) = &a.error {
         Some(Span::styled(format!(" {e}"), th.bad()))
     } else if a.table.is_none() {
@@ -817,4 +801,17 @@ pub fn hints(app: &App) -> String {
             k(C::Neighbours, Action::Back),
             k(C::Neighbours, Action::Forward),
         )
+}
+
+/// " press s to choose a session", for a pane or table with none.
+fn choose_session_hint(app: &App, th: &crate::tui::config::Theme) -> Span<'static> {
+    Span::styled(
+        format!(
+            " press {} to choose a session",
+            app.settings
+                .keymap
+                .keys_for(Context::Neighbours, Action::PickSession)
+        ),
+        th.dim(),
+    )
 }
