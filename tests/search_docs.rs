@@ -12,7 +12,7 @@ use std::process::Command;
 
 use rosetta::corpus::Workspace;
 use rosetta::index::Fusion;
-use rosetta::session::search::{Searcher, TEXT_CHARS};
+use rosetta::session::search::{DenseSearch, Searcher, TEXT_CHARS};
 
 use common::{ok, rosetta_in as rosetta, train};
 
@@ -102,7 +102,7 @@ fn search_labels_results_and_shows_whole_documents() {
     let en = lines(root, "kjv.en");
     let es = lines(root, "sparv.es");
 
-    let s = Searcher::open_alone(&session, &|_, _| {}).unwrap();
+    let s = Searcher::open_alone(&session, DenseSearch::Saved, &|_, _| {}).unwrap();
     let r = s.search("light witness", 13, Fusion::Model).unwrap();
     assert!(!r.hits.is_empty());
     for h in &r.hits {

@@ -511,6 +511,26 @@ pub struct SearchArgs {
     /// or its label (`"John 1:8"`), with its aligned source-language text.
     #[arg(long, value_name = "ID", conflicts_with_all = ["query", "full", "k", "fuse"])]
     pub show: Option<String>,
+    /// Rank a trained model's documents through the session's HNSW graph,
+    /// building it and saving it in the session (`hnsw.usearch`) when it has
+    /// none. Without this flag a session's saved graph is used when it was
+    /// built from the same document embeddings (as in the workbench).
+    #[arg(long, conflicts_with_all = ["exact", "show"])]
+    pub approx: bool,
+    /// One exact scan of every document, even when the session has an HNSW
+    /// graph.
+    #[arg(long, conflicts_with = "show")]
+    pub exact: bool,
+    /// HNSW links per node (M) of a graph --approx builds.
+    #[arg(long, requires = "approx", default_value_t = rosetta::index::HnswParams::default().m)]
+    pub hnsw_m: usize,
+    /// HNSW efConstruction of a graph --approx builds.
+    #[arg(long, requires = "approx", default_value_t = rosetta::index::HnswParams::default().ef_construction)]
+    pub ef_construction: usize,
+    /// HNSW efSearch (candidates kept while searching; at least the depth of
+    /// the ranking) for --approx.
+    #[arg(long, requires = "approx", default_value_t = rosetta::index::HnswParams::default().ef_search)]
+    pub ef_search: usize,
     /// List the workbench's recorded search queries (oldest first) and exit.
     #[arg(long, conflicts_with_all = ["session", "query", "full", "show", "k", "fuse", "json"])]
     pub history: bool,
@@ -550,9 +570,21 @@ pub fn search(args: SearchArgs) -> anyhow::Result<()> {
         .session
         .clone()
         .context("--session is required (the session folder to search with)")?;
+    use rosetta::session::search::DenseSearch;
+    let mode = if args.approx {
+        DenseSearch::Approx(rosetta::index::HnswParams {
+            m: args.hnsw_m,
+            ef_construction: args.ef_construction,
+            ef_search: args.ef_search,
+        })
+    } else if args.exact {
+        DenseSearch::Exact
+    } else {
+        DenseSearch::Saved
+    };
     let s = {
         let p = super::progress::Progress::start(format!("opening {}", session.display()));
-        rosetta::session::search::Searcher::open_alone(&session, &|f, l| p.update(f, l))?
+        rosetta::session::search::Searcher::open_alone(&session, mode, &|f, l| p.update(f, l))?
     };
     if let Some(name) = &args.show {
         let d = s.document(name, None)?;
@@ -615,6 +647,9 @@ pub fn search(args: SearchArgs) -> anyhow::Result<()> {
             format!("; dropped: {dropped}")
         }
     );
+    if let Some(a) = &r.approximate {
+        println!("{a}");
+    }
     if let Some(j) = &r.judged {
         let name = if j.label == j.qid {
             j.qid.clone()

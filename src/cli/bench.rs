@@ -12,11 +12,12 @@ use rand_distr::{Distribution, StandardNormal, Zipf};
 use rayon::prelude::*;
 use serde_json::json;
 
+use rosetta::index::approx::recall_at_k;
 use rosetta::index::dense::{top_k, write_npy, Matmul};
 use rosetta::index::mining::{
     mine_positives, mine_positives_exhaustive, IdfSource, MineConfig, MineScoring,
 };
-use rosetta::index::{peak_rss_bytes, Hit, TieOrder};
+use rosetta::index::{peak_rss_bytes, ApproxIndex, Hit, TieOrder};
 use rosetta::session::retrieval::encode_split;
 use rosetta::text::{Analyzer, CsrMatrix, TextConfig, Vocabulary};
 
@@ -162,6 +163,30 @@ pub struct SearchArgs {
     /// Python interpreter for --faiss.
     #[arg(long, default_value = "python3")]
     pub python: PathBuf,
+    /// Latent dimension of the vectors: 0 draws them uniformly on the sphere
+    /// (every point nearly as far as every other: the worst case for a
+    /// graph index); R > 0 draws `A z + ε` (z of R dimensions, A a fixed
+    /// random d × R matrix, ε Gaussian noise of standard deviation 0.5),
+    /// normalised, as learned embeddings are: near a low-dimensional subspace.
+    #[arg(long, default_value_t = 0)]
+    pub intrinsic: usize,
+    /// Also build an HNSW graph (usearch) over the documents and report its
+    /// build time, memory, and per efSearch its queries per second and
+    /// recall@k against the exact results; with --faiss, faiss's HNSW (same
+    /// M) on the same files too.
+    #[arg(long)]
+    pub approx: bool,
+    /// HNSW links per node (M), for --approx and faiss's HNSW.
+    #[arg(long, default_value_t = 16)]
+    pub hnsw_m: usize,
+    /// HNSW efConstruction for --approx (40, faiss's default, pairs the
+    /// builds).
+    #[arg(long, default_value_t = 40)]
+    pub ef_construction: usize,
+    /// efSearch values to time with --approx, comma-separated (faiss_search.py
+    /// searches with faiss's default, 16).
+    #[arg(long, value_delimiter = ',', default_value = "16,32,64,128")]
+    pub ef_search: Vec<usize>,
 }
 
 /// Arguments of `rosetta bench mine`.
@@ -391,6 +416,43 @@ fn pool(threads: usize) -> anyhow::Result<rayon::ThreadPool> {
 
 /// Seeded standard-normal rows scaled to unit length, made in parallel in
 /// fixed chunks so the result does not depend on the thread count.
+/// `n` unit rows of dimension `d`: uniform on the sphere (`intrinsic` 0) or
+/// near a random `intrinsic`-dimensional subspace (see `SearchArgs::intrinsic`).
+fn synthetic_unit_rows(n: usize, d: usize, intrinsic: usize, seed: u64) -> Array2<f32> {
+    if intrinsic == 0 {
+        return random_unit_rows(n, d, seed);
+    }
+    // the subspace is the same for documents and queries (its own seed)
+    let mut brng = ChaCha8Rng::seed_from_u64(0xba5e);
+    let basis: Vec<f32> = (0..d * intrinsic)
+        .map(|_| brng.sample::<f32, _>(StandardNormal))
+        .collect();
+    let mut a = random_unit_rows(n, d, seed);
+    a.as_slice_mut()
+        .expect("fresh array")
+        .par_chunks_mut(4096 * d.max(1))
+        .enumerate()
+        .for_each(|(c, chunk)| {
+            let mut rng = ChaCha8Rng::seed_from_u64(!seed ^ ((c as u64 + 1) << 20));
+            let mut z = vec![0f32; intrinsic];
+            for row in chunk.chunks_mut(d.max(1)) {
+                z.iter_mut().for_each(|v| *v = rng.sample(StandardNormal));
+                for (j, v) in row.iter_mut().enumerate() {
+                    let signal: f32 = basis[j * intrinsic..(j + 1) * intrinsic]
+                        .iter()
+                        .zip(&z)
+                        .map(|(b, z)| b * z)
+                        .sum();
+                    // the noise: the isotropic draw already in the row, rescaled
+                    *v = signal + 0.5 * (d as f32).sqrt() * *v;
+                }
+                let norm = row.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-12);
+                row.iter_mut().for_each(|v| *v /= norm);
+            }
+        });
+    a
+}
+
 fn random_unit_rows(n: usize, d: usize, seed: u64) -> Array2<f32> {
     const CHUNK: usize = 4096;
     let mut a = Array2::<f32>::zeros((n, d));
@@ -450,12 +512,21 @@ fn search(a: SearchArgs) -> anyhow::Result<()> {
     } else {
         vec![a.matmul.parse()?]
     };
+    if a.approx && (a.ef_search.is_empty() || a.ef_search.contains(&0)) {
+        bail!("--ef-search needs positive values");
+    }
+    let hnsw = rosetta::index::HnswParams {
+        m: a.hnsw_m,
+        ef_construction: a.ef_construction,
+        ef_search: a.ef_search.first().copied().unwrap_or(16),
+    };
+    hnsw.validate()?;
     let pool = pool(a.threads)?;
     let t = Instant::now();
     let (docs, queries) = pool.install(|| {
         (
-            random_unit_rows(a.docs, a.dim, a.seed),
-            random_unit_rows(a.queries, a.dim, a.seed.wrapping_add(0x5eed)),
+            synthetic_unit_rows(a.docs, a.dim, a.intrinsic, a.seed),
+            synthetic_unit_rows(a.queries, a.dim, a.intrinsic, a.seed.wrapping_add(0x5eed)),
         )
     });
     let gen_s = t.elapsed().as_secs_f64();
@@ -487,6 +558,7 @@ fn search(a: SearchArgs) -> anyhow::Result<()> {
         "bench": "search",
         "docs": a.docs, "dim": a.dim, "queries": a.queries, "k": a.k, "threads": a.threads,
         "matmul": kernels[0].name(),
+        "intrinsic": a.intrinsic,
         "generate_s": round(gen_s, 3),
         "search_s": round(best, 4),
         "queries_per_s": round(a.queries as f64 / best, 1),
@@ -499,35 +571,14 @@ fn search(a: SearchArgs) -> anyhow::Result<()> {
     if let Some(out) = &a.out {
         std::fs::write(out.join("rosetta_ids.txt"), ids_text(&hits))?;
     }
+    if a.approx {
+        report["approx"] = pool.install(|| approx_search(&a, hnsw, &docs, &queries, &hits))?;
+    }
     if let (Some(script), Some(out)) = (&a.faiss, &a.out) {
-        let faiss_ids = out.join("faiss_ids.txt");
-        let o = std::process::Command::new(&a.python)
-            .arg(script)
-            .arg("--docs")
-            .arg(out.join("docs.npy"))
-            .arg("--queries")
-            .arg(out.join("queries.npy"))
-            .args(["--k", &a.k.to_string(), "--threads", &a.threads.to_string()])
-            .args(["--repeat", &a.repeat.to_string()])
-            .arg("--out")
-            .arg(&faiss_ids)
-            .output()
-            .with_context(|| format!("running {} {}", a.python.display(), script.display()))?;
-        if !o.status.success() {
-            bail!(
-                "faiss_search.py failed ({}): {}",
-                o.status,
-                String::from_utf8_lossy(&o.stderr).trim()
-            );
-        }
-        let stdout = String::from_utf8_lossy(&o.stdout);
-        let last = stdout.lines().last().unwrap_or("");
-        let f: serde_json::Value = serde_json::from_str(last)
-            .with_context(|| format!("faiss_search.py printed no JSON last line: {last:?}"))?;
+        let (f, theirs) = run_faiss(&a, script, out, None)?;
         let fs = f["search_s"]
             .as_f64()
             .context("faiss JSON lacks search_s")?;
-        let theirs = read_ids(&faiss_ids)?;
         let same_lists = hits
             .iter()
             .zip(&theirs)
@@ -544,9 +595,119 @@ fn search(a: SearchArgs) -> anyhow::Result<()> {
             overlap as f64 / (a.queries * a.k.min(a.docs)) as f64,
             5
         ));
+        if a.approx {
+            let (f, theirs) = run_faiss(&a, script, out, Some(a.hnsw_m))?;
+            let fs = f["search_s"]
+                .as_f64()
+                .context("faiss JSON lacks search_s")?;
+            let fb = f["build_s"].as_f64().context("faiss JSON lacks build_s")?;
+            let theirs: Vec<Vec<Hit>> = theirs
+                .iter()
+                .map(|ids| ids.iter().map(|&doc| Hit { doc, score: 0.0 }).collect())
+                .collect();
+            let approx = &mut report["approx"];
+            approx["faiss_hnsw"] = f;
+            approx["faiss_hnsw_recall_at_k"] = json!(round(recall_at_k(&hits, &theirs), 4));
+            approx["build_time_over_faiss"] = json!(round(
+                approx["build_s"].as_f64().unwrap_or(f64::NAN) / fb,
+                3
+            ));
+            // the pair at faiss_search.py's efSearch (faiss's default, 16)
+            if let Some(ours) = approx["by_ef_search"]
+                .as_array()
+                .and_then(|v| v.iter().find(|r| r["ef_search"] == 16))
+            {
+                let ours_s = ours["search_s"].as_f64().unwrap_or(f64::NAN);
+                approx["search_time_over_faiss_at_ef16"] = json!(round(ours_s / fs, 3));
+            }
+        }
     }
     println!("{report}");
     Ok(())
+}
+
+/// Runs faiss_search.py on the files in `out` (exact, or HNSW with this M):
+/// its JSON report and its top-k row ids.
+fn run_faiss(
+    a: &SearchArgs,
+    script: &Path,
+    out: &Path,
+    hnsw_m: Option<usize>,
+) -> anyhow::Result<(serde_json::Value, Vec<Vec<u32>>)> {
+    let ids = out.join(if hnsw_m.is_some() {
+        "faiss_hnsw_ids.txt"
+    } else {
+        "faiss_ids.txt"
+    });
+    let mut cmd = std::process::Command::new(&a.python);
+    cmd.arg(script)
+        .arg("--docs")
+        .arg(out.join("docs.npy"))
+        .arg("--queries")
+        .arg(out.join("queries.npy"))
+        .args(["--k", &a.k.to_string(), "--threads", &a.threads.to_string()])
+        .args(["--repeat", &a.repeat.to_string()])
+        .arg("--out")
+        .arg(&ids);
+    if let Some(m) = hnsw_m {
+        cmd.args(["--hnsw", &m.to_string()]);
+    }
+    let o = cmd
+        .output()
+        .with_context(|| format!("running {} {}", a.python.display(), script.display()))?;
+    if !o.status.success() {
+        bail!(
+            "faiss_search.py failed ({}): {}",
+            o.status,
+            String::from_utf8_lossy(&o.stderr).trim()
+        );
+    }
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let last = stdout.lines().last().unwrap_or("");
+    let f: serde_json::Value = serde_json::from_str(last)
+        .with_context(|| format!("faiss_search.py printed no JSON last line: {last:?}"))?;
+    Ok((f, read_ids(&ids)?))
+}
+
+/// Builds the HNSW graph and times it at each efSearch of `a`, with recall@k
+/// against the exact `hits`.
+fn approx_search(
+    a: &SearchArgs,
+    params: rosetta::index::HnswParams,
+    docs: &Array2<f32>,
+    queries: &Array2<f32>,
+    exact: &[Vec<Hit>],
+) -> anyhow::Result<serde_json::Value> {
+    let rss_before = peak_rss_bytes();
+    let mut index = ApproxIndex::build(docs.view(), params)?;
+    let build_s = index.meta().build_seconds;
+    let mut by_ef = Vec::new();
+    for &ef in &a.ef_search {
+        index.set_ef_search(ef)?;
+        let mut best = f64::INFINITY;
+        let mut hits = Vec::new();
+        for _ in 0..a.repeat {
+            let t = Instant::now();
+            hits = index.search(queries.view(), a.k)?;
+            best = best.min(t.elapsed().as_secs_f64());
+        }
+        by_ef.push(json!({
+            "ef_search": ef,
+            "search_s": round(best, 4),
+            "queries_per_s": round(a.queries as f64 / best, 1),
+            "recall_at_k": round(recall_at_k(exact, &hits), 4),
+        }));
+    }
+    Ok(json!({
+        "library": index.meta().library,
+        "m": params.m,
+        "ef_construction": params.ef_construction,
+        "build_s": round(build_s, 3),
+        "index_bytes": index.memory_bytes(),
+        "peak_rss_before_build_bytes": rss_before,
+        "peak_rss_after_bytes": peak_rss_bytes(),
+        "by_ef_search": by_ef,
+    }))
 }
 
 /// CPU seconds (user + system) this process has used so far, all threads:

@@ -2,7 +2,8 @@
 //! translation for it ([`translate`]), pseudo-relevance feedback for it
 //! ([`expand`]: Bo1, RM3), BM25 runs on a workspace's ad-hoc
 //! task ([`adhoc`]), pseudo-relevance mining for XCNN pre-initialisation
-//! ([`mining`]) and exact dense top-k over embeddings ([`dense`]).
+//! ([`mining`]), exact dense top-k over embeddings ([`dense`]) and approximate
+//! top-k over an HNSW graph ([`approx`]).
 //!
 //! Every ranked list here orders documents the way the evaluator does
 //! ([`crate::eval::trec::sorted_for_eval`]): score descending, ties by
@@ -10,6 +11,7 @@
 //! made from the document ids tells them which row wins a tie.
 
 pub mod adhoc;
+pub mod approx;
 pub mod bm25;
 pub mod dense;
 pub mod expand;
@@ -17,6 +19,7 @@ pub mod fusion;
 pub mod mining;
 pub mod translate;
 
+pub use approx::{ApproxIndex, HnswParams};
 pub use bm25::{Bm25Index, Bm25Params, Clause, Query};
 pub use dense::{DenseIndex, Matmul};
 pub use expand::Expansion;

@@ -27,7 +27,9 @@ use crate::eval::Qrels;
 use crate::index::adhoc::Translation;
 use crate::index::fusion::{fuse, Fusion};
 use crate::index::translate::translate_dict_units;
-use crate::index::{translate_dict, Bm25Index, Bm25Params, DenseIndex, Query};
+use crate::index::{
+    translate_dict, ApproxIndex, Bm25Index, Bm25Params, DenseIndex, HnswParams, Query,
+};
 use crate::models::bm25::{analysed_dictionary, Bm25Baseline};
 use crate::models::Params;
 use crate::session::retrieval::RUN_DEPTH;
@@ -285,6 +287,10 @@ pub struct SearchResult {
     pub unanswerable: Option<String>,
     /// Present when the query is a judged workspace query.
     pub judged: Option<Judged>,
+    /// Present when the model's ranking came from an HNSW graph: how it was
+    /// searched (its list then holds only the graph's best documents).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approximate: Option<String>,
 }
 
 /// One nearest term, marked when the dictionary lists it as a translation.
@@ -413,12 +419,39 @@ enum Ranker {
         m: Box<Loaded>,
         dense: DenseIndex,
         doc_emb: Array2<f32>,
+        /// The session's HNSW graph, when it searches by one.
+        approx: Option<Box<ApproxIndex>>,
     },
     Lexical {
         baseline: Bm25Baseline,
         /// Its own index when its BM25 parameters are not the corpus index's.
         index: Option<Box<Bm25Index>>,
     },
+}
+
+/// The file in a session folder holding its HNSW graph over the document
+/// embeddings (with its description beside it, `hnsw.usearch.json`); safe to
+/// delete.
+pub const HNSW_FILE: &str = "hnsw.usearch";
+
+/// How many documents an approximate model ranking holds: the `k` shown or
+/// this many, whichever is more (enough for fusion and a judged query's
+/// metrics over the top of the list).
+pub const APPROX_DEPTH: usize = 100;
+
+/// How a trained model's ranking is searched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DenseSearch {
+    /// One exact scan of every document per query.
+    Exact,
+    /// The session's saved HNSW graph when it has one built from the same
+    /// document embeddings, else exact (the workbench, and `rosetta search`
+    /// by default).
+    #[default]
+    Saved,
+    /// The session's HNSW graph, built with these settings and saved in the
+    /// session when it has none (`rosetta search --approx`).
+    Approx(HnswParams),
 }
 
 /// A session ready to search its workspace's collection.
@@ -437,7 +470,28 @@ impl Searcher {
     /// encodes the documents, or for a lexical baseline builds its index.
     /// Refuses a session whose workspace changed since it was made.
     pub fn open(dir: &Path, corpus: Arc<Corpus>, progress: &dyn Fn(f64, &str)) -> Result<Searcher> {
+        Searcher::open_with(dir, corpus, DenseSearch::Saved, progress)
+    }
+
+    /// [`Searcher::open`] searching a trained model's documents as `mode`
+    /// says. `DenseSearch::Approx` on a lexical baseline, or on a model that
+    /// ranks by another similarity than the cosine, is an error.
+    pub fn open_with(
+        dir: &Path,
+        corpus: Arc<Corpus>,
+        mode: DenseSearch,
+        progress: &dyn Fn(f64, &str),
+    ) -> Result<Searcher> {
         let session = Session::open(dir)?;
+        if let DenseSearch::Approx(p) = mode {
+            p.validate()?;
+            if session.is_lexical() {
+                return Err(Error::invalid(format!(
+                    "{} is a BM25 baseline: approximate search applies to trained models' embeddings",
+                    session.config.model
+                )));
+            }
+        }
         session
             .config
             .check_workspace_hash(dir, &corpus.ws.content_hash()?)?;
@@ -466,10 +520,49 @@ impl Searcher {
             let dense = DenseIndex::new(doc_emb.clone())?
                 .with_docnos(&corpus.doc_ids)?
                 .with_similarity(m.model.similarity())?;
+            let cosine = m.model.similarity() == crate::space::Similarity::Cosine;
+            let path = dir.join(HNSW_FILE);
+            let approx = match mode {
+                DenseSearch::Exact => None,
+                DenseSearch::Saved if !cosine => None,
+                DenseSearch::Saved => {
+                    progress(0.8, "reading the HNSW graph");
+                    ApproxIndex::load_for(&path, doc_emb.view())?
+                }
+                DenseSearch::Approx(_) if !cosine => {
+                    return Err(Error::invalid(format!(
+                        "{} ranks by the {} similarity: approximate search needs cosine embeddings",
+                        session.config.model,
+                        m.model.similarity().name()
+                    )))
+                }
+                DenseSearch::Approx(p) => {
+                    progress(0.8, "reading the HNSW graph");
+                    match ApproxIndex::load_for(&path, doc_emb.view())? {
+                        Some(mut g) => {
+                            g.set_ef_search(p.ef_search)?;
+                            Some(g)
+                        }
+                        None => {
+                            progress(
+                                0.8,
+                                &format!("building the HNSW graph ({} documents)", doc_emb.nrows()),
+                            );
+                            let g = ApproxIndex::build(doc_emb.view(), p)?;
+                            g.save(&path)?;
+                            Some(g)
+                        }
+                    }
+                }
+            };
+            let approx = approx
+                .map(|g| g.with_docnos(&corpus.doc_ids).map(Box::new))
+                .transpose()?;
             Ranker::Dense {
                 m: Box::new(m),
                 dense,
                 doc_emb,
+                approx,
             }
         };
         progress(1.0, "ready");
@@ -495,15 +588,29 @@ impl Searcher {
             })
     }
 
-    /// Opens a session with its own corpus.
-    pub fn open_alone(dir: &Path, progress: &dyn Fn(f64, &str)) -> Result<Searcher> {
+    /// Opens a session with its own corpus, searching as `mode` says.
+    pub fn open_alone(
+        dir: &Path,
+        mode: DenseSearch,
+        progress: &dyn Fn(f64, &str),
+    ) -> Result<Searcher> {
         let session = Session::open(dir)?;
         let corpus = Arc::new(Corpus::load(
             &session.config.workspace,
             session.config.text.as_ref(),
             progress,
         )?);
-        Searcher::open(dir, corpus, progress)
+        Searcher::open_with(dir, corpus, mode, progress)
+    }
+
+    /// The HNSW graph a trained model's ranking comes from, if it searches
+    /// by one (then rankings hold the best [`APPROX_DEPTH`] documents, or
+    /// `k` when more).
+    pub fn approx(&self) -> Option<&ApproxIndex> {
+        match &self.ranker {
+            Ranker::Dense { approx, .. } => approx.as_deref(),
+            Ranker::Lexical { .. } => None,
+        }
     }
 
     /// Whether the session is a lexical baseline.
@@ -536,12 +643,22 @@ impl Searcher {
     }
 
     /// The model's own ranking of every document it scores.
-    fn model_ranking(&self, query: &str) -> Result<(Ranking, Option<Array1<f32>>)> {
+    fn model_ranking(&self, query: &str, k: usize) -> Result<(Ranking, Option<Array1<f32>>)> {
         let c = &self.corpus;
         match &self.ranker {
-            Ranker::Dense { m, dense, .. } => {
+            Ranker::Dense {
+                m, dense, approx, ..
+            } => {
                 let q = m.encode_texts(Side::Source, &[query])?;
-                let hits = dense.search(q.view(), c.len())?.pop().unwrap_or_default();
+                let hits = match approx {
+                    // the zero vector (no unit of the query has weight) is
+                    // answered below, before any ranking is used
+                    Some(g) if q.iter().any(|v| *v != 0.0) => {
+                        g.search(q.view(), k.max(APPROX_DEPTH))?.pop()
+                    }
+                    _ => dense.search(q.view(), c.len())?.pop(),
+                }
+                .unwrap_or_default();
                 let ranked = hits
                     .iter()
                     .map(|h| (c.doc_ids[h.doc as usize].clone(), h.score))
@@ -585,10 +702,11 @@ impl Searcher {
                 query: account,
                 unanswerable: Some(why),
                 judged: None,
+                approximate: None,
             });
         }
         let tokens = c.src.analyze(query);
-        let (model, qv) = self.model_ranking(query)?;
+        let (model, qv) = self.model_ranking(query, k)?;
         if qv.as_ref().is_some_and(|q| q.iter().all(|x| *x == 0.0)) {
             // units the model gave no weight (n-grams no training text used)
             return Ok(SearchResult {
@@ -599,6 +717,7 @@ impl Searcher {
                         .into(),
                 ),
                 judged: None,
+                approximate: None,
             });
         }
         if model.is_empty() {
@@ -608,6 +727,7 @@ impl Searcher {
                 query: account,
                 unanswerable: Some("the translated query matches no document".into()),
                 judged: None,
+                approximate: None,
             });
         }
         let ranked = if fusion.uses_bm25() {
@@ -657,11 +777,22 @@ impl Searcher {
                 }
             })
             .collect();
+        let approximate = self.approx().map(|g| {
+            let (m, depth) = (g.meta(), k.max(APPROX_DEPTH));
+            format!(
+                "approximate: {} HNSW (M {}, efSearch {}), the best {} documents",
+                m.library,
+                m.params.m,
+                m.params.ef_search.max(depth),
+                depth.min(c.len())
+            )
+        });
         Ok(SearchResult {
             hits,
             query: account,
             unanswerable: None,
             judged,
+            approximate,
         })
     }
 

@@ -230,6 +230,7 @@ impl Backend for Fake {
                 ap: 0.5,
                 relevant: 1,
             }),
+            approximate: None,
         })
     }
     fn document(&self, _s: &str, docno: &str, query: Option<&str>) -> Result<Document> {

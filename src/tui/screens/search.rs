@@ -460,8 +460,14 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     }
     f.render_widget(Paragraph::new(Line::from(info)), ia);
 
-    let title = if s.result.is_some() {
-        format!(" Results for “{}” ", trunc(&s.result_query, 40))
+    let title = if let Some(r) = &s.result {
+        // an HNSW graph's ranking: the full description is in the CLI's output
+        let approx = if r.approximate.is_some() {
+            "≈ HNSW "
+        } else {
+            ""
+        };
+        format!(" Results for “{}” {approx}", trunc(&s.result_query, 40))
     } else {
         " Results ".to_string()
     };
