@@ -411,10 +411,9 @@ fn recon_loss(
 ) -> Result<Tensor> {
     let device = codes.device();
     let Some(n_neg) = sampled else {
-        let z = codes
-            .matmul(&dec.1.as_tensor().t()?)?
-            .broadcast_add(bias.1.as_tensor())?;
-        return bce_sparse(&z, &bag_positions(m, rows, copies, device)?);
+        let ones = bag_positions(m, rows, copies, device)?;
+        let sum = super::nn::decoder_bce_sum(codes, dec.1.as_tensor(), bias.1.as_tensor(), &ones)?;
+        return Ok((sum / codes.dim(0)?.max(1) as f64)?);
     };
     let vocab = m.n_cols;
     let mut union: Vec<u32> = rows
@@ -512,6 +511,13 @@ impl Trainer for BaeTrainer {
                 "bae: no training pair has known terms on both sides",
             ));
         }
+        // on the CPU the decoders' products and passes run on rayon's
+        // threads (`nn::decoder_bce_sum`); the rest are small candle ops,
+        // for which candle's spinning worker pool costs more than it gives
+        // (as in adv_bilstm; process-wide, read when candle first needs it)
+        if device.is_cpu() && std::env::var_os("CANDLE_NUM_THREADS").is_none() {
+            std::env::set_var("CANDLE_NUM_THREADS", "1");
+        }
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let (mut start, mut step) = (0usize, 0usize);
         let mut model = match &resume {
@@ -566,16 +572,14 @@ impl Trainer for BaeTrainer {
                 // encoder pre-activations; with lazy Adam through per-step
                 // leaves holding only the batch's rows of the tables
                 let mut leaves = Vec::new();
+                // (dense Adam reads the rows' gradient through a row map:
+                // no V × k gradient is built, the same arithmetic)
                 let mut pre = |side: Side, b: &SparseBatch| -> Result<Tensor> {
-                    if cfg.lazy {
-                        let rows = model.enc(side).as_tensor().index_select(&b.uniq, 0)?;
-                        let leaf = Var::from_tensor(&rows)?;
-                        let y = b.compose(leaf.as_tensor(), true)?;
-                        leaves.push(leaf);
-                        Ok(y)
-                    } else {
-                        model.pre(side, b)
-                    }
+                    let rows = model.enc(side).as_tensor().index_select(&b.uniq, 0)?;
+                    let leaf = Var::from_tensor(&rows)?;
+                    let y = b.compose(leaf.as_tensor(), true)?;
+                    leaves.push(leaf);
+                    Ok(y)
                 };
                 let (ps, pt) = (pre(Side::Source, &sb)?, pre(Side::Target, &tb)?);
                 let b = model.enc_b.as_tensor();
@@ -614,15 +618,15 @@ impl Trainer for BaeTrainer {
                 if cfg.corr > 0.0 && n > 1 {
                     loss = (loss - (correlation(&hs, &ht)? * cfg.corr)?)?;
                 }
+                let mut rows: Vec<(&str, &Tensor, &Var)> = vec![
+                    ("enc.src.w", &sb.uniq, &leaves[0]),
+                    ("enc.tgt.w", &tb.uniq, &leaves[1]),
+                ];
                 if cfg.lazy {
-                    let mut rows: Vec<(&str, &Tensor, &Var)> = vec![
-                        ("enc.src.w", &sb.uniq, &leaves[0]),
-                        ("enc.tgt.w", &tb.uniq, &leaves[1]),
-                    ];
                     rows.extend(dleaves.iter().map(|(n, i, v)| (n.as_str(), i, v)));
                     opt.backward_step_rows(&loss, &rows)?;
                 } else {
-                    opt.backward_step(&loss)?;
+                    opt.backward_step_dense_rows(&loss, &rows)?;
                 }
                 step += 1;
                 if report_step(hooks, "bae", "train", (epoch, step), &loss, n)? == Flow::Stop {

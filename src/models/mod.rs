@@ -8,6 +8,7 @@
 
 pub mod adv_bilstm;
 pub mod bae;
+mod bce;
 pub mod bm25;
 pub mod dbn_cca;
 pub mod hdlr;

@@ -36,6 +36,9 @@ pub struct SparseBatch {
     pub weights: Tensor,
     /// Number of stored entries.
     pub nnz: usize,
+    /// Every value is 1 (binary bags): [`SparseBatch::compose`] skips the
+    /// product by `weights`.
+    pub unit: bool,
 }
 
 impl SparseBatch {
@@ -65,6 +68,7 @@ impl SparseBatch {
             .map(|t| uniq.binary_search(t).expect("term in its own set") as u32)
             .collect();
         let nnz = terms.len();
+        let unit = vals.iter().all(|&v| v == 1.0);
         Ok(SparseBatch {
             n_rows: rows.len(),
             uniq: Tensor::from_vec(uniq.clone(), uniq.len(), device)?,
@@ -73,6 +77,7 @@ impl SparseBatch {
             rows: Tensor::from_vec(row_of, nnz, device)?,
             weights: Tensor::from_vec(vals, (nnz, 1), device)?.to_dtype(dtype)?,
             nnz,
+            unit,
         })
     }
 
@@ -86,7 +91,10 @@ impl SparseBatch {
             return Ok(out);
         }
         let idx = if by_local { &self.local } else { &self.terms };
-        let g = super::rows::gather_rows(table, idx)?.broadcast_mul(&self.weights)?;
+        let mut g = super::rows::gather_rows(table, idx)?;
+        if !self.unit {
+            g = g.broadcast_mul(&self.weights)?;
+        }
         super::rows::scatter_add_rows(&g, &self.rows, self.n_rows)
     }
 }
@@ -322,6 +330,31 @@ pub fn bce_logits_sum(z: &Tensor, ones: &Tensor) -> Result<Tensor> {
     }
     let hit = super::rows::gather_rows(&z.flatten_all()?, ones)?.sum_all()?;
     Ok((softplus(z)?.sum_all()? - hit)?)
+}
+
+/// [`bce_logits_sum`] of the logits `z = codes · wᵀ + c` of a sigmoid
+/// decoder (`codes` `r × k`, `w` `v × k`, `c` `v`; `ones` flat positions in
+/// `r × v`), as a scalar. On the CPU with f32 one fused op
+/// (`models/bce.rs`) that builds no tensor the size of `z` besides its own
+/// gradient buffer; elsewhere [`decoder_bce_sum_unfused`].
+pub fn decoder_bce_sum(codes: &Tensor, w: &Tensor, c: &Tensor, ones: &Tensor) -> Result<Tensor> {
+    let cpu32 = |t: &Tensor| t.device().is_cpu() && t.dtype() == DType::F32;
+    if cpu32(codes) && cpu32(w) && cpu32(c) && ones.device().is_cpu() {
+        return super::bce::decoder_bce_sum(codes, w, c, ones.to_vec1::<u32>()?);
+    }
+    decoder_bce_sum_unfused(codes, w, c, ones)
+}
+
+/// [`decoder_bce_sum`] as candle ops: a matmul, the bias added, then
+/// [`bce_logits_sum`] (the path of CUDA and f64).
+pub fn decoder_bce_sum_unfused(
+    codes: &Tensor,
+    w: &Tensor,
+    c: &Tensor,
+    ones: &Tensor,
+) -> Result<Tensor> {
+    let z = codes.matmul(&w.t()?)?.broadcast_add(c)?;
+    bce_logits_sum(&z, ones)
 }
 
 /// The fused activation ops behind [`softplus`] and [`bce_logits_sum`].

@@ -1,0 +1,572 @@
+//! The fused CPU kernel behind [`super::nn::decoder_bce_sum`]: a sigmoid
+//! decoder's logits `z = codes · wᵀ + c` and their binary cross-entropy
+//! against sparse 0/1 targets in one op. Forward: one `gemm` into a buffer,
+//! then one pass that sums `softplus(z)` and leaves `σ(z) − 1_ones` (the
+//! gradient of the sum with respect to `z`) in the same buffer. Backward:
+//! two `gemm`s and a column sum read that buffer; no other `rows × vocab`
+//! tensor is built. The pass uses its own `exp` and `ln(1 + t)` (accurate to
+//! a few units in the last place of `f32`), written so that LLVM vectorises
+//! them with AVX2 + FMA where the CPU has them (the same arithmetic either way).
+
+use std::sync::OnceLock;
+
+use candle_core::{CpuStorage, CustomOp3, Device, Layout, Shape, Storage, Tensor};
+
+use crate::Result;
+
+/// The op: `ones` are flat positions (`row · vocab + term`) of the 1 targets.
+pub(crate) struct DecoderBce {
+    ones: Vec<u32>,
+    /// `σ(z) − 1_ones`, `rows × vocab`, set by the forward pass.
+    grad: OnceLock<Vec<f32>>,
+}
+
+/// `Σ softplus(codes · wᵀ + c) − Σ_ones (codes · wᵀ + c)` through the fused
+/// op: `codes` `r × k`, `w` `v × k`, `c` `v`, all f32 on the CPU.
+pub(crate) fn decoder_bce_sum(
+    codes: &Tensor,
+    w: &Tensor,
+    c: &Tensor,
+    ones: Vec<u32>,
+) -> Result<Tensor> {
+    let op = DecoderBce {
+        ones,
+        grad: OnceLock::new(),
+    };
+    Ok(codes
+        .contiguous()?
+        .apply_op3(&w.contiguous()?, &c.contiguous()?, op)?)
+}
+
+fn f32s<'a>(s: &'a CpuStorage, l: &Layout) -> candle_core::Result<&'a [f32]> {
+    let (a, b) = crate::models::rows::offsets(l, "decoder-bce")?;
+    match s {
+        CpuStorage::F32(v) => Ok(&v[a..b]),
+        _ => candle_core::bail!("decoder-bce: f32 values expected"),
+    }
+}
+
+/// `(r, k, v)` of codes `r × k`, decoder `v × k`, bias `v`.
+fn dims(l1: &Layout, l2: &Layout, l3: &Layout) -> candle_core::Result<(usize, usize, usize)> {
+    let (&[r, k], &[v, k2], &[v2]) = (l1.dims(), l2.dims(), l3.dims()) else {
+        candle_core::bail!(
+            "decoder-bce: codes r × k, decoder v × k and bias v expected, got {:?}, {:?}, {:?}",
+            l1.dims(),
+            l2.dims(),
+            l3.dims()
+        )
+    };
+    if k != k2 || v != v2 {
+        candle_core::bail!(
+            "decoder-bce: shapes {:?}, {:?}, {:?} do not fit",
+            l1.dims(),
+            l2.dims(),
+            l3.dims()
+        );
+    }
+    Ok((r, k, v))
+}
+
+fn threads() -> gemm::Parallelism {
+    match rayon::current_num_threads() {
+        0 | 1 => gemm::Parallelism::None,
+        n => gemm::Parallelism::Rayon(n),
+    }
+}
+
+/// `dst (m × n) = beta · lhs · rhs` with each operand given by its pointer,
+/// column stride and row stride.
+///
+/// # Safety
+/// The strides must keep every index of the three operands inside them.
+#[allow(clippy::too_many_arguments)]
+unsafe fn matmul(
+    (m, n, k): (usize, usize, usize),
+    dst: &mut [f32],
+    lhs: (&[f32], isize, isize),
+    rhs: (&[f32], isize, isize),
+    beta: f32,
+) {
+    debug_assert_eq!(dst.len(), m * n);
+    if m == 0 || n == 0 {
+        return;
+    }
+    gemm::gemm(
+        m,
+        n,
+        k,
+        dst.as_mut_ptr(),
+        1,
+        n as isize,
+        false,
+        lhs.0.as_ptr(),
+        lhs.1,
+        lhs.2,
+        rhs.0.as_ptr(),
+        rhs.1,
+        rhs.2,
+        0.0,
+        beta,
+        false,
+        false,
+        false,
+        threads(),
+    )
+}
+
+impl CustomOp3 for DecoderBce {
+    fn name(&self) -> &'static str {
+        "rosetta-decoder-bce"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+        s3: &CpuStorage,
+        l3: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        use rayon::prelude::*;
+        let (r, k, v) = dims(l1, l2, l3)?;
+        let (codes, w, c) = (f32s(s1, l1)?, f32s(s2, l2)?, f32s(s3, l3)?);
+        let n = r * v;
+        if let Some(&p) = self.ones.iter().find(|&&p| p as usize >= n) {
+            candle_core::bail!("decoder-bce: position {p} of {n}");
+        }
+        let mut z = take_buffer(n);
+        // SAFETY: codes is r × k row-major, w is v × k row-major (read as
+        // its transpose, k × v), z is r × v.
+        unsafe {
+            matmul(
+                (r, v, k),
+                &mut z,
+                (codes, 1, k as isize),
+                (w, k as isize, 1),
+                1.0,
+            )
+        };
+        let hit: f64 = self
+            .ones
+            .iter()
+            .map(|&p| (z[p as usize] + c[p as usize % v]) as f64)
+            .sum();
+        let sp: f64 = if v == 0 {
+            0.0
+        } else {
+            z.par_chunks_mut(v).map(|row| row_pass(row, c)).sum()
+        };
+        for &p in &self.ones {
+            z[p as usize] -= 1.0;
+        }
+        // set once: a second forward through the same op value cannot happen
+        let _ = self.grad.set(z);
+        Ok((CpuStorage::F32(vec![(sp - hit) as f32]), Shape::from(())))
+    }
+
+    fn bwd(
+        &self,
+        codes: &Tensor,
+        w: &Tensor,
+        _c: &Tensor,
+        _res: &Tensor,
+        grad: &Tensor,
+    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        use rayon::prelude::*;
+        let g = grad.to_dtype(candle_core::DType::F32)?.to_scalar::<f32>()?;
+        let Some(gz) = self.grad.get() else {
+            candle_core::bail!("decoder-bce: backward before forward")
+        };
+        let (sc, lc) = codes.storage_and_layout();
+        let (sw, lw) = w.storage_and_layout();
+        let (Storage::Cpu(sc), Storage::Cpu(sw)) = (&*sc, &*sw) else {
+            candle_core::bail!("decoder-bce: CPU tensors expected")
+        };
+        let (cv, wv) = (f32s(sc, lc)?, f32s(sw, lw)?);
+        let ((r, k), (v, _)) = (codes.dims2()?, w.dims2()?);
+        let mut d_codes = vec![0f32; r * k];
+        let mut d_w = vec![0f32; v * k];
+        // SAFETY: gz is r × v, w is v × k, codes is r × k (all row-major);
+        // gzᵀ is read as v × r.
+        unsafe {
+            matmul(
+                (r, k, v),
+                &mut d_codes,
+                (gz, 1, v as isize),
+                (wv, 1, k as isize),
+                g,
+            );
+            matmul(
+                (v, k, r),
+                &mut d_w,
+                (gz, v as isize, 1),
+                (cv, 1, k as isize),
+                g,
+            );
+        }
+        const COLS: usize = 1024;
+        let mut d_c = vec![0f32; v];
+        d_c.par_chunks_mut(COLS).enumerate().for_each(|(b, out)| {
+            let j0 = b * COLS;
+            for row in gz.chunks_exact(v.max(1)) {
+                for (o, &x) in out.iter_mut().zip(&row[j0..]) {
+                    *o += x;
+                }
+            }
+            for o in out.iter_mut() {
+                *o *= g;
+            }
+        });
+        let dev = Device::Cpu;
+        Ok((
+            Some(Tensor::from_vec(d_codes, (r, k), &dev)?),
+            Some(Tensor::from_vec(d_w, (v, k), &dev)?),
+            Some(Tensor::from_vec(d_c, v, &dev)?),
+        ))
+    }
+}
+
+/// Gradient buffers of ops dropped, kept for the next forward pass: the
+/// allocator would hand a block this large back to the system and page it
+/// in (zeroed) again each step.
+static POOL: std::sync::Mutex<Vec<Vec<f32>>> = std::sync::Mutex::new(Vec::new());
+const POOL_MAX: usize = 4;
+
+/// A buffer of `n` values (contents unspecified: the forward `gemm`
+/// overwrites them all).
+fn take_buffer(n: usize) -> Vec<f32> {
+    let reused = POOL.lock().ok().and_then(|mut p| {
+        let i = p.iter().position(|b| b.capacity() >= n)?;
+        Some(p.swap_remove(i))
+    });
+    match reused {
+        Some(mut b) => {
+            b.resize(n, 0.0);
+            b
+        }
+        None => vec![0f32; n],
+    }
+}
+
+impl Drop for DecoderBce {
+    fn drop(&mut self) {
+        if let (Some(b), Ok(mut p)) = (self.grad.take(), POOL.lock()) {
+            if p.len() >= POOL_MAX {
+                p.remove(0);
+            }
+            p.push(b);
+        }
+    }
+}
+
+/// `e^x` for `x ≤ 0` (clamped at −87, where it is below 2⁻¹²⁵): Cephes'
+/// `expf` reduction and polynomial, the power of two built from bits.
+#[inline(always)]
+fn exp_nonpos(x: f32) -> f32 {
+    const MAGIC: f32 = 12_582_912.0; // 1.5 · 2^23: adding it rounds to an integer
+    let x = x.max(-87.0);
+    let kf = x * std::f32::consts::LOG2_E + MAGIC;
+    let n = kf - MAGIC;
+    let ni = kf.to_bits() as i32 - MAGIC.to_bits() as i32;
+    let r = x - n * 0.693_359_4 - n * -2.121_944_4e-4;
+    let p = ((((1.987_569_1e-4 * r + 1.398_199_9e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r
+        + 0.166_666_65)
+        * r
+        + 0.5;
+    let p = p * r * r + r + 1.0;
+    p * f32::from_bits(((ni + 127) as u32) << 23)
+}
+
+/// `(softplus(z), σ(z))` from one `e^{−|z|}`: `ln(1 + t) = 2 atanh(t / (2 + t))`
+/// by its series (`t / (2 + t) ≤ 1/3`, error below 2⁻²⁶ relative).
+#[inline(always)]
+fn softplus_sigmoid(z: f32) -> (f32, f32) {
+    let t = exp_nonpos(-z.abs());
+    // one division for both 1/(1 + t) and 1/(2 + t)
+    let d = 1.0 / ((1.0 + t) * (2.0 + t));
+    let q = (2.0 + t) * d;
+    let sig = if z >= 0.0 { q } else { t * q };
+    let s = t * ((1.0 + t) * d);
+    let s2 = s * s;
+    let series = 1.0
+        + s2 * (1.0 / 3.0
+            + s2 * (1.0 / 5.0
+                + s2 * (1.0 / 7.0
+                    + s2 * (1.0 / 9.0 + s2 * (1.0 / 11.0 + s2 * (1.0 / 13.0 + s2 / 15.0))))));
+    (z.max(0.0) + 2.0 * s * series, sig)
+}
+
+/// One row: `z ← σ(z + c)`, returning `Σ softplus(z + c)` (blocks of 256
+/// summed in f32 lanes, the blocks in f64).
+#[inline(always)]
+fn row_pass_body(z: &mut [f32], c: &[f32]) -> f64 {
+    const B: usize = 256;
+    const L: usize = 8;
+    let mut buf = [0f32; B];
+    let mut total = 0f64;
+    for (zb, cb) in z.chunks_mut(B).zip(c.chunks(B)) {
+        // a loop without a carried sum, which LLVM vectorises
+        for ((z, &c), s) in zb.iter_mut().zip(cb).zip(buf.iter_mut()) {
+            let (sp, sig) = softplus_sigmoid(*z + c);
+            *s = sp;
+            *z = sig;
+        }
+        let part = &buf[..zb.len()];
+        let mut acc = [0f32; L];
+        let mut lanes = part.chunks_exact(L);
+        for ch in &mut lanes {
+            for (a, &x) in acc.iter_mut().zip(ch) {
+                *a += x;
+            }
+        }
+        let tail: f32 = lanes.remainder().iter().sum();
+        total += acc.iter().map(|&a| a as f64).sum::<f64>() + tail as f64;
+    }
+    total
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn row_pass_avx2(z: &mut [f32], c: &[f32]) -> f64 {
+    row_pass_body(z, c)
+}
+
+/// [`row_pass_body`], vectorised for AVX2 where the CPU has it.
+fn row_pass(z: &mut [f32], c: &[f32]) -> f64 {
+    #[cfg(target_arch = "x86_64")]
+    if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+        // SAFETY: the CPU has the features the function is compiled for.
+        return unsafe { row_pass_avx2(z, c) };
+    }
+    row_pass_body(z, c)
+}
+
+#[cfg(test)]
+mod tests {
+    use candle_core::{DType, Device, Tensor, Var};
+    use rand::{Rng, SeedableRng};
+
+    /// The element function against f64 arithmetic over the range of logits.
+    #[test]
+    fn softplus_sigmoid_is_accurate() {
+        let mut worst = (0f64, 0f64);
+        for i in -200_000..=200_000 {
+            let z = i as f32 * 5e-4;
+            for z in [z, z * 200.0] {
+                let (sp, sig) = super::softplus_sigmoid(z);
+                let zd = z as f64;
+                let sp0 = zd.max(0.0) + (-zd.abs()).exp().ln_1p();
+                let sig0 = 1.0 / (1.0 + (-zd).exp());
+                worst.0 = worst.0.max((sp as f64 - sp0).abs() / sp0.max(1e-30));
+                if sig0 > 1e-37 {
+                    worst.1 = worst.1.max((sig as f64 - sig0).abs() / sig0);
+                }
+            }
+        }
+        assert!(
+            worst.0 < 1e-6 && worst.1 < 1e-6,
+            "relative errors {worst:?}"
+        );
+        let (sp, sig) = super::softplus_sigmoid(-1000.0);
+        assert!((0.0..1e-30).contains(&sp) && (0.0..1e-30).contains(&sig));
+        assert_eq!(super::softplus_sigmoid(1000.0), (1000.0, 1.0));
+    }
+
+    /// Value and gradients of the fused op against candle's unfused ops in
+    /// f64 on the same values (a vocabulary with a ragged last block of 8).
+    #[test]
+    fn fused_decoder_bce_matches_candle() {
+        let dev = Device::Cpu;
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        let (r, k, v) = (9, 6, 45);
+        let mut vals =
+            |n: usize, s: f32| -> Vec<f32> { (0..n).map(|_| rng.random_range(-s..s)).collect() };
+        let (cd, wd, bd) = (vals(r * k, 1.0), vals(v * k, 3.0), vals(v, 2.0));
+        let ones: Vec<u32> = (0..(r * v) as u32)
+            .filter(|p| p % 7 == 3 || p % 11 == 0)
+            .collect();
+        let var = |x: &[f32], shape: &[usize], dt: DType| {
+            Var::from_tensor(
+                &Tensor::from_vec(x.to_vec(), shape, &dev)
+                    .unwrap()
+                    .to_dtype(dt)
+                    .unwrap(),
+            )
+            .unwrap()
+        };
+        let run = |dt: DType, fused: bool| {
+            let (c, w, b) = (
+                var(&cd, &[r, k], dt),
+                var(&wd, &[v, k], dt),
+                var(&bd, &[v], dt),
+            );
+            let ones_t = Tensor::from_vec(ones.clone(), ones.len(), &dev).unwrap();
+            let loss = if fused {
+                super::decoder_bce_sum(c.as_tensor(), w.as_tensor(), b.as_tensor(), ones.clone())
+                    .unwrap()
+            } else {
+                crate::models::nn::decoder_bce_sum_unfused(
+                    c.as_tensor(),
+                    w.as_tensor(),
+                    b.as_tensor(),
+                    &ones_t,
+                )
+                .unwrap()
+            };
+            let grads = (&loss * 0.37).unwrap().backward().unwrap();
+            let flat = |t: &Tensor| -> Vec<f64> {
+                t.to_dtype(DType::F64)
+                    .unwrap()
+                    .flatten_all()
+                    .unwrap()
+                    .to_vec1()
+                    .unwrap()
+            };
+            let mut out = vec![flat(&loss)];
+            for x in [&c, &w, &b] {
+                out.push(flat(grads.get(x.as_tensor()).expect("a gradient")));
+            }
+            out
+        };
+        let (fused, plain) = (run(DType::F32, true), run(DType::F64, false));
+        for (what, (a, b)) in ["loss", "codes", "decoder", "bias"]
+            .iter()
+            .zip(fused.iter().zip(&plain))
+        {
+            assert_eq!(a.len(), b.len(), "{what}");
+            let scale = b.iter().fold(1f64, |m, x| m.max(x.abs()));
+            for (x, y) in a.iter().zip(b) {
+                assert!((x - y).abs() <= 2e-5 * scale, "{what}: {x} vs {y}");
+            }
+        }
+        // the unfused ops in f32 agree as well (the path CUDA takes)
+        let plain32 = run(DType::F32, false);
+        assert!((plain32[0][0] - plain[0][0]).abs() < 1e-4 * plain[0][0].abs());
+    }
+
+    /// Timings of the three products at BAE's shapes, `gemm` and `faer`
+    /// (`cargo test --release --lib gemm_shapes -- --ignored --nocapture`).
+    #[test]
+    #[ignore]
+    fn gemm_shapes() {
+        let (r, k, v) = (300usize, 128usize, 13_000usize);
+        let codes: Vec<f32> = (0..r * k).map(|i| (i % 7) as f32 * 0.1).collect();
+        let w: Vec<f32> = (0..v * k).map(|i| (i % 5) as f32 * 0.1).collect();
+        let gz: Vec<f32> = (0..r * v).map(|i| (i % 3) as f32 * 0.1).collect();
+        let (mut z, mut dc, mut dw) = (vec![0f32; r * v], vec![0f32; r * k], vec![0f32; v * k]);
+        let time = |name: &str, f: &mut dyn FnMut()| {
+            f();
+            let t = std::time::Instant::now();
+            for _ in 0..10 {
+                f();
+            }
+            let s = t.elapsed().as_secs_f64() / 10.0;
+            let gf = 2.0 * (r * k * v) as f64 / s / 1e9;
+            println!("{name}: {:.2} ms, {gf:.1} GFLOP/s", s * 1e3);
+        };
+        let (ki, vi) = (k as isize, v as isize);
+        unsafe {
+            time("gemm fwd z = c wT", &mut || {
+                super::matmul((r, v, k), &mut z, (&codes, 1, ki), (&w, ki, 1), 1.0)
+            });
+            time("gemm dc = gz w", &mut || {
+                super::matmul((r, k, v), &mut dc, (&gz, 1, vi), (&w, 1, ki), 1.0)
+            });
+            time("gemm dw = gzT c", &mut || {
+                super::matmul((v, k, r), &mut dw, (&gz, vi, 1), (&codes, 1, ki), 1.0)
+            });
+        }
+        use faer::{Accum, MatMut, MatRef, Par};
+        let par = Par::rayon(rayon::current_num_threads());
+        let cm = MatRef::from_row_major_slice(&codes, r, k);
+        let wm = MatRef::from_row_major_slice(&w, v, k);
+        let gm = MatRef::from_row_major_slice(&gz, r, v);
+        time("faer fwd", &mut || {
+            let zm = MatMut::from_row_major_slice_mut(&mut z, r, v);
+            faer::linalg::matmul::matmul(zm, Accum::Replace, cm, wm.transpose(), 1.0f32, par)
+        });
+        time("faer dc", &mut || {
+            let m = MatMut::from_row_major_slice_mut(&mut dc, r, k);
+            faer::linalg::matmul::matmul(m, Accum::Replace, gm, wm, 1.0f32, par)
+        });
+        time("faer dw", &mut || {
+            let m = MatMut::from_row_major_slice_mut(&mut dw, v, k);
+            faer::linalg::matmul::matmul(m, Accum::Replace, gm.transpose(), cm, 1.0f32, par)
+        });
+        let mut zz = z.clone();
+        let c = vec![0.1f32; v];
+        time("element pass (as r k v products)", &mut || {
+            zz.copy_from_slice(&z);
+            for row in zz.chunks_mut(v) {
+                std::hint::black_box(super::row_pass(row, &c));
+            }
+        });
+    }
+
+    /// Central finite differences of the fused value against its gradient.
+    #[test]
+    fn fused_decoder_bce_gradient_is_the_derivative() {
+        let dev = Device::Cpu;
+        let (r, k, v) = (4, 3, 19);
+        let cd: Vec<f32> = (0..r * k).map(|i| ((i as f32) * 0.77).sin()).collect();
+        let wd: Vec<f32> = (0..v * k)
+            .map(|i| ((i as f32) * 1.31).cos() * 2.0)
+            .collect();
+        let bd: Vec<f32> = (0..v).map(|i| ((i as f32) * 0.4).sin()).collect();
+        let ones: Vec<u32> = vec![0, 5, 20, 40, 41, 75];
+        let value = |c: &[f32], w: &[f32], b: &[f32]| -> f64 {
+            let t = |x: &[f32], s: &[usize]| Tensor::from_vec(x.to_vec(), s, &dev).unwrap();
+            super::decoder_bce_sum(&t(c, &[r, k]), &t(w, &[v, k]), &t(b, &[v]), ones.clone())
+                .unwrap()
+                .to_scalar::<f32>()
+                .unwrap() as f64
+        };
+        let (c, w, b) = (
+            Var::from_vec(cd.clone(), (r, k), &dev).unwrap(),
+            Var::from_vec(wd.clone(), (v, k), &dev).unwrap(),
+            Var::from_vec(bd.clone(), v, &dev).unwrap(),
+        );
+        let loss =
+            super::decoder_bce_sum(c.as_tensor(), w.as_tensor(), b.as_tensor(), ones.clone())
+                .unwrap();
+        let grads = loss.backward().unwrap();
+        let g = |x: &Var| -> Vec<f32> {
+            grads
+                .get(x.as_tensor())
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .to_vec1()
+                .unwrap()
+        };
+        let (gc, gw, gb) = (g(&c), g(&w), g(&b));
+        let h = 1e-2f32;
+        for which in 0..3 {
+            let (base, grad) = match which {
+                0 => (&cd, &gc),
+                1 => (&wd, &gw),
+                _ => (&bd, &gb),
+            };
+            for i in (0..base.len()).step_by(5) {
+                let (mut up, mut down) = (base.clone(), base.clone());
+                up[i] += h;
+                down[i] -= h;
+                let f = |x: &[f32]| match which {
+                    0 => value(x, &wd, &bd),
+                    1 => value(&cd, x, &bd),
+                    _ => value(&cd, &wd, x),
+                };
+                let fd = (f(&up) - f(&down)) / (2.0 * h as f64);
+                let an = grad[i] as f64;
+                assert!(
+                    (fd - an).abs() < 2e-3 * (1.0 + an.abs()),
+                    "argument {which}, entry {i}: finite difference {fd} vs gradient {an}"
+                );
+            }
+        }
+        assert!(
+            super::decoder_bce_sum(c.as_tensor(), w.as_tensor(), b.as_tensor(), vec![76]).is_err()
+        );
+    }
+}
