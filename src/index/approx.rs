@@ -524,8 +524,12 @@ mod tests {
         let hits = idx.search(qs.view(), 100).unwrap();
         assert!(hits.iter().all(|h| h.len() == 100));
         assert_eq!(idx.meta().params.ef_search, 8);
-        // more than the collection: all of it
-        assert_eq!(idx.search(qs.view(), 1000).unwrap()[0].len(), 300);
+        // more than the collection: what the graph search reaches, each
+        // document once (a graph walk need not reach every node)
+        let all = &idx.search(qs.view(), 1000).unwrap()[0];
+        let distinct: std::collections::HashSet<u32> = all.iter().map(|h| h.doc).collect();
+        assert!((250..=300).contains(&all.len()), "{}", all.len());
+        assert_eq!(distinct.len(), all.len());
     }
 
     #[test]
