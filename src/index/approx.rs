@@ -120,15 +120,26 @@ pub fn rows_hash(rows: ArrayView2<f32>) -> String {
 
 /// The inner product of two `f32` rows, in `f32` with independent partial
 /// sums: usearch's own kernel for `f32` (numkong, dispatched to its AVX2
-/// version on this Zen 5) widens to `f64` and accumulates in one chain, which
-/// took 60% of a search's time.
+/// version on this machine) widens to `f64` and accumulates in one chain,
+/// which took 60% of a search's time. [`use_own_dot`] picks the kernel once.
+#[cfg(test)]
 fn dot(a: &[f32], b: &[f32]) -> f32 {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+    if avx2_fma() {
         // SAFETY: the CPU has the features the function is compiled for.
         return unsafe { dot_avx2(a, b) };
     }
     dot_portable(a, b)
+}
+
+fn avx2_fma() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
 }
 
 fn dot_portable(a: &[f32], b: &[f32]) -> f32 {
@@ -178,19 +189,29 @@ unsafe fn dot_avx2(a: &[f32], b: &[f32]) -> f32 {
     sum
 }
 
-/// Gives the graph [`dot`] as its distance (`1 − a·b`, usearch's inner
-/// product distance).
+/// Gives the graph our inner product as its distance (`1 − a·b`, usearch's
+/// inner product distance), the kernel chosen once here, not per distance.
 fn use_own_dot(index: &mut Index, dim: usize) {
+    // SAFETY (both closures): usearch calls the metric with two rows of this
+    // index, each `dim` contiguous f32 values.
+    let rows = move |a: *const f32, b: *const f32| unsafe {
+        (
+            std::slice::from_raw_parts(a, dim),
+            std::slice::from_raw_parts(b, dim),
+        )
+    };
+    #[cfg(target_arch = "x86_64")]
+    if avx2_fma() {
+        index.change_metric::<f32>(Box::new(move |a: *const f32, b: *const f32| {
+            let (a, b) = rows(a, b);
+            // SAFETY: the CPU has AVX2 and FMA (checked above).
+            1.0 - unsafe { dot_avx2(a, b) }
+        }));
+        return;
+    }
     index.change_metric::<f32>(Box::new(move |a: *const f32, b: *const f32| {
-        // SAFETY: usearch calls the metric with two rows of this index, each
-        // `dim` contiguous f32 values.
-        let (a, b) = unsafe {
-            (
-                std::slice::from_raw_parts(a, dim),
-                std::slice::from_raw_parts(b, dim),
-            )
-        };
-        1.0 - dot(a, b)
+        let (a, b) = rows(a, b);
+        1.0 - dot_portable(a, b)
     }));
 }
 

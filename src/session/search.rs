@@ -434,9 +434,9 @@ enum Ranker {
 /// delete.
 pub const HNSW_FILE: &str = "hnsw.usearch";
 
-/// How many documents an approximate model ranking holds: the `k` shown or
-/// this many, whichever is more (enough for fusion and a judged query's
-/// metrics over the top of the list).
+/// How many documents an approximate model ranking asks for: the `k` shown
+/// or this many, whichever is more (enough for fusion and a judged query's
+/// metrics over the top of the list); the graph walk may reach fewer.
 pub const APPROX_DEPTH: usize = 100;
 
 /// How a trained model's ranking is searched.
@@ -730,6 +730,9 @@ impl Searcher {
                 approximate: None,
             });
         }
+        // how many documents the model's list holds (an HNSW walk may reach
+        // fewer than it was asked for)
+        let model_depth = model.len();
         let ranked = if fusion.uses_bm25() {
             fuse(&model, &c.bm25_dict(&c.src.analyze_words(query)), fusion)
         } else {
@@ -778,13 +781,13 @@ impl Searcher {
             })
             .collect();
         let approximate = self.approx().map(|g| {
-            let (m, depth) = (g.meta(), k.max(APPROX_DEPTH));
+            let m = g.meta();
             format!(
                 "approximate: {} HNSW (M {}, efSearch {}), the best {} documents",
                 m.library,
                 m.params.m,
-                m.params.ef_search.max(depth),
-                depth.min(c.len())
+                m.params.ef_search.max(k.max(APPROX_DEPTH)),
+                model_depth
             )
         });
         Ok(SearchResult {
