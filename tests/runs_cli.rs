@@ -207,3 +207,58 @@ fn jobs_diff_filter_rename_tag_note_show_delete() {
     let o = rosetta(&["jobs", "delete", r, "--yes"]);
     assert!(!o.status.success() && text(&o).contains("not a session folder"));
 }
+
+#[test]
+fn jobs_log_prints_the_end_and_follows_until_the_job_ends() {
+    use std::io::{BufRead, BufReader, Write};
+    let root = tempfile::tempdir().unwrap();
+    let a = session(root.path(), "s2net-20261122-190301", &[("lr", "0.01")], 0.9);
+    let sa = a.to_str().unwrap();
+    std::fs::write(a.join("log.txt"), "epoch 1 done\nepoch 2 done\n").unwrap();
+    let o = rosetta(&["jobs", "log", sa, "--lines", "1"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "epoch 2 done\n");
+    // a finished job: --follow prints the end and returns
+    let o = rosetta(&["jobs", "log", sa, "-f"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "epoch 1 done\nepoch 2 done\n"
+    );
+    // a running job (this test's process stands in for it): what it appends
+    // is printed as it comes, and following ends with the job
+    let mut st = rosetta::session::read_status(&a).unwrap();
+    st.state = State::Running;
+    st.pid = std::process::id();
+    st.pid_start = None;
+    st.write(&a).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rosetta"))
+        .args(["jobs", "log", sa, "--follow", "--lines", "0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let mut log = std::fs::OpenOptions::new()
+        .append(true)
+        .open(a.join("log.txt"))
+        .unwrap();
+    log.write_all(b"epoch 3 done\n").unwrap();
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "epoch 3 done\n");
+    assert!(child.try_wait().unwrap().is_none(), "still following");
+    log.write_all(b"finished\n").unwrap();
+    st.state = State::Done;
+    st.write(&a).unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success());
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    assert_eq!(rest, "finished\n");
+    // not a session folder: a clear error, no panic
+    let o = rosetta(&["jobs", "log", root.path().to_str().unwrap()]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("not a session folder"), "{}", text(&o));
+}

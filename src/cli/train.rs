@@ -97,6 +97,19 @@ pub enum JobsAction {
         #[arg(long, default_value_t = 20)]
         lines: usize,
     },
+    /// Print the end of a session's log.txt; with --follow, keep printing what the job writes
+    /// until it ends (as `tail -f`, stopping by itself).
+    Log {
+        /// Session folder.
+        session: PathBuf,
+        /// Lines to print first (0: only what comes next).
+        #[arg(long, default_value_t = 20)]
+        lines: usize,
+        /// Keep printing new lines until the job is done, failed or cancelled (Ctrl-C stops
+        /// following, not the job).
+        #[arg(long, short = 'f')]
+        follow: bool,
+    },
     /// Give a session a display name (kept in its meta.json; "" goes back to the folder name).
     Rename {
         /// Session folder.
@@ -491,6 +504,39 @@ pub fn jobs(args: JobsArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `rosetta jobs log`: the last `lines` lines of the session's log, then,
+/// with `follow`, what the job appends, until its state is final and the
+/// log has no more complete lines.
+fn follow_log(session: &Path, lines: usize, follow: bool) -> anyhow::Result<()> {
+    use std::io::Write;
+    let (all, mut offset) = runs::log_since(session, 0)?;
+    let mut out = std::io::stdout().lock();
+    for l in &all[all.len().saturating_sub(lines)..] {
+        writeln!(out, "{l}")?;
+    }
+    out.flush()?;
+    if !follow {
+        return Ok(());
+    }
+    loop {
+        // the state first: a final state read before the last lines means
+        // they are all written by the time they are read
+        let done = rosetta::session::read_status(session)
+            .map(|s| s.effective_state().is_final() || s.is_stale())
+            .unwrap_or(false);
+        let (new, next) = runs::log_since(session, offset)?;
+        offset = next;
+        for l in &new {
+            writeln!(out, "{l}")?;
+        }
+        out.flush()?;
+        if done {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
 /// A `rosetta jobs` action on one session.
 fn jobs_action(action: JobsAction) -> anyhow::Result<()> {
     match action {
@@ -535,6 +581,11 @@ fn jobs_action(action: JobsAction) -> anyhow::Result<()> {
                 eprintln!("warning: {p}");
             }
         }
+        JobsAction::Log {
+            session,
+            lines,
+            follow,
+        } => follow_log(&session, lines, follow)?,
         JobsAction::Rename { session, name } => {
             let m = runs::rename(&session, &name)?;
             println!(

@@ -629,7 +629,7 @@ pub fn detail(dir: &Path, log_lines: usize) -> Result<RunDetail> {
         Ok(t) => t,
         Err(e) => format!("(cannot read {CONFIG_FILE}: {e})"),
     };
-    let log_tail = tail_lines(&dir.join(LOG_FILE), log_lines)?;
+    let log_tail = log_tail(dir, log_lines)?;
     let mut checkpoints = Vec::new();
     if let Ok(rd) = std::fs::read_dir(dir.join(CHECKPOINT_DIR)) {
         for e in rd.flatten() {
@@ -684,6 +684,51 @@ pub fn detail(dir: &Path, log_lines: usize) -> Result<RunDetail> {
     })
 }
 
+/// The last `n` lines of session `dir`'s `log.txt` (none before the job
+/// writes one); progress-bar frames are reduced to their last.
+pub fn log_tail(dir: &Path, n: usize) -> Result<Vec<String>> {
+    check_session_dir(dir)?;
+    tail_lines(&dir.join(LOG_FILE), n)
+}
+
+/// The complete lines session `dir`'s `log.txt` holds from byte `offset`
+/// on (invalid UTF-8 replaced, each progress-bar line reduced to its last
+/// frame), and the offset after the last of them: a line still being
+/// written is left for the next call. A log shorter than `offset` (started
+/// anew) is read from its start; a missing log has no lines.
+pub fn log_since(dir: &Path, offset: u64) -> Result<(Vec<String>, u64)> {
+    use std::io::{Read, Seek, SeekFrom};
+    check_session_dir(dir)?;
+    let path = dir.join(LOG_FILE);
+    let mut f = match std::fs::File::open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), 0)),
+        Err(e) => return Err(Error::io(&path, e)),
+    };
+    let len = f.metadata().map_err(|e| Error::io(&path, e))?.len();
+    let from = if len < offset { 0 } else { offset };
+    f.seek(SeekFrom::Start(from))
+        .map_err(|e| Error::io(&path, e))?;
+    let mut buf = Vec::new();
+    f.read_to_end(&mut buf).map_err(|e| Error::io(&path, e))?;
+    let Some(end) = buf.iter().rposition(|&b| b == b'\n') else {
+        return Ok((Vec::new(), from));
+    };
+    let text = String::from_utf8_lossy(&buf[..end]);
+    let lines = text
+        .split('\n')
+        .map(|l| last_frame(l).to_string())
+        .collect();
+    Ok((lines, from + end as u64 + 1))
+}
+
+/// A line as a terminal shows it: progress bars redraw with carriage
+/// returns, the last frame stays.
+fn last_frame(l: &str) -> &str {
+    let l = l.strip_suffix('\r').unwrap_or(l);
+    l.rsplit('\r').next().unwrap_or(l)
+}
+
 /// The last `n` lines of a text file (invalid UTF-8 replaced); a missing
 /// file has none.
 pub fn tail_lines(path: &Path, n: usize) -> Result<Vec<String>> {
@@ -706,10 +751,9 @@ pub fn tail_lines(path: &Path, n: usize) -> Result<Vec<String>> {
         lines.remove(0); // cut in the middle
     }
     let start = lines.len().saturating_sub(n);
-    // progress bars end lines with carriage returns: keep the last frame
     Ok(lines[start..]
         .iter()
-        .map(|l| l.rsplit('\r').next().unwrap_or(l).to_string())
+        .map(|l| last_frame(l).to_string())
         .collect())
 }
 
@@ -928,5 +972,34 @@ mod tests {
         assert_eq!(runs[0].figure("mrr"), Some(0.7));
         assert!("mrr>0.65".parse::<RunFilter>().unwrap().matches(&runs[0]));
         assert!("lr=0.1".parse::<RunFilter>().unwrap().matches(&runs[0]));
+    }
+
+    #[test]
+    fn log_since_reads_complete_lines_and_follows_appends() {
+        use std::io::Write;
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("r");
+        Session::create(&dir, cfg(&[], 1)).unwrap();
+        assert_eq!(log_since(&dir, 0).unwrap(), (vec![], 0));
+        std::fs::write(dir.join(LOG_FILE), "one\nbar 10%\rbar 100%\r\nhalf").unwrap();
+        let (lines, off) = log_since(&dir, 0).unwrap();
+        assert_eq!(lines, vec!["one", "bar 100%"]);
+        assert_eq!(off, "one\nbar 10%\rbar 100%\r\n".len() as u64);
+        // the unfinished line comes once it ends
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(dir.join(LOG_FILE))
+            .unwrap();
+        f.write_all(b" done\nnext\n").unwrap();
+        let (lines, off2) = log_since(&dir, off).unwrap();
+        assert_eq!(lines, vec!["half done", "next"]);
+        assert_eq!(log_since(&dir, off2).unwrap(), (vec![], off2));
+        // a log started anew is read from its start
+        std::fs::write(dir.join(LOG_FILE), "fresh\n").unwrap();
+        assert_eq!(log_since(&dir, off2).unwrap(), (vec!["fresh".into()], 6));
+        assert_eq!(log_tail(&dir, 5).unwrap(), vec!["fresh"]);
+        // not a session folder: an error naming it
+        let e = log_since(root.path(), 0).unwrap_err().to_string();
+        assert!(e.contains("not a session folder"), "{e}");
     }
 }

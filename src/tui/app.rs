@@ -140,6 +140,8 @@ pub enum Request {
     WorkspaceStats(String),
     /// A session's details (the Jobs detail pane).
     SessionDetail(String),
+    /// The last `lines` lines of a session's log (the Jobs log pane).
+    LogTail { session: String, lines: usize },
     /// Set a session's name, tags or note.
     SetMeta {
         session: String,
@@ -222,6 +224,10 @@ pub enum Reply {
         session: String,
         result: Result<Box<RunDetail>, String>,
     },
+    LogTail {
+        session: String,
+        result: Result<Vec<String>, String>,
+    },
     MetaSet {
         session: String,
         field: MetaField,
@@ -289,6 +295,10 @@ pub fn failed(req: &Request, msg: String) -> Reply {
         Request::SessionDetail(session) => Reply::Detail {
             session,
             result: e.map(|_: ()| Box::default()),
+        },
+        Request::LogTail { session, .. } => Reply::LogTail {
+            session,
+            result: e.map(|_: ()| Vec::new()),
         },
         Request::SetMeta { session, field, .. } => Reply::MetaSet {
             session,
@@ -441,6 +451,10 @@ pub fn execute(
         Request::SessionDetail(session) => {
             let result = backend.session_detail(&session).map(Box::new).map_err(s);
             Reply::Detail { session, result }
+        }
+        Request::LogTail { session, lines } => {
+            let result = backend.log_tail(&session, lines).map_err(s);
+            Reply::LogTail { session, result }
         }
         Request::SetMeta {
             session,
@@ -978,6 +992,7 @@ impl App {
             | Reply::Cancelled { .. }
             | Reply::Resumed { .. }
             | Reply::Detail { .. }
+            | Reply::LogTail { .. }
             | Reply::MetaSet { .. }
             | Reply::Deleted { .. }
             | Reply::UiStateSaved(_) => self.jobs_reply(r),

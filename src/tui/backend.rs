@@ -320,6 +320,8 @@ pub trait Backend: Send + Sync {
     fn workspace_stats(&self, workspace: &str) -> Result<WorkspaceStats>;
     /// Config, log tail, checkpoints and best figures of `session`.
     fn session_detail(&self, session: &str) -> Result<RunDetail>;
+    /// The last `lines` lines of `session`'s log.
+    fn log_tail(&self, session: &str, lines: usize) -> Result<Vec<String>>;
     /// Sets the name, tags or note of `session` (`meta.json`).
     fn set_meta(&self, session: &str, field: MetaField, value: &str) -> Result<()>;
     /// Deletes `session` (refused while its job runs).

@@ -72,6 +72,7 @@ pub enum Action {
     TagJob,
     NoteJob,
     ToggleLogScale,
+    ToggleLogPane,
     CycleXAxis,
     CycleSmoothing,
     CycleMetric,
@@ -408,6 +409,13 @@ const DEFAULTS: &[(&str, Action, Context, &[&str], &str)] = {
             Jobs,
             &["L"],
             "loss chart: log / linear y axis",
+        ),
+        (
+            "log_pane",
+            ToggleLogPane,
+            Jobs,
+            &["o"],
+            "the selected job's log.txt beside the curves: show / hide (follows the end)",
         ),
         (
             "x_axis",

@@ -283,6 +283,10 @@ impl Backend for LocalBackend {
         runs::detail(&self.dir(session)?, 200)
     }
 
+    fn log_tail(&self, session: &str, lines: usize) -> Result<Vec<String>> {
+        runs::log_tail(&self.dir(session)?, lines)
+    }
+
     fn set_meta(&self, session: &str, field: MetaField, value: &str) -> Result<()> {
         let dir = self.dir(session)?;
         match field {

@@ -456,6 +456,19 @@ impl Backend for Fake {
             ..Default::default()
         })
     }
+    fn log_tail(&self, session: &str, lines: usize) -> Result<Vec<String>> {
+        if !self
+            .sessions
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|s| s.id == session)
+        {
+            return Err(Error::invalid(format!("{session}: no such session")));
+        }
+        let all: Vec<String> = (1..=40).map(|i| format!("{session} line {i}")).collect();
+        Ok(all[all.len().saturating_sub(lines)..].to_vec())
+    }
     fn set_meta(&self, session: &str, field: MetaField, value: &str) -> Result<()> {
         self.meta
             .lock()
@@ -1144,6 +1157,59 @@ fn differing_settings_are_columns_and_labels_stay_distinct() {
     let screen = render(&mut app, 80, 24);
     assert!(screen.contains("loss · epochs"), "{screen}");
     assert!(screen.contains("· log"), "{screen}");
+}
+
+#[test]
+fn log_pane_follows_the_selected_job_beside_the_curves() {
+    let fake = Fake::with(vec![running(), done(), failed()]);
+    fake.set_metrics("s2net-run", metrics(180, 2));
+    let mut app = app_with(&fake);
+    let screen = render(&mut app, 80, 24);
+    assert!(!screen.contains("log.txt"), "{screen}");
+    press(&mut app, &fake, "o");
+    // narrow: the loss chart, the log in the validation chart's place
+    let screen = render(&mut app, 80, 24);
+    assert!(screen.contains("log.txt · o hide"), "{screen}");
+    assert!(screen.contains("s2net-run line 40"), "{screen}");
+    assert!(
+        !screen.contains("s2net-run line 1 "),
+        "only the end fits: {screen}"
+    );
+    assert!(screen.contains("loss ·"), "{screen}");
+    assert!(!screen.contains(" MRR ·"), "{screen}");
+    // wide: loss, validation and log side by side
+    let screen = render(&mut app, 160, 48);
+    assert!(screen.contains("log.txt · o hide"), "{screen}");
+    assert!(screen.contains(" MRR ·"), "{screen}");
+    assert!(screen.contains("Training loss"), "{screen}");
+    // it follows the selection
+    press(&mut app, &fake, "j");
+    app.poll_metrics();
+    app.pump_sync(&fake);
+    let screen = render(&mut app, 80, 24);
+    assert!(screen.contains("s2net-done line 40"), "{screen}");
+    press(&mut app, &fake, "o");
+    let screen = render(&mut app, 80, 24);
+    assert!(!screen.contains("log.txt"), "{screen}");
+    assert!(app.jobs.log.is_none());
+}
+
+#[test]
+fn loss_title_fits_80_columns() {
+    let fake = Fake::with(vec![running(), done(), failed()]);
+    fake.set_metrics("s2net-run", metrics(180, 2));
+    let mut app = app_with(&fake);
+    press(&mut app, &fake, "L");
+    let screen = render(&mut app, 80, 24);
+    // the title is whole: its closing space before the border corner
+    let line = screen
+        .lines()
+        .find(|l| l.contains("loss ·"))
+        .expect("loss chart title");
+    assert!(
+        line.contains("┌ loss · steps 1–180 · log · EMA 0.9 ─"),
+        "{line}"
+    );
 }
 
 #[test]

@@ -84,10 +84,19 @@ pub struct JobsScreen {
     pub chart_metric: Option<String>,
     /// Marks and baseline as last remembered (`None`: not remembered).
     pub persisted: Option<UiState>,
+    /// The log pane beside the curves is shown.
+    pub show_log: bool,
+    /// The log pane's session and its last lines (or why they cannot be
+    /// read).
+    pub log: Option<(String, Result<Vec<String>, String>)>,
     /// Requests in flight.
     pending_scan: bool,
     pending_tail: BTreeSet<String>,
+    pending_log: bool,
 }
+
+/// Lines of `log.txt` the log pane asks for (more than any pane is high).
+const LOG_PANE_LINES: usize = 200;
 
 /// The EMA factors `s` steps through (0: no smoothing).
 pub const SMOOTHING: [f64; 5] = [0.9, 0.95, 0.99, 0.0, 0.6];
@@ -327,8 +336,20 @@ impl App {
         }
     }
 
-    /// Queues metrics tails for the selected and marked sessions.
+    /// Queues metrics tails for the selected and marked sessions, and the
+    /// selected session's log when the log pane shows.
     pub fn poll_metrics(&mut self) {
+        if let (true, false, Some(s)) = (
+            self.jobs.show_log,
+            self.jobs.pending_log,
+            self.jobs.selected.clone(),
+        ) {
+            self.jobs.pending_log = true;
+            self.outbox.push(Request::LogTail {
+                session: s,
+                lines: LOG_PANE_LINES,
+            });
+        }
         let mut want: BTreeSet<String> = self.jobs.marked.clone();
         if let Some(s) = &self.jobs.selected {
             want.insert(s.clone());
@@ -419,6 +440,14 @@ impl App {
             Action::ToggleHistory => self.jobs.full_history = !self.jobs.full_history,
             Action::ToggleParts => self.jobs.show_parts = !self.jobs.show_parts,
             Action::ToggleLogScale => self.jobs.log_loss = !self.jobs.log_loss,
+            Action::ToggleLogPane => {
+                self.jobs.show_log = !self.jobs.show_log;
+                if self.jobs.show_log {
+                    self.poll_metrics();
+                } else {
+                    self.jobs.log = None;
+                }
+            }
             Action::CycleXAxis => self.jobs.x_axis = self.jobs.x_axis.next(),
             Action::CycleSmoothing => {
                 self.jobs.smoothing = (self.jobs.smoothing + 1) % SMOOTHING.len();
@@ -853,6 +882,14 @@ impl App {
                 }
                 Err(e) => self.error(e),
             },
+            Reply::LogTail { session, result } => {
+                self.jobs.pending_log = false;
+                let new = Some((session, result));
+                if !self.jobs.show_log || self.jobs.log == new {
+                    return false;
+                }
+                self.jobs.log = new;
+            }
             Reply::Deleted { session, result } => match result {
                 Ok(()) => {
                     self.info(format!("deleted {session}"));
@@ -949,10 +986,60 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     }
     f.render_widget(Paragraph::new(lines), da);
 
-    let [lc, vc] =
-        Layout::horizontal([Constraint::Percentage(55), Constraint::Percentage(45)]).areas(ca);
-    draw_loss_chart(f, app, lc);
-    draw_valid_chart(f, app, vc);
+    if !j.show_log {
+        let [lc, vc] =
+            Layout::horizontal([Constraint::Percentage(55), Constraint::Percentage(45)]).areas(ca);
+        draw_loss_chart(f, app, lc);
+        draw_valid_chart(f, app, vc);
+    } else if area.width >= 140 {
+        let [lc, vc, gc] = Layout::horizontal([
+            Constraint::Percentage(40),
+            Constraint::Percentage(28),
+            Constraint::Percentage(32),
+        ])
+        .areas(ca);
+        draw_loss_chart(f, app, lc);
+        draw_valid_chart(f, app, vc);
+        draw_log_pane(f, app, gc);
+    } else {
+        // narrow: the log takes the validation chart's place
+        let [lc, gc] =
+            Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(ca);
+        draw_loss_chart(f, app, lc);
+        draw_log_pane(f, app, gc);
+    }
+}
+
+/// The log pane: the selected session's `log.txt`, its last lines as many
+/// as fit (the end followed as the job writes).
+fn draw_log_pane(f: &mut Frame, app: &App, area: Rect) {
+    let th = &app.settings.theme;
+    let j = &app.jobs;
+    let hide = app
+        .settings
+        .keymap
+        .keys_for(Context::Jobs, Action::ToggleLogPane);
+    let title = format!(" log.txt · {hide} hide ");
+    let sel = j.selected.as_deref();
+    let lines: Vec<Line> = match (&j.log, sel) {
+        (_, None) => vec![Line::styled(" no session selected", th.dim())],
+        (Some((s, Ok(lines))), Some(id)) if s == id => {
+            if lines.is_empty() {
+                vec![Line::styled(" the job has written no log yet", th.dim())]
+            } else {
+                let h = area.height.saturating_sub(2) as usize;
+                lines[lines.len().saturating_sub(h)..]
+                    .iter()
+                    .map(|l| Line::raw(l.clone()))
+                    .collect()
+            }
+        }
+        (Some((s, Err(e))), Some(id)) if s == id => {
+            vec![Line::styled(format!(" ✗ {e}"), th.bad())]
+        }
+        _ => vec![Line::styled(" reading…", th.dim())],
+    };
+    f.render_widget(Paragraph::new(lines).block(block(th, title, false)), area);
 }
 
 /// One column of the sessions table: header, width and a cell per row.
@@ -1348,6 +1435,7 @@ fn draw_loss_chart(f: &mut Frame, app: &App, area: Rect) {
     let labels = overlay_labels(app, &ids, 18);
     let mut lines: Vec<plot::Line> = Vec::new();
     let mut phase_title = String::new();
+    let mut phase_short = String::new();
     for (id, label) in ids.iter().zip(labels) {
         let Some(s) = j.series.get(id) else { continue };
         if s.curves.loss.is_empty() {
@@ -1373,6 +1461,7 @@ fn draw_loss_chart(f: &mut Frame, app: &App, area: Rect) {
                     ""
                 }
             );
+            phase_short = format!("phase {} ({}/{}) · ", phases[k].0, k + 1, phases.len());
             let start = phases[k].1;
             let end = phases.get(k + 1).map_or(pts.len(), |p| p.1);
             pts = pts[start..end.min(pts.len())].to_vec();
@@ -1389,12 +1478,25 @@ fn draw_loss_chart(f: &mut Frame, app: &App, area: Rect) {
         t.push_str(" (recent)");
     }
     let curves = drawn(th, &lines, overlay, max_pts);
+    // the longest title that fits the border: "Training " goes first, then
+    // the phase keys' hint, then the smoothing factor (the legend says EMA)
+    let short = t.split(" · EMA").next().unwrap_or(&t).to_string();
+    let title = [
+        format!(" Training {phase_title}{t} "),
+        format!(" {phase_title}{t} "),
+        format!(" {phase_short}{t} "),
+        format!(" {phase_short}{short} "),
+        format!(" {short} "),
+    ]
+    .into_iter()
+    .find(|c| c.chars().count() + 2 <= area.width as usize)
+    .unwrap_or_else(|| format!(" {short} "));
     draw_lines(
         f,
         th,
         area,
         View {
-            title: format!(" Training {phase_title}{t} "),
+            title,
             x: j.x_axis,
             log_y: j.log_loss,
             empty: " no training steps yet",
@@ -1733,12 +1835,12 @@ pub fn hints(app: &App) -> String {
         return "type: words, lr=0.01, mrr>0.5, tag=x · Enter/Esc done".into();
     }
     format!(
-        "{} details · {} new · {} mark · {} log · {} axis · {} filter · {} more",
+        "{} details · {} new · {} mark · {} log-y · {} log · {} filter · {} more",
         k(C::Jobs, Action::Enter),
         k(C::Jobs, Action::NewJob),
         k(C::Jobs, Action::MarkJob),
         k(C::Jobs, Action::ToggleLogScale),
-        k(C::Jobs, Action::CycleXAxis),
+        k(C::Jobs, Action::ToggleLogPane),
         k(C::Global, Action::Filter),
         k(C::Global, Action::Help)
     )
