@@ -12,8 +12,8 @@
 #
 # Usage: tests/e2e_tui.sh [path/to/rosetta]   (default: target/debug/rosetta)
 # E2E_DEVICE=cuda types that device into the form (default cpu; docs/gpu.md);
-# E2E_SCREENS=DIR keeps each screen there (jobs, search, document, neighbours,
-# compare, drill-down .txt); E2E_SIZE=COLSxROWS sets the terminal (default 100x32).
+# E2E_SCREENS=DIR keeps each screen there (jobs, jobs-log, search, document,
+# neighbours, compare, drill-down .txt); E2E_SIZE=COLSxROWS sets the terminal (default 100x32).
 # Needs tmux. Exit status 0 on success; on failure prints the last screen.
 set -euo pipefail
 
@@ -141,6 +141,14 @@ keys L
 wait_for "loss .*log" 10
 echo "e2e_tui: two runs told apart: $(screen | grep -Eo "loss .*log[^│┐]*" | head -1)"
 keep jobs
+# the selected job's log beside the curves
+keys o
+wait_for "log\.txt · o hide" 10
+wait_for "[0-9:]{8} train epoch 5/5" 10
+keep jobs-log
+keys o
+wait_for "MRR ·" 10
+echo "e2e_tui: log pane ok"
 
 # --- search
 keys 2
@@ -188,6 +196,7 @@ keep compare
 keys k
 keys Enter
 wait_for "per query: .* against " 20
+wait_for "│John 1:[0-9]+ " 5      # queries by their verse references
 keep drill-down
 keys Escape
 echo "e2e_tui: compare ok"

@@ -383,6 +383,7 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<()> {
                 task: task.clone(),
                 per_query: s.eval.per_query,
                 texts: Default::default(),
+                labels: Default::default(),
             });
         }
         drop(progress);

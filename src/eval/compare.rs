@@ -89,6 +89,9 @@ pub struct System {
     pub per_query: BTreeMap<String, Metrics>,
     /// Query texts by id (may be empty or partial), for the drill-down.
     pub texts: BTreeMap<String, String>,
+    /// Query labels by id in the collection's own terms (a verse
+    /// reference), where it has them; for the drill-down.
+    pub labels: BTreeMap<String, String>,
 }
 
 /// How systems are tested against the baseline, and what is shown.
@@ -242,6 +245,8 @@ pub struct Comparison {
     pub skipped: Vec<Skipped>,
     /// Query texts by id, where the systems gave them (the first text given wins).
     pub texts: BTreeMap<String, String>,
+    /// Query labels by id (verse references), where the systems gave them.
+    pub labels: BTreeMap<String, String>,
 }
 
 impl Default for Comparison {
@@ -257,6 +262,7 @@ impl Default for Comparison {
             notes: Vec::new(),
             skipped: Vec::new(),
             texts: BTreeMap::new(),
+            labels: BTreeMap::new(),
         }
     }
 }
@@ -489,6 +495,15 @@ impl Comparison {
                 }
                 texts
             },
+            labels: {
+                let mut labels = BTreeMap::new();
+                for s in systems {
+                    for (q, l) in &s.labels {
+                        labels.entry(q.clone()).or_insert_with(|| l.clone());
+                    }
+                }
+                labels
+            },
         })
     }
 
@@ -557,6 +572,7 @@ impl Comparison {
                 let (value, baseline) = (m.get(metric), bm.get(metric));
                 Some(QueryDiff {
                     query: q.clone(),
+                    label: self.labels.get(q).cloned(),
                     text: self.texts.get(q).cloned(),
                     baseline,
                     value,
@@ -996,6 +1012,10 @@ pub fn win_tie_loss(a: &[f64], b: &[f64]) -> (usize, usize, usize) {
 pub struct QueryDiff {
     /// Query id.
     pub query: String,
+    /// Its label in the collection's own terms (a verse reference), where
+    /// it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
     /// Its text, where known.
     pub text: Option<String>,
     /// The baseline's value.
@@ -1004,6 +1024,13 @@ pub struct QueryDiff {
     pub value: f64,
     /// `value - baseline`.
     pub difference: f64,
+}
+
+impl QueryDiff {
+    /// How the query is shown: its label where it has one, else its id.
+    pub fn name(&self) -> &str {
+        self.label.as_deref().unwrap_or(&self.query)
+    }
 }
 
 /// The queries on which one system differs most from the baseline on one
@@ -1048,8 +1075,9 @@ impl DrillDown {
 }
 
 /// Drill-downs in `format`: text and Markdown give a titled table each
-/// (query, baseline, system, difference, text); CSV and TSV one long table
-/// `system,baseline,metric,query,baseline_value,value,difference,text`;
+/// (query — its label where it has one, else its id —, baseline, system,
+/// difference, text); CSV and TSV one long table
+/// `system,baseline,metric,query,label,baseline_value,value,difference,text`;
 /// JSON an array of [`DrillDown`]s.
 pub fn render_drill_downs(list: &[DrillDown], format: TableFormat) -> String {
     let mut s = String::new();
@@ -1060,7 +1088,7 @@ pub fn render_drill_downs(list: &[DrillDown], format: TableFormat) -> String {
                 let qw = d
                     .rows
                     .iter()
-                    .map(|r| r.query.chars().count())
+                    .map(|r| r.name().chars().count())
                     .max()
                     .unwrap_or(0)
                     .max("query".len());
@@ -1081,7 +1109,7 @@ pub fn render_drill_downs(list: &[DrillDown], format: TableFormat) -> String {
                         &mut s,
                         &format!(
                             "  {}  {:>bw$}  {:>sw$}  {:>+10.4}  {}",
-                            pad(&r.query, qw),
+                            pad(r.name(), qw),
                             fmt4(r.baseline),
                             fmt4(r.value),
                             r.difference,
@@ -1105,7 +1133,7 @@ pub fn render_drill_downs(list: &[DrillDown], format: TableFormat) -> String {
                     let _ = writeln!(
                         s,
                         "| {} | {} | {} | {:+.4} | {} |",
-                        md_cell(&r.query),
+                        md_cell(r.name()),
                         fmt4(r.baseline),
                         fmt4(r.value),
                         r.difference,
@@ -1128,6 +1156,7 @@ pub fn render_drill_downs(list: &[DrillDown], format: TableFormat) -> String {
                     "baseline",
                     "metric",
                     "query",
+                    "label",
                     "baseline_value",
                     "value",
                     "difference",
@@ -1144,6 +1173,7 @@ pub fn render_drill_downs(list: &[DrillDown], format: TableFormat) -> String {
                             field(&d.baseline, sep),
                             field(d.metric.name(), sep),
                             field(&r.query, sep),
+                            field(r.label.as_deref().unwrap_or(""), sep),
                             r.baseline.to_string(),
                             r.value.to_string(),
                             r.difference.to_string(),
@@ -1258,6 +1288,10 @@ mod tests {
                 .iter()
                 .map(|(q, t)| (q.to_string(), t.to_string()))
                 .collect(),
+            labels: [("q2", "John 1:2")]
+                .iter()
+                .map(|(q, l)| (q.to_string(), l.to_string()))
+                .collect(),
             ..Default::default()
         });
         let options = CompareOptions {
@@ -1324,18 +1358,27 @@ mod tests {
         let d = t.drill_downs(Metric::Mrr, 2);
         let text = render_drill_downs(&d, TableFormat::Text);
         assert!(text.starts_with("MRR per query, sys against the baseline base"));
-        assert!(text.contains("q2") && text.contains("+0.5000") && text.contains("two"));
+        // a query with a label is shown by it (a verse reference), else by its id
+        assert!(
+            text.contains("\n  q1 ") && text.contains("\n  John 1:2 "),
+            "{text}"
+        );
+        assert!(!text.contains("q2") && text.contains("+0.5000") && text.contains("two"));
+        let md = render_drill_downs(&d, TableFormat::Markdown);
+        assert!(md.contains("| John 1:2 | 0.5000 |"), "{md}");
         let tsv = render_drill_downs(&d, TableFormat::Tsv);
         let lines: Vec<&str> = tsv.lines().collect();
         assert_eq!(
             lines[0],
-            "system\tbaseline\tmetric\tquery\tbaseline_value\tvalue\tdifference\ttext"
+            "system\tbaseline\tmetric\tquery\tlabel\tbaseline_value\tvalue\tdifference\ttext"
         );
-        assert_eq!(lines[1], "sys\tbase\tMRR\tq1\t1\t0.5\t-0.5\t");
-        assert_eq!(lines[2], "sys\tbase\tMRR\tq2\t0.5\t1\t0.5\ttwo");
+        assert_eq!(lines[1], "sys\tbase\tMRR\tq1\t\t1\t0.5\t-0.5\t");
+        assert_eq!(lines[2], "sys\tbase\tMRR\tq2\tJohn 1:2\t0.5\t1\t0.5\ttwo");
         let j: serde_json::Value =
             serde_json::from_str(&render_drill_downs(&d, TableFormat::Json)).unwrap();
         assert_eq!(j[0]["rows"][1]["query"], "q2");
+        assert_eq!(j[0]["rows"][1]["label"], "John 1:2");
+        assert!(j[0]["rows"][0].get("label").is_none());
         assert_eq!(j[0]["metric"], "MRR");
     }
 

@@ -241,6 +241,13 @@ impl Workbench {
                 queries: judged.len(),
             },
             per_query,
+            labels: judged
+                .iter()
+                .filter_map(|(q, _)| {
+                    let l = s.corpus.query_label(q);
+                    (l != q).then(|| (q.clone(), l.to_string()))
+                })
+                .collect(),
             texts: judged.into_iter().collect(),
             cached: false,
             cache_note: None,
@@ -299,6 +306,7 @@ impl Workbench {
                         task: s.task,
                         per_query: s.per_query,
                         texts: s.texts,
+                        labels: s.labels,
                     });
                 }
                 Err(e) if skip_unusable => skipped.push(Skipped {
@@ -343,6 +351,9 @@ pub struct AdhocScores {
     pub per_query: BTreeMap<String, Metrics>,
     /// The judged queries' texts by id.
     pub texts: BTreeMap<String, String>,
+    /// The judged queries' labels by id (verse references), where the
+    /// collection has them.
+    pub labels: BTreeMap<String, String>,
     /// Whether they were read from the cache.
     #[serde(skip)]
     pub cached: bool,

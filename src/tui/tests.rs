@@ -399,6 +399,10 @@ impl Backend for Fake {
                 texts: (0..4)
                     .map(|q| (format!("q{q}"), format!("query text {q}")))
                     .collect(),
+                // verse references for three of the four
+                labels: (0..3)
+                    .map(|q| (format!("q{q}"), format!("John 1:{}", q + 1)))
+                    .collect(),
                 per_query: [-0.02, 0.02, -0.01, 0.01]
                     .iter()
                     .enumerate()
@@ -466,7 +470,12 @@ impl Backend for Fake {
         {
             return Err(Error::invalid(format!("{session}: no such session")));
         }
-        let all: Vec<String> = (1..=40).map(|i| format!("{session} line {i}")).collect();
+        let mut all: Vec<String> = (1..=40)
+            .map(|i| format!("2026-11-26T10:48:{i:02}Z {session} line {i}"))
+            .collect();
+        all.push(format!(
+            "done: sessions/{session} (a long last line that the pane wraps rather than cuts)"
+        ));
         Ok(all[all.len().saturating_sub(lines)..].to_vec())
     }
     fn set_meta(&self, session: &str, field: MetaField, value: &str) -> Result<()> {
@@ -1170,7 +1179,10 @@ fn log_pane_follows_the_selected_job_beside_the_curves() {
     // narrow: the loss chart, the log in the validation chart's place
     let screen = render(&mut app, 80, 24);
     assert!(screen.contains("log.txt · o hide"), "{screen}");
-    assert!(screen.contains("s2net-run line 40"), "{screen}");
+    // the stamp as a time of day, the long last line wrapped, not cut
+    assert!(screen.contains("10:48:40 s2net-run line 40"), "{screen}");
+    assert!(!screen.contains("2026-11-26T"), "{screen}");
+    assert!(screen.contains("cuts)"), "{screen}");
     assert!(
         !screen.contains("s2net-run line 1 "),
         "only the end fits: {screen}"
@@ -1187,7 +1199,7 @@ fn log_pane_follows_the_selected_job_beside_the_curves() {
     app.poll_metrics();
     app.pump_sync(&fake);
     let screen = render(&mut app, 80, 24);
-    assert!(screen.contains("s2net-done line 40"), "{screen}");
+    assert!(screen.contains("10:48:40 s2net-done line 40"), "{screen}");
     press(&mut app, &fake, "o");
     let screen = render(&mut app, 80, 24);
     assert!(!screen.contains("log.txt"), "{screen}");
@@ -1936,6 +1948,7 @@ fn real_session_folders_through_the_session_module() {
             detail: "s2net".into(),
             task: Task::default(),
             texts: BTreeMap::new(),
+            labels: BTreeMap::new(),
             per_query: BTreeMap::from([(
                 "q1".to_string(),
                 Metrics {
@@ -2275,8 +2288,8 @@ fn loss_chart_shows_the_discriminators_game() {
 
 #[test]
 fn wrapping_keeps_every_character_within_the_width() {
-    use crate::tui::screens::search::wrap_ranges;
     use crate::tui::ui::width;
+    use crate::tui::ui::wrap_ranges;
     let text = "En el principio era el Verbo,  y el Verbo era con Dios.\n\nनदी के किनारे एक पुराना मंदिर है Donaudampfschifffahrtsgesellschaftskapitän";
     for w in [1, 7, 12, 30, 200] {
         let lines = wrap_ranges(text, w);

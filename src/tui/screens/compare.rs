@@ -515,7 +515,7 @@ fn draw_drill(f: &mut Frame, app: &App, d: &Drill, area: Rect, foot: Rect) {
                 Style::default()
             };
             Row::new(vec![
-                Cell::from(r.query.clone()),
+                Cell::from(r.name().to_string()),
                 Cell::from(format!("{:.4}", r.baseline)),
                 Cell::from(format!("{:.4}", r.value)),
                 Cell::from(Span::styled(format!("{:+.4}", r.difference), st)),
@@ -526,10 +526,10 @@ fn draw_drill(f: &mut Frame, app: &App, d: &Drill, area: Rect, foot: Rect) {
     let qw = v
         .rows
         .iter()
-        .map(|r| r.query.chars().count())
+        .map(|r| r.name().chars().count())
         .max()
         .unwrap_or(0)
-        .clamp(5, 16) as u16;
+        .clamp(5, 18) as u16;
     let widths = [
         Constraint::Length(qw),
         Constraint::Length(10),

@@ -593,52 +593,6 @@ pub(crate) fn highlight_text<'a>(
     out
 }
 
-/// Byte ranges of `text`'s lines wrapped at `width` cells: at white space,
-/// a word wider than a line split by characters, `\n` ending a line; every
-/// character of `text` except the white space at a break falls in a range.
-pub(crate) fn wrap_ranges(text: &str, width_cells: usize) -> Vec<(usize, usize)> {
-    let w = width_cells.max(1);
-    let mut lines = Vec::new();
-    let base = text.as_ptr() as usize;
-    for para in text.split('\n') {
-        let p0 = para.as_ptr() as usize - base;
-        let mut cur: Option<(usize, usize)> = None;
-        for word in para.split_whitespace() {
-            let start = word.as_ptr() as usize - base;
-            let end = start + word.len();
-            if let Some((a, _)) = cur {
-                if width(&text[a..end]) <= w {
-                    cur = Some((a, end));
-                    continue;
-                }
-                lines.extend(cur.take());
-            }
-            // a new line starts with this word, split when wider than a line
-            let mut a = start;
-            while width(&text[a..end]) > w {
-                let mut cells = 0;
-                let mut cut = a;
-                for (i, c) in text[a..end].char_indices() {
-                    let cw = width(c.encode_utf8(&mut [0; 4]));
-                    if cells + cw > w && i > 0 {
-                        break;
-                    }
-                    cells += cw;
-                    cut = a + i + c.len_utf8();
-                }
-                lines.push((a, cut));
-                a = cut;
-            }
-            cur = Some((a, end));
-        }
-        match cur {
-            Some(l) => lines.push(l),
-            None => lines.push((p0, p0)),
-        }
-    }
-    lines
-}
-
 /// `text` wrapped at `width_cells` ([`wrap_ranges`]), the byte ranges
 /// `spans` highlighted, each line indented by `indent`.
 fn wrapped_lines<'a>(
