@@ -645,7 +645,7 @@ fn cli_compare_per_query_and_export() {
     let lines: Vec<&str> = pq.lines().collect();
     assert_eq!(
         lines[0],
-        "system\tbaseline\tmetric\tquery\tbaseline_value\tvalue\tdifference\ttext"
+        "system\tbaseline\tmetric\tquery\tlabel\tbaseline_value\tvalue\tdifference\ttext"
     );
     assert_eq!(lines.len(), 6, "{pq}");
     assert!(

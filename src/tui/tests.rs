@@ -230,7 +230,10 @@ impl Backend for Fake {
                 ap: 0.5,
                 relevant: 1,
             }),
-            approximate: None,
+            // a session searching by its HNSW graph, in the engine's words
+            approximate: query
+                .starts_with("approx")
+                .then(|| "usearch 2.26.6 HNSW (M 16, efSearch 100), the best 100 documents".into()),
         })
     }
     fn document(&self, _s: &str, docno: &str, query: Option<&str>) -> Result<Document> {
@@ -653,6 +656,32 @@ fn snapshot_search_results() {
     press(&mut app, &fake, "/where is the river");
     press_code(&mut app, &fake, KeyCode::Enter);
     insta::assert_snapshot!(render(&mut app, 80, 24));
+}
+
+#[test]
+fn an_approximate_ranking_says_so_in_the_results_title() {
+    let fake = Fake::with(vec![done()]);
+    let mut app = app_with(&fake);
+    press(&mut app, &fake, "2s");
+    press_code(&mut app, &fake, KeyCode::Enter);
+    press(&mut app, &fake, "/where is the river");
+    press_code(&mut app, &fake, KeyCode::Enter);
+    let screen = render(&mut app, 80, 24);
+    assert!(
+        screen.contains("Results for “where is the river”"),
+        "{screen}"
+    );
+    assert!(!screen.contains("HNSW"), "an exact ranking: {screen}");
+    press_code(&mut app, &fake, KeyCode::Esc);
+    press(&mut app, &fake, "/");
+    app.on_key(KeyEvent::new(KeyCode::Char('u'), KeyModifiers::CONTROL));
+    press(&mut app, &fake, "approx river");
+    press_code(&mut app, &fake, KeyCode::Enter);
+    let screen = render(&mut app, 80, 24);
+    assert!(
+        screen.contains("Results for “approx river” ≈ HNSW"),
+        "{screen}"
+    );
 }
 
 /// A session chosen and "where is the river" searched.
