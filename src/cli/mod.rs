@@ -84,6 +84,20 @@ pub enum Command {
     Bench(bench::BenchArgs),
 }
 
+impl Command {
+    /// Whether the command runs gradient training steps (`train`, `bench
+    /// train`), whose allocation pattern wants freed pages kept.
+    pub fn runs_training_steps(&self) -> bool {
+        matches!(
+            self,
+            Command::Train(_)
+                | Command::Bench(bench::BenchArgs {
+                    what: bench::BenchCommand::Train(_)
+                })
+        )
+    }
+}
+
 /// Runs one command; the error is printed by `main`.
 pub fn run(cmd: Command) -> anyhow::Result<()> {
     match cmd {

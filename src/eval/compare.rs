@@ -486,24 +486,8 @@ impl Comparison {
             alpha: options.alpha,
             notes: Vec::new(),
             skipped: Vec::new(),
-            texts: {
-                let mut texts = BTreeMap::new();
-                for s in systems {
-                    for (q, t) in &s.texts {
-                        texts.entry(q.clone()).or_insert_with(|| t.clone());
-                    }
-                }
-                texts
-            },
-            labels: {
-                let mut labels = BTreeMap::new();
-                for s in systems {
-                    for (q, l) in &s.labels {
-                        labels.entry(q.clone()).or_insert_with(|| l.clone());
-                    }
-                }
-                labels
-            },
+            texts: first_given(systems.iter().map(|s| &s.texts)),
+            labels: first_given(systems.iter().map(|s| &s.labels)),
         })
     }
 
@@ -1005,6 +989,19 @@ pub fn win_tie_loss(a: &[f64], b: &[f64]) -> (usize, usize, usize) {
         }
     }
     (wins, ties, losses)
+}
+
+/// Per query id, the first value any of `maps` gives.
+fn first_given<'a>(
+    maps: impl Iterator<Item = &'a BTreeMap<String, String>>,
+) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for m in maps {
+        for (q, v) in m {
+            out.entry(q.clone()).or_insert_with(|| v.clone());
+        }
+    }
+    out
 }
 
 /// One query of a drill-down: the system's and the baseline's value on the metric.
