@@ -249,14 +249,17 @@ fn jobs_log_prints_the_end_and_follows_until_the_job_ends() {
     out.read_line(&mut line).unwrap();
     assert_eq!(line, "epoch 3 done\n");
     assert!(child.try_wait().unwrap().is_none(), "still following");
-    log.write_all(b"finished\n").unwrap();
+    log.write_all(b"finished\nno newline").unwrap();
     st.state = State::Done;
     st.write(&a).unwrap();
     let status = child.wait().unwrap();
     assert!(status.success());
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
-    assert_eq!(rest, "finished\n");
+    assert_eq!(
+        rest, "finished\nno newline\n",
+        "the last line, unterminated, too"
+    );
     // not a session folder: a clear error, no panic
     let o = rosetta(&["jobs", "log", root.path().to_str().unwrap()]);
     assert!(!o.status.success());

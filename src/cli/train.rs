@@ -105,8 +105,8 @@ pub enum JobsAction {
         /// Lines to print first (0: only what comes next).
         #[arg(long, default_value_t = 20)]
         lines: usize,
-        /// Keep printing new lines until the job is done, failed or cancelled (Ctrl-C stops
-        /// following, not the job).
+        /// Keep printing new lines until the job is done, failed or cancelled or its process is
+        /// gone (Ctrl-C stops following, not the job).
         #[arg(long, short = 'f')]
         follow: bool,
     },
@@ -509,22 +509,27 @@ pub fn jobs(args: JobsArgs) -> anyhow::Result<()> {
 /// log has no more complete lines.
 fn follow_log(session: &Path, lines: usize, follow: bool) -> anyhow::Result<()> {
     use std::io::Write;
-    let (all, mut offset) = runs::log_since(session, 0)?;
     let mut out = std::io::stdout().lock();
+    if !follow {
+        // the end only: read without the whole log
+        for l in runs::log_tail(session, lines)? {
+            writeln!(out, "{l}")?;
+        }
+        return Ok(());
+    }
+    let (all, mut offset) = runs::log_since(session, 0, false)?;
     for l in &all[all.len().saturating_sub(lines)..] {
         writeln!(out, "{l}")?;
     }
     out.flush()?;
-    if !follow {
-        return Ok(());
-    }
     loop {
         // the state first: a final state read before the last lines means
         // they are all written by the time they are read
         let done = rosetta::session::read_status(session)
             .map(|s| s.effective_state().is_final() || s.is_stale())
             .unwrap_or(false);
-        let (new, next) = runs::log_since(session, offset)?;
+        // once the job is over, its unterminated last line is printed too
+        let (new, next) = runs::log_since(session, offset, done)?;
         offset = next;
         for l in &new {
             writeln!(out, "{l}")?;

@@ -694,9 +694,11 @@ pub fn log_tail(dir: &Path, n: usize) -> Result<Vec<String>> {
 /// The complete lines session `dir`'s `log.txt` holds from byte `offset`
 /// on (invalid UTF-8 replaced, each progress-bar line reduced to its last
 /// frame), and the offset after the last of them: a line still being
-/// written is left for the next call. A log shorter than `offset` (started
-/// anew) is read from its start; a missing log has no lines.
-pub fn log_since(dir: &Path, offset: u64) -> Result<(Vec<String>, u64)> {
+/// written is left for the next call, unless `to_end` (the job is over:
+/// its unterminated last line is all there will be). A log shorter than
+/// `offset` (started anew) is read from its start; a missing log has no
+/// lines.
+pub fn log_since(dir: &Path, offset: u64, to_end: bool) -> Result<(Vec<String>, u64)> {
     use std::io::{Read, Seek, SeekFrom};
     check_session_dir(dir)?;
     let path = dir.join(LOG_FILE);
@@ -711,15 +713,17 @@ pub fn log_since(dir: &Path, offset: u64) -> Result<(Vec<String>, u64)> {
         .map_err(|e| Error::io(&path, e))?;
     let mut buf = Vec::new();
     f.read_to_end(&mut buf).map_err(|e| Error::io(&path, e))?;
-    let Some(end) = buf.iter().rposition(|&b| b == b'\n') else {
-        return Ok((Vec::new(), from));
+    let end = match buf.iter().rposition(|&b| b == b'\n') {
+        Some(nl) if !to_end || nl + 1 == buf.len() => nl,
+        _ if to_end && !buf.is_empty() => buf.len(),
+        _ => return Ok((Vec::new(), from)),
     };
     let text = String::from_utf8_lossy(&buf[..end]);
     let lines = text
         .split('\n')
         .map(|l| last_frame(l).to_string())
         .collect();
-    Ok((lines, from + end as u64 + 1))
+    Ok((lines, from + (end as u64 + 1).min(buf.len() as u64)))
 }
 
 /// A line as a terminal shows it: progress bars redraw with carriage
@@ -980,10 +984,16 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let dir = root.path().join("r");
         Session::create(&dir, cfg(&[], 1)).unwrap();
-        assert_eq!(log_since(&dir, 0).unwrap(), (vec![], 0));
+        assert_eq!(log_since(&dir, 0, false).unwrap(), (vec![], 0));
         std::fs::write(dir.join(LOG_FILE), "one\nbar 10%\rbar 100%\r\nhalf").unwrap();
-        let (lines, off) = log_since(&dir, 0).unwrap();
+        let (lines, off) = log_since(&dir, 0, false).unwrap();
         assert_eq!(lines, vec!["one", "bar 100%"]);
+        // a job that is over: its unterminated last line too
+        let all = "one\nbar 10%\rbar 100%\r\nhalf".len() as u64;
+        assert_eq!(
+            log_since(&dir, off, true).unwrap(),
+            (vec!["half".to_string()], all)
+        );
         assert_eq!(off, "one\nbar 10%\rbar 100%\r\n".len() as u64);
         // the unfinished line comes once it ends
         let mut f = std::fs::OpenOptions::new()
@@ -991,15 +1001,19 @@ mod tests {
             .open(dir.join(LOG_FILE))
             .unwrap();
         f.write_all(b" done\nnext\n").unwrap();
-        let (lines, off2) = log_since(&dir, off).unwrap();
+        let (lines, off2) = log_since(&dir, off, false).unwrap();
         assert_eq!(lines, vec!["half done", "next"]);
-        assert_eq!(log_since(&dir, off2).unwrap(), (vec![], off2));
+        assert_eq!(log_since(&dir, off2, false).unwrap(), (vec![], off2));
+        assert_eq!(log_since(&dir, off2, true).unwrap(), (vec![], off2));
         // a log started anew is read from its start
         std::fs::write(dir.join(LOG_FILE), "fresh\n").unwrap();
-        assert_eq!(log_since(&dir, off2).unwrap(), (vec!["fresh".into()], 6));
+        assert_eq!(
+            log_since(&dir, off2, false).unwrap(),
+            (vec!["fresh".into()], 6)
+        );
         assert_eq!(log_tail(&dir, 5).unwrap(), vec!["fresh"]);
         // not a session folder: an error naming it
-        let e = log_since(root.path(), 0).unwrap_err().to_string();
+        let e = log_since(root.path(), 0, false).unwrap_err().to_string();
         assert!(e.contains("not a session folder"), "{e}");
     }
 }
