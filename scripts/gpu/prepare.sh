@@ -13,13 +13,20 @@ BIN=${1:-target/release/rosetta}
 SHARED=${SHARED:-$ROOT/../shared}
 D=.devrun
 grep -qx '/.devrun/' .git/info/exclude 2>/dev/null || echo '/.devrun/' >>.git/info/exclude
-mkdir -p $D/data/enhi $D/data/ende $D/data/xquad $D/debs
-cp scripts/gpu/gpu.sh scripts/gpu/long.sh scripts/gpu/lib.sh scripts/gpu/agree-cmds.sh scripts/gpu/gen_syn.py scripts/gpu/ws-*.toml $D/
+mkdir -p $D/data/enhi $D/data/ende $D/data/xquad $D/data/bible $D/debs
+cp scripts/gpu/gpu.sh scripts/gpu/long.sh scripts/gpu/lib.sh scripts/gpu/agree-cmds.sh scripts/gpu/gen_syn.py scripts/gpu/ws-*.toml scripts/gpu/jobs-*.txt $D/
 cp "$SHARED"/data/enhi-nmt-sample-18k/{train,val,test}.{en,hi} $D/data/enhi/
 head -2000 $D/data/enhi/train.en >$D/data/enhi/train2k.en
 head -2000 $D/data/enhi/train.hi >$D/data/enhi/train2k.hi
-cp "$SHARED"/data/xquad/clir/{docs.hi.tsv,docs.en.tsv,docs.de.tsv,queries.en.tsv,queries.hi.tsv,queries.de.tsv,qrels.tsv} $D/data/xquad/
-cp "$SHARED"/data/freedict/{eng-hin.tsv,eng-deu.tsv.gz} $D/data/
+cp "$SHARED"/data/xquad/clir/{docs.hi.tsv,docs.en.tsv,docs.de.tsv,queries.en.tsv,queries.hi.tsv,queries.de.tsv,queries.es.tsv,qrels.tsv} $D/data/xquad/
+cp "$SHARED"/data/freedict/{eng-hin.tsv,eng-deu.tsv.gz,deu-eng.tsv.gz,spa-eng.tsv} $D/data/
+# the Bible: `rosetta setup` writes it (Debian's sword-text-kjv, sword-text-sparv, diatheke)
+if [ -f workspaces/bible-en-es/kjv.en ]; then
+    cp workspaces/bible-en-es/{kjv.en,sparv.es,verses.txt} $D/data/bible/
+    cp /usr/share/dictd/freedict-eng-spa.{index,dict.dz} $D/data/
+else
+    echo "prepare: no workspaces/bible-en-es (run rosetta setup): the Bible jobs will fail" >&2
+fi
 M=$SHARED/data/multi30k/task1 N=$SHARED/data/opennmt-ende-sample
 for l in en de; do
   cp $M/train.$l $D/data/ende/m30k.train.$l; cp $M/val.$l $D/data/ende/m30k.val.$l

@@ -1113,8 +1113,15 @@ fn pretrain_layer(
                 }
             };
             *step += 1;
-            let loss = Tensor::new(stats.error, &device)?;
-            if report_step(hooks, KIND, phase, (epoch, *step), &loss, chunk.len())? == Flow::Stop {
+            if report_step(
+                hooks,
+                KIND,
+                phase,
+                (epoch, *step),
+                &stats.error,
+                chunk.len(),
+            )? == Flow::Stop
+            {
                 return Ok(Flow::Stop);
             }
         }

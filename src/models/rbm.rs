@@ -76,13 +76,14 @@ pub enum Visible<'a> {
 }
 
 /// What one update measured.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct CdStats {
-    /// The reconstruction error of the batch: for a replicated softmax the
-    /// mean negative log-probability per word of the data under the first
-    /// reconstruction's `p(v|h)`; for a binary RBM the mean squared error
-    /// per visible unit. A device scalar is read back once per step.
-    pub error: f64,
+    /// The reconstruction error of the batch, a device scalar (the caller
+    /// reads it back once per step, as every trainer reads its loss): for a
+    /// replicated softmax the mean negative log-probability per word of the
+    /// data under the first reconstruction's `p(v|h)`; for a binary RBM the
+    /// mean squared error per visible unit.
+    pub error: Tensor,
 }
 
 impl Rbm {
@@ -198,8 +199,8 @@ impl Rbm {
     /// from the data, the negative ones after `k` Gibbs steps, then
     /// `Δ ← m·Δ + lr·((pos − neg)/B − wd·W)` and `W ← W + Δ` (biases alike,
     /// without decay). `rng` draws the hidden states (and a replicated
-    /// softmax's words) on the CPU; on CUDA the device's seeded generator
-    /// draws the hidden states.
+    /// softmax's words) on the CPU; elsewhere the device's seeded generator
+    /// draws both, and the update reads nothing back ([`sample_counts`]).
     pub fn cd_update(
         &mut self,
         inc: &mut Increments,
@@ -232,7 +233,11 @@ impl Rbm {
                     ..
                 } => {
                     let p = softmax_last_dim(&logits)?;
-                    if cfg.sample_visible {
+                    if cfg.sample_visible && !p.device().is_cpu() {
+                        let longest = host_lengths.iter().copied().max().unwrap_or(0);
+                        let counts = sample_counts(&p, lengths, longest, rng)?;
+                        Owned::Probs(counts, Some((*lengths).clone()))
+                    } else if cfg.sample_visible {
                         let counts = sample_words(&p, host_lengths, rng)?;
                         let batch = SparseBatch::new(
                             &counts,
@@ -262,8 +267,9 @@ impl Rbm {
         self.w = (&self.w + &inc.w)?;
         self.b = (&self.b + &inc.b)?;
         self.c = (&self.c + &inc.c)?;
-        let error = scalar(&error.expect("k ≥ 1 Gibbs steps"))?;
-        Ok(CdStats { error })
+        Ok(CdStats {
+            error: error.expect("k ≥ 1 Gibbs steps"),
+        })
     }
 
     fn hidden_probs_owned(&self, v: &Owned) -> Result<Tensor> {
@@ -357,9 +363,84 @@ pub fn bernoulli(p: &Tensor, rng: &mut ChaCha8Rng) -> Result<Tensor> {
     Ok(p.gt(&u)?.to_dtype(p.dtype())?)
 }
 
+/// Draws `lengths[r]` words from row `r`'s distribution `p` (`B × I`, rows
+/// summing to 1) on `p`'s device, as dense counts `B × I`: inverse transform
+/// sampling over a two-level cumulative sum (blocks of ⌈√I⌉ terms, then the
+/// blocks), with the uniforms of [`uniform`]. `lengths` is `B × 1`
+/// (integral values) and `longest` its maximum. Nothing is read back, so a
+/// replicated-softmax step off the CPU stays on the device.
+pub fn sample_counts(
+    p: &Tensor,
+    lengths: &Tensor,
+    longest: usize,
+    rng: &mut ChaCha8Rng,
+) -> Result<Tensor> {
+    let (n, v) = p.dims2()?;
+    let dev = p.device();
+    if n == 0 || v == 0 || longest == 0 {
+        return Ok(Tensor::zeros((n, v), DType::F32, dev)?);
+    }
+    let s = ((v as f64).sqrt().ceil() as usize).max(1);
+    let nb = v.div_ceil(s);
+    let mut p = p.to_dtype(DType::F32)?;
+    if nb * s > v {
+        p = Tensor::cat(&[&p, &Tensor::zeros((n, nb * s - v), DType::F32, dev)?], 1)?;
+    }
+    // running sums as plain 2-D products with a triangle of ones (candle's
+    // `cumsum` broadcasts a batched product, which CUDA's may refuse)
+    let running = |x: &Tensor, len: usize| -> Result<Tensor> {
+        Ok(x.matmul(&Tensor::triu2(len, DType::F32, dev)?)?)
+    };
+    let within = running(&p.reshape((n * nb, s))?, s)?.reshape((n, nb, s))?; // n × nb × s
+    let totals = within.narrow(2, s - 1, 1)?.squeeze(2)?.contiguous()?; // n × nb
+    let ends = running(&totals, nb)?; // n × nb
+    let starts = (&ends - &totals)?;
+    let u = uniform((n, longest), rng, dev)?.broadcast_mul(&ends.narrow(1, nb - 1, 1)?)?;
+    // the block of each draw: how many blocks end at or before it
+    let count_le = |cdf: &Tensor, x: &Tensor, top: usize| -> Result<Tensor> {
+        Ok(cdf
+            .broadcast_le(&x.unsqueeze(2)?)?
+            .to_dtype(DType::F32)?
+            .sum(2)?
+            .clamp(0f32, top as f32)?)
+    };
+    let k = count_le(&ends.unsqueeze(1)?, &u, nb - 1)?; // n × L
+    let r = (&u - starts.gather(&k.to_dtype(DType::U32)?.contiguous()?, 1)?)?;
+    let row_of = Tensor::arange(0u32, n as u32, dev)?
+        .to_dtype(DType::F64)?
+        .unsqueeze(1)?;
+    let k64 = k.to_dtype(DType::F64)?;
+    let block = row_of
+        .affine(nb as f64, 0.0)?
+        .broadcast_add(&k64)?
+        .flatten_all()?
+        .to_dtype(DType::U32)?;
+    let cw = within
+        .reshape((n * nb, s))?
+        .index_select(&block, 0)?
+        .reshape((n, longest, s))?;
+    let j = count_le(&cw, &r, s - 1)?.to_dtype(DType::F64)?;
+    let term = k64
+        .affine(s as f64, 0.0)?
+        .add(&j)?
+        .clamp(0f64, (v - 1) as f64)?;
+    let flat = row_of
+        .affine(v as f64, 0.0)?
+        .broadcast_add(&term)?
+        .flatten_all()?
+        .to_dtype(DType::U32)?;
+    let keep = Tensor::arange(0u32, longest as u32, dev)?
+        .to_dtype(DType::F32)?
+        .unsqueeze(0)?
+        .broadcast_lt(&lengths.to_dtype(DType::F32)?)?
+        .to_dtype(DType::F32)?
+        .flatten_all()?;
+    Ok(super::rows::scatter_add_rows(&keep, &flat, n * v)?.reshape((n, v))?)
+}
+
 /// Draws `lengths[r]` words from row `r`'s distribution `p` (rows sum to 1)
-/// by inverse transform sampling on the host: the one read-back of a
-/// replicated-softmax step (its `B × I` probabilities).
+/// by inverse transform sampling on the host (the CPU's draws: the
+/// probabilities are read where they are).
 pub fn sample_words(p: &Tensor, lengths: &[usize], rng: &mut ChaCha8Rng) -> Result<CsrMatrix> {
     let (n, v) = p.dims2()?;
     if lengths.len() != n {
@@ -532,6 +613,45 @@ mod tests {
         assert_eq!(c, &[0, 2]);
         assert_eq!(v.iter().sum::<f32>(), 1000.0);
         assert!((v[0] - 500.0).abs() < 60.0, "{v:?}");
+    }
+
+    #[test]
+    fn device_draws_follow_the_distribution_and_the_lengths() {
+        // 7 terms: blocks of 3 with a padded last block; row 2 draws nothing
+        let probs = [
+            [0.0f32, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+            [0.05, 0.1, 0.0, 0.25, 0.2, 0.0, 0.4],
+            [0.5, 0.0, 0.0, 0.0, 0.0, 0.0, 0.5],
+            [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0],
+        ];
+        let flat: Vec<f32> = probs.iter().flatten().copied().collect();
+        let p = t2(&flat, (4, 7));
+        let lens = Tensor::new(&[[4f32], [20000.0], [0.0], [3.0]], &Device::Cpu).unwrap();
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        let c = v2(&sample_counts(&p, &lens, 20000, &mut rng).unwrap());
+        assert_eq!(c[0], vec![0.0, 4.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
+        assert_eq!(c[2], vec![0.0; 7]);
+        assert_eq!(c[3], vec![0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 3.0]);
+        assert_eq!(c[1].iter().sum::<f32>(), 20000.0);
+        for (t, (&got, &want)) in c[1].iter().zip(&probs[1]).enumerate() {
+            let mean = 20000.0 * want as f64;
+            let sd = (mean * (1.0 - want as f64)).sqrt();
+            // zero-probability terms are never drawn; the others within 5 sd
+            assert!(
+                (got as f64 - mean).abs() <= 5.0 * sd,
+                "term {t}: {got} drawn, {mean} expected"
+            );
+        }
+        // a vocabulary of one term, and a batch of lengths all zero
+        let one = sample_counts(
+            &t2(&[1.0, 1.0], (2, 1)),
+            &t2(&[2.0, 5.0], (2, 1)),
+            5,
+            &mut rng,
+        );
+        assert_eq!(v2(&one.unwrap()), vec![vec![2.0], vec![5.0]]);
+        let none = sample_counts(&p, &t2(&[0.0; 4], (4, 1)), 0, &mut rng).unwrap();
+        assert_eq!(none.sum_all().unwrap().to_scalar::<f32>().unwrap(), 0.0);
     }
 
     #[test]
