@@ -40,45 +40,54 @@ if [ "$DEV" = cuda ]; then
   nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader,nounits -l 1 > $W/r/gpu.smi 2>/dev/null &
   nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits -l 2 > $W/r/apps.smi 2>/dev/null &
 fi
-# job NAME WORKSPACE MODEL ARGS...: trains in the background until the deadline
+# job NAME WORKSPACE MODEL ARGS...: trains in the background until the deadline (second
+# TRAIN_S of the run, or STOP when set: a list's "@S NAME ..." stops that job at second S)
 job() {
   local name=$1 ws=$2 model=$3; shift 3
-  timeout -k 30 -s TERM $(( TRAIN_S - ($(date +%s) - T0) )) \
+  timeout -k 30 -s TERM $(( ${STOP:-$TRAIN_S} - ($(date +%s) - T0) )) \
     $R train --workspace $ws --model $model --seed 1 --device $DEV --session $W/s/$name "$@" \
     > $W/r/$name.train.out 2>&1 &
 }
 n=0
 while read -r line; do
   case "$line" in ''|'#'*) continue;; '?'*) [ $mps = 1 ] || continue; line=${line#\?};; esac
-  eval "job $line"; echo "$!:${line%% *}" >> $W/r/pids.txt; n=$((n + 1))
+  STOP=; case "$line" in @*) STOP=${line%% *}; STOP=${STOP#@}; line=${line#* };; esac
+  eval "job $line"; echo "$!:${line%% *}:${STOP:-$TRAIN_S}" >> $W/r/pids.txt; n=$((n + 1))
 done < "$JOBS"
 el "$n jobs started ($JOBS, MPS $mps)"
-wait_jobs() { while pgrep -f "$R train" >/dev/null; do sleep 5; done; }
-wait_jobs
-el "training ended"
-for d in $W/s/*/; do
-  n=$(basename $d)
-  echo "$n: $(python3 -c "import json,sys;s=json.load(open(sys.argv[1]));print(s.get('state'),s.get('phase'),s.get('epoch'),s.get('best_mrr'),s.get('pairs_per_s'),(s.get('error') or '')[:200])" $d/status.json 2>/dev/null)"
-done
 # ev NAME ARGS...: one evaluation in the background, with the time left for evaluations
 ev() {
   local name=$1; shift
   timeout -k 10 $(( TRAIN_S + EVAL_S - ($(date +%s) - T0) )) $R eval "$@" --json > $W/r/$name.json 2> $W/r/$name.err &
   pids+=($!)
 }
-pids=()
-for d in $W/s/*/; do
-  n=$(basename $d)
-  ls $d/checkpoints/*.safetensors >/dev/null 2>&1 || { el "$n: no checkpoint"; continue; }
-  case $n in bible*) ;; *) ev $n.eval --session $d --task all --run $W/runs/$n.run ;; esac
+# evaluate NAME: the session's state, then its evaluations (as soon as its job has ended)
+evaluate() {
+  local n=$1 d=$W/s/$1
+  echo "$n: $(python3 -c "import json,sys;s=json.load(open(sys.argv[1]));print(s.get('state'),s.get('phase'),s.get('epoch'),s.get('best_mrr'),s.get('pairs_per_s'),(s.get('error') or '')[:200])" $d/status.json 2>/dev/null)"
+  ls $d/checkpoints/*.safetensors >/dev/null 2>&1 || { el "$n: no checkpoint"; return; }
+  el "$n: evaluating"
   case $n in
     bible*) ev $n.eval --session $d --task all   # a run of the derived task is 3,108 x 1,000 lines: none
            ev $n.fused --session $d --task adhoc --fuse bm25:auto --fuse-translate dict ;;
-    *dbn*) ev $n.fused --session $d --task adhoc --fuse bm25:auto --beta auto --fuse-translate dict --fuse-run $W/runs/$n-fused.run
+    *dbn*) ev $n.eval --session $d --task all --run $W/runs/$n.run
+           ev $n.fused --session $d --task adhoc --fuse bm25:auto --beta auto --fuse-translate dict --fuse-run $W/runs/$n-fused.run
            ev $n.fusedbo1 --session $d --task adhoc --fuse bm25:auto --beta auto --fuse-translate dict --fuse-expand bo1 --fuse-run $W/runs/$n-fusedbo1.run ;;
-    *)     ev $n.fused --session $d --task adhoc --fuse bm25:auto --fuse-translate dict --fuse-run $W/runs/$n-fused.run ;;
+    *)     ev $n.eval --session $d --task all --run $W/runs/$n.run
+           ev $n.fused --session $d --task adhoc --fuse bm25:auto --fuse-translate dict --fuse-run $W/runs/$n-fused.run ;;
   esac
+}
+pids=(); done_jobs=" "
+while :; do
+  left=0
+  while IFS=: read -r pid name stop; do
+    case "$done_jobs" in *" $name "*) continue;; esac
+    if kill -0 "$pid" 2>/dev/null; then left=$((left + 1)); else done_jobs="$done_jobs$name "; evaluate "$name"; fi
+  done < $W/r/pids.txt
+  [ $left = 0 ] && break
+  sleep 3
 done
+el "training ended"
 [ ${#pids[@]} -gt 0 ] && wait "${pids[@]}"   # not a bare wait: it would wait for the tee of exec too
 pkill nvidia-smi 2>/dev/null
 [ $mps = 1 ] && echo quit | nvidia-cuda-mps-control
