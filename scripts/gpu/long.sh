@@ -24,7 +24,7 @@ if [ "$DEV" = cuda ] && [ "$MPS" = 1 ]; then
   if command -v nvidia-cuda-mps-control >/dev/null; then
     export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
     mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
-    if nvidia-cuda-mps-control -d && timeout -k 5 45 $R train --workspace ../tests/fixtures/corpus/tiny/workspace.toml \
+    if nvidia-cuda-mps-control -d && timeout -k 5 30 $R train --workspace ../tests/fixtures/corpus/tiny/workspace.toml \
         --model s2net --dim 8 --epochs 1 --device cuda --session $W/mps-smoke > $W/r/mps-smoke.out 2>&1; then
       mps=1; el "MPS on: the smoke job trained under it"
     else
