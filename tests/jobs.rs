@@ -251,6 +251,38 @@ fn cancel_stops_a_slowed_job_which_resume_continues() {
     assert_eq!(st.state, State::Cancelled, "{st:?}");
 }
 
+/// SIGTERM twice (timeout(1) signals the job and then its process group;
+/// a user may press cancel twice): the job still finishes its step and ends
+/// `cancelled`, with its checkpoints, rather than exiting at once.
+#[test]
+fn a_job_signalled_twice_still_ends_cancelled() {
+    let ws = tiny_workspace();
+    let root = tempfile::tempdir().unwrap();
+    let req = request(
+        ws.path(),
+        root.path(),
+        "s2net",
+        &[
+            ("dim", "8"),
+            ("batch", "4"),
+            ("epochs", "50"),
+            ("step_delay_ms", "300"),
+        ],
+    );
+    let l = jobs::start(&req, exe()).unwrap();
+    wait_state(&l.dir, State::Running);
+    for _ in 0..2 {
+        assert_eq!(
+            jobs::cancel(&l.dir).unwrap(),
+            Cancel::Signalled { pid: l.pid }
+        );
+        // the first signal's handler has run before the second arrives
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let st = jobs::wait_final(&l.dir, Duration::from_secs(60)).unwrap();
+    assert_eq!(st.state, State::Cancelled, "{st:?}");
+}
+
 #[test]
 fn cli_detach_prints_each_new_session_folder() {
     let ws = tiny_workspace();

@@ -39,18 +39,23 @@ pub use crate::models::select_device;
 
 /// A flag set by SIGTERM and SIGINT, for [`run_job`]'s `cancel`: the job
 /// finishes its step, keeps its checkpoints and ends as `cancelled`. A
-/// second signal while the flag is set exits at once (status 130); the
-/// checkpoints are whole anyway (atomic writes).
+/// second Ctrl-C (SIGINT) while the flag is set exits at once (status 130;
+/// the checkpoints are whole anyway: atomic writes). A repeated SIGTERM does
+/// not: it is what `rosetta cancel`, timeout(1) and process managers send,
+/// sometimes twice in a row (timeout(1) signals the job, then its process
+/// group), and a job asked twice to stop still ends `cancelled`.
 pub fn cancel_on_signals() -> Result<Arc<AtomicBool>> {
     let flag = Arc::new(AtomicBool::new(false));
-    // a second Ctrl-C (or SIGTERM) while stopping exits at once
+    let installed =
+        |e: std::io::Error| Error::invalid(format!("cannot install signal handler: {e}"));
+    signal_hook::flag::register_conditional_shutdown(
+        signal_hook::consts::SIGINT,
+        130,
+        flag.clone(),
+    )
+    .map_err(installed)?;
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        signal_hook::flag::register_conditional_shutdown(sig, 130, flag.clone())
-            .map_err(|e| Error::invalid(format!("cannot install signal handler: {e}")))?;
-    }
-    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        signal_hook::flag::register(sig, flag.clone())
-            .map_err(|e| Error::invalid(format!("cannot install signal handler: {e}")))?;
+        signal_hook::flag::register(sig, flag.clone()).map_err(installed)?;
     }
     Ok(flag)
 }
