@@ -175,16 +175,22 @@ impl BiLstm {
     }
 
     /// [`BiLstm::forward`] from the steps' input projections `proj`
-    /// `(B, T, 8H)` ([`BiLstm::project`]). Off the CPU each step is one
-    /// fused cell op (`kernels/lstm.cu`); on the CPU, candle's ops.
+    /// `(B, T, 8H)` ([`BiLstm::project`]). On the CPU the whole recurrence
+    /// is one op with its own backward pass (`seq`: per step two small
+    /// products and the cell in place, the recurrent weights' gradient one
+    /// product over all steps); off the CPU each step is one fused cell op
+    /// (`kernels/lstm.cu`). Other dtypes take candle's ops.
     pub fn recur(&self, proj: &Tensor, mask: &Tensor) -> Result<Tensor> {
-        let fused = !proj.device().is_cpu() && matches!(proj.dtype(), DType::F32 | DType::F64);
-        self.recur_with(proj, mask, fused)
+        let path = match (proj.device().is_cpu(), proj.dtype()) {
+            (true, DType::F32 | DType::F64) => Path::Sequence,
+            (false, DType::F32 | DType::F64) => Path::Cell,
+            _ => Path::Ops,
+        };
+        self.recur_with(proj, mask, path)
     }
 
-    /// [`BiLstm::recur`] with the step computed by the fused cell op
-    /// (`fused`, on any device) or by candle's ops.
-    pub(crate) fn recur_with(&self, proj: &Tensor, mask: &Tensor, fused: bool) -> Result<Tensor> {
+    /// [`BiLstm::recur`] by the given path (any path runs on the CPU).
+    pub(crate) fn recur_with(&self, proj: &Tensor, mask: &Tensor, path: Path) -> Result<Tensor> {
         let (b, t, p) = proj.dims3()?;
         let h = self.hidden();
         if p != 8 * h {
@@ -218,30 +224,34 @@ impl BiLstm {
             .permute((1, 2, 0, 3))? // (T, 2, B, 4H)
             .reshape((2 * t, b, 4 * h))?;
         let steps = gather_rows(&steps, &order)?.reshape((t, 2, b, 4 * h))?;
-        let steps = split_first(&steps)?; // T × (2, B, 4H)
 
         let m = mask.t()?.contiguous()?; // (T, B)
         let m = Tensor::stack(&[&m, &m], 1)?.reshape((2 * t, b))?; // (T, 2, B)
         let m = gather_rows(&m, &order)?.reshape((t, 2, b, 1))?;
 
         let w_hh = self.w_hh.as_tensor();
-        let mut hs: Vec<Tensor> = Vec::with_capacity(t);
-        if fused {
-            // [h | c] of both directions, (2, B, 2H), from zero
-            let mut st = Tensor::zeros((2, b, 2 * h), x.dtype(), dev)?;
-            for (s, x_s) in steps.iter().enumerate() {
-                let gates = if s == 0 {
-                    x_s.clone()
-                } else {
-                    (x_s + st.narrow(2, 0, h)?.contiguous()?.matmul(w_hh)?)?
-                };
-                st = cell::step(&gates, &st, &m.get(s)?)?;
-                hs.push(st.narrow(2, 0, h)?);
-            }
+        let out = if path == Path::Sequence {
+            seq::recurrence(&steps, w_hh, &m)?.reshape((2 * t, b, h))?
         } else {
-            self.steps_by_ops(&steps, &m, &mut hs)?;
-        }
-        let out = Tensor::stack(&hs, 0)?.reshape((2 * t, b, h))?; // (T, 2, B, H) in step order
+            let steps = split_first(&steps)?; // T × (2, B, 4H)
+            let mut hs: Vec<Tensor> = Vec::with_capacity(t);
+            if path == Path::Cell {
+                // [h | c] of both directions, (2, B, 2H), from zero
+                let mut st = Tensor::zeros((2, b, 2 * h), x.dtype(), dev)?;
+                for (s, x_s) in steps.iter().enumerate() {
+                    let gates = if s == 0 {
+                        x_s.clone()
+                    } else {
+                        (x_s + st.narrow(2, 0, h)?.contiguous()?.matmul(w_hh)?)?
+                    };
+                    st = cell::step(&gates, &st, &m.get(s)?)?;
+                    hs.push(st.narrow(2, 0, h)?);
+                }
+            } else {
+                self.steps_by_ops(&steps, &m, &mut hs)?;
+            }
+            Tensor::stack(&hs, 0)?.reshape((2 * t, b, h))? // (T, 2, B, H) in step order
+        };
         let out = gather_rows(&out, &order)? // time order
             .reshape((t, 2, b, h))?
             .permute((2, 0, 1, 3))? // (B, T, 2, H)
@@ -287,6 +297,17 @@ impl BiLstm {
         }
         Ok(())
     }
+}
+
+/// How [`BiLstm::recur_with`] runs the recurrence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Path {
+    /// candle's ops, one step at a time.
+    Ops,
+    /// One fused cell op per step (`kernels/lstm.cu` off the CPU).
+    Cell,
+    /// The whole recurrence as one CPU op with its own backward (`seq`).
+    Sequence,
 }
 
 /// The slices `x[0], x[1], …` along the first axis. Split in halves
@@ -394,6 +415,327 @@ pub fn length_batches(lengths: &[usize], batch: usize, rng: &mut ChaCha8Rng) -> 
     out
 }
 
+/// The whole recurrence of [`BiLstm::recur`] as one CPU op with its own
+/// backward pass, the CPU's path: candle's per-step ops cost some twenty
+/// kernels and graph nodes a step, and the gradient of every per-step slice
+/// is a zero-padded full-size tensor. Forward, per step, one product
+/// `h·W_hh` per direction and the cell in place; backward, per step, one
+/// product `∂pre·W_hhᵀ` per direction, and `∂W_hh = Σₛ hₛ₋₁ᵀ ∂preₛ`. Products
+/// go through ndarray (matrixmultiply); the gate activations and cells of
+/// the forward pass are kept for the backward one.
+mod seq {
+    use std::any::Any;
+    use std::sync::Mutex;
+
+    use candle_core::{CpuStorage, CustomOp3, DType, Layout, Shape, Tensor};
+    use ndarray::linalg::general_mat_mul;
+    use ndarray::{ArrayView2, ArrayViewMut2};
+
+    use crate::{Error, Result};
+
+    /// `h` of every step `(T, 2, B, H)` from the steps' input projections
+    /// `x` `(T, 2, B, 4H)` (step order: direction 1's step `s` is time
+    /// `T−1−s`), the recurrent weights `w` `(2, H, 4H)` and the steps' masks
+    /// `m` `(T, 2, B, 1)` (no gradient): a masked step keeps the state.
+    pub fn recurrence(x: &Tensor, w: &Tensor, m: &Tensor) -> Result<Tensor> {
+        let (t, two, b, g) = x.dims4()?;
+        let h = g / 4;
+        if two != 2 || g != 4 * h || w.dims() != [2, h, g] || m.elem_count() != t * 2 * b {
+            return Err(Error::invalid(format!(
+                "lstm recurrence: steps {:?}, weights {:?} and mask {:?} do not match",
+                x.dims(),
+                w.dims(),
+                m.dims()
+            )));
+        }
+        let op = Recurrence {
+            t,
+            b,
+            h,
+            saved: Mutex::new(None),
+        };
+        let m = m.detach().to_dtype(x.dtype())?.contiguous()?;
+        Ok(x.contiguous()?
+            .apply_op3(&w.to_dtype(x.dtype())?.contiguous()?, &m, op)?)
+    }
+
+    struct Recurrence {
+        t: usize,
+        b: usize,
+        h: usize,
+        /// The forward pass's [`Kept`], for the backward pass.
+        saved: Mutex<Option<Box<dyn Any + Send>>>,
+    }
+
+    /// What the backward pass reads of the forward one: the gates'
+    /// activations `i, f, g, o` `(T, 2B, 4H)`, `tanh` of each new cell and the
+    /// cells after masking, `(T, 2B, H)` each.
+    struct Kept<T> {
+        acts: Vec<T>,
+        tanh_c: Vec<T>,
+        cells: Vec<T>,
+    }
+
+    /// The float types the op runs in.
+    trait Real: ndarray::LinalgScalar + candle_core::WithDType + Send + Sync + std::fmt::Debug {
+        const ZERO: Self;
+        const ONE: Self;
+        fn exp(self) -> Self;
+        fn tanh(self) -> Self;
+        fn slice<'a>(s: &'a CpuStorage, l: &Layout) -> candle_core::Result<&'a [Self]>;
+        fn storage(v: Vec<Self>) -> CpuStorage;
+        fn host(t: &Tensor) -> candle_core::Result<Vec<Self>>;
+        fn sig(self) -> Self {
+            Self::ONE / (Self::ONE + (Self::ZERO - self).exp())
+        }
+    }
+
+    fn window<'a, T>(v: &'a [T], l: &Layout) -> candle_core::Result<&'a [T]> {
+        match l.contiguous_offsets() {
+            Some((a, b)) => Ok(&v[a..b]),
+            None => candle_core::bail!("lstm recurrence: a strided input"),
+        }
+    }
+
+    macro_rules! real {
+        ($t:ty, $v:ident) => {
+            impl Real for $t {
+                const ZERO: Self = 0.0;
+                const ONE: Self = 1.0;
+                fn exp(self) -> Self {
+                    <$t>::exp(self)
+                }
+                fn tanh(self) -> Self {
+                    <$t>::tanh(self)
+                }
+                fn slice<'a>(s: &'a CpuStorage, l: &Layout) -> candle_core::Result<&'a [Self]> {
+                    match s {
+                        CpuStorage::$v(v) => window(v, l),
+                        _ => candle_core::bail!("lstm recurrence: mixed float types"),
+                    }
+                }
+                fn storage(v: Vec<Self>) -> CpuStorage {
+                    CpuStorage::$v(v)
+                }
+                fn host(t: &Tensor) -> candle_core::Result<Vec<Self>> {
+                    t.flatten_all()?.to_vec1::<$t>()
+                }
+            }
+        };
+    }
+    real!(f32, F32);
+    real!(f64, F64);
+
+    /// `c += a·b` (`a` `(r, k)`, `b` `(k, n)`, row-major slices; `bt`: `b` is
+    /// given as `(n, k)` and transposed).
+    fn gemm_acc<T: Real>(
+        c: &mut [T],
+        a: &[T],
+        b: &[T],
+        (r, k, n): (usize, usize, usize),
+        bt: bool,
+    ) {
+        let a = ArrayView2::from_shape((r, k), a).expect("sizes checked by the caller");
+        let mut c = ArrayViewMut2::from_shape((r, n), c).expect("sizes checked by the caller");
+        if bt {
+            let b = ArrayView2::from_shape((n, k), b).expect("sizes checked by the caller");
+            general_mat_mul(T::ONE, &a, &b.t(), T::ONE, &mut c);
+        } else {
+            let b = ArrayView2::from_shape((k, n), b).expect("sizes checked by the caller");
+            general_mat_mul(T::ONE, &a, &b, T::ONE, &mut c);
+        }
+    }
+
+    impl Recurrence {
+        fn forward<T: Real>(&self, x: &[T], w: &[T], m: &[T]) -> (Vec<T>, Kept<T>) {
+            let (t, b, h) = (self.t, self.b, self.h);
+            let (g, rows) = (4 * h, 2 * b);
+            let mut out = vec![T::ZERO; t * rows * h];
+            let mut kept = Kept {
+                acts: vec![T::ZERO; t * rows * g],
+                tanh_c: vec![T::ZERO; t * rows * h],
+                cells: vec![T::ZERO; t * rows * h],
+            };
+            let mut pre = vec![T::ZERO; rows * g];
+            for s in 0..t {
+                pre.copy_from_slice(&x[s * rows * g..(s + 1) * rows * g]);
+                if s > 0 {
+                    let hp = &out[(s - 1) * rows * h..s * rows * h];
+                    for d in 0..2 {
+                        gemm_acc(
+                            &mut pre[d * b * g..(d + 1) * b * g],
+                            &hp[d * b * h..(d + 1) * b * h],
+                            &w[d * h * g..(d + 1) * h * g],
+                            (b, h, g),
+                            false,
+                        );
+                    }
+                }
+                for r in 0..rows {
+                    let mm = m[s * rows + r];
+                    let a = &pre[r * g..(r + 1) * g];
+                    let at = s * rows * g + r * g;
+                    let o0 = s * rows * h + r * h;
+                    for j in 0..h {
+                        let (i, f) = (a[j].sig(), a[h + j].sig());
+                        let (gg, o) = (a[2 * h + j].tanh(), a[3 * h + j].sig());
+                        let (hp, cp) = if s > 0 {
+                            (out[o0 - rows * h + j], kept.cells[o0 - rows * h + j])
+                        } else {
+                            (T::ZERO, T::ZERO)
+                        };
+                        let cn = f * cp + i * gg;
+                        let tc = cn.tanh();
+                        kept.acts[at + j] = i;
+                        kept.acts[at + h + j] = f;
+                        kept.acts[at + 2 * h + j] = gg;
+                        kept.acts[at + 3 * h + j] = o;
+                        kept.tanh_c[o0 + j] = tc;
+                        out[o0 + j] = mm * (o * tc) + (T::ONE - mm) * hp;
+                        kept.cells[o0 + j] = mm * cn + (T::ONE - mm) * cp;
+                    }
+                }
+            }
+            (out, kept)
+        }
+
+        /// `(∂x, ∂w)` from the gradient `gout` of the output `out`.
+        fn backward<T: Real>(
+            &self,
+            gout: &[T],
+            out: &[T],
+            w: &[T],
+            m: &[T],
+            kept: &Kept<T>,
+        ) -> (Vec<T>, Vec<T>) {
+            let (t, b, h) = (self.t, self.b, self.h);
+            let (g, rows) = (4 * h, 2 * b);
+            let mut dx = vec![T::ZERO; t * rows * g];
+            let mut dw = vec![T::ZERO; 2 * h * g];
+            let (mut dh, mut dc) = (vec![T::ZERO; rows * h], vec![T::ZERO; rows * h]);
+            for s in (0..t).rev() {
+                for r in 0..rows {
+                    let mm = m[s * rows + r];
+                    let at = s * rows * g + r * g;
+                    let o0 = s * rows * h + r * h;
+                    let dp = &mut dx[at..at + g];
+                    for j in 0..h {
+                        let a = &kept.acts[at..at + g];
+                        let (i, f, gg, o) = (a[j], a[h + j], a[2 * h + j], a[3 * h + j]);
+                        let tc = kept.tanh_c[o0 + j];
+                        let cp = if s > 0 {
+                            kept.cells[o0 - rows * h + j]
+                        } else {
+                            T::ZERO
+                        };
+                        let dh_all = gout[o0 + j] + dh[r * h + j];
+                        let dhn = mm * dh_all;
+                        let dcn = mm * dc[r * h + j] + dhn * o * (T::ONE - tc * tc);
+                        dp[j] = dcn * gg * i * (T::ONE - i);
+                        dp[h + j] = dcn * cp * f * (T::ONE - f);
+                        dp[2 * h + j] = dcn * i * (T::ONE - gg * gg);
+                        dp[3 * h + j] = dhn * tc * o * (T::ONE - o);
+                        dh[r * h + j] = (T::ONE - mm) * dh_all;
+                        dc[r * h + j] = (T::ONE - mm) * dc[r * h + j] + dcn * f;
+                    }
+                }
+                if s > 0 {
+                    let hp = &out[(s - 1) * rows * h..s * rows * h];
+                    for d in 0..2 {
+                        let dp = &dx[s * rows * g + d * b * g..s * rows * g + (d + 1) * b * g];
+                        let wd = &w[d * h * g..(d + 1) * h * g];
+                        // ∂h_{s−1} += ∂pre · W_hhᵀ
+                        gemm_acc(&mut dh[d * b * h..(d + 1) * b * h], dp, wd, (b, g, h), true);
+                        // ∂W_hh += h_{s−1}ᵀ · ∂pre
+                        let hpd = ArrayView2::from_shape((b, h), &hp[d * b * h..(d + 1) * b * h])
+                            .expect("sizes checked");
+                        let dpv = ArrayView2::from_shape((b, g), dp).expect("sizes checked");
+                        let mut dwd =
+                            ArrayViewMut2::from_shape((h, g), &mut dw[d * h * g..(d + 1) * h * g])
+                                .expect("sizes checked");
+                        general_mat_mul(T::ONE, &hpd.t(), &dpv, T::ONE, &mut dwd);
+                    }
+                }
+            }
+            (dx, dw)
+        }
+
+        fn cpu<T: Real>(
+            &self,
+            (s1, l1): (&CpuStorage, &Layout),
+            (s2, l2): (&CpuStorage, &Layout),
+            (s3, l3): (&CpuStorage, &Layout),
+        ) -> candle_core::Result<(CpuStorage, Shape)> {
+            let (x, w, m) = (T::slice(s1, l1)?, T::slice(s2, l2)?, T::slice(s3, l3)?);
+            let (out, kept) = self.forward(x, w, m);
+            *self.saved.lock().expect("not poisoned") = Some(Box::new(kept));
+            Ok((T::storage(out), Shape::from((self.t, 2, self.b, self.h))))
+        }
+
+        fn grads<T: Real>(
+            &self,
+            x: &Tensor,
+            w: &Tensor,
+            m: &Tensor,
+            res: &Tensor,
+            grad: &Tensor,
+        ) -> candle_core::Result<(Tensor, Tensor)> {
+            let (wv, mv) = (T::host(w)?, T::host(m)?);
+            let kept = match self.saved.lock().expect("not poisoned").take() {
+                Some(k) => k.downcast::<Kept<T>>().ok().map(|k| *k),
+                None => None,
+            };
+            let kept = match kept {
+                Some(k) => k,
+                None => self.forward(&T::host(x)?, &wv, &mv).1,
+            };
+            let (dx, dw) = self.backward(&T::host(grad)?, &T::host(res)?, &wv, &mv, &kept);
+            Ok((
+                Tensor::from_vec(dx, x.shape(), x.device())?,
+                Tensor::from_vec(dw, w.shape(), w.device())?,
+            ))
+        }
+    }
+
+    impl CustomOp3 for Recurrence {
+        fn name(&self) -> &'static str {
+            "rosetta-lstm-recurrence"
+        }
+
+        fn cpu_fwd(
+            &self,
+            s1: &CpuStorage,
+            l1: &Layout,
+            s2: &CpuStorage,
+            l2: &Layout,
+            s3: &CpuStorage,
+            l3: &Layout,
+        ) -> candle_core::Result<(CpuStorage, Shape)> {
+            match s1 {
+                CpuStorage::F32(_) => self.cpu::<f32>((s1, l1), (s2, l2), (s3, l3)),
+                CpuStorage::F64(_) => self.cpu::<f64>((s1, l1), (s2, l2), (s3, l3)),
+                _ => candle_core::bail!("lstm recurrence: f32 or f64 values expected"),
+            }
+        }
+
+        fn bwd(
+            &self,
+            x: &Tensor,
+            w: &Tensor,
+            m: &Tensor,
+            res: &Tensor,
+            grad: &Tensor,
+        ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+            let (dx, dw) = match x.dtype() {
+                DType::F32 => self.grads::<f32>(x, w, m, res, grad)?,
+                DType::F64 => self.grads::<f64>(x, w, m, res, grad)?,
+                d => candle_core::bail!("lstm recurrence: no gradient in {d:?}"),
+            };
+            Ok((Some(dx), Some(dw), None))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -479,20 +821,21 @@ mod tests {
     }
 
     #[test]
-    fn fused_cell_matches_candle_ops_with_gradients() {
-        // the fused cell (a GPU's path, here through its CPU code) against
-        // candle's ops: outputs and every gradient, padding included
+    fn fused_cell_and_sequence_op_match_candle_ops_with_gradients() {
+        // the fused cell (a GPU's path, here through its CPU code) and the
+        // whole-sequence op (the CPU's path) against candle's ops: outputs
+        // and every gradient, padding included
         let mut r = rng(11);
         let lstm = BiLstm::new(3, 4, &mut r, DType::F64, &Device::Cpu).unwrap();
         let x = Var::from_tensor(&uniform(&[3, 5, 3], 1.0, &mut r)).unwrap();
         let mask = mask_of(&[5, 2, 3], 5);
         let w = uniform(&[3, 5, 8], 1.0, &mut r);
-        let run = |fused: bool| {
+        let run = |path: Path| {
             let proj = lstm
                 .project(&x.as_tensor().reshape((15, 3)).unwrap())
                 .unwrap();
             let out = lstm
-                .recur_with(&proj.reshape((3, 5, 32)).unwrap(), &mask, fused)
+                .recur_with(&proj.reshape((3, 5, 32)).unwrap(), &mask, path)
                 .unwrap();
             let loss = (&out * &w).unwrap().sum_all().unwrap();
             let grads = loss.backward().unwrap();
@@ -514,17 +857,20 @@ mod tests {
             }
             all
         };
-        let (fused, plain) = (run(true), run(false));
-        for (a, b) in fused.iter().zip(&plain) {
-            assert_eq!(a.len(), b.len());
-            for (x, y) in a.iter().zip(b) {
-                assert!((x - y).abs() < 1e-10, "{x} vs {y}");
+        let plain = run(Path::Ops);
+        for path in [Path::Cell, Path::Sequence] {
+            let fused = run(path);
+            for (a, b) in fused.iter().zip(&plain) {
+                assert_eq!(a.len(), b.len());
+                for (x, y) in a.iter().zip(b) {
+                    assert!((x - y).abs() < 1e-10, "{path:?}: {x} vs {y}");
+                }
             }
+            assert!(
+                fused.iter().skip(1).all(|g| g.iter().any(|v| *v != 0.0)),
+                "{path:?}: a variable got no gradient"
+            );
         }
-        assert!(
-            fused[1].iter().any(|g| *g != 0.0),
-            "no gradient reached w_ih"
-        );
     }
 
     #[test]
