@@ -928,7 +928,12 @@ fn train(a: TrainBenchArgs) -> anyhow::Result<()> {
     // candle's CPU kernels size their thread pools from RAYON_NUM_THREADS
     std::env::set_var("RAYON_NUM_THREADS", a.threads.to_string());
     let pool = pool(a.threads)?;
-    let (prepared, data, _) = rosetta::jobs::load_workspace(&a.workspace, None)?;
+    // the model's own [text] defaults where the workspace is silent, as
+    // `rosetta train` reads it: the bench measures the job `train` would run
+    let text = Workspace::load(&a.workspace)?
+        .with_model_text(rosetta::models::registry::spec(&a.model)?.text)?
+        .text;
+    let (prepared, data, _) = rosetta::jobs::load_workspace(&a.workspace, Some(&text))?;
     let params = Params::new(rosetta::jobs::parse_settings(&a.set)?);
     let trainer = rosetta::models::trainer(&a.model)?;
     trainer.check(&params)?;
