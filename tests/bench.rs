@@ -106,3 +106,38 @@ fn bench_train_refuses_what_it_cannot_do() {
     let e = run("--workspace missing.toml --model s2net");
     assert!(e.contains("missing.toml"), "{e}");
 }
+
+/// The bench reads the workspace as `rosetta train` does: a model's own
+/// `[text]` defaults (XCNN's `oov_ngrams = 0`) apply where the workspace is
+/// silent, so it measures the vocabulary training builds.
+#[test]
+fn bench_train_reads_the_models_own_text_defaults() {
+    let ws = tiny_workspace();
+    // words seen once are unknown: texts made only of them get n-gram units
+    let path = ws.path().join("workspace.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replace("min_df = 1", "min_df = 2")).unwrap();
+    let vocab = |dir: &std::path::Path, model: &str| {
+        let mono = if model == "xcnn" {
+            "--set mono_epochs=1"
+        } else {
+            ""
+        };
+        let j = json(&bench_train(
+            dir,
+            &format!(
+                "--workspace workspace.toml --model {model} --set dim=8 --set epochs=1 {mono} \
+                 --threads 1"
+            ),
+        ));
+        j["vocab"].clone()
+    };
+    // s2net has no text defaults of its own: the n-gram units are there
+    let with_units = vocab(ws.path(), "s2net");
+    let xcnn = vocab(ws.path(), "xcnn");
+    assert_ne!(xcnn, with_units, "xcnn benched with s2net's n-gram units");
+    // the same workspace with XCNN's default written into it
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, format!("{text}oov_ngrams = 0\n")).unwrap();
+    assert_eq!(vocab(ws.path(), "s2net"), xcnn);
+}
