@@ -764,3 +764,72 @@ fn cached_scores_follow_session_changes() {
         .to_string();
     assert!(e.contains("changed since this session was made"), "{e}");
 }
+
+/// `compare RUN... --qrels Q --workspace W --per-query N`: the drill-down
+/// names the queries of W's (derived, verse-labelled) task by their verse
+/// references and shows their texts; a workspace whose queries the qrels do
+/// not judge is refused.
+#[test]
+fn cli_compare_runs_labels_queries_from_the_workspace() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = std::path::Path::new("tests/fixtures/corpus/bible");
+    for e in std::fs::read_dir(src).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), dir.path().join(e.file_name())).unwrap();
+    }
+    let cwd = dir.path();
+    for (run, how) in [
+        ("dict.run", ["--translate", "dict"]),
+        ("mono.run", ["--queries", "target"]),
+    ] {
+        let mut args = vec!["bm25", "--workspace", "workspace.toml", "--run", run];
+        args.extend(how);
+        ok(&rosetta(cwd, &args));
+    }
+    let per_query = |extra: &[&str]| {
+        let mut args = vec![
+            "compare",
+            "dict.run",
+            "mono.run",
+            "--qrels",
+            "dict.run.qrels",
+            "--per-query",
+            "0",
+            "--format",
+            "tsv",
+        ];
+        args.extend(extra);
+        ok(&rosetta(cwd, &args))
+    };
+    let plain = per_query(&[]);
+    assert!(!plain.contains("John 1:"), "{plain}");
+    let labelled = per_query(&["--workspace", "workspace.toml"]);
+    // every query row carries its verse reference and its English text
+    let rows: Vec<&str> = labelled.lines().skip(1).collect();
+    assert!(!rows.is_empty(), "{labelled}");
+    for r in &rows {
+        assert!(r.contains("\tJohn 1:"), "{r}");
+        assert!(
+            r.split('\t').next_back().unwrap().len() > 10,
+            "no text: {r}"
+        );
+    }
+    // the tiny workspace's queries are q1…q5: not this task's
+    let tiny_ws = tiny_workspace();
+    let tiny = tiny_ws.path().join("workspace.toml");
+    let out = rosetta(
+        cwd,
+        &[
+            "compare",
+            "dict.run",
+            "mono.run",
+            "--qrels",
+            "dict.run.qrels",
+            "--workspace",
+            tiny.to_str().unwrap(),
+        ],
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("none of its 5 ad-hoc queries"), "{err}");
+}

@@ -2,6 +2,7 @@
 //! with trec_eval's conventions, and comparing runs or sessions with paired
 //! significance tests (the engine's [`rosetta::eval::compare`] table).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::bail;
@@ -98,6 +99,11 @@ pub struct CompareArgs {
     /// A document judged twice for one query in the qrels is an error, not a warning.
     #[arg(long, requires = "qrels")]
     pub strict: bool,
+    /// The workspace whose ad-hoc task the runs answer: --per-query then
+    /// shows each query's text and label (a Bible verse's reference) as a
+    /// session comparison does. Its query ids must be the qrels' ids.
+    #[arg(long, value_name = "FILE", requires = "qrels")]
+    pub workspace: Option<PathBuf>,
     /// Session folders to compare instead of runs, each on its own
     /// workspace's ad-hoc task (the first is the baseline unless --baseline
     /// names one).
@@ -268,6 +274,37 @@ pub fn trec_eval(args: TrecEvalArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The texts and labels (where the collection has them) of the queries of
+/// workspace `path`'s ad-hoc task, by id; an error when none of its query
+/// ids is judged in `qrels` (another task's workspace).
+fn workspace_queries(
+    path: &Path,
+    qrels: &Qrels,
+) -> anyhow::Result<(BTreeMap<String, String>, BTreeMap<String, String>)> {
+    let ws = rosetta::corpus::workspace::Workspace::load(path)?;
+    let task = rosetta::corpus::collection::AdhocTask::load(&ws)?;
+    let ids = &task.queries.ids;
+    if !ids.iter().any(|q| qrels.judgements.contains_key(q)) {
+        bail!(
+            "--workspace {}: none of its {} ad-hoc queries (ids like {:?}) is judged in the qrels; \
+             is it the workspace these runs were made on?",
+            path.display(),
+            ids.len(),
+            ids.first().map(String::as_str).unwrap_or("")
+        );
+    }
+    let texts = ids
+        .iter()
+        .cloned()
+        .zip(task.queries.texts.iter().cloned())
+        .collect();
+    let labels = match &task.query_labels {
+        Some(l) => ids.iter().cloned().zip(l.iter().cloned()).collect(),
+        None => BTreeMap::new(),
+    };
+    Ok((texts, labels))
+}
+
 /// `rosetta compare RUN... --qrels QRELS` or `rosetta compare --sessions DIR...`.
 pub fn compare(args: CompareArgs) -> anyhow::Result<()> {
     if !(args.alpha > 0.0 && args.alpha < 1.0) {
@@ -368,6 +405,10 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<()> {
             split: None,
             queries: qrels.judgements.len(),
         };
+        let (texts, query_labels) = match &args.workspace {
+            Some(w) => workspace_queries(w, &qrels)?,
+            None => Default::default(),
+        };
         let mut systems = Vec::with_capacity(paths.len());
         let mut notes = Vec::new();
         for (i, (p, label)) in paths.iter().zip(&labels).enumerate() {
@@ -382,8 +423,8 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<()> {
                 detail: String::new(),
                 task: task.clone(),
                 per_query: s.eval.per_query,
-                texts: Default::default(),
-                labels: Default::default(),
+                texts: texts.clone(),
+                labels: query_labels.clone(),
             });
         }
         drop(progress);
