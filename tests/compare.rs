@@ -771,12 +771,7 @@ fn cached_scores_follow_session_changes() {
 /// not judge is refused.
 #[test]
 fn cli_compare_runs_labels_queries_from_the_workspace() {
-    let dir = tempfile::tempdir().unwrap();
-    let src = std::path::Path::new("tests/fixtures/corpus/bible");
-    for e in std::fs::read_dir(src).unwrap() {
-        let e = e.unwrap();
-        std::fs::copy(e.path(), dir.path().join(e.file_name())).unwrap();
-    }
+    let dir = common::fixture_workspace("bible");
     let cwd = dir.path();
     for (run, how) in [
         ("dict.run", ["--translate", "dict"]),

@@ -209,23 +209,30 @@ fn launched_job_runs_to_done_and_a_done_session_is_not_resumed() {
     assert_eq!(failed.len(), 1);
 }
 
-#[test]
-fn cancel_stops_a_slowed_job_which_resume_continues() {
-    let ws = tiny_workspace();
-    let root = tempfile::tempdir().unwrap();
+/// An s2net job slowed to `delay_ms` per step, started in the background
+/// and running.
+fn slowed_job(ws: &Path, root: &Path, delay_ms: &str) -> jobs::Launched {
     let req = request(
-        ws.path(),
-        root.path(),
+        ws,
+        root,
         "s2net",
         &[
             ("dim", "8"),
             ("batch", "4"),
             ("epochs", "50"),
-            ("step_delay_ms", "100"),
+            ("step_delay_ms", delay_ms),
         ],
     );
     let l = jobs::start(&req, exe()).unwrap();
     wait_state(&l.dir, State::Running);
+    l
+}
+
+#[test]
+fn cancel_stops_a_slowed_job_which_resume_continues() {
+    let ws = tiny_workspace();
+    let root = tempfile::tempdir().unwrap();
+    let l = slowed_job(ws.path(), root.path(), "100");
     let e = jobs::resume(&l.dir, exe()).unwrap_err().to_string();
     assert!(e.contains("already running"), "{e}");
     assert_eq!(
@@ -253,24 +260,12 @@ fn cancel_stops_a_slowed_job_which_resume_continues() {
 
 /// SIGTERM twice (timeout(1) signals the job and then its process group;
 /// a user may press cancel twice): the job still finishes its step and ends
-/// `cancelled`, with its checkpoints, rather than exiting at once.
+/// `cancelled` (the status a resume reads), rather than exiting at once.
 #[test]
 fn a_job_signalled_twice_still_ends_cancelled() {
     let ws = tiny_workspace();
     let root = tempfile::tempdir().unwrap();
-    let req = request(
-        ws.path(),
-        root.path(),
-        "s2net",
-        &[
-            ("dim", "8"),
-            ("batch", "4"),
-            ("epochs", "50"),
-            ("step_delay_ms", "300"),
-        ],
-    );
-    let l = jobs::start(&req, exe()).unwrap();
-    wait_state(&l.dir, State::Running);
+    let l = slowed_job(ws.path(), root.path(), "300");
     for _ in 0..2 {
         assert_eq!(
             jobs::cancel(&l.dir).unwrap(),

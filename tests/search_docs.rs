@@ -19,15 +19,7 @@ use common::{ok, rosetta_in as rosetta, train};
 /// A private copy of `tests/fixtures/corpus/bible` (John 1:1-12, KJV and
 /// RV1909, verse references in verses.txt).
 fn bible() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    for e in std::fs::read_dir("tests/fixtures/corpus/bible").unwrap() {
-        let e = e.unwrap();
-        // the files only: a run elsewhere may have left a cache folder there
-        if e.file_type().unwrap().is_file() {
-            std::fs::copy(e.path(), dir.path().join(e.file_name())).unwrap();
-        }
-    }
-    dir
+    common::fixture_workspace("bible")
 }
 
 fn lines(dir: &Path, f: &str) -> Vec<String> {

@@ -8,8 +8,15 @@ use std::process::{Command, Output, Stdio};
 /// next to it, and some tests edit its data.
 #[allow(dead_code)] // not every test binary uses every helper
 pub fn tiny_workspace() -> tempfile::TempDir {
+    fixture_workspace("tiny")
+}
+
+/// A private copy of the fixture workspace `tests/fixtures/corpus/NAME`
+/// (its files, not its folders).
+#[allow(dead_code)] // not every test binary uses every helper
+pub fn fixture_workspace(name: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    let src = Path::new("tests/fixtures/corpus/tiny");
+    let src = Path::new("tests/fixtures/corpus").join(name);
     for e in std::fs::read_dir(src).unwrap() {
         let e = e.unwrap();
         if e.file_type().unwrap().is_file() {
