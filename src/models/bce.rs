@@ -1,16 +1,20 @@
 //! The fused CPU kernel behind [`super::nn::decoder_bce_sum`]: a sigmoid
 //! decoder's logits `z = codes · wᵀ + c` and their binary cross-entropy
-//! against sparse 0/1 targets in one op. Forward: one `gemm` into a buffer,
-//! then one pass that sums `softplus(z)` and leaves `σ(z) − 1_ones` (the
-//! gradient of the sum with respect to `z`) in the same buffer. Backward:
-//! two `gemm`s and a column sum read that buffer; no other `rows × vocab`
-//! tensor is built. The pass uses its own `exp` and `ln(1 + t)` (accurate to
+//! against sparse 0/1 targets in one op. Forward: one product into a
+//! buffer, then one pass that sums `softplus(z)` and leaves `σ(z) − 1_ones`
+//! (the gradient of the sum with respect to `z`) in the same buffer.
+//! Backward: two products and a column sum read that buffer; no other
+//! `rows × vocab` tensor is built. The products are faer's: at these shapes
+//! its kernels beat gemm's on the backward products (the ignored
+//! `gemm_shapes` test times both). The pass uses its own `exp` and `ln(1 + t)` (accurate to
 //! a few units in the last place of `f32`), written so that LLVM vectorises
 //! them with AVX2 + FMA where the CPU has them (the same arithmetic either way).
 
 use std::sync::OnceLock;
 
 use candle_core::{CpuStorage, CustomOp3, Device, Layout, Shape, Storage, Tensor};
+use faer::linalg::matmul::matmul;
+use faer::{Accum, MatMut, MatRef};
 
 use crate::Result;
 
@@ -67,51 +71,12 @@ fn dims(l1: &Layout, l2: &Layout, l3: &Layout) -> candle_core::Result<(usize, us
     Ok((r, k, v))
 }
 
-fn threads() -> gemm::Parallelism {
+/// faer's parallelism: the current rayon pool's threads.
+fn par() -> faer::Par {
     match rayon::current_num_threads() {
-        0 | 1 => gemm::Parallelism::None,
-        n => gemm::Parallelism::Rayon(n),
+        0 | 1 => faer::Par::Seq,
+        n => faer::Par::rayon(n),
     }
-}
-
-/// `dst (m × n) = beta · lhs · rhs` with each operand given by its pointer,
-/// column stride and row stride.
-///
-/// # Safety
-/// The strides must keep every index of the three operands inside them.
-#[allow(clippy::too_many_arguments)]
-unsafe fn matmul(
-    (m, n, k): (usize, usize, usize),
-    dst: &mut [f32],
-    lhs: (&[f32], isize, isize),
-    rhs: (&[f32], isize, isize),
-    beta: f32,
-) {
-    debug_assert_eq!(dst.len(), m * n);
-    if m == 0 || n == 0 {
-        return;
-    }
-    gemm::gemm(
-        m,
-        n,
-        k,
-        dst.as_mut_ptr(),
-        1,
-        n as isize,
-        false,
-        lhs.0.as_ptr(),
-        lhs.1,
-        lhs.2,
-        rhs.0.as_ptr(),
-        rhs.1,
-        rhs.2,
-        0.0,
-        beta,
-        false,
-        false,
-        false,
-        threads(),
-    )
 }
 
 impl CustomOp3 for DecoderBce {
@@ -136,17 +101,14 @@ impl CustomOp3 for DecoderBce {
             candle_core::bail!("decoder-bce: position {p} of {n}");
         }
         let mut z = take_buffer(n);
-        // SAFETY: codes is r × k row-major, w is v × k row-major (read as
-        // its transpose, k × v), z is r × v.
-        unsafe {
-            matmul(
-                (r, v, k),
-                &mut z,
-                (codes, 1, k as isize),
-                (w, k as isize, 1),
-                1.0,
-            )
-        };
+        {
+            let (cm, wm) = (
+                MatRef::from_row_major_slice(codes, r, k),
+                MatRef::from_row_major_slice(w, v, k),
+            );
+            let zm = MatMut::from_row_major_slice_mut(&mut z, r, v);
+            matmul(zm, Accum::Replace, cm, wm.transpose(), 1.0, par());
+        }
         let hit: f64 = self
             .ones
             .iter()
@@ -187,23 +149,14 @@ impl CustomOp3 for DecoderBce {
         let ((r, k), (v, _)) = (codes.dims2()?, w.dims2()?);
         let mut d_codes = vec![0f32; r * k];
         let mut d_w = vec![0f32; v * k];
-        // SAFETY: gz is r × v, w is v × k, codes is r × k (all row-major);
-        // gzᵀ is read as v × r.
-        unsafe {
-            matmul(
-                (r, k, v),
-                &mut d_codes,
-                (gz, 1, v as isize),
-                (wv, 1, k as isize),
-                g,
-            );
-            matmul(
-                (v, k, r),
-                &mut d_w,
-                (gz, v as isize, 1),
-                (cv, 1, k as isize),
-                g,
-            );
+        {
+            let gm = MatRef::from_row_major_slice(gz, r, v);
+            let wm = MatRef::from_row_major_slice(wv, v, k);
+            let cm = MatRef::from_row_major_slice(cv, r, k);
+            let dcm = MatMut::from_row_major_slice_mut(&mut d_codes, r, k);
+            matmul(dcm, Accum::Replace, gm, wm, g, par());
+            let dwm = MatMut::from_row_major_slice_mut(&mut d_w, v, k);
+            matmul(dwm, Accum::Replace, gm.transpose(), cm, g, par());
         }
         const COLS: usize = 1024;
         let mut d_c = vec![0f32; v];
@@ -233,7 +186,7 @@ impl CustomOp3 for DecoderBce {
 static POOL: std::sync::Mutex<Vec<Vec<f32>>> = std::sync::Mutex::new(Vec::new());
 const POOL_MAX: usize = 4;
 
-/// A buffer of `n` values (contents unspecified: the forward `gemm`
+/// A buffer of `n` values (contents unspecified: the forward product
 /// overwrites them all).
 fn take_buffer(n: usize) -> Vec<f32> {
     let reused = POOL.lock().ok().and_then(|mut p| {
@@ -445,63 +398,137 @@ mod tests {
         assert!((plain32[0][0] - plain[0][0]).abs() < 1e-4 * plain[0][0].abs());
     }
 
-    /// Timings of the three products at BAE's shapes, `gemm` and `faer`
+    /// Timings of the three products at BAE's shapes, `gemm` against `faer`,
+    /// and of the element pass; the candidates run interleaved, 40 rounds,
+    /// and the medians are printed, since this machine's speed drifts
     /// (`cargo test --release --lib gemm_shapes -- --ignored --nocapture`).
     #[test]
     #[ignore]
     fn gemm_shapes() {
-        let (r, k, v) = (300usize, 128usize, 13_000usize);
+        use faer::{Accum, MatMut, MatRef};
+        /// `dst (m × n) = lhs · rhs` by gemm, each operand given by its
+        /// pointer, column stride and row stride.
+        unsafe fn gemm_product(
+            (m, n, k): (usize, usize, usize),
+            dst: &mut [f32],
+            lhs: (&[f32], isize, isize),
+            rhs: (&[f32], isize, isize),
+        ) {
+            let par = gemm::Parallelism::Rayon(rayon::current_num_threads());
+            gemm::gemm(
+                m,
+                n,
+                k,
+                dst.as_mut_ptr(),
+                1,
+                n as isize,
+                false,
+                lhs.0.as_ptr(),
+                lhs.1,
+                lhs.2,
+                rhs.0.as_ptr(),
+                rhs.1,
+                rhs.2,
+                0.0,
+                1.0,
+                false,
+                false,
+                false,
+                par,
+            )
+        }
+        let (r, k, v) = (300usize, 128usize, 10_000usize);
         let codes: Vec<f32> = (0..r * k).map(|i| (i % 7) as f32 * 0.1).collect();
         let w: Vec<f32> = (0..v * k).map(|i| (i % 5) as f32 * 0.1).collect();
         let gz: Vec<f32> = (0..r * v).map(|i| (i % 3) as f32 * 0.1).collect();
         let (mut z, mut dc, mut dw) = (vec![0f32; r * v], vec![0f32; r * k], vec![0f32; v * k]);
-        let time = |name: &str, f: &mut dyn FnMut()| {
-            f();
-            let t = std::time::Instant::now();
-            for _ in 0..10 {
-                f();
-            }
-            let s = t.elapsed().as_secs_f64() / 10.0;
-            let gf = 2.0 * (r * k * v) as f64 / s / 1e9;
-            println!("{name}: {:.2} ms, {gf:.1} GFLOP/s", s * 1e3);
-        };
+        let (mut dc2, mut dw2) = (dc.clone(), dw.clone());
         let (ki, vi) = (k as isize, v as isize);
-        unsafe {
-            time("gemm fwd z = c wT", &mut || {
-                super::matmul((r, v, k), &mut z, (&codes, 1, ki), (&w, ki, 1), 1.0)
-            });
-            time("gemm dc = gz w", &mut || {
-                super::matmul((r, k, v), &mut dc, (&gz, 1, vi), (&w, 1, ki), 1.0)
-            });
-            time("gemm dw = gzT c", &mut || {
-                super::matmul((v, k, r), &mut dw, (&gz, vi, 1), (&codes, 1, ki), 1.0)
-            });
-        }
-        use faer::{Accum, MatMut, MatRef, Par};
-        let par = Par::rayon(rayon::current_num_threads());
+        let par = super::par();
         let cm = MatRef::from_row_major_slice(&codes, r, k);
         let wm = MatRef::from_row_major_slice(&w, v, k);
         let gm = MatRef::from_row_major_slice(&gz, r, v);
-        time("faer fwd", &mut || {
-            let zm = MatMut::from_row_major_slice_mut(&mut z, r, v);
-            faer::linalg::matmul::matmul(zm, Accum::Replace, cm, wm.transpose(), 1.0f32, par)
-        });
-        time("faer dc", &mut || {
-            let m = MatMut::from_row_major_slice_mut(&mut dc, r, k);
-            faer::linalg::matmul::matmul(m, Accum::Replace, gm, wm, 1.0f32, par)
-        });
-        time("faer dw", &mut || {
-            let m = MatMut::from_row_major_slice_mut(&mut dw, v, k);
-            faer::linalg::matmul::matmul(m, Accum::Replace, gm.transpose(), cm, 1.0f32, par)
-        });
-        let mut zz = z.clone();
         let c = vec![0.1f32; v];
-        time("element pass (as r k v products)", &mut || {
-            zz.copy_from_slice(&z);
+        let mut zz = z.clone();
+        type Case<'a> = (&'a str, Box<dyn FnMut() + 'a>);
+        let mut cases: Vec<Case> = vec![
+            (
+                "gemm fwd z = c wT",
+                Box::new(|| unsafe {
+                    gemm_product((r, v, k), &mut z, (&codes, 1, ki), (&w, ki, 1))
+                }),
+            ),
+            (
+                "faer fwd",
+                Box::new(|| {
+                    let zm = MatMut::from_row_major_slice_mut(&mut zz, r, v);
+                    faer::linalg::matmul::matmul(
+                        zm,
+                        Accum::Replace,
+                        cm,
+                        wm.transpose(),
+                        1.0f32,
+                        par,
+                    )
+                }),
+            ),
+            (
+                "gemm dc = gz w",
+                Box::new(|| unsafe { gemm_product((r, k, v), &mut dc, (&gz, 1, vi), (&w, 1, ki)) }),
+            ),
+            (
+                "faer dc",
+                Box::new(|| {
+                    let m = MatMut::from_row_major_slice_mut(&mut dc2, r, k);
+                    faer::linalg::matmul::matmul(m, Accum::Replace, gm, wm, 1.0f32, par)
+                }),
+            ),
+            (
+                "gemm dw = gzT c",
+                Box::new(|| unsafe {
+                    gemm_product((v, k, r), &mut dw, (&gz, vi, 1), (&codes, 1, ki))
+                }),
+            ),
+            (
+                "faer dw",
+                Box::new(|| {
+                    let m = MatMut::from_row_major_slice_mut(&mut dw2, v, k);
+                    faer::linalg::matmul::matmul(m, Accum::Replace, gm.transpose(), cm, 1.0f32, par)
+                }),
+            ),
+        ];
+        let mut times = vec![Vec::new(); cases.len()];
+        for round in 0..41 {
+            for (i, (_, f)) in cases.iter_mut().enumerate() {
+                let t = std::time::Instant::now();
+                f();
+                if round > 0 {
+                    times[i].push(t.elapsed().as_secs_f64());
+                }
+            }
+        }
+        for ((name, _), t) in cases.iter().zip(&mut times) {
+            t.sort_by(f64::total_cmp);
+            let s = t[t.len() / 2];
+            let gf = 2.0 * (r * k * v) as f64 / s / 1e9;
+            println!("{name}: median {:.2} ms, {gf:.1} GFLOP/s", s * 1e3);
+        }
+        let src: Vec<f32> = (0..r * v).map(|i| ((i % 97) as f32 - 48.0) * 0.2).collect();
+        let mut row_times = Vec::new();
+        for _ in 0..20 {
+            let mut zz = src.clone();
+            let t = std::time::Instant::now();
             for row in zz.chunks_mut(v) {
                 std::hint::black_box(super::row_pass(row, &c));
             }
-        });
+            row_times.push(t.elapsed().as_secs_f64());
+        }
+        row_times.sort_by(f64::total_cmp);
+        println!(
+            "element pass, one thread: median {:.2} ms ({:.2} ns a value)",
+            row_times[10] * 1e3,
+            row_times[10] * 1e9 / (r * v) as f64
+        );
     }
 
     /// Central finite differences of the fused value against its gradient.
