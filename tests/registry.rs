@@ -1,5 +1,8 @@
 //! The README's model table is the registry's: a model added to the
 //! registry shows up in the README (and `rosetta train --help`) or this fails.
+//! Every trainer in it keeps the hooks' order of epochs and steps.
+
+mod common;
 
 #[test]
 fn readme_model_table_is_the_registry() {
@@ -31,5 +34,136 @@ fn train_help_lists_every_model_setting_with_its_default() {
                 s.key
             );
         }
+    }
+}
+
+/// What a trainer reports, in order, as a check of the hooks' contract.
+#[derive(Default)]
+struct Order {
+    /// The epoch opened last (`epoch_start`), if still open.
+    open: Option<(String, usize)>,
+    /// Every broken rule, for the assertion's message.
+    faults: Vec<String>,
+    steps: usize,
+}
+
+impl rosetta::models::Hooks for Order {
+    fn step(&mut self, r: &rosetta::models::StepReport) -> rosetta::Result<rosetta::models::Flow> {
+        self.steps += 1;
+        if self.open.as_ref() != Some(&(r.phase.clone(), r.epoch)) {
+            self.faults.push(format!(
+                "step {} of {} epoch {} while {:?} is open",
+                r.step, r.phase, r.epoch, self.open
+            ));
+        }
+        Ok(rosetta::models::Flow::Continue)
+    }
+    fn epoch_start(&mut self, phase: &str, epoch: usize) {
+        if let Some(o) = &self.open {
+            self.faults
+                .push(format!("{phase} epoch {epoch} opened while {o:?} is open"));
+        }
+        self.open = Some((phase.to_string(), epoch));
+    }
+    fn epoch_end(
+        &mut self,
+        phase: &str,
+        epoch: usize,
+        _model: &dyn rosetta::models::Model,
+        _extra: Vec<(String, candle_core::Tensor)>,
+    ) -> rosetta::Result<rosetta::models::Flow> {
+        // a closed-form fit ends an epoch it never opened: it has no steps
+        if let Some(o) = self.open.take() {
+            if o != (phase.to_string(), epoch) {
+                self.faults
+                    .push(format!("{phase} epoch {epoch} ended while {o:?} is open"));
+            }
+        }
+        Ok(rosetta::models::Flow::Continue)
+    }
+    fn log(&mut self, _msg: &str) {}
+}
+
+/// Every trainer in the registry opens each epoch (`Hooks::epoch_start`,
+/// where benchmarks start their clocks) before its first step and ends it
+/// before the next opens, in every phase of its plan.
+#[test]
+fn every_trainer_opens_each_epoch_before_its_steps() {
+    let ws = common::tiny_workspace();
+    let quick: &[(&str, &[(&str, &str)])] = &[
+        ("s2net", &[("epochs", "2")]),
+        ("xcnn", &[("epochs", "2"), ("mono_epochs", "2")]),
+        ("bae", &[("epochs", "2")]),
+        (
+            "dbn-cca",
+            &[
+                ("layers", "12,6"),
+                ("input_terms", "60"),
+                ("epochs", "2"),
+                ("finetune_epochs", "2"),
+                ("batch", "10"),
+            ],
+        ),
+        (
+            "adv-bilstm",
+            &[
+                ("emb", "8"),
+                ("hidden", "6"),
+                ("nn_hidden", "8"),
+                ("disc_hidden", "5"),
+                ("epochs", "2"),
+                ("batch", "8"),
+            ],
+        ),
+        (
+            "hdlr",
+            &[("epochs", "2"), ("positives", "60"), ("negatives", "120")],
+        ),
+        ("jplsa", &[("epochs", "3")]),
+        ("cplsa", &[("epochs", "3")]),
+    ];
+    let mut trained = Vec::new();
+    for spec in rosetta::models::registry::MODELS {
+        if spec.trainer.is_none() {
+            continue;
+        }
+        let text = rosetta::corpus::workspace::Workspace::load(&ws.path().join("workspace.toml"))
+            .unwrap()
+            .with_model_text(spec.text)
+            .unwrap()
+            .text;
+        let (_, data, _) =
+            rosetta::jobs::load_workspace(&ws.path().join("workspace.toml"), Some(&text)).unwrap();
+        let mut kv: Vec<(String, String)> = vec![("dim".into(), "4".into())];
+        if let Some((_, more)) = quick.iter().find(|(n, _)| *n == spec.name) {
+            kv.extend(more.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        }
+        let mut order = Order::default();
+        rosetta::models::trainer(spec.name)
+            .unwrap()
+            .train(
+                &data,
+                &rosetta::models::Params::new(kv.into_iter().collect()),
+                &candle_core::Device::Cpu,
+                7,
+                None,
+                &mut order,
+            )
+            .unwrap_or_else(|e| panic!("{}: {e}", spec.name));
+        assert!(order.faults.is_empty(), "{}: {:?}", spec.name, order.faults);
+        trained.push((spec.name, order.steps));
+    }
+    // the iterative trainers took steps, so the rule was exercised
+    for name in [
+        "s2net",
+        "xcnn",
+        "bae",
+        "dbn-cca",
+        "adv-bilstm",
+        "hdlr",
+        "jplsa",
+    ] {
+        let steps = trained.iter().find(|t| t.0 == name).map(|t| t.1);
+        assert!(steps.unwrap_or(0) > 0, "{name}: {steps:?} steps");
     }
 }

@@ -849,10 +849,10 @@ fn mine(a: MineArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Hooks that time the training loop: from the end of one epoch's hooks to
-/// the last step of the next, so batch building, forward, backward and
-/// updates count while the trainer's own validation does not (as
-/// `torch_ref.py` counts).
+/// Hooks that time the training loop: from the start of each epoch to its
+/// last step, so batch building, forward, backward and updates count while
+/// the trainer's set-up and its own validation do not (as `torch_ref.py`
+/// counts).
 struct LoopTimer {
     examples: usize,
     train_s: f64,
@@ -882,6 +882,9 @@ impl rosetta::models::Hooks for LoopTimer {
         }));
         self.mark = Instant::now();
         Ok(rosetta::models::Flow::Continue)
+    }
+    fn epoch_start(&mut self, _phase: &str, _epoch: usize) {
+        self.mark = Instant::now();
     }
     fn log(&mut self, _msg: &str) {}
 }

@@ -1093,6 +1093,7 @@ impl Trainer for AdvTrainer {
             cfg.lr
         ));
         for epoch in start + 1..=cfg.epochs {
+            hooks.epoch_start("train", epoch);
             let mut rng = epoch_rng(seed, 3, epoch);
             for batch in length_batches(&lengths, cfg.batch, &mut rng) {
                 let b = batch.len();

@@ -561,6 +561,7 @@ impl Trainer for BaeTrainer {
         ));
         let dt = DType::F32;
         for epoch in start + 1..=cfg.epochs {
+            hooks.epoch_start("train", epoch);
             let mut erng = epoch_rng(seed, 3, epoch);
             let mut order = pairs.clone();
             order.shuffle(&mut erng);

@@ -1069,6 +1069,7 @@ fn pretrain_layer(
     model.nets[s].layers.push(rbm);
     let lr = if l == 0 { cfg.lr_rsm } else { cfg.lr };
     for epoch in first_epoch..=cfg.epochs {
+        hooks.epoch_start(phase, epoch);
         let mut erng = epoch_rng(seed, phase_id + 100, epoch);
         seed_device(&device, seed ^ (phase_id << 32) ^ epoch as u64)?;
         let mut order: Vec<usize> = (0..n).collect();
@@ -1259,6 +1260,7 @@ fn finetune(
         }
     }
     for epoch in first_epoch..=cfg.finetune_epochs {
+        hooks.epoch_start("finetune", epoch);
         let mut erng = epoch_rng(seed, phase_id + 100, epoch);
         let mut order: Vec<usize> = (0..n).collect();
         order.shuffle(&mut erng);

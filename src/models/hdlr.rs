@@ -727,6 +727,7 @@ impl Trainer for HdlrTrainer {
         let mut order: Vec<usize> = (0..m).collect();
         let mut current = model_of(&data.vocabs, &u0, &u0f, None)?;
         for epoch in epoch0 + 1..=cfg.epochs {
+            hooks.epoch_start(PHASE_ITML, epoch);
             let mut rng = ChaCha8Rng::seed_from_u64(
                 seed ^ (epoch as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
             );

@@ -1254,6 +1254,7 @@ impl Trainer for PlsaTrainer {
         ));
         let mut model = em.model()?;
         while em.iteration < cfg.epochs {
+            hooks.epoch_start(PHASE, em.iteration + 1);
             let rep = em.iterate();
             let epoch = em.iteration;
             model = em.model()?;

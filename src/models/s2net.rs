@@ -300,6 +300,7 @@ impl Trainer for S2NetTrainer {
         };
         let mut order: Vec<usize> = (0..n).collect();
         for epoch in epoch0 + 1..=epochs {
+            hooks.epoch_start("train", epoch);
             let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(
                 seed ^ (epoch as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
             );

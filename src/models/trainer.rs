@@ -156,6 +156,12 @@ pub trait Hooks {
         model: &dyn Model,
         extra: Vec<(String, Tensor)>,
     ) -> Result<Flow>;
+    /// Called as an epoch begins, after the trainer's set-up and any
+    /// validation before it, before its first batch is drawn (benchmarks
+    /// time the loop from here). Default: nothing.
+    fn epoch_start(&mut self, phase: &str, epoch: usize) {
+        let _ = (phase, epoch);
+    }
     /// A human-readable line for the session's `log.txt`.
     fn log(&mut self, msg: &str);
     /// Figures of the epoch about to end that the trainer computes itself

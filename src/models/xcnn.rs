@@ -844,6 +844,7 @@ impl XcnnTrainer {
                 ));
                 break;
             }
+            hooks.epoch_start("mono", epoch);
             let mut rng = epoch_rng(seed, 1, epoch);
             let mut order = md.train.clone();
             order.shuffle(&mut rng);
@@ -974,6 +975,7 @@ impl XcnnTrainer {
             best.0
         ));
         for epoch in start_epoch + 1..=cfg.epochs {
+            hooks.epoch_start("cross", epoch);
             let mut rng = epoch_rng(seed, 2, epoch);
             let mut order = pairs.clone();
             order.shuffle(&mut rng);
