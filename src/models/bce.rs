@@ -6,9 +6,11 @@
 //! Backward: two products and a column sum read that buffer; no other
 //! `rows × vocab` tensor is built. The products are faer's: at these shapes
 //! its kernels beat gemm's on the backward products (the ignored
-//! `gemm_shapes` test times both). The pass uses its own `exp` and `ln(1 + t)` (accurate to
-//! a few units in the last place of `f32`), written so that LLVM vectorises
-//! them with AVX2 + FMA where the CPU has them (the same arithmetic either way).
+//! `gemm_shapes` test times both). The pass has its own `exp`, one division
+//! for the sigmoid, and one `ln` per 32 values (of lane products of
+//! `1 + e^{−|z|}`), written so that LLVM vectorises it; under AVX2 + FMA
+//! (chosen at run time) its polynomial uses fused multiply-adds, so the last
+//! bits differ from the generic build's.
 
 use std::sync::OnceLock;
 
