@@ -5,16 +5,17 @@
 //! count are named tensors a checkpoint holds (`adam.m.NAME`, `adam.v.NAME`,
 //! `adam.t`).
 //!
-//! Two updates: dense ([`Adam::step`]: every entry of every parameter, with
-//! fused in-place CPU kernels for f32 and candle tensor ops on other devices,
-//! the same arithmetic) and row-sparse "lazy" ([`Adam::backward_step_rows`]:
+//! Two updates: dense ([`Adam::step`]: every entry of every parameter; for
+//! f32, one in-place pass per parameter on the CPU and fused kernels on CUDA,
+//! candle tensor ops otherwise, the same arithmetic) and row-sparse "lazy" ([`Adam::backward_step_rows`]:
 //! only the term-table rows a batch uses, as TensorFlow's LazyAdam).
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use candle_core::backprop::GradStore;
-use candle_core::{CpuStorage, DType, Device, InplaceOp2, InplaceOp3, Layout, Tensor, Var};
+use candle_core::{CpuStorage, DType, Device, InplaceOp1, InplaceOp2, Layout, Tensor, Var};
 
 use crate::{Error, Result};
 
@@ -74,10 +75,11 @@ impl Adam {
         self.step(&grads)
     }
 
-    /// One update from gradients already computed. On the CPU with f32
-    /// contiguous tensors three fused in-place passes do it ([`fused_ok`]),
-    /// without the temporaries of tensor ops; elsewhere (CUDA, f64) the same
-    /// update runs as candle tensor ops.
+    /// One update from gradients already computed. With f32 contiguous
+    /// tensors ([`fused_ok`]) one in-place pass per parameter does it on the
+    /// CPU (moments and parameter together), fused kernels on CUDA, without
+    /// the temporaries of tensor ops; otherwise (f64) the same update runs
+    /// as candle tensor ops.
     pub fn step(&mut self, grads: &GradStore) -> Result<()> {
         self.t += 1;
         for (_, theta, m, v) in &self.vars {
@@ -111,38 +113,16 @@ impl Adam {
         };
         if let Some(ids) = fused {
             self.fused_updates.fetch_add(1, Ordering::Relaxed);
-            let ids = ids.map(std::sync::Arc::new);
-            mt.inplace_op2(
-                g,
-                &Moment {
-                    beta: b1,
-                    square: false,
-                    rows: ids.clone(),
-                    spread: None,
-                },
-            )?;
-            vt.inplace_op2(
-                g,
-                &Moment {
-                    beta: b2,
-                    square: true,
-                    rows: ids.clone(),
-                    spread: None,
-                },
-            )?;
-            th.inplace_op3(
-                mt,
-                vt,
-                &ParamUpdate {
-                    lr: self.lr,
-                    decay: 1.0 - self.lr * self.weight_decay,
-                    scale_m,
-                    scale_v,
-                    eps: self.eps,
-                    rows: ids,
-                },
-            )?;
-            return Ok(());
+            #[cfg(feature = "cuda")]
+            if !th.device().is_cpu() {
+                // dense only: `fused_rows` takes CPU tensors
+                return self.cuda_dense(th, mt, vt, g);
+            }
+            let rows = match &ids {
+                Some(ids) => Rows::Listed(ids),
+                None => Rows::All,
+            };
+            return one_pass_cpu(th, mt, vt, g, rows, self.consts());
         }
         let take = |t: &Tensor| -> Result<Tensor> {
             Ok(match rows {
@@ -245,38 +225,35 @@ impl Adam {
                 for (j, &r) in list.iter().enumerate() {
                     pos[r as usize] = j as u32 + 1;
                 }
-                let pos = Some(std::sync::Arc::new(pos));
-                let (b1, b2) = (self.beta1, self.beta2);
                 self.fused_updates.fetch_add(1, Ordering::Relaxed);
-                for (t, beta, square) in [(mt, b1, false), (vt, b2, true)] {
-                    t.inplace_op2(
-                        g,
-                        &Moment {
-                            beta,
-                            square,
-                            rows: None,
-                            spread: pos.clone(),
-                        },
-                    )?;
-                }
-                th.inplace_op3(
-                    mt,
-                    vt,
-                    &ParamUpdate {
-                        lr: self.lr,
-                        decay: 1.0 - self.lr * self.weight_decay,
-                        scale_m: 1.0 / (1.0 - b1.powi(self.t as i32)),
-                        scale_v: 1.0 / (1.0 - b2.powi(self.t as i32)),
-                        eps: self.eps,
-                        rows: None,
-                    },
-                )?;
-                return Ok(());
+                return one_pass_cpu(th, mt, vt, g, Rows::Spread(&pos), self.consts());
             }
         }
         // elsewhere: the full gradient, then the dense update
         let full = super::rows::scatter_add_rows(g, ids, n)?;
         self.update(theta, m, v, &full, None)
+    }
+
+    /// The dense update of f32 tensors on one CUDA device, by the kernels
+    /// of `kernels/rows.cu`: both moments, then the parameter.
+    #[cfg(feature = "cuda")]
+    fn cuda_dense(&self, th: &Tensor, mt: &Tensor, vt: &Tensor, g: &Tensor) -> Result<()> {
+        let (b1, b2) = (self.beta1, self.beta2);
+        for (t, beta, square) in [(mt, b1, false), (vt, b2, true)] {
+            t.inplace_op2(g, &Moment { beta, square })?;
+        }
+        th.inplace_op3(
+            mt,
+            vt,
+            &ParamUpdate {
+                lr: self.lr,
+                decay: 1.0 - self.lr * self.weight_decay,
+                scale_m: 1.0 / (1.0 - b1.powi(self.t as i32)),
+                scale_v: 1.0 / (1.0 - b2.powi(self.t as i32)),
+                eps: self.eps,
+            },
+        )?;
+        Ok(())
     }
 
     /// Moments and step count as named tensors (`adam.m.NAME`, `adam.v.NAME`,
@@ -343,11 +320,6 @@ pub fn fused_ok(ts: &[&Tensor]) -> bool {
     })
 }
 
-/// Entries per row of a (rows × width) tensor's layout.
-fn row_width(l: &Layout) -> usize {
-    l.dims().last().copied().unwrap_or(1)
-}
-
 /// The ids of a row-sparse update when the fused kernels can do it: the
 /// table, its moments and the rows' gradient f32, contiguous, on the CPU,
 /// `g` one row per id and every id inside the table; `None` otherwise.
@@ -388,75 +360,283 @@ fn f32_slice<'a>(s: &'a CpuStorage, name: &str) -> candle_core::Result<&'a [f32]
     }
 }
 
-/// `m ← β m + (1 − β) g` (or `g²`), in place; with `rows`, only those rows
-/// of `m` change and `g` holds one row per id, in order; with `spread`
-/// (`rows` unset), every row changes and `g` holds the rows whose entry in
-/// `spread` is `j + 1` (row `j` of `g`), all others having gradient 0.
+fn f32_slice_mut<'a>(s: &'a mut CpuStorage, name: &str) -> candle_core::Result<&'a mut [f32]> {
+    match s {
+        CpuStorage::F32(v) => Ok(v),
+        _ => candle_core::bail!("{name}: f32 storage expected"),
+    }
+}
+
+/// The constants of one step as the f32 kernels use them.
+#[derive(Clone, Copy)]
+struct StepConsts {
+    b1: f32,
+    c1: f32,
+    b2: f32,
+    c2: f32,
+    lr: f32,
+    decay: f32,
+    sm: f32,
+    sv: f32,
+    eps: f32,
+}
+
+impl Adam {
+    /// This step's constants (bias corrections for step `t`).
+    fn consts(&self) -> StepConsts {
+        let (b1, b2) = (self.beta1, self.beta2);
+        StepConsts {
+            b1: b1 as f32,
+            c1: (1.0 - b1) as f32,
+            b2: b2 as f32,
+            c2: (1.0 - b2) as f32,
+            lr: self.lr as f32,
+            decay: (1.0 - self.lr * self.weight_decay) as f32,
+            sm: (1.0 / (1.0 - b1.powi(self.t as i32))) as f32,
+            sv: (1.0 / (1.0 - b2.powi(self.t as i32))) as f32,
+            eps: self.eps as f32,
+        }
+    }
+}
+
+impl StepConsts {
+    /// Entries with gradient `g` (one each): `m ← β₁m + (1−β₁)g`,
+    /// `v ← β₂v + (1−β₂)g²`, `θ ← θ(1 − lr·λ) − lr·m̂/(√v̂ + ε)`, in one pass.
+    /// Multiplies and adds stay separate (no fused multiply-add), so every
+    /// build gives the same bits as the CUDA kernels' arithmetic order.
+    #[inline(always)]
+    fn entries(&self, t: &mut [f32], m: &mut [f32], v: &mut [f32], g: &[f32]) {
+        let n = t.len();
+        let (m, v, g) = (&mut m[..n], &mut v[..n], &g[..n]);
+        for i in 0..n {
+            let gi = g[i];
+            let mi = self.b1 * m[i] + self.c1 * gi;
+            let vi = self.b2 * v[i] + self.c2 * (gi * gi);
+            m[i] = mi;
+            v[i] = vi;
+            t[i] =
+                t[i] * self.decay - self.lr * (mi * self.sm) / ((vi * self.sv).sqrt() + self.eps);
+        }
+    }
+
+    /// Entries whose gradient is 0: the moments decay, the parameter moves
+    /// by what they still hold.
+    #[inline(always)]
+    fn idle(&self, t: &mut [f32], m: &mut [f32], v: &mut [f32]) {
+        let n = t.len();
+        let (m, v) = (&mut m[..n], &mut v[..n]);
+        for i in 0..n {
+            let mi = m[i] * self.b1;
+            let vi = v[i] * self.b2;
+            m[i] = mi;
+            v[i] = vi;
+            t[i] =
+                t[i] * self.decay - self.lr * (mi * self.sm) / ((vi * self.sv).sqrt() + self.eps);
+        }
+    }
+
+    /// A block of rows of a dense update whose gradient is given by rows
+    /// ([`Spread`]).
+    #[inline(always)]
+    fn spread(&self, t: &mut [f32], m: &mut [f32], v: &mut [f32], gradient: Spread<'_>) {
+        let (g, pos, k) = gradient;
+        let rows = t.chunks_mut(k).zip(m.chunks_mut(k)).zip(v.chunks_mut(k));
+        for (((t, m), v), &p) in rows.zip(pos) {
+            match p {
+                0 => self.idle(t, m, v),
+                p => self.entries(t, m, v, &g[(p as usize - 1) * k..][..k]),
+            }
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn entries_avx2(&self, t: &mut [f32], m: &mut [f32], v: &mut [f32], g: &[f32]) {
+        self.entries(t, m, v, g)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn spread_avx2(&self, t: &mut [f32], m: &mut [f32], v: &mut [f32], g: Spread<'_>) {
+        self.spread(t, m, v, g)
+    }
+}
+
+/// A gradient `(g, pos, k)` given by rows `k` wide: a row with entry `p > 0`
+/// in `pos` has row `p − 1` of `g`, the others have gradient 0.
+type Spread<'a> = (&'a [f32], &'a [u32], usize);
+
+/// Which entries a one-pass CPU update touches.
+enum Rows<'a> {
+    /// Every entry; the gradient has the parameter's shape.
+    All,
+    /// Only these rows (distinct); the gradient holds one row per id, in order.
+    Listed(&'a [u32]),
+    /// Every row; the gradient holds the rows whose entry here is `j + 1`
+    /// (row `j` of the gradient), all others have gradient 0.
+    Spread(&'a [u32]),
+}
+
+/// The whole update of one f32 CPU parameter in one pass over its entries
+/// (moments and parameter together), in place. The three tensors' storages
+/// are locked for writing by nesting candle's in-place ops ([`Lock1`]).
+fn one_pass_cpu(
+    th: &Tensor,
+    m: &Tensor,
+    v: &Tensor,
+    g: &Tensor,
+    rows: Rows<'_>,
+    c: StepConsts,
+) -> Result<()> {
+    use rayon::prelude::*;
+    let k = th.dims().last().copied().unwrap_or(1);
+    #[cfg(target_arch = "x86_64")]
+    let avx2 = is_x86_feature_detected!("avx2");
+    #[cfg(not(target_arch = "x86_64"))]
+    let avx2 = false;
+    let mut pass = |t: &mut [f32], m: &mut [f32], v: &mut [f32], g: &[f32]| {
+        let entries = |t: &mut [f32], m: &mut [f32], v: &mut [f32], g: &[f32]| {
+            #[cfg(target_arch = "x86_64")]
+            if avx2 {
+                // SAFETY: the CPU has AVX2, checked above.
+                return unsafe { c.entries_avx2(t, m, v, g) };
+            }
+            c.entries(t, m, v, g)
+        };
+        match rows {
+            Rows::All => {
+                const C: usize = 1 << 14;
+                t.par_chunks_mut(C)
+                    .zip(m.par_chunks_mut(C))
+                    .zip(v.par_chunks_mut(C).zip(g.par_chunks(C)))
+                    .for_each(|((t, m), (v, g))| entries(t, m, v, g));
+            }
+            Rows::Listed(ids) => {
+                for (j, &r) in ids.iter().enumerate() {
+                    let at = r as usize * k;
+                    let (t, m, v) = (&mut t[at..at + k], &mut m[at..at + k], &mut v[at..at + k]);
+                    entries(t, m, v, &g[j * k..][..k]);
+                }
+            }
+            Rows::Spread(pos) => {
+                const R: usize = 64; // rows per task
+                t.par_chunks_mut(R * k)
+                    .zip(m.par_chunks_mut(R * k))
+                    .zip(v.par_chunks_mut(R * k).zip(pos.par_chunks(R)))
+                    .for_each(|((t, m), (v, pos))| {
+                        #[cfg(target_arch = "x86_64")]
+                        if avx2 {
+                            // SAFETY: the CPU has AVX2, checked above.
+                            return unsafe { c.spread_avx2(t, m, v, (g, pos, k)) };
+                        }
+                        c.spread(t, m, v, (g, pos, k))
+                    });
+            }
+        }
+    };
+    th.inplace_op1(&Lock1 {
+        m,
+        v,
+        g,
+        f: RefCell::new(&mut pass),
+    })?;
+    Ok(())
+}
+
+/// The update run by [`one_pass_cpu`] once all three storages are held.
+type Pass<'f> = dyn FnMut(&mut [f32], &mut [f32], &mut [f32], &[f32]) + 'f;
+
+/// Holds the parameter's storage and takes the first moment's ([`Lock2`]).
+struct Lock1<'a, 'f> {
+    m: &'a Tensor,
+    v: &'a Tensor,
+    g: &'a Tensor,
+    f: RefCell<&'a mut Pass<'f>>,
+}
+
+/// Holds the first moment's storage and takes the second moment's ([`Lock3`]).
+struct Lock2<'o, 'a, 'f> {
+    t: RefCell<&'o mut [f32]>,
+    outer: &'o Lock1<'a, 'f>,
+}
+
+/// Holds all three and runs the pass.
+struct Lock3<'p, 'o, 'a, 'f> {
+    m: RefCell<&'p mut [f32]>,
+    outer: &'p Lock2<'o, 'a, 'f>,
+}
+
+impl InplaceOp1 for Lock1<'_, '_> {
+    fn name(&self) -> &'static str {
+        "adamw-one-pass"
+    }
+    fn cpu_fwd(&self, s: &mut CpuStorage, _: &Layout) -> candle_core::Result<()> {
+        let t = f32_slice_mut(s, self.name())?;
+        self.m.inplace_op1(&Lock2 {
+            t: RefCell::new(t),
+            outer: self,
+        })
+    }
+}
+
+impl InplaceOp1 for Lock2<'_, '_, '_> {
+    fn name(&self) -> &'static str {
+        "adamw-one-pass"
+    }
+    fn cpu_fwd(&self, s: &mut CpuStorage, _: &Layout) -> candle_core::Result<()> {
+        let m = f32_slice_mut(s, self.name())?;
+        let outer = self.outer;
+        outer.v.inplace_op2(
+            outer.g,
+            &Lock3 {
+                m: RefCell::new(m),
+                outer: self,
+            },
+        )
+    }
+}
+
+impl InplaceOp2 for Lock3<'_, '_, '_, '_> {
+    fn name(&self) -> &'static str {
+        "adamw-one-pass"
+    }
+    fn cpu_fwd(
+        &self,
+        s: &mut CpuStorage,
+        _: &Layout,
+        gs: &CpuStorage,
+        _: &Layout,
+    ) -> candle_core::Result<()> {
+        let v = f32_slice_mut(s, self.name())?;
+        let g = f32_slice(gs, self.name())?;
+        let mut t = self.outer.t.borrow_mut();
+        let mut m = self.m.borrow_mut();
+        (self.outer.outer.f.borrow_mut())(&mut t, &mut m, v, g);
+        Ok(())
+    }
+}
+
+/// `m ← β m + (1 − β) g` (or `g²`), in place, on a CUDA device (the CPU
+/// takes [`one_pass_cpu`]).
+#[cfg(feature = "cuda")]
 struct Moment {
     beta: f64,
     square: bool,
-    rows: Option<std::sync::Arc<Vec<u32>>>,
-    spread: Option<std::sync::Arc<Vec<u32>>>,
 }
 
+#[cfg(feature = "cuda")]
 impl InplaceOp2 for Moment {
     fn name(&self) -> &'static str {
         "adamw-moment"
     }
     fn cpu_fwd(
         &self,
-        s1: &mut CpuStorage,
-        l1: &Layout,
-        s2: &CpuStorage,
-        _l2: &Layout,
+        _: &mut CpuStorage,
+        _: &Layout,
+        _: &CpuStorage,
+        _: &Layout,
     ) -> candle_core::Result<()> {
-        use rayon::prelude::*;
-        let g = f32_slice(s2, self.name())?;
-        let CpuStorage::F32(m) = s1 else {
-            candle_core::bail!("adamw-moment: f32 storage expected");
-        };
-        let (b, c) = (self.beta as f32, (1.0 - self.beta) as f32);
-        let sq = self.square;
-        if let Some(ids) = &self.rows {
-            let k = row_width(l1);
-            for (j, &r) in ids.iter().enumerate() {
-                let (m, g) = (&mut m[r as usize * k..][..k], &g[j * k..][..k]);
-                for (m, g) in m.iter_mut().zip(g) {
-                    let g = if sq { g * g } else { *g };
-                    *m = b * *m + c * g;
-                }
-            }
-            return Ok(());
-        }
-        if let Some(pos) = &self.spread {
-            let k = row_width(l1);
-            const R: usize = 64; // rows per task
-            m.par_chunks_mut(R * k)
-                .zip(pos.par_chunks(R))
-                .for_each(|(m, pos)| {
-                    for (m, &p) in m.chunks_mut(k).zip(pos) {
-                        if p == 0 {
-                            m.iter_mut().for_each(|m| *m *= b);
-                            continue;
-                        }
-                        let g = &g[(p as usize - 1) * k..][..k];
-                        for (m, g) in m.iter_mut().zip(g) {
-                            let g = if sq { g * g } else { *g };
-                            *m = b * *m + c * g;
-                        }
-                    }
-                });
-            return Ok(());
-        }
-        m.par_chunks_mut(1 << 14)
-            .zip(g.par_chunks(1 << 14))
-            .for_each(|(m, g)| {
-                for (m, g) in m.iter_mut().zip(g) {
-                    let g = if sq { g * g } else { *g };
-                    *m = b * *m + c * g;
-                }
-            });
-        Ok(())
+        candle_core::bail!("adamw-moment: the CPU takes the one-pass update")
     }
 
     #[cfg(feature = "cuda")]
@@ -470,9 +650,6 @@ impl InplaceOp2 for Moment {
         use super::rows::gpu::{launch_cfg, MODULE, PTX};
         use candle_core::cuda_backend::cudarc::driver::PushKernelArg;
         use candle_core::cuda_backend::WrapErr;
-        if self.rows.is_some() || self.spread.is_some() {
-            candle_core::bail!("adamw-moment: row updates run as tensor ops on a GPU");
-        }
         let dev = s1.device.clone();
         let (a, b) = l1
             .contiguous_offsets()
@@ -502,68 +679,32 @@ impl InplaceOp2 for Moment {
     }
 }
 
-/// `θ ← θ·(1 − lr·λ) − lr · m̂ / (√v̂ + ε)`, in place; with `rows`, only
-/// those rows.
+/// `θ ← θ·(1 − lr·λ) − lr · m̂ / (√v̂ + ε)`, in place, on a CUDA device
+/// (the CPU takes [`one_pass_cpu`]).
+#[cfg(feature = "cuda")]
 struct ParamUpdate {
     lr: f64,
     decay: f64,
     scale_m: f64,
     scale_v: f64,
     eps: f64,
-    rows: Option<std::sync::Arc<Vec<u32>>>,
 }
 
-impl InplaceOp3 for ParamUpdate {
+#[cfg(feature = "cuda")]
+impl candle_core::InplaceOp3 for ParamUpdate {
     fn name(&self) -> &'static str {
         "adamw-update"
     }
     fn cpu_fwd(
         &self,
-        s1: &mut CpuStorage,
-        l1: &Layout,
-        s2: &CpuStorage,
-        _l2: &Layout,
-        s3: &CpuStorage,
-        _l3: &Layout,
+        _: &mut CpuStorage,
+        _: &Layout,
+        _: &CpuStorage,
+        _: &Layout,
+        _: &CpuStorage,
+        _: &Layout,
     ) -> candle_core::Result<()> {
-        use rayon::prelude::*;
-        let m = f32_slice(s2, self.name())?;
-        let v = f32_slice(s3, self.name())?;
-        let CpuStorage::F32(theta) = s1 else {
-            candle_core::bail!("adamw-update: f32 storage expected");
-        };
-        let (lr, decay, sm, sv, eps) = (
-            self.lr as f32,
-            self.decay as f32,
-            self.scale_m as f32,
-            self.scale_v as f32,
-            self.eps as f32,
-        );
-        if let Some(ids) = &self.rows {
-            let width = row_width(l1);
-            for &r in ids.iter() {
-                let at = r as usize * width;
-                let (t, m, v) = (
-                    &mut theta[at..at + width],
-                    &m[at..at + width],
-                    &v[at..at + width],
-                );
-                for ((t, m), v) in t.iter_mut().zip(m).zip(v) {
-                    *t = *t * decay - lr * (m * sm) / ((v * sv).sqrt() + eps);
-                }
-            }
-            return Ok(());
-        }
-        const C: usize = 1 << 14;
-        theta
-            .par_chunks_mut(C)
-            .zip(m.par_chunks(C).zip(v.par_chunks(C)))
-            .for_each(|(t, (m, v))| {
-                for ((t, m), v) in t.iter_mut().zip(m).zip(v) {
-                    *t = *t * decay - lr * (m * sm) / ((v * sv).sqrt() + eps);
-                }
-            });
-        Ok(())
+        candle_core::bail!("adamw-update: the CPU takes the one-pass update")
     }
 
     #[cfg(feature = "cuda")]
@@ -579,9 +720,6 @@ impl InplaceOp3 for ParamUpdate {
         use super::rows::gpu::{launch_cfg, MODULE, PTX};
         use candle_core::cuda_backend::cudarc::driver::PushKernelArg;
         use candle_core::cuda_backend::WrapErr;
-        if self.rows.is_some() {
-            candle_core::bail!("adamw-update: row updates run as tensor ops on a GPU");
-        }
         let dev = s1.device.clone();
         let off = |l: &Layout| {
             l.contiguous_offsets()
@@ -808,6 +946,61 @@ mod tests {
             let row = i / 4;
             assert_eq!(dense[i] != init[i], ![2, 5].contains(&row), "entry {i}");
         }
+    }
+
+    /// The one-pass CPU update over a table larger than one parallel block
+    /// (20,000 entries, 200 rows: several 16,384-entry and 64-row blocks)
+    /// agrees with the tensor-op path, dense and from rows, with weight decay.
+    #[test]
+    fn one_pass_matches_tensor_ops_across_blocks() {
+        let dev = Device::Cpu;
+        let (n, k) = (200usize, 100usize);
+        let init: Vec<f32> = (0..n * k).map(|i| (i as f32 * 0.013).sin()).collect();
+        let ids: Vec<u32> = (0..n as u32).filter(|r| r % 3 != 1).collect();
+        let run = |fused: bool, via_rows: bool| -> Vec<f32> {
+            let t = Tensor::from_vec(init.clone(), (n, k), &dev).unwrap();
+            let table = Var::from_tensor(&t).unwrap();
+            let mut opt = Adam::new(vec![("p".into(), table.clone())], 0.05, 0.01).unwrap();
+            opt.set_fused(fused);
+            for step in 0..4 {
+                // every step another subset of rows, so idle rows decay
+                let ids: Vec<u32> = ids
+                    .iter()
+                    .copied()
+                    .filter(|r| (r + step) % 2 == 0)
+                    .collect();
+                let ids = Tensor::new(ids.as_slice(), &dev).unwrap();
+                let leaf =
+                    Var::from_tensor(&table.as_tensor().index_select(&ids, 0).unwrap()).unwrap();
+                let rows = if via_rows {
+                    leaf.as_tensor().clone()
+                } else {
+                    table.as_tensor().index_select(&ids, 0).unwrap()
+                };
+                let loss = rows.cos().unwrap().sum_all().unwrap();
+                if via_rows {
+                    opt.backward_step_dense_rows(&loss, &[("p", &ids, &leaf)])
+                        .unwrap();
+                } else {
+                    opt.backward_step(&loss).unwrap();
+                }
+            }
+            assert_eq!(
+                opt.fused_updates.load(Ordering::Relaxed),
+                if fused { 4 } else { 0 }
+            );
+            trajectory(&opt)
+        };
+        let fused = run(true, false);
+        assert_ne!(fused[..n * k], init[..], "no update happened");
+        assert_close(&run(false, false), &fused, 1e-6, "dense, tensor ops");
+        assert_eq!(run(true, true), fused, "dense from rows, one pass");
+        assert_close(
+            &run(false, true),
+            &fused,
+            1e-6,
+            "dense from rows, tensor ops",
+        );
     }
 
     /// State written and restored continues the same trajectory.
