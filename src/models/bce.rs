@@ -3,7 +3,8 @@
 //! against sparse 0/1 targets in one op. Forward: one product into a
 //! buffer, then one pass that sums `softplus(z)` and leaves `σ(z) − 1_ones`
 //! (the gradient of the sum with respect to `z`) in the same buffer.
-//! Backward: two products and a column sum read that buffer; no other
+//! The same pass sums the sigmoids per column, so the bias's gradient needs no
+//! other pass. Backward: two products read the buffer; no other
 //! `rows × vocab` tensor is built. The products are faer's: at these shapes
 //! its kernels beat gemm's on the backward products (the ignored
 //! `gemm_shapes` test times both). The pass has its own `exp`, one division
@@ -25,6 +26,8 @@ pub(crate) struct DecoderBce {
     ones: Vec<u32>,
     /// `σ(z) − 1_ones`, `rows × vocab`, set by the forward pass.
     grad: OnceLock<Vec<f32>>,
+    /// Its column sums (the bias's gradient), `vocab`, set with it.
+    col_sums: OnceLock<Vec<f32>>,
 }
 
 /// `Σ softplus(codes · wᵀ + c) − Σ_ones (codes · wᵀ + c)` through the fused
@@ -38,6 +41,7 @@ pub(crate) fn decoder_bce_sum(
     let op = DecoderBce {
         ones,
         grad: OnceLock::new(),
+        col_sums: OnceLock::new(),
     };
     Ok(codes
         .contiguous()?
@@ -116,16 +120,29 @@ impl CustomOp3 for DecoderBce {
             .iter()
             .map(|&p| (z[p as usize] + c[p as usize % v]) as f64)
             .sum();
-        let sp: f64 = if v == 0 {
-            0.0
+        // the softplus sum, and the sigmoids' column sums beside it (each
+        // task its own; rows are whole, so no two tasks write one value)
+        let (sp, mut col) = if v == 0 {
+            (0.0, Vec::new())
         } else {
-            z.par_chunks_mut(v).map(|row| row_pass(row, c)).sum()
+            z.par_chunks_mut(v)
+                .fold(
+                    || (0f64, vec![0f32; v]),
+                    |(sum, mut col), row| (sum + row_pass(row, c, &mut col), col),
+                )
+                .reduce_with(|(s1, mut c1), (s2, c2)| {
+                    c1.iter_mut().zip(&c2).for_each(|(a, b)| *a += b);
+                    (s1 + s2, c1)
+                })
+                .unwrap_or((0.0, vec![0f32; v]))
         };
         for &p in &self.ones {
             z[p as usize] -= 1.0;
+            col[p as usize % v] -= 1.0;
         }
         // set once: a second forward through the same op value cannot happen
         let _ = self.grad.set(z);
+        let _ = self.col_sums.set(col);
         Ok((CpuStorage::F32(vec![(sp - hit) as f32]), Shape::from(())))
     }
 
@@ -137,9 +154,8 @@ impl CustomOp3 for DecoderBce {
         _res: &Tensor,
         grad: &Tensor,
     ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
-        use rayon::prelude::*;
         let g = grad.to_dtype(candle_core::DType::F32)?.to_scalar::<f32>()?;
-        let Some(gz) = self.grad.get() else {
+        let (Some(gz), Some(col)) = (self.grad.get(), self.col_sums.get()) else {
             candle_core::bail!("decoder-bce: backward before forward")
         };
         let (sc, lc) = codes.storage_and_layout();
@@ -160,19 +176,7 @@ impl CustomOp3 for DecoderBce {
             let dwm = MatMut::from_row_major_slice_mut(&mut d_w, v, k);
             matmul(dwm, Accum::Replace, gm.transpose(), cm, g, par());
         }
-        const COLS: usize = 1024;
-        let mut d_c = vec![0f32; v];
-        d_c.par_chunks_mut(COLS).enumerate().for_each(|(b, out)| {
-            let j0 = b * COLS;
-            for row in gz.chunks_exact(v.max(1)) {
-                for (o, &x) in out.iter_mut().zip(&row[j0..]) {
-                    *o += x;
-                }
-            }
-            for o in out.iter_mut() {
-                *o *= g;
-            }
-        });
+        let d_c: Vec<f32> = col.iter().map(|&s| s * g).collect();
         let dev = Device::Cpu;
         Ok((
             Some(Tensor::from_vec(d_codes, (r, k), &dev)?),
@@ -266,7 +270,7 @@ fn sigmoid_factor<const FMA: bool>(x: f32) -> (f32, f32) {
 const BLOCK: usize = 256;
 const LANES: usize = 8;
 
-/// One row: `z ← σ(z + c)`, returning `Σ softplus(z + c)`. With
+/// One row: `z ← σ(z + c)` (added to `col` too), returning `Σ softplus(z + c)`. With
 /// `softplus(x) = max(x, 0) + ln(1 + e^{−|x|})`, the logarithms are taken
 /// of per-lane products of 32 factors (one `ln` per 32 values; the
 /// product's rounding, under 2⁻¹⁹ relative, bounds the error of the 32
@@ -274,20 +278,23 @@ const LANES: usize = 8;
 /// the blocks in f64. The sigmoids, the gradient, are computed value by
 /// value.
 #[inline(always)]
-fn row_pass_body<const FMA: bool>(z: &mut [f32], c: &[f32]) -> f64 {
+fn row_pass_body<const FMA: bool>(z: &mut [f32], c: &[f32], col: &mut [f32]) -> f64 {
     let mut factors = [1f32; BLOCK];
     let mut pos = [0f32; BLOCK];
     let mut total = 0f64;
-    for (zb, cb) in z.chunks_mut(BLOCK).zip(c.chunks(BLOCK)) {
+    let blocks = z.chunks_mut(BLOCK).zip(c.chunks(BLOCK));
+    for ((zb, cb), sb) in blocks.zip(col.chunks_mut(BLOCK)) {
         // a loop without a carried value, which LLVM vectorises
-        for ((z, &c), (f, p)) in zb
+        for (((z, &c), s), (f, p)) in zb
             .iter_mut()
             .zip(cb)
+            .zip(sb.iter_mut())
             .zip(factors.iter_mut().zip(pos.iter_mut()))
         {
             let x = *z + c;
             let (sig, fac) = sigmoid_factor::<FMA>(x);
             *z = sig;
+            *s += sig;
             *f = fac;
             *p = x.max(0.0);
         }
@@ -309,18 +316,18 @@ fn row_pass_body<const FMA: bool>(z: &mut [f32], c: &[f32]) -> f64 {
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn row_pass_avx2(z: &mut [f32], c: &[f32]) -> f64 {
-    row_pass_body::<true>(z, c)
+unsafe fn row_pass_avx2(z: &mut [f32], c: &[f32], col: &mut [f32]) -> f64 {
+    row_pass_body::<true>(z, c, col)
 }
 
 /// [`row_pass_body`], vectorised for AVX2 + FMA where the CPU has them.
-fn row_pass(z: &mut [f32], c: &[f32]) -> f64 {
+fn row_pass(z: &mut [f32], c: &[f32], col: &mut [f32]) -> f64 {
     #[cfg(target_arch = "x86_64")]
     if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
         // SAFETY: the CPU has the features the function is compiled for.
-        return unsafe { row_pass_avx2(z, c) };
+        return unsafe { row_pass_avx2(z, c, col) };
     }
-    row_pass_body::<false>(z, c)
+    row_pass_body::<false>(z, c, col)
 }
 
 #[cfg(test)]
@@ -364,11 +371,16 @@ mod tests {
             let want: f64 = z.iter().zip(&c).map(|(&z, &c)| sp((z + c) as f64)).sum();
             for fma in [false, true] {
                 let mut row = z.clone();
+                // the column sums add to what is there
+                let mut col = vec![0.5f32; n];
                 let got = if fma {
-                    super::row_pass_body::<true>(&mut row, &c)
+                    super::row_pass_body::<true>(&mut row, &c, &mut col)
                 } else {
-                    super::row_pass_body::<false>(&mut row, &c)
+                    super::row_pass_body::<false>(&mut row, &c, &mut col)
                 };
+                for (s, a) in row.iter().zip(&col) {
+                    assert_eq!(*a, 0.5 + s, "column sum");
+                }
                 assert!(
                     (got - want).abs() <= 1e-6 * want + 1e-6 * n as f64,
                     "n {n}, fma {fma}: {got} against {want}"
@@ -573,8 +585,9 @@ mod tests {
         for _ in 0..20 {
             let mut zz = src.clone();
             let t = std::time::Instant::now();
+            let mut col = vec![0f32; v];
             for row in zz.chunks_mut(v) {
-                std::hint::black_box(super::row_pass(row, &c));
+                std::hint::black_box(super::row_pass(row, &c, &mut col));
             }
             row_times.push(t.elapsed().as_secs_f64());
         }
