@@ -1062,8 +1062,8 @@ impl Trainer for AdvTrainer {
         // candle's kernels single-threaded: candle's spinning worker pool
         // costs more than it gives on a BiLSTM's small per-step products
         let parallel = device.is_cpu() && cfg.threads > 1;
-        if parallel && std::env::var_os("CANDLE_NUM_THREADS").is_none() {
-            std::env::set_var("CANDLE_NUM_THREADS", "1");
+        if parallel {
+            super::nn::single_threaded_candle();
         }
         let mut opt_g = Adam::new(gen_vars.clone(), cfg.lr, 0.0)?;
         let mut opt_d = Adam::new(model.disc.named_vars(), cfg.disc_lr, 0.0)?;

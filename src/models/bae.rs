@@ -512,11 +512,9 @@ impl Trainer for BaeTrainer {
             ));
         }
         // on the CPU the decoders' products and passes run on rayon's
-        // threads (`nn::decoder_bce_sum`); the rest are small candle ops,
-        // for which candle's spinning worker pool costs more than it gives
-        // (as in adv_bilstm; process-wide, read when candle first needs it)
-        if device.is_cpu() && std::env::var_os("CANDLE_NUM_THREADS").is_none() {
-            std::env::set_var("CANDLE_NUM_THREADS", "1");
+        // threads (`nn::decoder_bce_sum`); the rest are small candle ops
+        if device.is_cpu() {
+            super::nn::single_threaded_candle();
         }
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let (mut start, mut step) = (0usize, 0usize);

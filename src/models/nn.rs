@@ -131,6 +131,17 @@ pub fn normal_tensor(
     Ok(Tensor::from_vec(v, shape, device)?.to_dtype(dtype)?)
 }
 
+/// Turns candle's own CPU worker pool off (`CANDLE_NUM_THREADS=1`) unless the
+/// user has set it, for trainers whose candle ops are small or whose heavy
+/// work runs on rayon's threads: there candle's spinning pool competes with
+/// rayon for the cores and costs more than it gives. Process-wide; candle
+/// reads it when it first needs its pool.
+pub fn single_threaded_candle() {
+    if std::env::var_os("CANDLE_NUM_THREADS").is_none() {
+        std::env::set_var("CANDLE_NUM_THREADS", "1");
+    }
+}
+
 /// The `optim` setting of a model trained with [`Adam`](super::optim::Adam): `adam` (dense) or
 /// `lazy-adam` (row-sparse, [`Adam::backward_step_rows`](super::optim::Adam::backward_step_rows)); true for lazy.
 pub fn lazy_optim(p: &super::ModelParams<'_>) -> Result<bool> {
