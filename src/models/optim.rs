@@ -5,10 +5,11 @@
 //! count are named tensors a checkpoint holds (`adam.m.NAME`, `adam.v.NAME`,
 //! `adam.t`).
 //!
-//! Two updates: dense ([`Adam::step`]: every entry of every parameter; for
-//! f32, one in-place pass per parameter on the CPU and fused kernels on CUDA,
-//! candle tensor ops otherwise, the same arithmetic) and row-sparse "lazy" ([`Adam::backward_step_rows`]:
-//! only the term-table rows a batch uses, as TensorFlow's LazyAdam).
+//! Two updates: dense ([`Adam::step`]: every entry of every parameter) and
+//! row-sparse "lazy" ([`Adam::backward_step_rows`]: only the term-table rows
+//! a batch uses, as TensorFlow's LazyAdam). For f32 both run as one in-place
+//! pass per parameter on the CPU and as fused kernels on CUDA (dense), candle
+//! tensor ops otherwise, with the same arithmetic.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -479,7 +480,8 @@ enum Rows<'a> {
 
 /// The whole update of one f32 CPU parameter in one pass over its entries
 /// (moments and parameter together), in place. The three tensors' storages
-/// are locked for writing by nesting candle's in-place ops ([`Lock1`]).
+/// are locked for writing by nesting candle's in-place ops ([`Lock1`]); a
+/// gradient sharing the parameter's storage is an error.
 fn one_pass_cpu(
     th: &Tensor,
     m: &Tensor,
@@ -534,29 +536,35 @@ fn one_pass_cpu(
             }
         }
     };
-    th.inplace_op1(&Lock1 {
-        m,
-        v,
+    th.inplace_op2(
         g,
-        f: RefCell::new(&mut pass),
-    })?;
+        &Lock1 {
+            m,
+            v,
+            f: RefCell::new(&mut pass),
+        },
+    )?;
     Ok(())
 }
 
 /// The update run by [`one_pass_cpu`] once all three storages are held.
 type Pass<'f> = dyn FnMut(&mut [f32], &mut [f32], &mut [f32], &[f32]) + 'f;
 
-/// Holds the parameter's storage and takes the first moment's ([`Lock2`]).
+/// Holds the parameter's storage and reads the gradient (taken together, so
+/// candle refuses a gradient that shares the parameter's storage), then
+/// takes the first moment's ([`Lock2`]). The moments are the optimiser's
+/// own tensors, shared with nothing.
 struct Lock1<'a, 'f> {
     m: &'a Tensor,
     v: &'a Tensor,
-    g: &'a Tensor,
     f: RefCell<&'a mut Pass<'f>>,
 }
 
-/// Holds the first moment's storage and takes the second moment's ([`Lock3`]).
+/// Holds the parameter's and the first moment's storage, and takes the
+/// second moment's ([`Lock3`]).
 struct Lock2<'o, 'a, 'f> {
     t: RefCell<&'o mut [f32]>,
+    g: &'o [f32],
     outer: &'o Lock1<'a, 'f>,
 }
 
@@ -566,14 +574,22 @@ struct Lock3<'p, 'o, 'a, 'f> {
     outer: &'p Lock2<'o, 'a, 'f>,
 }
 
-impl InplaceOp1 for Lock1<'_, '_> {
+impl InplaceOp2 for Lock1<'_, '_> {
     fn name(&self) -> &'static str {
         "adamw-one-pass"
     }
-    fn cpu_fwd(&self, s: &mut CpuStorage, _: &Layout) -> candle_core::Result<()> {
+    fn cpu_fwd(
+        &self,
+        s: &mut CpuStorage,
+        _: &Layout,
+        gs: &CpuStorage,
+        _: &Layout,
+    ) -> candle_core::Result<()> {
         let t = f32_slice_mut(s, self.name())?;
+        let g = f32_slice(gs, self.name())?;
         self.m.inplace_op1(&Lock2 {
             t: RefCell::new(t),
+            g,
             outer: self,
         })
     }
@@ -585,33 +601,22 @@ impl InplaceOp1 for Lock2<'_, '_, '_> {
     }
     fn cpu_fwd(&self, s: &mut CpuStorage, _: &Layout) -> candle_core::Result<()> {
         let m = f32_slice_mut(s, self.name())?;
-        let outer = self.outer;
-        outer.v.inplace_op2(
-            outer.g,
-            &Lock3 {
-                m: RefCell::new(m),
-                outer: self,
-            },
-        )
+        self.outer.v.inplace_op1(&Lock3 {
+            m: RefCell::new(m),
+            outer: self,
+        })
     }
 }
 
-impl InplaceOp2 for Lock3<'_, '_, '_, '_> {
+impl InplaceOp1 for Lock3<'_, '_, '_, '_> {
     fn name(&self) -> &'static str {
         "adamw-one-pass"
     }
-    fn cpu_fwd(
-        &self,
-        s: &mut CpuStorage,
-        _: &Layout,
-        gs: &CpuStorage,
-        _: &Layout,
-    ) -> candle_core::Result<()> {
+    fn cpu_fwd(&self, s: &mut CpuStorage, _: &Layout) -> candle_core::Result<()> {
         let v = f32_slice_mut(s, self.name())?;
-        let g = f32_slice(gs, self.name())?;
         let mut t = self.outer.t.borrow_mut();
         let mut m = self.m.borrow_mut();
-        (self.outer.outer.f.borrow_mut())(&mut t, &mut m, v, g);
+        (self.outer.outer.f.borrow_mut())(&mut t, &mut m, v, self.outer.g);
         Ok(())
     }
 }
@@ -1001,6 +1006,25 @@ mod tests {
             1e-6,
             "dense from rows, tensor ops",
         );
+    }
+
+    /// A gradient sharing the parameter's storage is refused with an error
+    /// (not a deadlock on the parameter's lock), and nothing is written.
+    #[test]
+    fn one_pass_refuses_a_gradient_aliasing_the_parameter() {
+        let dev = Device::Cpu;
+        let var = Var::from_tensor(&Tensor::new(&[1.0f32, -2.0, 3.0], &dev).unwrap()).unwrap();
+        let mut opt = Adam::new(vec![("p".into(), var.clone())], 0.1, 0.0).unwrap();
+        opt.t = 1;
+        let (_, th, m, v) = &opt.vars[0];
+        let (th, m, v) = (th.as_tensor(), m.as_tensor(), v.as_tensor());
+        let e = one_pass_cpu(th, m, v, th, Rows::All, opt.consts()).unwrap_err();
+        assert!(e.to_string().contains("adamw-one-pass"), "{e}");
+        assert_eq!(th.to_vec1::<f32>().unwrap(), [1.0, -2.0, 3.0]);
+        // a distinct gradient goes through
+        let g = Tensor::new(&[1.0f32, 1.0, 1.0], &dev).unwrap();
+        one_pass_cpu(th, m, v, &g, Rows::All, opt.consts()).unwrap();
+        assert_ne!(th.to_vec1::<f32>().unwrap(), [1.0, -2.0, 3.0]);
     }
 
     /// State written and restored continues the same trajectory.

@@ -245,7 +245,7 @@ impl Trainer for S2NetTrainer {
             None
         };
         // on the CPU the step's candle ops are small and Adam's pass runs on
-        // rayon's threads (measured: 16.5k → 21.4k pairs/s, results.md)
+        // rayon's threads (measured in docs/results.md, issue 20)
         if device.is_cpu() {
             super::nn::single_threaded_candle();
         }
