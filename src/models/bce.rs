@@ -120,22 +120,30 @@ impl CustomOp3 for DecoderBce {
             .iter()
             .map(|&p| (z[p as usize] + c[p as usize % v]) as f64)
             .sum();
-        // the softplus sum, and the sigmoids' column sums beside it (each
-        // task its own; rows are whole, so no two tasks write one value)
-        let (sp, mut col) = if v == 0 {
-            (0.0, Vec::new())
-        } else {
-            z.par_chunks_mut(v)
-                .fold(
-                    || (0f64, vec![0f32; v]),
-                    |(sum, mut col), row| (sum + row_pass(row, c, &mut col), col),
-                )
-                .reduce_with(|(s1, mut c1), (s2, c2)| {
-                    c1.iter_mut().zip(&c2).for_each(|(a, b)| *a += b);
-                    (s1 + s2, c1)
+        // the softplus sum, and the sigmoids' column sums beside it: each
+        // fixed group of rows its own sums, added in group order, so the
+        // result does not depend on how rayon splits the work (a resumed
+        // run must repeat the original to the bit)
+        const GROUP: usize = 32;
+        let mut col = vec![0f32; v];
+        let mut sp = 0f64;
+        if v > 0 {
+            let parts: Vec<(f64, Vec<f32>)> = z
+                .par_chunks_mut(v * GROUP)
+                .map(|rows| {
+                    let mut part = vec![0f32; v];
+                    let sum = rows
+                        .chunks_mut(v)
+                        .map(|row| row_pass(row, c, &mut part))
+                        .sum();
+                    (sum, part)
                 })
-                .unwrap_or((0.0, vec![0f32; v]))
-        };
+                .collect();
+            for (sum, part) in parts {
+                sp += sum;
+                col.iter_mut().zip(&part).for_each(|(a, b)| *a += b);
+            }
+        }
         for &p in &self.ones {
             z[p as usize] -= 1.0;
             col[p as usize % v] -= 1.0;
