@@ -197,6 +197,7 @@ fn main() -> anyhow::Result<()> {
         mono: CsrMatrix::new(vocabs.target.len()),
         mono_positive: Vec::new(),
         seqs: None,
+        texts: None,
         vocabs: vocabs.clone(),
     };
     let (test_s, test_t) = (

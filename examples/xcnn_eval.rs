@@ -239,6 +239,7 @@ fn main() -> anyhow::Result<()> {
         valid_src: valid_src.clone(),
         valid_tgt: valid_tgt.clone(),
         seqs: None,
+        texts: None,
     };
     let prep_s = t0.elapsed().as_secs_f64();
     eprintln!(

@@ -135,6 +135,19 @@ fn every_trainer_opens_each_epoch_before_its_steps() {
         let (_, data, _) =
             rosetta::jobs::load_workspace(&ws.path().join("workspace.toml"), Some(&text)).unwrap();
         let mut kv: Vec<(String, String)> = vec![("dim".into(), "4".into())];
+        if spec.name == "encoder" {
+            // a tiny pretrained encoder (no `dim`: its width is the model's)
+            let folder = ws.path().join("tiny-encoder");
+            if !folder.exists() {
+                common::encoder::tiny_encoder_folder(ws.path(), &folder, 1);
+            }
+            kv = vec![
+                ("weights".into(), folder.to_string_lossy().into()),
+                ("epochs".into(), "2".into()),
+                ("batch".into(), "8".into()),
+                ("train_max_len".into(), "32".into()),
+            ];
+        }
         if let Some((_, more)) = quick.iter().find(|(n, _)| *n == spec.name) {
             kv.extend(more.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         }
@@ -162,6 +175,7 @@ fn every_trainer_opens_each_epoch_before_its_steps() {
         "adv-bilstm",
         "hdlr",
         "jplsa",
+        "encoder",
     ] {
         let steps = trained.iter().find(|t| t.0 == name).map(|t| t.1);
         assert!(steps.unwrap_or(0) > 0, "{name}: {steps:?} steps");

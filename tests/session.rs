@@ -250,6 +250,7 @@ fn data() -> TrainData {
         mono: train_tgt.clone(),
         mono_positive: vec![None; 40],
         seqs: None,
+        texts: None,
         train_src,
         train_tgt,
         valid_src,

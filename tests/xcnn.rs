@@ -82,6 +82,7 @@ fn data(n_pairs: usize, n_terms: usize) -> TrainData {
         mono: t.clone(),
         mono_positive,
         seqs: None,
+        texts: None,
         train_src: s,
         train_tgt: t,
         valid_src: vs,

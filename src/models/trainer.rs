@@ -35,6 +35,23 @@ pub struct TrainData {
     /// word order ([`Model::reads_order`](super::Model::reads_order)); `None`
     /// when the data was given as counts only.
     pub seqs: Option<TrainSequences>,
+    /// The same texts as raw strings, for models with their own tokenizer
+    /// ([`Model::reads_text`](super::Model::reads_text)); `None` when the
+    /// data was given as counts only.
+    pub texts: Option<TrainTexts>,
+}
+
+/// The rows of [`TrainData`]'s pair matrices as raw texts, row for row.
+#[derive(Debug, Clone, Default)]
+pub struct TrainTexts {
+    /// Source side of the training pairs.
+    pub train_src: Vec<String>,
+    /// Target side of the training pairs.
+    pub train_tgt: Vec<String>,
+    /// Source side of the validation pairs.
+    pub valid_src: Vec<String>,
+    /// Target side of the validation pairs.
+    pub valid_tgt: Vec<String>,
 }
 
 /// The rows of [`TrainData`]'s matrices as term-id sequences, row for row.
@@ -71,6 +88,9 @@ impl TrainData {
         let tr = prepared.train.trainable();
         let va = prepared.valid.trainable();
         let v = &prepared.vocabs;
+        let pick = |t: &[String], rows: &[usize]| -> Vec<String> {
+            rows.iter().map(|&i| t[i].clone()).collect()
+        };
         TrainData {
             vocabs: prepared.vocabs.clone(),
             train_src: prepared.train.src.select_rows(&tr),
@@ -85,6 +105,12 @@ impl TrainData {
                 valid_src: prepared.valid.sequences(Side::Source, v).select_rows(&va),
                 valid_tgt: prepared.valid.sequences(Side::Target, v).select_rows(&va),
                 mono: prepared.mono_seqs.clone(),
+            }),
+            texts: Some(TrainTexts {
+                train_src: pick(&prepared.train.src_text, &tr),
+                train_tgt: pick(&prepared.train.tgt_text, &tr),
+                valid_src: pick(&prepared.valid.src_text, &va),
+                valid_tgt: pick(&prepared.valid.tgt_text, &va),
             }),
         }
     }

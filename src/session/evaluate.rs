@@ -21,6 +21,7 @@ use crate::index::expand::Expansion;
 use crate::index::fusion::{evaluate_fusion_with, BetaSpec, FusedEvaluation, FusionSpec, Norm};
 use crate::models::bm25::Bm25Baseline;
 use crate::models::Params;
+use crate::models::TextRole;
 use crate::text::Side;
 use crate::{Error, Result};
 
@@ -455,7 +456,7 @@ pub fn evaluate(req: &EvalRequest) -> Result<EvalReport> {
                         &task.queries.texts,
                         o.translation,
                     )?;
-                    let q = l.encode_texts(Side::Target, &texts)?;
+                    let q = l.encode_texts_as(Side::Target, TextRole::Query, &texts)?;
                     let tag = format!("{tag}-{}", o.translation.name());
                     Some(run_from_embeddings(
                         d,
@@ -531,7 +532,7 @@ fn sentence_figures(
         let rows = pairs.usable();
         let side = |s: Side, texts: &[String]| {
             let t: Vec<&str> = rows.iter().map(|&i| texts[i].as_str()).collect();
-            l.encode_texts(s, &t)
+            l.encode_texts_as(s, TextRole::Query, &t)
         };
         let (s, t) = (
             side(Side::Source, &pairs.source)?,

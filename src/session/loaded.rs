@@ -10,7 +10,7 @@ use ndarray::{Array1, Array2, ArrayView1, Axis};
 use serde::Serialize;
 
 use super::Session;
-use crate::models::{encode_texts, Model};
+use crate::models::{encode_texts, Model, TextRole, TextRows};
 use crate::space::Similarity;
 use crate::text::{Analyzer, CsrMatrix, Sequences, TextConfig};
 use crate::text::{Side, Vocabs};
@@ -152,8 +152,20 @@ impl Loaded {
     }
 
     /// Unit-length embeddings of raw texts of `side` (zero rows for texts
-    /// with no known term).
+    /// with no known term), read as the ad-hoc task reads `side` (source
+    /// queries, target documents).
     pub fn encode_texts<S: AsRef<str>>(&self, side: Side, texts: &[S]) -> Result<Array2<f32>> {
+        self.encode_texts_as(side, TextRole::adhoc(side), texts)
+    }
+
+    /// [`Loaded::encode_texts`] with the texts' role given (a target-language
+    /// query is a query).
+    pub fn encode_texts_as<S: AsRef<str>>(
+        &self,
+        side: Side,
+        role: TextRole,
+        texts: &[S],
+    ) -> Result<Array2<f32>> {
         let an = self.analyzer(side);
         let tokens: Vec<Vec<String>> = texts.iter().map(|t| an.analyze(t.as_ref())).collect();
         let vocab = self.vocabs.side(side);
@@ -161,12 +173,16 @@ impl Loaded {
             .model
             .reads_order()
             .then(|| Sequences::of(vocab, &tokens));
-        encode_texts(
-            self.model.as_ref(),
-            side,
-            &vocab.count_matrix(&tokens),
-            seqs.as_ref(),
-        )
+        let raw: Option<Vec<String>> = self
+            .model
+            .reads_text()
+            .then(|| texts.iter().map(|t| t.as_ref().to_string()).collect());
+        let rows = TextRows {
+            counts: &vocab.count_matrix(&tokens),
+            seqs: seqs.as_ref(),
+            raw: raw.as_deref(),
+        };
+        encode_texts(self.model.as_ref(), side, role, rows)
     }
 
     /// Unit term vectors of `side` (computed once).
@@ -175,8 +191,52 @@ impl Loaded {
         if let Some(v) = cell.get() {
             return Ok(v);
         }
-        let v = self.model.term_vectors(side)?;
+        let v = if self.model.reads_text() {
+            self.cached_term_vectors(side)?
+        } else {
+            self.model.term_vectors(side)?
+        };
         Ok(cell.get_or_init(|| v))
+    }
+
+    /// An encoder's term vectors (the encoder run on every vocabulary word:
+    /// minutes on a CPU), kept in the session as `term-vectors.SIDE.npy`
+    /// with `term-vectors.json` naming the checkpoint they came from; used
+    /// again only while that checkpoint is unchanged.
+    fn cached_term_vectors(&self, side: Side) -> Result<Array2<f32>> {
+        let name = match side {
+            Side::Source => "source",
+            Side::Target => "target",
+        };
+        let npy = self.session.dir.join(format!("term-vectors.{name}.npy"));
+        let meta = self.session.dir.join(format!("term-vectors.{name}.json"));
+        let best = self.session.dir.join(super::BEST_CHECKPOINT);
+        let ck = if best.is_file() {
+            best
+        } else {
+            self.session.dir.join(super::LAST_CHECKPOINT)
+        };
+        let hash = crate::util::hash_file(&ck)?;
+        let rows = self.vocabs.side(side).len();
+        let want =
+            serde_json::json!({"checkpoint_blake3": hash, "rows": rows, "dim": self.model.dim()});
+        let fresh = std::fs::read(&meta)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .is_some_and(|m| m == want);
+        if fresh {
+            if let Ok(v) = crate::index::dense::read_npy(&npy) {
+                if v.dim() == (rows, self.model.dim()) {
+                    return Ok(v);
+                }
+            }
+        }
+        let v = self.model.term_vectors(side)?;
+        // a cache that cannot be written (read-only session) is no error
+        if crate::index::dense::write_npy(&npy, &v).is_ok() {
+            let _ = crate::util::write_atomic(&meta, want.to_string().as_bytes());
+        }
+        Ok(v)
     }
 
     /// CSLS penalty of every term of `side`: mean similarity of its

@@ -12,7 +12,7 @@ use ndarray::{Array2, Axis};
 use crate::corpus::prepare::{AdhocData, SplitData};
 use crate::eval::metrics::{evaluate_rankings, Evaluation};
 use crate::eval::trec::Run;
-use crate::models::{encode_texts, Model};
+use crate::models::{encode_texts, Model, TextRole, TextRows};
 use crate::space::Similarity;
 use crate::text::{Side, Vocabs};
 use crate::Result;
@@ -23,15 +23,26 @@ pub const RUN_DEPTH: usize = 1000;
 /// Embeddings of an ad-hoc task's documents (target side) and queries
 /// (source side).
 pub fn encode_adhoc(model: &dyn Model, adhoc: &AdhocData) -> Result<(Array2<f32>, Array2<f32>)> {
+    let docs = TextRows {
+        counts: &adhoc.docs,
+        seqs: Some(&adhoc.doc_seqs),
+        raw: Some(&adhoc.doc_texts),
+    };
+    let queries = TextRows {
+        counts: &adhoc.queries,
+        seqs: Some(&adhoc.query_seqs),
+        raw: Some(&adhoc.query_texts),
+    };
     Ok((
-        encode_texts(model, Side::Target, &adhoc.docs, Some(&adhoc.doc_seqs))?,
-        encode_texts(model, Side::Source, &adhoc.queries, Some(&adhoc.query_seqs))?,
+        encode_texts(model, Side::Target, TextRole::Document, docs)?,
+        encode_texts(model, Side::Source, TextRole::Query, queries)?,
     ))
 }
 
 /// Embeddings of the texts of `side` of a split's pairs `rows`, as the
-/// model reads them (counts, or sequences over `vocabs` for a model that
-/// reads word order).
+/// model reads them (counts, sequences over `vocabs` for a model that
+/// reads word order, raw texts for an encoder; both sides of a pair are
+/// read as queries: sentence retrieval is a symmetric task).
 pub fn encode_split(
     model: &dyn Model,
     split: &SplitData,
@@ -39,14 +50,22 @@ pub fn encode_split(
     vocabs: &Vocabs,
     rows: &[usize],
 ) -> Result<Array2<f32>> {
-    let counts = match side {
-        Side::Source => &split.src,
-        Side::Target => &split.tgt,
+    let (counts, texts) = match side {
+        Side::Source => (&split.src, &split.src_text),
+        Side::Target => (&split.tgt, &split.tgt_text),
     };
     let seqs = model
         .reads_order()
         .then(|| split.sequences(side, vocabs).select_rows(rows));
-    encode_texts(model, side, &counts.select_rows(rows), seqs.as_ref())
+    let raw: Option<Vec<String>> = model
+        .reads_text()
+        .then(|| rows.iter().map(|&i| texts[i].clone()).collect());
+    let rows_in = TextRows {
+        counts: &counts.select_rows(rows),
+        seqs: seqs.as_ref(),
+        raw: raw.as_deref(),
+    };
+    encode_texts(model, side, TextRole::Query, rows_in)
 }
 
 /// The ranked run of `model` on `adhoc`, `depth` documents per query.

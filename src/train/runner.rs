@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use candle_core::Tensor;
 
 use crate::eval::sentence::sentence_retrieval;
-use crate::models::{encode_texts, Model, Params};
+use crate::models::{encode_texts, Model, Params, TextRole, TextRows};
 use crate::models::{Flow, Hooks, Phase, Resume, StepReport, TrainData, Trainer};
 use crate::session::metrics::MetricsWriter;
 use crate::session::{
@@ -721,18 +721,20 @@ impl RunnerHooks<'_> {
         let space = model.has_space();
         if space && self.data.valid_src.n_rows() > 0 {
             let seqs = self.data.seqs.as_ref();
-            let s = encode_texts(
-                model,
-                Side::Source,
-                &self.data.valid_src,
-                seqs.map(|q| &q.valid_src),
-            )?;
-            let t = encode_texts(
-                model,
-                Side::Target,
-                &self.data.valid_tgt,
-                seqs.map(|q| &q.valid_tgt),
-            )?;
+            let texts = self.data.texts.as_ref();
+            let src = TextRows {
+                counts: &self.data.valid_src,
+                seqs: seqs.map(|q| &q.valid_src),
+                raw: texts.map(|t| t.valid_src.as_slice()),
+            };
+            let tgt = TextRows {
+                counts: &self.data.valid_tgt,
+                seqs: seqs.map(|q| &q.valid_tgt),
+                raw: texts.map(|t| t.valid_tgt.as_slice()),
+            };
+            // sentence retrieval is symmetric: both sides read as queries
+            let s = encode_texts(model, Side::Source, TextRole::Query, src)?;
+            let t = encode_texts(model, Side::Target, TextRole::Query, tgt)?;
             if s.iter().chain(t.iter()).any(|v| !v.is_finite()) {
                 return Err(Error::invalid(format!(
                     "training diverged: the model's validation embeddings are not finite at {phase} \

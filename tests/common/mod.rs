@@ -1,5 +1,7 @@
 //! Helpers shared by the integration tests.
 
+pub mod encoder;
+
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 

@@ -1,0 +1,348 @@
+//! A BERT-style transformer encoder on candle (BERT, and XLM-RoBERTa's
+//! position offset), loaded from Hugging Face weight names, for inference
+//! and for fine-tuning.
+//!
+//! Written here rather than taken from `candle-transformers`' `bert`: its
+//! layer norm is candle-nn's fused `ops::layer_norm` and its attention
+//! uses no padding-aware positions for XLM-R, and the fused layer norm has no
+//! backward pass in candle-nn 0.11, so a model built from it cannot be
+//! fine-tuned. This file keeps the fused kernels (layer norm, soft-max over
+//! the last axis) for inference and switches to differentiable ops while
+//! training; the weight names and the arithmetic are `transformers`' own
+//! (`modeling_bert.py`), so any BERT or XLM-R folder loads.
+
+use candle_core::{DType, Device, Module, Tensor, D};
+use candle_nn::{Embedding, Linear, VarBuilder};
+use serde::Deserialize;
+
+use crate::{Error, Result};
+
+/// The subset of a Hugging Face `config.json` the encoder reads.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+pub struct Config {
+    /// Rows of the word-embedding table.
+    pub vocab_size: usize,
+    /// Hidden size (the embedding dimension).
+    pub hidden_size: usize,
+    /// Transformer layers.
+    pub num_hidden_layers: usize,
+    /// Attention heads.
+    pub num_attention_heads: usize,
+    /// Feed-forward size.
+    pub intermediate_size: usize,
+    /// Activation of the feed-forward layer (`gelu`, `gelu_new`, `relu`).
+    #[serde(default = "gelu")]
+    pub hidden_act: String,
+    /// Position embeddings.
+    pub max_position_embeddings: usize,
+    /// Token-type embeddings (0: none).
+    #[serde(default)]
+    pub type_vocab_size: usize,
+    /// Layer-norm epsilon.
+    #[serde(default = "eps")]
+    pub layer_norm_eps: f64,
+    /// Padding id (XLM-R's positions start after it).
+    #[serde(default)]
+    pub pad_token_id: u32,
+    /// `bert` (positions from 0) or `xlm-roberta` / `roberta` (positions
+    /// from `pad_token_id + 1`).
+    #[serde(default)]
+    pub model_type: Option<String>,
+}
+
+fn gelu() -> String {
+    "gelu".into()
+}
+fn eps() -> f64 {
+    1e-12
+}
+
+impl Config {
+    /// Checks the shape fields against each other.
+    pub fn check(&self) -> std::result::Result<(), String> {
+        if self.hidden_size == 0 || self.num_attention_heads == 0 || self.num_hidden_layers == 0 {
+            return Err(
+                "hidden_size, num_attention_heads and num_hidden_layers must be > 0".into(),
+            );
+        }
+        if !self.hidden_size.is_multiple_of(self.num_attention_heads) {
+            return Err(format!(
+                "hidden_size {} does not divide by num_attention_heads {}",
+                self.hidden_size, self.num_attention_heads
+            ));
+        }
+        if !matches!(self.hidden_act.as_str(), "gelu" | "gelu_new" | "relu") {
+            return Err(format!(
+                "hidden_act `{}`: gelu, gelu_new and relu are supported",
+                self.hidden_act
+            ));
+        }
+        if !(self.layer_norm_eps.is_finite() && self.layer_norm_eps > 0.0) {
+            return Err(format!("layer_norm_eps {}", self.layer_norm_eps));
+        }
+        Ok(())
+    }
+
+    /// The position id of a text's first token.
+    pub fn position_offset(&self) -> usize {
+        match self.model_type.as_deref() {
+            Some("xlm-roberta") | Some("roberta") | Some("camembert") => {
+                self.pad_token_id as usize + 1
+            }
+            _ => 0,
+        }
+    }
+
+    /// Tokens a text may have (positions left after the offset).
+    pub fn max_tokens(&self) -> usize {
+        self.max_position_embeddings
+            .saturating_sub(self.position_offset())
+    }
+}
+
+/// A layer norm with weight and bias: candle-nn's fused kernel for
+/// inference, plain (differentiable) ops while training.
+#[derive(Debug, Clone)]
+struct LayerNorm {
+    weight: Tensor,
+    bias: Tensor,
+    eps: f64,
+}
+
+impl LayerNorm {
+    fn load(size: usize, eps: f64, vb: VarBuilder) -> Result<Self> {
+        Ok(LayerNorm {
+            weight: vb.get(size, "weight")?,
+            bias: vb.get(size, "bias")?,
+            eps,
+        })
+    }
+
+    fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor> {
+        if !train && x.is_contiguous() {
+            return Ok(candle_nn::ops::layer_norm(
+                x,
+                &self.weight,
+                &self.bias,
+                self.eps as f32,
+            )?);
+        }
+        let h = x.dim(D::Minus1)? as f64;
+        let mean = (x.sum_keepdim(D::Minus1)? / h)?;
+        let xc = x.broadcast_sub(&mean)?;
+        let var = (xc.sqr()?.sum_keepdim(D::Minus1)? / h)?;
+        let xn = xc.broadcast_div(&(var + self.eps)?.sqrt()?)?;
+        Ok(xn.broadcast_mul(&self.weight)?.broadcast_add(&self.bias)?)
+    }
+}
+
+struct Layer {
+    query: Linear,
+    key: Linear,
+    value: Linear,
+    attn_out: Linear,
+    attn_norm: LayerNorm,
+    inter: Linear,
+    out: Linear,
+    out_norm: LayerNorm,
+}
+
+/// The encoder: embeddings and transformer layers (no pooler).
+pub struct Bert {
+    word: Embedding,
+    position: Embedding,
+    token_type: Option<Tensor>,
+    emb_norm: LayerNorm,
+    layers: Vec<Layer>,
+    /// Its configuration.
+    pub config: Config,
+    device: Device,
+}
+
+fn linear(inp: usize, out: usize, vb: VarBuilder) -> Result<Linear> {
+    Ok(candle_nn::linear(inp, out, vb)?)
+}
+
+impl Bert {
+    /// Loads the encoder's weights from `vb` under Hugging Face names (a
+    /// `bert.` or `roberta.` prefix is accepted).
+    pub fn load(vb: VarBuilder, config: &Config) -> Result<Bert> {
+        config
+            .check()
+            .map_err(|e| Error::invalid(format!("config.json: {e}")))?;
+        let vb = ["bert", "roberta", "model"]
+            .into_iter()
+            .find(|p| vb.contains_tensor(&format!("{p}.embeddings.word_embeddings.weight")))
+            .map(|p| vb.pp(p))
+            .unwrap_or(vb);
+        let h = config.hidden_size;
+        let e = vb.pp("embeddings");
+        let word = candle_nn::embedding(config.vocab_size, h, e.pp("word_embeddings"))?;
+        let position = candle_nn::embedding(
+            config.max_position_embeddings,
+            h,
+            e.pp("position_embeddings"),
+        )?;
+        let token_type = if config.type_vocab_size > 0 {
+            Some(
+                e.pp("token_type_embeddings")
+                    .get((config.type_vocab_size, h), "weight")?,
+            )
+        } else {
+            None
+        };
+        let emb_norm = LayerNorm::load(h, config.layer_norm_eps, e.pp("LayerNorm"))?;
+        let mut layers = Vec::with_capacity(config.num_hidden_layers);
+        for l in 0..config.num_hidden_layers {
+            let v = vb.pp(format!("encoder.layer.{l}"));
+            let a = v.pp("attention");
+            let f = config.intermediate_size;
+            layers.push(Layer {
+                query: linear(h, h, a.pp("self").pp("query"))?,
+                key: linear(h, h, a.pp("self").pp("key"))?,
+                value: linear(h, h, a.pp("self").pp("value"))?,
+                attn_out: linear(h, h, a.pp("output").pp("dense"))?,
+                attn_norm: LayerNorm::load(
+                    h,
+                    config.layer_norm_eps,
+                    a.pp("output").pp("LayerNorm"),
+                )?,
+                inter: linear(h, f, v.pp("intermediate").pp("dense"))?,
+                out: linear(f, h, v.pp("output").pp("dense"))?,
+                out_norm: LayerNorm::load(
+                    h,
+                    config.layer_norm_eps,
+                    v.pp("output").pp("LayerNorm"),
+                )?,
+            });
+        }
+        Ok(Bert {
+            word,
+            position,
+            token_type,
+            emb_norm,
+            layers,
+            config: config.clone(),
+            device: vb.device().clone(),
+        })
+    }
+
+    /// The device the weights live on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// The word-embedding table (`[vocab, hidden]`).
+    pub fn word_embeddings(&self) -> &Tensor {
+        self.word.embeddings()
+    }
+
+    /// Hidden states `[batch, tokens, hidden]` of `ids` (`[batch, tokens]`,
+    /// u32) with `mask` (`[batch, tokens]`, f32: 1 a token, 0 padding).
+    /// `train` selects differentiable kernels (no dropout either way).
+    pub fn forward(&self, ids: &Tensor, mask: &Tensor, train: bool) -> Result<Tensor> {
+        self.forward_with(ids, mask, self.word.embeddings(), train)
+    }
+
+    /// [`Bert::forward`] while training, with the word-embedding rows taken
+    /// from `table` (the rows a batch uses) and `ids` local to it.
+    pub fn forward_rows(&self, ids: &Tensor, mask: &Tensor, table: &Tensor) -> Result<Tensor> {
+        self.forward_with(ids, mask, table, true)
+    }
+
+    fn forward_with(
+        &self,
+        ids: &Tensor,
+        mask: &Tensor,
+        table: &Tensor,
+        train: bool,
+    ) -> Result<Tensor> {
+        let (b, t) = ids.dims2()?;
+        let off = self.config.position_offset();
+        if off + t > self.config.max_position_embeddings {
+            return Err(Error::invalid(format!(
+                "{t} tokens exceed the model's {} positions",
+                self.config.max_tokens()
+            )));
+        }
+        let pos: Vec<u32> = (off as u32..(off + t) as u32).collect();
+        let pos = Tensor::new(pos.as_slice(), &self.device)?;
+        let h = self.config.hidden_size;
+        let mut x = table
+            .index_select(&ids.flatten_all()?, 0)?
+            .reshape((b, t, h))?;
+        x = x.broadcast_add(&self.position.forward(&pos)?)?;
+        if let Some(tt) = &self.token_type {
+            x = x.broadcast_add(&tt.narrow(0, 0, 1)?)?;
+        }
+        let mut x = self.emb_norm.forward(&x, train)?;
+        let nh = self.config.num_attention_heads;
+        let hd = h / nh;
+        // additive mask: 0 for tokens, a large negative for padding
+        let neg = ((mask.ones_like()? - mask)? * -1e9f64)?
+            .reshape((b, 1, 1, t))?
+            .to_dtype(x.dtype())?;
+        let scale = 1.0 / (hd as f64).sqrt();
+        for layer in &self.layers {
+            let heads = |lin: &Linear| -> Result<Tensor> {
+                Ok(lin
+                    .forward(&x)?
+                    .reshape((b, t, nh, hd))?
+                    .transpose(1, 2)?
+                    .contiguous()?)
+            };
+            let q = (heads(&layer.query)? * scale)?;
+            let k = heads(&layer.key)?;
+            let v = heads(&layer.value)?;
+            let scores = q.matmul(&k.t()?)?.broadcast_add(&neg)?;
+            let p = if train {
+                candle_nn::ops::softmax(&scores, D::Minus1)?
+            } else {
+                candle_nn::ops::softmax_last_dim(&scores)?
+            };
+            let ctx = p
+                .matmul(&v)?
+                .transpose(1, 2)?
+                .contiguous()?
+                .reshape((b, t, h))?;
+            let a = layer.attn_out.forward(&ctx)?;
+            x = layer.attn_norm.forward(&(a + &x)?, train)?;
+            let mid = layer.inter.forward(&x)?;
+            let mid = match self.config.hidden_act.as_str() {
+                "relu" => mid.relu()?,
+                "gelu_new" => mid.gelu()?,
+                _ => mid.gelu_erf()?,
+            };
+            let o = layer.out.forward(&mid)?;
+            x = layer.out_norm.forward(&(o + &x)?, train)?;
+        }
+        Ok(x)
+    }
+}
+
+/// Masked mean of hidden states (`[batch, tokens, hidden]`) over `mask`
+/// (`[batch, tokens]`): `[batch, hidden]` (not normalised).
+pub fn mean_pool(hidden: &Tensor, mask: &Tensor) -> Result<Tensor> {
+    let m = mask.unsqueeze(2)?.to_dtype(hidden.dtype())?;
+    let sum = hidden.broadcast_mul(&m)?.sum(1)?;
+    let n = m.sum(1)?.clamp(1e-9, f64::MAX)?;
+    Ok(sum.broadcast_div(&n)?)
+}
+
+/// The first token's hidden state (`[CLS]` / `<s>`): `[batch, hidden]`.
+pub fn cls_pool(hidden: &Tensor) -> Result<Tensor> {
+    Ok(hidden.narrow(1, 0, 1)?.squeeze(1)?)
+}
+
+/// Rows scaled to unit length (a zero row stays zero).
+pub fn l2_normalise(x: &Tensor) -> Result<Tensor> {
+    let n = x
+        .sqr()?
+        .sum_keepdim(D::Minus1)?
+        .sqrt()?
+        .clamp(1e-12, f64::MAX)?;
+    Ok(x.broadcast_div(&n)?)
+}
+
+/// The dtype the encoder computes in.
+pub const DTYPE: DType = DType::F32;

