@@ -349,7 +349,10 @@ mod tests {
         assert_eq!(strip_controls("a\u{1b}]0;title\u{1b}\\b"), "ab");
         assert_eq!(strip_controls("\u{1b}[31mred\u{1b}[0m"), "red");
         assert_eq!(strip_controls("\u{9b}2Jc\u{9d}8;;x\u{9c}d"), "cd");
-        assert_eq!(strip_controls("bell\u{7} cr\r bs\u{8} esc\u{1b}"), "bell cr bs esc");
+        assert_eq!(
+            strip_controls("bell\u{7} cr\r bs\u{8} esc\u{1b}"),
+            "bell cr bs esc"
+        );
         assert_eq!(strip_controls("\u{1b}7saved"), "saved");
         let plain = "línea uno\n\tdos – ✓";
         assert!(matches!(strip_controls(plain), std::borrow::Cow::Borrowed(s) if s == plain));
@@ -362,13 +365,18 @@ mod tests {
         std::fs::write(&f, b"12345").unwrap();
         assert_eq!(read_regular(&f, Links::Refuse, 5).unwrap(), b"12345");
         let e = read_regular(&f, Links::Refuse, 4).unwrap_err().to_string();
-        assert!(e.contains("status.json") && e.contains("larger than 4"), "{e}");
+        assert!(
+            e.contains("status.json") && e.contains("larger than 4"),
+            "{e}"
+        );
         // a FIFO: an error at once, not a read that waits for a writer
         let fifo = dir.path().join("fifo");
         let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
         // SAFETY: mkfifo on a valid C string.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
-        let e = read_regular(&fifo, Links::Follow, 100).unwrap_err().to_string();
+        let e = read_regular(&fifo, Links::Follow, 100)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("FIFO") && e.contains("fifo"), "{e}");
         // a device, directly or through a link
         let e = read_regular(Path::new("/dev/zero"), Links::Follow, u64::MAX)
@@ -377,14 +385,22 @@ mod tests {
         assert!(e.contains("device"), "{e}");
         let link = dir.path().join("config.toml");
         std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
-        let e = read_regular(&link, Links::Follow, u64::MAX).unwrap_err().to_string();
+        let e = read_regular(&link, Links::Follow, u64::MAX)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("device"), "{e}");
-        let e = read_regular(&link, Links::Refuse, u64::MAX).unwrap_err().to_string();
+        let e = read_regular(&link, Links::Refuse, u64::MAX)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("symbolic link"), "{e}");
-        let e = read_regular(dir.path(), Links::Follow, 10).unwrap_err().to_string();
+        let e = read_regular(dir.path(), Links::Follow, 10)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("folder"), "{e}");
-        assert!(read_regular_if_exists(&dir.path().join("nope"), Links::Refuse, 1)
-            .unwrap()
-            .is_none());
+        assert!(
+            read_regular_if_exists(&dir.path().join("nope"), Links::Refuse, 1)
+                .unwrap()
+                .is_none()
+        );
     }
 }

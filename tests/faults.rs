@@ -1165,7 +1165,11 @@ fn unreadable_session_files_are_marked_never_read_forever() {
     std::os::unix::fs::symlink("/dev/zero", &z).unwrap();
     fifo(&mk("c-fifo-metrics").join("metrics.jsonl"));
     let big = mk("d-big-status").join("status.json");
-    std::fs::write(&big, vec![b' '; (rosetta::util::SMALL_FILE_LIMIT + 1) as usize]).unwrap();
+    std::fs::write(
+        &big,
+        vec![b' '; (rosetta::util::SMALL_FILE_LIMIT + 1) as usize],
+    )
+    .unwrap();
     mk("e-good");
     let root_path = root.path().to_path_buf();
     let (tx, rx) = std::sync::mpsc::channel();
@@ -1184,7 +1188,13 @@ fn unreadable_session_files_are_marked_never_read_forever() {
     let names: Vec<&str> = runs.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(
         names,
-        ["a-fifo-status", "b-zero-config", "c-fifo-metrics", "d-big-status", "e-good"]
+        [
+            "a-fifo-status",
+            "b-zero-config",
+            "c-fifo-metrics",
+            "d-big-status",
+            "e-good"
+        ]
     );
     let problem = |i: usize| runs[i].1.clone().unwrap_or_default();
     assert!(problem(0).contains("FIFO"), "{}", problem(0));
@@ -1224,7 +1234,10 @@ fn a_vocabulary_language_that_is_a_path_is_refused() {
     v.lang = "x/../../../tmp/PWNED".into();
     v.save(&p).unwrap();
     let e = rosetta::text::Vocabulary::load(&p).unwrap_err().to_string();
-    assert!(e.contains("vocab.target.json") && e.contains("language code"), "{e}");
+    assert!(
+        e.contains("vocab.target.json") && e.contains("language code"),
+        "{e}"
+    );
 }
 
 /// A status naming a live process that is not the session's job (this test

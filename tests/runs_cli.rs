@@ -298,7 +298,10 @@ fn stored_text_reaches_the_terminal_without_escape_sequences() {
             "{args:?}: {t:?}"
         );
         if args[1] == "show" {
-            assert!(t.contains("xy") && t.contains("boom") && t.contains("red"), "{t}");
+            assert!(
+                t.contains("xy") && t.contains("boom") && t.contains("red"),
+                "{t}"
+            );
         }
     }
 }

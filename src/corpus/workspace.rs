@@ -766,7 +766,10 @@ split = [0.5, 0.25, 0.25]
                 "name = \"a\"\n[source]\nlang = \"en\"\n[target]\nlang = {bad:?}\n[parallel]\ntrain = \"t.tsv\"\n"
             );
             let e = ws(&toml).unwrap_err().to_string();
-            assert!(e.contains("/x/w.toml") && e.contains("lang"), "{bad:?}: {e}");
+            assert!(
+                e.contains("/x/w.toml") && e.contains("lang"),
+                "{bad:?}: {e}"
+            );
             if !bad.is_empty() {
                 assert!(e.contains("/x/w.toml:5"), "{bad:?}: {e}");
             }

@@ -535,7 +535,8 @@ impl MetricsTail {
     pub fn poll(&mut self) -> Result<TailBatch> {
         let mut batch = TailBatch::default();
         // a regular file only, never through a link (a FIFO would block)
-        let Some(mut f) = crate::util::open_regular_if_exists(&self.path, crate::util::Links::Refuse)?
+        let Some(mut f) =
+            crate::util::open_regular_if_exists(&self.path, crate::util::Links::Refuse)?
         else {
             return Ok(batch);
         };

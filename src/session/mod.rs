@@ -117,7 +117,10 @@ pub fn check_no_links(dir: &Path) -> Result<()> {
         };
         for e in rd {
             let e = e.map_err(|e| Error::io(&folder, e))?;
-            if e.file_type().map_err(|x| Error::io(e.path(), x))?.is_symlink() {
+            if e.file_type()
+                .map_err(|x| Error::io(e.path(), x))?
+                .is_symlink()
+            {
                 return refuse(&e.path());
             }
         }
@@ -484,7 +487,11 @@ impl Session {
         config.resolve()?;
         // the model names the folder: a plain name only
         let m = &config.model;
-        if m.is_empty() || !m.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+        if m.is_empty()
+            || !m
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
             return Err(Error::invalid(format!(
                 "model name {m:?} cannot name a session folder (ASCII letters, digits, `-`, `_`)"
             )));

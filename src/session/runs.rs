@@ -795,7 +795,8 @@ pub fn log_since(dir: &Path, offset: u64, to_end: bool) -> Result<(Vec<String>, 
     use std::io::{Read, Seek, SeekFrom};
     check_session_dir(dir)?;
     let path = dir.join(LOG_FILE);
-    let Some(mut f) = crate::util::open_regular_if_exists(&path, crate::util::Links::Refuse)? else {
+    let Some(mut f) = crate::util::open_regular_if_exists(&path, crate::util::Links::Refuse)?
+    else {
         return Ok((Vec::new(), 0));
     };
     let len = f.metadata().map_err(|e| Error::io(&path, e))?.len();

@@ -29,8 +29,8 @@ use crate::models::{Flow, Hooks, Phase, Resume, StepReport, TrainData, Trainer};
 use crate::session::metrics::MetricsWriter;
 use crate::session::{
     fmt_utc, now_unix, process_start_time, Checkpoint, CheckpointMeta, MetricRecord, Session,
-    State, Status, BEST_CHECKPOINT, LAST_CHECKPOINT, LOG_FILE, METRICS_FILE,
-    VOCAB_SOURCE, VOCAB_TARGET,
+    State, Status, BEST_CHECKPOINT, LAST_CHECKPOINT, LOG_FILE, METRICS_FILE, VOCAB_SOURCE,
+    VOCAB_TARGET,
 };
 use crate::text::Side;
 use crate::{Error, Result};
