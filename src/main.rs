@@ -77,7 +77,12 @@ fn main() {
         None => open_workbench(args),
     };
     if let Err(e) = result {
-        eprintln!("rosetta: error: {e:#}");
+        // an error may quote stored text (a status's error, a name):
+        // never its terminal control sequences
+        eprintln!(
+            "rosetta: error: {}",
+            rosetta::util::strip_controls(&format!("{e:#}"))
+        );
         std::process::exit(1);
     }
 }

@@ -1,4 +1,5 @@
-//! Small shared helpers: atomic writes and content hashes.
+//! Small shared helpers: atomic writes, reads of regular files only,
+//! content hashes, and text made safe to print on a terminal.
 
 use std::io::Write;
 use std::path::Path;
@@ -79,6 +80,164 @@ pub fn open_read_nofollow(path: &Path) -> Result<std::fs::File> {
         .map_err(|e| nofollow_error(path, e))
 }
 
+/// Whether a read may go through a symbolic link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Links {
+    /// A link is an error (a file inside a session folder or cache).
+    Refuse,
+    /// A link is followed (a data file the user named).
+    Follow,
+}
+
+/// Opens `path` for reading when it is a regular file: a FIFO, a device
+/// (`/dev/zero`), a socket or a folder is an error naming the file and its
+/// kind, never a read that blocks or never ends. The open itself never
+/// blocks (`O_NONBLOCK`, which does not change how a regular file reads).
+/// With [`Links::Refuse`] a symbolic link is an error too.
+pub fn open_regular(path: &Path, links: Links) -> Result<std::fs::File> {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let mut flags = libc::O_NONBLOCK | libc::O_CLOEXEC;
+    if links == Links::Refuse {
+        flags |= libc::O_NOFOLLOW;
+    }
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags)
+        .open(path)
+        .map_err(|e| nofollow_error(path, e))?;
+    let t = f.metadata().map_err(|e| Error::io(path, e))?.file_type();
+    let kind = if t.is_file() {
+        return Ok(f);
+    } else if t.is_dir() {
+        "a folder"
+    } else if t.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if t.is_char_device() || t.is_block_device() {
+        "a device"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a plain file"
+    };
+    Err(Error::file(
+        path,
+        format!("is {kind}, not a regular file: only regular files are read"),
+    ))
+}
+
+/// [`open_regular`], with `None` when nothing is at `path` (a dangling
+/// link is a link, not a missing file).
+pub fn open_regular_if_exists(path: &Path, links: Links) -> Result<Option<std::fs::File>> {
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        _ => open_regular(path, links).map(Some),
+    }
+}
+
+/// The bytes of the regular file `path` ([`open_regular`]), at most `limit`
+/// of them: a larger file is an error saying the limit, so a file whose
+/// kind bounds its size (a status, a config) cannot exhaust memory
+/// (`u64::MAX`: a file of any size).
+pub fn read_regular(path: &Path, links: Links, limit: u64) -> Result<Vec<u8>> {
+    read_limited(open_regular(path, links)?, path, limit)
+}
+
+/// [`read_regular`], with `None` when nothing is at `path`.
+pub fn read_regular_if_exists(path: &Path, links: Links, limit: u64) -> Result<Option<Vec<u8>>> {
+    match open_regular_if_exists(path, links)? {
+        Some(f) => read_limited(f, path, limit).map(Some),
+        None => Ok(None),
+    }
+}
+
+fn read_limited(f: std::fs::File, path: &Path, limit: u64) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let too_big = || {
+        Error::file(
+            path,
+            format!("is larger than {limit} bytes, more than a file of its kind can hold"),
+        )
+    };
+    let len = f.metadata().map_err(|e| Error::io(path, e))?.len();
+    if len > limit {
+        return Err(too_big());
+    }
+    let mut buf = Vec::with_capacity(len as usize);
+    // a file growing while it is read stops at the limit too
+    f.take(limit.saturating_add(1))
+        .read_to_end(&mut buf)
+        .map_err(|e| Error::io(path, e))?;
+    if buf.len() as u64 > limit {
+        return Err(too_big());
+    }
+    Ok(buf)
+}
+
+/// [`read_regular`] as UTF-8 text; invalid UTF-8 is an error naming the file.
+pub fn read_regular_text(path: &Path, links: Links, limit: u64) -> Result<String> {
+    String::from_utf8(read_regular(path, links, limit)?)
+        .map_err(|e| Error::file(path, format!("not UTF-8 text: {e}")))
+}
+
+/// Size limit of a small file whose kind bounds its size: a session's
+/// `status.json`, `config.toml`, `meta.json`, a `workspace.toml`.
+pub const SMALL_FILE_LIMIT: u64 = 4 << 20;
+
+/// `s` with terminal control sequences removed, so stored text (a run's
+/// name, a note, an error recorded in `status.json`, a log line) printed
+/// to a terminal cannot move the cursor, retitle the window or write the
+/// clipboard (OSC 52): escape sequences (CSI `ESC [ … final`, OSC/DCS/APC/PM
+/// `ESC ] … BEL` or `ESC \`, two-byte `ESC x`), their 8-bit forms (C1
+/// controls) and every other control character are dropped; newlines and
+/// tabs are kept. Plain text comes back borrowed.
+pub fn strip_controls(s: &str) -> std::borrow::Cow<'_, str> {
+    let keep = |c: char| c == '\n' || c == '\t' || !c.is_control();
+    if s.chars().all(keep) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut it = s.chars().peekable();
+    while let Some(c) = it.next() {
+        // the introducer of a sequence, 7-bit (ESC x) or 8-bit (C1)
+        let intro = match c {
+            '\u{1b}' => it.next(),
+            '\u{80}'..='\u{9f}' => Some(char::from_u32(c as u32 - 0x40).unwrap_or('@')),
+            c if keep(c) => {
+                out.push(c);
+                continue;
+            }
+            _ => continue,
+        };
+        match intro {
+            // CSI: parameters and intermediates up to a final byte
+            Some('[') => {
+                for c in it.by_ref() {
+                    if ('\u{40}'..='\u{7e}').contains(&c) {
+                        break;
+                    }
+                }
+            }
+            // strings: OSC, DCS, SOS, PM, APC, ended by BEL, ST or ESC \
+            Some(']' | 'P' | 'X' | '^' | '_') => {
+                while let Some(c) = it.next() {
+                    if c == '\u{7}' || c == '\u{9c}' {
+                        break;
+                    }
+                    if c == '\u{1b}' {
+                        if it.peek() == Some(&'\\') {
+                            it.next();
+                        }
+                        break;
+                    }
+                }
+            }
+            // a two-byte sequence (ESC 7, ESC c...) or a lone ESC at the end
+            _ => {}
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 fn nofollow_error(path: &Path, e: std::io::Error) -> Error {
     if e.raw_os_error() == Some(libc::ELOOP) {
         Error::file(
@@ -122,7 +281,7 @@ pub fn sweep_temp_files(dir: &Path) -> usize {
 /// Hex BLAKE3 hash of a file's bytes.
 pub fn hash_file(path: &Path) -> Result<String> {
     let mut h = blake3::Hasher::new();
-    let f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let f = open_regular(path, Links::Refuse)?;
     h.update_reader(f).map_err(|e| Error::io(path, e))?;
     Ok(h.finalize().to_hex().to_string())
 }
@@ -176,5 +335,72 @@ pub fn fmt_duration(secs: f64) -> String {
         format!("{}m{:02}s", s / 60, s % 60)
     } else {
         format!("{s}s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_sequences_are_stripped_and_plain_text_kept() {
+        let osc52 = "x\u{1b}]52;c;ZWNobyBoaQ==\u{7}y";
+        assert_eq!(strip_controls(osc52), "xy");
+        assert_eq!(strip_controls("a\u{1b}]0;title\u{1b}\\b"), "ab");
+        assert_eq!(strip_controls("\u{1b}[31mred\u{1b}[0m"), "red");
+        assert_eq!(strip_controls("\u{9b}2Jc\u{9d}8;;x\u{9c}d"), "cd");
+        assert_eq!(
+            strip_controls("bell\u{7} cr\r bs\u{8} esc\u{1b}"),
+            "bell cr bs esc"
+        );
+        assert_eq!(strip_controls("\u{1b}7saved"), "saved");
+        let plain = "línea uno\n\tdos – ✓";
+        assert!(matches!(strip_controls(plain), std::borrow::Cow::Borrowed(s) if s == plain));
+    }
+
+    #[test]
+    fn only_regular_files_are_read_within_their_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("status.json");
+        std::fs::write(&f, b"12345").unwrap();
+        assert_eq!(read_regular(&f, Links::Refuse, 5).unwrap(), b"12345");
+        let e = read_regular(&f, Links::Refuse, 4).unwrap_err().to_string();
+        assert!(
+            e.contains("status.json") && e.contains("larger than 4"),
+            "{e}"
+        );
+        // a FIFO: an error at once, not a read that waits for a writer
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo on a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        let e = read_regular(&fifo, Links::Follow, 100)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("FIFO") && e.contains("fifo"), "{e}");
+        // a device, directly or through a link
+        let e = read_regular(Path::new("/dev/zero"), Links::Follow, u64::MAX)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("device"), "{e}");
+        let link = dir.path().join("config.toml");
+        std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
+        let e = read_regular(&link, Links::Follow, u64::MAX)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("device"), "{e}");
+        let e = read_regular(&link, Links::Refuse, u64::MAX)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("symbolic link"), "{e}");
+        let e = read_regular(dir.path(), Links::Follow, 10)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("folder"), "{e}");
+        assert!(
+            read_regular_if_exists(&dir.path().join("nope"), Links::Refuse, 1)
+                .unwrap()
+                .is_none()
+        );
     }
 }

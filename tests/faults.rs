@@ -1018,8 +1018,9 @@ fn planted_symlinks_are_not_written_through() {
         Session::create(&dir, config(ws.path(), &hash, "s2net", &quick("s2net"))).unwrap();
         let victim = root.path().join("victim.txt");
         std::fs::write(&victim, "precious\n").unwrap();
-        std::os::unix::fs::symlink(&victim, dir.join(name)).unwrap();
+        // opened before the link is planted: the job itself refuses it
         let mut s = Session::open(&dir).unwrap();
+        std::os::unix::fs::symlink(&victim, dir.join(name)).unwrap();
         let trainer = rosetta::models::trainer("s2net").unwrap();
         let r = run_job(
             &mut s,
@@ -1046,6 +1047,197 @@ fn planted_symlinks_are_not_written_through() {
         .unwrap()
         .file_type()
         .is_symlink());
+}
+
+/// A symbolic link planted as `checkpoints/` (issue 39): the job refuses
+/// the session and writes nothing where the link points; opening the
+/// session and reading a checkpoint through the link are refused too, as
+/// are `status.json`, `config.toml` and `meta.json` planted as links.
+#[test]
+fn a_linked_checkpoints_folder_or_session_file_is_refused() {
+    let ws = common::tiny_workspace();
+    let (data, hash) = tiny_data(ws.path());
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("s");
+    Session::create(&dir, config(ws.path(), &hash, "s2net", &quick("s2net"))).unwrap();
+    let mut s = Session::open(&dir).unwrap();
+    let elsewhere = root.path().join("elsewhere");
+    std::fs::rename(dir.join("checkpoints"), &elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, dir.join("checkpoints")).unwrap();
+    let trainer = rosetta::models::trainer("s2net").unwrap();
+    let r = run_job(
+        &mut s,
+        trainer.as_ref(),
+        &data,
+        &hash,
+        false,
+        Arc::new(AtomicBool::new(false)),
+        &mut Quiet,
+    );
+    let e = r.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(
+        e.contains("symbolic link") && e.contains("checkpoints"),
+        "{e}"
+    );
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+    let e = Session::open(&dir).unwrap_err().to_string();
+    assert!(e.contains("symbolic link"), "{e}");
+    std::fs::write(elsewhere.join("best.safetensors"), checkpoint_bytes()).unwrap();
+    let e = Checkpoint::read(&dir.join(BEST_CHECKPOINT), &Device::Cpu)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("symbolic link"), "{e}");
+    // the session's small files are never read through a link either
+    for name in ["status.json", "config.toml", "meta.json"] {
+        let victim = root.path().join(format!("victim.{name}"));
+        let at = dir.join(name);
+        if at.exists() {
+            std::fs::rename(&at, &victim).unwrap();
+        } else {
+            std::fs::write(&victim, "{}").unwrap();
+        }
+        std::os::unix::fs::symlink(&victim, &at).unwrap();
+        let e = match name {
+            "status.json" => read_status(&dir).map(|_| ()),
+            "config.toml" => SessionConfig::read(&dir).map(|_| ()),
+            _ => rosetta::session::runs::RunMeta::read(&dir).map(|_| ()),
+        }
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("symbolic link") && e.contains(name), "{e}");
+        std::fs::remove_file(&at).unwrap();
+        std::fs::rename(&victim, &at).unwrap();
+    }
+}
+
+/// A session B whose `status.json` is job A's and whose `.lock` is a hard
+/// link to A's lock file (issue 39): B's job is never "proven" to be A's
+/// process, so `rosetta cancel B` signals nothing; A's own job still is.
+#[test]
+fn a_hard_linked_lock_never_proves_another_sessions_job() {
+    let root = tempfile::tempdir().unwrap();
+    let ws = common::tiny_workspace();
+    let (a, b) = (root.path().join("a"), root.path().join("b"));
+    Session::create(&a, config(ws.path(), "h", "s2net", &[])).unwrap();
+    Session::create(&b, config(ws.path(), "h", "s2net", &[])).unwrap();
+    // this test process plays job A
+    let me = std::process::id();
+    let lock = rosetta::train::runner::SessionLock::acquire(&a).unwrap();
+    let mut st = read_status(&a).unwrap();
+    st.state = State::Running;
+    st.pid = me;
+    st.pid_start = rosetta::session::process_start_time(me);
+    st.write(&a).unwrap();
+    assert_eq!(rosetta::session::job_process(&a).unwrap(), me);
+    std::fs::copy(a.join("status.json"), b.join("status.json")).unwrap();
+    let lock_a = a.join(".lock");
+    if !lock_a.exists() {
+        std::fs::write(&lock_a, "").unwrap();
+    }
+    let _ = std::fs::remove_file(b.join(".lock"));
+    std::fs::hard_link(&lock_a, b.join(".lock")).unwrap();
+    let e = rosetta::session::job_process(&b).unwrap_err().to_string();
+    assert!(e.contains("no process signalled"), "{e}");
+    drop(lock);
+}
+
+/// A `status.json` that is a FIFO, a `config.toml` linked to `/dev/zero`,
+/// a `metrics.jsonl` FIFO and an oversized status (issue 39): listing the
+/// sessions ends at once, lists every session and marks the bad ones.
+#[test]
+fn unreadable_session_files_are_marked_never_read_forever() {
+    let root = tempfile::tempdir().unwrap();
+    let ws = common::tiny_workspace();
+    let mk = |name: &str| {
+        let d = root.path().join(name);
+        Session::create(&d, config(ws.path(), "h", "s2net", &[])).unwrap();
+        d
+    };
+    let fifo = |p: &Path| {
+        std::fs::remove_file(p).ok();
+        let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo on a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    };
+    fifo(&mk("a-fifo-status").join("status.json"));
+    let z = mk("b-zero-config").join("config.toml");
+    std::fs::remove_file(&z).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &z).unwrap();
+    fifo(&mk("c-fifo-metrics").join("metrics.jsonl"));
+    let big = mk("d-big-status").join("status.json");
+    std::fs::write(
+        &big,
+        vec![b' '; (rosetta::util::SMALL_FILE_LIMIT + 1) as usize],
+    )
+    .unwrap();
+    mk("e-good");
+    let root_path = root.path().to_path_buf();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runs = rosetta::session::runs::RunIndex::default().scan(&root_path);
+        let _ = tx.send(runs.map(|v| {
+            v.into_iter()
+                .map(|r| (r.id(), r.entry.problem.clone()))
+                .collect::<Vec<_>>()
+        }));
+    });
+    let runs = rx
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("listing the sessions never ended")
+        .unwrap();
+    let names: Vec<&str> = runs.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "a-fifo-status",
+            "b-zero-config",
+            "c-fifo-metrics",
+            "d-big-status",
+            "e-good"
+        ]
+    );
+    let problem = |i: usize| runs[i].1.clone().unwrap_or_default();
+    assert!(problem(0).contains("FIFO"), "{}", problem(0));
+    assert!(problem(1).contains("symbolic link"), "{}", problem(1));
+    assert!(problem(3).contains("larger than"), "{}", problem(3));
+    assert_eq!(runs[4].1, None);
+    let e = MetricsTail::new(root.path().join("c-fifo-metrics/metrics.jsonl"))
+        .poll()
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("FIFO"), "{e}");
+}
+
+/// A checkpoint's bytes depend on its contents only (issue 39): the same
+/// checkpoint written again is byte for byte the same file, and reads back.
+#[test]
+fn identical_checkpoints_are_identical_bytes() {
+    let first = checkpoint_bytes();
+    for _ in 0..4 {
+        assert!(checkpoint_bytes() == first, "checkpoint bytes differ");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("c.safetensors");
+    std::fs::write(&p, &first).unwrap();
+    let c = Checkpoint::read(&p, &Device::Cpu).unwrap();
+    assert_eq!(c.meta.kind, "xcnn");
+    assert_eq!(c.tensors.len(), 4);
+}
+
+/// A session's vocabulary whose language is not a code (issue 39: it
+/// would name export files outside `--out`) is refused where it is read.
+#[test]
+fn a_vocabulary_language_that_is_a_path_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("vocab.target.json");
+    let mut v = vocab("es", 3);
+    v.lang = "x/../../../tmp/PWNED".into();
+    v.save(&p).unwrap();
+    let e = rosetta::text::Vocabulary::load(&p).unwrap_err().to_string();
+    assert!(
+        e.contains("vocab.target.json") && e.contains("language code"),
+        "{e}"
+    );
 }
 
 /// A status naming a live process that is not the session's job (this test

@@ -265,3 +265,83 @@ fn jobs_log_prints_the_end_and_follows_until_the_job_ends() {
     assert!(!o.status.success());
     assert!(text(&o).contains("not a session folder"), "{}", text(&o));
 }
+
+/// Stored text holding terminal escapes (a name with an OSC 52 clipboard
+/// write, a note, a status error, a log line; issue 39) is printed without
+/// them by `jobs`, `jobs show`, `jobs log` and `cancel`.
+#[test]
+fn stored_text_reaches_the_terminal_without_escape_sequences() {
+    let root = tempfile::tempdir().unwrap();
+    let r = root.path().to_str().unwrap();
+    let a = session(root.path(), "s2net-20261122-190301", &[("lr", "0.01")], 0.9);
+    let sa = a.to_str().unwrap();
+    let osc52 = "x\u{1b}]52;c;ZWNobyBoaQ==\u{7}y";
+    assert!(rosetta(&["jobs", "rename", sa, osc52]).status.success());
+    assert!(rosetta(&["jobs", "note", sa, "see \u{1b}[2J\u{9b}31mhere"])
+        .status
+        .success());
+    let mut st = rosetta::session::read_status(&a).unwrap();
+    st.state = State::Failed;
+    st.error = Some("boom \u{1b}]0;pwned\u{7}".into());
+    st.write(&a).unwrap();
+    std::fs::write(a.join("log.txt"), "epoch 1 \u{1b}[31mred\u{1b}[0m\n").unwrap();
+    for args in [
+        vec!["jobs", "--root", r],
+        vec!["jobs", "show", sa],
+        vec!["jobs", "log", sa],
+        vec!["cancel", sa],
+    ] {
+        let o = rosetta(&args);
+        let t = text(&o);
+        assert!(
+            !t.contains('\u{1b}') && !t.contains('\u{7}') && !t.contains('\u{9b}'),
+            "{args:?}: {t:?}"
+        );
+        if args[1] == "show" {
+            assert!(
+                t.contains("xy") && t.contains("boom") && t.contains("red"),
+                "{t}"
+            );
+        }
+    }
+}
+
+/// `jobs delete` removes only a session written by Rosetta, and only its
+/// own files (issue 39): a project folder with a `config.toml`, a folder
+/// holding a status that is not a session's, and a session with a file
+/// it does not write are refused with nothing deleted.
+#[test]
+fn delete_removes_only_rosetta_sessions_and_their_own_files() {
+    let root = tempfile::tempdir().unwrap();
+    let proj = root.path().join("proj");
+    std::fs::create_dir_all(proj.join("src")).unwrap();
+    std::fs::write(proj.join("config.toml"), "[package]\nname = \"x\"\n").unwrap();
+    std::fs::write(proj.join("README.md"), "mine\n").unwrap();
+    std::fs::write(proj.join("src/main.rs"), "fn main() {}\n").unwrap();
+    let o = rosetta(&["jobs", "delete", proj.to_str().unwrap(), "--yes"]);
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("not a Rosetta session"), "{}", text(&o));
+    assert!(proj.join("README.md").exists() && proj.join("src/main.rs").exists());
+    let only = root.path().join("only-status");
+    std::fs::create_dir(&only).unwrap();
+    std::fs::write(only.join("status.json"), "{\"a\":1}").unwrap();
+    let o = rosetta(&["jobs", "delete", only.to_str().unwrap(), "--yes"]);
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(only.join("status.json").exists());
+    // a real session holding a file of someone else's: nothing deleted
+    let a = session(root.path(), "s2net-20261122-190301", &[], 0.9);
+    std::fs::write(a.join("checkpoints/best.safetensors"), "x").unwrap();
+    std::fs::write(a.join("notes.md"), "mine\n").unwrap();
+    let o = rosetta(&["jobs", "delete", a.to_str().unwrap(), "--yes"]);
+    assert!(
+        !o.status.success() && text(&o).contains("notes.md"),
+        "{}",
+        text(&o)
+    );
+    assert!(a.join("notes.md").exists() && a.join("config.toml").exists());
+    // without it: the session and its checkpoints go
+    std::fs::remove_file(a.join("notes.md")).unwrap();
+    let o = rosetta(&["jobs", "delete", a.to_str().unwrap(), "--yes"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(!a.exists());
+}

@@ -215,6 +215,14 @@ pub fn write_vec(
     Ok(())
 }
 
+/// `out/STEM.LANG.EXT`, once `lang` is checked to be a language code: a
+/// file name is never made of unchecked text (a language holding `/` or
+/// `..` would write outside `out`).
+fn lang_file(out: &Path, stem: &str, lang: &str, ext: &str) -> anyhow::Result<PathBuf> {
+    rosetta::text::check_lang(lang).map_err(|why| anyhow::anyhow!("cannot export: {why}"))?;
+    Ok(out.join(format!("{stem}.{lang}.{ext}")))
+}
+
 /// `rosetta export`.
 pub fn export(args: ExportArgs) -> anyhow::Result<()> {
     let (device, _) = select_device(&args.device)?;
@@ -228,8 +236,7 @@ pub fn export(args: ExportArgs) -> anyhow::Result<()> {
     for side in [Side::Source, Side::Target] {
         let vocab = l.vocabs.side(side);
         let tv = l.term_vectors(side)?;
-        let name = format!("terms.{}.vec", vocab.lang);
-        let path = args.out.join(&name);
+        let path = lang_file(&args.out, "terms", &vocab.lang, "vec")?;
         write_vec(&path, vocab, tv)?;
         written.push(path);
     }
@@ -279,7 +286,7 @@ fn export_workspace(l: &Loaded, out: &Path) -> anyhow::Result<Vec<PathBuf>> {
         (Side::Source, &test.src, &prepared.source_lang),
         (Side::Target, &test.tgt, &prepared.target_lang),
     ] {
-        let p = out.join(format!("test.{lang}.npy"));
+        let p = lang_file(out, "test", lang, "npy")?;
         let all: Vec<usize> = (0..m.n_rows()).collect();
         write_npy(
             &p,
@@ -289,17 +296,13 @@ fn export_workspace(l: &Loaded, out: &Path) -> anyhow::Result<Vec<PathBuf>> {
     }
     let a = &prepared.adhoc;
     let (docs, queries) = encode_adhoc(l.model.as_ref(), a)?;
-    for (name, emb, ids) in [
-        (format!("docs.{}", prepared.target_lang), &docs, &a.doc_ids),
-        (
-            format!("queries.{}", prepared.source_lang),
-            &queries,
-            &a.query_ids,
-        ),
+    for (stem, lang, emb, ids) in [
+        ("docs", &prepared.target_lang, &docs, &a.doc_ids),
+        ("queries", &prepared.source_lang, &queries, &a.query_ids),
     ] {
-        let p = out.join(format!("{name}.npy"));
+        let p = lang_file(out, stem, lang, "npy")?;
         write_npy(&p, emb)?;
-        let idp = out.join(format!("{name}.ids.txt"));
+        let idp = lang_file(out, stem, lang, "ids.txt")?;
         let mut text = ids.join("\n");
         text.push('\n');
         rosetta::util::write_atomic(&idp, text.as_bytes())?;

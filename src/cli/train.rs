@@ -135,8 +135,9 @@ pub enum JobsAction {
         /// The note.
         text: String,
     },
-    /// Delete a session folder and everything in it (refused while its job runs). Asks first
-    /// unless --yes.
+    /// Delete a session: its own files, then its folder (refused while its job runs, for a
+    /// folder that is not a Rosetta session, and for one holding files a session does not
+    /// write). Asks first unless --yes.
     Delete {
         /// Session folder.
         session: PathBuf,
@@ -487,6 +488,13 @@ pub fn jobs(args: JobsArgs) -> anyhow::Result<()> {
             }
         }
     }
+    // stored text (names, tags, errors, paths) never reaches the terminal
+    // with its control sequences
+    for r in rows.iter_mut() {
+        for cell in r.iter_mut() {
+            *cell = clean(cell).replace('\n', " ");
+        }
+    }
     let widths: Vec<usize> = (0..rows[0].len())
         .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
         .collect();
@@ -499,9 +507,15 @@ pub fn jobs(args: JobsArgs) -> anyhow::Result<()> {
         println!("{}", line.join("  ").trim_end());
     }
     for n in notes {
-        println!("  {n}");
+        println!("  {}", clean(&n));
     }
     Ok(())
+}
+
+/// Stored text as it may be printed: terminal control sequences removed
+/// ([`rosetta::util::strip_controls`]).
+fn clean(s: &str) -> std::borrow::Cow<'_, str> {
+    rosetta::util::strip_controls(s)
 }
 
 /// `rosetta jobs log`: the last `lines` lines of the session's log, then,
@@ -513,13 +527,13 @@ fn follow_log(session: &Path, lines: usize, follow: bool) -> anyhow::Result<()> 
     if !follow {
         // the end only: read without the whole log
         for l in runs::log_tail(session, lines)? {
-            writeln!(out, "{l}")?;
+            writeln!(out, "{}", clean(&l))?;
         }
         return Ok(());
     }
     let (all, mut offset) = runs::log_since(session, 0, false)?;
     for l in &all[all.len().saturating_sub(lines)..] {
-        writeln!(out, "{l}")?;
+        writeln!(out, "{}", clean(l))?;
     }
     out.flush()?;
     loop {
@@ -532,7 +546,7 @@ fn follow_log(session: &Path, lines: usize, follow: bool) -> anyhow::Result<()> 
         let (new, next) = runs::log_since(session, offset, done)?;
         offset = next;
         for l in &new {
-            writeln!(out, "{l}")?;
+            writeln!(out, "{}", clean(l))?;
         }
         out.flush()?;
         if done {
@@ -547,17 +561,20 @@ fn jobs_action(action: JobsAction) -> anyhow::Result<()> {
     match action {
         JobsAction::Show { session, lines } => {
             let d = runs::detail(&session, lines)?;
-            println!("session  {}", d.dir.display());
+            println!("session  {}", clean(&d.dir.display().to_string()));
             if !d.meta.name.is_empty() {
-                println!("name     {}", d.meta.name);
+                println!("name     {}", clean(&d.meta.name));
             }
             if !d.meta.tags.is_empty() {
-                println!("tags     {}", d.meta.tags.join(", "));
+                println!("tags     {}", clean(&d.meta.tags.join(", ")));
             }
             if !d.meta.note.is_empty() {
-                println!("note     {}", d.meta.note.replace('\n', "\n         "));
+                println!(
+                    "note     {}",
+                    clean(&d.meta.note).replace('\n', "\n         ")
+                );
             }
-            println!("state    {}", d.state);
+            println!("state    {}", clean(&d.state));
             println!("\nbest figures (validation, per epoch; loss: lowest step record)");
             if d.best.is_empty() {
                 println!("  none recorded yet");
@@ -575,15 +592,20 @@ fn jobs_action(action: JobsAction) -> anyhow::Result<()> {
                 println!("  none");
             }
             for c in &d.checkpoints {
-                println!("  {:<24} {:>10} bytes  {}", c.name, c.bytes, c.modified);
+                println!(
+                    "  {:<24} {:>10} bytes  {}",
+                    clean(&c.name),
+                    c.bytes,
+                    c.modified
+                );
             }
-            println!("\nconfig.toml\n{}", d.config.trim_end());
+            println!("\nconfig.toml\n{}", clean(d.config.trim_end()));
             println!("\nlog.txt (last {lines} lines)");
             for l in &d.log_tail {
-                println!("  {l}");
+                println!("  {}", clean(l));
             }
             for p in &d.problems {
-                eprintln!("warning: {p}");
+                eprintln!("warning: {}", clean(p));
             }
         }
         JobsAction::Log {
@@ -609,7 +631,11 @@ fn jobs_action(action: JobsAction) -> anyhow::Result<()> {
             } else {
                 runs::edit_tags(&session, &tags, &[])?
             };
-            println!("{}: tags [{}]", session.display(), m.tags.join(", "));
+            println!(
+                "{}: tags [{}]",
+                session.display(),
+                clean(&m.tags.join(", "))
+            );
         }
         JobsAction::Note { session, text } => {
             runs::set_note(&session, &text)?;
@@ -630,8 +656,9 @@ fn jobs_action(action: JobsAction) -> anyhow::Result<()> {
                     .map(|s| format!(" ({} {})", s.model, s.effective_state()))
                     .unwrap_or_default();
                 eprint!(
-                    "Delete session {}{what} and all its files? [y/N] ",
-                    session.display()
+                    "Delete session {}{} and all its files? [y/N] ",
+                    session.display(),
+                    clean(&what)
                 );
                 std::io::stderr().flush()?;
                 let mut answer = String::new();
@@ -677,7 +704,9 @@ pub fn cancel(args: CancelArgs) -> anyhow::Result<()> {
         s => println!(
             "{}: ended as {s} before the cancel took effect{}",
             dir.display(),
-            st.error.map(|e| format!(" ({e})")).unwrap_or_default()
+            st.error
+                .map(|e| format!(" ({})", clean(&e)))
+                .unwrap_or_default()
         ),
     }
     Ok(())

@@ -96,7 +96,7 @@ impl Dictionary {
                 "dictd index without its data file (.dict.dz or .dict) next to it",
             )
         })?;
-        let raw = std::fs::read(&data_path).map_err(|e| Error::io(&data_path, e))?;
+        let raw = crate::text::io::read_plain_bytes(&data_path)?;
         let data = if data_path.extension().is_some_and(|e| e == "dz") {
             let mut out = Vec::new();
             flate2::read::MultiGzDecoder::new(&raw[..])

@@ -72,13 +72,7 @@ pub fn workspace_analyzers(ws: &Workspace) -> Result<(Analyzer, Analyzer)> {
 /// The unit models of a cache folder alone (its metadata and the two model
 /// files checked), without reading the rest.
 fn load_cached_units(dir: &Path) -> Result<UnitModels> {
-    let mp = dir.join("meta.json");
-    let bytes = std::fs::read(&mp).map_err(|e| Error::io(&mp, e))?;
-    let meta: Meta = serde_json::from_slice(&bytes)
-        .map_err(|e| Error::parse(&mp, e.line(), format!("bad cache metadata: {e}")))?;
-    if meta.version != CACHE_VERSION {
-        return Err(Error::file(&mp, "cache written by another version"));
-    }
+    let (mp, meta) = read_meta(dir)?;
     let mut out = Vec::new();
     for name in [UNITS_SOURCE, UNITS_TARGET] {
         let path = dir.join(name);
@@ -591,13 +585,7 @@ impl Prepared {
 
     /// Reads a cache folder written by [`Prepared::load_or_build`].
     pub fn load(dir: &Path) -> Result<Prepared> {
-        let mp = dir.join("meta.json");
-        let bytes = std::fs::read(&mp).map_err(|e| Error::io(&mp, e))?;
-        let meta: Meta = serde_json::from_slice(&bytes)
-            .map_err(|e| Error::parse(&mp, e.line(), format!("bad cache metadata: {e}")))?;
-        if meta.version != CACHE_VERSION {
-            return Err(Error::file(&mp, "cache written by another version"));
-        }
+        let (mp, meta) = read_meta(dir)?;
         for (name, want) in &meta.files {
             let path = dir.join(name);
             if &crate::util::hash_file(&path)? != want {
@@ -722,6 +710,32 @@ impl Prepared {
             unit_models,
         })
     }
+}
+
+/// The `meta.json` of cache folder `dir` (its path and contents), checked:
+/// this version's, its languages codes ([`crate::text::check_lang`]) and
+/// its file names plain names inside the folder, as a cache writes them.
+fn read_meta(dir: &Path) -> Result<(PathBuf, Meta)> {
+    let mp = dir.join("meta.json");
+    let bytes = crate::util::read_regular(&mp, crate::util::Links::Refuse, u64::MAX)?;
+    let meta: Meta = serde_json::from_slice(&bytes)
+        .map_err(|e| Error::parse(&mp, e.line(), format!("bad cache metadata: {e}")))?;
+    if meta.version != CACHE_VERSION {
+        return Err(Error::file(&mp, "cache written by another version"));
+    }
+    for lang in [&meta.source_lang, &meta.target_lang] {
+        crate::text::check_lang(lang).map_err(|why| Error::file(&mp, why))?;
+    }
+    for name in meta.files.keys() {
+        let plain = Path::new(name).file_name() == Some(std::ffi::OsStr::new(name));
+        if !plain || name.starts_with('.') {
+            return Err(Error::file(
+                &mp,
+                format!("cache file name {name:?} is not a plain name inside the cache"),
+            ));
+        }
+    }
+    Ok((mp, meta))
 }
 
 #[derive(Serialize, Deserialize)]
@@ -948,7 +962,7 @@ pub fn write_csr(path: &Path, m: &CsrMatrix) -> Result<()> {
 
 /// Reads a matrix written by [`write_csr`], checking its structure.
 pub fn read_csr(path: &Path) -> Result<CsrMatrix> {
-    let b = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let b = crate::util::read_regular(path, crate::util::Links::Refuse, u64::MAX)?;
     let bad = |m: &str| Error::file(path, format!("bad matrix file: {m}"));
     if b.len() < 32 || &b[..8] != CSR_MAGIC {
         return Err(bad("no RCSR header"));

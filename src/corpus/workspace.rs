@@ -317,7 +317,8 @@ impl Workspace {
     /// Reads and checks a workspace TOML. Errors name the file and, for bad
     /// TOML, the key, line and what was expected.
     pub fn load(path: &Path) -> Result<Workspace> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        use crate::util::{read_regular_text, Links, SMALL_FILE_LIMIT};
+        let text = read_regular_text(path, Links::Follow, SMALL_FILE_LIMIT)?;
         Self::from_toml(path, &text)
     }
 
@@ -431,6 +432,17 @@ impl Workspace {
         for (key, lang) in [("source", &raw.source.lang), ("target", &raw.target.lang)] {
             if lang.trim().is_empty() {
                 return Err(bad(format!("[{key}]: key `lang` is empty")));
+            }
+            // a language names files (export's `terms.en.vec`): a code only
+            if let Err(why) = crate::text::check_lang(lang.trim()) {
+                let msg = format!("[{key}]: key `lang`: {why}");
+                let line = text
+                    .lines()
+                    .position(|l| l.contains("lang") && l.contains(lang.trim()));
+                return Err(match line {
+                    Some(i) => Error::parse(path, i + 1, msg),
+                    None => bad(msg),
+                });
             }
         }
         let text_given = raw.text.unwrap_or_default();
@@ -552,7 +564,7 @@ impl Workspace {
         });
         h.update(settings.to_string().as_bytes());
         for f in self.data_files() {
-            let file = std::fs::File::open(&f).map_err(|e| Error::io(&f, e))?;
+            let file = crate::util::open_regular(&f, crate::util::Links::Follow)?;
             let len = file.metadata().map_err(|e| Error::io(&f, e))?.len();
             h.update(&len.to_le_bytes());
             h.update_reader(file).map_err(|e| Error::io(&f, e))?;
@@ -743,5 +755,53 @@ split = [0.5, 0.25, 0.25]
             .unwrap_err()
             .to_string();
         assert!(e.contains("split"), "{e}");
+    }
+
+    /// A language names export files: anything but a code is refused where
+    /// the workspace is read, with the file and line.
+    #[test]
+    fn a_language_is_a_code_never_a_path() {
+        for bad in ["x/../../../../tmp/outside/PWNED", "..", "e n", "", "en;rm"] {
+            let toml = format!(
+                "name = \"a\"\n[source]\nlang = \"en\"\n[target]\nlang = {bad:?}\n[parallel]\ntrain = \"t.tsv\"\n"
+            );
+            let e = ws(&toml).unwrap_err().to_string();
+            assert!(
+                e.contains("/x/w.toml") && e.contains("lang"),
+                "{bad:?}: {e}"
+            );
+            if !bad.is_empty() {
+                assert!(e.contains("/x/w.toml:5"), "{bad:?}: {e}");
+            }
+        }
+        let long = "a".repeat(crate::text::MAX_LANG_LEN + 1);
+        let toml = format!("name = \"a\"\nsource.lang = \"{long}\"\ntarget.lang = \"es\"\n[parallel]\ntrain = \"t.tsv\"\n");
+        assert!(ws(&toml).unwrap_err().to_string().contains("longer than"));
+        for good in ["en", "zh-Hans", "x_custom", "ES"] {
+            let toml = format!("name = \"a\"\nsource.lang = \"{good}\"\ntarget.lang = \"es\"\n[parallel]\ntrain = \"t.tsv\"\n");
+            assert!(ws(&toml).is_ok(), "{good}");
+        }
+    }
+
+    /// A data path naming a device or a FIFO is an error naming it, never a
+    /// hash or read that does not end.
+    #[test]
+    fn a_device_as_data_is_refused_not_read_forever() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("w.toml");
+        let w = Workspace::from_toml(
+            &p,
+            "name = \"a\"\nsource.lang = \"en\"\ntarget.lang = \"es\"\n[parallel]\ntsv = \"/dev/zero\"\nsplit = [0.5, 0.5, 0.0]\n",
+        )
+        .unwrap();
+        let e = w.content_hash().unwrap_err().to_string();
+        assert!(e.contains("/dev/zero") && e.contains("device"), "{e}");
+        let e = crate::text::io::read_lines(Path::new("/dev/zero"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not a regular file"), "{e}");
+        std::os::unix::fs::symlink("/dev/zero", &p).unwrap();
+        let e = Workspace::load(&p).unwrap_err().to_string();
+        assert!(e.contains("w.toml") && e.contains("device"), "{e}");
     }
 }

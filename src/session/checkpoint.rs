@@ -59,7 +59,10 @@ impl Checkpoint {
             .collect()
     }
 
-    /// Writes a checkpoint atomically.
+    /// Writes a checkpoint atomically, never through a symbolic link (the
+    /// file's folder must not be one). The bytes depend on the contents
+    /// only: the header's metadata keys are in a fixed (sorted) order, so
+    /// two identical runs write identical files.
     pub fn write(
         path: &Path,
         meta: &CheckpointMeta,
@@ -107,13 +110,18 @@ impl Checkpoint {
             serde_json::to_string(&meta.params).unwrap_or_default(),
         );
         let bytes = safetensors::tensor::serialize(views, Some(info))
+            .and_then(|b| canonical_header(&b))
             .map_err(|e| Error::file(path, format!("cannot serialise checkpoint: {e}")))?;
+        refuse_linked_folder(path)?;
         write_atomic(path, &bytes)
     }
 
-    /// Reads a checkpoint; a truncated or corrupt file is an error naming it.
+    /// Reads a checkpoint; a truncated or corrupt file is an error naming it,
+    /// and so is a symbolic link (the file or its folder) or anything but a
+    /// regular file.
     pub fn read(path: &Path, device: &Device) -> Result<Checkpoint> {
-        let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        refuse_linked_folder(path)?;
+        let bytes = crate::util::read_regular(path, crate::util::Links::Refuse, u64::MAX)?;
         let bad = |msg: String| Error::file(path, format!("not a valid checkpoint: {msg}"));
         // full validation of header and offsets
         let st = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| bad(e.to_string()))?;
@@ -158,6 +166,53 @@ impl Checkpoint {
         }
         Ok(Checkpoint { meta, tensors })
     }
+}
+
+/// Error when the folder of checkpoint `path` (`checkpoints/`) is a
+/// symbolic link: a session's checkpoints are never written or read
+/// through one.
+fn refuse_linked_folder(path: &Path) -> Result<()> {
+    let Some(dir) = path.parent().filter(|p| !p.as_os_str().is_empty()) else {
+        return Ok(());
+    };
+    match std::fs::symlink_metadata(dir) {
+        Ok(md) if md.file_type().is_symlink() => Err(Error::file(
+            dir,
+            "is a symbolic link: session files are never written or read through links",
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// A safetensors file `bytes` with its JSON header rewritten in a fixed
+/// order: the safetensors crate writes the `__metadata__` map in hash-map
+/// order, which differs from one process to the next. Keys are sorted at
+/// both levels (tensor entries and metadata); the header is padded with
+/// spaces to a multiple of 8 bytes as safetensors does, and the tensor
+/// data, whose offsets are relative to the header's end, is unchanged.
+fn canonical_header(bytes: &[u8]) -> std::result::Result<Vec<u8>, safetensors::SafeTensorError> {
+    use safetensors::SafeTensorError as E;
+    let n = bytes
+        .get(..8)
+        .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")) as usize)
+        .ok_or(E::HeaderTooSmall)?;
+    let header = bytes.get(8..8 + n).ok_or(E::InvalidHeaderLength)?;
+    let mut top: BTreeMap<String, serde_json::Value> =
+        serde_json::from_slice(header).map_err(E::InvalidHeaderDeserialization)?;
+    if let Some(md) = top.get_mut("__metadata__") {
+        let sorted: BTreeMap<String, String> =
+            serde_json::from_value(md.take()).map_err(E::InvalidHeaderDeserialization)?;
+        *md = serde_json::to_value(sorted).map_err(E::InvalidHeaderDeserialization)?;
+    }
+    let mut json = serde_json::to_vec(&top).map_err(E::InvalidHeaderDeserialization)?;
+    while json.len() % 8 != 0 {
+        json.push(b' ');
+    }
+    let mut out = Vec::with_capacity(8 + json.len() + bytes.len() - 8 - n);
+    out.extend_from_slice(&(json.len() as u64).to_le_bytes());
+    out.extend_from_slice(&json);
+    out.extend_from_slice(&bytes[8 + n..]);
+    Ok(out)
 }
 
 /// Metadata key of the checkpoint's BLAKE3 checksum.

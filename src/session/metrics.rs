@@ -530,13 +530,15 @@ impl MetricsTail {
 
     /// Reads what was appended since the last call. A missing file is an
     /// empty batch (the job has not written yet); a file that shrank is
-    /// read again from the start ([`TailBatch::restarted`]).
+    /// read again from the start ([`TailBatch::restarted`]); a symbolic
+    /// link or anything but a regular file is an error.
     pub fn poll(&mut self) -> Result<TailBatch> {
         let mut batch = TailBatch::default();
-        let mut f = match std::fs::File::open(&self.path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(batch),
-            Err(e) => return Err(Error::io(&self.path, e)),
+        // a regular file only, never through a link (a FIFO would block)
+        let Some(mut f) =
+            crate::util::open_regular_if_exists(&self.path, crate::util::Links::Refuse)?
+        else {
+            return Ok(batch);
         };
         let len = f.metadata().map_err(|e| Error::io(&self.path, e))?.len();
         if len < self.offset {

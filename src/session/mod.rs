@@ -13,6 +13,11 @@
 //!   units, `units.source.json` / `units.target.json`);
 //! - `log.txt`, human-readable.
 //!
+//! A running job holds a `flock` on the session folder itself (see
+//! [`job_process`]). No file of a session is read or written through a
+//! symbolic link ([`check_no_links`]), and its small files are read only
+//! when they are regular files of a bounded size.
+//!
 //! Every file that is replaced is written with [`crate::util::write_atomic`],
 //! so a reader (or a job killed at any moment) sees the old file or the new
 //! one, never a partial one.
@@ -34,7 +39,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::text::Vocabs;
 use crate::text::Vocabulary;
-use crate::util::write_atomic;
+use crate::util::{read_regular, read_regular_text, write_atomic, Links, SMALL_FILE_LIMIT};
 use crate::{Error, Result};
 
 pub use crate::util::{pid_alive, process_start_time};
@@ -66,8 +71,62 @@ pub const LAST_CHECKPOINT: &str = "checkpoints/last.safetensors";
 pub const VOCAB_SOURCE: &str = "vocab.source.json";
 /// Target-language vocabulary the model was trained with.
 pub const VOCAB_TARGET: &str = "vocab.target.json";
-/// Lock file held (flock) by the process running the job.
-pub const LOCK_FILE: &str = ".lock";
+/// Every file name a session folder may hold directly (besides
+/// [`CHECKPOINT_DIR`] and the temporary files of [`write_atomic`],
+/// `.NAME.tmp.…`): what `rosetta jobs delete` removes, and all it removes.
+/// A component that writes a new file into session folders adds its name
+/// here.
+pub const SESSION_FILES: &[&str] = &[
+    CONFIG_FILE,
+    STATUS_FILE,
+    METRICS_FILE,
+    LOG_FILE,
+    VOCAB_SOURCE,
+    VOCAB_TARGET,
+    crate::text::units::UNITS_SOURCE,
+    crate::text::units::UNITS_TARGET,
+    runs::META_FILE,
+    workbench::SCORES_CACHE,
+    search::HNSW_FILE,
+    "hnsw.usearch.json",
+    "hnsw.partial",
+    // the lock file of versions that locked a file, not the folder
+    ".lock",
+];
+
+/// Every file name [`CHECKPOINT_DIR`] may hold (besides temporary files).
+pub const CHECKPOINT_FILES: &[&str] = &["best.safetensors", "last.safetensors"];
+
+/// Whether `dir` holds a symbolic link where a session keeps its files:
+/// any entry of the folder or of its `checkpoints/` (itself included). A
+/// session's files are never read or written through a link (a planted
+/// `checkpoints -> elsewhere` would put the checkpoints outside the
+/// session); the error names the link.
+pub fn check_no_links(dir: &Path) -> Result<()> {
+    let refuse = |p: &Path| {
+        Err(Error::file(
+            p,
+            "is a symbolic link: session files are never written or read through links",
+        ))
+    };
+    for folder in [dir.to_path_buf(), dir.join(CHECKPOINT_DIR)] {
+        let rd = match std::fs::read_dir(&folder) {
+            Ok(rd) => rd,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && folder != dir => continue,
+            Err(e) => return Err(Error::io(&folder, e)),
+        };
+        for e in rd {
+            let e = e.map_err(|e| Error::io(&folder, e))?;
+            if e.file_type()
+                .map_err(|x| Error::io(e.path(), x))?
+                .is_symlink()
+            {
+                return refuse(&e.path());
+            }
+        }
+    }
+    Ok(())
+}
 
 /// `config.toml`: what the job was asked to do, with every default filled in.
 /// Rerunning `rosetta train` with these values reproduces the run.
@@ -105,9 +164,11 @@ pub struct SessionConfig {
 
 impl SessionConfig {
     /// Reads `config.toml` of a session folder.
+    /// A regular file only, never through a link, at most
+    /// [`crate::util::SMALL_FILE_LIMIT`] bytes.
     pub fn read(dir: &Path) -> Result<SessionConfig> {
         let path = dir.join(CONFIG_FILE);
-        let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+        let text = read_regular_text(&path, Links::Refuse, SMALL_FILE_LIMIT)?;
         toml::from_str(&text).map_err(|e| toml_error(&path, &text, e))
     }
 
@@ -351,10 +412,12 @@ impl Status {
     }
 }
 
-/// Reads `status.json` of a session folder.
+/// Reads `status.json` of a session folder: a regular file only, never
+/// through a link, at most [`crate::util::SMALL_FILE_LIMIT`] bytes (a FIFO
+/// or `/dev/zero` is an error, never a read without end).
 pub fn read_status(dir: &Path) -> Result<Status> {
     let path = dir.join(STATUS_FILE);
-    let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+    let bytes = read_regular(&path, Links::Refuse, SMALL_FILE_LIMIT)?;
     serde_json::from_slice(&bytes).map_err(|e| json_error(&path, e))
 }
 
@@ -422,6 +485,17 @@ impl Session {
     /// jobs started in the same second get distinct folders (`-2`, `-3`...).
     pub fn create_in(root: &Path, mut config: SessionConfig) -> Result<Session> {
         config.resolve()?;
+        // the model names the folder: a plain name only
+        let m = &config.model;
+        if m.is_empty()
+            || !m
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(Error::invalid(format!(
+                "model name {m:?} cannot name a session folder (ASCII letters, digits, `-`, `_`)"
+            )));
+        }
         std::fs::create_dir_all(root).map_err(|e| Error::io(root, e))?;
         let stamp = fmt_stamp(now_unix());
         let base = format!("{}-{}", config.model, stamp);
@@ -441,13 +515,15 @@ impl Session {
         Err(Error::file(root, "cannot find a free session folder name"))
     }
 
-    /// Opens an existing session folder (config and status).
+    /// Opens an existing session folder (config and status); a folder
+    /// holding a symbolic link ([`check_no_links`]) is refused.
     pub fn open(dir: &Path) -> Result<Session> {
         if !dir.is_dir() {
             return Err(Error::file(dir, "no such session folder"));
         }
+        check_no_links(dir)?;
         let config = SessionConfig::read(dir)?;
-        let status = if dir.join(STATUS_FILE).exists() {
+        let status = if std::fs::symlink_metadata(dir.join(STATUS_FILE)).is_ok() {
             read_status(dir)?
         } else {
             Status::queued(&config)
@@ -579,8 +655,9 @@ impl SessionEntry {
 }
 
 /// Every session folder directly under `root` (folders with a `config.toml`
-/// or `status.json`), sorted by name. Unreadable files do not hide a
-/// session: the entry says what is wrong.
+/// or `status.json`), sorted by name. Unreadable files (a FIFO, a device,
+/// a link, a file too large for its kind) do not hide a session or stop
+/// the listing: the entry says what is wrong.
 pub fn list_sessions(root: &Path) -> Result<Vec<SessionEntry>> {
     if !root.exists() {
         return Ok(Vec::new());
@@ -590,7 +667,8 @@ pub fn list_sessions(root: &Path) -> Result<Vec<SessionEntry>> {
     for e in rd {
         let e = e.map_err(|e| Error::io(root, e))?;
         let p = e.path();
-        if p.is_dir() && (p.join(CONFIG_FILE).exists() || p.join(STATUS_FILE).exists()) {
+        let has = |name: &str| std::fs::symlink_metadata(p.join(name)).is_ok();
+        if p.is_dir() && (has(CONFIG_FILE) || has(STATUS_FILE)) {
             dirs.push(p);
         }
     }
@@ -599,6 +677,9 @@ pub fn list_sessions(root: &Path) -> Result<Vec<SessionEntry>> {
         .into_iter()
         .map(|dir| {
             let mut problems = Vec::new();
+            if let Err(e) = check_no_links(&dir) {
+                problems.push(e.to_string());
+            }
             let config = SessionConfig::read(&dir)
                 .map_err(|e| problems.push(e.to_string()))
                 .ok();
@@ -630,8 +711,11 @@ pub fn list_sessions(root: &Path) -> Result<Vec<SessionEntry>> {
 /// The process running the job of session `dir`, proven before anyone
 /// signals it: `status.json` must name a pid with its start time, that
 /// process must be alive with the same start time (not a reused pid), and
-/// it must hold the session's `.lock` (read from `/proc/locks`; without
-/// `/proc`, the lock must at least be held by someone). A crafted or
+/// it must hold the lock on the session folder itself (read from
+/// `/proc/locks`; without `/proc`, the lock must at least be held by
+/// someone). The lock is on the folder, which cannot be hard-linked, so a
+/// second folder copying another's status (or a hard link to a lock file)
+/// never passes for that folder's job. A crafted or
 /// copied session folder naming an unrelated process is refused with the
 /// reason, so `rosetta cancel` and the workbench never signal it.
 pub fn job_process(dir: &Path) -> Result<u32> {
@@ -650,21 +734,20 @@ pub fn job_process(dir: &Path) -> Result<u32> {
     if !pid_alive(st.pid, Some(start)) {
         return refuse(format!("process {} is not running (stale status)", st.pid));
     }
-    let lock = dir.join(LOCK_FILE);
-    match lock_holders(&lock) {
+    match lock_holders(dir) {
         Some(holders) if holders.contains(&st.pid) => Ok(st.pid),
         Some(_) => refuse(format!(
-            "process {} does not hold the session's lock {}: it is not this session's job",
+            "process {} does not hold the lock on the session folder {}: it is not this session's job",
             st.pid,
-            lock.display()
+            dir.display()
         )),
         None => {
-            if lock_is_held(&lock) {
+            if lock_is_held(dir) {
                 Ok(st.pid)
             } else {
                 refuse(format!(
-                    "no process holds the session's lock {}: process {} is not its job",
-                    lock.display(),
+                    "no process holds the lock on the session folder {}: process {} is not its job",
+                    dir.display(),
                     st.pid
                 ))
             }
@@ -672,16 +755,26 @@ pub fn job_process(dir: &Path) -> Result<u32> {
     }
 }
 
-/// The pids holding a `flock` on `lock` per `/proc/locks`, or `None` when
-/// that cannot be read (no `/proc`); empty when the file is missing or a
-/// symbolic link.
-fn lock_holders(lock: &Path) -> Option<Vec<u32>> {
+/// Opens session folder `dir` itself, for its lock (`flock` on the folder:
+/// a job holds it while it runs).
+pub(crate) fn open_folder(dir: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+        .open(dir)
+}
+
+/// The pids holding a `flock` on session folder `dir` per `/proc/locks`,
+/// or `None` when that cannot be read (no `/proc`); empty when the folder
+/// is missing.
+fn lock_holders(dir: &Path) -> Option<Vec<u32>> {
     use std::os::unix::fs::MetadataExt;
     let table = std::fs::read_to_string("/proc/locks").ok()?;
-    let Ok(md) = std::fs::symlink_metadata(lock) else {
+    let Ok(md) = std::fs::metadata(dir) else {
         return Some(Vec::new());
     };
-    if !md.file_type().is_file() {
+    if !md.is_dir() {
         return Some(Vec::new());
     }
     let (ino, dev) = (md.ino(), md.dev());
@@ -711,11 +804,11 @@ fn lock_holders(lock: &Path) -> Option<Vec<u32>> {
     Some(out)
 }
 
-/// Whether some process holds the flock on `lock` (tried without waiting,
-/// released at once; the file is neither created nor followed as a link).
-fn lock_is_held(lock: &Path) -> bool {
+/// Whether some process holds the flock on session folder `dir` (tried
+/// without waiting, released at once).
+fn lock_is_held(dir: &Path) -> bool {
     use std::os::unix::io::AsRawFd;
-    let Ok(f) = crate::util::open_read_nofollow(lock) else {
+    let Ok(f) = open_folder(dir) else {
         return false;
     };
     // SAFETY: flock on a valid open descriptor.

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::metrics::{Curves, MetricsTail};
 use super::{
     json_error, list_sessions, read_status, SessionConfig, SessionEntry, State, CHECKPOINT_DIR,
-    CONFIG_FILE, LOCK_FILE, LOG_FILE, METRICS_FILE, STATUS_FILE,
+    CONFIG_FILE, LOG_FILE, METRICS_FILE, STATUS_FILE,
 };
 use crate::util::write_atomic;
 use crate::{Error, Result};
@@ -40,12 +40,12 @@ impl RunMeta {
     /// Reads `meta.json` of session folder `dir`; a missing file is the
     /// empty meta, a malformed one an error with its path and line.
     pub fn read(dir: &Path) -> Result<RunMeta> {
+        use crate::util::{read_regular_if_exists, Links, SMALL_FILE_LIMIT};
         let path = dir.join(META_FILE);
-        match std::fs::read(&path) {
-            Ok(b) => serde_json::from_slice(&b).map_err(|e| json_error(&path, e)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(RunMeta::default()),
-            Err(e) => Err(Error::io(&path, e)),
-        }
+        let Some(b) = read_regular_if_exists(&path, Links::Refuse, SMALL_FILE_LIMIT)? else {
+            return Ok(RunMeta::default());
+        };
+        serde_json::from_slice(&b).map_err(|e| json_error(&path, e))
     }
 
     /// Writes `meta.json` atomically into session folder `dir` (which must
@@ -150,30 +150,107 @@ pub fn set_tags(dir: &Path, text: &str) -> Result<RunMeta> {
     )
 }
 
-/// Deletes session folder `dir` with everything in it. Refused for a
-/// folder that is not a session and for a job that may be running: its
-/// status is not final and its process is alive, or someone holds its
-/// lock (cancel it first).
+/// Deletes session folder `dir`: its own files ([`super::SESSION_FILES`],
+/// the checkpoints, temporary files of its writes) and then the folder.
+/// Refused, with nothing deleted, for a folder that is not a session
+/// written by Rosetta (its `config.toml` and `status.json` must parse as a
+/// session's), for a folder holding anything else (a file or folder a
+/// session does not write: it is not ours to delete), and for a job that
+/// may be running: its status is not final and its process is alive, or
+/// someone holds its lock (cancel it first). Links are removed, never
+/// followed.
 pub fn delete(dir: &Path) -> Result<()> {
-    check_session_dir(dir)?;
-    if let Ok(st) = read_status(dir) {
-        if !st.state.is_final() && st.process_alive() {
-            return Err(Error::file(
-                dir,
-                format!(
-                    "the job is {} (pid {}): cancel it before deleting the session",
-                    st.state, st.pid
-                ),
-            ));
-        }
+    let not_session = |e: Error| {
+        Error::file(
+            dir,
+            format!("not a Rosetta session folder ({e}); nothing deleted"),
+        )
+    };
+    if std::fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(Error::file(
+            dir,
+            "is a symbolic link: give the session folder itself; nothing deleted",
+        ));
     }
-    if super::lock_is_held(&dir.join(LOCK_FILE)) {
+    check_session_dir(dir)?;
+    SessionConfig::read(dir).map_err(not_session)?;
+    let st = read_status(dir).map_err(not_session)?;
+    if !st.state.is_final() && st.process_alive() {
+        return Err(Error::file(
+            dir,
+            format!(
+                "the job is {} (pid {}): cancel it before deleting the session",
+                st.state, st.pid
+            ),
+        ));
+    }
+    if super::lock_is_held(dir) {
         return Err(Error::file(
             dir,
             "a process holds the session's lock (its job is running): cancel it before deleting",
         ));
     }
-    std::fs::remove_dir_all(dir).map_err(|e| Error::io(dir, e))
+    // everything to remove, listed before anything is removed
+    let ck_dir = dir.join(CHECKPOINT_DIR);
+    let mut files = Vec::new();
+    let mut foreign = Vec::new();
+    let mut ck_is_dir = false;
+    for (folder, known) in [
+        (dir, super::SESSION_FILES),
+        (ck_dir.as_path(), super::CHECKPOINT_FILES),
+    ] {
+        if folder == ck_dir && !ck_is_dir {
+            break;
+        }
+        for e in std::fs::read_dir(folder).map_err(|e| Error::io(folder, e))? {
+            let e = e.map_err(|e| Error::io(folder, e))?;
+            let name = e.file_name().to_string_lossy().into_owned();
+            let t = e.file_type().map_err(|x| Error::io(e.path(), x))?;
+            if folder == dir && name == CHECKPOINT_DIR && t.is_dir() {
+                ck_is_dir = true;
+            } else if (t.is_file() || t.is_symlink()) && is_own_file(&name, known) {
+                files.push(e.path());
+            } else {
+                foreign.push(e.path());
+            }
+        }
+    }
+    if !foreign.is_empty() {
+        foreign.sort();
+        let shown: Vec<String> = foreign
+            .iter()
+            .take(5)
+            .map(|p| p.display().to_string())
+            .collect();
+        return Err(Error::file(
+            dir,
+            format!(
+                "holds {} entr{} a session does not write ({}{}): not deleting what is not ours; \
+                 nothing deleted",
+                foreign.len(),
+                if foreign.len() == 1 { "y" } else { "ies" },
+                shown.join(", "),
+                if foreign.len() > 5 { ", …" } else { "" }
+            ),
+        ));
+    }
+    for f in &files {
+        std::fs::remove_file(f).map_err(|e| Error::io(f, e))?;
+    }
+    if ck_is_dir {
+        std::fs::remove_dir(&ck_dir).map_err(|e| Error::io(&ck_dir, e))?;
+    }
+    std::fs::remove_dir(dir).map_err(|e| Error::io(dir, e))
+}
+
+/// Whether `name` is one of `known`, or a temporary file of one
+/// (`.NAME.tmp.…`, [`crate::util::write_atomic`]).
+fn is_own_file(name: &str, known: &[&str]) -> bool {
+    known.contains(&name)
+        || name
+            .strip_prefix('.')
+            .and_then(|r| r.split_once(".tmp."))
+            .is_some_and(|(n, _)| known.contains(&n))
 }
 
 /// Labels for `names` that are never cut to ambiguity: the prefix all of
@@ -625,13 +702,24 @@ pub struct RunDetail {
 /// of its log, checkpoints, best figures and state.
 pub fn detail(dir: &Path, log_lines: usize) -> Result<RunDetail> {
     check_session_dir(dir)?;
-    let config = match std::fs::read_to_string(dir.join(CONFIG_FILE)) {
+    let config = match crate::util::read_regular_text(
+        &dir.join(CONFIG_FILE),
+        crate::util::Links::Refuse,
+        crate::util::SMALL_FILE_LIMIT,
+    ) {
         Ok(t) => t,
         Err(e) => format!("(cannot read {CONFIG_FILE}: {e})"),
     };
     let log_tail = log_tail(dir, log_lines)?;
     let mut checkpoints = Vec::new();
-    if let Ok(rd) = std::fs::read_dir(dir.join(CHECKPOINT_DIR)) {
+    let ck_dir = dir.join(CHECKPOINT_DIR);
+    let ck_link = std::fs::symlink_metadata(&ck_dir).is_ok_and(|m| m.file_type().is_symlink());
+    let rd = if ck_link {
+        None // never listed through a link (`check_no_links` names it)
+    } else {
+        std::fs::read_dir(&ck_dir).ok()
+    };
+    if let Some(rd) = rd {
         for e in rd.flatten() {
             let Ok(md) = e.metadata() else { continue };
             let name = e.file_name().to_string_lossy().into_owned();
@@ -680,7 +768,12 @@ pub fn detail(dir: &Path, log_lines: usize) -> Result<RunDetail> {
         checkpoints,
         best: best_figures(&curves),
         state,
-        problems: batch.errors.iter().map(|e| e.to_string()).collect(),
+        problems: super::check_no_links(dir)
+            .err()
+            .into_iter()
+            .chain(batch.errors)
+            .map(|e| e.to_string())
+            .collect(),
     })
 }
 
@@ -702,10 +795,9 @@ pub fn log_since(dir: &Path, offset: u64, to_end: bool) -> Result<(Vec<String>, 
     use std::io::{Read, Seek, SeekFrom};
     check_session_dir(dir)?;
     let path = dir.join(LOG_FILE);
-    let mut f = match std::fs::File::open(&path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), 0)),
-        Err(e) => return Err(Error::io(&path, e)),
+    let Some(mut f) = crate::util::open_regular_if_exists(&path, crate::util::Links::Refuse)?
+    else {
+        return Ok((Vec::new(), 0));
     };
     let len = f.metadata().map_err(|e| Error::io(&path, e))?.len();
     let from = if len < offset { 0 } else { offset };
@@ -734,13 +826,12 @@ fn last_frame(l: &str) -> &str {
 }
 
 /// The last `n` lines of a text file (invalid UTF-8 replaced); a missing
-/// file has none.
+/// file has none; a symbolic link or anything but a regular file is an
+/// error.
 pub fn tail_lines(path: &Path, n: usize) -> Result<Vec<String>> {
     use std::io::{Read, Seek, SeekFrom};
-    let mut f = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(Error::io(path, e)),
+    let Some(mut f) = crate::util::open_regular_if_exists(path, crate::util::Links::Refuse)? else {
+        return Ok(Vec::new());
     };
     let len = f.metadata().map_err(|e| Error::io(path, e))?.len();
     // enough bytes for n lines of a log, without reading a huge file whole

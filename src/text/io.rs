@@ -5,9 +5,22 @@ use std::path::Path;
 
 use crate::{Error, Result};
 
-/// Reads a whole file (gunzipped when it ends in `.gz`).
+/// The bytes of a data file as they are on disk (never gunzipped), read
+/// only when it is a regular file (links followed): a FIFO or a device
+/// such as `/dev/zero` is an error naming it, never a read without end.
+pub fn read_plain_bytes(path: &Path) -> Result<Vec<u8>> {
+    let mut raw = Vec::new();
+    crate::util::open_regular(path, crate::util::Links::Follow)?
+        .read_to_end(&mut raw)
+        .map_err(|e| Error::io(path, e))?;
+    Ok(raw)
+}
+
+/// Reads a whole file (gunzipped when it ends in `.gz`); only a regular
+/// file is read (a FIFO or a device such as `/dev/zero` is an error, never
+/// a read without end).
 pub fn read_bytes(path: &Path) -> Result<Vec<u8>> {
-    let raw = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let raw = read_plain_bytes(path)?;
     if path.extension().is_some_and(|e| e == "gz") {
         let mut out = Vec::new();
         flate2::read::MultiGzDecoder::new(&raw[..])

@@ -20,7 +20,7 @@ mod vocab;
 pub mod weight;
 
 pub use analyzer::{Analyzer, TextConfig, TextSettings};
-pub use lang::{Side, Vocabs};
+pub use lang::{check_lang, Side, Vocabs, MAX_LANG_LEN};
 pub use query::{Dropped, QueryWord, QueryWords};
 pub use sequence::Sequences;
 pub use sparse::CsrMatrix;

@@ -348,7 +348,7 @@ impl UnitModel {
 
     /// Reads a model written by [`UnitModel::save`].
     pub fn load(path: &Path) -> Result<UnitModel> {
-        let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        let bytes = crate::util::read_regular(path, crate::util::Links::Refuse, u64::MAX)?;
         serde_json::from_slice(&bytes)
             .map_err(|e| Error::parse(path, e.line(), format!("bad unit model: {e}")))
     }

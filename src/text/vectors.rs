@@ -42,7 +42,7 @@ pub struct VecTable {
 /// lines disagree with, or a file with no vectors is an error naming the file
 /// and, where one is to blame, the line.
 pub fn read_vec(path: &Path, vocab: &Vocabulary) -> Result<VecTable> {
-    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let file = crate::util::open_regular(path, crate::util::Links::Follow)?;
     let gz = path.extension().is_some_and(|e| e == "gz");
     let reader: Box<dyn Read> = if gz {
         Box::new(flate2::read::MultiGzDecoder::new(BufReader::new(file)))

@@ -428,11 +428,14 @@ impl Vocabulary {
         crate::util::write_atomic(path, &json)
     }
 
-    /// Reads a vocabulary written by [`Vocabulary::save`].
+    /// Reads a vocabulary written by [`Vocabulary::save`]: a regular file,
+    /// never through a symbolic link; its language must be a code
+    /// ([`crate::text::check_lang`]), since file names are made of it.
     pub fn load(path: &Path) -> Result<Self> {
-        let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        let bytes = crate::util::read_regular(path, crate::util::Links::Refuse, u64::MAX)?;
         let mut v: Vocabulary = serde_json::from_slice(&bytes)
             .map_err(|e| Error::parse(path, e.line(), format!("bad vocabulary: {e}")))?;
+        crate::text::check_lang(&v.lang).map_err(|why| Error::file(path, why))?;
         if v.df.len() != v.terms.len() {
             return Err(Error::file(path, "terms and df differ in length"));
         }

@@ -29,8 +29,8 @@ use crate::models::{Flow, Hooks, Phase, Resume, StepReport, TrainData, Trainer};
 use crate::session::metrics::MetricsWriter;
 use crate::session::{
     fmt_utc, now_unix, process_start_time, Checkpoint, CheckpointMeta, MetricRecord, Session,
-    State, Status, BEST_CHECKPOINT, LAST_CHECKPOINT, LOCK_FILE, LOG_FILE, METRICS_FILE,
-    VOCAB_SOURCE, VOCAB_TARGET,
+    State, Status, BEST_CHECKPOINT, LAST_CHECKPOINT, LOG_FILE, METRICS_FILE, VOCAB_SOURCE,
+    VOCAB_TARGET,
 };
 use crate::text::Side;
 use crate::{Error, Result};
@@ -92,7 +92,9 @@ pub struct Outcome {
     pub error: Option<String>,
 }
 
-/// An exclusive lock on a session folder, held while a process runs its job.
+/// An exclusive lock on a session folder, held while a process runs its
+/// job: a `flock` on the folder itself (not on a file in it, which a
+/// hard link could share with another session).
 #[derive(Debug)]
 pub struct SessionLock {
     _file: File,
@@ -106,18 +108,7 @@ impl SessionLock {
     /// holds it (a job already running in it).
     pub fn acquire(dir: &Path) -> Result<SessionLock> {
         use std::os::unix::io::AsRawFd;
-        let path = dir.join(LOCK_FILE);
-        let file = {
-            use std::os::unix::fs::OpenOptionsExt;
-            std::fs::OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .mode(0o644)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-                .open(&path)
-                .map_err(|e| Error::io(&path, e))?
-        };
+        let file = crate::session::open_folder(dir).map_err(|e| Error::io(dir, e))?;
         // A lock released a moment ago can still be held for a few
         // microseconds by a child of this process that was forked before the
         // release and has not yet exec'd (flock belongs to the open file
@@ -186,6 +177,9 @@ pub fn run_job_with_validation(
 ) -> Result<Outcome> {
     let dir = session.dir.clone();
     let _lock = SessionLock::acquire(&dir)?;
+    // nothing of the session through a link (before the sweep below, which
+    // would otherwise remove files wherever `checkpoints` points)
+    crate::session::check_no_links(&dir)?;
     // temporary files a killed job left (its writes never finished)
     crate::util::sweep_temp_files(&dir);
     crate::util::sweep_temp_files(&dir.join(crate::session::CHECKPOINT_DIR));
