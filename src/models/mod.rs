@@ -22,7 +22,10 @@ pub mod rows;
 pub mod trainer;
 pub mod xcnn;
 
-pub use trainer::{Flow, Hooks, Phase, Resume, StepReport, TrainData, TrainSequences, Trainer};
+pub use trainer::{
+    check_memory, DataSizes, Flow, Hooks, MemoryEstimate, Phase, Resume, StepReport, TrainData,
+    TrainSequences, Trainer,
+};
 
 use std::collections::BTreeMap;
 
