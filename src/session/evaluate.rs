@@ -198,6 +198,10 @@ pub struct EvalReport {
     /// Lexicon induction.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bli: Option<BliFigures>,
+    /// The checkpoint evaluated (a trained model; with a warning when it
+    /// is not the best one the status names).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<super::ModelSource>,
     /// Remarks for a reader (a derived task used, a run written).
     #[serde(skip)]
     pub notes: Vec<String>,
@@ -212,6 +216,7 @@ impl EvalReport {
             adhoc: None,
             adhoc_fused: None,
             bli: None,
+            checkpoint: None,
             notes: Vec::new(),
         }
     }
@@ -370,6 +375,10 @@ pub fn evaluate(req: &EvalRequest) -> Result<EvalReport> {
         .config
         .check_workspace_hash(&req.session, &prepared.hash)?;
     let mut report = EvalReport::empty(&req.session, &l.session.config.model);
+    report.checkpoint = l.checkpoint.clone();
+    report
+        .notes
+        .extend(l.checkpoint_warning().map(str::to_string));
     if req.wants(Task::Sentence) {
         report.sentence = sentence_figures(req, &l, &prepared)?;
     }
@@ -495,7 +504,16 @@ pub fn evaluate(req: &EvalRequest) -> Result<EvalReport> {
     if req.wants(Task::Bli) {
         // --dictionary FILE is read as written; the workspace's with its `reverse`
         let dict = match &req.dictionary {
-            Some(path) => Some(Dictionary::read(path)?),
+            Some(path) => {
+                let d = Dictionary::read(path)?;
+                if d.is_empty() {
+                    return Err(Error::file(
+                        path,
+                        "no dictionary entries: lexicon induction over nothing gives no figure",
+                    ));
+                }
+                Some(d)
+            }
             None => ws.read_dictionary()?,
         };
         match dict {
@@ -529,6 +547,13 @@ fn sentence_figures(
     if let Some(files) = &req.test {
         let pairs = read_pairs(files)?;
         let rows = pairs.usable();
+        if rows.is_empty() {
+            return Err(Error::invalid(format!(
+                "{}: no usable pair (both sides non-empty): sentence retrieval over nothing \
+                 gives no figure",
+                files_label(files)
+            )));
+        }
         let side = |s: Side, texts: &[String]| {
             let t: Vec<&str> = rows.iter().map(|&i| texts[i].as_str()).collect();
             l.encode_texts(s, &t)
