@@ -582,11 +582,7 @@ fn prepare_and_train(
                 );
                 hooks.finish(State::Done, "done", m, None)?
             } else {
-                let m = format!(
-                    "done after epoch {}; {}",
-                    hooks.epoch,
-                    hooks.best_line()
-                );
+                let m = format!("done after epoch {}; {}", hooks.epoch, hooks.best_line());
                 hooks.finish(State::Done, "done", m, None)?
             }
         }
