@@ -56,6 +56,9 @@ pub struct JobRequest {
     pub session: Option<PathBuf>,
     /// Where named sessions go.
     pub root: PathBuf,
+    /// Most bytes of memory the job may need (`--max-memory`); `None`:
+    /// this machine's memory. A job whose estimate exceeds it is refused.
+    pub max_memory: Option<u64>,
 }
 
 impl JobRequest {
@@ -70,6 +73,7 @@ impl JobRequest {
             device: "auto".into(),
             session: None,
             root: PathBuf::from("sessions"),
+            max_memory: None,
         }
     }
 }
@@ -149,7 +153,9 @@ pub use crate::models::registry::check_setting;
 
 /// Checks `req` as far as possible without writing anything: model, device
 /// (spelling and availability), every setting against the model, the
-/// `init` session, the workspace. Returns the settings as they will be
+/// `init` session, the workspace, the memory the job needs
+/// ([`crate::models::check_memory`]: refused above `req.max_memory` or this
+/// machine's memory). Returns the settings as they will be
 /// recorded ([`check_setting`]), the loaded workspace and its canonical path.
 fn check_request(req: &JobRequest) -> Result<(BTreeMap<String, String>, Workspace, PathBuf)> {
     check_model(&req.model)?;
@@ -176,6 +182,24 @@ fn check_request(req: &JobRequest) -> Result<(BTreeMap<String, String>, Workspac
     // a model's own [text] defaults apply where the workspace is silent
     let text = crate::models::registry::spec(&req.model)?.text;
     let ws = Workspace::load(&ws_path)?.with_model_text(text)?;
+    if !is_lexical(&req.model) {
+        // a job that cannot fit in memory is refused here, with the figure
+        let trainer = crate::models::trainer(&req.model)?;
+        let params = crate::models::Params::new(settings.clone());
+        crate::models::check_memory(
+            &req.model,
+            trainer.as_ref(),
+            &params,
+            req.max_memory,
+            || {
+                let p = Prepared::load_or_build(&ws)?;
+                Ok(crate::models::DataSizes {
+                    source_terms: p.vocabs.source.len(),
+                    target_terms: p.vocabs.target.len(),
+                })
+            },
+        )?;
+    }
     Ok((settings, ws, ws_path))
 }
 
@@ -346,6 +370,15 @@ pub fn run(
     let loaded = crate::models::trainer(&session.config.model).and_then(|t| {
         let (prepared, data, hash) =
             load_workspace(&session.config.workspace, session.config.text.as_ref())?;
+        // settings edited since the session was made are estimated again
+        let sizes = crate::models::DataSizes {
+            source_terms: data.vocabs.source.len(),
+            target_terms: data.vocabs.target.len(),
+        };
+        let params = session.config.run_settings();
+        crate::models::check_memory(&session.config.model, t.as_ref(), &params, None, || {
+            Ok(sizes)
+        })?;
         Ok((t, prepared, data, hash))
     });
     let (trainer, prepared, data, hash) = match loaded {

@@ -8,8 +8,11 @@ use clap::Parser;
 /// mimalloc rather than glibc's allocator: candle allocates every op's
 /// output afresh, and glibc returns large blocks to the kernel at once, so
 /// each step paid page faults for them (Cargo.toml, docs/results.md).
+/// Wrapped so that a failed allocation inside a job is recorded in its
+/// session before the process aborts (`RecordingAlloc`).
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: rosetta::train::runner::RecordingAlloc<mimalloc::MiMalloc> =
+    rosetta::train::runner::RecordingAlloc(mimalloc::MiMalloc);
 
 extern "C" {
     /// mimalloc's own setter (linked through the `mimalloc` crate).

@@ -41,7 +41,58 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     if done.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
-    done
+    done?;
+    // the rename is durable only once the folder is synced: a file written
+    // after this one (a status naming this checkpoint) never survives a
+    // crash that this one does not
+    sync_dir(dir.unwrap_or(Path::new(".")))
+}
+
+/// Bytes of memory this process may use at most: the machine's
+/// (`MemTotal` of `/proc/meminfo`) or, when lower, its control group's limit
+/// (`memory.max`, cgroup v2; `memory.limit_in_bytes`, v1). `None` when
+/// neither can be read.
+pub fn memory_limit() -> Option<u64> {
+    let total = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+        m.lines()
+            .find_map(|l| l.strip_prefix("MemTotal:"))
+            .and_then(|v| v.trim().strip_suffix("kB"))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(|kb| kb.saturating_mul(1024))
+    });
+    let cgroup = [
+        "/sys/fs/cgroup/memory.max",
+        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+    ]
+    .iter()
+    .filter_map(|p| std::fs::read_to_string(p).ok())
+    .filter_map(|v| v.trim().parse::<u64>().ok())
+    .min();
+    match (total, cgroup) {
+        (Some(t), Some(c)) => Some(t.min(c)),
+        (t, c) => t.or(c),
+    }
+}
+
+/// `3.2 GiB`, `512.0 MiB`.
+pub fn fmt_bytes(b: f64) -> String {
+    const K: f64 = 1024.0;
+    match b {
+        b if b >= K * K * K * K => format!("{:.1} TiB", b / (K * K * K * K)),
+        b if b >= K * K * K => format!("{:.1} GiB", b / (K * K * K)),
+        b if b >= K * K => format!("{:.1} MiB", b / (K * K)),
+        b => format!("{:.0} KiB", b / K),
+    }
+}
+
+/// Fsyncs a folder (its entries: names created or renamed in it). A file
+/// system that cannot sync folders (`EINVAL`) is not an error.
+pub fn sync_dir(dir: &Path) -> Result<()> {
+    let f = std::fs::File::open(dir).map_err(|e| Error::io(dir, e))?;
+    match f.sync_all() {
+        Err(e) if e.raw_os_error() != Some(libc::EINVAL) => Err(Error::io(dir, e)),
+        _ => Ok(()),
+    }
 }
 
 /// Creates `path` for writing: it must not exist (`O_EXCL`), and a symbolic

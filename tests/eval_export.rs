@@ -396,3 +396,77 @@ fn export_refuses_a_term_the_format_cannot_hold() {
         assert!(!out.join("terms.es.vec").exists(), "{bad:?}");
     }
 }
+
+fn fails_with(out: &std::process::Output, what: &[&str]) -> String {
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        !out.status.success(),
+        "succeeded: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    for w in what {
+        assert!(err.contains(w), "{w:?} not in: {err}");
+    }
+    err
+}
+
+/// Issue 39 items 8 and 9: a figure over nothing (empty documents, queries,
+/// qrels or dictionary) is an error naming the file, never 0.0; with its
+/// best checkpoint gone, `eval` says it used the last one (text and JSON).
+#[test]
+fn empty_inputs_are_errors_and_a_fallback_is_said() {
+    let (ws, root, session) = cca_session(|_| {});
+    let root = root.path();
+    let f = |name: &str| ws.path().join(name).to_str().unwrap().to_string();
+    let empty = root.join("empty.txt");
+    std::fs::write(&empty, "").unwrap();
+    let e = empty.to_str().unwrap();
+    let (docs, queries, qrels) = (f("docs.es.tsv"), f("queries.en.tsv"), f("qrels.tsv"));
+    for (args, file, what) in [
+        ([docs.as_str(), queries.as_str(), e], e, "no judgements"),
+        ([docs.as_str(), e, qrels.as_str()], e, "no queries"),
+        ([e, queries.as_str(), qrels.as_str()], e, "no documents"),
+    ] {
+        let mut a = vec!["--task", "adhoc", "--adhoc"];
+        a.extend_from_slice(&args);
+        fails_with(&eval(root, &session, &a), &[file, what]);
+    }
+    fails_with(
+        &eval(root, &session, &["--task", "bli", "--dictionary", e]),
+        &[e, "no dictionary entries"],
+    );
+    // a dictionary none of whose words the model knows: no figure either
+    let foreign = root.join("foreign.tsv");
+    std::fs::write(&foreign, "qxzv\twyrrk\n").unwrap();
+    fails_with(
+        &eval(
+            root,
+            &session,
+            &["--task", "bli", "--dictionary", foreign.to_str().unwrap()],
+        ),
+        &["none of the dictionary's 1 entries"],
+    );
+    // BM25 on a workspace whose ad-hoc qrels are empty
+    let kept = std::fs::read(ws.path().join("qrels.tsv")).unwrap();
+    std::fs::write(ws.path().join("qrels.tsv"), "").unwrap();
+    let ws_file = f("workspace.toml");
+    fails_with(
+        &rosetta(root, &["bm25", "--workspace", &ws_file]),
+        &["qrels.tsv", "no judgements"],
+    );
+    std::fs::write(ws.path().join("qrels.tsv"), kept).unwrap();
+
+    // the best checkpoint gone: the last one is used, and eval says so
+    let best = session.join("checkpoints/best.safetensors");
+    let out = json(&eval(root, &session, &["--task", "sentence", "--json"]));
+    assert_eq!(out["checkpoint"]["checkpoint"], "best", "{out}");
+    assert!(out["checkpoint"].get("warning").is_none(), "{out}");
+    std::fs::remove_file(&best).unwrap();
+    let o = eval(root, &session, &["--task", "sentence", "--json"]);
+    let out = json(&o);
+    assert_eq!(out["checkpoint"]["checkpoint"], "last", "{out}");
+    let w = out["checkpoint"]["warning"].as_str().unwrap_or_default();
+    assert!(w.contains("best.safetensors is missing"), "{out}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("best.safetensors is missing"), "{err}");
+}

@@ -1375,3 +1375,168 @@ fn duplicate_qrels_lines_are_reported() {
     let e = Qrels::read_checked(&q, true).unwrap_err().to_string();
     assert!(e.contains("q.qrels") && e.contains('3'), "{e}");
 }
+
+// ------------------------------------------------------------ issue 39: only what is on disk
+
+/// Issue 39 item 6: a best checkpoint that cannot be written (a full disk;
+/// here a folder in its place) fails the job, and neither the status nor
+/// the outcome names a best epoch or MRR that no best file holds.
+#[test]
+fn a_failed_checkpoint_write_is_never_named_best() {
+    let ws = common::tiny_workspace();
+    let (data, hash) = tiny_data(ws.path());
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("s");
+    Session::create(&dir, config(ws.path(), &hash, "s2net", &quick("s2net"))).unwrap();
+    let blocker = dir.join(BEST_CHECKPOINT);
+    std::fs::create_dir_all(blocker.join("in-the-way")).unwrap();
+    let o = run(&dir, &data, &hash, false);
+    assert_eq!(o.state, State::Failed, "{o:?}");
+    let err = o.error.clone().unwrap_or_default();
+    assert!(err.contains("best.safetensors"), "{err}");
+    assert!(!err.contains("is kept"), "{err}");
+    assert_eq!((o.best_mrr, o.best_epoch), (None, None), "{o:?}");
+    let st = read_status(&dir).unwrap();
+    assert_eq!(st.state, State::Failed);
+    assert_eq!((st.best_mrr, st.best_epoch), (None, None), "{st:?}");
+    // nothing written is read as a checkpoint either
+    assert!(!dir.join(LAST_CHECKPOINT).exists());
+}
+
+fn events(dir: &Path, name: &str) -> usize {
+    let mut tail = MetricsTail::new(dir.join(METRICS_FILE));
+    tail.poll()
+        .unwrap()
+        .records
+        .iter()
+        .filter(
+            |r| matches!(r, rosetta::session::MetricRecord::Event { event, .. } if event == name),
+        )
+        .count()
+}
+
+/// Issue 39 item 7: a finished session whose `status.json` is lost is not
+/// trained again from epoch 1 over its checkpoints: the job continues from
+/// them (nothing left to train), the checkpoints stay as they were.
+#[test]
+fn a_lost_status_resumes_from_the_checkpoints() {
+    let ws = common::tiny_workspace();
+    let (data, hash) = tiny_data(ws.path());
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("s");
+    Session::create(&dir, config(ws.path(), &hash, "s2net", &quick("s2net"))).unwrap();
+    let o = run(&dir, &data, &hash, false);
+    assert_eq!(o.state, State::Done);
+    let (last, best) = (
+        bits_of(&dir.join(LAST_CHECKPOINT)),
+        bits_of(&dir.join(BEST_CHECKPOINT)),
+    );
+    std::fs::remove_file(dir.join("status.json")).unwrap();
+    // what `jobs::run` does with a session whose status reads `queued`
+    let o2 = run(&dir, &data, &hash, false);
+    assert_eq!(o2.state, State::Done, "{o2:?}");
+    assert_eq!(o2.epoch, o.epoch);
+    assert_eq!(o2.best_mrr, o.best_mrr);
+    assert_eq!(events(&dir, "start"), 1, "trained again from the start");
+    assert_eq!(events(&dir, "resume"), 1);
+    assert_eq!(bits_of(&dir.join(LAST_CHECKPOINT)), last);
+    assert_eq!(bits_of(&dir.join(BEST_CHECKPOINT)), best);
+    let st = read_status(&dir).unwrap();
+    assert_eq!((st.state, st.epoch), (State::Done, o.epoch));
+}
+
+/// Issue 39 item 7: a job killed after the checkpoint of the epoch whose
+/// patience ran out (before it recorded `done`) ends there on resume, as
+/// the uninterrupted run did, and trains no further epoch.
+#[test]
+fn an_early_stopped_checkpoint_is_not_trained_further() {
+    let ws = common::tiny_workspace();
+    let (data, hash) = tiny_data(ws.path());
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("s");
+    // a learning rate too small to move the MRR: epoch 2 is no better
+    let kv = [
+        ("dim", "8"),
+        ("epochs", "5"),
+        ("batch", "10"),
+        ("lr", "1e-12"),
+        ("patience", "1"),
+    ];
+    Session::create(&dir, config(ws.path(), &hash, "s2net", &kv)).unwrap();
+    let o = run(&dir, &data, &hash, false);
+    assert_eq!(
+        (o.state, o.early_stopped, o.epoch),
+        (State::Done, true, 2),
+        "{o:?}"
+    );
+    // the kill: the status still says running, by a process that is gone
+    let mut st = read_status(&dir).unwrap();
+    st.state = State::Running;
+    st.pid = u32::MAX - 7;
+    st.pid_start = None;
+    st.write(&dir).unwrap();
+    let o2 = run(&dir, &data, &hash, true);
+    assert_eq!(
+        (o2.state, o2.early_stopped, o2.epoch),
+        (State::Done, true, 2),
+        "{o2:?}"
+    );
+    let ck = Checkpoint::read(&dir.join(LAST_CHECKPOINT), &Device::Cpu).unwrap();
+    assert_eq!(ck.meta.epoch, 2, "trained past the early stop");
+}
+
+/// Issue 39 item 8: Adam moments of the wrong shape in a checkpoint (with a
+/// valid checksum) are refused on resume, never a silently restarted
+/// optimiser.
+#[test]
+fn wrong_optimiser_moments_are_refused_on_resume() {
+    let ws = common::tiny_workspace();
+    let (data, hash) = tiny_data(ws.path());
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("s");
+    Session::create(&dir, config(ws.path(), &hash, "s2net", &quick("s2net"))).unwrap();
+    let mut s = Session::open(&dir).unwrap();
+    let trainer = rosetta::models::trainer("s2net").unwrap();
+    let cancel = Arc::new(AtomicBool::new(false));
+    let mut obs = StopAfter {
+        left: 1,
+        cancel: cancel.clone(),
+    };
+    let o = run_job(
+        &mut s,
+        trainer.as_ref(),
+        &data,
+        &hash,
+        false,
+        cancel,
+        &mut obs,
+    )
+    .unwrap();
+    assert_eq!(o.state, State::Cancelled);
+    let path = dir.join(LAST_CHECKPOINT);
+    let ck = Checkpoint::read(&path, &Device::Cpu).unwrap();
+    let model: Vec<(String, Tensor)> = ck.model_tensors().into_iter().collect();
+    let mut extra: Vec<(String, Tensor)> = Vec::new();
+    for name in &ck.meta.extra {
+        let t = ck.tensors[name].clone();
+        let t = if name == "adam.m.source" {
+            Tensor::zeros((3, 2), t.dtype(), &Device::Cpu).unwrap()
+        } else {
+            t
+        };
+        extra.push((name.clone(), t));
+    }
+    assert!(
+        extra.iter().any(|(n, _)| n == "adam.m.source"),
+        "{:?}",
+        ck.meta.extra
+    );
+    Checkpoint::write(&path, &ck.meta, &model, &extra).unwrap();
+    let o = run(&dir, &data, &hash, true);
+    assert_eq!(o.state, State::Failed, "{o:?}");
+    let err = o.error.unwrap_or_default();
+    assert!(
+        err.contains("adam.m.source") && err.contains("shape"),
+        "{err}"
+    );
+}

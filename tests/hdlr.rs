@@ -631,3 +631,45 @@ fn jobs_train_from_an_opca_session_and_alone_and_search() {
     );
     assert!(e.contains("`xcnn`") && e.contains("not of a linear"), "{e}");
 }
+
+/// Issue 39: HDLR (its OPCA start and every ITML pass) gives the same
+/// checkpoints, bit for bit, with one thread or several.
+#[test]
+fn the_same_with_any_thread_count() {
+    let data = train_data(1100, 1100, 9);
+    let kv = [
+        ("dim", "8"),
+        ("epochs", "2"),
+        ("positives", "1500"),
+        ("negatives", "1200"),
+    ];
+    let fit = |threads: usize| {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            let mut rec = Rec::default();
+            run(&data, &kv, None, &mut rec).unwrap();
+            let mut bits: Vec<(usize, String, Vec<u64>)> = Vec::new();
+            for (i, ck) in rec.ckpts.iter().enumerate() {
+                for (k, t) in ck {
+                    let v = t
+                        .flatten_all()
+                        .unwrap()
+                        .to_dtype(candle_core::DType::F64)
+                        .unwrap()
+                        .to_vec1::<f64>()
+                        .unwrap();
+                    bits.push((i, k.clone(), v.iter().map(|x| x.to_bits()).collect()));
+                }
+            }
+            bits.sort();
+            (bits, rec.logs)
+        })
+    };
+    let (one, logs) = fit(1);
+    assert!(!one.is_empty());
+    let (three, logs3) = fit(3);
+    assert!(one == three, "1 and 3 threads differ:\n{logs:?}\n{logs3:?}");
+}

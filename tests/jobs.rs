@@ -354,3 +354,105 @@ fn a_models_own_text_defaults_apply_where_the_workspace_is_silent() {
         rosetta::text::TextSettings::from_pairs(m.text).unwrap();
     }
 }
+
+/// Issue 39 item 10: settings within their ranges that cannot fit in
+/// memory are refused before a session folder is written, with the
+/// estimate; `--max-memory` is the user's limit, through the CLI too.
+#[test]
+fn jobs_that_cannot_fit_in_memory_are_refused_with_the_estimate() {
+    let ws = tiny_workspace();
+    let root = tempfile::tempdir().unwrap();
+    let sessions = root.path().join("sessions");
+    // 3 BiLSTMs of 65,536 units: terabytes, more than any machine
+    let req = request(ws.path(), &sessions, "adv-bilstm", &[("hidden", "65536")]);
+    let e = jobs::create(&req).unwrap_err().to_string();
+    assert!(
+        e.contains("need about") && e.contains("TiB") && e.contains("this machine's memory"),
+        "{e}"
+    );
+    // a 65,536-wide discriminator: some 69 GB, more than 16 GiB
+    let mut req = request(
+        ws.path(),
+        &sessions,
+        "adv-bilstm",
+        &[("disc_hidden", "65536")],
+    );
+    req.max_memory = Some(16 << 30);
+    let e = jobs::create(&req).unwrap_err().to_string();
+    assert!(e.contains("need about") && e.contains("GiB"), "{e}");
+    // a small job under a smaller limit of the user's
+    let mut req = request(ws.path(), &sessions, "s2net", &[("dim", "64")]);
+    req.max_memory = Some(4096);
+    let e = jobs::create(&req).unwrap_err().to_string();
+    assert!(e.contains("--max-memory") && e.contains("KiB"), "{e}");
+    assert!(!sessions.exists() || std::fs::read_dir(&sessions).unwrap().next().is_none());
+    // the CLI's flag, and a job that fits
+    let out = rosetta_in(
+        root.path(),
+        &[
+            "train",
+            "--workspace",
+            ws.path().join("workspace.toml").to_str().unwrap(),
+            "--model",
+            "bae",
+            "--device",
+            "cpu",
+            "--session",
+            "s",
+            "--max-memory",
+            "1K",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("need about"), "{err}");
+    assert!(!root.path().join("s").exists());
+    req.max_memory = Some(1 << 30);
+    jobs::create(&req).unwrap();
+}
+
+/// Issue 39 item 10: a job that passes its memory estimate but cannot
+/// allocate under a smaller address-space limit (`ulimit -v`) aborts, and
+/// its session records `failed` with the size that could not be allocated,
+/// not `running`.
+#[test]
+fn an_allocation_failure_ends_the_job_failed_with_its_size() {
+    let ws = tiny_workspace();
+    let root = tempfile::tempdir().unwrap();
+    let req = request(
+        ws.path(),
+        &root.path().join("sessions"),
+        "adv-bilstm",
+        &[
+            ("hidden", "2048"),
+            ("emb", "8"),
+            ("nn_hidden", "8"),
+            ("dim", "4"),
+            ("disc_hidden", "4"),
+            ("batch", "4"),
+            ("epochs", "1"),
+            ("max_query_len", "4"),
+            ("max_doc_len", "4"),
+        ],
+    );
+    let s = jobs::create(&req).unwrap();
+    let dir = s.dir.to_str().unwrap().to_string();
+    // about 1.6 GB of parameters and moments, 1 GB of address space
+    let script = format!("ulimit -v 1000000 && exec \"$0\" train --resume '{dir}'",);
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(&script)
+        .arg(exe())
+        .current_dir(root.path())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    let st = read_status(&s.dir).unwrap();
+    assert_eq!(st.state, State::Failed, "{st:?}\n{err}");
+    let e = st.error.unwrap_or_default();
+    assert!(
+        e.contains("memory allocation of") && e.contains("bytes failed"),
+        "{e}\n{err}"
+    );
+}

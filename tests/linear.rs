@@ -741,3 +741,60 @@ fn implicit_and_dense_solvers_agree() {
         assert!((i - d).abs() < 0.01, "{name}: implicit MRR {i}, dense {d}");
     }
 }
+
+/// The model's tensors, bit for bit.
+fn tensor_bits(model: &dyn Model) -> Vec<(String, Vec<u64>)> {
+    let mut out: Vec<(String, Vec<u64>)> = model
+        .tensors()
+        .unwrap()
+        .into_iter()
+        .map(|(k, t)| {
+            let v = t
+                .flatten_all()
+                .unwrap()
+                .to_dtype(DType::F64)
+                .unwrap()
+                .to_vec1::<f64>()
+                .unwrap();
+            (k, v.iter().map(|x| x.to_bits()).collect())
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Issue 39: a closed-form fit gives the same model, bit for bit, with one
+/// thread or several (its parallel reductions add in a fixed order).
+#[test]
+fn closed_form_fits_are_the_same_with_any_thread_count() {
+    // enough terms and rows that the implicit solver's reductions split
+    // over many workers; the dense route (V × V) on fewer terms
+    let big = train_data(1200, 1100, 1050, 11);
+    let small = train_data(600, 300, 280, 12);
+    for (name, solver, data) in [
+        ("opca", "implicit", &big),
+        ("cca", "implicit", &big),
+        ("cl-lsi", "implicit", &big),
+        ("opca", "dense", &small),
+        ("cca", "dense", &small),
+    ] {
+        let kv: Vec<(&str, &str)> = if name == "cl-lsi" {
+            vec![("dim", "8")]
+        } else {
+            vec![("dim", "8"), ("solver", solver)]
+        };
+        let fit = |threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            pool.install(|| {
+                let mut hooks = TestHooks::default();
+                tensor_bits(train(name, data, &kv, &mut hooks).unwrap().as_ref())
+            })
+        };
+        let one = fit(1);
+        assert!(one == fit(3), "{name} ({solver}): 1 and 3 threads differ");
+        assert!(one == fit(4), "{name} ({solver}): 1 and 4 threads differ");
+    }
+}

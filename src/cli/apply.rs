@@ -64,6 +64,9 @@ pub fn neighbours(args: NeighboursArgs) -> anyhow::Result<()> {
         let _p = super::progress::Progress::start(format!("loading {}", args.session.display()));
         Loaded::open(&args.session, &device)?
     };
+    if let Some(w) = l.checkpoint_warning() {
+        eprintln!("warning: {w}");
+    }
     let side: Side = args.lang.into();
     let dict = match workspace_dictionary(&l) {
         Ok(d) => d,
@@ -230,6 +233,9 @@ pub fn export(args: ExportArgs) -> anyhow::Result<()> {
         let _p = super::progress::Progress::start(format!("loading {}", args.session.display()));
         Loaded::open(&args.session, &device)?
     };
+    if let Some(w) = l.checkpoint_warning() {
+        eprintln!("warning: {w}");
+    }
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("{}: cannot create", args.out.display()))?;
     let mut written = Vec::new();

@@ -50,11 +50,16 @@ pub struct TrainArgs {
     /// and return; all output goes to its log.txt.
     #[arg(long)]
     pub detach: bool,
+    /// Most memory the job may need, like 512M, 8G or 1T (bytes without a suffix); a job whose
+    /// estimate (from its settings and vocabularies) is larger is refused before its session
+    /// is written. Default: this machine's memory (or its control group's limit).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub max_memory: Option<u64>,
     /// Continue the session in DIR from its last checkpoint (or start a queued one).
     #[arg(
         long,
         value_name = "DIR",
-        conflicts_with_all = ["workspace", "model", "dim", "epochs", "batch", "lr", "session", "set"]
+        conflicts_with_all = ["workspace", "model", "dim", "epochs", "batch", "lr", "session", "set", "max_memory"]
     )]
     pub resume: Option<PathBuf>,
     /// Internal: run without terminal output (used by --detach).
@@ -211,7 +216,34 @@ fn request(args: &TrainArgs) -> anyhow::Result<JobRequest> {
         device: args.device.clone(),
         session: args.session.clone(),
         root: PathBuf::from("sessions"),
+        max_memory: args.max_memory,
     })
+}
+
+/// `--max-memory`'s SIZE: bytes, or a number with K, M, G or T (powers of 1024).
+fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, unit) = match t.char_indices().find(|(_, c)| c.is_ascii_alphabetic()) {
+        Some((i, _)) => (&t[..i], t[i..].trim_end_matches(['B', 'b', 'i'])),
+        None => (t, ""),
+    };
+    let shift = match unit.to_ascii_uppercase().as_str() {
+        "" => 0,
+        "K" => 10,
+        "M" => 20,
+        "G" => 30,
+        "T" => 40,
+        _ => return Err(format!("`{s}`: expected a size like 512M, 8G or 1T")),
+    };
+    let x: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}`: expected a size like 512M, 8G or 1T"))?;
+    let b = x * (1u64 << shift) as f64;
+    if !(b.is_finite() && b >= 1.0 && b < u64::MAX as f64) {
+        return Err(format!("`{s}`: out of range"));
+    }
+    Ok(b as u64)
 }
 
 fn run_session(mut session: Session, background: bool) -> anyhow::Result<()> {

@@ -341,6 +341,22 @@ impl AdhocTask {
             query_labels: None,
             doc_sources: None,
         };
+        // a figure over nothing is an error, never a score of 0
+        if t.docs.is_empty() {
+            return Err(Error::file(
+                docs,
+                "no documents: nothing to retrieve, no figure to give",
+            ));
+        }
+        if t.queries.is_empty() {
+            return Err(Error::file(queries, "no queries: no figure to give"));
+        }
+        if t.qrels.is_empty() {
+            return Err(Error::file(
+                qrels,
+                "no judgements: a figure over no judged query is meaningless",
+            ));
+        }
         t.check(Some(qrels))?;
         Ok(t)
     }

@@ -896,6 +896,36 @@ impl AdvTrainer {
 }
 
 impl Trainer for AdvTrainer {
+    /// The three encoders' (two with `share_target`) embeddings, BiLSTMs
+    /// and NN_dim layers and the discriminator, with gradients and Adam
+    /// moments, and a batch's LSTM activations (gates and outputs of both
+    /// directions at every step of the longest text) per encoder.
+    fn memory_estimate(
+        &self,
+        params: &Params,
+        sizes: &super::DataSizes,
+    ) -> Result<Option<super::MemoryEstimate>> {
+        let cfg = AdvConfig::from_params(params)?;
+        let (e, h) = (cfg.emb as f64, cfg.hidden as f64);
+        let mut ff = 0.0;
+        let mut fan_in = 2.0 * h;
+        for &w in cfg.nn_hidden.iter().chain(std::iter::once(&cfg.dim)) {
+            ff += fan_in * w as f64 + w as f64;
+            fan_in = w as f64;
+        }
+        let encoder = |vocab: usize| vocab as f64 * e + e * 8.0 * h + 8.0 * h + 8.0 * h * h + ff;
+        let mut p = encoder(sizes.source_terms) + encoder(sizes.target_terms);
+        if !cfg.share_target {
+            p += encoder(sizes.target_terms);
+        }
+        let dh = cfg.disc_hidden as f64;
+        p += cfg.dim as f64 * dh + dh + dh * dh + dh + 3.0 * dh + 3.0;
+        let steps = cfg.max_query_len.max(cfg.max_doc_len) as f64;
+        let encoders = if cfg.share_target { 2.0 } else { 3.0 };
+        let act = encoders * cfg.batch as f64 * steps * 10.0 * h;
+        Ok(Some(super::MemoryEstimate::adam_f32(p, act)))
+    }
+
     fn check(&self, params: &Params) -> Result<()> {
         let cfg = AdvConfig::from_params(params)?;
         if cfg.gamma[1] == 0.0 && cfg.gamma[2] == 0.0 && !cfg.share_target {

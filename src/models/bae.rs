@@ -485,6 +485,22 @@ pub fn bae_trainer() -> Box<dyn Trainer> {
 }
 
 impl Trainer for BaeTrainer {
+    /// The encoders' and decoders' `V × dim` matrices with gradients and
+    /// Adam moments, and a batch's reconstruction over both vocabularies.
+    fn memory_estimate(
+        &self,
+        params: &Params,
+        sizes: &crate::models::DataSizes,
+    ) -> Result<Option<crate::models::MemoryEstimate>> {
+        let c = BaeConfig::from_params(params)?;
+        let terms = (sizes.source_terms + sizes.target_terms) as f64;
+        let (k, b) = (c.dim as f64, c.batch as f64);
+        Ok(Some(crate::models::MemoryEstimate::adam_f32(
+            2.0 * terms * k + terms + k,
+            2.0 * b * terms + 4.0 * b * k,
+        )))
+    }
+
     fn plan(&self, data: &TrainData, params: &Params) -> Result<Vec<Phase>> {
         let epochs = params.of("bae")?.get("epochs")?;
         Ok(vec![Phase::new("train", epochs, data.train_src.n_rows())])

@@ -612,6 +612,8 @@ impl Trainer for HdlrTrainer {
         resume: Option<Resume>,
         hooks: &mut dyn Hooks,
     ) -> Result<Box<dyn Model>> {
+        // faer's dense work split the same way whatever the thread count
+        crate::models::linear::fix_parallelism();
         let cfg = Config::from_params(params)?;
         cfg.check()?;
         data.check_shapes(KIND)?;

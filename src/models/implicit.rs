@@ -61,12 +61,14 @@ impl Block {
         &self.data[i * self.cols..(i + 1) * self.cols]
     }
 
-    /// Per-column dot products `Σ_i a[i,c] b[i,c]`.
+    /// Per-column dot products `Σ_i a[i,c] b[i,c]`, summed in a fixed
+    /// order ([`GROUP_ROWS`]) whatever the thread count.
     fn col_dots(&self, other: &Block) -> Vec<f64> {
-        let l = self.cols;
-        self.data
-            .par_chunks(l * 1024)
-            .zip(other.data.par_chunks(l * 1024))
+        let l = self.cols.max(1);
+        let parts: Vec<Vec<f64>> = self
+            .data
+            .par_chunks(l * GROUP_ROWS)
+            .zip(other.data.par_chunks(l * GROUP_ROWS))
             .map(|(a, b)| {
                 let mut acc = vec![0.0; l];
                 for (ra, rb) in a.chunks(l).zip(b.chunks(l)) {
@@ -76,13 +78,8 @@ impl Block {
                 }
                 acc
             })
-            .reduce(
-                || vec![0.0; l],
-                |mut x, y| {
-                    x.iter_mut().zip(&y).for_each(|(a, b)| *a += b);
-                    x
-                },
-            )
+            .collect();
+        sum_in_order(parts, l)
     }
 
     fn all_finite(&self) -> bool {
@@ -90,53 +87,76 @@ impl Block {
     }
 }
 
+/// Rows per group of the parallel reductions: each group's partial sums
+/// are added in group order, so a figure never depends on how rayon split
+/// the work or on the thread count (the pattern of `bce.rs`'s loss pass).
+const GROUP_ROWS: usize = 1024;
+
+/// Per-column partial sums added in their order.
+fn sum_in_order(parts: Vec<Vec<f64>>, l: usize) -> Vec<f64> {
+    parts.into_iter().fold(vec![0.0; l], add_cols)
+}
+
+/// Parts of [`rows_gram`]'s rows at most: a number fixed by the data, never
+/// by the thread count, so the sum's order is the same on any machine.
+const GRAM_PARTS: usize = 16;
+
 /// `Aᵀ (B W)` for sparse `A` (`n × V_a`) and `B` (`n × V_b`) with the same
 /// rows and a `V_b × l` block, row by row: each row's `b_iᵀ W` (a gather)
-/// is scattered into `a_i`'s terms. No `n × l` intermediate; each worker
-/// sums into its own `V_a × l` block (cache-resident for moderate `V`),
-/// and the blocks are added at the end.
+/// is scattered into `a_i`'s terms. No `n × l` intermediate; each part of
+/// the rows (at most [`GRAM_PARTS`], at least 256 rows each) sums into its
+/// own `V_a × l` block (cache-resident for moderate `V`), and the blocks are
+/// added in part order, a thread count's worth at a time: the same result,
+/// bit for bit, with any number of threads.
 fn rows_gram(a: &CsrMatrix, b: &CsrMatrix, w: &Block) -> Block {
     let (n, l) = (a.n_rows(), w.cols);
-    let parts = rayon::current_num_threads().clamp(1, n.max(1));
+    let parts = n.div_ceil(256).clamp(1, GRAM_PARTS);
     let bounds: Vec<(usize, usize)> = (0..parts)
         .map(|p| (p * n / parts, (p + 1) * n / parts))
         .collect();
-    let partials: Vec<Vec<f64>> = bounds
-        .par_iter()
-        .map(|&(lo, hi)| {
-            let mut out = vec![0.0; a.n_cols * l];
-            let mut t = vec![0.0; l];
-            for i in lo..hi {
-                let (bi, bv) = b.row(i);
-                if bi.is_empty() {
-                    continue;
-                }
-                t.iter_mut().for_each(|x| *x = 0.0);
-                for (j, v) in bi.iter().zip(bv) {
-                    let v = *v as f64;
-                    for (t, w) in t.iter_mut().zip(w.row(*j as usize)) {
-                        *t += v * w;
+    let wave = rayon::current_num_threads().max(1);
+    let mut data: Option<Vec<f64>> = None;
+    for bounds in bounds.chunks(wave) {
+        let partials: Vec<Vec<f64>> = bounds
+            .par_iter()
+            .map(|&(lo, hi)| {
+                let mut out = vec![0.0; a.n_cols * l];
+                let mut t = vec![0.0; l];
+                for i in lo..hi {
+                    let (bi, bv) = b.row(i);
+                    if bi.is_empty() {
+                        continue;
+                    }
+                    t.iter_mut().for_each(|x| *x = 0.0);
+                    for (j, v) in bi.iter().zip(bv) {
+                        let v = *v as f64;
+                        for (t, w) in t.iter_mut().zip(w.row(*j as usize)) {
+                            *t += v * w;
+                        }
+                    }
+                    let (ai, av) = a.row(i);
+                    for (j, v) in ai.iter().zip(av) {
+                        let v = *v as f64;
+                        let o = &mut out[*j as usize * l..(*j as usize + 1) * l];
+                        for (o, t) in o.iter_mut().zip(&t) {
+                            *o += v * t;
+                        }
                     }
                 }
-                let (ai, av) = a.row(i);
-                for (j, v) in ai.iter().zip(av) {
-                    let v = *v as f64;
-                    let o = &mut out[*j as usize * l..(*j as usize + 1) * l];
-                    for (o, t) in o.iter_mut().zip(&t) {
-                        *o += v * t;
-                    }
-                }
+                out
+            })
+            .collect();
+        for part in partials {
+            match data.as_mut() {
+                None => data = Some(part),
+                Some(d) => d
+                    .par_chunks_mut(4096)
+                    .zip(part.par_chunks(4096))
+                    .for_each(|(d, p)| d.iter_mut().zip(p).for_each(|(d, p)| *d += p)),
             }
-            out
-        })
-        .collect();
-    let mut iter = partials.into_iter();
-    let mut data = iter.next().unwrap_or_else(|| vec![0.0; a.n_cols * l]);
-    for part in iter {
-        data.par_chunks_mut(4096)
-            .zip(part.par_chunks(4096))
-            .for_each(|(d, p)| d.iter_mut().zip(p).for_each(|(d, p)| *d += p));
+        }
     }
+    let data = data.unwrap_or_else(|| vec![0.0; a.n_cols * l]);
     Block {
         rows: a.n_cols,
         cols: l,
@@ -520,12 +540,14 @@ impl Precond {
     /// `z = M⁻¹ r`, returning the per-column sums `Σ_i r_i z_i`.
     fn apply_dot(&self, r: &Block, z: &mut Block) -> Vec<f64> {
         let l = r.cols.max(1);
-        z.data
-            .par_chunks_mut(l)
+        let parts: Vec<Vec<f64>> = z
+            .data
+            .par_chunks_mut(l * GROUP_ROWS)
             .enumerate()
-            .fold(
-                || vec![0.0; l],
-                |mut acc, (i, zi)| {
+            .map(|(g, zg)| {
+                let mut acc = vec![0.0; l];
+                for (j, zi) in zg.chunks_mut(l).enumerate() {
+                    let i = g * GROUP_ROWS + j;
                     let b = self.block_of[i] as usize;
                     let (lo, hi) = (self.ptr[b], self.ptr[b + 1]);
                     let ri = r.row(i);
@@ -548,10 +570,11 @@ impl Precond {
                             acc[c] += ri[c] * zi[c];
                         }
                     }
-                    acc
-                },
-            )
-            .reduce(|| vec![0.0; l], add_cols)
+                }
+                acc
+            })
+            .collect();
+        sum_in_order(parts, l)
     }
 }
 
@@ -614,23 +637,29 @@ pub fn solve(
             .map(|(a, b)| if *b > 0.0 { a / b } else { 0.0 })
             .collect();
         // x += α p; r −= α Ap; sums of r·r, in one pass
-        let rr: Vec<f64> = x
+        let g = l * GROUP_ROWS;
+        let parts: Vec<Vec<f64>> = x
             .data
-            .par_chunks_mut(l)
-            .zip(r.data.par_chunks_mut(l))
-            .zip(p.data.par_chunks(l).zip(ap.data.par_chunks(l)))
-            .fold(
-                || vec![0.0; l],
-                |mut acc, ((x, r), (p, ap))| {
+            .par_chunks_mut(g)
+            .zip(r.data.par_chunks_mut(g))
+            .zip(p.data.par_chunks(g).zip(ap.data.par_chunks(g)))
+            .map(|((xg, rg), (pg, apg))| {
+                let mut acc = vec![0.0; l];
+                let rows = xg
+                    .chunks_mut(l)
+                    .zip(rg.chunks_mut(l))
+                    .zip(pg.chunks(l).zip(apg.chunks(l)));
+                for ((x, r), (p, ap)) in rows {
                     for c in 0..x.len() {
                         x[c] += alpha[c] * p[c];
                         r[c] -= alpha[c] * ap[c];
                         acc[c] += r[c] * r[c];
                     }
-                    acc
-                },
-            )
-            .reduce(|| vec![0.0; l], add_cols);
+                }
+                acc
+            })
+            .collect();
+        let rr = sum_in_order(parts, l);
         report.iters += 1;
         report.residual = residual(&rr);
         if report.residual <= tol {

@@ -243,6 +243,27 @@ pub fn closed_form_input<T>(
     Ok((k, settings, xs, xt))
 }
 
+/// Workers faer splits a dense operation into (products, QR, SVD,
+/// Cholesky, triangular solves): a number fixed here, never the thread
+/// count, so that a closed-form fit gives the same result bit for bit
+/// whatever `RAYON_NUM_THREADS` is (faer's default, `Par::rayon(0)`, splits
+/// by the current pool's threads, and its sums' order with them).
+pub const FAER_WORKERS: usize = 8;
+
+/// faer's parallelism for the closed-form fits: [`FAER_WORKERS`] workers.
+pub fn par() -> Par {
+    Par::rayon(FAER_WORKERS)
+}
+
+/// Sets faer's global parallelism (what its operators, `qr`, `thin_svd`
+/// and `llt` use) to [`par`], once per process: called by every
+/// closed-form fit before it starts. Process-wide: other faer users of the
+/// global setting get the same fixed split.
+pub fn fix_parallelism() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| faer::set_global_parallelism(par()));
+}
+
 /// The eigensolver settings every closed-form model with a ridge (OPCA,
 /// CCA, HDLR's OPCA start) reads: `solver`, `oversample`, `power_iters`,
 /// `cg_tol`, `max_cg_iters`.
@@ -250,6 +271,7 @@ pub fn subspace_opts(
     p: &crate::models::ModelParams<'_>,
     seed: u64,
 ) -> Result<crate::models::implicit::SubspaceOpts> {
+    fix_parallelism();
     let solver: String = p.get("solver")?;
     Ok(crate::models::implicit::SubspaceOpts {
         solver: crate::models::implicit::Solver::parse(&solver)?,
@@ -449,6 +471,7 @@ pub fn randomized_svd(
             "cannot take {k} singular vectors of a {m} × {n} matrix"
         )));
     }
+    fix_parallelism();
     let l = (k + oversample).min(m.min(n));
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     let omega = Mat::from_fn(n, l, |_, _| StandardNormal.sample(&mut rng));
@@ -521,7 +544,7 @@ pub fn cholesky_with_ridge(
                 }
             }
         }
-        let par = faer::get_global_parallelism();
+        let par = par();
         let mut mem = faer::dyn_stack::MemBuffer::new(
             faer::linalg::cholesky::llt::factor::cholesky_in_place_scratch::<f64>(
                 n,
@@ -556,13 +579,13 @@ pub fn cholesky_with_ridge(
 
 /// `L⁻¹ x` for the lower factor `l` (stored in the lower triangle).
 pub fn solve_lower(l: &Mat<f64>, mut x: Mat<f64>) -> Mat<f64> {
-    solve_lower_triangular_in_place(l.as_ref(), x.as_mut(), Par::rayon(0));
+    solve_lower_triangular_in_place(l.as_ref(), x.as_mut(), par());
     x
 }
 
 /// `L⁻ᵀ x` for the lower factor `l` (stored in the lower triangle).
 pub fn solve_lower_t(l: &Mat<f64>, mut x: Mat<f64>) -> Mat<f64> {
-    solve_upper_triangular_in_place(l.as_ref().transpose(), x.as_mut(), Par::rayon(0));
+    solve_upper_triangular_in_place(l.as_ref().transpose(), x.as_mut(), par());
     x
 }
 

@@ -24,7 +24,8 @@ pub mod trainer;
 pub mod xcnn;
 
 pub use trainer::{
-    Flow, Hooks, Phase, Resume, StepReport, TrainData, TrainSequences, TrainTexts, Trainer,
+    check_memory, DataSizes, Flow, Hooks, MemoryEstimate, Phase, Resume, StepReport, TrainData,
+    TrainSequences, TrainTexts, Trainer,
 };
 
 use std::collections::BTreeMap;

@@ -406,12 +406,14 @@ pub(crate) mod act {
             .collect()
     }
 
-    /// `Σ softplus` over the f32 or f64 values of `s` (contiguous), summed in f64.
+    /// `Σ softplus` over the f32 or f64 values of `s` (contiguous), summed in
+    /// f64: fixed chunks' sums added in chunk order, so the figure does not
+    /// depend on how rayon splits the work or on the thread count.
     fn sum_softplus(s: &CpuStorage, l: &Layout) -> candle_core::Result<f64> {
         use rayon::prelude::*;
         let (a, b) = offsets(l, "bce")?;
         let sp = |x: f64| x.max(0.0) + (-x.abs()).exp().ln_1p();
-        Ok(match s {
+        let parts: Vec<f64> = match s {
             CpuStorage::F32(v) => v[a..b]
                 .par_chunks(1 << 14)
                 .map(|c| {
@@ -421,13 +423,14 @@ pub(crate) mod act {
                         .map(|&x| (x.max(0.0) + (1.0 + (-x.abs()).exp()).ln()) as f64)
                         .sum::<f64>()
                 })
-                .sum(),
+                .collect(),
             CpuStorage::F64(v) => v[a..b]
                 .par_chunks(1 << 14)
                 .map(|c| c.iter().map(|&x| sp(x)).sum::<f64>())
-                .sum(),
+                .collect(),
             _ => candle_core::bail!("bce: f32 or f64 values expected"),
-        })
+        };
+        Ok(parts.iter().sum())
     }
 
     impl CustomOp2 for BceSum {

@@ -187,6 +187,22 @@ fn random_init(rows: usize, k: usize, scale: f64, rng: &mut impl rand::Rng) -> A
 pub struct S2NetTrainer;
 
 impl Trainer for S2NetTrainer {
+    /// The two `V × dim` projections with gradients and Adam moments.
+    fn memory_estimate(
+        &self,
+        params: &Params,
+        sizes: &crate::models::DataSizes,
+    ) -> Result<Option<crate::models::MemoryEstimate>> {
+        let p = params.of(KIND)?;
+        let k: usize = p.get("dim")?;
+        let batch: usize = p.get("batch")?;
+        let terms = (sizes.source_terms + sizes.target_terms) as f64;
+        Ok(Some(crate::models::MemoryEstimate::adam_f32(
+            terms * k as f64,
+            4.0 * batch as f64 * k as f64,
+        )))
+    }
+
     fn plan(&self, data: &TrainData, params: &Params) -> Result<Vec<Phase>> {
         let epochs = params.of(KIND)?.get("epochs")?;
         Ok(vec![Phase::new("train", epochs, data.train_src.n_rows())])
@@ -282,11 +298,18 @@ impl Trainer for S2NetTrainer {
             a_s.set(&ps)?;
             a_t.set(&pt)?;
             // checkpoints keep the step count as the resume step
-            match opt.restore_moments(&r.tensors) {
-                Ok(()) => opt.set_step(r.step),
-                Err(_) => hooks.log(
+            // a checkpoint written without optimiser moments (plain SGD)
+            // restarts AdamW, saying so; moments that are there but do not
+            // fit (a wrong shape, one missing) are refused: a silently
+            // restarted optimiser would not continue the same run
+            if r.tensors.keys().any(|k| k.starts_with("adam.")) {
+                opt.restore_moments(&r.tensors)
+                    .map_err(|e| Error::invalid(format!("s2net resume: {e}")))?;
+                opt.set_step(r.step);
+            } else {
+                hooks.log(
                     "warning: s2net resume: no optimiser moments in the checkpoint; AdamW restarts",
-                ),
+                );
             }
             epoch0 = r.epoch;
             step = r.step;

@@ -8,7 +8,7 @@ use candle_core::{Device, Tensor};
 use super::{Model, Params};
 use crate::corpus::Prepared;
 use crate::text::{CsrMatrix, Sequences, Side, Vocabs};
-use crate::Result;
+use crate::{Error, Result};
 
 /// Everything a model trains on, already analysed and counted.
 #[derive(Debug, Clone)]
@@ -255,8 +255,106 @@ impl Phase {
     }
 }
 
+/// The sizes of a job's data that its memory depends on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DataSizes {
+    /// Source-language terms (the source vocabulary).
+    pub source_terms: usize,
+    /// Target-language terms.
+    pub target_terms: usize,
+}
+
+/// A trainer's estimate of the memory its job needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemoryEstimate {
+    /// Bytes, at least.
+    pub bytes: f64,
+    /// What they are, for people (`"412.3M parameters ×4 (values, gradients,
+    /// Adam moments) + activations"`).
+    pub detail: String,
+}
+
+impl MemoryEstimate {
+    /// Bytes of `params` f32 parameters held four times (values, gradients
+    /// and two Adam moments) plus `activations` f32 values.
+    pub fn adam_f32(params: f64, activations: f64) -> MemoryEstimate {
+        MemoryEstimate {
+            bytes: 4.0 * (4.0 * params + activations),
+            detail: format!(
+                "{} parameters, each held 4 times (values, gradients, 2 Adam moments), \
+                 + {} activation values, 4 bytes each",
+                fmt_count(params),
+                fmt_count(activations)
+            ),
+        }
+    }
+}
+
+/// Refuses a job whose [`Trainer::memory_estimate`] exceeds `limit` bytes
+/// (the user's) or, without one, this machine's memory
+/// ([`crate::util::memory_limit`]); the error gives the estimate. The
+/// settings alone are checked first; `sizes` (which may read the data) only
+/// when they pass.
+pub fn check_memory(
+    model: &str,
+    trainer: &dyn Trainer,
+    params: &Params,
+    limit: Option<u64>,
+    sizes: impl FnOnce() -> Result<DataSizes>,
+) -> Result<()> {
+    let (limit, what) = match limit {
+        Some(l) => (l, "the limit given (--max-memory)"),
+        None => match crate::util::memory_limit() {
+            Some(l) => (l, "this machine's memory"),
+            None => return Ok(()),
+        },
+    };
+    let refuse = |e: MemoryEstimate| {
+        Err(Error::invalid(format!(
+            "{model}: these settings need about {} ({}), more than {what} ({}); \
+             lower the sizes (--set) or raise --max-memory",
+            crate::util::fmt_bytes(e.bytes),
+            e.detail,
+            crate::util::fmt_bytes(limit as f64),
+        )))
+    };
+    match trainer.memory_estimate(params, &DataSizes::default())? {
+        None => return Ok(()),
+        Some(e) if e.bytes > limit as f64 => return refuse(e),
+        Some(_) => {}
+    }
+    match trainer.memory_estimate(params, &sizes()?)? {
+        Some(e) if e.bytes > limit as f64 => refuse(e),
+        _ => Ok(()),
+    }
+}
+
+/// `1.2G`, `35.0M`, `812`.
+pub fn fmt_count(x: f64) -> String {
+    match x {
+        x if x >= 1e9 => format!("{:.1}G", x / 1e9),
+        x if x >= 1e6 => format!("{:.1}M", x / 1e6),
+        x if x >= 1e3 => format!("{:.1}k", x / 1e3),
+        x => format!("{x:.0}"),
+    }
+}
+
 /// How to train and reload one kind of model.
 pub trait Trainer: Send + Sync {
+    /// The memory a job with `params` on data of `sizes` needs at least
+    /// (its large dense parameters and the state kept with them), so that a
+    /// job that cannot run here is refused before its session is written
+    /// ([`crate::jobs::create`]). Called with zero sizes first (a bound from
+    /// the settings alone). Default: no estimate.
+    fn memory_estimate(
+        &self,
+        params: &Params,
+        sizes: &DataSizes,
+    ) -> Result<Option<MemoryEstimate>> {
+        let _ = (params, sizes);
+        Ok(None)
+    }
+
     /// Checks settings that depend on each other (each value alone was
     /// checked by the registry), so a job is refused before its session is
     /// written. Default: nothing more to check.

@@ -136,22 +136,27 @@ impl Checkpoint {
             .ok_or_else(|| bad("no `rosetta` metadata entry".into()))?;
         let meta: CheckpointMeta =
             serde_json::from_str(meta_json).map_err(|e| bad(format!("metadata: {e}")))?;
-        // the checksum covers the metadata and every tensor; a checkpoint of
-        // an older version has none
-        if let Some(want) = info.get(CHECKSUM_KEY) {
-            let views = st.tensors();
-            let got = checksum(
-                meta_json,
-                views
-                    .iter()
-                    .map(|(n, v)| (n.as_str(), v.dtype(), v.shape(), v.data())),
-            );
-            if &got != want {
-                return Err(bad(
-                    "checksum mismatch: the file is corrupt (its bytes changed after it was written)"
-                        .into(),
-                ));
-            }
+        // the checksum covers the metadata and every tensor; a checkpoint
+        // without one (its metadata edited, or not written by Rosetta) is
+        // never trusted: its epoch, figures and tensors could be anything
+        let want = info.get(CHECKSUM_KEY).ok_or_else(|| {
+            bad(format!(
+                "no `{CHECKSUM_KEY}` checksum in its metadata (every checkpoint Rosetta writes \
+                 has one): refusing a file whose contents cannot be verified"
+            ))
+        })?;
+        let views = st.tensors();
+        let got = checksum(
+            meta_json,
+            views
+                .iter()
+                .map(|(n, v)| (n.as_str(), v.dtype(), v.shape(), v.data())),
+        );
+        if &got != want {
+            return Err(bad(
+                "checksum mismatch: the file is corrupt (its bytes changed after it was written)"
+                    .into(),
+            ));
         }
         let mut tensors = HashMap::new();
         for (name, view) in st.tensors() {
@@ -404,5 +409,27 @@ mod tests {
         assert!(e.contains("c.safetensors: not a valid checkpoint"), "{e}");
         let dup = Checkpoint::write(&p, &meta(), &[("w".into(), w.clone())], &[("w".into(), w)]);
         assert!(dup.is_err());
+    }
+
+    /// Issue 39: a checkpoint whose metadata lacks its checksum (edited to
+    /// say epoch 999, say) is refused, never trusted.
+    #[test]
+    fn a_checkpoint_without_its_checksum_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.safetensors");
+        let w: Vec<u8> = [1.0f32, 2.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let view = TensorView::new(Dtype::F32, vec![2], &w).unwrap();
+        let mut m = meta();
+        m.epoch = 999;
+        m.extra.clear();
+        let info: HashMap<String, String> =
+            [("rosetta".to_string(), serde_json::to_string(&m).unwrap())].into();
+        let bytes = safetensors::tensor::serialize([("w".to_string(), view)], Some(info)).unwrap();
+        std::fs::write(&p, bytes).unwrap();
+        let e = Checkpoint::read(&p, &Device::Cpu).unwrap_err().to_string();
+        assert!(
+            e.contains("c.safetensors") && e.contains("no `blake3`"),
+            "{e}"
+        );
     }
 }

@@ -199,6 +199,10 @@ pub struct EvalReport {
     /// Lexicon induction.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bli: Option<BliFigures>,
+    /// The checkpoint evaluated (a trained model; with a warning when it
+    /// is not the best one the status names).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<super::ModelSource>,
     /// Remarks for a reader (a derived task used, a run written).
     #[serde(skip)]
     pub notes: Vec<String>,
@@ -213,6 +217,7 @@ impl EvalReport {
             adhoc: None,
             adhoc_fused: None,
             bli: None,
+            checkpoint: None,
             notes: Vec::new(),
         }
     }
@@ -371,6 +376,10 @@ pub fn evaluate(req: &EvalRequest) -> Result<EvalReport> {
         .config
         .check_workspace_hash(&req.session, &prepared.hash)?;
     let mut report = EvalReport::empty(&req.session, &l.session.config.model);
+    report.checkpoint = l.checkpoint.clone();
+    report
+        .notes
+        .extend(l.checkpoint_warning().map(str::to_string));
     if req.wants(Task::Sentence) {
         report.sentence = sentence_figures(req, &l, &prepared)?;
     }
@@ -496,7 +505,16 @@ pub fn evaluate(req: &EvalRequest) -> Result<EvalReport> {
     if req.wants(Task::Bli) {
         // --dictionary FILE is read as written; the workspace's with its `reverse`
         let dict = match &req.dictionary {
-            Some(path) => Some(Dictionary::read(path)?),
+            Some(path) => {
+                let d = Dictionary::read(path)?;
+                if d.is_empty() {
+                    return Err(Error::file(
+                        path,
+                        "no dictionary entries: lexicon induction over nothing gives no figure",
+                    ));
+                }
+                Some(d)
+            }
             None => ws.read_dictionary()?,
         };
         match dict {
@@ -530,6 +548,13 @@ fn sentence_figures(
     if let Some(files) = &req.test {
         let pairs = read_pairs(files)?;
         let rows = pairs.usable();
+        if rows.is_empty() {
+            return Err(Error::invalid(format!(
+                "{}: no usable pair (both sides non-empty): sentence retrieval over nothing \
+                 gives no figure",
+                files_label(files)
+            )));
+        }
         let side = |s: Side, texts: &[String]| {
             let t: Vec<&str> = rows.iter().map(|&i| texts[i].as_str()).collect();
             l.encode_texts_as(s, TextRole::Query, &t)

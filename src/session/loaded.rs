@@ -29,6 +29,9 @@ pub struct Loaded {
     pub vocabs: Vocabs,
     /// Text settings used for new text.
     pub text: TextConfig,
+    /// The checkpoint the model came from (when opened from a session
+    /// folder), with a warning when it is not the best one.
+    pub checkpoint: Option<super::ModelSource>,
     source: Analyzer,
     target: Analyzer,
     term_vectors: [OnceLock<Array2<f32>>; 2],
@@ -77,8 +80,16 @@ impl Loaded {
     /// Opens the session in `dir` and loads its model on `device`.
     pub fn open(dir: &Path, device: &Device) -> Result<Loaded> {
         let session = Session::open(dir)?;
-        let (model, vocabs) = session.load_model(device)?;
-        Self::from_parts(session, model, vocabs)
+        let (model, vocabs, source) = session.load_model_from(device)?;
+        let mut l = Self::from_parts(session, model, vocabs)?;
+        l.checkpoint = Some(source);
+        Ok(l)
+    }
+
+    /// The warning of [`Loaded::checkpoint`]: the model is not the best
+    /// checkpoint the session's status names.
+    pub fn checkpoint_warning(&self) -> Option<&str> {
+        self.checkpoint.as_ref()?.warning.as_deref()
     }
 
     /// A loaded session from a model already rebuilt (by a trainer that is
@@ -115,6 +126,7 @@ impl Loaded {
             model,
             vocabs,
             text,
+            checkpoint: None,
             source,
             target,
             term_vectors: Default::default(),

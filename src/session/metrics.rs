@@ -583,7 +583,17 @@ impl MetricsTail {
             }
         };
         match serde_json::from_str::<MetricRecord>(text) {
-            Ok(r) => batch.records.push(r),
+            Ok(r) => match impossible_figure(&r) {
+                None => batch.records.push(r),
+                Some(why) => batch.errors.push(Error::parse(
+                    &self.path,
+                    line,
+                    format!(
+                        "impossible figure, record not shown ({why}): {}",
+                        clip(text)
+                    ),
+                )),
+            },
             Err(e) => batch.errors.push(Error::parse(
                 &self.path,
                 line,
@@ -605,6 +615,7 @@ impl MetricsTail {
         match std::str::from_utf8(&raw)
             .ok()
             .and_then(|t| serde_json::from_str::<MetricRecord>(t).ok())
+            .filter(|r| impossible_figure(r).is_none())
         {
             Some(r) => batch.records.push(r),
             None => batch.errors.push(Error::parse(
@@ -617,6 +628,47 @@ impl MetricsTail {
             )),
         }
         batch
+    }
+}
+
+/// Whether `name` is a rate (a figure that lies in 0..1): MRR, MAP, P@k,
+/// R@k, nDCG, with or without the `adhoc_` prefix of the ad-hoc figures.
+pub fn is_rate(name: &str) -> bool {
+    let n = name.strip_prefix("adhoc_").unwrap_or(name);
+    matches!(n, "MRR" | "MAP") || ["P@", "R@", "nDCG"].iter().any(|p| n.starts_with(p))
+}
+
+/// Why a parsed record cannot be what a job wrote, if it cannot: a rate
+/// outside 0..1 (or NaN: the runner never records one), a negative or
+/// fractional count, a negative speed or time. Such a line is refused (a
+/// located error), never shown as a figure.
+pub fn impossible_figure(r: &MetricRecord) -> Option<String> {
+    match r {
+        MetricRecord::Valid { scores, .. } => {
+            for (k, v) in scores {
+                if is_rate(k) && !(0.0..=1.0).contains(v) {
+                    return Some(format!("{k} {v} is not in 0..1"));
+                }
+                if k == "queries" && (v.is_nan() || *v < 0.0 || v.fract() != 0.0) {
+                    return Some(format!("queries {v} is not a count"));
+                }
+            }
+            None
+        }
+        MetricRecord::Step {
+            pairs_per_s,
+            wall_s,
+            ..
+        } => {
+            if pairs_per_s.is_nan() || *pairs_per_s < 0.0 {
+                Some(format!("pairs_per_s {pairs_per_s} is negative"))
+            } else if wall_s.is_nan() || *wall_s < 0.0 {
+                Some(format!("wall_s {wall_s} is negative"))
+            } else {
+                None
+            }
+        }
+        MetricRecord::Event { .. } => None,
     }
 }
 
@@ -711,6 +763,34 @@ mod tests {
         let e: MetricRecord =
             serde_json::from_str(r#"{"kind":"event","event":"start","message":"hi"}"#).unwrap();
         assert_eq!(e, MetricRecord::event("start", "hi", None, None));
+    }
+
+    /// Issue 39: a record no job could have written (MRR 7.5, a negative
+    /// speed) is a located error, never a figure shown.
+    #[test]
+    fn impossible_figures_are_refused_with_their_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("metrics.jsonl");
+        let good = r#"{"kind":"valid","phase":"train","epoch":1,"step":3,"MRR":0.5,"P@1":0.25,"queries":10,"divergence":1031.7}"#;
+        let lines = [
+            good,
+            r#"{"kind":"valid","phase":"train","epoch":2,"step":6,"MRR":7.5,"queries":10}"#,
+            r#"{"kind":"valid","phase":"train","epoch":2,"step":6,"MRR":0.5,"adhoc_MAP":-0.1}"#,
+            r#"{"kind":"valid","phase":"train","epoch":2,"step":6,"MRR":0.5,"queries":-3}"#,
+            r#"{"kind":"step","phase":"train","epoch":1,"step":1,"examples":4,"loss":0.3,"pairs_per_s":-350.0,"wall_s":1.0}"#,
+        ];
+        std::fs::write(&p, lines.join("\n") + "\n").unwrap();
+        let b = MetricsTail::new(&p).poll().unwrap();
+        assert_eq!(b.records.len(), 1, "{:?}", b.records);
+        assert_eq!(b.errors.len(), 4);
+        for (e, line) in b.errors.iter().zip(2..) {
+            let e = e.to_string();
+            assert!(
+                e.contains(&format!("metrics.jsonl:{line}:")) && e.contains("impossible"),
+                "{e}"
+            );
+        }
+        assert!(b.errors[0].to_string().contains("MRR 7.5"));
     }
 
     #[test]

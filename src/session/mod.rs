@@ -385,6 +385,26 @@ impl Status {
         write_atomic(&path, &bytes)
     }
 
+    /// Why these figures cannot be what a job wrote, if they cannot: a
+    /// progress outside 0..1, a best MRR outside 0..1, a negative or
+    /// non-finite ETA or speed. [`read_status`] refuses such a file.
+    pub fn impossible(&self) -> Option<String> {
+        let bad = |x: f64| x.is_nan() || x < 0.0;
+        if !(0.0..=1.0).contains(&self.progress) {
+            return Some(format!("progress {} is not in 0..1", self.progress));
+        }
+        if let Some(m) = self.best_mrr.filter(|m| !(0.0..=1.0).contains(m)) {
+            return Some(format!("best_mrr {m} is not in 0..1"));
+        }
+        if let Some(e) = self.eta_s.filter(|e| bad(*e) || e.is_infinite()) {
+            return Some(format!("eta_s {e} is not a duration"));
+        }
+        if let Some(p) = self.pairs_per_s.filter(|p| bad(*p) || p.is_infinite()) {
+            return Some(format!("pairs_per_s {p} is not a speed"));
+        }
+        None
+    }
+
     /// Whether the job's process is alive: a `running` or `queued` status
     /// whose process is gone is stale (see [`Status::effective_state`]).
     pub fn process_alive(&self) -> bool {
@@ -418,7 +438,14 @@ impl Status {
 pub fn read_status(dir: &Path) -> Result<Status> {
     let path = dir.join(STATUS_FILE);
     let bytes = read_regular(&path, Links::Refuse, SMALL_FILE_LIMIT)?;
-    serde_json::from_slice(&bytes).map_err(|e| json_error(&path, e))
+    let st: Status = serde_json::from_slice(&bytes).map_err(|e| json_error(&path, e))?;
+    if let Some(why) = st.impossible() {
+        return Err(Error::file(
+            &path,
+            format!("impossible figure ({why}): not what a job wrote"),
+        ));
+    }
+    Ok(st)
 }
 
 pub(crate) fn json_error(path: &Path, e: serde_json::Error) -> Error {
@@ -591,6 +618,15 @@ impl Session {
         &self,
         device: &candle_core::Device,
     ) -> Result<(Box<dyn crate::models::Model>, Vocabs)> {
+        self.load_model_from(device).map(|(m, v, _)| (m, v))
+    }
+
+    /// [`Session::load_model`], saying which checkpoint the model came
+    /// from and, when it is not the best one the status names, why.
+    pub fn load_model_from(
+        &self,
+        device: &candle_core::Device,
+    ) -> Result<(Box<dyn crate::models::Model>, Vocabs, ModelSource)> {
         if self.is_lexical() {
             return Err(Error::file(
                 &self.dir,
@@ -603,10 +639,10 @@ impl Session {
         }
         let best = self.dir.join(BEST_CHECKPOINT);
         let last = self.dir.join(LAST_CHECKPOINT);
-        let ck = if best.exists() {
-            Checkpoint::read(&best, device)?
+        let (ck, which) = if best.exists() {
+            (Checkpoint::read(&best, device)?, "best")
         } else if last.exists() {
-            Checkpoint::read(&last, device)?
+            (Checkpoint::read(&last, device)?, "last")
         } else {
             return Err(Error::file(
                 &self.dir,
@@ -626,8 +662,58 @@ impl Session {
         let trainer = crate::models::trainer(&self.config.model)?;
         let params = crate::models::Params::new(ck.meta.params.clone());
         let model = trainer.load(&vocabs, ck.model_tensors(), &params, device)?;
-        Ok((model, vocabs))
+        let mut warning = None;
+        if which == "last" {
+            warning = Some(format!(
+                "{} is missing: using {} ({} epoch {}{}){}",
+                best.display(),
+                last.display(),
+                ck.meta.phase,
+                ck.meta.epoch,
+                ck.meta
+                    .valid_mrr
+                    .map(|m| format!(", valid MRR {m:.4}"))
+                    .unwrap_or_default(),
+                match self.status.best_epoch {
+                    Some(b) if b != ck.meta.epoch =>
+                        format!(", not the best epoch {b} that {STATUS_FILE} names"),
+                    _ => String::new(),
+                }
+            ));
+        } else if let Some(b) = self.status.best_epoch.filter(|b| *b != ck.meta.epoch) {
+            warning = Some(format!(
+                "{STATUS_FILE} names best epoch {b}, but {} holds epoch {}: using what the \
+                 checkpoint holds",
+                best.display(),
+                ck.meta.epoch
+            ));
+        }
+        let source = ModelSource {
+            checkpoint: which.to_string(),
+            phase: ck.meta.phase.clone(),
+            epoch: ck.meta.epoch,
+            valid_mrr: ck.meta.valid_mrr,
+            warning,
+        };
+        Ok((model, vocabs, source))
     }
+}
+
+/// Which checkpoint a loaded model came from ([`Session::load_model_from`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ModelSource {
+    /// `best`, or `last` when the session has no best checkpoint.
+    pub checkpoint: String,
+    /// Its training phase.
+    pub phase: String,
+    /// Its epoch.
+    pub epoch: usize,
+    /// Its validation MRR, if it was validated.
+    pub valid_mrr: Option<f64>,
+    /// Set when the model is not the best checkpoint the status names (the
+    /// best file is missing, or holds another epoch): what was used instead.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
 }
 
 /// One row of [`list_sessions`].
@@ -880,5 +966,26 @@ mod tests {
             assert!(!pid_alive(me, Some(s + 1)));
         }
         assert!(!pid_alive(0, None));
+    }
+
+    /// Issue 39: a status with figures no job writes (progress −350%, a
+    /// best MRR of 7.5) is refused, naming the file.
+    #[test]
+    fn impossible_status_figures_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = r#"{"state":"done","pid":0,"model":"s2net","workspace":"w","device":"cpu",
+            "progress":1.0,"epoch":2,"epochs":2,"eta_s":0.0,"pairs_per_s":10.0,
+            "best_mrr":0.5,"best_epoch":2,"error":null,"updated":"x"}"#;
+        std::fs::write(dir.path().join(STATUS_FILE), good).unwrap();
+        assert_eq!(read_status(dir.path()).unwrap().best_mrr, Some(0.5));
+        for (from, to, what) in [
+            ("\"progress\":1.0", "\"progress\":-3.5", "progress -3.5"),
+            ("\"best_mrr\":0.5", "\"best_mrr\":7.5", "best_mrr 7.5"),
+            ("\"eta_s\":0.0", "\"eta_s\":-1.0", "eta_s -1"),
+        ] {
+            std::fs::write(dir.path().join(STATUS_FILE), good.replace(from, to)).unwrap();
+            let e = read_status(dir.path()).unwrap_err().to_string();
+            assert!(e.contains("status.json") && e.contains(what), "{e}");
+        }
     }
 }

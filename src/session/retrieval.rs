@@ -15,7 +15,7 @@ use crate::eval::trec::Run;
 use crate::models::{encode_texts, Model, TextRole, TextRows};
 use crate::space::Similarity;
 use crate::text::{Side, Vocabs};
-use crate::Result;
+use crate::{Error, Result};
 
 /// Depth of ad-hoc runs (trec_eval's usual 1000).
 pub const RUN_DEPTH: usize = 1000;
@@ -260,7 +260,15 @@ pub fn bli(
         h5 += usize::from(rank <= 5);
         h10 += usize::from(rank <= 10);
     }
-    let d = n.max(1) as f64;
+    if n == 0 {
+        // a figure over nothing is an error, never P@1 0
+        return Err(Error::invalid(format!(
+            "lexicon induction: none of the dictionary's {} entries has a source word and a \
+             translation in the model's vocabularies: no figure to give",
+            entries.len()
+        )));
+    }
+    let d = n as f64;
     Ok(BliScores {
         p1: h1 as f64 / d,
         p5: h5 as f64 / d,

@@ -60,6 +60,107 @@ pub fn cancel_on_signals() -> Result<Arc<AtomicBool>> {
     Ok(flag)
 }
 
+/// A global allocator (the `rosetta` program wraps mimalloc in it) that,
+/// when an allocation fails, records it in the session of the job this
+/// process is running ([`run_job`] registers it) before Rust aborts: the
+/// session then reads `failed` with the size that could not be allocated,
+/// rather than `running`. Rust cannot continue after a failed allocation
+/// (on stable Rust it prints "memory allocation of N bytes failed" and
+/// aborts; no hook can turn that into an error), and under the kernel's
+/// OOM killer no allocation fails at all: the process is killed (SIGKILL)
+/// and the session shows `failed` as stale (its process gone). Jobs that
+/// cannot fit are refused before they start by their memory estimate
+/// ([`crate::models::check_memory`]).
+pub struct RecordingAlloc<A>(pub A);
+
+/// The session folder of the job this process runs, for [`RecordingAlloc`].
+static JOB_DIR: std::sync::Mutex<Option<PathBuf>> = std::sync::Mutex::new(None);
+/// Set while a failure is being recorded (the recording allocates too).
+static RECORDING: AtomicBool = AtomicBool::new(false);
+
+// SAFETY: every call is forwarded to the wrapped allocator unchanged; a
+// failure (null) is returned as it came, after the recording.
+unsafe impl<A: std::alloc::GlobalAlloc> std::alloc::GlobalAlloc for RecordingAlloc<A> {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        let p = self.0.alloc(layout);
+        if p.is_null() {
+            allocation_failed(layout.size());
+        }
+        p
+    }
+    unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
+        let p = self.0.alloc_zeroed(layout);
+        if p.is_null() {
+            allocation_failed(layout.size());
+        }
+        p
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new: usize) -> *mut u8 {
+        let p = self.0.realloc(ptr, layout, new);
+        if p.is_null() {
+            allocation_failed(new);
+        }
+        p
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        self.0.dealloc(ptr, layout)
+    }
+}
+
+/// Records a failed allocation of `size` bytes in the registered job's
+/// status (state `failed`, the size in its error), once per failure; the
+/// process aborts next (or, for a fallible allocation a caller handles,
+/// the job's next status write says `running` again).
+pub fn allocation_failed(size: usize) {
+    if RECORDING.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    let dir = JOB_DIR.try_lock().ok().and_then(|g| g.clone());
+    if let Some(dir) = dir {
+        record_failure(
+            &dir,
+            &format!(
+                "memory allocation of {size} bytes failed: the job needs more memory than \
+                 this machine (or its limit) gives; lower the model's sizes"
+            ),
+        );
+    }
+    RECORDING.store(false, Ordering::SeqCst);
+}
+
+/// Marks the job of session `dir` that this process runs as failed with
+/// `msg` (a status of another process, or a final one, is left alone).
+fn record_failure(dir: &Path, msg: &str) {
+    if let Ok(mut st) = crate::session::read_status(dir) {
+        if !st.state.is_final() && st.pid == std::process::id() {
+            st.state = State::Failed;
+            st.error = Some(msg.to_string());
+            st.eta_s = None;
+            let _ = st.write(dir);
+        }
+    }
+}
+
+/// Registers a session folder with [`RecordingAlloc`] while it lives.
+struct AllocWatch;
+
+impl AllocWatch {
+    fn new(dir: &Path) -> AllocWatch {
+        if let Ok(mut g) = JOB_DIR.lock() {
+            *g = Some(dir.to_path_buf());
+        }
+        AllocWatch
+    }
+}
+
+impl Drop for AllocWatch {
+    fn drop(&mut self) {
+        if let Ok(mut g) = JOB_DIR.lock() {
+            *g = None;
+        }
+    }
+}
+
 /// Receives the job's progress (the CLI's progress bar); the session's
 /// files get everything anyway.
 pub trait Observer {
@@ -180,6 +281,7 @@ pub fn run_job_with_validation(
     // nothing of the session through a link (before the sweep below, which
     // would otherwise remove files wherever `checkpoints` points)
     crate::session::check_no_links(&dir)?;
+    let _watch = AllocWatch::new(&dir);
     // temporary files a killed job left (its writes never finished)
     crate::util::sweep_temp_files(&dir);
     crate::util::sweep_temp_files(&dir.join(crate::session::CHECKPOINT_DIR));
@@ -306,8 +408,25 @@ fn prepare_and_train(
     };
 
     let mut resume_from: Option<Resume> = None;
+    // the checkpoints are the truth: a session whose status says it never
+    // started (or whose `status.json` is missing, read as `queued`) but
+    // that holds a checkpoint continues from it, never starts again over it
+    let last = dir.join(LAST_CHECKPOINT);
+    let mut resume = resume;
+    if !resume && std::fs::symlink_metadata(&last).is_ok() {
+        let msg = format!(
+            "the session's status says it never started (state {}), but it holds {}: \
+             continuing from that checkpoint rather than starting over it",
+            session.status.state,
+            last.display()
+        );
+        hooks.say(&format!("warning: {msg}"));
+        resume = true;
+    }
+    // a checkpoint whose patience had run out: the job early-stopped
+    // there (it was killed before recording `done`, or its status is lost)
+    let mut stopped_at_checkpoint = false;
     if resume {
-        let last = dir.join(LAST_CHECKPOINT);
         if last.exists() {
             let ck = Checkpoint::read(&last, &device)?;
             if ck.meta.kind != session.config.model {
@@ -325,6 +444,13 @@ fn prepare_and_train(
             hooks.phase = ck.meta.phase.clone();
             hooks.epoch = ck.meta.epoch;
             hooks.step = ck.meta.step;
+            let phase_stops = hooks
+                .plan
+                .iter()
+                .find(|p| p.name == ck.meta.phase)
+                .is_none_or(|p| p.early_stop);
+            stopped_at_checkpoint =
+                ck.meta.valid_mrr.is_some() && phase_stops && ck.meta.bad_epochs >= patience;
             let msg = format!(
                 "resuming from {} (phase {}, epoch {}, step {}) on {device_name}",
                 last.display(),
@@ -388,6 +514,20 @@ fn prepare_and_train(
     // a resume from a checkpoint of the job's last epoch (killed after
     // writing it) trains nothing more; its checkpoints are already final
     let from_checkpoint = resume_from.is_some();
+    if stopped_at_checkpoint {
+        hooks.early_stopped = true;
+        let m = format!(
+            "done (early stop) after epoch {}: the checkpoint's patience had run out ({} epochs \
+             without a better validation MRR); {}",
+            hooks.epoch,
+            hooks.bad_epochs,
+            hooks.best_line()
+        );
+        let outcome = hooks.finish(State::Done, "done", m, None)?;
+        session.status = hooks.status;
+        session.config = hooks.session_config;
+        return Ok(outcome);
+    }
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         trainer.train(data, &params, &device, seed, resume_from, &mut hooks)
     }));
@@ -423,13 +563,9 @@ fn prepare_and_train(
                 hooks.finish(State::Cancelled, "cancelled", cancel_message(&hooks), None)?
             } else if hooks.early_stopped {
                 let m = format!(
-                    "done (early stop) after epoch {}; best MRR {} at epoch {}",
+                    "done (early stop) after epoch {}; {}",
                     hooks.epoch,
-                    fmt_opt(hooks.best_mrr),
-                    hooks
-                        .best_epoch
-                        .map(|e| e.to_string())
-                        .unwrap_or("-".into())
+                    hooks.best_line()
                 );
                 hooks.finish(State::Done, "done", m, None)?
             } else if planned == 0 {
@@ -440,15 +576,7 @@ fn prepare_and_train(
                 );
                 hooks.finish(State::Done, "done", m, None)?
             } else {
-                let m = format!(
-                    "done after epoch {}; best MRR {} at epoch {}",
-                    hooks.epoch,
-                    fmt_opt(hooks.best_mrr),
-                    hooks
-                        .best_epoch
-                        .map(|e| e.to_string())
-                        .unwrap_or("-".into())
-                );
+                let m = format!("done after epoch {}; {}", hooks.epoch, hooks.best_line());
                 hooks.finish(State::Done, "done", m, None)?
             }
         }
@@ -457,7 +585,7 @@ fn prepare_and_train(
             hooks.finish(State::Cancelled, "cancelled", m, None)?
         }
         Err(e) => {
-            let kept = if dir.join(BEST_CHECKPOINT).exists() {
+            let kept = if dir.join(BEST_CHECKPOINT).is_file() && hooks.best_epoch.is_some() {
                 format!(
                     "; the best checkpoint (epoch {}) is kept",
                     hooks
@@ -581,6 +709,15 @@ struct RunnerHooks<'a> {
 }
 
 impl RunnerHooks<'_> {
+    /// `best MRR 0.4321 at epoch 3` (dashes while there is none).
+    fn best_line(&self) -> String {
+        format!(
+            "best MRR {} at epoch {}",
+            fmt_opt(self.best_mrr),
+            self.best_epoch.map_or("-".into(), |e| e.to_string())
+        )
+    }
+
     fn record(&mut self, r: MetricRecord) -> Result<()> {
         self.metrics.append(&r)
     }
@@ -776,15 +913,15 @@ impl RunnerHooks<'_> {
             // nothing to compare: the latest is the best, once it has a space
             (None, _) => space,
         };
-        if improved {
-            if valid_mrr.is_some() {
-                self.best_mrr = valid_mrr;
-            }
-            self.best_epoch = Some(epoch);
-            self.bad_epochs = 0;
+        // the job's best and patience after this epoch; they become the
+        // job's (and the status's) only once the checkpoint holding them is
+        // on disk: a failed write (a full disk) never leaves a status naming
+        // a best epoch or MRR that `best.safetensors` does not hold
+        let (best_mrr, best_epoch, bad_epochs) = if improved {
+            (valid_mrr.or(self.best_mrr), Some(epoch), 0)
         } else {
-            self.bad_epochs += 1;
-        }
+            (self.best_mrr, self.best_epoch, self.bad_epochs + 1)
+        };
         let meta = CheckpointMeta {
             kind: self.model_name.clone(),
             phase: phase.to_string(),
@@ -792,16 +929,19 @@ impl RunnerHooks<'_> {
             step: self.step,
             params: self.params.resolved(),
             valid_mrr,
-            best_mrr: self.best_mrr,
-            best_epoch: self.best_epoch,
-            bad_epochs: self.bad_epochs,
+            best_mrr,
+            best_epoch,
+            bad_epochs,
             extra: extra.iter().map(|(n, _)| n.clone()).collect(),
             rosetta_version: env!("CARGO_PKG_VERSION").to_string(),
         };
         if improved {
             let mut m = meta.clone();
             m.extra.clear();
+            // written and synced (file and folder) before anything names it
             Checkpoint::write(&self.dir.join(BEST_CHECKPOINT), &m, &model_tensors, &[])?;
+            self.best_mrr = best_mrr;
+            self.best_epoch = best_epoch;
         }
         Checkpoint::write(
             &self.dir.join(LAST_CHECKPOINT),
@@ -809,6 +949,7 @@ impl RunnerHooks<'_> {
             &model_tensors,
             &extra,
         )?;
+        self.bad_epochs = bad_epochs;
         self.checkpoints += 1;
         self.record(MetricRecord::event(
             "checkpoint",
