@@ -12,6 +12,7 @@ mod data;
 mod eval;
 mod plot;
 mod progress;
+mod sweep;
 mod train;
 
 /// Rosetta: a terminal workbench for cross-language information retrieval.
@@ -46,8 +47,12 @@ pub enum Command {
     Compare(eval::CompareArgs),
     /// Train a model on a workspace into a session folder (or resume one).
     Train(train::TrainArgs),
-    /// List training sessions: state, model, workspace, device, progress, best MRR.
+    /// List training sessions: state, model, workspace, device, progress, best MRR (Slurm
+    /// jobs with Slurm's state; each sweep as one group).
     Jobs(train::JobsArgs),
+    /// Train one session per point of a grid of settings (times each seed), on this machine
+    /// or as a Slurm job array, grouped as one sweep (figures: mean ± sd over the seeds).
+    Sweep(sweep::SweepArgs),
     /// Stop a running training job (SIGTERM); it checkpoints and ends as cancelled.
     Cancel(train::CancelArgs),
     /// Plot training curves (loss or validation MRR) of sessions to PNG or SVG.
@@ -105,6 +110,7 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
         Command::Compare(a) => eval::compare(a),
         Command::Train(a) => train::train(a),
         Command::Jobs(a) => train::jobs(a),
+        Command::Sweep(a) => sweep::sweep(a),
         Command::Cancel(a) => train::cancel(a),
         Command::Plot(a) => plot::plot(a),
         Command::Neighbours(a) => apply::neighbours(a),
