@@ -453,3 +453,59 @@ fn a_missing_partition_is_refused_in_one_line_before_anything_is_written() {
     let left: Vec<_> = std::fs::read_dir(root.path()).unwrap().collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// Not Slurm: the same sweep on this machine, at most N processes at a
+/// time; the command waits and prints the grouped sweep.
+#[test]
+fn a_local_sweep_runs_every_point_and_prints_the_group() {
+    let ws = tiny_workspace();
+    let root = tempfile::tempdir().unwrap();
+    let wsf = ws.path().join("workspace.toml");
+    let sweep = |more: &[&str]| {
+        let mut a = vec![
+            "sweep",
+            "--workspace",
+            wsf.to_str().unwrap(),
+            "--model",
+            "cl-lsi",
+            "--device",
+            "cpu",
+        ];
+        a.extend_from_slice(more);
+        common::rosetta_in(root.path(), &a)
+    };
+    // refused before anything is written
+    for (bad, want) in [
+        (&["--grid", "seed=1,2"][..], "--seeds"),
+        (&["--grid", "dim=2,2"][..], "given twice"),
+        (&["--grid", "dim=2", "--set", "dim=4"][..], "fixed setting"),
+        (&["--grid", "epochs=2,3"][..], "does not take epochs"),
+        (
+            &["--grid", "dim=2", "--partition", "debug"][..],
+            "need --on slurm",
+        ),
+    ] {
+        let out = sweep(bad);
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{want:?} not in {err}");
+    }
+    assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 0);
+    let out = sweep(&["--grid", "dim=2,4", "--seeds", "1,2", "--parallel", "2"]);
+    let said = ok(&out);
+    let id = said.lines().last().unwrap().to_string();
+    assert!(
+        said.contains(&format!("sweep {id} (cl-lsi, 4 sessions: 4 done")),
+        "{said}"
+    );
+    assert!(said.contains("DIM") && said.contains("±"), "{said}");
+    for i in 0..4 {
+        let d = root.path().join("sessions").join(format!("{id}-{i}"));
+        assert_eq!(read_status(&d).unwrap().state, State::Done);
+        let m: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(d.join("sweep.json")).unwrap()).unwrap();
+        assert_eq!(m["id"], id.as_str());
+        assert_eq!(m["seed"], [1, 2][i % 2]);
+        assert!(!d.join("slurm.json").exists());
+    }
+}

@@ -53,7 +53,8 @@ pub enum Command {
     /// Train one session per point of a grid of settings (times each seed), on this machine
     /// or as a Slurm job array, grouped as one sweep (figures: mean ± sd over the seeds).
     Sweep(sweep::SweepArgs),
-    /// Stop a running training job (SIGTERM); it checkpoints and ends as cancelled.
+    /// Stop a running training job (SIGTERM; a Slurm job through scancel); it checkpoints and
+    /// ends as cancelled.
     Cancel(train::CancelArgs),
     /// Plot training curves (loss or validation MRR) of sessions to PNG or SVG.
     Plot(plot::PlotArgs),
