@@ -16,8 +16,17 @@
 //! ([`parse_settings`], [`check_model`], [`check_device`], [`check_setting`]),
 //! so a form reports the engine's own messages field by field.
 //!
+//! Where a job runs is its [`Launcher`]: this machine (a detached
+//! process), or a Slurm cluster ([`slurm`]: a batch job running the same
+//! `rosetta train --resume DIR --background` on the allocated node);
+//! [`start_on`] and [`resume_on`] take one, and [`sweep`] starts a grid of
+//! sessions on either.
+//!
 //! Layering: this module uses `session`, `train`, `models` and `corpus`;
 //! nothing below it uses it.
+
+pub mod slurm;
+pub mod sweep;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -83,8 +92,20 @@ impl JobRequest {
 pub struct Launched {
     /// The session folder (absolute).
     pub dir: PathBuf,
-    /// Process id of the job.
+    /// Process id of the job (0 for a Slurm job: its process is on a node).
     pub pid: u32,
+    /// The Slurm job, for a job submitted to Slurm.
+    pub slurm: Option<slurm::SlurmId>,
+}
+
+/// Where a job runs.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Launcher {
+    /// A detached process on this machine.
+    #[default]
+    Local,
+    /// A Slurm batch job with these options.
+    Slurm(slurm::SlurmOptions),
 }
 
 /// What [`cancel`] did.
@@ -97,6 +118,12 @@ pub enum Cancel {
     },
     /// Nothing to do: the job had already ended in this state.
     Finished(State),
+    /// The Slurm job was cancelled (`scancel`): the job receives SIGTERM
+    /// and records `cancelled`, or, still pending, never starts.
+    Slurm {
+        /// The Slurm job.
+        job: slurm::SlurmId,
+    },
 }
 
 /// `KEY=VALUE` strings as a map; a malformed string, an empty key or a key
@@ -241,6 +268,13 @@ pub fn launch(dir: &Path, exe: &Path) -> Result<Launched> {
     let dir = std::fs::canonicalize(dir).map_err(|e| Error::io(dir, e))?;
     let session = Session::open(&dir)?;
     check_not_running(&dir, &session.status)?;
+    if slurm::SlurmRecord::read(&dir)?.is_some() {
+        return Err(Error::file(
+            &dir,
+            "a Slurm session runs on Slurm: resume it with `rosetta train --resume DIR` \
+             (it is resubmitted)",
+        ));
+    }
     let log_path = dir.join(LOG_FILE);
     // never through a planted symbolic link
     let log = crate::util::open_append_nofollow(&log_path)?;
@@ -273,7 +307,11 @@ pub fn launch(dir: &Path, exe: &Path) -> Result<Launched> {
     std::thread::spawn(move || {
         let _ = child.wait();
     });
-    Ok(Launched { dir, pid })
+    Ok(Launched {
+        dir,
+        pid,
+        slurm: None,
+    })
 }
 
 fn check_not_running(dir: &Path, st: &Status) -> Result<()> {
@@ -299,8 +337,19 @@ pub fn start(req: &JobRequest, exe: &Path) -> Result<Launched> {
 
 /// Continues the stopped job of session folder `dir` in the background
 /// from its last checkpoint (or starts a queued one): [`launch`], refused
-/// for a session that is done or whose job is running.
+/// for a session that is done or whose job is running. A Slurm session is
+/// resubmitted with the options it was submitted with ([`resume_on`]).
 pub fn resume(dir: &Path, exe: &Path) -> Result<Launched> {
+    match slurm::SlurmRecord::read(dir)? {
+        Some(rec) => resume_on(dir, exe, &Launcher::Slurm(rec.options)),
+        None => resume_on(dir, exe, &Launcher::Local),
+    }
+}
+
+/// [`resume`] on a given launcher: locally ([`launch`]; refused for a
+/// Slurm session), or resubmitted to Slurm (refused while the session's
+/// Slurm job is queued or running, or when Slurm refuses the options).
+pub fn resume_on(dir: &Path, exe: &Path, launcher: &Launcher) -> Result<Launched> {
     let session = Session::open(dir)?;
     if session.status.state == State::Done {
         return Err(Error::file(
@@ -308,7 +357,53 @@ pub fn resume(dir: &Path, exe: &Path) -> Result<Launched> {
             "the session is done: nothing to resume; train a new session",
         ));
     }
-    launch(dir, exe)
+    match launcher {
+        Launcher::Local => launch(dir, exe),
+        Launcher::Slurm(opts) => {
+            let dir = std::fs::canonicalize(dir).map_err(|e| Error::io(dir, e))?;
+            slurm::check_not_active(&dir)?;
+            slurm::check(opts)?;
+            let rec = slurm::submit(&dir, opts, exe)?;
+            Ok(Launched {
+                dir,
+                pid: 0,
+                slurm: Some(rec.job_id),
+            })
+        }
+    }
+}
+
+/// [`start`] on a given launcher. For Slurm, everything Slurm can check
+/// (`sbatch --test-only`: partition, account, GRES, time) is checked with
+/// the request before the session folder is written; the session is then
+/// submitted ([`slurm::submit`]), and a failed submission is recorded in it
+/// (state `failed`).
+pub fn start_on(req: &JobRequest, exe: &Path, launcher: &Launcher) -> Result<Launched> {
+    let Launcher::Slurm(opts) = launcher else {
+        return start(req, exe);
+    };
+    check_request(req)?;
+    match &req.session {
+        Some(d) => slurm::check_path(d)?,
+        None => slurm::check_path(&req.root)?,
+    }
+    opts.sbatch_args()?;
+    slurm::check(opts)?;
+    let mut session = create(req)?;
+    let dir = std::fs::canonicalize(&session.dir).map_err(|e| Error::io(&session.dir, e))?;
+    match slurm::submit(&dir, opts, exe) {
+        Ok(rec) => Ok(Launched {
+            dir,
+            pid: 0,
+            slurm: Some(rec.job_id),
+        }),
+        Err(e) => {
+            session.status.state = State::Failed;
+            session.status.error = Some(e.to_string());
+            let _ = session.status.write(&session.dir);
+            Err(e)
+        }
+    }
 }
 
 /// A workspace's prepared data (cached by the corpus module), its training
@@ -419,6 +514,13 @@ pub fn run(
 /// [`Cancel::Finished`]; a job not started yet, or whose process is gone
 /// without recording an end (stale), is an error.
 pub fn cancel(dir: &Path) -> Result<Cancel> {
+    // a Slurm session: Slurm says whether its job lives, and scancel stops it
+    if let Some(v) = slurm::view(dir)? {
+        return Ok(match slurm::cancel(dir)? {
+            Some(job) => Cancel::Slurm { job },
+            None => Cancel::Finished(v.combined.state),
+        });
+    }
     let st = read_status(dir)?;
     if st.state.is_final() {
         return Ok(Cancel::Finished(st.state));
@@ -462,6 +564,23 @@ pub fn cancel(dir: &Path) -> Result<Cancel> {
 /// and returns it; an error when the job's process ends without recording
 /// one, or after `timeout`.
 pub fn wait_final(dir: &Path, timeout: Duration) -> Result<Status> {
+    if slurm::SlurmRecord::read(dir)?.is_some() {
+        // no process check: the job's process may be on another machine
+        let v = slurm::wait_ended(dir, timeout)?;
+        let st = read_status(dir)?;
+        if st.state.is_final() {
+            return Ok(st);
+        }
+        return Err(Error::file(
+            dir,
+            format!(
+                "Slurm ended job {} ({}) without a recorded end: {}",
+                v.record.job_id,
+                v.describe(),
+                v.combined.label
+            ),
+        ));
+    }
     let deadline = Instant::now() + timeout;
     loop {
         if let Ok(st) = read_status(dir) {

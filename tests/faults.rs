@@ -8,6 +8,7 @@
 //! long run: `PROPTEST_CASES=20000 cargo test --release --test faults parsers`.
 
 mod common;
+use common::bits_of;
 
 use std::collections::{BTreeMap, HashMap};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -555,23 +556,6 @@ fn quick(model: &str) -> Vec<(&'static str, &'static str)> {
         "cl-lsi" | "opca" | "cca" => vec![("dim", "4")],
         _ => unreachable!(),
     }
-}
-
-fn bits_of(path: &Path) -> BTreeMap<String, Vec<u64>> {
-    let ck = Checkpoint::read(path, &Device::Cpu).unwrap();
-    ck.tensors
-        .iter()
-        .map(|(k, t)| {
-            let v = t
-                .flatten_all()
-                .unwrap()
-                .to_dtype(DType::F64)
-                .unwrap()
-                .to_vec1::<f64>()
-                .unwrap();
-            (k.clone(), v.iter().map(|x| x.to_bits()).collect())
-        })
-        .collect()
 }
 
 /// Per trainable model: one good epoch, then the learning rate turns absurd

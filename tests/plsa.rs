@@ -12,21 +12,21 @@ use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use candle_core::{DType, Device, Tensor};
+use candle_core::{Device, Tensor};
 use serde_json::Value;
 
 use rosetta::corpus::{Prepared, Workspace};
 use rosetta::models::plsa::{Em, PlsaConfig, PrConfig, CPLSA, EM_THETA, JPLSA};
 use rosetta::models::{Model, TrainData};
 use rosetta::session::{
-    Checkpoint, MetricRecord, MetricsTail, Session, SessionConfig, State, BEST_CHECKPOINT,
-    LAST_CHECKPOINT, METRICS_FILE,
+    MetricRecord, MetricsTail, Session, SessionConfig, State, BEST_CHECKPOINT, LAST_CHECKPOINT,
+    METRICS_FILE,
 };
 use rosetta::space::Similarity;
 use rosetta::text::Side;
 use rosetta::train::runner::{run_job, Observer, Outcome, Quiet};
 
-use common::{assert_searchable, metrics_records, rosetta_in, tiny_workspace, train};
+use common::{assert_searchable, bits_of, metrics_records, rosetta_in, tiny_workspace, train};
 
 /// The tiny workspace's prepared training data (cached beside it).
 fn tiny_data(ws_dir: &Path) -> (TrainData, String) {
@@ -330,23 +330,6 @@ fn run(dir: &Path, data: &TrainData, hash: &str, resume: bool, obs: &mut dyn Obs
     let trainer = rosetta::models::trainer(&s.config.model).unwrap();
     let cancel = Arc::new(AtomicBool::new(false));
     run_job(&mut s, trainer.as_ref(), data, hash, resume, cancel, obs).unwrap()
-}
-
-fn bits_of(path: &Path) -> BTreeMap<String, Vec<u64>> {
-    let ck = Checkpoint::read(path, &Device::Cpu).unwrap();
-    ck.tensors
-        .iter()
-        .map(|(k, t)| {
-            let v = t
-                .flatten_all()
-                .unwrap()
-                .to_dtype(DType::F64)
-                .unwrap()
-                .to_vec1::<f64>()
-                .unwrap();
-            (k.clone(), v.iter().map(|x| x.to_bits()).collect())
-        })
-        .collect()
 }
 
 /// Cancels the job once `left` epoch-end lines were seen.

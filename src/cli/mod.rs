@@ -14,6 +14,7 @@ mod encoder;
 mod eval;
 mod plot;
 mod progress;
+mod sweep;
 mod train;
 
 /// Rosetta: a terminal workbench for cross-language information retrieval.
@@ -48,9 +49,14 @@ pub enum Command {
     Compare(eval::CompareArgs),
     /// Train a model on a workspace into a session folder (or resume one).
     Train(train::TrainArgs),
-    /// List training sessions: state, model, workspace, device, progress, best MRR.
+    /// List training sessions: state, model, workspace, device, progress, best MRR (Slurm
+    /// jobs with Slurm's state; each sweep as one group).
     Jobs(train::JobsArgs),
-    /// Stop a running training job (SIGTERM); it checkpoints and ends as cancelled.
+    /// Train one session per point of a grid of settings (times each seed), on this machine
+    /// or as a Slurm job array, grouped as one sweep (figures: mean ± sd over the seeds).
+    Sweep(sweep::SweepArgs),
+    /// Stop a running training job (SIGTERM; a Slurm job through scancel); it checkpoints and
+    /// ends as cancelled.
     Cancel(train::CancelArgs),
     /// Plot training curves (loss or validation MRR) of sessions to PNG or SVG.
     Plot(plot::PlotArgs),
@@ -111,6 +117,7 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
         Command::Compare(a) => eval::compare(a),
         Command::Train(a) => train::train(a),
         Command::Jobs(a) => train::jobs(a),
+        Command::Sweep(a) => sweep::sweep(a),
         Command::Cancel(a) => train::cancel(a),
         Command::Plot(a) => plot::plot(a),
         Command::Neighbours(a) => apply::neighbours(a),

@@ -7,7 +7,9 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context};
 use clap::{Args, Subcommand};
 
-use rosetta::jobs::{self, JobRequest};
+use rosetta::jobs::slurm::{self, SlurmOptions, SlurmRecord};
+use rosetta::jobs::sweep;
+use rosetta::jobs::{self, JobRequest, Launcher};
 use rosetta::session::runs::{self, RunFilter, RunIndex};
 use rosetta::session::{Session, State, Status};
 use rosetta::train::runner::{cancel_on_signals, Observer, Quiet};
@@ -65,6 +67,72 @@ pub struct TrainArgs {
     /// Internal: run without terminal output (used by --detach).
     #[arg(long, hide = true)]
     pub background: bool,
+    /// Where the job runs: `local` (this machine) or `slurm` (a batch job running this session
+    /// from the sessions folder, which the nodes must see; returns at once, as --detach does).
+    /// Default: local; `--resume` of a Slurm session resubmits it.
+    #[arg(long, value_name = "WHERE", value_parser = ["local", "slurm"])]
+    pub on: Option<String>,
+    #[command(flatten)]
+    pub slurm: SlurmArgs,
+}
+
+/// The Slurm options of `train` and `sweep` (with `--on slurm`).
+#[derive(Debug, Args, Default)]
+pub struct SlurmArgs {
+    /// Slurm partition (`sbatch --partition`); default: the cluster's.
+    #[arg(long, value_name = "P")]
+    pub partition: Option<String>,
+    /// Generic resources (`sbatch --gres`), e.g. gpu:1.
+    #[arg(long, value_name = "GRES")]
+    pub gres: Option<String>,
+    /// Time limit (`sbatch --time`), e.g. 2:00:00; a job stopped by it shows as `timeout`.
+    #[arg(long, value_name = "LIMIT")]
+    pub time: Option<String>,
+    /// Account to charge (`sbatch --account`).
+    #[arg(long, value_name = "A")]
+    pub account: Option<String>,
+    /// One more sbatch option, e.g. --sbatch-arg=--mem=8G (repeatable).
+    #[arg(long = "sbatch-arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub sbatch_arg: Vec<String>,
+    /// The rosetta program the batch job runs on the node (default: this program's absolute path).
+    #[arg(long, value_name = "FILE")]
+    pub rosetta_bin: Option<PathBuf>,
+}
+
+impl SlurmArgs {
+    pub(crate) fn given(&self) -> bool {
+        self.partition.is_some()
+            || self.gres.is_some()
+            || self.time.is_some()
+            || self.account.is_some()
+            || !self.sbatch_arg.is_empty()
+            || self.rosetta_bin.is_some()
+    }
+
+    /// `base` (a Slurm session's recorded options, or none) with the
+    /// options given here in place.
+    pub(crate) fn options(&self, base: SlurmOptions) -> SlurmOptions {
+        SlurmOptions {
+            partition: self.partition.clone().or(base.partition),
+            gres: self.gres.clone().or(base.gres),
+            time: self.time.clone().or(base.time),
+            account: self.account.clone().or(base.account),
+            extra: if self.sbatch_arg.is_empty() {
+                base.extra
+            } else {
+                self.sbatch_arg.clone()
+            },
+        }
+    }
+
+    /// The program the batch job runs: --rosetta-bin (made absolute), or this one.
+    pub(crate) fn exe(&self) -> anyhow::Result<PathBuf> {
+        match &self.rosetta_bin {
+            Some(p) => std::fs::canonicalize(p)
+                .with_context(|| format!("--rosetta-bin {}: cannot find it", p.display())),
+            None => std::env::current_exe().context("cannot find the rosetta executable"),
+        }
+    }
 }
 
 /// Arguments of `rosetta jobs`: the table of sessions, or an action on one.
@@ -88,6 +156,9 @@ pub struct JobsArgs {
     /// setting (mrr>0.5, loss<0.4, dim>=256).
     #[arg(long, value_name = "EXPR")]
     pub filter: Option<String>,
+    /// List the sessions of this sweep one by one (the table shows each sweep as one group).
+    #[arg(long, value_name = "ID")]
+    pub sweep: Option<String>,
 }
 
 /// `rosetta jobs` actions on one session folder.
@@ -173,6 +244,45 @@ fn model_help() -> String {
 
 /// `rosetta train`.
 pub fn train(args: TrainArgs) -> anyhow::Result<()> {
+    // a Slurm session's record, when resuming one (not from inside its job)
+    let slurm_rec = match &args.resume {
+        Some(dir) if !args.background => SlurmRecord::read(dir)?,
+        _ => None,
+    };
+    let on_slurm = match args.on.as_deref() {
+        Some("slurm") => true,
+        Some(_) => {
+            if let (Some(dir), Some(_)) = (&args.resume, &slurm_rec) {
+                bail!(
+                    "{}: a Slurm session runs on Slurm (leave out --on local to resubmit it)",
+                    dir.display()
+                );
+            }
+            false
+        }
+        None => slurm_rec.is_some(),
+    };
+    if !on_slurm && args.slurm.given() {
+        bail!("--partition, --gres, --time, --account, --sbatch-arg and --rosetta-bin need --on slurm");
+    }
+    if on_slurm {
+        let exe = args.slurm.exe()?;
+        let base = slurm_rec.map(|r| r.options).unwrap_or_default();
+        let launcher = Launcher::Slurm(args.slurm.options(base));
+        let launched = match &args.resume {
+            Some(dir) => jobs::resume_on(dir, &exe, &launcher)?,
+            None => jobs::start_on(&request(&args)?, &exe, &launcher)?,
+        };
+        eprintln!(
+            "submitted Slurm job {}; follow it with `rosetta jobs`",
+            launched
+                .slurm
+                .map(|j| j.to_string())
+                .unwrap_or_else(|| "?".into())
+        );
+        println!("{}", launched.dir.display());
+        return Ok(());
+    }
     if args.detach {
         let exe = std::env::current_exe().context("cannot find the rosetta executable")?;
         let launched = match &args.resume {
@@ -354,6 +464,46 @@ pub fn jobs(args: JobsArgs) -> anyhow::Result<()> {
     let all = RunIndex::default().scan(&args.root)?;
     let total = all.len();
     let runs: Vec<runs::Run> = all.into_iter().filter(|r| filter.matches(r)).collect();
+    // Slurm sessions: Slurm's state beside the recorded one (one squeue for all)
+    let (views, slurm_problem) = slurm::views(
+        &runs
+            .iter()
+            .map(|r| (r.entry.dir.as_path(), r.entry.status.as_ref()))
+            .collect::<Vec<_>>(),
+    );
+    if let Some(p) = &slurm_problem {
+        eprintln!("warning: {p}");
+    }
+    let shown_state = |r: &runs::Run| -> State {
+        views
+            .get(&r.entry.dir)
+            .map(|v| v.combined.state)
+            .unwrap_or_else(|| r.entry.state())
+    };
+    let sweeps = sweep::summaries(&runs, &shown_state);
+    if let Some(id) = &args.sweep {
+        if !sweeps.iter().any(|s| &s.id == id) {
+            bail!("no sweep {id} under {}", args.root.display());
+        }
+    }
+    // a sweep's sessions are one group in the table, unless it is the one asked for
+    let member_of = |r: &runs::Run| {
+        sweeps
+            .iter()
+            .find(|s| s.points.iter().any(|p| p.dirs.contains(&r.entry.dir)))
+            .map(|s| s.id.clone())
+    };
+    let runs: Vec<runs::Run> = runs
+        .into_iter()
+        .filter(|r| match (&args.sweep, member_of(r)) {
+            (Some(want), m) => m.as_ref() == Some(want),
+            (None, m) => m.is_none() || args.json,
+        })
+        .collect();
+    let sweeps: Vec<sweep::SweepSummary> = sweeps
+        .into_iter()
+        .filter(|s| args.sweep.as_ref().is_none_or(|w| w == &s.id))
+        .collect();
     let configs: Vec<_> = runs
         .iter()
         .filter_map(|r| r.entry.config.as_ref())
@@ -377,7 +527,9 @@ pub fn jobs(args: JobsArgs) -> anyhow::Result<()> {
                     "best": r.best.iter().map(|(k, v)| (k.clone(), v.0)).collect::<std::collections::BTreeMap<_, _>>(),
                     "diverged": r.divergence,
                     "session": e.dir,
-                    "state": e.state().as_str(),
+                    "state": shown_state(r).as_str(),
+                    "slurm": views.get(&e.dir).map(slurm_json),
+                    "sweep": rosetta::jobs::sweep::SweepMember::read(&e.dir).ok().flatten().map(|m| m.id),
                     "recorded_state": st.map(|s| s.state.as_str()),
                     "stale": st.map(|s| s.is_stale()).unwrap_or(false),
                     "model": e.config.as_ref().map(|c| c.model.clone()).or(st.map(|s| s.model.clone())),
@@ -404,10 +556,15 @@ pub fn jobs(args: JobsArgs) -> anyhow::Result<()> {
                 row
             })
             .collect();
+        let sweeps: Vec<serde_json::Value> = sweeps.iter().map(sweep_json).collect();
         println!(
             "{}",
-            serde_json::json!({ "root": args.root, "sessions": rows })
+            serde_json::json!({ "root": args.root, "sessions": rows, "sweeps": sweeps })
         );
+        return Ok(());
+    }
+    if entries.is_empty() && !sweeps.is_empty() {
+        print_sweeps(&sweeps);
         return Ok(());
     }
     if entries.is_empty() {
@@ -438,6 +595,10 @@ pub fn jobs(args: JobsArgs) -> anyhow::Result<()> {
     if named {
         rows[0].insert(1, "NAME [TAGS]".into());
     }
+    let any_slurm = runs.iter().any(|r| views.contains_key(&r.entry.dir));
+    if any_slurm {
+        rows[0].push("SLURM".into());
+    }
     rows[0].extend(diff_keys.iter().map(|k| k.to_uppercase()));
     let mut notes = Vec::new();
     for (r, e) in runs.iter().zip(&entries) {
@@ -447,8 +608,12 @@ pub fn jobs(args: JobsArgs) -> anyhow::Result<()> {
             .map(|n| n.to_string_lossy().to_string())
             .unwrap_or_default();
         let st = e.status.as_ref();
+        let view = views.get(&e.dir);
         let mut state = e.state().as_str().to_string();
-        if st.is_some_and(|s| s.is_stale()) {
+        if let Some(v) = view {
+            // liveness from Slurm, not from a process id
+            state = v.combined.label.clone();
+        } else if st.is_some_and(|s| s.is_stale()) {
             state.push_str(" (stale)");
         }
         let ws = e
@@ -485,7 +650,7 @@ pub fn jobs(args: JobsArgs) -> anyhow::Result<()> {
                     .map(|m| format!("{m:.4} @{}", s.best_epoch.unwrap_or(0)))
             })
             .unwrap_or_else(|| "-".into()),
-            st.filter(|s| s.effective_state() == State::Running)
+            st.filter(|_| shown_state(r) == State::Running)
                 .and_then(|s| s.eta_s)
                 .map(fmt_secs)
                 .unwrap_or_else(|| "-".into()),
@@ -496,6 +661,9 @@ pub fn jobs(args: JobsArgs) -> anyhow::Result<()> {
                 label.push_str(&format!(" [{}]", r.meta.tags.join(",")));
             }
             row.insert(1, label.trim().to_string());
+        }
+        if any_slurm {
+            row.push(view.map(|v| v.describe()).unwrap_or_else(|| "-".into()));
         }
         row.extend(
             diff_keys
@@ -512,10 +680,17 @@ pub fn jobs(args: JobsArgs) -> anyhow::Result<()> {
             }
         }
         if let Some(p) = &e.problem {
-            notes.push(format!("{name}: {p}"));
+            // a Slurm job's process is not ours to check: no stale note
+            let p: Vec<&str> = p
+                .split("; ")
+                .filter(|x| view.is_none() || !x.starts_with("stale:"))
+                .collect();
+            if !p.is_empty() {
+                notes.push(format!("{name}: {}", p.join("; ")));
+            }
         }
         if let Some(err) = st.and_then(|s| s.error.as_ref()) {
-            if e.state() == State::Failed {
+            if shown_state(r) == State::Failed {
                 notes.push(format!("{name}: {err}"));
             }
         }
@@ -527,21 +702,135 @@ pub fn jobs(args: JobsArgs) -> anyhow::Result<()> {
             *cell = clean(cell).replace('\n', " ");
         }
     }
-    let widths: Vec<usize> = (0..rows[0].len())
+    print_table(&rows, "");
+    for n in notes {
+        println!("  {}", clean(&n));
+    }
+    if !sweeps.is_empty() {
+        println!();
+        print_sweeps(&sweeps);
+    }
+    Ok(())
+}
+
+fn slurm_json(v: &slurm::SlurmView) -> serde_json::Value {
+    serde_json::json!({
+        "job_id": v.record.job_id.to_string(),
+        "state": v.slurm.as_ref().map(|s| s.state.clone()),
+        "reason": v.slurm.as_ref().map(|s| s.reason.clone()),
+        "node": v.slurm.as_ref().map(|s| s.node.clone()),
+        "label": v.combined.label,
+        "previous": v.record.previous.iter().map(|j| j.to_string()).collect::<Vec<_>>(),
+    })
+}
+
+/// `0.4123 ± 0.0100`, or the mean alone over one session.
+fn fmt_mean_sd(m: f64, sd: Option<f64>) -> String {
+    match sd {
+        Some(sd) => format!("{m:.4} ± {sd:.4}"),
+        None => format!("{m:.4}"),
+    }
+}
+
+/// The figures shown for a sweep: those of its points, validation MRR first.
+fn sweep_figures(s: &sweep::SweepSummary) -> Vec<String> {
+    let mut f: Vec<String> = s
+        .points
+        .iter()
+        .flat_map(|p| p.figures.keys().cloned())
+        .collect();
+    f.sort_by_key(|k| (k.as_str() != "MRR", k.clone()));
+    f.dedup();
+    f
+}
+
+fn sweep_json(s: &sweep::SweepSummary) -> serde_json::Value {
+    serde_json::json!({
+        "id": s.id,
+        "model": s.model,
+        "varying": s.varying,
+        "points": s.points.iter().map(|p| serde_json::json!({
+            "point": p.point,
+            "seeds": p.seeds,
+            "sessions": p.dirs,
+            "states": p.states.iter().map(|x| x.as_str()).collect::<Vec<_>>(),
+            "figures": p.figures.iter().map(|(k, (m, sd, n))| {
+                (k.clone(), serde_json::json!({ "mean": m, "sd": sd, "n": n }))
+            }).collect::<serde_json::Map<_, _>>(),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// Each sweep as one group: a line, then a row per point with the settings
+/// that vary, the seeds, the states and each figure's mean ± sd over the
+/// seeds whose sessions are done.
+pub(crate) fn print_sweeps(sweeps: &[sweep::SweepSummary]) {
+    for s in sweeps {
+        let counts = s
+            .state_counts()
+            .iter()
+            .map(|(k, n)| format!("{n} {k}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        println!(
+            "sweep {} ({}, {} sessions: {counts}; figures: mean ± sd over the seeds done; \
+             `rosetta jobs --sweep {}` lists them)",
+            s.id,
+            s.model,
+            s.sessions(),
+            s.id
+        );
+        let figs = sweep_figures(s);
+        let mut rows = vec![s
+            .varying
+            .iter()
+            .map(|k| k.to_uppercase())
+            .chain(["SEEDS".to_string(), "STATES".to_string()])
+            .chain(figs.iter().map(|f| f.to_uppercase()))
+            .collect::<Vec<_>>()];
+        for p in &s.points {
+            let mut states: Vec<&str> = p.states.iter().map(|x| x.as_str()).collect();
+            states.dedup();
+            let mut row: Vec<String> = s
+                .varying
+                .iter()
+                .map(|k| p.point.get(k).cloned().unwrap_or_else(|| "-".into()))
+                .collect();
+            row.push(
+                p.seeds
+                    .iter()
+                    .map(|x| x.to_string())
+                    .collect::<Vec<_>>()
+                    .join(","),
+            );
+            row.push(states.join(","));
+            for f in &figs {
+                row.push(
+                    p.figures
+                        .get(f)
+                        .map(|(m, sd, _)| fmt_mean_sd(*m, *sd))
+                        .unwrap_or_else(|| "-".into()),
+                );
+            }
+            rows.push(row);
+        }
+        print_table(&rows, "  ");
+    }
+}
+
+/// Rows as left-aligned columns two spaces apart, each line after `indent`.
+fn print_table(rows: &[Vec<String>], indent: &str) {
+    let widths: Vec<usize> = (0..rows.first().map_or(0, Vec::len))
         .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
         .collect();
-    for r in &rows {
+    for r in rows {
         let line: Vec<String> = r
             .iter()
             .zip(&widths)
             .map(|(cell, w)| format!("{cell:<w$}"))
             .collect();
-        println!("{}", line.join("  ").trim_end());
+        println!("{indent}{}", line.join("  ").trim_end());
     }
-    for n in notes {
-        println!("  {}", clean(&n));
-    }
-    Ok(())
 }
 
 /// Stored text as it may be printed: terminal control sequences removed
@@ -606,7 +895,31 @@ fn jobs_action(action: JobsAction) -> anyhow::Result<()> {
                     clean(&d.meta.note).replace('\n', "\n         ")
                 );
             }
-            println!("state    {}", clean(&d.state));
+            match slurm::view(&session)? {
+                Some(v) => {
+                    println!("state    {} (status.json: {})", v.combined.label, clean(&d.state));
+                    println!(
+                        "slurm    job {} (submitted {})",
+                        v.describe(),
+                        v.record.submitted
+                    );
+                    if !v.record.previous.is_empty() {
+                        let p: Vec<String> =
+                            v.record.previous.iter().map(|j| j.to_string()).collect();
+                        println!("         earlier jobs {}", p.join(", "));
+                    }
+                }
+                None => println!("state    {}", clean(&d.state)),
+            }
+            if let Some(m) = sweep::SweepMember::read(&session)? {
+                let point: Vec<String> = m.point.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                println!(
+                    "sweep    {} (point {}, seed {})",
+                    m.id,
+                    point.join(" "),
+                    m.seed
+                );
+            }
             println!("\nbest figures (validation, per epoch; loss: lowest step record)");
             if d.best.is_empty() {
                 println!("  none recorded yet");
@@ -700,6 +1013,8 @@ fn jobs_action(action: JobsAction) -> anyhow::Result<()> {
                     return Ok(());
                 }
             }
+            // a queued or running Slurm job would start or write into a deleted folder
+            slurm::check_not_active(&session)?;
             runs::delete(&session)?;
             println!("deleted {}", session.display());
         }
@@ -727,6 +1042,13 @@ pub fn cancel(args: CancelArgs) -> anyhow::Result<()> {
             return Ok(());
         }
         jobs::Cancel::Signalled { pid } => pid,
+        jobs::Cancel::Slurm { job } => {
+            eprintln!("cancelled Slurm job {job} (scancel); waiting for the job to stop");
+            let v = slurm::wait_ended(dir, Duration::from_secs(args.timeout))
+                .with_context(|| format!("scancel {job} (check `rosetta jobs`)"))?;
+            println!("{}: {}", dir.display(), v.combined.label);
+            return Ok(());
+        }
     };
     eprintln!("sent SIGTERM to pid {pid}; waiting for the job to stop");
     let st = jobs::wait_final(dir, Duration::from_secs(args.timeout))

@@ -90,6 +90,16 @@ pub const SESSION_FILES: &[&str] = &[
     search::HNSW_FILE,
     "hnsw.usearch.json",
     "hnsw.partial",
+    // an encoder's term vectors (`loaded.rs`)
+    "term-vectors.source.npy",
+    "term-vectors.target.npy",
+    "term-vectors.source.json",
+    "term-vectors.target.json",
+    // a Slurm job's record and batch script, a sweep member's record
+    // (`jobs::slurm`, `jobs::sweep`)
+    "slurm.json",
+    "slurm.sh",
+    "sweep.json",
     // the lock file of versions that locked a file, not the folder
     ".lock",
 ];

@@ -63,6 +63,9 @@ pub struct SessionSummary {
     pub best: BTreeMap<String, f64>,
     /// Why its training looks diverged, if it does.
     pub divergence: Option<String>,
+    /// For a Slurm job: its state with Slurm's view (`pending (Priority)`,
+    /// `running`, `timeout`...), shown instead of `state`'s word.
+    pub slurm: Option<String>,
 }
 
 impl SessionSummary {

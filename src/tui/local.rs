@@ -148,7 +148,30 @@ impl Backend for LocalBackend {
             };
             c(b).cmp(&c(a)).then(t(b).total_cmp(&t(a)))
         });
-        Ok(entries.iter().map(run_summary).collect())
+        let mut out: Vec<SessionSummary> = entries.iter().map(run_summary).collect();
+        // Slurm jobs: state and liveness from Slurm, not from a process id
+        let (views, problem) = rosetta::jobs::slurm::views(
+            &entries
+                .iter()
+                .map(|r| (r.entry.dir.as_path(), r.entry.status.as_ref()))
+                .collect::<Vec<_>>(),
+        );
+        if let Some(p) = problem {
+            crate::tui::log::info(&p);
+        }
+        for s in &mut out {
+            if let Some(v) = views.get(&s.dir) {
+                s.state = v.combined.state;
+                s.alive = None;
+                s.slurm = Some(v.combined.label.clone());
+                if let Some(e) = &s.error {
+                    let kept: Vec<&str> =
+                        e.split("; ").filter(|x| !x.starts_with("stale:")).collect();
+                    s.error = (!kept.is_empty()).then(|| kept.join("; "));
+                }
+            }
+        }
+        Ok(out)
     }
 
     fn tail_metrics(&self, session: &str, offset: u64) -> Result<MetricsChunk> {
@@ -189,7 +212,7 @@ impl Backend for LocalBackend {
 
     fn cancel(&self, session: &str) -> Result<()> {
         match jobs::cancel(&self.dir(session)?)? {
-            jobs::Cancel::Signalled { .. } => Ok(()),
+            jobs::Cancel::Signalled { .. } | jobs::Cancel::Slurm { .. } => Ok(()),
             jobs::Cancel::Finished(state) => {
                 Err(Error::invalid(format!("{session} is already {state}")))
             }
@@ -298,6 +321,7 @@ impl Backend for LocalBackend {
     }
 
     fn delete(&self, session: &str) -> Result<()> {
+        rosetta::jobs::slurm::check_not_active(&self.dir(session)?)?;
         runs::delete(&self.dir(session)?)?;
         self.tails.lock().expect("tails lock").remove(session);
         crate::tui::log::info(&format!("deleted session {session}"));

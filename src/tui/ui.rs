@@ -243,7 +243,9 @@ pub(crate) fn state_style(th: &Theme, s: &SessionSummary) -> Style {
 }
 
 pub(crate) fn state_label(s: &SessionSummary) -> String {
-    if !s.state.is_final() && s.alive == Some(false) {
+    if let Some(l) = &s.slurm {
+        l.clone()
+    } else if !s.state.is_final() && s.alive == Some(false) {
         format!("{}?", s.state.as_str())
     } else {
         s.state.as_str().to_string()

@@ -120,3 +120,24 @@ pub fn metrics_records(dir: &Path) -> Vec<serde_json::Value> {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
 }
+
+/// Every tensor of a checkpoint file as the bits of its values (as f64),
+/// by name: two checkpoints are the same run's when these are equal.
+#[allow(dead_code)] // not every test binary uses every helper
+pub fn bits_of(path: &Path) -> std::collections::BTreeMap<String, Vec<u64>> {
+    use candle_core::{DType, Device};
+    let ck = rosetta::session::checkpoint::Checkpoint::read(path, &Device::Cpu).unwrap();
+    ck.tensors
+        .iter()
+        .map(|(k, t)| {
+            let v = t
+                .flatten_all()
+                .unwrap()
+                .to_dtype(DType::F64)
+                .unwrap()
+                .to_vec1::<f64>()
+                .unwrap();
+            (k.clone(), v.iter().map(|x| x.to_bits()).collect())
+        })
+        .collect()
+}
