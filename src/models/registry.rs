@@ -489,7 +489,7 @@ pub static MODELS: &[ModelSpec] = &[
     ModelSpec {
         name: "opca",
         summary:
-            "oriented PCA: generalised eigenproblem of translation-noise covariance (seed 001)",
+            "oriented PCA: generalised eigenproblem of translation-noise covariance (Yih et al., CoNLL 2011)",
         space: true,
         runner: true,
         settings: &[
@@ -533,7 +533,7 @@ pub static MODELS: &[ModelSpec] = &[
     },
     ModelSpec {
         name: "s2net",
-        summary: "Siamese linear projection trained on in-batch cosine margins (seed 001)",
+        summary: "Siamese linear projection trained on in-batch cosine margins (Yih et al., CoNLL 2011)",
         space: true,
         runner: true,
         settings: &[
@@ -576,7 +576,7 @@ pub static MODELS: &[ModelSpec] = &[
     },
     ModelSpec {
         name: "hdlr",
-        summary: "high-dimension low-rank metric learning: ITML on A = U Uᵀ from an OPCA start (seed 001)",
+        summary: "high-dimension low-rank metric learning: ITML on A = U Uᵀ from an OPCA start (Yih et al., CoNLL 2011)",
         space: true,
         runner: true,
         settings: &[
@@ -664,7 +664,7 @@ pub static MODELS: &[ModelSpec] = &[
     ModelSpec {
         name: "xcnn",
         summary:
-            "cross-lingual compositional network with monolingual pre-initialisation (seed 000)",
+            "cross-lingual compositional network with monolingual pre-initialisation (Gupta, Banchs and Rosso, IP&M 2017)",
         space: true,
         runner: true,
         settings: &[
@@ -809,7 +809,7 @@ pub static MODELS: &[ModelSpec] = &[
     },
     ModelSpec {
         name: "dbn-cca",
-        summary: "deep belief network per language (replicated softmax + RBMs), CCA on the codes (seed 004)",
+        summary: "deep belief network per language (replicated softmax + RBMs), CCA on the codes (Kim, Nam and Gurevych, COLING 2012)",
         space: true,
         runner: true,
         settings: &[
@@ -842,7 +842,7 @@ pub static MODELS: &[ModelSpec] = &[
     },
     ModelSpec {
         name: "adv-bilstm",
-        summary: "BiLSTM encoders with an adversarial discriminator (seed 003's M; adversarial=false: M_adv)",
+        summary: "BiLSTM encoders with an adversarial discriminator (M of the paper “Adversarial learning of task-specific text representations for CLIR”; adversarial=false: M_adv)",
         space: true,
         runner: true,
         settings: &[
@@ -886,7 +886,7 @@ pub static MODELS: &[ModelSpec] = &[
     },
     ModelSpec {
         name: "jplsa",
-        summary: "joint PLSA: bilingual topic model, one θ per pair, φ per language, MAP by EM (seed 001)",
+        summary: "joint PLSA: bilingual topic model, one θ per pair, φ per language, MAP by EM (Yih et al., CoNLL 2011)",
         space: true,
         runner: true,
         settings: PLSA_SETTINGS,
@@ -895,7 +895,7 @@ pub static MODELS: &[ModelSpec] = &[
     },
     ModelSpec {
         name: "cplsa",
-        summary: "coupled PLSA: JPLSA with posterior regularisation of the pair's topic fractions (seed 001)",
+        summary: "coupled PLSA: JPLSA with posterior regularisation of the pair's topic fractions (Yih et al., CoNLL 2011)",
         space: true,
         runner: true,
         settings: &[
