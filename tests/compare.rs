@@ -503,6 +503,32 @@ fn cli_compare_refuses_pairing_other_tasks_and_labels_by_name() {
     );
     assert!(!text.contains("bible against"), "{text}");
     assert!(text.contains("dictionary run"), "{text}");
+    // the same workspace with other judgements (runs scored against
+    // different qrels): the same query ids, never paired either
+    let regraded = tiny_workspace();
+    let qrels = regraded.path().join("qrels.tsv");
+    let text = std::fs::read_to_string(&qrels).unwrap();
+    std::fs::write(&qrels, text.replace("q1 0 d01 1", "q1 0 d04 1")).unwrap();
+    train(
+        cwd,
+        &regraded.path().join("workspace.toml"),
+        "bm25-dict",
+        "sessions/regraded",
+        &[],
+    );
+    let j = json_of(
+        cwd,
+        &[
+            "compare",
+            "--sessions",
+            "sessions/tiny-b",
+            "sessions/regraded",
+            "--json",
+        ],
+    );
+    let r = &j["systems"][1];
+    assert_eq!(r["tests"], serde_json::json!({}), "{j}");
+    assert!(r["note"].as_str().unwrap().contains("(judgements "), "{j}");
     // with the baseline on the other task, nothing is tested
     let j = json_of(
         cwd,

@@ -169,7 +169,6 @@ const WRAP_AFTER: &[char] = &['-', '_', '.', ',', ':', '=', ';'];
 /// a word wider than a line split after the last `/` that fits, else the
 /// last of [`WRAP_AFTER`], else by characters, `\n` ending a line; every
 /// character of `text` except the white space at a break falls in a range.
-
 pub(crate) fn wrap_ranges(text: &str, width_cells: usize) -> Vec<(usize, usize)> {
     let w = width_cells.max(1);
     let mut lines = Vec::new();
