@@ -200,12 +200,13 @@ wait_for "│John 1:[0-9]+ " 5      # queries by their verse references
 keep drill-down
 # the top query's two rankings side by side, relevant verses marked
 keys Enter
-wait_for "first relevant at|no relevant document ranked" 60
+wait_for "first relevant at|none relevant ranked" 60
 wait_for "│ +1 [✓·] " 5
 keep rankings
 # and at 80x24: the view still shows both rankings with their marks
 t resize-window -t "$S" -x 80 -y 24
 wait_for "│ +1 [✓·] .*│ +1 [✓·] " 10
+wait_for "(first relevant at [0-9]+|none relevant ranked) ─.*(first relevant at [0-9]+|none relevant ranked) ─" 5
 keep rankings-80x24
 t resize-window -t "$S" -x "$COLS" -y "$ROWS"
 keys Escape        # back to the per-query list

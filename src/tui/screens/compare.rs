@@ -838,7 +838,10 @@ fn draw_rankings(f: &mut Frame, app: &App, r: &Rankings, area: Rect, foot: Rect)
         Some(Ok(l)) => l,
     };
     let panes = Layout::horizontal(vec![Constraint::Ratio(1, 2); lists.len().max(1)]).split(area);
-    for ((list, system), pane) in lists.iter().zip(&r.systems).zip(panes.iter()) {
+    // names that tell the two apart (a shared prefix elided)
+    let names = rosetta::session::runs::distinct_labels(&r.systems);
+    for (((list, system), name), pane) in lists.iter().zip(&r.systems).zip(&names).zip(panes.iter())
+    {
         let inner = pane.width.saturating_sub(2) as usize;
         // rank, mark, label, score: the label gets what is left, cut in the middle
         let label_w = inner.saturating_sub(3 + 1 + 2 + 1 + 7).max(6);
@@ -870,10 +873,15 @@ fn draw_rankings(f: &mut Frame, app: &App, r: &Rankings, area: Rect, foot: Rect)
             .relevant
             .first()
             .and_then(|(_, r)| *r)
-            .map_or("no relevant document ranked".to_string(), |p| {
+            .map_or("none relevant ranked".to_string(), |p| {
                 format!("first relevant at {p}")
             });
-        let title = format!(" {system} · {first_rel} ");
+        // the figure whole; the name cut in the middle to what is left
+        let room = (pane.width as usize).saturating_sub(2 + 2 + 3 + width(&first_rel));
+        let title = format!(
+            " {} · {first_rel} ",
+            rosetta::session::runs::elide_middle(name, room.max(3))
+        );
         f.render_widget(
             Paragraph::new(lines).block(block(th, title, system == &r.systems[0])),
             *pane,
