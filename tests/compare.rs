@@ -381,20 +381,211 @@ fn cli_compare_sessions() {
     assert!(text.contains("win/tie/loss"), "{text}");
     assert!(text.contains("baseline lsi"), "{text}");
 
-    // a folder that is not a trained session is an error naming it
-    std::fs::create_dir_all(cwd.join("sessions/empty")).unwrap();
+    // a session folder with no model is an error naming it
+    std::fs::create_dir_all(cwd.join("sessions/untrained")).unwrap();
+    std::fs::write(
+        cwd.join("sessions/untrained/config.toml"),
+        std::fs::read_to_string(cwd.join("sessions/dict/config.toml"))
+            .unwrap()
+            .replace("bm25-dict", "cl-lsi"),
+    )
+    .unwrap();
     let out = rosetta(
         cwd,
-        &["compare", "--sessions", "sessions/lsi", "sessions/empty"],
+        &[
+            "compare",
+            "--sessions",
+            "sessions/lsi",
+            "sessions/untrained",
+        ],
     );
     assert!(!out.status.success());
     let e = String::from_utf8_lossy(&out.stderr);
-    assert!(e.contains("empty"), "{e}");
+    assert!(e.contains("untrained"), "{e}");
+    // what a shell glob adds that is no session (a README, an empty
+    // folder) is left out with a note
+    std::fs::write(cwd.join("sessions/README.md"), "# sessions\n").unwrap();
+    std::fs::create_dir_all(cwd.join("sessions/empty")).unwrap();
+    let out = rosetta(
+        cwd,
+        &[
+            "compare",
+            "--sessions",
+            "sessions/lsi",
+            "sessions/README.md",
+            "sessions/empty",
+            "sessions/dict",
+            "--json",
+        ],
+    );
+    let j: Value = serde_json::from_str(&ok(&out)).unwrap();
+    assert_eq!(j["systems"].as_array().unwrap().len(), 2, "{j}");
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        e.contains("sessions/README.md left out: not a session folder")
+            && e.contains("sessions/empty left out"),
+        "{e}"
+    );
     // runs and sessions do not mix; runs need qrels
     let out = rosetta(cwd, &["compare", "a.run", "--sessions", "sessions/lsi"]);
     assert!(!out.status.success());
     let out = rosetta(cwd, &["compare", "a.run"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("--qrels"));
+}
+
+/// The JSON a command that must succeed prints.
+fn json_of(cwd: &std::path::Path, args: &[&str]) -> Value {
+    serde_json::from_str(&ok(&rosetta(cwd, args))).unwrap()
+}
+
+/// Sessions on different workspaces' tasks are never paired: their query
+/// ids name other texts. The table shows each one's means over its own
+/// task, tests only those on the baseline's task and says why the others
+/// are not; their per-query lists are refused. A renamed session is
+/// labelled by its name.
+#[test]
+fn cli_compare_refuses_pairing_other_tasks_and_labels_by_name() {
+    let ws = tiny_workspace();
+    let wsf = ws.path().join("workspace.toml");
+    let bible = common::fixture_workspace("bible");
+    let bf = bible.path().join("workspace.toml");
+    let root = tempfile::tempdir().unwrap();
+    let cwd = root.path();
+    train(cwd, &wsf, "bm25", "sessions/tiny-a", &[]);
+    train(cwd, &wsf, "bm25-dict", "sessions/tiny-b", &[]);
+    train(cwd, &bf, "bm25", "sessions/bible", &[]);
+    ok(&rosetta(
+        cwd,
+        &["jobs", "rename", "sessions/tiny-b", "dictionary run"],
+    ));
+    let j = json_of(
+        cwd,
+        &[
+            "compare",
+            "--sessions",
+            "sessions/tiny-a",
+            "sessions/tiny-b",
+            "sessions/bible",
+            "--metrics",
+            "MRR",
+            "--json",
+        ],
+    );
+    let sys = j["systems"].as_array().unwrap();
+    assert_eq!(sys[1]["system"], "dictionary run", "{j}");
+    assert!(sys[1]["tests"]["MRR"]["p_value"].is_number(), "{j}");
+    let other = &sys[2];
+    assert_eq!(other["system"], "bible");
+    assert_eq!(other["tests"], serde_json::json!({}), "never tested: {j}");
+    let note = other["note"].as_str().unwrap();
+    assert!(
+        note.contains("not tested")
+            && note.contains("derived ad-hoc task")
+            && note.contains("the same queries with the same judgements"),
+        "{note}"
+    );
+    // the text table says so; the per-query list leaves it out
+    let text = ok(&rosetta(
+        cwd,
+        &[
+            "compare",
+            "--sessions",
+            "sessions/tiny-a",
+            "sessions/bible",
+            "sessions/tiny-b",
+            "--per-query",
+            "3",
+        ],
+    ));
+    assert!(
+        text.contains("bible: not tested: a paired test needs the same queries"),
+        "{text}"
+    );
+    assert!(!text.contains("bible against"), "{text}");
+    assert!(text.contains("dictionary run"), "{text}");
+    // the same workspace with other judgements (runs scored against
+    // different qrels): the same query ids, never paired either
+    let regraded = tiny_workspace();
+    let qrels = regraded.path().join("qrels.tsv");
+    let text = std::fs::read_to_string(&qrels).unwrap();
+    std::fs::write(&qrels, text.replace("q1 0 d01 1", "q1 0 d04 1")).unwrap();
+    train(
+        cwd,
+        &regraded.path().join("workspace.toml"),
+        "bm25-dict",
+        "sessions/regraded",
+        &[],
+    );
+    let j = json_of(
+        cwd,
+        &[
+            "compare",
+            "--sessions",
+            "sessions/tiny-b",
+            "sessions/regraded",
+            "--json",
+        ],
+    );
+    let r = &j["systems"][1];
+    assert_eq!(r["tests"], serde_json::json!({}), "{j}");
+    assert!(r["note"].as_str().unwrap().contains("(judgements "), "{j}");
+    // with the baseline on the other task, nothing is tested
+    let j = json_of(
+        cwd,
+        &[
+            "compare",
+            "--sessions",
+            "sessions/bible",
+            "sessions/tiny-a",
+            "--json",
+        ],
+    );
+    assert_eq!(j["systems"][1]["tests"], serde_json::json!({}), "{j}");
+
+    // one query's rankings side by side, as the workbench's rankings view
+    let j = json_of(
+        cwd,
+        &[
+            "compare",
+            "--sessions",
+            "sessions/tiny-a",
+            "sessions/tiny-b",
+            "--rankings",
+            "q1",
+            "--k",
+            "3",
+            "--json",
+        ],
+    );
+    let sys = j["systems"].as_array().unwrap();
+    assert_eq!(sys.len(), 2, "{j}");
+    assert_eq!(sys[1]["system"], "dictionary run");
+    for s in sys {
+        let hits = s["ranking"]["hits"].as_array().unwrap();
+        assert!(hits.len() <= 3, "{j}");
+        assert!(hits.iter().all(|h| h["relevant"].is_boolean()), "{j}");
+        assert!(
+            !s["ranking"]["relevant"].as_array().unwrap().is_empty(),
+            "{j}"
+        );
+    }
+    // BM25 over the dictionary translation finds the relevant document
+    // first; untranslated English BM25 finds nothing in Spanish
+    assert_eq!(sys[1]["ranking"]["hits"][0]["relevant"], true, "{j}");
+    assert_eq!(sys[1]["ranking"]["relevant"][0][1], 1, "{j}");
+    assert_eq!(sys[0]["ranking"]["relevant"][0][1], Value::Null, "{j}");
+    let out = rosetta(
+        cwd,
+        &[
+            "compare",
+            "--sessions",
+            "sessions/tiny-a",
+            "--rankings",
+            "nope",
+        ],
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nope: not a judged query"));
 }
 
 /// `rosetta neighbours` marks the dictionary's translations of the word, as

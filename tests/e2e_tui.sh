@@ -6,14 +6,14 @@
 #   setting as a column) and in overlaid curves on a log axis, run a query on the
 #   Search screen and open a result's whole verse (reference and English text),
 #   look up a term's neighbours, compare the two runs per query on the Compare
-#   screen, quit, check that the terminal is sane again (canonical mode, echo,
+#   screen and open one query's two rankings side by side (also at 80x24), quit, check that the terminal is sane again (canonical mode, echo,
 #   main screen), and compare the two runs per query with `rosetta compare` as
 #   the README's quick tour does.
 #
 # Usage: tests/e2e_tui.sh [path/to/rosetta]   (default: target/debug/rosetta)
 # E2E_DEVICE=cuda types that device into the form (default cpu; docs/gpu.md);
 # E2E_SCREENS=DIR keeps each screen there (jobs, jobs-log, search, document,
-# neighbours, compare, drill-down .txt); E2E_SIZE=COLSxROWS sets the terminal (default 100x32).
+# neighbours, compare, drill-down, rankings, rankings-80x24 .txt); E2E_SIZE=COLSxROWS sets the terminal (default 100x32).
 # Needs tmux. Exit status 0 on success; on failure prints the last screen.
 set -euo pipefail
 
@@ -198,6 +198,19 @@ keys Enter
 wait_for "per query: .* against " 20
 wait_for "│John 1:[0-9]+ " 5      # queries by their verse references
 keep drill-down
+# the top query's two rankings side by side, relevant verses marked
+keys Enter
+wait_for "first relevant at|none relevant ranked" 60
+wait_for "│ +1 [✓·] " 5
+keep rankings
+# and at 80x24: the view still shows both rankings with their marks
+t resize-window -t "$S" -x 80 -y 24
+wait_for "│ +1 [✓·] .*│ +1 [✓·] " 10
+wait_for "(first relevant at [0-9]+|none relevant ranked) ─.*(first relevant at [0-9]+|none relevant ranked) ─" 5
+keep rankings-80x24
+t resize-window -t "$S" -x "$COLS" -y "$ROWS"
+keys Escape        # back to the per-query list
+wait_for "per query: .* against " 10
 keys Escape
 echo "e2e_tui: compare ok"
 

@@ -23,6 +23,12 @@ fn train_help_lists_every_model_setting_with_its_default() {
         .unwrap();
     let help = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{help}");
+    // papers are named, never by the number of a file of seeds (next to
+    // `--seed`, "(seed 001)" reads as a random seed)
+    for n in ["seed 000", "seed 001", "seed 002", "seed 003", "seed 004"] {
+        assert!(!help.contains(n), "{n} in:\n{help}");
+    }
+    assert!(help.contains("Yih et al., CoNLL 2011"), "{help}");
     for m in rosetta::models::MODELS {
         assert!(help.contains(&format!("{}: ", m.name)), "{}", m.name);
         for s in m.settings {

@@ -135,7 +135,14 @@ fn jobs_diff_filter_rename_tag_note_show_delete() {
     assert_eq!(first["name"], "lr 0.01");
     assert_eq!(first["tags"], serde_json::json!(["baseline"]));
     assert_eq!(first["note"], "first try");
-    assert_eq!(first["settings"]["lr"], "0.01");
+    // typed: numbers as numbers
+    assert_eq!(first["settings"]["lr"], 0.01);
+    // plain --json holds every setting too
+    let v: serde_json::Value =
+        serde_json::from_slice(&rosetta(&["jobs", "--root", r, "--json"]).stdout).unwrap();
+    let s = &v["sessions"][0]["settings"];
+    assert_eq!(s["lr"], 0.01, "{v}");
+    assert!(s["seed"].is_u64() && s["model"].is_string(), "{v}");
     let t = text(&rosetta(&["jobs", "--root", r, "--filter", "tag=baseline"]));
     assert!(t.contains("190301") && !t.contains("190455"), "{t}");
 

@@ -199,3 +199,82 @@ fn search_history_lists_the_recorded_queries() {
         .unwrap();
     assert_eq!(ok(&out), "light of men\nthe word\n");
 }
+
+/// Query-word contributions account for the score: for a cosine model
+/// linear in its counts (CCA, S2Net) they sum to each hit's score within
+/// 1e-6 and name every query word the model read, as typed: also when the
+/// session's text settings differ from the BM25 side's (here: no stemming,
+/// stop words kept), where the words were looked up in the wrong analysis
+/// and dropped, and with more than three words (the fourth was cut).
+#[test]
+fn contributions_sum_to_the_score_and_name_every_matched_word() {
+    let ws = common::tiny_workspace();
+    let wsf = ws.path().join("workspace.toml");
+    let text = std::fs::read_to_string(&wsf).unwrap();
+    let text = text
+        .replace("stem = true", "stem = false")
+        .replace("stopwords = true", "stopwords = false");
+    std::fs::write(&wsf, text).unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let cwd = root.path();
+    train(cwd, &wsf, "cca", "cca", &["--dim", "8"]);
+    train(
+        cwd,
+        &wsf,
+        "s2net",
+        "s2net",
+        &["--dim", "8", "--epochs", "1", "--set", "batch=8"],
+    );
+    for session in ["cca", "s2net"] {
+        for query in [
+            "the dog drinks water",
+            "drinks",
+            "cat drinks milk in the garden",
+        ] {
+            let out = ok(&rosetta(
+                cwd,
+                &[
+                    "search",
+                    "--session",
+                    session,
+                    "--query",
+                    query,
+                    "--k",
+                    "5",
+                    "--json",
+                ],
+            ));
+            let j: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+            let hits = j["hits"].as_array().unwrap();
+            assert!(!hits.is_empty(), "{session} {query}: {j}");
+            // the words the model used: those the query report keeps
+            let used: Vec<String> = j["query"]["words"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|w| w["reason"].is_null())
+                .map(|w| w["word"].as_str().unwrap().to_lowercase())
+                .collect();
+            assert!(!used.is_empty(), "{j}");
+            for h in hits {
+                let c = h["contributions"].as_array().unwrap();
+                let sum: f64 = c.iter().map(|x| x[1].as_f64().unwrap()).sum();
+                let score = h["score"].as_f64().unwrap();
+                assert!(
+                    (sum - score).abs() < 1e-6,
+                    "{session} {query}: contributions sum {sum}, score {score}: {h}"
+                );
+                assert!(h["rest"].as_f64().unwrap().abs() < 1e-6, "{h}");
+                let mut named: Vec<String> = c
+                    .iter()
+                    .map(|x| x[0].as_str().unwrap().to_string())
+                    .collect();
+                named.sort();
+                let mut want = used.clone();
+                want.sort();
+                want.dedup();
+                assert_eq!(named, want, "{session} {query}: {h}");
+            }
+        }
+    }
+}

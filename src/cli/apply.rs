@@ -692,11 +692,15 @@ pub fn search(args: SearchArgs) -> anyhow::Result<()> {
             println!("{:>3}{mark} {:.4}  {name}  {snippet}", h.rank, h.score);
         }
         if !h.contributions.is_empty() {
-            let c: Vec<String> = h
+            let mut c: Vec<String> = h
                 .contributions
                 .iter()
                 .map(|(t, v)| format!("{t} {v:+.3}"))
                 .collect();
+            // what no single word accounts for, when it shows at 3 places
+            if let Some(r) = h.rest.filter(|r| r.abs() >= 0.0005) {
+                c.push(format!("(together) {r:+.3}"));
+            }
             println!("       query terms: {}", c.join(", "));
         }
     }

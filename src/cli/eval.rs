@@ -78,8 +78,10 @@ Two forms, one table:
   rosetta compare RUN... --qrels QRELS      TREC run files scored against qrels
   rosetta compare --sessions DIR...         session folders, each scored on its own
                                             workspace's ad-hoc task (model alone)
-Rows are labelled by file or folder name. Each system is tested against the
-baseline on the queries both were scored on; ▲/▼ mark a significantly better/
+Rows are labelled by file name; sessions by their name (rosetta jobs
+rename), else folder name. Each system is tested against the baseline on
+the queries both were scored on, only when it was scored on the baseline's
+task (the same queries, the same judgements); ▲/▼ mark a significantly better/
 worse mean (corrected p < --alpha), as in the workbench's Compare screen. The
 text and Markdown tables also give the corrected p-values and per-query
 wins/ties/losses against the baseline (a tie: values within 1e-9), and every
@@ -106,7 +108,10 @@ pub struct CompareArgs {
     pub workspace: Option<PathBuf>,
     /// Session folders to compare instead of runs, each on its own
     /// workspace's ad-hoc task (the first is the baseline unless --baseline
-    /// names one).
+    /// names one). Paths that are no session folder (`sessions/*` also
+    /// names `sessions/README.md`) are left out with a note. Only sessions
+    /// on the baseline's task (same queries, same judgements) are tested
+    /// against it; the others are shown untested, with the reason.
     #[arg(long, value_name = "DIR", num_args = 1..)]
     pub sessions: Vec<PathBuf>,
     /// The run (or session folder) the others are tested against (added to
@@ -153,6 +158,15 @@ pub struct CompareArgs {
     /// The metric of --per-query [default: the first of --metrics].
     #[arg(long, requires = "per_query", value_parser = parse_metric)]
     pub metric: Option<Metric>,
+    /// Instead of the table, each session's ranking of the judged query
+    /// QID (its id, as --per-query lists it), by the model alone: its best
+    /// --k documents, ✓ on those judged relevant, and where every relevant
+    /// document came (the workbench's rankings view). Sessions only.
+    #[arg(long, value_name = "QID", requires = "sessions")]
+    pub rankings: Option<String>,
+    /// Documents per ranking of --rankings.
+    #[arg(long, default_value_t = 10, requires = "rankings")]
+    pub k: usize,
 }
 
 fn parse_metric(s: &str) -> Result<Metric, String> {
@@ -366,11 +380,29 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<()> {
         },
     };
     let sessions = !args.sessions.is_empty();
+    let mut skipped_paths = Vec::new();
     let mut paths = if sessions {
-        args.sessions.clone()
+        // a shell glob (`sessions/*`) also names files and folders that are
+        // no sessions: they are left out with a note
+        let (keep, skip): (Vec<PathBuf>, Vec<PathBuf>) = args
+            .sessions
+            .iter()
+            .cloned()
+            .partition(|p| rosetta::session::runs::is_session_dir(p));
+        skipped_paths = skip;
+        keep
     } else {
         args.runs.clone()
     };
+    for p in &skipped_paths {
+        eprintln!(
+            "note: {} left out: not a session folder (no config.toml or status.json)",
+            p.display()
+        );
+    }
+    if sessions && paths.is_empty() {
+        bail!("none of the paths given to --sessions is a session folder");
+    }
     if let Some(b) = &args.baseline {
         match paths.iter().position(|p| p == b) {
             Some(i) => {
@@ -385,7 +417,18 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<()> {
             bail!("{}: given twice", p.display());
         }
     }
-    let labels = compare::labels(&paths);
+    // sessions by their names (`rosetta jobs rename`), runs by file name
+    let labels = if sessions {
+        rosetta::session::runs::session_labels(&paths)
+    } else {
+        compare::labels(&paths)
+    };
+    if let Some(qid) = &args.rankings {
+        if args.out.is_some() || args.per_query.is_some() {
+            bail!("--rankings prints to standard output, without --out or --per-query");
+        }
+        return print_rankings(&paths, &labels, qid, args.k, format);
+    }
     let progress = super::progress::Progress::start("comparing");
     let table = if sessions {
         let labelled: Vec<(String, PathBuf)> = labels.iter().cloned().zip(paths).collect();
@@ -404,6 +447,7 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<()> {
             name: format!("qrels {}", qrels_path.display()),
             split: None,
             queries: qrels.judgements.len(),
+            judgements: compare::judgements_fingerprint(&qrels.judgements, &BTreeMap::new()),
         };
         let (texts, query_labels) = match &args.workspace {
             Some(w) => workspace_queries(w, &qrels)?,
@@ -462,6 +506,62 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<()> {
             eprintln!("wrote {}", p.display());
         }
         None => print!("{text}"),
+    }
+    Ok(())
+}
+
+/// `compare --sessions ... --rankings QID`: each session's ranking of one
+/// judged query, as text (one block per session) or JSON.
+fn print_rankings(
+    dirs: &[PathBuf],
+    labels: &[String],
+    qid: &str,
+    k: usize,
+    format: TableFormat,
+) -> anyhow::Result<()> {
+    if k == 0 {
+        bail!("--k must be at least 1");
+    }
+    let wb = Workbench::new();
+    let mut all = Vec::with_capacity(dirs.len());
+    for (d, l) in dirs.iter().zip(labels) {
+        let r = wb
+            .judged_ranking(d, qid, k)
+            .map_err(|e| anyhow::anyhow!("{l}: {e}"))?;
+        all.push((l, r));
+    }
+    match format {
+        TableFormat::Json => {
+            let v: Vec<_> = all
+                .iter()
+                .map(|(l, r)| json!({ "system": l, "ranking": r }))
+                .collect();
+            println!("{}", json!({ "query": qid, "systems": v }));
+        }
+        TableFormat::Text => {
+            for (l, r) in &all {
+                println!("{l}: {} ({}) {}", r.label, r.qid, r.text);
+                for h in &r.hits {
+                    println!(
+                        "  {:>3} {} {:.4}  {}",
+                        h.rank,
+                        if h.relevant { "✓" } else { "·" },
+                        h.score,
+                        h.label
+                    );
+                }
+                let where_: Vec<String> = r
+                    .relevant
+                    .iter()
+                    .map(|(d, p)| match p {
+                        Some(p) => format!("{d} at {p}"),
+                        None => format!("{d} below {}", r.depth),
+                    })
+                    .collect();
+                println!("  relevant: {}\n", where_.join(", "));
+            }
+        }
+        _ => bail!("--rankings prints text or JSON"),
     }
     Ok(())
 }

@@ -546,13 +546,24 @@ pub fn jobs(args: JobsArgs) -> anyhow::Result<()> {
                     "updated": st.map(|s| s.updated.clone()),
                     "problem": e.problem.clone().or(r.meta_problem.clone()),
                 });
-                if args.diff {
-                    row["settings"] = diff_keys
+                // every setting (with --diff, those that differ), numbers
+                // and booleans typed
+                let typed = |v: Option<String>| v.map_or(serde_json::Value::Null, |v| runs::typed_value(&v));
+                row["settings"] = if args.diff {
+                    diff_keys
                         .iter()
-                        .map(|k| (k.clone(), serde_json::json!(r.setting(k))))
+                        .map(|k| (k.clone(), typed(r.setting(k))))
                         .collect::<serde_json::Map<_, _>>()
-                        .into();
+                } else {
+                    e.config
+                        .as_ref()
+                        .map(runs::settings_map)
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|(k, v)| (k, typed(Some(v))))
+                        .collect::<serde_json::Map<_, _>>()
                 }
+                .into();
                 row
             })
             .collect();

@@ -25,6 +25,38 @@ use serde::Serialize;
 use super::{Correction, Metric, Metrics, PairedTest};
 use crate::{Error, Result};
 
+/// Why `s` cannot be paired with the baseline `b`, if it cannot: scored on
+/// another task (another workspace, split or judgements), its query ids
+/// name other texts.
+fn unpaired(s: &System, b: &System) -> Option<String> {
+    (s.task != b.task).then(|| format!("not tested: {}", different_tasks(&s.task, &b.task)))
+}
+
+/// The reason two tasks cannot be paired, for notes and errors.
+fn different_tasks(t: &Task, base: &Task) -> String {
+    let what = |t: &Task| {
+        let d = t.describe();
+        if d.is_empty() {
+            "an unknown task".to_string()
+        } else {
+            d
+        }
+    };
+    let (a, z) = (what(t), what(base));
+    let (a, z) = if a == z {
+        // same name and size: the judgements (or the texts) differ
+        (
+            format!("{a} (judgements {})", t.judgements),
+            format!("{z} (judgements {})", base.judgements),
+        )
+    } else {
+        (a, z)
+    };
+    format!(
+        "a paired test needs the same queries with the same judgements: scored on {a}, the baseline on {z}"
+    )
+}
+
 /// Per-query values that differ by at most this count as a tie in
 /// win/tie/loss counts.
 pub const TIE: f64 = 1e-9;
@@ -51,6 +83,36 @@ pub struct Task {
     pub split: Option<String>,
     /// Queries the task judges (with a text, for a workspace's task).
     pub queries: usize,
+    /// A fingerprint of the judged queries and their judgements (see
+    /// [`judgements_fingerprint`]); empty when unknown. Two tasks with the
+    /// same name but different fingerprints are different tasks.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub judgements: String,
+}
+
+/// A short fingerprint (16 hex digits of BLAKE3) of judged queries, their
+/// texts where given, and their judgements: what decides whether two
+/// systems were scored on the same task.
+pub fn judgements_fingerprint(
+    judgements: &BTreeMap<String, BTreeMap<String, i32>>,
+    texts: &BTreeMap<String, String>,
+) -> String {
+    let mut h = blake3::Hasher::new();
+    for (q, docs) in judgements {
+        h.update(q.as_bytes());
+        h.update(b"\0");
+        if let Some(t) = texts.get(q) {
+            h.update(t.as_bytes());
+        }
+        h.update(b"\0");
+        for (d, g) in docs {
+            h.update(d.as_bytes());
+            h.update(b"\0");
+            h.update(&g.to_le_bytes());
+        }
+        h.update(b"\n");
+    }
+    h.finalize().to_hex()[..16].to_string()
 }
 
 impl Task {
@@ -418,6 +480,10 @@ impl Comparison {
                 if i == bi {
                     continue;
                 }
+                if let Some(why) = unpaired(s, b) {
+                    rows[i].note = Some(why);
+                    continue;
+                }
                 let qs: Vec<&String> = s
                     .per_query
                     .keys()
@@ -546,6 +612,12 @@ impl Comparison {
         if row.baseline {
             return Err(Error::invalid(format!(
                 "{system} is the baseline: choose another system to compare with it"
+            )));
+        }
+        if row.task != base.task {
+            return Err(Error::invalid(format!(
+                "{system}: {}",
+                different_tasks(&row.task, &base.task)
             )));
         }
         let mut rows: Vec<QueryDiff> = row
@@ -1276,6 +1348,7 @@ mod tests {
             name: "qrels q.txt".into(),
             split: None,
             queries: 4,
+            judgements: String::new(),
         };
         let systems = [("base", base), ("sys", sys)].map(|(name, r)| System {
             name: name.into(),
@@ -1349,6 +1422,66 @@ mod tests {
         assert_eq!(t.drill_downs(Metric::Mrr, 1).len(), 1);
     }
 
+    /// Systems scored on different tasks (another workspace, or the same
+    /// task name with other judgements: runs against different qrels)
+    /// are never paired: shown untested with the reason, no per-query list.
+    #[test]
+    fn systems_on_other_tasks_are_never_paired() {
+        let t = fixture();
+        let mut systems: Vec<System> = t
+            .rows
+            .iter()
+            .map(|r| System {
+                name: r.system.clone(),
+                task: r.task.clone(),
+                per_query: r.per_query.clone(),
+                ..Default::default()
+            })
+            .collect();
+        let mut other = systems[1].clone();
+        other.name = "bible".into();
+        other.task = Task {
+            name: "bible-en-es: derived ad-hoc task".into(),
+            split: Some("test".into()),
+            queries: 4,
+            judgements: "b1".into(),
+        };
+        let mut qrels2 = systems[1].clone();
+        qrels2.name = "other-qrels".into();
+        qrels2.task.judgements = "f00d".into();
+        systems.push(other);
+        systems.push(qrels2);
+        let c = Comparison::build(&systems, Some("base"), &CompareOptions::default()).unwrap();
+        assert!(!c.rows[1].tests.is_empty(), "the same task is tested");
+        for r in &c.rows[2..] {
+            assert!(r.tests.is_empty(), "{}", r.system);
+            let note = r.note.as_deref().unwrap();
+            assert!(
+                note.starts_with(
+                    "not tested: a paired test needs the same queries with the same judgements: scored on "
+                ),
+                "{note}"
+            );
+        }
+        assert!(c.rows[2].note.as_deref().unwrap().contains(
+            "scored on bible-en-es: derived ad-hoc task, test split, 4 judged queries, the baseline on qrels q.txt, 4 judged queries"
+        ));
+        assert!(c.rows[3]
+            .note
+            .as_deref()
+            .unwrap()
+            .contains("(judgements f00d)"));
+        let e = c
+            .drill_down("bible", Metric::Mrr, 0)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("same judgements"), "{e}");
+        assert_eq!(c.drill_downs(Metric::Mrr, 0).len(), 1);
+        // the family corrected over holds only the tested system
+        assert_eq!(c.tested(), 1);
+        assert!(c.to_text().contains("bible: not tested"));
+    }
+
     #[test]
     fn drill_downs_render_in_every_format() {
         let t = fixture();
@@ -1402,6 +1535,7 @@ mod tests {
             name: "ws: derived ad-hoc task".into(),
             split: Some("test".into()),
             queries: 3,
+            judgements: String::new(),
         };
         assert!(two.task().is_none());
         assert_eq!(

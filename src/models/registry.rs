@@ -491,7 +491,7 @@ pub static MODELS: &[ModelSpec] = &[
     ModelSpec {
         name: "opca",
         summary:
-            "oriented PCA: generalised eigenproblem of translation-noise covariance (seed 001)",
+            "oriented PCA: generalised eigenproblem of translation-noise covariance (Yih et al., CoNLL 2011)",
         space: true,
         runner: true,
         settings: &[
@@ -535,7 +535,7 @@ pub static MODELS: &[ModelSpec] = &[
     },
     ModelSpec {
         name: "s2net",
-        summary: "Siamese linear projection trained on in-batch cosine margins (seed 001)",
+        summary: "Siamese linear projection trained on in-batch cosine margins (Yih et al., CoNLL 2011)",
         space: true,
         runner: true,
         settings: &[
@@ -578,7 +578,7 @@ pub static MODELS: &[ModelSpec] = &[
     },
     ModelSpec {
         name: "hdlr",
-        summary: "high-dimension low-rank metric learning: ITML on A = U Uᵀ from an OPCA start (seed 001)",
+        summary: "high-dimension low-rank metric learning: ITML on A = U Uᵀ from an OPCA start (Yih et al., CoNLL 2011)",
         space: true,
         runner: true,
         settings: &[
@@ -666,7 +666,7 @@ pub static MODELS: &[ModelSpec] = &[
     ModelSpec {
         name: "xcnn",
         summary:
-            "cross-lingual compositional network with monolingual pre-initialisation (seed 000)",
+            "cross-lingual compositional network with monolingual pre-initialisation (Gupta, Banchs and Rosso, IP&M 2017)",
         space: true,
         runner: true,
         settings: &[
@@ -811,7 +811,7 @@ pub static MODELS: &[ModelSpec] = &[
     },
     ModelSpec {
         name: "dbn-cca",
-        summary: "deep belief network per language (replicated softmax + RBMs), CCA on the codes (seed 004)",
+        summary: "deep belief network per language (replicated softmax + RBMs), CCA on the codes (Kim, Nam and Gurevych, COLING 2012)",
         space: true,
         runner: true,
         settings: &[
@@ -844,7 +844,7 @@ pub static MODELS: &[ModelSpec] = &[
     },
     ModelSpec {
         name: "adv-bilstm",
-        summary: "BiLSTM encoders with an adversarial discriminator (seed 003's M; adversarial=false: M_adv)",
+        summary: "BiLSTM encoders with an adversarial discriminator (M of the paper “Adversarial learning of task-specific text representations for CLIR”; adversarial=false: M_adv)",
         space: true,
         runner: true,
         settings: &[
@@ -919,7 +919,7 @@ pub static MODELS: &[ModelSpec] = &[
     },
     ModelSpec {
         name: "jplsa",
-        summary: "joint PLSA: bilingual topic model, one θ per pair, φ per language, MAP by EM (seed 001)",
+        summary: "joint PLSA: bilingual topic model, one θ per pair, φ per language, MAP by EM (Yih et al., CoNLL 2011)",
         space: true,
         runner: true,
         settings: PLSA_SETTINGS,
@@ -928,7 +928,7 @@ pub static MODELS: &[ModelSpec] = &[
     },
     ModelSpec {
         name: "cplsa",
-        summary: "coupled PLSA: JPLSA with posterior regularisation of the pair's topic fractions (seed 001)",
+        summary: "coupled PLSA: JPLSA with posterior regularisation of the pair's topic fractions (Yih et al., CoNLL 2011)",
         space: true,
         runner: true,
         settings: &[

@@ -220,7 +220,8 @@ pub fn x_range(lines: &[Line]) -> Option<[f64; 2]> {
 
 /// The y range to draw: the range of the data (raw and smoothed) with a
 /// margin of 5 % each side, never forced to start at 0; a flat curve gets
-/// a small band around its value.
+/// a small band around its value. Data that are all non-negative (a loss)
+/// get no margin below 0: the axis never shows values they cannot take.
 pub fn y_range(lines: &[Line]) -> Option<[f64; 2]> {
     let mut r = [f64::INFINITY, f64::NEG_INFINITY];
     for l in lines {
@@ -239,7 +240,12 @@ pub fn y_range(lines: &[Line]) -> Option<[f64; 2]> {
     } else {
         (r[0].abs() * 0.05).max(1e-3)
     };
-    Some([r[0] - pad, r[1] + pad])
+    let lo = if r[0] >= 0.0 {
+        (r[0] - pad).max(0.0)
+    } else {
+        r[0] - pad
+    };
+    Some([lo, r[1] + pad])
 }
 
 /// `1,840` for a step, `2.5` for an epoch, `5m02s` for a wall time.
@@ -557,6 +563,21 @@ mod tests {
             }
         }
         v
+    }
+
+    #[test]
+    fn a_non_negative_curve_gets_no_axis_below_zero() {
+        let opts = PlotOptions::default();
+        // a loss falling near 0: the 5 % margin would reach -0.05
+        let l = line_from_points("a", vec![(0.0, 1.0), (1.0, 0.01), (2.0, 0.0)], true, &opts);
+        let [lo, hi] = y_range(&[l]).unwrap();
+        assert_eq!(lo, 0.0);
+        assert!(hi > 1.0);
+        let flat = line_from_points("f", vec![(0.0, 0.0), (1.0, 0.0)], true, &opts);
+        assert_eq!(y_range(&[flat]).unwrap()[0], 0.0);
+        // values below 0 keep their margin
+        let neg = line_from_points("n", vec![(0.0, -1.0), (1.0, 1.0)], false, &opts);
+        assert!(y_range(&[neg]).unwrap()[0] < -1.0);
     }
 
     #[test]

@@ -77,8 +77,14 @@ pub fn folder_name(dir: &Path) -> String {
         .unwrap_or_else(|| dir.display().to_string())
 }
 
+/// Whether `dir` is a session folder: a folder with a `config.toml` or a
+/// `status.json`.
+pub fn is_session_dir(dir: &Path) -> bool {
+    dir.is_dir() && (dir.join(CONFIG_FILE).is_file() || dir.join(STATUS_FILE).is_file())
+}
+
 fn check_session_dir(dir: &Path) -> Result<()> {
-    if dir.is_dir() && (dir.join(CONFIG_FILE).is_file() || dir.join(STATUS_FILE).is_file()) {
+    if is_session_dir(dir) {
         Ok(())
     } else {
         Err(Error::file(
@@ -253,6 +259,61 @@ fn is_own_file(name: &str, known: &[&str]) -> bool {
             .is_some_and(|(n, _)| known.contains(&n))
 }
 
+/// Names that tell runs apart: `names[i]` (a display name) as it is when
+/// no other run has it, else `NAME (ID)` with the run's folder name
+/// `ids[i]` (a name that is its folder name is kept as it is).
+pub fn unique_names(names: &[String], ids: &[String]) -> Vec<String> {
+    names
+        .iter()
+        .zip(ids)
+        .map(|(n, id)| {
+            if n != id && names.iter().filter(|m| *m == n).count() > 1 {
+                format!("{n} ({id})")
+            } else {
+                n.clone()
+            }
+        })
+        .collect()
+}
+
+/// Labels of session folders `dirs` in tables and legends: each one's
+/// name (`meta.json`; its folder name when it has none, or when its
+/// `meta.json` cannot be read), `NAME (FOLDER)` for a name several share
+/// ([`unique_names`]), and, where two are still alike (the same folder
+/// name under different roots), their paths as given.
+pub fn session_labels(dirs: &[PathBuf]) -> Vec<String> {
+    let ids: Vec<String> = dirs.iter().map(|d| folder_name(d)).collect();
+    let names: Vec<String> = dirs
+        .iter()
+        .map(|d| {
+            RunMeta::read(d)
+                .map(|m| m.display_name(d))
+                .unwrap_or_else(|_| folder_name(d))
+        })
+        .collect();
+    let labels = unique_names(&names, &ids);
+    let clash = labels
+        .iter()
+        .enumerate()
+        .any(|(i, n)| labels[..i].contains(n));
+    if clash {
+        labels
+            .iter()
+            .zip(dirs)
+            .map(|(l, d)| {
+                let p = d.display().to_string();
+                if *l == folder_name(d) {
+                    p
+                } else {
+                    format!("{l} ({p})")
+                }
+            })
+            .collect()
+    } else {
+        labels
+    }
+}
+
 /// Labels for `names` that are never cut to ambiguity: the prefix all of
 /// them share is elided (`…`) up to a word boundary (`-`, `_`, `.`, `/`,
 /// space), so `s2net-20261122-190301` and `s2net-20261122-190455` become
@@ -339,13 +400,46 @@ pub fn settings_map(cfg: &SessionConfig) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// A setting's value as JSON: an integer or a finite number as a number
+/// (when it reads back as written, so `001` and `1e-3` stay as typed only
+/// where a number cannot hold them: `001` is a string, `1e-3` the number
+/// 0.001), `true`/`false` as a boolean, anything else as a string.
+pub fn typed_value(v: &str) -> serde_json::Value {
+    let t = v.trim();
+    let numeric = !t.is_empty()
+        && t.chars()
+            .all(|c| c.is_ascii_digit() || matches!(c, '.' | 'e' | 'E' | '+' | '-'))
+        && t.chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_digit() || c == '-' || c == '.');
+    if numeric {
+        if let Ok(i) = t.parse::<i64>() {
+            if i.to_string() == t {
+                return serde_json::Value::from(i);
+            }
+        } else if let Ok(x) = t.parse::<f64>() {
+            if x.is_finite() {
+                return serde_json::Value::from(x);
+            }
+        }
+    }
+    match t {
+        "true" => serde_json::Value::Bool(true),
+        "false" => serde_json::Value::Bool(false),
+        _ => serde_json::Value::String(v.to_string()),
+    }
+}
+
 /// The settings every session has, shown first among differing settings.
 const FIXED_SETTINGS: [&str; 4] = ["model", "workspace", "seed", "device"];
 
 /// The keys whose values differ between the settings maps
 /// ([`settings_map`]) of several runs ("diff only"): `model`, `workspace`,
-/// `seed`, `device` first, then hyper-parameters by name. A setting one
-/// run lacks differs from one that has it. Fewer than two runs: none.
+/// `seed`, `device` first, then hyper-parameters by name. A
+/// hyper-parameter is compared within each model's own runs (those with
+/// the same `model` value): it differs when two runs of one model differ
+/// on it (one lacking it included), never merely because another model
+/// has no such setting. Fewer than two runs: none.
 pub fn differing_keys(maps: &[&BTreeMap<String, String>]) -> Vec<String> {
     if maps.len() < 2 {
         return Vec::new();
@@ -360,10 +454,24 @@ pub fn differing_keys(maps: &[&BTreeMap<String, String>]) -> Vec<String> {
         .filter(|k| all.contains(k))
         .collect();
     keys.extend(all.iter().filter(|k| !FIXED_SETTINGS.contains(k)));
+    let differ = |group: &[&&BTreeMap<String, String>], k: &str| {
+        group.len() > 1 && group[1..].iter().any(|m| m.get(k) != group[0].get(k))
+    };
+    let mut models: Vec<Option<&String>> = maps.iter().map(|m| m.get("model")).collect();
+    models.sort();
+    models.dedup();
+    let groups: Vec<Vec<&&BTreeMap<String, String>>> = models
+        .iter()
+        .map(|model| maps.iter().filter(|m| m.get("model") == *model).collect())
+        .collect();
+    let all_runs: Vec<&&BTreeMap<String, String>> = maps.iter().collect();
     keys.into_iter()
         .filter(|k| {
-            let v0 = maps[0].get(*k);
-            maps[1..].iter().any(|m| m.get(*k) != v0)
+            if FIXED_SETTINGS.contains(k) {
+                differ(&all_runs, k)
+            } else {
+                groups.iter().any(|g| differ(g, k))
+            }
         })
         .map(str::to_string)
         .collect()
@@ -893,7 +1001,33 @@ mod tests {
         assert_eq!(differing_settings(&[&a, &b, &c]), vec!["seed", "lr", "tau"]);
         assert!(differing_settings(&[&a, &a.clone()]).is_empty());
         assert!(differing_settings(&[&a]).is_empty());
+        // two models: a setting only one model has is no difference; one
+        // varied within a model is, and so is the model
+        let mut s1 = cfg(&[("dim", "128"), ("gamma", "10")], 1);
+        s1.model = "s2net".into();
+        let mut s2 = s1.clone();
+        s2.params.insert("gamma".into(), "20".into());
+        let mut c1 = cfg(&[("dim", "64"), ("reg", "0.1")], 1);
+        c1.model = "cca".into();
+        let c2 = c1.clone();
+        assert_eq!(
+            differing_settings(&[&s1, &s2, &c1, &c2]),
+            vec!["model", "gamma"]
+        );
+        assert_eq!(differing_settings(&[&s1, &c1]), vec!["model"]);
         assert_eq!(setting(&c, "tau").as_deref(), Some("1"));
+        // typed JSON values
+        use serde_json::json;
+        assert_eq!(typed_value("128"), json!(128));
+        assert_eq!(typed_value("0.001"), json!(0.001));
+        assert_eq!(typed_value("1e-3"), json!(0.001));
+        assert_eq!(typed_value("-2"), json!(-2));
+        assert_eq!(typed_value("001"), json!("001"));
+        assert_eq!(typed_value("true"), json!(true));
+        assert_eq!(typed_value("adam"), json!("adam"));
+        assert_eq!(typed_value("nan"), json!("nan"));
+        assert_eq!(typed_value("inf"), json!("inf"));
+        assert_eq!(typed_value("cuda:0"), json!("cuda:0"));
         assert_eq!(setting(&a, "tau"), None);
         assert_eq!(setting(&a, "workspace").as_deref(), Some("tiny"));
     }

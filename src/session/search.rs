@@ -40,8 +40,6 @@ use crate::{Error, Result};
 /// Longest document text a [`Hit`] carries, in characters (a longer one
 /// ends in `…`; [`Searcher::document`] has the whole text).
 pub const TEXT_CHARS: usize = 400;
-/// Query terms listed per document as its top contributors.
-const CONTRIBUTORS: usize = 3;
 /// Similarity (cosine, or Jensen–Shannon score) from which a document term
 /// counts as related to the query.
 const RELATED_SIMILARITY: f32 = 0.5;
@@ -252,8 +250,19 @@ pub struct Hit {
     /// Byte ranges of `text` related to the query (dictionary translations
     /// of a query term, or terms close to the query in the model's space).
     pub spans: Vec<(usize, usize)>,
-    /// Query terms contributing most to the document's cosine (additive models).
+    /// A dense cosine model's explanation: every query word the model read
+    /// (as typed), with its share of the model's cosine of the query with
+    /// this document, largest first (see [`Hit::rest`]); empty for lexical
+    /// baselines and Jensen–Shannon models.
     pub contributions: Vec<(String, f64)>,
+    /// The model's cosine less the sum of `contributions`: the part no
+    /// single word accounts for (a non-linear encoder's interactions; 0
+    /// within rounding for a model linear in its counts, as CL-LSI, OPCA,
+    /// CCA and S2Net). With fusion, `score` is the fused score while the
+    /// contributions and `rest` add up to the model's own cosine. `None`
+    /// without contributions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rest: Option<f64>,
     /// Judged relevant, when the query is a judged workspace query.
     pub relevant: Option<bool>,
 }
@@ -291,6 +300,45 @@ pub struct SearchResult {
     /// searched (its list then holds only the graph's best documents).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub approximate: Option<String>,
+}
+
+/// One document of a [`JudgedRanking`].
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct RankedDoc {
+    /// 1-based rank.
+    pub rank: usize,
+    /// Document id.
+    pub docno: String,
+    /// Its label in the collection's own terms (a verse reference), else its id.
+    pub label: String,
+    /// The model's score.
+    pub score: f64,
+    /// Judged relevant to the query.
+    pub relevant: bool,
+    /// Its text, shortened as a [`Hit`]'s.
+    pub text: String,
+}
+
+/// A judged workspace query's ranking by a session's model alone, as its
+/// per-query ad-hoc scores were computed ([`Searcher::adhoc_evaluation`]):
+/// the best documents with their relevance, and where every relevant
+/// document was ranked. The Compare screen's rankings view and `rosetta
+/// compare --rankings` show two side by side.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct JudgedRanking {
+    /// Query id.
+    pub qid: String,
+    /// Its label (a verse reference), else its id.
+    pub label: String,
+    /// Its text.
+    pub text: String,
+    /// The best documents, best first.
+    pub hits: Vec<RankedDoc>,
+    /// Every document judged relevant: label and rank within the scored
+    /// depth ([`RUN_DEPTH`]; `None` below it), best first, unranked last.
+    pub relevant: Vec<(String, Option<usize>)>,
+    /// Documents ranked (the scored depth).
+    pub depth: usize,
 }
 
 /// One nearest term, marked when the dictionary lists it as a translation.
@@ -705,7 +753,6 @@ impl Searcher {
                 approximate: None,
             });
         }
-        let tokens = c.src.analyze(query);
         let (model, qv) = self.model_ranking(query, k)?;
         if qv.as_ref().is_some_and(|q| q.iter().all(|x| *x == 0.0)) {
             // units the model gave no weight (n-grams no training text used)
@@ -755,8 +802,7 @@ impl Searcher {
                 relevant: j.values().filter(|g| **g > 0).count(),
             }
         });
-        let related = self.related(query, &tokens, qv)?;
-        let explain = &related.explain;
+        let related = self.related(query, qv)?;
         let hits = ranked
             .iter()
             .take(k)
@@ -765,6 +811,7 @@ impl Searcher {
                 let d = c.rows[docno];
                 let text = &c.doc_short[d];
                 let spans = related.spans(c, text);
+                let explained = related.explain.as_ref().and_then(|e| e.contributions(d));
                 Hit {
                     rank: i + 1,
                     relevant: judgements.map(|j| j.get(docno).is_some_and(|g| *g > 0)),
@@ -773,10 +820,8 @@ impl Searcher {
                     score: *score,
                     text: text.clone(),
                     spans,
-                    contributions: explain
-                        .as_ref()
-                        .map(|e| e.contributions(d))
-                        .unwrap_or_default(),
+                    rest: explained.as_ref().map(|e| e.rest),
+                    contributions: explained.map(|e| e.words).unwrap_or_default(),
                 }
             })
             .collect();
@@ -799,14 +844,9 @@ impl Searcher {
         })
     }
 
-    /// What marks a document word as related to `query` (analysed as
-    /// `tokens`; `qv` its vector in a dense model's space).
-    fn related(
-        &self,
-        query: &str,
-        tokens: &[String],
-        qv: Option<Array1<f32>>,
-    ) -> Result<Related<'_>> {
+    /// What marks a document word as related to `query` (`qv` its vector
+    /// in a dense model's space).
+    fn related(&self, query: &str, qv: Option<Array1<f32>>) -> Result<Related<'_>> {
         let c = &self.corpus;
         let query_words = c.src.analyze_words(query);
         let translations: HashSet<&str> = query_words
@@ -817,7 +857,7 @@ impl Searcher {
             .collect();
         let explain = match (&self.ranker, qv) {
             (Ranker::Dense { m, doc_emb, .. }, Some(q)) => {
-                Some(Explain::new(m, doc_emb, q, tokens)?)
+                Some(Explain::new(m, doc_emb, query, q)?)
             }
             _ => None,
         };
@@ -849,7 +889,7 @@ impl Searcher {
                     }
                     Ranker::Lexical { .. } => None,
                 };
-                let related = self.related(q, &c.src.analyze(q), qv)?;
+                let related = self.related(q, qv)?;
                 let ss = source
                     .as_deref()
                     .map(|s| related.source_spans(c, s))
@@ -898,6 +938,85 @@ impl Searcher {
             Ranker::Dense { m, .. } => Some(m),
             Ranker::Lexical { .. } => None,
         }
+    }
+
+    /// Judged query `qid`'s ranking by the model alone, to the depth the
+    /// ad-hoc scores use: its best `k` documents and where each relevant
+    /// one came ([`JudgedRanking`]). An unknown or unjudged query id is an
+    /// error.
+    pub fn judged_ranking(&self, qid: &str, k: usize) -> Result<JudgedRanking> {
+        let c = &self.corpus;
+        let judgements = c.qrels.judgements.get(qid);
+        let text = c
+            .queries
+            .iter()
+            .find(|(q, _)| q == qid)
+            .map(|(_, t)| t.clone());
+        let (Some(j), Some(text)) = (judgements, text) else {
+            return Err(Error::invalid(format!(
+                "{qid}: not a judged query of {}",
+                c.path.display()
+            )));
+        };
+        let depth = RUN_DEPTH.min(c.len());
+        let ranked: Ranking = match &self.ranker {
+            Ranker::Dense { m, doc_emb, .. } => {
+                // as adhoc_evaluation ranks: the exact scan to the depth
+                let q = m.encode_texts(Side::Source, &[text.as_str()])?;
+                super::retrieval::rank(doc_emb, &q, &c.doc_ids, depth, m.model.similarity())
+                    .pop()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(d, s)| (c.doc_ids[d].clone(), s))
+                    .collect()
+            }
+            Ranker::Lexical { .. } => {
+                let mut r = self.model_ranking(&text, depth)?.0;
+                r.truncate(depth);
+                r
+            }
+        };
+        let is_rel = |d: &str| j.get(d).is_some_and(|g| *g > 0);
+        let hits = ranked
+            .iter()
+            .take(k)
+            .enumerate()
+            .map(|(i, (d, score))| {
+                let row = c.rows[d];
+                RankedDoc {
+                    rank: i + 1,
+                    docno: d.clone(),
+                    label: c.label_of(row).to_string(),
+                    score: *score,
+                    relevant: is_rel(d),
+                    text: c.doc_short[row].clone(),
+                }
+            })
+            .collect();
+        let mut relevant: Vec<(String, Option<usize>)> = j
+            .iter()
+            .filter(|(_, g)| **g > 0)
+            .map(|(d, _)| {
+                let label = c
+                    .rows
+                    .get(d)
+                    .map_or(d.as_str(), |r| c.label_of(*r))
+                    .to_string();
+                (
+                    label,
+                    ranked.iter().position(|(x, _)| x == d).map(|p| p + 1),
+                )
+            })
+            .collect();
+        relevant.sort_by_key(|(l, r)| (r.is_none(), *r, l.clone()));
+        Ok(JudgedRanking {
+            qid: qid.to_string(),
+            label: c.query_label(qid).to_string(),
+            text,
+            hits,
+            relevant,
+            depth,
+        })
     }
 
     /// Per-query trec_eval figures of the model alone on the workspace's
@@ -1067,55 +1186,174 @@ impl QueryHistory {
 /// cosine (exact for additive models, whose text vector is a sum of term
 /// vectors; a topic model's terms count by their own similarity to the
 /// document) and the document terms close to the query.
+/// How a dense model's cosine of the query with a document divides among
+/// the query's words. The query vector `q` is written as a combination
+/// `Σ a_u v_u` of the unit term vectors of the units the model read from
+/// the query (least squares: exact for a model whose encoding is linear in
+/// the weighted counts, as CL-LSI, OPCA, CCA and S2Net are); unit `u`
+/// contributes `a_u (v_u · d)` to the cosine `q · d`, and a word the sum
+/// of its units' shares. What no single word accounts for (a non-linear
+/// encoder's interactions) is kept apart as the rest.
 struct Explain<'a> {
     m: &'a Loaded,
     doc_emb: &'a Array2<f32>,
-    terms: Vec<(String, u32)>,
+    /// The query's units: id and coefficient `a_u`.
+    units: Vec<(u32, f64)>,
+    /// Each matched word as shown, with `(index into units, share)`.
+    words: Vec<(String, Vec<(usize, f64)>)>,
     query: Array1<f32>,
     tv_src: &'a Array2<f32>,
     tv_tgt: &'a Array2<f32>,
 }
 
+/// One hit's explanation: per matched word its share of the model's
+/// cosine, and the part no word accounts for.
+struct Contributions {
+    words: Vec<(String, f64)>,
+    rest: f64,
+}
+
+/// Coefficients `a` with `Σ a_i rows[i]` the least-squares approximation
+/// of `q` (modified Gram–Schmidt; a row that depends on the earlier ones
+/// gets 0).
+fn span_coefficients(rows: &[Vec<f64>], q: &[f64]) -> Vec<f64> {
+    let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
+    let k = rows.len();
+    // orthonormal basis, and R (upper triangular) over the kept rows
+    let mut basis: Vec<Vec<f64>> = Vec::new();
+    let mut kept: Vec<usize> = Vec::new();
+    let mut r = vec![vec![0.0; k]; k];
+    for (i, v) in rows.iter().enumerate() {
+        let norm0 = dot(v, v).sqrt();
+        let mut u = v.clone();
+        for (j, b) in basis.iter().enumerate() {
+            let c = dot(b, &u);
+            r[j][i] = c;
+            u.iter_mut().zip(b).for_each(|(x, y)| *x -= c * y);
+        }
+        let n = dot(&u, &u).sqrt();
+        if n > 1e-9 * norm0.max(1e-30) {
+            r[basis.len()][i] = n;
+            u.iter_mut().for_each(|x| *x /= n);
+            basis.push(u);
+            kept.push(i);
+        }
+    }
+    let c: Vec<f64> = basis.iter().map(|b| dot(b, q)).collect();
+    // back substitution over the kept rows: R[:, kept] a_kept = c
+    let mut a = vec![0.0; k];
+    for j in (0..kept.len()).rev() {
+        let mut s = c[j];
+        for l in j + 1..kept.len() {
+            s -= r[j][kept[l]] * a[kept[l]];
+        }
+        a[kept[j]] = s / r[j][kept[j]];
+    }
+    a
+}
+
 impl<'a> Explain<'a> {
+    /// The explanation of `query_text` (encoded as `query`).
     fn new(
         m: &'a Loaded,
         doc_emb: &'a Array2<f32>,
+        query_text: &str,
         query: Array1<f32>,
-        tokens: &[String],
     ) -> Result<Explain<'a>> {
-        let mut seen = HashSet::new();
-        let terms = tokens
+        let tv_src = m.term_vectors(Side::Source)?;
+        let an = m.analyzer(Side::Source);
+        let vocab = &m.vocabs.source;
+        // exactly the units the encoder read (n-gram fallback included)
+        let counts = m.counts(Side::Source, &[query_text]);
+        let ids: Vec<u32> = counts.row(0).0.to_vec();
+        let rows: Vec<Vec<f64>> = ids
             .iter()
-            .filter_map(|t| Some((t.clone(), m.vocabs.source.id(t)?)))
-            .filter(|(t, _)| seen.insert(t.clone()))
+            .map(|&i| tv_src.row(i as usize).iter().map(|&x| x as f64).collect())
+            .collect();
+        let q: Vec<f64> = query.iter().map(|&x| x as f64).collect();
+        let a = span_coefficients(&rows, &q);
+        let units: Vec<(u32, f64)> = ids.iter().copied().zip(a).collect();
+        // which words gave each unit, and how often
+        let mut by_word: Vec<(String, Vec<u32>)> = Vec::new();
+        for (word, term) in an.analyze_pairs(query_text) {
+            let mut us: Vec<u32> = an
+                .segment(vec![term.clone()])
+                .iter()
+                .filter_map(|u| vocab.id(u))
+                .collect();
+            us.extend(vocab.fallback_units(&term));
+            match by_word.iter_mut().find(|(w, _)| *w == word) {
+                Some((_, have)) => have.extend(us),
+                None => by_word.push((word, us)),
+            }
+        }
+        let given = |u: u32| -> usize {
+            by_word
+                .iter()
+                .map(|(_, us)| us.iter().filter(|x| **x == u).count())
+                .sum()
+        };
+        let words = by_word
+            .iter()
+            .filter_map(|(w, us)| {
+                let parts: Vec<(usize, f64)> = units
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(k, (u, _))| {
+                        let n = us.iter().filter(|x| *x == u).count();
+                        (n > 0).then(|| (k, n as f64 / given(*u) as f64))
+                    })
+                    .collect();
+                (!parts.is_empty()).then(|| (w.clone(), parts))
+            })
             .collect();
         Ok(Explain {
             m,
             doc_emb,
-            terms,
+            units,
+            words,
             query,
-            tv_src: m.term_vectors(Side::Source)?,
+            tv_src,
             tv_tgt: m.term_vectors(Side::Target)?,
         })
     }
 
-    fn contributions(&self, doc: usize) -> Vec<(String, f64)> {
+    /// Every matched word's share of the cosine of the query with document
+    /// `doc`, largest first; the shares and `rest` sum to that cosine.
+    /// `None` for a model whose similarity is not a cosine (a
+    /// Jensen–Shannon score has no additive reading).
+    fn contributions(&self, doc: usize) -> Option<Contributions> {
+        if self.m.model.similarity() != crate::space::Similarity::Cosine {
+            return None;
+        }
         let de = self.doc_emb.row(doc);
-        let mut c: Vec<(String, f64)> = self
-            .terms
+        let dot = |v: ndarray::ArrayView1<f32>| -> f64 {
+            v.iter()
+                .zip(de.iter())
+                .map(|(a, b)| *a as f64 * *b as f64)
+                .sum()
+        };
+        let cosine = dot(self.query.view());
+        let per_unit: Vec<f64> = self
+            .units
             .iter()
-            .map(|(t, id)| {
-                // subword units shown readably (`light…`); words as they are
-                let shown = self.m.analyzer(Side::Source).display(t);
-                let sim = self.m.model.similarity();
-                (shown, sim.score(self.tv_src.row(*id as usize), de) as f64)
-            })
+            .map(|(u, a)| a * dot(self.tv_src.row(*u as usize)))
             .collect();
-        c.sort_by(|a, b| {
-            crate::eval::trec::rank_key(b.1).total_cmp(&crate::eval::trec::rank_key(a.1))
+        let mut words: Vec<(String, f64)> = self
+            .words
+            .iter()
+            .map(|(w, parts)| (w.clone(), parts.iter().map(|(k, s)| per_unit[*k] * s).sum()))
+            .collect();
+        words.sort_by(|a, b| {
+            crate::eval::trec::rank_key(b.1)
+                .total_cmp(&crate::eval::trec::rank_key(a.1))
+                .then_with(|| a.0.cmp(&b.0))
         });
-        c.truncate(CONTRIBUTORS);
-        c
+        let explained: f64 = words.iter().map(|(_, c)| c).sum();
+        Some(Contributions {
+            words,
+            rest: cosine - explained,
+        })
     }
 
     fn related(&self, term: &str) -> bool {

@@ -196,6 +196,17 @@ impl Workbench {
             .neighbours(term, side, k, csls)
     }
 
+    /// Judged query `qid`'s ranking by the session's model alone, its best
+    /// `k` documents ([`Searcher::judged_ranking`]).
+    pub fn judged_ranking(
+        &self,
+        dir: &Path,
+        qid: &str,
+        k: usize,
+    ) -> Result<super::search::JudgedRanking> {
+        self.searcher(dir, &|_, _| {})?.judged_ranking(qid, k)
+    }
+
     /// The session's per-query scores on its workspace's ad-hoc task (the
     /// model alone, [`Searcher::adhoc_evaluation`]), read from its
     /// [`SCORES_CACHE`] when that is current, else computed (loading the
@@ -239,6 +250,10 @@ impl Workbench {
                 },
                 split: derived.then(|| "test".to_string()),
                 queries: judged.len(),
+                judgements: crate::eval::compare::judgements_fingerprint(
+                    &s.corpus.qrels.judgements,
+                    &judged.iter().cloned().collect(),
+                ),
             },
             per_query,
             labels: judged
@@ -329,6 +344,9 @@ impl Workbench {
 /// ([`Workbench::adhoc_scores`]); safe to delete.
 pub const SCORES_CACHE: &str = "adhoc-scores.json";
 
+/// The layout of [`SCORES_CACHE`]; raised when what it holds changes.
+const SCORES_FORMAT: u32 = 2;
+
 /// Files of a session whose change makes its cached scores stale.
 const SCORED_FILES: [&str; 7] = [
     super::CONFIG_FILE,
@@ -365,6 +383,9 @@ pub struct AdhocScores {
 /// What the cached scores were computed from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct ScoresKey {
+    /// The cache's layout ([`SCORES_FORMAT`]): a cache of another layout
+    /// (one before tasks had a judgements fingerprint) is read as stale.
+    format: u32,
     /// Rosetta's version (scoring may change between versions).
     rosetta: String,
     /// The run depth scored.
@@ -398,6 +419,7 @@ impl ScoresKey {
             })
             .collect();
         Ok(ScoresKey {
+            format: SCORES_FORMAT,
             rosetta: env!("CARGO_PKG_VERSION").to_string(),
             depth: super::retrieval::RUN_DEPTH,
             workspace_hash: ws.content_hash()?,

@@ -127,8 +127,15 @@ pub enum Request {
     },
     /// Build the compare table.
     Compare {
-        sessions: Vec<String>,
+        /// `(id, label)`: folder name and the name the table shows.
+        sessions: Vec<(String, String)>,
         baseline: Option<String>,
+    },
+    /// Two sessions' rankings of one judged query (the Compare rankings view).
+    Rankings {
+        /// Session ids, baseline first.
+        sessions: Vec<String>,
+        qid: String,
     },
     /// Write the compare table to a file.
     Export {
@@ -233,6 +240,11 @@ pub enum Reply {
         field: MetaField,
         result: Result<(), String>,
     },
+    /// The rankings of one judged query, one per session asked for.
+    Rankings {
+        qid: String,
+        result: Result<Vec<JudgedRanking>, String>,
+    },
     Deleted {
         session: String,
         result: Result<(), String>,
@@ -288,6 +300,10 @@ pub fn failed(req: &Request, msg: String) -> Reply {
         }
         Request::Compare { .. } => Reply::Compared(e.map(|_: ()| Comparison::default())),
         Request::Export { .. } => Reply::Exported(e.map(|_: ()| std::path::PathBuf::new())),
+        Request::Rankings { qid, .. } => Reply::Rankings {
+            qid,
+            result: e.map(|_: ()| Vec::new()),
+        },
         Request::WorkspaceStats(workspace) => Reply::Stats {
             workspace,
             result: e.map(|_: ()| WorkspaceStats::default()),
@@ -431,6 +447,14 @@ pub fn execute(
                     .map_err(s),
             )
         }
+        Request::Rankings { sessions, qid } => Reply::Rankings {
+            result: sessions
+                .iter()
+                .map(|id| backend.judged_ranking(id, &qid, super::screens::compare::RANKING_K))
+                .collect::<rosetta::Result<Vec<_>>>()
+                .map_err(s),
+            qid,
+        },
         Request::Export {
             table,
             path,
@@ -770,8 +794,48 @@ impl App {
         match t {
             Tab::Compare => self.request_compare(),
             Tab::Data => self.request_data(),
+            // with none chosen yet, start on the session selected on Jobs
+            Tab::Search if self.search.session.is_none() => {
+                if let Some(id) = self.jobs_choice() {
+                    self.picked(PickFor::Search, id);
+                }
+            }
+            Tab::Neighbours if self.neigh.panes[0].session.is_none() => {
+                if let Some(id) = self.jobs_choice() {
+                    self.picked(PickFor::Neighbours(0), id);
+                }
+            }
             _ => {}
         }
+    }
+
+    /// The session selected on Jobs, when it can be searched (finished, or
+    /// with a checkpoint): where Search and Neighbours start.
+    fn jobs_choice(&self) -> Option<String> {
+        self.jobs
+            .sessions
+            .iter()
+            .find(|s| Some(&s.id) == self.jobs.selected.as_ref())
+            .filter(|s| s.state == State::Done || s.best_mrr.is_some())
+            .map(|s| s.id.clone())
+    }
+
+    /// Where a session picker opens: on the session selected on Jobs, else
+    /// the first.
+    pub(crate) fn picker_start(&self) -> usize {
+        self.pickable()
+            .iter()
+            .position(|s| Some(&s.id) == self.jobs.selected.as_ref())
+            .unwrap_or(0)
+    }
+
+    /// The name a session is shown by (its display name, a name several
+    /// share with its folder name added), for session `id`.
+    pub fn session_name(&self, id: &str) -> String {
+        self.jobs
+            .names(&[id.to_string()])
+            .pop()
+            .unwrap_or_else(|| id.to_string())
     }
 
     /// `Y`: what the screen has selected, for the clipboard.
@@ -832,7 +896,10 @@ impl App {
                     self.jobs.filter.clear();
                 }
                 if self.tab == Tab::Compare {
-                    self.compare.drill = None;
+                    // one level back: rankings to queries, queries to the table
+                    if self.compare.rankings.take().is_none() {
+                        self.compare.drill = None;
+                    }
                 }
                 return;
             }
@@ -1005,9 +1072,10 @@ impl App {
             Reply::Neighbours { .. }
             | Reply::Associations { .. }
             | Reply::AssociationsExported(_) => self.neighbours_reply(r),
-            Reply::CompareProgress { .. } | Reply::Compared(_) | Reply::Exported(_) => {
-                self.compare_reply(r)
-            }
+            Reply::CompareProgress { .. }
+            | Reply::Compared(_)
+            | Reply::Exported(_)
+            | Reply::Rankings { .. } => self.compare_reply(r),
             Reply::Stats { .. } => self.data_reply(r),
         }
     }

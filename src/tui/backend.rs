@@ -258,6 +258,8 @@ pub use rosetta::session::workbench::{IndexInfo, WorkspaceStats};
 
 /// The compare table, its rows, marks and output formats (the engine's).
 pub use rosetta::eval::compare::{Comparison, Mark, TableFormat};
+/// A judged query's ranking (the Compare screen's rankings view).
+pub use rosetta::session::search::JudgedRanking;
 
 pub use rosetta::session::search::{Document, NeighbourResult, SearchResult};
 
@@ -308,15 +310,21 @@ pub trait Backend: Send + Sync {
     /// TSV; returns how many.
     fn export_associations(&self, table: &Associations, filter: &str, path: &Path)
         -> Result<usize>;
-    /// Sessions × metrics with significance marks and wins/ties/losses
-    /// against `baseline` (sessions that cannot be scored are listed as
-    /// skipped); `progress(fraction, what)` reports the whole table, 0 to 1.
+    /// Sessions `(id, label)` × metrics with significance marks and
+    /// wins/ties/losses against the session labelled `baseline` (sessions
+    /// that cannot be scored are listed as skipped), each row named by its
+    /// label (the session's name); `progress(fraction, what)` reports the
+    /// whole table, 0 to 1.
     fn compare(
         &self,
-        sessions: &[String],
+        sessions: &[(String, String)],
         baseline: Option<&str>,
         progress: &dyn Fn(f64, &str),
     ) -> Result<Comparison>;
+    /// Judged query `qid`'s ranking by session `session`'s model alone:
+    /// its best `k` documents with their relevance (the engine's
+    /// `Workbench::judged_ranking`).
+    fn judged_ranking(&self, session: &str, qid: &str, k: usize) -> Result<JudgedRanking>;
     /// Writes the table to `path` in `format`.
     fn export_compare(&self, table: &Comparison, path: &Path, format: TableFormat) -> Result<()>;
     /// Figures about a workspace.

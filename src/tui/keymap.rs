@@ -92,6 +92,7 @@ pub enum Action {
     AssocSort,
     AssocExport,
     SortColumn,
+    SortJobs,
     SetBaseline,
     ExportMarkdown,
     ExportCsv,
@@ -437,6 +438,13 @@ const DEFAULTS: &[(&str, Action, Context, &[&str], &str)] = {
             Jobs,
             &["m"],
             "right chart: the next recorded figure (MRR, P@1, loss parts...)",
+        ),
+        (
+            "sort_jobs",
+            SortJobs,
+            Jobs,
+            &["S"],
+            "sort the table: name, model, state, best MRR, then each differing setting (descending, then off)",
         ),
         (
             "pick_session",

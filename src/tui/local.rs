@@ -277,13 +277,13 @@ impl Backend for LocalBackend {
 
     fn compare(
         &self,
-        sessions: &[String],
+        sessions: &[(String, String)],
         baseline: Option<&str>,
         progress: &dyn Fn(f64, &str),
     ) -> Result<Comparison> {
         let labelled: Vec<(String, PathBuf)> = sessions
             .iter()
-            .map(|id| Ok((id.clone(), self.dir(id)?)))
+            .map(|(id, label)| Ok((label.clone(), self.dir(id)?)))
             .collect::<Result<_>>()?;
         self.engine.compare(
             &labelled,
@@ -292,6 +292,10 @@ impl Backend for LocalBackend {
             true,
             progress,
         )
+    }
+
+    fn judged_ranking(&self, session: &str, qid: &str, k: usize) -> Result<JudgedRanking> {
+        self.engine.judged_ranking(&self.dir(session)?, qid, k)
     }
 
     fn export_compare(&self, table: &Comparison, path: &Path, format: TableFormat) -> Result<()> {

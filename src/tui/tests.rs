@@ -18,7 +18,7 @@ use ratatui::backend::TestBackend;
 use ratatui::Terminal;
 use rosetta::eval::compare::{CompareOptions, System, Task};
 use rosetta::eval::{Metric, Metrics};
-use rosetta::session::search::{Hit, Judged, MarkedNeighbour as Neighbour};
+use rosetta::session::search::{Hit, Judged, MarkedNeighbour as Neighbour, RankedDoc};
 use rosetta::session::workbench::SplitStats;
 use rosetta::text::Side;
 use rosetta::{Error, Result};
@@ -40,6 +40,10 @@ struct Fake {
     spec: Option<JobSpec>,
     deleted: Mutex<Vec<String>>,
     meta: Mutex<Vec<(String, MetaField, String)>>,
+    /// Query labels the compare table gives q0, q1, ... (default: John 1:1-3).
+    query_labels: Vec<String>,
+    /// Rankings asked for: (session, query).
+    rankings: Mutex<Vec<(String, String)>>,
 }
 
 fn summary(id: &str, state: State) -> SessionSummary {
@@ -79,6 +83,17 @@ fn done() -> SessionSummary {
         best_epoch: Some(3),
         ..summary("s2net-done", State::Done)
     }
+}
+
+/// Two finished sessions to compare: `s2net-done` and `cl-lsi-done`.
+fn two_finished() -> Vec<SessionSummary> {
+    vec![
+        done(),
+        SessionSummary {
+            best_mrr: Some(0.3),
+            ..summary("cl-lsi-done", State::Done)
+        },
+    ]
 }
 
 fn failed() -> SessionSummary {
@@ -207,6 +222,7 @@ impl Backend for Fake {
                 text: text.into(),
                 spans: vec![(river, river + "नदी".len())],
                 contributions: vec![("river".into(), 0.41 / r as f64), ("where".into(), 0.02)],
+                rest: Some(0.0),
                 relevant: Some(r == 2),
             })
             .collect();
@@ -376,11 +392,11 @@ impl Backend for Fake {
     }
     fn compare(
         &self,
-        sessions: &[String],
+        sessions: &[(String, String)],
         baseline: Option<&str>,
         progress: &dyn Fn(f64, &str),
     ) -> Result<Comparison> {
-        for (i, s) in sessions.iter().enumerate() {
+        for (i, (_, s)) in sessions.iter().enumerate() {
             progress(
                 i as f64 / sessions.len() as f64,
                 &format!("{s} ({}/{})", i + 1, sessions.len()),
@@ -391,21 +407,35 @@ impl Backend for Fake {
         let systems: Vec<System> = sessions
             .iter()
             .enumerate()
-            .map(|(i, s)| System {
+            .map(|(i, (id, s))| System {
                 name: s.clone(),
                 detail: if i == 0 { "s2net" } else { "cl-lsi" }.into(),
+                // a session on another workspace is scored on another task
                 task: Task {
-                    name: "fake: derived ad-hoc task".into(),
+                    name: if id.contains("other-ws") {
+                        "other: ad-hoc collection".into()
+                    } else {
+                        "fake: derived ad-hoc task".into()
+                    },
                     split: Some("test".into()),
                     queries: 4,
+                    judgements: String::new(),
                 },
                 texts: (0..4)
                     .map(|q| (format!("q{q}"), format!("query text {q}")))
                     .collect(),
                 // verse references for three of the four
-                labels: (0..3)
-                    .map(|q| (format!("q{q}"), format!("John 1:{}", q + 1)))
-                    .collect(),
+                labels: if self.query_labels.is_empty() {
+                    (0..3)
+                        .map(|q| (format!("q{q}"), format!("John 1:{}", q + 1)))
+                        .collect()
+                } else {
+                    self.query_labels
+                        .iter()
+                        .enumerate()
+                        .map(|(q, l)| (format!("q{q}"), l.clone()))
+                        .collect()
+                },
                 per_query: [-0.02, 0.02, -0.01, 0.01]
                     .iter()
                     .enumerate()
@@ -422,11 +452,48 @@ impl Backend for Fake {
                     .collect(),
             })
             .collect();
+        // as many metrics as the real backend shows
         let options = CompareOptions {
-            metrics: vec![Metric::Mrr, Metric::P1, Metric::Map],
+            metrics: vec![
+                Metric::Mrr,
+                Metric::P1,
+                Metric::Map,
+                Metric::P10,
+                Metric::Ndcg10,
+            ],
             ..Default::default()
         };
         Comparison::build(&systems, baseline, &options)
+    }
+    fn judged_ranking(&self, session: &str, qid: &str, k: usize) -> Result<JudgedRanking> {
+        self.rankings
+            .lock()
+            .unwrap()
+            .push((session.into(), qid.into()));
+        // the baseline finds the relevant verse first, the other third
+        let first = if session == "s2net-done" { 1 } else { 3 };
+        let hits: Vec<RankedDoc> = (1..=k.min(6))
+            .map(|r| RankedDoc {
+                rank: r,
+                docno: format!("d{r}"),
+                label: if r == first {
+                    "Revelation of John 22:21".into()
+                } else {
+                    format!("{session} {r}")
+                },
+                score: 1.0 - r as f64 / 10.0,
+                relevant: r == first,
+                text: String::new(),
+            })
+            .collect();
+        Ok(JudgedRanking {
+            qid: qid.into(),
+            label: qid.into(),
+            text: "query text".into(),
+            hits,
+            relevant: vec![("Revelation of John 22:21".into(), Some(first))],
+            depth: 100,
+        })
     }
     fn export_compare(&self, t: &Comparison, path: &Path, format: TableFormat) -> Result<()> {
         assert!(!t.rows.is_empty());
@@ -1197,6 +1264,89 @@ fn differing_settings_are_columns_and_labels_stay_distinct() {
     assert!(screen.contains("· log"), "{screen}");
 }
 
+/// Two S2Net and two CCA runs: a setting only one model has is no
+/// difference; the names stay whole; `S` sorts the table by a column.
+#[test]
+fn jobs_with_mixed_models_show_differences_within_each_model() {
+    let run = |id: &str, model: &str, name: &str, settings: &[(&str, &str)]| {
+        let mut s = summary(id, State::Done);
+        s.model = model.into();
+        s.name = name.into();
+        s.best_mrr = Some(0.5);
+        s.settings = settings
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .chain([("model".to_string(), model.to_string())])
+            .collect();
+        s
+    };
+    let s2 = [
+        ("batch", "100"),
+        ("epochs", "10"),
+        ("gamma", "10"),
+        ("lr", "0.001"),
+    ];
+    let cca = [("dim", "128"), ("reg", "0.1")];
+    let fake = Fake::with(vec![
+        run("s2net-a", "s2net", "s2net gamma 10", &s2),
+        run(
+            "s2net-b",
+            "s2net",
+            "s2net gamma 20",
+            &[
+                ("batch", "100"),
+                ("epochs", "10"),
+                ("gamma", "20"),
+                ("lr", "0.001"),
+            ],
+        ),
+        run("cca-a", "cca", "cca reg 0.1", &cca),
+        run(
+            "cca-b",
+            "cca",
+            "cca reg 0.3",
+            &[("dim", "128"), ("reg", "0.3")],
+        ),
+    ]);
+    let mut app = app_with(&fake);
+    let screen = render(&mut app, 100, 24);
+    for col in [" gamma ", " reg "] {
+        assert!(screen.contains(col), "{col}: {screen}");
+    }
+    for col in [" batch ", " epochs ", " dim ", " lr "] {
+        assert!(!screen.contains(col), "{col} is no difference: {screen}");
+    }
+    for name in [
+        "s2net gamma 10",
+        "s2net gamma 20",
+        "cca reg 0.1",
+        "cca reg 0.3",
+    ] {
+        assert!(screen.contains(name), "{name}: {screen}");
+    }
+    // S: by name, ascending then descending, then by model...
+    press(&mut app, &fake, "S");
+    let order: Vec<String> = app.jobs.visible().iter().map(|s| s.name.clone()).collect();
+    assert_eq!(
+        order,
+        [
+            "cca reg 0.1",
+            "cca reg 0.3",
+            "s2net gamma 10",
+            "s2net gamma 20"
+        ]
+    );
+    assert!(render(&mut app, 100, 24).contains("by name ↑"));
+    press(&mut app, &fake, "S");
+    assert_eq!(app.jobs.visible()[0].name, "s2net gamma 20");
+    // to the gamma column, descending: the run without it last
+    while app.jobs.sort != Some(("gamma".into(), true)) {
+        press(&mut app, &fake, "S");
+    }
+    let order: Vec<String> = app.jobs.visible().iter().map(|s| s.name.clone()).collect();
+    assert_eq!(&order[..2], ["s2net gamma 20", "s2net gamma 10"]);
+}
+
 #[test]
 fn log_pane_follows_the_selected_job_beside_the_curves() {
     let fake = Fake::with(vec![running(), done(), failed()]);
@@ -1377,6 +1527,8 @@ fn metrics_are_tailed_incrementally() {
 fn search_flow_fusion_and_lambda() {
     let fake = Fake::with(vec![done()]);
     let mut app = app_with(&fake);
+    // nothing selected on Jobs: Search starts with no session
+    app.jobs.selected = None;
     press(&mut app, &fake, "2/river");
     press_code(&mut app, &fake, KeyCode::Enter);
     assert!(fake.searches.lock().unwrap().is_empty(), "no session yet");
@@ -1603,6 +1755,8 @@ fn quiet_replies_do_not_swallow_an_undrawn_answer() {
     let fake = Fake::with(vec![done()]);
     fake.set_metrics("s2net-done", metrics(4, 2));
     let mut app = app_with(&fake);
+    // nothing selected on Jobs: the screens start with no session
+    app.jobs.selected = None;
 
     // neighbours
     press(&mut app, &fake, "3s");
@@ -1619,7 +1773,8 @@ fn quiet_replies_do_not_swallow_an_undrawn_answer() {
     assert!(!screen.contains("looking up"), "{screen}");
     assert!(screen.contains("other language"), "{screen}");
 
-    // the search index
+    // the search index (again nothing selected on Jobs)
+    app.jobs.selected = None;
     press(&mut app, &fake, "2s");
     app.on_key(code(KeyCode::Enter));
     let reqs = app.take_requests();
@@ -1739,6 +1894,205 @@ fn compare_drill_down_per_query() {
     press_code(&mut app, &fake, KeyCode::Enter);
     assert!(app.compare.drill.is_none());
     assert!(render(&mut app, 80, 24).contains("is the baseline"));
+}
+
+/// Sessions on another workspace's task are shown with their own means,
+/// never tested against the baseline (their query ids name other texts):
+/// the footer says why, and their per-query list is refused with the reason.
+#[test]
+fn compare_never_pairs_sessions_of_other_tasks() {
+    let fake = Fake::with(vec![
+        done(),
+        SessionSummary {
+            best_mrr: Some(0.3),
+            ..summary("other-ws-done", State::Done)
+        },
+    ]);
+    let mut app = app_with(&fake);
+    press(&mut app, &fake, "4bj"); // baseline s2net-done, then the other row
+    let t = app.compare.table.as_ref().unwrap();
+    let other = t.rows.iter().find(|r| r.system == "other-ws-done").unwrap();
+    assert!(other.tests.is_empty(), "{other:?}");
+    let screen = render(&mut app, 160, 24);
+    assert!(
+        screen.contains(
+            "other-ws-done: not tested: a paired test needs the same queries with the same judgements: scored on other"
+        ),
+        "{screen}"
+    );
+    assert!(!screen.contains("0/0/4"), "{screen}");
+    press_code(&mut app, &fake, KeyCode::Enter);
+    assert!(app.compare.drill.is_none());
+    let screen = render(&mut app, 160, 24);
+    assert!(
+        screen.contains("the same queries with the same judgements"),
+        "{screen}"
+    );
+}
+
+/// The drill-down's query column holds whole labels (Bible references
+/// longer than 18 characters included) and, where the screen is too narrow,
+/// cuts them only with a `…` that keeps them apart.
+#[test]
+fn drill_down_labels_are_never_cut_silently() {
+    let long = [
+        "I Corinthians 10:22",
+        "I Corinthians 10:2",
+        "Song of Solomon 7:13",
+        "Revelation of John 22:21",
+    ];
+    let fake = Fake {
+        query_labels: long.iter().map(|l| l.to_string()).collect(),
+        ..Fake::with(two_finished())
+    };
+    let mut app = app_with(&fake);
+    press(&mut app, &fake, "4bj");
+    press_code(&mut app, &fake, KeyCode::Enter);
+    let screen = render(&mut app, 80, 24);
+    for l in long {
+        assert!(screen.contains(&format!("│{l} ")), "{l}: {screen}");
+    }
+    // narrow: cut in the middle, marked, still apart
+    let (w, shown, lines) = crate::tui::screens::compare::query_column(&long, 58);
+    assert!(lines == 1 && w < 24, "{w}");
+    for (l, s) in long.iter().zip(&shown) {
+        assert!(s == l || s.contains('…'), "{s}");
+        assert!(s.chars().count() <= w);
+    }
+    let distinct: std::collections::BTreeSet<&String> = shown.iter().collect();
+    assert_eq!(distinct.len(), long.len(), "{shown:?}");
+    // labels a middle cut would make alike wrap onto two lines, whole
+    let alike = [
+        "The book of the prophet Amos, chapter 1:1",
+        "The book of the prophet Joel, chapter 1:1",
+    ];
+    let (w, shown, lines) = crate::tui::screens::compare::query_column(&alike, 58);
+    assert!(lines > 1, "{shown:?}");
+    for (l, s) in alike.iter().zip(&shown) {
+        assert_eq!(s.replace('\n', ""), *l);
+        assert!(s.lines().all(|x| x.chars().count() <= w));
+    }
+}
+
+/// At 80×24 the Compare table drops no significance mark and cuts no
+/// W/T/L: metrics that do not fit beside the names go to another page,
+/// reached by moving the column.
+#[test]
+fn compare_at_80_columns_keeps_marks_and_wins_ties_losses() {
+    let fake = Fake::with(vec![
+        SessionSummary {
+            name: "s2net bible d128 baseline".into(),
+            ..done()
+        },
+        SessionSummary {
+            best_mrr: Some(0.3),
+            name: "cl-lsi bible d128 second".into(),
+            ..summary("cl-lsi-done", State::Done)
+        },
+    ]);
+    let mut app = app_with(&fake);
+    press(&mut app, &fake, "4bj");
+    let screen = render(&mut app, 80, 24);
+    let row = screen
+        .lines()
+        .find(|l| l.contains("cl-lsi bible d128 second"))
+        .unwrap_or_else(|| panic!("{screen}"));
+    assert!(row.contains("0.4000 ▼"), "the MRR mark: {screen}");
+    assert!(row.contains("0/0/4"), "W/T/L whole: {screen}");
+    assert!(screen.contains("of 5 (←→ for the others)"), "{screen}");
+    // the last metric: its page shows, its header underlined
+    press(&mut app, &fake, "llllll");
+    let screen = render(&mut app, 80, 24);
+    assert!(screen.contains("nDCG@10"), "{screen}");
+    assert!(screen.contains("W/T/L nDCG@10"), "{screen}");
+}
+
+/// Enter on a per-query row opens both sessions' rankings of that query
+/// side by side, relevant documents marked; Esc goes back.
+#[test]
+fn enter_on_a_query_opens_both_rankings() {
+    let fake = Fake::with(two_finished());
+    let mut app = app_with(&fake);
+    press(&mut app, &fake, "4bllj"); // P@1 column, the second row
+    press_code(&mut app, &fake, KeyCode::Enter);
+    let top = app.compare.drill.as_ref().unwrap().view.rows[0]
+        .query
+        .clone();
+    press_code(&mut app, &fake, KeyCode::Enter);
+    assert_eq!(
+        *fake.rankings.lock().unwrap(),
+        [
+            ("s2net-done".to_string(), top.clone()),
+            ("cl-lsi-done".to_string(), top.clone())
+        ]
+    );
+    let screen = render(&mut app, 80, 24);
+    insta::assert_snapshot!("compare_rankings_80x24", screen);
+    assert!(
+        screen.contains("s2net-done · first relevant at 1")
+            && screen.contains("cl-lsi-done · first relevant at 3"),
+        "{screen}"
+    );
+    assert!(screen.contains("1 ✓ Revelation of John 22:21"), "{screen}");
+    press_code(&mut app, &fake, KeyCode::Esc);
+    assert!(app.compare.rankings.is_none() && app.compare.drill.is_some());
+    press_code(&mut app, &fake, KeyCode::Esc);
+    assert!(app.compare.drill.is_none());
+}
+
+/// A session's name is its label on the Compare tab (and so in its
+/// exports) and in the Search and Neighbours pickers and pane titles.
+#[test]
+fn sessions_are_named_by_their_names_everywhere() {
+    let fake = Fake::with(vec![
+        SessionSummary {
+            name: "my baseline".into(),
+            ..done()
+        },
+        SessionSummary {
+            best_mrr: Some(0.3),
+            ..summary("cl-lsi-done", State::Done)
+        },
+    ]);
+    let mut app = app_with(&fake);
+    press(&mut app, &fake, "4b");
+    let t = app.compare.table.as_ref().unwrap();
+    assert_eq!(t.rows[0].system, "my baseline");
+    assert_eq!(t.baseline.as_deref(), Some("my baseline"));
+    assert!(t.to_markdown().contains("my baseline"));
+    assert!(render(&mut app, 100, 24).contains("my baseline"));
+    // the pickers
+    press(&mut app, &fake, "2s");
+    let screen = render(&mut app, 100, 24);
+    assert!(screen.contains("my baseline"), "{screen}");
+    assert!(!screen.contains("s2net-done"), "{screen}");
+    press_code(&mut app, &fake, KeyCode::Enter);
+    assert!(render(&mut app, 100, 24).contains(" my baseline "));
+    press(&mut app, &fake, "3");
+    assert!(render(&mut app, 100, 24).contains(" my baseline "));
+}
+
+/// Search and Neighbours start on the session selected on Jobs, and their
+/// pickers open on it.
+#[test]
+fn search_and_neighbours_start_on_the_jobs_selection() {
+    let fake = Fake::with(two_finished());
+    let mut app = app_with(&fake);
+    let second = app.jobs.visible()[1].id.clone();
+    press(&mut app, &fake, "j");
+    assert_eq!(app.jobs.selected.as_deref(), Some(second.as_str()));
+    press(&mut app, &fake, "2");
+    assert_eq!(app.search.session.as_deref(), Some(second.as_str()));
+    press(&mut app, &fake, "s");
+    match &app.popup {
+        Some(Popup::Picker { selected, .. }) => {
+            assert_eq!(app.pickable()[*selected].id, second)
+        }
+        p => panic!("{p:?}"),
+    }
+    press_code(&mut app, &fake, KeyCode::Esc);
+    press(&mut app, &fake, "3");
+    assert_eq!(app.neigh.panes[0].session.as_deref(), Some(second.as_str()));
 }
 
 #[test]
@@ -2194,7 +2548,11 @@ fn engine_search_neighbours_compare_and_data_on_a_trained_session() {
     }
     // compare: both sessions, significance against a baseline
     let t = b
-        .compare(&["a".into(), "b".into()], Some("a"), &|_, _| {})
+        .compare(
+            &[("a".into(), "a".into()), ("b".into(), "b".into())],
+            Some("a"),
+            &|_, _| {},
+        )
         .unwrap();
     assert_eq!(t.rows.len(), 2);
     assert_eq!(t.metrics[0], Metric::Mrr);
@@ -2219,10 +2577,32 @@ fn engine_search_neighbours_compare_and_data_on_a_trained_session() {
         .join("a")
         .join(rosetta::session::workbench::SCORES_CACHE)
         .is_file());
+    // one query's ranking, as its per-query scores were computed: the
+    // reciprocal rank of the first relevant document is the table's
+    for (name, row) in [("a", &t.rows[0]), ("b", &t.rows[1])] {
+        for (qid, m) in &row.per_query {
+            let r = b.judged_ranking(name, qid, 5).unwrap();
+            assert_eq!(r.hits.len(), 5);
+            let rr = r
+                .relevant
+                .first()
+                .and_then(|x| x.1)
+                .map_or(0.0, |p| 1.0 / p as f64);
+            assert!((rr - m.mrr).abs() < 1e-9, "{name} {qid}: {rr} vs {}", m.mrr);
+            for h in &r.hits {
+                assert_eq!(h.relevant, r.relevant.iter().any(|x| x.1 == Some(h.rank)));
+            }
+        }
+    }
+    assert!(b.judged_ranking("a", "no-such-query", 5).is_err());
     // a session without a model is left out, not an error for the whole table
     std::fs::create_dir_all(root.join("c")).unwrap();
     let t2 = b
-        .compare(&["a".into(), "c".into()], None, &|_, _| {})
+        .compare(
+            &[("a".into(), "a".into()), ("c".into(), "c".into())],
+            None,
+            &|_, _| {},
+        )
         .unwrap();
     assert_eq!(t2.rows.len(), 1);
     assert_eq!(t2.skipped.len(), 1);
@@ -2332,4 +2712,19 @@ fn wrapping_keeps_every_character_within_the_width() {
     }
     // the empty line between the paragraphs stays
     assert_eq!(wrap_ranges(text, 200).len(), 3);
+    // a path wider than the line breaks after a `/`, never inside a name
+    let log = "wrote /work/sessions/s2net-d128/checkpoints/best.safetensors";
+    let rows: Vec<&str> = wrap_ranges(log, 24)
+        .into_iter()
+        .map(|(a, b)| &log[a..b])
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            "wrote",
+            "/work/sessions/",
+            "s2net-d128/checkpoints/",
+            "best.safetensors"
+        ]
+    );
 }

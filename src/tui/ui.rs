@@ -161,8 +161,13 @@ pub(crate) fn fit_hints(hints: &str, width: usize) -> String {
     "…".to_string()
 }
 
+/// Characters after which a word too wide for a line is broken, after a
+/// path's `/` (or `\`) before any other (hyphenated names, key=value lists).
+const WRAP_AFTER: &[char] = &['-', '_', '.', ',', ':', '=', ';'];
+
 /// Byte ranges of `text`'s lines wrapped at `width` cells: at white space,
-/// a word wider than a line split by characters, `\n` ending a line; every
+/// a word wider than a line split after the last `/` that fits, else the
+/// last of [`WRAP_AFTER`], else by characters, `\n` ending a line; every
 /// character of `text` except the white space at a break falls in a range.
 pub(crate) fn wrap_ranges(text: &str, width_cells: usize) -> Vec<(usize, usize)> {
     let w = width_cells.max(1);
@@ -181,11 +186,14 @@ pub(crate) fn wrap_ranges(text: &str, width_cells: usize) -> Vec<(usize, usize)>
                 }
                 lines.extend(cur.take());
             }
-            // a new line starts with this word, split when wider than a line
+            // a new line starts with this word, split when wider than a
+            // line: after the last separator that fits (a path breaks after
+            // a `/`), else at the width
             let mut a = start;
             while width(&text[a..end]) > w {
                 let mut cells = 0;
                 let mut cut = a;
+                let (mut after_slash, mut after_sep) = (None, None);
                 for (i, c) in text[a..end].char_indices() {
                     let cw = width(c.encode_utf8(&mut [0; 4]));
                     if cells + cw > w && i > 0 {
@@ -193,7 +201,13 @@ pub(crate) fn wrap_ranges(text: &str, width_cells: usize) -> Vec<(usize, usize)>
                     }
                     cells += cw;
                     cut = a + i + c.len_utf8();
+                    if c == '/' || c == '\\' {
+                        after_slash = Some(cut);
+                    } else if WRAP_AFTER.contains(&c) {
+                        after_sep = Some(cut);
+                    }
                 }
+                let cut = after_slash.or(after_sep).unwrap_or(cut);
                 lines.push((a, cut));
                 a = cut;
             }
@@ -427,11 +441,18 @@ fn draw_picker(f: &mut Frame, app: &App, purpose: PickFor, selected: usize) {
         );
         return;
     }
+    // sessions by their names, as on Jobs
+    let ids: Vec<String> = list.iter().map(|s| s.id.clone()).collect();
+    let names = app.jobs.names(&ids);
     let items: Vec<ListItem> = list
         .iter()
-        .map(|s| {
+        .zip(&names)
+        .map(|(s, name)| {
             ListItem::new(Line::from(vec![
-                Span::raw(format!("{} ", fit(&s.id, 28))),
+                Span::raw(format!(
+                    "{} ",
+                    fit(&rosetta::session::runs::elide_middle(name, 28), 28)
+                )),
                 Span::styled(format!("{:<10}", state_label(s)), state_style(th, s)),
                 Span::raw(format!("{:<8} ", s.model)),
                 Span::raw(

@@ -42,6 +42,11 @@ pub struct CompareScreen {
     pub drill: Option<Drill>,
     /// The export path being typed, if asked for.
     pub export: Option<ExportPrompt>,
+    /// The two rankings of one query (Enter on a drill-down row).
+    pub rankings: Option<Rankings>,
+    /// `(id, label)` of the sessions the table was asked for: a row's
+    /// label names its session folder.
+    pub sessions: Vec<(String, String)>,
     /// Ask again when the pending answer arrives (the baseline changed).
     again: bool,
 }
@@ -52,6 +57,25 @@ pub struct Drill {
     /// The engine's list (every paired query, largest difference first).
     pub view: DrillDown,
     /// First line shown.
+    pub scroll: usize,
+}
+
+/// Documents each ranking shows in the rankings view.
+pub const RANKING_K: usize = 20;
+
+/// The rankings view: one judged query as the baseline and the drilled
+/// session each ranked it, side by side.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rankings {
+    /// Query id.
+    pub qid: String,
+    /// Its name (label, else id).
+    pub name: String,
+    /// The systems' labels, baseline first.
+    pub systems: Vec<String>,
+    /// The rankings, in the systems' order, once they arrive.
+    pub result: Option<Result<Vec<JudgedRanking>, String>>,
+    /// First rank shown.
     pub scroll: usize,
 }
 
@@ -105,21 +129,25 @@ impl CompareScreen {
 
 impl App {
     pub(crate) fn request_compare(&mut self) {
-        let sessions: Vec<String> = self
+        let ids: Vec<String> = self
             .jobs
             .sessions
             .iter()
             .filter(|s| s.state == State::Done || s.best_mrr.is_some())
             .map(|s| s.id.clone())
             .collect();
-        if sessions.is_empty() {
+        if ids.is_empty() {
             return;
         }
+        // rows named as everywhere else: by the session's name
+        let sessions: Vec<(String, String)> =
+            ids.iter().cloned().zip(self.jobs.names(&ids)).collect();
         if self.compare.pending {
             self.compare.again = true;
             return;
         }
         self.compare.pending = true;
+        self.compare.sessions = sessions.clone();
         self.outbox.push(Request::Compare {
             sessions,
             baseline: self.compare.baseline.clone(),
@@ -127,6 +155,9 @@ impl App {
     }
 
     pub(crate) fn compare_action(&mut self, a: Action) {
+        if self.compare.rankings.is_some() {
+            return self.rankings_action(a);
+        }
         if self.compare.drill.is_some() {
             return self.drill_action(a);
         }
@@ -236,7 +267,60 @@ impl App {
                     self.compare.col = j + 2;
                 }
             }
-            Action::Enter | Action::Close => self.compare.drill = None,
+            Action::Enter => self.open_rankings(),
+            Action::Close => self.compare.drill = None,
+            _ => {}
+        }
+    }
+
+    /// Enter on the drill-down's first row: both sessions' rankings of
+    /// that query, asked of the backend.
+    fn open_rankings(&mut self) {
+        let Some(d) = self.compare.drill.as_ref() else {
+            return;
+        };
+        let Some(row) = d.view.rows.get(d.scroll) else {
+            return;
+        };
+        let systems = vec![d.view.baseline.clone(), d.view.system.clone()];
+        let ids: Option<Vec<String>> = systems
+            .iter()
+            .map(|l| {
+                self.compare
+                    .sessions
+                    .iter()
+                    .find(|(_, label)| label == l)
+                    .map(|(id, _)| id.clone())
+            })
+            .collect();
+        let Some(ids) = ids else {
+            return self.error("the table changed: press Esc and open the query again");
+        };
+        self.compare.rankings = Some(Rankings {
+            qid: row.query.clone(),
+            name: row.name().to_string(),
+            systems,
+            result: None,
+            scroll: 0,
+        });
+        self.outbox.push(Request::Rankings {
+            sessions: ids,
+            qid: row.query.clone(),
+        });
+    }
+
+    /// Keys of the rankings view: scroll both lists; Enter or Esc goes back
+    /// to the per-query list.
+    fn rankings_action(&mut self, a: Action) {
+        let Some(r) = self.compare.rankings.as_mut() else {
+            return;
+        };
+        let last = RANKING_K.saturating_sub(1);
+        match a {
+            Action::Up => r.scroll = r.scroll.saturating_sub(1),
+            Action::Down => r.scroll = (r.scroll + 1).min(last),
+            Action::Top => r.scroll = 0,
+            Action::Enter | Action::Close => self.compare.rankings = None,
             _ => {}
         }
     }
@@ -311,6 +395,10 @@ impl App {
                     Err(e) => self.compare.error = Some(e),
                 }
             }
+            Reply::Rankings { qid, result } => match self.compare.rankings.as_mut() {
+                Some(r) if r.qid == qid => r.result = Some(result),
+                _ => changed = false, // a view closed meanwhile
+            },
             Reply::Exported(res) => match res {
                 Ok(p) => self.info(format!("wrote {}", p.display())),
                 Err(e) => self.error(e),
@@ -364,22 +452,61 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         )
     };
     f.render_widget(Paragraph::new(Span::styled(scope, th.dim())), sa);
+    if let Some(r) = &c.rankings {
+        return draw_rankings(f, app, r, ta, fa);
+    }
     if let Some(d) = &c.drill {
         return draw_drill(f, app, d, ta, fa);
     }
     let wtl_metric = c.selected_metric();
-    let mut names = vec!["session".to_string(), "model".to_string()];
-    names.extend(t.metrics.iter().map(|m| m.name().to_string()));
-    let mut header: Vec<Cell> = names
+    let order = c.order();
+    // runs named alike keep what tells them apart when the column is narrow
+    let labels: Vec<String> = rosetta::session::runs::distinct_labels(
+        &t.rows.iter().map(|r| r.system.clone()).collect::<Vec<_>>(),
+    )
+    .into_iter()
+    .zip(&t.rows)
+    .map(|(l, r)| format!("{}{l}", if r.baseline { "◆ " } else { "" }))
+    .collect();
+    let wtl_cell = |r: &rosetta::eval::compare::Row| match wtl_metric.and_then(|m| r.tests.get(&m))
+    {
+        Some(v) => format!("{}/{}/{}", v.wins, v.ties, v.losses),
+        None if r.baseline => "baseline".into(),
+        None => "—".into(),
+    };
+    let wtl_header = format!("W/T/L {}", wtl_metric.map_or("", |m| m.name()));
+    let layout = table_layout(
+        area.width.saturating_sub(2) as usize,
+        labels.iter().map(|l| width(l)).max().unwrap_or(0),
+        t.rows.iter().map(|r| width(&r.detail)).max().unwrap_or(0),
+        t.baseline.is_some().then(|| {
+            t.rows
+                .iter()
+                .map(|r| width(&wtl_cell(r)))
+                .chain([width(&wtl_header)])
+                .max()
+                .unwrap_or(0)
+        }),
+        t.metrics.len(),
+        c.col.checked_sub(2),
+    );
+    let shown: Vec<usize> = (layout.first..layout.first + layout.metrics).collect();
+    // column indices as the sort and selection count them (0 session, 1 model, 2.. metrics)
+    let mut cols: Vec<(usize, String)> = vec![(0, "session".into()), (1, "model".into())];
+    cols.extend(
+        shown
+            .iter()
+            .map(|&m| (m + 2, t.metrics[m].name().to_string())),
+    );
+    let mut header: Vec<Cell> = cols
         .iter()
-        .enumerate()
         .map(|(i, h)| {
             let arrow = match c.sort {
-                Some((col, true)) if col == i => " ↓",
-                Some((col, false)) if col == i => " ↑",
+                Some((col, true)) if col == *i => " ↓",
+                Some((col, false)) if col == *i => " ↑",
                 _ => "",
             };
-            let st = if i == c.col {
+            let st = if *i == c.col {
                 th.accent().add_modifier(Modifier::UNDERLINED)
             } else {
                 th.accent()
@@ -388,29 +515,20 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         })
         .collect();
     if t.baseline.is_some() {
-        header.push(Cell::from(Span::styled(
-            format!("W/T/L {}", wtl_metric.map_or("", |m| m.name())),
-            th.accent(),
-        )));
+        header.push(Cell::from(Span::styled(wtl_header.clone(), th.accent())));
     }
-    let order = c.order();
-    // runs named alike keep what tells them apart when the column is narrow
-    let labels = rosetta::session::runs::distinct_labels(
-        &t.rows.iter().map(|r| r.system.clone()).collect::<Vec<_>>(),
-    );
     let rows: Vec<Row> = order
         .iter()
         .map(|&i| {
             let r = &t.rows[i];
             let mut cells = vec![
-                Cell::from(format!(
-                    "{}{}",
-                    if r.baseline { "◆ " } else { "" },
-                    labels[i]
+                Cell::from(rosetta::session::runs::elide_middle(
+                    &labels[i],
+                    layout.session,
                 )),
                 Cell::from(r.detail.clone()),
             ];
-            for &m in &t.metrics {
+            for &m in shown.iter().map(|j| &t.metrics[*j]) {
                 let mark = r.mark(m);
                 let st = match mark {
                     Mark::Better => th.good(),
@@ -428,21 +546,29 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
                 )));
             }
             if t.baseline.is_some() {
-                let v = wtl_metric.and_then(|m| r.tests.get(&m));
-                cells.push(Cell::from(match v {
-                    Some(v) => format!("{}/{}/{}", v.wins, v.ties, v.losses),
-                    None if r.baseline => "baseline".into(),
-                    None => "—".into(),
-                }));
+                cells.push(Cell::from(wtl_cell(r)));
             }
             Row::new(cells)
         })
         .collect();
-    let mut widths = vec![Constraint::Min(16), Constraint::Length(8)];
-    widths.extend(t.metrics.iter().map(|_| Constraint::Length(9)));
-    if t.baseline.is_some() {
-        widths.push(Constraint::Length(14));
+    let mut widths = vec![
+        Constraint::Length(layout.session as u16),
+        Constraint::Length(layout.model as u16),
+    ];
+    widths.extend(shown.iter().map(|_| Constraint::Length(METRIC_W as u16)));
+    if let Some(w) = layout.wtl {
+        widths.push(Constraint::Length(w as u16));
     }
+    let more = if layout.metrics < t.metrics.len() {
+        format!(
+            " · metrics {}–{} of {} (←→ for the others)",
+            layout.first + 1,
+            layout.first + layout.metrics,
+            t.metrics.len()
+        )
+    } else {
+        String::new()
+    };
     let mut st =
         TableState::default().with_selected(Some(c.row.min(order.len().saturating_sub(1))));
     f.render_stateful_widget(
@@ -450,7 +576,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
             .header(Row::new(header))
             .block(block(
                 th,
-                format!(" Compare ({} sessions) ", t.rows.len()),
+                format!(" Compare ({} sessions){more} ", t.rows.len()),
                 true,
             ))
             .row_highlight_style(th.selected()),
@@ -460,34 +586,99 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     if let Some(p) = &c.export {
         return draw_prompt(f, app, p, fa);
     }
-    let mut foot = match &t.baseline {
-        Some(b) => {
-            format!(" baseline ◆ {b} · ▲/▼ better/worse ({})", t.method())
-        }
-        None => " no baseline: press b on a row to choose one".into(),
-    };
-    // the selected cell's test against the baseline
-    let selected = order
-        .get(c.row)
-        .map(|&i| &t.rows[i])
-        .zip(c.col.checked_sub(2).and_then(|m| t.metrics.get(m)));
-    if let Some(v) = selected.and_then(|(r, m)| r.tests.get(m)) {
-        foot.push_str(&format!(
-            " · p {} · wins/ties/losses {}/{}/{}",
+    // the selected cell's figures first: what a narrow footer keeps
+    let sel_row = order.get(c.row).map(|&i| &t.rows[i]);
+    let mut parts: Vec<String> = Vec::new();
+    if let Some((r, v)) = sel_row
+        .zip(c.col.checked_sub(2).and_then(|m| t.metrics.get(m)))
+        .and_then(|(r, m)| Some((r, r.tests.get(m)?)))
+    {
+        parts.push(format!(
+            "{} p {} · wins/ties/losses {}/{}/{}",
+            r.system,
             rosetta::eval::compare::fmt_p(v.p_adjusted),
             v.wins,
             v.ties,
             v.losses
         ));
     }
-    for r in t.rows.iter().filter(|r| r.note.is_some()) {
-        foot.push_str(&format!(" · {} not tested", r.system));
+    if let Some(n) = sel_row.and_then(|r| r.note.as_ref().map(|n| (r, n))) {
+        parts.push(format!("{}: {}", n.0.system, n.1));
+    }
+    parts.push(match &t.baseline {
+        Some(b) => format!("baseline ◆ {b} · ▲/▼ better/worse ({})", t.method()),
+        None => "no baseline: press b on a row to choose one".into(),
+    });
+    let untested: Vec<&str> = t
+        .rows
+        .iter()
+        .filter(|r| r.note.is_some())
+        .map(|r| r.system.as_str())
+        .collect();
+    if !untested.is_empty() {
+        parts.push(format!("not tested: {}", untested.join(", ")));
     }
     if !t.skipped.is_empty() {
         let names: Vec<&str> = t.skipped.iter().map(|s| s.system.as_str()).collect();
-        foot.push_str(&format!(" · left out (no model): {}", names.join(", ")));
+        parts.push(format!("left out (no model): {}", names.join(", ")));
     }
+    let foot = trunc(&format!(" {}", parts.join(" · ")), fa.width as usize);
     f.render_widget(Paragraph::new(Span::styled(foot, th.dim())), fa);
+}
+
+/// Width of a metric column: `0.1234 ▲` and a header with its sort arrow.
+const METRIC_W: usize = 9;
+
+/// How the Compare table fits its width: the session and model columns'
+/// widths, the W/T/L column's (with a baseline) and which metrics show
+/// (`metrics` of them from index `first`). Metric columns are never
+/// narrowed (their marks would go) nor W/T/L cut: metrics that do not fit
+/// go to another page, reached by moving the selected column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct TableLayout {
+    session: usize,
+    model: usize,
+    wtl: Option<usize>,
+    first: usize,
+    metrics: usize,
+}
+
+/// [`TableLayout`] for `inner` cells: labels `label_w` wide (cut in the
+/// middle, `…`, only when not even one metric fits beside them whole, never
+/// below 12), models `model_w`, a W/T/L column `wtl_w`, `n` metrics, the
+/// `selected` metric kept in view.
+fn table_layout(
+    inner: usize,
+    label_w: usize,
+    model_w: usize,
+    wtl_w: Option<usize>,
+    n: usize,
+    selected: Option<usize>,
+) -> TableLayout {
+    let model = model_w.max(5);
+    let session_want = label_w.max(7);
+    // every column but the last has one cell of spacing after it
+    let fixed = model + 1 + wtl_w.map_or(0, |w| w + 1);
+    let fit = |session: usize| inner.saturating_sub(session + 1 + fixed) / (METRIC_W + 1);
+    let (session, k) = if fit(session_want) >= 1 || n == 0 {
+        (session_want, fit(session_want).min(n))
+    } else {
+        // narrow the labels (never below 12) so that one metric shows
+        let session = inner
+            .saturating_sub(fixed + 1 + METRIC_W + 1)
+            .max(12)
+            .min(session_want);
+        (session, fit(session).clamp(1, n.max(1)).min(n))
+    };
+    let sel = selected.unwrap_or(0).min(n.saturating_sub(1));
+    let first = if k == 0 || sel < k { 0 } else { sel + 1 - k };
+    TableLayout {
+        session,
+        model,
+        wtl: wtl_w,
+        first,
+        metrics: k,
+    }
 }
 
 /// The drill-down in place of the table: one row per paired query, largest
@@ -502,11 +693,17 @@ fn draw_drill(f: &mut Frame, app: &App, d: &Drill, area: Rect, foot: Rect) {
         Cell::from(Span::styled("difference", th.accent())),
         Cell::from(Span::styled("text", th.accent())),
     ]);
+    // the query column as wide as its widest label; where the screen is
+    // too narrow, labels are cut in the middle (`…`) while that keeps them
+    // apart, else wrapped onto a second line: never cut silently
+    let names: Vec<&str> = v.rows.iter().map(|r| r.name()).collect();
+    let (qw, shown_names, lines) = query_column(&names, area.width.saturating_sub(2) as usize);
     let rows: Vec<Row> = v
         .rows
         .iter()
+        .zip(shown_names)
         .skip(d.scroll)
-        .map(|r| {
+        .map(|(r, name)| {
             let st = if r.difference > rosetta::eval::compare::TIE {
                 th.good()
             } else if r.difference < -rosetta::eval::compare::TIE {
@@ -514,47 +711,48 @@ fn draw_drill(f: &mut Frame, app: &App, d: &Drill, area: Rect, foot: Rect) {
             } else {
                 Style::default()
             };
+            let lines = lines as u16;
             Row::new(vec![
-                Cell::from(r.name().to_string()),
+                Cell::from(name),
                 Cell::from(format!("{:.4}", r.baseline)),
                 Cell::from(format!("{:.4}", r.value)),
                 Cell::from(Span::styled(format!("{:+.4}", r.difference), st)),
                 Cell::from(r.text.clone().unwrap_or_default()),
             ])
+            .height(lines)
         })
         .collect();
-    let qw = v
-        .rows
-        .iter()
-        .map(|r| r.name().chars().count())
-        .max()
-        .unwrap_or(0)
-        .clamp(5, 18) as u16;
     let widths = [
-        Constraint::Length(qw),
+        Constraint::Length(qw as u16),
         Constraint::Length(10),
         Constraint::Length(10),
         Constraint::Length(10),
-        Constraint::Min(10),
+        Constraint::Min(0),
     ];
     // rows that fit between the borders under the header
-    let fit = area.height.saturating_sub(3) as usize;
+    let fit = area.height.saturating_sub(3) as usize / lines;
     let shown = if v.rows.is_empty() {
         "no paired query".to_string()
     } else {
         let end = (d.scroll + fit).min(v.rows.len());
         format!("{}–{end} of {}", d.scroll + 1, v.paired)
     };
-    f.render_widget(
-        Table::new(rows, widths).header(header).block(block(
-            th,
-            format!(
-                " {} per query: {} against {} ({shown}) ",
-                v.metric, v.system, v.baseline
-            ),
-            true,
-        )),
+    // the top row is the one Enter opens
+    let mut st = TableState::default().with_selected((!v.rows.is_empty()).then_some(0));
+    f.render_stateful_widget(
+        Table::new(rows, widths)
+            .header(header)
+            .block(block(
+                th,
+                format!(
+                    " {} per query: {} against {} ({shown}) ",
+                    v.metric, v.system, v.baseline
+                ),
+                true,
+            ))
+            .row_highlight_style(th.selected()),
         area,
+        &mut st,
     );
     let line = format!(
         " largest differences first · wins/ties/losses {}/{}/{} over {} paired quer{}",
@@ -565,6 +763,140 @@ fn draw_drill(f: &mut Frame, app: &App, d: &Drill, area: Rect, foot: Rect) {
         if v.paired == 1 { "y" } else { "ies" }
     );
     f.render_widget(Paragraph::new(Span::styled(line, th.dim())), foot);
+}
+
+/// The drill-down's query column for `names` in `inner` cells: its width,
+/// each name as shown, and whether rows take two lines. The column is as
+/// wide as the widest name when that leaves room for the three figures
+/// (and some text); else names are cut in the middle (`…`) to the room
+/// left, unless two would then read alike: then they wrap, whole, onto as
+/// many lines (the third value) as the longest needs.
+pub(crate) fn query_column(names: &[&str], inner: usize) -> (usize, Vec<String>, usize) {
+    const FIGURES: usize = 3 * 11 + 1; // three figure columns, spacing, the text's
+    const TEXT_MIN: usize = 10;
+    let widest = names.iter().map(|n| width(n)).max().unwrap_or(0).max(5);
+    let room = inner.saturating_sub(FIGURES + TEXT_MIN).max(12);
+    if widest <= room {
+        return (widest, names.iter().map(|n| n.to_string()).collect(), 1);
+    }
+    let cut: Vec<String> = names
+        .iter()
+        .map(|n| rosetta::session::runs::elide_middle(n, room))
+        .collect();
+    let mut seen = std::collections::HashMap::new();
+    let clash = names
+        .iter()
+        .zip(&cut)
+        .any(|(n, c)| *seen.entry(c.clone()).or_insert(*n) != *n);
+    if !clash {
+        return (room, cut, 1);
+    }
+    // as many lines of `room` cells as the longest needs
+    let wrapped: Vec<String> = names
+        .iter()
+        .map(|n| {
+            let chars: Vec<char> = n.chars().collect();
+            chars
+                .chunks(room)
+                .map(|c| c.iter().collect::<String>())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .collect();
+    let lines = wrapped.iter().map(|w| w.lines().count()).max().unwrap_or(1);
+    (room, wrapped, lines)
+}
+
+/// The rankings view: the baseline's ranking and the drilled session's of
+/// one query side by side, ✓ on relevant documents, and where each
+/// relevant document came.
+fn draw_rankings(f: &mut Frame, app: &App, r: &Rankings, area: Rect, foot: Rect) {
+    let th = &app.settings.theme;
+    let lists = match &r.result {
+        None => {
+            f.render_widget(
+                Paragraph::new(Span::raw(format!(" ranking {}…", r.name))).block(block(
+                    th,
+                    format!(" {} ", r.name),
+                    true,
+                )),
+                area,
+            );
+            return;
+        }
+        Some(Err(e)) => {
+            f.render_widget(
+                Paragraph::new(Span::styled(format!(" {e}"), th.bad())).block(block(
+                    th,
+                    format!(" {} ", r.name),
+                    true,
+                )),
+                area,
+            );
+            return;
+        }
+        Some(Ok(l)) => l,
+    };
+    let panes = Layout::horizontal(vec![Constraint::Ratio(1, 2); lists.len().max(1)]).split(area);
+    // names that tell the two apart (a shared prefix elided)
+    let names = rosetta::session::runs::distinct_labels(&r.systems);
+    for (((list, system), name), pane) in lists.iter().zip(&r.systems).zip(&names).zip(panes.iter())
+    {
+        let inner = pane.width.saturating_sub(2) as usize;
+        // rank, mark, label, score: the label gets what is left, cut in the middle
+        let label_w = inner.saturating_sub(3 + 1 + 2 + 1 + 7).max(6);
+        let lines: Vec<Line> = list
+            .hits
+            .iter()
+            .skip(r.scroll)
+            .map(|h| {
+                let mark = if h.relevant {
+                    Span::styled("✓ ", th.good())
+                } else {
+                    Span::raw("· ")
+                };
+                Line::from(vec![
+                    Span::raw(format!("{:>3} ", h.rank)),
+                    mark,
+                    Span::raw(format!(
+                        "{} ",
+                        fit(
+                            &rosetta::session::runs::elide_middle(&h.label, label_w),
+                            label_w
+                        )
+                    )),
+                    Span::raw(format!("{:>7.4}", h.score)),
+                ])
+            })
+            .collect();
+        let first_rel = list
+            .relevant
+            .first()
+            .and_then(|(_, r)| *r)
+            .map_or("none relevant ranked".to_string(), |p| {
+                format!("first relevant at {p}")
+            });
+        // the figure whole; the name cut in the middle to what is left
+        let room = (pane.width as usize).saturating_sub(2 + 2 + 3 + width(&first_rel));
+        let title = format!(
+            " {} · {first_rel} ",
+            rosetta::session::runs::elide_middle(name, room.max(3))
+        );
+        f.render_widget(
+            Paragraph::new(lines).block(block(th, title, system == &r.systems[0])),
+            *pane,
+        );
+    }
+    let relevant = lists.first().map_or(0, |l| l.relevant.len());
+    let line = format!(
+        " {} · {relevant} relevant · ✓ judged relevant · the model alone, best {}",
+        r.name,
+        lists.first().map_or(0, |l| l.hits.len())
+    );
+    f.render_widget(
+        Paragraph::new(Span::styled(trunc(&line, foot.width as usize), th.dim())),
+        foot,
+    );
 }
 
 /// The export prompt on the footer line.
@@ -587,9 +919,16 @@ pub fn hints(app: &App) -> String {
     let km = &app.settings.keymap;
     let k = |c, a| km.keys_for(c, a);
     use Context as C;
+    if app.compare.rankings.is_some() {
+        return format!(
+            "↑↓ scroll · {}/{} back to the queries",
+            k(C::Compare, Action::Enter),
+            k(C::Compare, Action::Close)
+        );
+    }
     if app.compare.drill.is_some() {
         return format!(
-            "↑↓ scroll · ←→ metric · {}/{} back to the table",
+            "↑↓ scroll · ←→ metric · {} the top query's rankings · {} back to the table",
             k(C::Compare, Action::Enter),
             k(C::Compare, Action::Close)
         );

@@ -89,6 +89,9 @@ pub struct JobsScreen {
     /// The log pane's session and its last lines (or why they cannot be
     /// read).
     pub log: Option<(String, Result<Vec<String>, String>)>,
+    /// The table's sort: a column (`name`, `model`, `state`, `best MRR`
+    /// or a setting) and whether descending; `None`: folder order.
+    pub sort: Option<(String, bool)>,
     /// Requests in flight.
     pending_scan: bool,
     pending_tail: BTreeSet<String>,
@@ -111,7 +114,56 @@ impl JobsScreen {
     /// `lr=0.01`, `mrr>0.5`, `tag=x`), in table order.
     pub fn visible(&self) -> Vec<&SessionSummary> {
         let f = self.run_filter().unwrap_or_default();
-        self.sessions.iter().filter(|s| f.matches(*s)).collect()
+        let mut v: Vec<&SessionSummary> = self.sessions.iter().filter(|s| f.matches(*s)).collect();
+        if let Some((key, desc)) = &self.sort {
+            // numbers as numbers, missing values last whatever the direction
+            let value = |s: &SessionSummary| -> Option<String> {
+                match key.as_str() {
+                    "name" => Some(s.label().to_string()),
+                    "model" => Some(s.model.clone()),
+                    "state" => Some(s.state.as_str().to_string()),
+                    "best MRR" => s.best_mrr.map(|m| m.to_string()),
+                    k => s.settings.get(k).cloned(),
+                }
+            };
+            v.sort_by(|a, b| match (value(a), value(b)) {
+                (None, None) => std::cmp::Ordering::Equal,
+                (None, Some(_)) => std::cmp::Ordering::Greater,
+                (Some(_), None) => std::cmp::Ordering::Less,
+                (Some(x), Some(y)) => {
+                    let o = match (x.parse::<f64>(), y.parse::<f64>()) {
+                        (Ok(p), Ok(q)) => p.total_cmp(&q),
+                        _ => x.cmp(&y),
+                    };
+                    if *desc {
+                        o.reverse()
+                    } else {
+                        o
+                    }
+                }
+            });
+        }
+        v
+    }
+    /// The columns `S` steps through: name, model, state, best MRR, then
+    /// each setting that differs between the listed sessions.
+    pub fn sort_keys(&self) -> Vec<String> {
+        let f = self.run_filter().unwrap_or_default();
+        let maps: Vec<&std::collections::BTreeMap<String, String>> = self
+            .sessions
+            .iter()
+            .filter(|s| f.matches(*s))
+            .map(|s| &s.settings)
+            .collect();
+        let mut keys: Vec<String> = ["name", "model", "state", "best MRR"]
+            .map(String::from)
+            .to_vec();
+        keys.extend(
+            rosetta::session::runs::differing_keys(&maps)
+                .into_iter()
+                .filter(|k| k != "model"),
+        );
+        keys
     }
     /// The EMA factor of the charts.
     pub fn smooth(&self) -> f64 {
@@ -121,6 +173,12 @@ impl JobsScreen {
     /// sessions share gets its folder name added) with their shared prefix
     /// elided (the engine's `distinct_labels`).
     pub fn labels(&self, ids: &[String]) -> Vec<String> {
+        distinct_labels(&self.names(ids))
+    }
+    /// Names of `ids` that tell them apart, whole: display names, a name
+    /// two sessions share with its folder name added (the engine's
+    /// `unique_names`). The Compare table's systems are named so.
+    pub fn names(&self, ids: &[String]) -> Vec<String> {
         let names: Vec<String> = ids
             .iter()
             .map(|id| {
@@ -130,18 +188,7 @@ impl JobsScreen {
                     .map_or(id.clone(), |s| s.label().to_string())
             })
             .collect();
-        let names: Vec<String> = names
-            .iter()
-            .zip(ids)
-            .map(|(n, id)| {
-                if n != id && names.iter().filter(|m| *m == n).count() > 1 {
-                    format!("{n} ({id})")
-                } else {
-                    n.clone()
-                }
-            })
-            .collect();
-        distinct_labels(&names)
+        rosetta::session::runs::unique_names(&names, ids)
     }
     /// The selected session (if visible).
     pub fn selected_session(&self) -> Option<&SessionSummary> {
@@ -457,6 +504,25 @@ impl App {
                 } else {
                     "smoothing off".to_string()
                 });
+            }
+            Action::SortJobs => {
+                // each column ascending, then descending, then the next; off after the last
+                let keys = self.jobs.sort_keys();
+                self.jobs.sort = match self.jobs.sort.take() {
+                    None => keys.first().map(|k| (k.clone(), false)),
+                    Some((k, false)) => Some((k, true)),
+                    Some((k, true)) => keys
+                        .iter()
+                        .position(|x| *x == k)
+                        .and_then(|i| keys.get(i + 1))
+                        .map(|k| (k.clone(), false)),
+                };
+                match &self.jobs.sort {
+                    Some((k, d)) => {
+                        self.info(format!("sorted by {k}{}", if *d { " ↓" } else { " ↑" }))
+                    }
+                    None => self.info("folder order"),
+                }
             }
             Action::CycleMetric => {
                 // the figures the selected session records, loss first
@@ -1179,9 +1245,23 @@ fn draw_table(f: &mut Frame, app: &App, area: Rect, visible: &[&SessionSummary])
             )
         }),
     });
-    // room left for the session column (at least 14) and the diff columns
+    // room left for the session column and the diff columns: the names
+    // first (whole up to 32 cells, at least 14), the settings after
     let used: u16 = cols.iter().map(|c| c.width + 1).sum::<u16>() + 2 + 2;
-    let mut room = area.width.saturating_sub(used + 14);
+    let name_w = visible
+        .iter()
+        .map(|s| {
+            let l = labels.get(&s.id).map_or(s.id.len(), |l| width(l));
+            l + if s.tags.is_empty() {
+                0
+            } else {
+                3 + s.tags.iter().map(|t| t.len() + 1).sum::<usize>()
+            }
+        })
+        .max()
+        .unwrap_or(0)
+        .clamp(14, 32) as u16;
+    let mut room = area.width.saturating_sub(used + name_w);
     for k in &diff {
         let w = visible
             .iter()
@@ -1231,6 +1311,9 @@ fn draw_table(f: &mut Frame, app: &App, area: Rect, visible: &[&SessionSummary])
     let mut widths = vec![Constraint::Length(1), Constraint::Length(session_w)];
     widths.extend(cols.iter().map(|c| Constraint::Length(c.width)));
     let mut title = format!(" Sessions ({}) ", visible.len());
+    if let Some((k, desc)) = &j.sort {
+        title.push_str(&format!("· by {k} {} ", if *desc { "↓" } else { "↑" }));
+    }
     if !j.filter.is_empty() || j.editing_filter {
         title.push_str(&format!(
             "/{}{} ",

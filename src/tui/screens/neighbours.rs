@@ -295,7 +295,7 @@ impl App {
             Action::PickSession | Action::PickSession2 => {
                 self.popup = Some(Popup::Picker {
                     purpose: PickFor::Neighbours(usize::from(a == Action::PickSession2)),
-                    selected: 0,
+                    selected: self.picker_start(),
                 })
             }
             Action::Enter => {
@@ -351,7 +351,7 @@ impl App {
             Action::PickSession | Action::PickSession2 => {
                 self.popup = Some(Popup::Picker {
                     purpose: PickFor::Neighbours(usize::from(a == Action::PickSession2)),
-                    selected: 0,
+                    selected: self.picker_start(),
                 })
             }
             Action::ToggleSide => {
@@ -535,7 +535,11 @@ fn draw_neigh_pane(f: &mut Frame, app: &App, i: usize, area: Rect, wide: bool) {
     let p = &n.panes[i];
     let focused = n.pane == i;
     let title = match &p.session {
-        Some(s) => format!(" {s}{} ", if p.pending { " · looking up…" } else { "" }),
+        Some(s) => format!(
+            " {}{} ",
+            app.session_name(s),
+            if p.pending { " · looking up…" } else { "" }
+        ),
         None => " no session ".into(),
     };
     let outer = block(th, title, focused);

@@ -259,7 +259,7 @@ impl App {
             Action::PickSession => {
                 self.popup = Some(Popup::Picker {
                     purpose: PickFor::Search,
-                    selected: 0,
+                    selected: self.picker_start(),
                 })
             }
             Action::NextJudged => {
@@ -405,14 +405,14 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
             th.dim(),
         )),
         (Some(id), IndexState::Loading { fraction, what }) => Line::from(vec![
-            Span::styled(format!(" {id} "), th.accent()),
+            Span::styled(format!(" {} ", app.session_name(id)), th.accent()),
             Span::styled(
                 format!("loading index {} {what}", bar(*fraction, 20)),
                 th.warn(),
             ),
         ]),
         (Some(id), IndexState::Ready(info)) => Line::from(vec![
-            Span::styled(format!(" {id} "), th.accent()),
+            Span::styled(format!(" {} ", app.session_name(id)), th.accent()),
             Span::raw(format!(
                 "· {} documents · {} judged queries",
                 info.docs,
