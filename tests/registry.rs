@@ -158,11 +158,12 @@ fn every_trainer_opens_each_epoch_before_its_steps() {
             kv.extend(more.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         }
         let mut order = Order::default();
+        let params = rosetta::models::Params::new(kv.into_iter().collect());
         rosetta::models::trainer(spec.name)
             .unwrap()
             .train(
                 &data,
-                &rosetta::models::Params::new(kv.into_iter().collect()),
+                &params,
                 &candle_core::Device::Cpu,
                 7,
                 None,
@@ -170,6 +171,22 @@ fn every_trainer_opens_each_epoch_before_its_steps() {
             )
             .unwrap_or_else(|e| panic!("{}: {e}", spec.name));
         assert!(order.faults.is_empty(), "{}: {:?}", spec.name, order.faults);
+        // every setting of the model's registry row that has a default is
+        // read by its trainer (a listed setting that does nothing is a bug:
+        // adv-bilstm's `valid_max` once was one); the runner's own are read
+        // by the runner, optional ones only when given
+        let read = params.resolved();
+        let unread: Vec<&str> = spec
+            .settings
+            .iter()
+            .filter(|st| st.default.is_some() && !read.contains_key(st.key))
+            .map(|st| st.key)
+            .collect();
+        assert!(
+            unread.is_empty(),
+            "{}: registry settings its trainer never reads: {unread:?}",
+            spec.name
+        );
         trained.push((spec.name, order.steps));
     }
     // the iterative trainers took steps, so the rule was exercised

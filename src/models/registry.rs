@@ -880,7 +880,6 @@ pub static MODELS: &[ModelSpec] = &[
             s("nn_hidden", "128", Check::Parse(adv_bilstm::check_widths), "NN_dim's tanh layer widths (one or two, comma-separated)"),
             s("reg", "0.00001", Check::NonNegative, "coefficient of the weights' squared Frobenius norm (L_reg)"),
             s("share_target", "false", Check::Bool, "one encoder for target queries and documents"),
-            VALID_MAX,
             s("vectors", "none", Check::Parse(adv_bilstm::check_vectors), "SOURCE.vec,TARGET.vec to start the embeddings from"),
         ],
         trainer: Some(adv_bilstm::adv_bilstm_trainer),
