@@ -175,10 +175,13 @@ pub fn unmark(line: &str) -> (String, Joins) {
         if tag.ends_with('/') {
             continue; // a milestone (`<chapter eID=.../>`, `<div .../>`)
         }
+        let next = rest.split('<').next().unwrap_or("");
+        if next.is_empty() {
+            continue; // another tag first (`</w><transChange><w>son`): decide at the text
+        }
         let Some(before) = closed.take() else {
             continue;
         };
-        let next = rest.split('<').next().unwrap_or("");
         let (Some(a), Some(b)) = (out.chars().last(), next.chars().next()) else {
             continue;
         };
@@ -534,6 +537,7 @@ mod tests {
                    Genesis 13:3: <w savlm=\"strong:H0087\">Y volvió Abram</w><transChange type=\"added\">de allí</transChange> <w>por sus jornadas</w><chapter eID=\"Gen.13\"/>\n\
                    Genesis 25:33: <w>Y dijo Jacob:</w> <w savlm=\"strong:H7650\">Júrame</w><transChange type=\"added\">lo</transChange> <w>aquí por Dios</w>\n\
                    Mark 2:3: <w>y</w> <w>díjo</w><transChange type=\"added\">le</transChange><w>Dios</w>: <w>sáca</w><transChange type=\"added\">lo</transChange>.\n\
+                   II Chronicles 3:3: <w>Estas</w><transChange type=\"added\"><w>son las medidas</w> <w>de que</w></transChange><w>Salomón</w> <w>fundó</w>\n\
                    Joshua 5:7: <w>á los cuales</w> <w>Josué</w><transChange type=\"added\">los</transChange> <w>circuncidó</w>; <w>que no</w><transChange type=\"added\">lo</transChange><w>sabía</w>\n\
                    (spaRV1909eb)\n";
         let v = parse_internal(out);
@@ -557,6 +561,11 @@ mod tests {
                 ),
                 ("Genesis 25:33", "Y dijo Jacob: Júramelo aquí por Dios", j(0, 1)),
                 ("Mark 2:3", "y díjole Dios: sácalo.", j(1, 2)),
+                (
+                    "II Chronicles 3:3",
+                    "Estas son las medidas de que Salomón fundó",
+                    j(2, 0)
+                ),
                 (
                     "Joshua 5:7",
                     "á los cuales Josué los circuncidó; que no lo sabía",
