@@ -559,7 +559,11 @@ mod tests {
                     "Y volvió Abram de allí por sus jornadas",
                     j(1, 0)
                 ),
-                ("Genesis 25:33", "Y dijo Jacob: Júramelo aquí por Dios", j(0, 1)),
+                (
+                    "Genesis 25:33",
+                    "Y dijo Jacob: Júramelo aquí por Dios",
+                    j(0, 1)
+                ),
                 ("Mark 2:3", "y díjole Dios: sácalo.", j(1, 2)),
                 (
                     "II Chronicles 3:3",
