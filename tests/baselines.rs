@@ -417,7 +417,19 @@ fn eval_takes_other_test_data() {
         &s2,
         &["--task", "bli", "--dictionary", &f("eng-spa.tsv")],
     ));
-    assert_eq!(own["bli"], given["bli"]);
+    // the workspace's dictionary is scored on its test part (split recorded),
+    // a file given is read whole: the two parts of the one together
+    let split = &own["bli"]["split"];
+    assert!(given["bli"].get("split").is_none(), "{given}");
+    assert_eq!(
+        split["train_words"].as_u64().unwrap() + split["test_words"].as_u64().unwrap(),
+        given["bli"]["cosine"]["entries"].as_u64().unwrap(),
+        "{own} {given}"
+    );
+    assert_eq!(
+        own["bli"]["cosine"]["entries"], split["test_words"],
+        "{own}"
+    );
     // a data flag for a task not run does nothing: refused
     let e = err(&eval(&s2, &["--task", "adhoc", "--test", &f("pairs.tsv")]));
     assert!(e.contains("--test applies to --task sentence"), "{e}");

@@ -332,6 +332,10 @@ fn export_round_trips() {
             session.to_str().unwrap(),
             "--out",
             out.to_str().unwrap(),
+            "--terms",
+            "indexed",
+            "--write",
+            "vectors,embeddings,run",
         ],
     ));
     for (lang, vocab) in [("en", "vocab.source.json"), ("es", "vocab.target.json")] {
@@ -469,4 +473,153 @@ fn empty_inputs_are_errors_and_a_fallback_is_said() {
     assert!(w.contains("best.safetensors is missing"), "{out}");
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("best.safetensors is missing"), "{err}");
+
+/// The vocabulary file of `session` for `lang`, as JSON.
+fn vocab_json(session: &Path, file: &str) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(session.join(file)).unwrap()).unwrap()
+}
+
+/// By default `export` writes surface words (a stem's commonest training
+/// form, as `neighbours` shows), the n-gram units left out, readable by the
+/// word2vec text rules; each word's vector is its term's; the ad-hoc run
+/// only when asked, at the depth asked.
+#[test]
+fn export_writes_surface_words_and_the_run_only_when_asked() {
+    // a vocabulary smaller than the fixture's words, so that n-gram units
+    // stand in for the words left out
+    let (_ws, root, session) = cca_session(|dir| {
+        let p = dir.join("workspace.toml");
+        let t = std::fs::read_to_string(&p).unwrap();
+        let t = t.replace(
+            "vocab_per_language = 1000",
+            "vocab_per_language = 12\noov_ngrams = 50",
+        );
+        std::fs::write(&p, t).unwrap();
+    });
+    let run = |out: &Path, more: &[&str]| {
+        let mut args = vec![
+            "export",
+            "--session",
+            session.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(more);
+        rosetta(root.path(), &args)
+    };
+    let words = root.path().join("words");
+    ok(&run(&words, &[]));
+    let indexed = root.path().join("indexed");
+    ok(&run(
+        &indexed,
+        &["--terms", "indexed", "--write", "vectors"],
+    ));
+    let mut stems_differ = 0;
+    for (lang, file) in [("en", "vocab.source.json"), ("es", "vocab.target.json")] {
+        let v = vocab_json(&session, file);
+        let terms: Vec<String> = serde_json::from_value(v["terms"].clone()).unwrap();
+        let surface: Vec<String> = serde_json::from_value(v["surface"].clone()).unwrap();
+        let n_words = v["fallback"]["words"].as_u64().unwrap() as usize;
+        assert!(
+            terms.len() > n_words,
+            "{lang}: no n-gram units to leave out"
+        );
+        let path = words.join(format!("terms.{lang}.vec"));
+        let (got, dim) = read_word2vec(&path);
+        assert_eq!(dim, 4);
+        // the words, in id order, each once; no n-gram unit
+        let mut seen = HashSet::new();
+        let want: Vec<String> = surface[..n_words]
+            .iter()
+            .filter(|w| seen.insert(w.to_string()))
+            .cloned()
+            .collect();
+        assert_eq!(got, want, "{path:?}");
+        assert!(got.iter().all(|w| !w.starts_with('#')), "{got:?}");
+        stems_differ += terms[..n_words]
+            .iter()
+            .zip(&surface)
+            .filter(|(t, s)| t != s)
+            .count();
+        // a word's vector is its term's (the first term showing as it)
+        let idx = lines(&indexed.join(format!("terms.{lang}.vec")));
+        let wl = lines(&path);
+        let numbers = |l: &str| l.split_once(' ').unwrap().1.to_string();
+        for (j, w) in got.iter().enumerate() {
+            let i = surface.iter().position(|s| s == w).unwrap();
+            assert!(i < n_words, "{w}");
+            assert_eq!(idx[i + 1].split(' ').next(), Some(terms[i].as_str()));
+            assert_eq!(numbers(&wl[j + 1]), numbers(&idx[i + 1]), "{lang} {w}");
+        }
+    }
+    assert!(stems_differ > 0, "the fixture has no stem unlike its word");
+    assert!(!words.join("adhoc.run").exists(), "the run written unasked");
+    assert!(words.join("docs.es.npy").is_file());
+    assert!(!indexed.join("docs.es.npy").exists());
+    // the run when asked, at the depth asked
+    let deep = root.path().join("run");
+    ok(&run(&deep, &["--write", "run", "--depth", "2"]));
+    let run_lines = lines(&deep.join("adhoc.run"));
+    let queries: HashSet<&str> = run_lines
+        .iter()
+        .map(|l| l.split_whitespace().next().unwrap())
+        .collect();
+    assert!(!queries.is_empty());
+    assert_eq!(run_lines.len(), 2 * queries.len(), "{run_lines:?}");
+    assert!(!deep.join("terms.en.vec").exists());
+    // a depth with no run is refused before anything is written
+    let none = root.path().join("none");
+    let o = run(&none, &["--depth", "5"]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--write"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(!none.exists());
+}
+
+/// Lexicon induction as MUSE evaluates it: the workspace dictionary split
+/// by source word (seeded), scored on the test part only, the split
+/// recorded in the session; another seed gives another split.
+#[test]
+fn lexicon_induction_is_scored_on_a_recorded_test_part() {
+    let (_ws, root, session) = cca_session(|_| {});
+    let v = json(&eval(root.path(), &session, &["--task", "bli", "--json"]));
+    let split = &v["bli"]["split"];
+    assert_eq!(split["seed"], 1, "{v}");
+    let file = PathBuf::from(split["file"].as_str().unwrap());
+    assert_eq!(file, session.join("bli-split-1.json"));
+    let rec: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let part = |k: &str| -> Vec<String> { serde_json::from_value(rec[k].clone()).unwrap() };
+    let (train, test) = (part("train"), part("test"));
+    assert_eq!(test.len() as u64, split["test_words"].as_u64().unwrap());
+    assert_eq!(train.len() as u64, split["train_words"].as_u64().unwrap());
+    assert!(!test.is_empty() && !train.is_empty(), "{rec}");
+    let test_set: HashSet<&String> = test.iter().collect();
+    assert!(train.iter().all(|w| !test_set.contains(w)), "{rec}");
+    // the figures count test words only
+    let c = &v["bli"]["cosine"];
+    assert_eq!(c["entries"].as_u64().unwrap(), test.len() as u64, "{v}");
+    assert!(c["queries"].as_u64().unwrap() <= test.len() as u64);
+    // the split is the seed's: the same again, another for another seed
+    let again = json(&eval(root.path(), &session, &["--task", "bli", "--json"]));
+    assert_eq!(again["bli"], v["bli"]);
+    let other = json(&eval(
+        root.path(),
+        &session,
+        &["--task", "bli", "--json", "--bli-seed", "7"],
+    ));
+    assert_eq!(other["bli"]["split"]["seed"], 7);
+    let rec7: Value =
+        serde_json::from_str(&std::fs::read_to_string(session.join("bli-split-7.json")).unwrap())
+            .unwrap();
+    assert_ne!(rec7["test"], rec["test"]);
+    // a seed for a task without lexicon induction does nothing: refused
+    let o = eval(
+        root.path(),
+        &session,
+        &["--task", "adhoc", "--bli-seed", "2"],
+    );
+    assert!(!o.status.success());
 }

@@ -167,6 +167,30 @@ fn workspace_dictionary(
     Ok(Some(d))
 }
 
+/// Which terms `rosetta export` writes to `terms.<lang>.vec`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportTerms {
+    /// The vocabulary's words, each as its commonest training form (the
+    /// word `neighbours` shows: `agua`, not the stem `agu`); the character
+    /// n-gram units are left out. What MUSE, VecMap and gensim read.
+    Words,
+    /// Every index term as the model holds it: stems, n-gram units
+    /// (`#<de`), subword pieces.
+    Indexed,
+}
+
+/// What `rosetta export` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportPart {
+    /// `terms.<lang>.vec`, word2vec text format.
+    Vectors,
+    /// The test split's and the ad-hoc collection's embeddings (`.npy`,
+    /// with their ids in `.ids.txt`).
+    Embeddings,
+    /// The ad-hoc TREC run, `adhoc.run` (`--depth` documents per query).
+    Run,
+}
+
 /// Arguments of `rosetta export`.
 #[derive(Debug, Args)]
 pub struct ExportArgs {
@@ -176,32 +200,50 @@ pub struct ExportArgs {
     /// Output folder (made if missing).
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
+    /// What to write, comma-separated: vectors, embeddings, run. The run is
+    /// left out unless named (at depth 1000 it is about 40 bytes a line,
+    /// 120 MB for the Bible's 3,108 queries).
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "vectors,embeddings"
+    )]
+    pub write: Vec<ExportPart>,
+    /// Which terms the .vec files hold: `words` (surface words, n-gram
+    /// units left out) or `indexed` (every index term as the model holds it).
+    #[arg(long, value_enum, default_value = "words")]
+    pub terms: ExportTerms,
+    /// Documents per query in the run (with `--write run`).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub depth: Option<u64>,
     /// Device to load the model on (auto, cpu, cuda, cuda:<i>).
     #[arg(long, default_value = "cpu")]
     pub device: String,
 }
 
-/// Writes term vectors in word2vec text format (`N D` header, then `term v1 .. vD`).
-/// Refuses, naming the term id, a term that the format cannot carry (empty
-/// or holding whitespace: a reader would split it) or a vector that is not
-/// finite, rather than write a file no reader parses back.
+/// Writes vectors in word2vec text format (`N D` header, then `word v1 ..
+/// vD` per row): `rows` are `(row of v, word)`. Refuses, naming the row, a
+/// word that the format cannot carry (empty or holding whitespace: a reader
+/// would split it) or a vector that is not finite, rather than write a file
+/// no reader parses back.
 pub fn write_vec(
     path: &Path,
-    vocab: &rosetta::text::Vocabulary,
+    lang: &str,
+    rows: &[(u32, &str)],
     v: &ndarray::Array2<f32>,
 ) -> anyhow::Result<()> {
-    let mut s = String::with_capacity(v.len() * 10);
-    writeln!(s, "{} {}", v.nrows(), v.ncols())?;
-    for (i, row) in v.outer_iter().enumerate() {
-        let term = vocab.term(i as u32);
+    let mut s = String::with_capacity(rows.len() * v.ncols() * 10);
+    writeln!(s, "{} {}", rows.len(), v.ncols())?;
+    for &(i, term) in rows {
         if term.is_empty() || term.chars().any(char::is_whitespace) {
             anyhow::bail!(
-                "{}: term {i} of the {} vocabulary ({term:?}) is {}; the word2vec text format cannot hold it",
+                "{}: term {i} of the {lang} vocabulary ({term:?}) is {}; the word2vec text format cannot hold it",
                 path.display(),
-                vocab.lang,
                 if term.is_empty() { "empty" } else { "not one word (it contains whitespace)" }
             );
         }
+        let row = v.row(i as usize);
         if let Some(x) = row.iter().find(|x| !x.is_finite()) {
             anyhow::bail!(
                 "{}: the vector of term {i} ({term:?}) holds {x}, not a finite number",
@@ -228,6 +270,10 @@ fn lang_file(out: &Path, stem: &str, lang: &str, ext: &str) -> anyhow::Result<Pa
 
 /// `rosetta export`.
 pub fn export(args: ExportArgs) -> anyhow::Result<()> {
+    let parts = &args.write;
+    if args.depth.is_some() && !parts.contains(&ExportPart::Run) {
+        anyhow::bail!("--depth is the run's depth: add `run` to --write");
+    }
     let (device, _) = select_device(&args.device)?;
     let l = {
         let _p = super::progress::Progress::start(format!("loading {}", args.session.display()));
@@ -236,19 +282,65 @@ pub fn export(args: ExportArgs) -> anyhow::Result<()> {
     if let Some(w) = l.checkpoint_warning() {
         eprintln!("warning: {w}");
     }
+    // the rows of each side, chosen (and refused) before anything is written
+    let mut sides = Vec::new();
+    if parts.contains(&ExportPart::Vectors) {
+        for side in [Side::Source, Side::Target] {
+            let vocab = l.vocabs.side(side);
+            let rows: Vec<(u32, &str)> = match args.terms {
+                ExportTerms::Indexed => (0..vocab.len() as u32)
+                    .map(|i| (i, vocab.term(i)))
+                    .collect(),
+                ExportTerms::Words if l.analyzer(side).units().subword() => anyhow::bail!(
+                    "{}: the {} terms are subword units ({:?}), not words; `--terms indexed` writes them",
+                    args.session.display(),
+                    vocab.lang,
+                    l.text.units
+                ),
+                ExportTerms::Words => vocab.surface_words().with_context(|| {
+                    format!(
+                        "{}: the {} vocabulary was saved before surface words were recorded; `--terms indexed` writes its terms (stems)",
+                        args.session.display(),
+                        vocab.lang
+                    )
+                })?,
+            };
+            sides.push((side, rows));
+        }
+    }
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("{}: cannot create", args.out.display()))?;
     let mut written = Vec::new();
-    for side in [Side::Source, Side::Target] {
-        let vocab = l.vocabs.side(side);
-        let tv = l.term_vectors(side)?;
+    for (side, rows) in &sides {
+        let vocab = l.vocabs.side(*side);
+        let tv = l.term_vectors(*side)?;
         let path = lang_file(&args.out, "terms", &vocab.lang, "vec")?;
-        write_vec(&path, vocab, tv)?;
+        write_vec(&path, &vocab.lang, rows, tv)?;
+        let left = vocab.len() - rows.len();
+        if left > 0 {
+            eprintln!(
+                "{}: {} words of {} terms ({left} n-gram units or terms sharing a word left out; `--terms indexed` writes all)",
+                path.display(),
+                rows.len(),
+                vocab.len()
+            );
+        }
         written.push(path);
     }
-    match export_workspace(&l, &args.out) {
-        Ok(more) => written.extend(more),
-        Err(e) => eprintln!("warning: only term vectors exported: {e:#}"),
+    let embeddings = parts.contains(&ExportPart::Embeddings);
+    let run = parts.contains(&ExportPart::Run).then(|| {
+        args.depth
+            .map_or(rosetta::session::retrieval::RUN_DEPTH, |d| d as usize)
+    });
+    if embeddings || run.is_some() {
+        let more = export_workspace(&l, &args.out, embeddings, run);
+        match more {
+            Ok(more) => written.extend(more),
+            Err(e) if !sides.is_empty() => {
+                eprintln!("warning: only term vectors exported: {e:#}")
+            }
+            Err(e) => return Err(e),
+        }
     }
     for p in written {
         println!("{}", p.display());
@@ -275,9 +367,15 @@ fn write_npy(path: &Path, a: &ndarray::Array2<f32>) -> anyhow::Result<()> {
 }
 
 /// Embeddings (.npy, with their ids in .ids.txt) of the workspace's test
-/// split and ad-hoc collection, and the ad-hoc TREC run.
-fn export_workspace(l: &Loaded, out: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    use rosetta::session::retrieval::{encode_adhoc, encode_split, run_from_embeddings, RUN_DEPTH};
+/// split and ad-hoc collection when `embeddings`, and the ad-hoc TREC run
+/// at depth `run` when given.
+fn export_workspace(
+    l: &Loaded,
+    out: &Path,
+    embeddings: bool,
+    run: Option<usize>,
+) -> anyhow::Result<Vec<PathBuf>> {
+    use rosetta::session::retrieval::{encode_adhoc, encode_split, run_from_embeddings};
     let ws = rosetta::corpus::Workspace::load_with_text(
         &l.session.config.workspace,
         l.session.config.text.as_ref(),
@@ -288,10 +386,11 @@ fn export_workspace(l: &Loaded, out: &Path) -> anyhow::Result<Vec<PathBuf>> {
         .check_workspace_hash(&l.session.dir, &prepared.hash)?;
     let mut written = Vec::new();
     let test = &prepared.test;
-    for (side, m, lang) in [
+    let sides = [
         (Side::Source, &test.src, &prepared.source_lang),
         (Side::Target, &test.tgt, &prepared.target_lang),
-    ] {
+    ];
+    for (side, m, lang) in sides.into_iter().filter(|_| embeddings) {
         let p = lang_file(out, "test", lang, "npy")?;
         let all: Vec<usize> = (0..m.n_rows()).collect();
         write_npy(
@@ -302,10 +401,11 @@ fn export_workspace(l: &Loaded, out: &Path) -> anyhow::Result<Vec<PathBuf>> {
     }
     let a = &prepared.adhoc;
     let (docs, queries) = encode_adhoc(l.model.as_ref(), a)?;
-    for (stem, lang, emb, ids) in [
+    let collection = [
         ("docs", &prepared.target_lang, &docs, &a.doc_ids),
         ("queries", &prepared.source_lang, &queries, &a.query_ids),
-    ] {
+    ];
+    for (stem, lang, emb, ids) in collection.into_iter().filter(|_| embeddings) {
         let p = lang_file(out, stem, lang, "npy")?;
         write_npy(&p, emb)?;
         let idp = lang_file(out, stem, lang, "ids.txt")?;
@@ -314,13 +414,16 @@ fn export_workspace(l: &Loaded, out: &Path) -> anyhow::Result<Vec<PathBuf>> {
         rosetta::util::write_atomic(&idp, text.as_bytes())?;
         written.extend([p, idp]);
     }
+    let Some(depth) = run else {
+        return Ok(written);
+    };
     let tag = rosetta::session::evaluate::session_tag(&l.session.dir);
     let run = run_from_embeddings(
         docs,
         &queries,
         &a.doc_ids,
         &a.query_ids,
-        RUN_DEPTH,
+        depth,
         &tag,
         l.model.similarity(),
     )?;
@@ -391,13 +494,24 @@ pub struct EvalArgs {
     #[arg(long, value_names = ["DOCS", "QUERIES", "QRELS"], num_args = 3)]
     pub adhoc: Option<Vec<PathBuf>>,
     /// Lexicon induction against another dictionary (TSV, space-separated
-    /// or dictd) instead of the workspace's.
+    /// or dictd) instead of the workspace's, read whole as a test dictionary.
     #[arg(long, value_name = "FILE")]
     pub dictionary: Option<PathBuf>,
-    /// Write the ad-hoc run (TREC format, 1000 per query) to this file; for
-    /// a task derived from parallel data also its qrels, to FILE.qrels.
+    /// Seed of the split of the workspace dictionary by source word (MUSE's
+    /// protocol): lexicon induction is scored on the test part, a fifth of
+    /// the source words, recorded in the session as bli-split-SEED.json.
+    #[arg(long, value_name = "N", conflicts_with = "dictionary")]
+    pub bli_seed: Option<u64>,
+    /// Write the ad-hoc run (TREC format, --depth per query) to this file;
+    /// for a task derived from parallel data also its qrels, to FILE.qrels.
     #[arg(long, value_name = "FILE")]
     pub run: Option<PathBuf>,
+    /// Documents ranked per query in the ad-hoc run, for its figures (MAP as
+    /// trec_eval at this depth) and the file: about 40 bytes a line, so the
+    /// Bible's 3,108 queries at 1000 take 120 MB; `--depth 100` writes a
+    /// tenth and moves no query's AP by more than 1/101.
+    #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub depth: u64,
     /// Also score the ad-hoc run fused with BM25 over translated queries:
     /// `bm25:auto` (λ chosen for MAP on a seeded half of the judged
     /// queries), `bm25:λ`, `rrf` or `rrf:K`. Fused, model and BM25 figures
@@ -443,6 +557,9 @@ pub struct EvalArgs {
 /// `rosetta eval`: the engine's [`evaluate`](rosetta::session::evaluate::evaluate), printed.
 pub fn eval(args: EvalArgs) -> anyhow::Result<()> {
     use rosetta::session::evaluate::{self as ev, EvalRequest};
+    if args.bli_seed.is_some() && !matches!(args.task, Task::Bli | Task::All) {
+        anyhow::bail!("--bli-seed applies to lexicon induction: --task bli or all");
+    }
     let req = EvalRequest {
         session: args.session.clone(),
         task: match args.task {
@@ -458,7 +575,9 @@ pub fn eval(args: EvalArgs) -> anyhow::Result<()> {
         test: args.test,
         adhoc: args.adhoc,
         dictionary: args.dictionary,
+        bli_seed: args.bli_seed.unwrap_or(1),
         run: args.run,
+        depth: args.depth as usize,
         fuse: args.fuse,
         fuse_seed: args.fuse_seed,
         fuse_run: args.fuse_run,

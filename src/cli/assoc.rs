@@ -72,6 +72,21 @@ pub enum SortArg {
     Freq,
 }
 
+/// What the words looked up are of: the vocabulary's words, its n-gram
+/// units left out (`data inspect` counts both as terms).
+fn words_of_terms(t: &rosetta::session::associations::Associations) -> String {
+    if t.source_terms > t.source_words {
+        format!(
+            " (of its {} words: the vocabulary's {} terms less {} character n-gram units)",
+            t.source_words,
+            t.source_terms,
+            t.source_terms - t.source_words
+        )
+    } else {
+        format!(" (of its {} words)", t.source_words)
+    }
+}
+
 /// Runs `rosetta associations`.
 pub fn associations(args: AssociationsArgs) -> anyhow::Result<()> {
     let kind = match args.kind {
@@ -129,9 +144,10 @@ pub fn associations(args: AssociationsArgs) -> anyhow::Result<()> {
     let (sl, tl) = (&t.source_lang, &t.target_lang);
     match t.kind {
         AssocKind::New => println!(
-            "{total} of the {} most frequent {sl} words have a nearest {tl} word ({score}{}) \
+            "{total} of the {} most frequent {sl} words{} have a nearest {tl} word ({score}{}) \
              that the dictionary does not list{}; {secs:.1} s",
             t.looked_up,
+            words_of_terms(&t),
             if t.mutual_only {
                 ", mutual nearest neighbours only"
             } else {

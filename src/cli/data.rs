@@ -92,11 +92,14 @@ pub fn run_setup(a: SetupArgs) -> anyhow::Result<()> {
         );
     } else {
         println!(
-            "wrote {} verse pairs ({} English, {} Spanish; {} verses left out) and {}{}",
+            "wrote {} verse pairs ({} English, {} Spanish; {} verses left out; {} joins of the Spanish markup read as two words in {} verses, {} enclitic pronouns kept joined) and {}{}",
             r.verses,
             r.modules.0,
             r.modules.1,
             r.skipped,
+            r.joins_split,
+            r.verses_split,
+            r.joins_kept,
             r.workspace.display(),
             if r.dictionary {
                 " with the FreeDict eng-spa dictionary"

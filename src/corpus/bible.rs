@@ -8,7 +8,11 @@
 //! and psalm headings, which diatheke also repeats before later verses) are
 //! dropped, and leftover markup is stripped: Strong's tags such as `<G5547>`
 //! that the RV1909 module prints even with the option filter off, USFM
-//! markers such as `\nd`, and the KJV's paragraph sign `¶`.
+//! markers such as `\nd`, and the KJV's paragraph sign `¶`. The Spanish
+//! module is read in its own markup (`-f internal`) instead: its words and
+//! the translators' additions (`<transChange>`) often meet with no space
+//! between the elements, which `-f plain` fuses (`Aquélera`, John 1:9);
+//! [`unmark`] keeps them apart.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -47,6 +51,13 @@ pub struct SetupReport {
     pub modules: (String, String),
     /// Whether the workspace names the FreeDict dictionary.
     pub dictionary: bool,
+    /// Joins of the Spanish markup read as two words, over the verses written.
+    pub joins_split: usize,
+    /// Joins kept as one word (an added enclitic pronoun: `sácalo`).
+    pub joins_kept: usize,
+    /// Spanish verses written with at least one join read apart: the verses
+    /// whose text differs from `diatheke -f plain`'s.
+    pub verses_split: usize,
     /// Whether an existing workspace got its `[parallel] labels =
     /// "verses.txt"` line added (set up before verse references were shown).
     pub labels_added: bool,
@@ -58,27 +69,158 @@ pub type Verse = (String, String);
 /// Parses `diatheke -f plain` output into verses, in order; non-verse lines
 /// are skipped, text cleaned by [`clean_verse`].
 pub fn parse_plain(output: &str) -> Vec<Verse> {
-    let mut out = Vec::new();
-    for line in output.lines() {
-        // a trailing space so that an empty verse (`Job 38:39:`) still parses
-        let owned = format!("{} ", line.trim_start());
-        let l = owned.as_str();
-        let mut from = 0;
-        while let Some(pos) = l[from..].find(": ") {
-            let i = from + pos;
-            if let Some((book, cv)) = l[..i].rsplit_once(' ') {
-                if let Some((c, v)) = cv.split_once(':') {
-                    let num = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-                    if !book.trim().is_empty() && num(c) && num(v) {
-                        out.push((format!("{} {c}:{v}", book.trim()), clean_verse(&l[i + 2..])));
-                        break;
-                    }
+    output.lines().filter_map(parse_plain_line).collect()
+}
+
+/// Parses `diatheke -f internal` output (the module's own markup) into
+/// verses, in order, each read by [`unmark`] so that words the markup keeps
+/// apart stay apart, with what [`unmark`] did to it.
+pub fn parse_internal(output: &str) -> Vec<(Verse, Joins)> {
+    output
+        .lines()
+        .filter_map(|line| {
+            let (text, joins) = unmark(line);
+            parse_plain_line(&text).map(|v| (v, joins))
+        })
+        .collect()
+}
+
+/// One line of `diatheke -f plain` output as a verse (`Book C:V: text`);
+/// `None` for a line that is not one (a heading, the module's name).
+fn parse_plain_line(line: &str) -> Option<Verse> {
+    // a trailing space so that an empty verse (`Job 38:39:`) still parses
+    let owned = format!("{} ", line.trim_start());
+    let l = owned.as_str();
+    let mut from = 0;
+    while let Some(pos) = l[from..].find(": ") {
+        let i = from + pos;
+        if let Some((book, cv)) = l[..i].rsplit_once(' ') {
+            if let Some((c, v)) = cv.split_once(':') {
+                let num = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+                if !book.trim().is_empty() && num(c) && num(v) {
+                    return Some((format!("{} {c}:{v}", book.trim()), clean_verse(&l[i + 2..])));
                 }
             }
-            from = i + 2;
+        }
+        from = i + 2;
+    }
+    None
+}
+
+/// Spanish object pronouns that the RV1909 module's translators add as a
+/// `<transChange>` right after a verb's `<w>`, written as one word with it
+/// (`sáca</w><transChange>lo` is `sácalo`, `díjo</w><transChange>le` is
+/// `díjole`): the one join of elements that the markup means.
+const ENCLITICS: [&str; 11] = [
+    "lo", "la", "le", "los", "las", "les", "me", "te", "se", "nos", "os",
+];
+
+/// Words that never carry an enclitic pronoun (`no lo`, `que lo`, `como
+/// lo`): a pronoun added after one of them is its own word.
+const NO_ENCLITIC: [&str; 52] = [
+    "no", "que", "como", "y", "e", "o", "u", "ni", "si", "ya", "mas", "más", "pues", "porque",
+    "cuando", "donde", "cual", "cuál", "cuanto", "cuánto", "quien", "quién", "yo", "tú", "él",
+    "ella", "ellos", "ellas", "nosotros", "vosotros", "lo", "la", "le", "los", "las", "les", "me",
+    "te", "se", "nos", "os", "también", "aun", "aún", "así", "de", "á", "a", "en", "con", "por",
+    "para",
+];
+
+/// What [`unmark`] did to one line.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Joins {
+    /// Element boundaries with no space between two words, read as two
+    /// words (a space written).
+    pub split: usize,
+    /// Boundaries read as one word: an added enclitic pronoun after its verb.
+    pub kept: usize,
+}
+
+/// One line of `diatheke -f internal` output (the module's own OSIS markup:
+/// `<w>`, `<transChange>`, milestones) as text, its tags removed. Where one
+/// element ends and the next begins with no space between them
+/// (`Aquél</transChange><w>era`, `Abram</w><transChange>de allí`) the
+/// markup says two words meet, and a space is written; `-f plain` drops the
+/// tags and fuses them (`Aquélera`). The one exception is an added
+/// enclitic pronoun right after a verb's `<w>` ([`ENCLITICS`]: `sácalo`),
+/// kept joined unless the word before it cannot carry one (a function word,
+/// or a capitalised name inside a sentence: `Josué los circuncidó`). Text
+/// outside tags is kept as it is; an unclosed `<` is kept as text.
+pub fn unmark(line: &str) -> (String, Joins) {
+    let mut out = String::with_capacity(line.len());
+    let mut joins = Joins::default();
+    // the element that just closed (`w`, `transChange`) with only tags since
+    let mut closed: Option<String> = None;
+    let mut rest = line;
+    while let Some(lt) = rest.find('<') {
+        let text = &rest[..lt];
+        if !text.is_empty() {
+            out.push_str(text);
+            closed = None;
+        }
+        let Some(gt) = rest[lt..].find('>') else {
+            rest = &rest[lt..];
+            break;
+        };
+        let tag = &rest[lt + 1..lt + gt];
+        rest = &rest[lt + gt + 1..];
+        let name: String = tag
+            .trim_start_matches('/')
+            .chars()
+            .take_while(|c| c.is_alphanumeric())
+            .collect();
+        if tag.starts_with('/') {
+            closed = Some(name);
+            continue;
+        }
+        if tag.ends_with('/') {
+            continue; // a milestone (`<chapter eID=.../>`, `<div .../>`)
+        }
+        let next = rest.split('<').next().unwrap_or("");
+        if next.is_empty() {
+            continue; // another tag first (`</w><transChange><w>son`): decide at the text
+        }
+        let Some(before) = closed.take() else {
+            continue;
+        };
+        let (Some(a), Some(b)) = (out.chars().last(), next.chars().next()) else {
+            continue;
+        };
+        if !a.is_alphanumeric() || !b.is_alphanumeric() {
+            continue;
+        }
+        let enclitic = before == "w"
+            && name == "transChange"
+            && ENCLITICS.contains(&next)
+            && can_carry_enclitic(&out);
+        if enclitic {
+            joins.kept += 1;
+        } else {
+            out.push(' ');
+            joins.split += 1;
         }
     }
-    out
+    out.push_str(rest);
+    (out, joins)
+}
+
+/// Whether the last word of `text` can carry an enclitic pronoun: not a
+/// word of [`NO_ENCLITIC`], and not capitalised unless it starts a sentence
+/// (a name: `Dios lo permitiere`; `Dad`, `Júrame` after `:` or `.` are verbs).
+fn can_carry_enclitic(text: &str) -> bool {
+    let start = text
+        .char_indices()
+        .rev()
+        .find(|(_, c)| !c.is_alphanumeric())
+        .map_or(0, |(i, c)| i + c.len_utf8());
+    let word = &text[start..];
+    if NO_ENCLITIC.contains(&word.to_lowercase().as_str()) {
+        return false;
+    }
+    if !word.chars().next().is_some_and(char::is_uppercase) {
+        return true;
+    }
+    let before = text[..start].trim_end();
+    before.is_empty() || before.ends_with(['.', ':', ';', '?', '!', '¿', '¡'])
 }
 
 /// Removes markup left in diatheke's plain output (`<...>` tags, USFM
@@ -218,6 +360,9 @@ pub fn setup(dir: &Path, log: &mut dyn FnMut(&str)) -> Result<SetupReport> {
             already_present: true,
             verses: n,
             skipped: 0,
+            joins_split: 0,
+            joins_kept: 0,
+            verses_split: 0,
             modules: (String::new(), String::new()),
             dictionary: std::fs::read_to_string(dir.join("workspace.toml"))
                 .is_ok_and(|t| t.contains("[dictionary]")),
@@ -228,15 +373,19 @@ pub fn setup(dir: &Path, log: &mut dyn FnMut(&str)) -> Result<SetupReport> {
     let range = "Gen 1:1-Rev 22:21";
     // both exports at once: each is one long single-threaded diatheke run
     let (en, es) = std::thread::scope(|s| {
-        let es = s.spawn(|| diatheke(&["-b", &es_mod, "-f", "plain", "-k", range]));
+        let es = s.spawn(|| diatheke(&["-b", &es_mod, "-f", "internal", "-k", range]));
         let en = diatheke(&["-b", &en_mod, "-f", "plain", "-k", range]);
         let es = es
             .join()
             .unwrap_or_else(|_| Err(Error::invalid("diatheke export thread failed")));
         (en, es)
     });
-    let (en, es) = (parse_plain(&en?), parse_plain(&es?));
-    let es_by_key: HashMap<&str, &str> = es.iter().map(|(k, t)| (k.as_str(), t.as_str())).collect();
+    let (en, es) = (parse_plain(&en?), parse_internal(&es?));
+    let es_by_key: HashMap<&str, (&str, Joins)> = es
+        .iter()
+        .map(|((k, t), j)| (k.as_str(), (t.as_str(), *j)))
+        .collect();
+    let (mut joins_split, mut joins_kept, mut verses_split) = (0, 0, 0);
     let (mut ids, mut en_out, mut es_out) = (String::new(), String::new(), String::new());
     let mut n = 0;
     let mut seen = std::collections::HashSet::new();
@@ -245,7 +394,10 @@ pub fn setup(dir: &Path, log: &mut dyn FnMut(&str)) -> Result<SetupReport> {
             continue;
         }
         match es_by_key.get(k.as_str()) {
-            Some(s) if !s.is_empty() && !t.is_empty() => {
+            Some(&(s, j)) if !s.is_empty() && !t.is_empty() => {
+                joins_split += j.split;
+                joins_kept += j.kept;
+                verses_split += usize::from(j.split > 0);
                 ids.push_str(k);
                 ids.push('\n');
                 en_out.push_str(t);
@@ -291,6 +443,9 @@ pub fn setup(dir: &Path, log: &mut dyn FnMut(&str)) -> Result<SetupReport> {
         skipped,
         modules: (en_mod, es_mod),
         dictionary: has_dict,
+        joins_split,
+        joins_kept,
+        verses_split,
         labels_added: false,
     })
 }
@@ -370,6 +525,63 @@ mod tests {
                 .matches("labels")
                 .count(),
             1
+        );
+    }
+
+    #[test]
+    fn a_transchange_join_of_the_spanish_markup_is_read_apart() {
+        // the RV1909 module's markup of John 1:9, Genesis 13:3 and three
+        // enclitic joins (as `diatheke -f internal` prints them): `-f plain`
+        // fuses `Aquélera`, `Abramde`, `díjoleDios`
+        let out = "John 1:9: <transChange type=\"added\">Aquél</transChange><w savlm=\"strong:G5457\">era la luz</w> <w savlm=\"strong:G0228\">verdadera</w>, <w>que</w> <w>alumbra</w>.\n\
+                   Genesis 13:3: <w savlm=\"strong:H0087\">Y volvió Abram</w><transChange type=\"added\">de allí</transChange> <w>por sus jornadas</w><chapter eID=\"Gen.13\"/>\n\
+                   Genesis 25:33: <w>Y dijo Jacob:</w> <w savlm=\"strong:H7650\">Júrame</w><transChange type=\"added\">lo</transChange> <w>aquí por Dios</w>\n\
+                   Mark 2:3: <w>y</w> <w>díjo</w><transChange type=\"added\">le</transChange><w>Dios</w>: <w>sáca</w><transChange type=\"added\">lo</transChange>.\n\
+                   II Chronicles 3:3: <w>Estas</w><transChange type=\"added\"><w>son las medidas</w> <w>de que</w></transChange><w>Salomón</w> <w>fundó</w>\n\
+                   Joshua 5:7: <w>á los cuales</w> <w>Josué</w><transChange type=\"added\">los</transChange> <w>circuncidó</w>; <w>que no</w><transChange type=\"added\">lo</transChange><w>sabía</w>\n\
+                   (spaRV1909eb)\n";
+        let v = parse_internal(out);
+        let texts: Vec<(&str, &str, Joins)> = v
+            .iter()
+            .map(|((k, t), j)| (k.as_str(), t.as_str(), *j))
+            .collect();
+        let j = |split, kept| Joins { split, kept };
+        assert_eq!(
+            texts,
+            vec![
+                (
+                    "John 1:9",
+                    "Aquél era la luz verdadera, que alumbra.",
+                    j(1, 0)
+                ),
+                (
+                    "Genesis 13:3",
+                    "Y volvió Abram de allí por sus jornadas",
+                    j(1, 0)
+                ),
+                (
+                    "Genesis 25:33",
+                    "Y dijo Jacob: Júramelo aquí por Dios",
+                    j(0, 1)
+                ),
+                ("Mark 2:3", "y díjole Dios: sácalo.", j(1, 2)),
+                (
+                    "II Chronicles 3:3",
+                    "Estas son las medidas de que Salomón fundó",
+                    j(2, 0)
+                ),
+                (
+                    "Joshua 5:7",
+                    "á los cuales Josué los circuncidó; que no lo sabía",
+                    j(3, 0)
+                ),
+            ]
+        );
+        // a space already there, text between elements and an unclosed `<`
+        // are kept as they are
+        assert_eq!(
+            unmark("<w>a</w> <w>b</w>, <w>c</w>x<w>d</w> 1 < 2"),
+            ("a b, cxd 1 < 2".to_string(), j(0, 0))
         );
     }
 

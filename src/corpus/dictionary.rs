@@ -326,6 +326,69 @@ fn b64(s: &str) -> Option<usize> {
     Some(v)
 }
 
+/// A seeded train/test split of a dictionary by source word, as MUSE
+/// evaluates lexicon induction (Conneau et al. 2018): every entry of a
+/// source word is on one side, so a word tested is never one trained or
+/// tuned on. A word is a test word when the BLAKE3 hash of the seed and
+/// the word falls in the first [`BliSplit::TEST_SHARE`] of the hash range,
+/// so its side depends on the seed and the word alone, not on the rest of
+/// the dictionary or on a session's vocabulary: every session of a
+/// workspace is tested on the same words.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct BliSplit {
+    /// The seed.
+    pub seed: u64,
+    /// The share of source words in the test part (of the hash range).
+    pub test_share: f64,
+    /// Source words (analysed terms) of the training part, sorted.
+    pub train: Vec<String>,
+    /// Source words (analysed terms) of the test part, sorted.
+    pub test: Vec<String>,
+}
+
+impl BliSplit {
+    /// The share of source words held out for testing.
+    pub const TEST_SHARE: f64 = 0.2;
+
+    /// Whether `word` is in the test part under `seed`.
+    pub fn is_test(seed: u64, word: &str) -> bool {
+        let mut h = blake3::Hasher::new();
+        h.update(b"rosetta-bli-split");
+        h.update(&seed.to_le_bytes());
+        h.update(word.as_bytes());
+        let b = h.finalize();
+        let x = u64::from_le_bytes(b.as_bytes()[..8].try_into().expect("8 bytes"));
+        (x as f64) < Self::TEST_SHARE * (u64::MAX as f64)
+    }
+
+    /// Splits the source words of `entries` (an analysed dictionary).
+    pub fn of(entries: &HashMap<String, Vec<String>>, seed: u64) -> BliSplit {
+        let mut words: Vec<&String> = entries.keys().collect();
+        words.sort();
+        let (test, train): (Vec<&String>, Vec<&String>) =
+            words.into_iter().partition(|w| Self::is_test(seed, w));
+        BliSplit {
+            seed,
+            test_share: Self::TEST_SHARE,
+            train: train.into_iter().cloned().collect(),
+            test: test.into_iter().cloned().collect(),
+        }
+    }
+
+    /// The entries of `entries` whose source word is in the test part.
+    pub fn test_part(
+        &self,
+        entries: &HashMap<String, Vec<String>>,
+    ) -> HashMap<String, Vec<String>> {
+        let test: std::collections::HashSet<&str> = self.test.iter().map(String::as_str).collect();
+        entries
+            .iter()
+            .filter(|(w, _)| test.contains(w.as_str()))
+            .map(|(w, t)| (w.clone(), t.clone()))
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

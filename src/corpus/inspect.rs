@@ -108,10 +108,16 @@ pub struct Inspection {
     pub source_lang: String,
     /// Document language.
     pub target_lang: String,
-    /// Source vocabulary size.
+    /// Source vocabulary size: index terms, words and n-gram units together.
     pub source_vocab: usize,
-    /// Target vocabulary size.
+    /// Target vocabulary size: index terms, words and n-gram units together.
     pub target_vocab: usize,
+    /// Source index terms that are words (stems, or subword units), the
+    /// character n-gram fallback's units left out: what `associations`
+    /// looks up and `export` writes.
+    pub source_words: usize,
+    /// Target index terms that are words ([`Inspection::source_words`]).
+    pub target_words: usize,
     /// The splits.
     pub splits: Vec<SplitReport>,
     /// Monolingual target texts.
@@ -166,6 +172,8 @@ impl Inspection {
             target_lang: p.target_lang.clone(),
             source_vocab: p.vocabs.source.len(),
             target_vocab: p.vocabs.target.len(),
+            source_words: p.vocabs.source.words(),
+            target_words: p.vocabs.target.words(),
             splits,
             monolingual: p.mono_stats.into(),
             adhoc,
@@ -188,10 +196,23 @@ impl Inspection {
             "content hash {}",
             &self.content_hash[..16.min(self.content_hash.len())]
         );
+        let terms = |all: usize, words: usize| {
+            if all == words {
+                format!("{all} terms")
+            } else {
+                format!(
+                    "{all} terms ({words} words + {} character n-gram units)",
+                    all - words
+                )
+            }
+        };
         let _ = writeln!(
             s,
-            "vocabulary: {} {} terms, {} {} terms (built on train)",
-            self.source_lang, self.source_vocab, self.target_lang, self.target_vocab
+            "vocabulary: {} {}, {} {} (built on train)",
+            self.source_lang,
+            terms(self.source_vocab, self.source_words),
+            self.target_lang,
+            terms(self.target_vocab, self.target_words)
         );
         let _ = writeln!(
             s,

@@ -11,8 +11,10 @@
 //! - *Missed pairs*: each dictionary headword in the model's vocabulary with
 //!   a translation in it, none of whose translations is among its `k`
 //!   nearest target words (ties count against the translation, as `rosetta
-//!   eval --task bli` counts P@k: with the same dictionary and `k` = 10 the
-//!   missed headwords are the (1 − P@10) share of its queries). The row
+//!   eval --task bli` counts P@k: with the same dictionary given as
+//!   `--dictionary` and `k` = 10 the missed headwords are the (1 − P@10)
+//!   share of its queries; on the workspace's own dictionary `eval` scores
+//!   only the test part of its split, associations every entry). The row
 //!   shows the best-ranked translation, its rank and the model's nearest
 //!   target word instead.
 //!
@@ -199,6 +201,12 @@ pub struct Associations {
     /// New pairs: source words looked up; missed pairs: dictionary headwords
     /// with a translation, both in the vocabulary.
     pub looked_up: usize,
+    /// The source vocabulary's index terms: its words and its character
+    /// n-gram units together (what `data inspect` counts as terms).
+    pub source_terms: usize,
+    /// Of those, the words (the n-gram units left out): the most `looked_up`
+    /// can be for new pairs.
+    pub source_words: usize,
     /// Missed pairs: the `k` a translation must be within.
     pub k: usize,
     /// New pairs: whether only mutual nearest neighbours are kept.
@@ -519,6 +527,8 @@ pub fn associations(
         source_lang: vs.lang.clone(),
         target_lang: vt.lang.clone(),
         looked_up,
+        source_terms: vs.len(),
+        source_words: vs.words(),
         k: opts.k.max(1),
         mutual_only: opts.mutual && opts.kind == AssocKind::New,
         sort: AssocSort::Sim,

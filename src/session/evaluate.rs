@@ -8,11 +8,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::retrieval::{
-    bli, encode_adhoc, encode_split, run_from_embeddings, BliScores, RUN_DEPTH,
-};
+use super::retrieval::{bli, encode_adhoc, encode_split, run_from_embeddings, BliScores};
 use super::{Loaded, Session};
-use crate::corpus::{AdhocTask, Dictionary, ParallelText, Prepared, Workspace};
+use crate::corpus::{AdhocTask, BliSplit, Dictionary, ParallelText, Prepared, Workspace};
 use crate::eval::metrics::{Evaluation, Metrics};
 use crate::eval::sentence::{sentence_retrieval, SentenceScores};
 use crate::eval::trec::write_run;
@@ -71,10 +69,18 @@ pub struct EvalRequest {
     pub test: Option<Vec<PathBuf>>,
     /// Another ad-hoc collection: documents, queries, qrels.
     pub adhoc: Option<Vec<PathBuf>>,
-    /// Another dictionary for lexicon induction.
+    /// Another dictionary for lexicon induction (read whole: a test
+    /// dictionary).
     pub dictionary: Option<PathBuf>,
+    /// Seed of the train/test split of the workspace dictionary that lexicon
+    /// induction is scored on the test part of ([`BliSplit`]).
+    pub bli_seed: u64,
     /// Where to write the ad-hoc run (TREC format).
     pub run: Option<PathBuf>,
+    /// Documents ranked per query in the ad-hoc runs, scored and written
+    /// ([`RUN_DEPTH`](super::retrieval::RUN_DEPTH), trec_eval's usual 1000,
+    /// by default).
+    pub depth: usize,
     /// Also score the ad-hoc run fused with BM25 over translated queries.
     pub fuse: Option<FusionSpec>,
     /// Seed of the query split that `fuse` tunes on one half of.
@@ -178,6 +184,32 @@ pub struct BliFigures {
     pub cosine: BliScores,
     /// By CSLS.
     pub csls: BliScores,
+    /// The split of the workspace dictionary whose test part the figures are
+    /// on; `None` for a dictionary given with `--dictionary` (read whole).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub split: Option<BliSplitReport>,
+}
+
+/// The dictionary split lexicon induction was scored with (MUSE's protocol:
+/// [`BliSplit`]), as recorded in the session.
+#[derive(Debug, Clone, Serialize)]
+pub struct BliSplitReport {
+    /// Its seed.
+    pub seed: u64,
+    /// The share of source words held out.
+    pub test_share: f64,
+    /// Source words (analysed) in the training part.
+    pub train_words: usize,
+    /// Source words (analysed) in the test part, of which the figures count
+    /// those in the session's vocabularies (`queries`).
+    pub test_words: usize,
+    /// The session file recording both parts' words.
+    pub file: PathBuf,
+}
+
+/// The session file recording the dictionary split of seed `seed`.
+pub fn bli_split_file(session: &Path, seed: u64) -> PathBuf {
+    session.join(format!("bli-split-{seed}.json"))
 }
 
 /// What [`evaluate`] found.
@@ -312,9 +344,16 @@ impl EvalReport {
         }
         if let Some(b) = &self.bli {
             let (c, s) = (&b.cosine, &b.csls);
+            let over = match &b.split {
+                Some(x) => format!(
+                    "test part, seed {}: {} of its {} words, {} words kept for training",
+                    x.seed, c.queries, x.test_words, x.train_words
+                ),
+                None => format!("{} of {} entries", c.queries, c.entries),
+            };
             out.push(format!(
-                "lexicon induction ({} of {} entries): {} P@1 {:.4} P@5 {:.4} P@10 {:.4}; CSLS P@1 {:.4} P@5 {:.4} P@10 {:.4}",
-                c.queries, c.entries, b.similarity.label(), c.p1, c.p5, c.p10, s.p1, s.p5, s.p10
+                "lexicon induction ({over}): {} P@1 {:.4} P@5 {:.4} P@10 {:.4}; CSLS P@1 {:.4} P@5 {:.4} P@10 {:.4}",
+                b.similarity.label(), c.p1, c.p5, c.p10, s.p1, s.p5, s.p10
             ));
         }
         out
@@ -401,7 +440,7 @@ pub fn evaluate(req: &EvalRequest) -> Result<EvalReport> {
                     &q,
                     &task.docs.ids,
                     &task.queries.ids,
-                    RUN_DEPTH,
+                    req.depth,
                     &tag,
                     l.model.similarity(),
                 )?;
@@ -429,7 +468,7 @@ pub fn evaluate(req: &EvalRequest) -> Result<EvalReport> {
                     &q,
                     &a.doc_ids,
                     &a.query_ids,
-                    RUN_DEPTH,
+                    req.depth,
                     &tag,
                     l.model.similarity(),
                 )?;
@@ -472,7 +511,7 @@ pub fn evaluate(req: &EvalRequest) -> Result<EvalReport> {
                         &q,
                         &doc_ids,
                         &task.queries.ids,
-                        RUN_DEPTH,
+                        req.depth,
                         &tag,
                         l.model.similarity(),
                     )?)
@@ -492,12 +531,12 @@ pub fn evaluate(req: &EvalRequest) -> Result<EvalReport> {
                 // the held-out queries' qrels always go beside: the runs
                 // hold those queries only
                 let (bm, fused, qrels) = &f.held_out_runs;
-                let mut fused = crate::index::fusion::truncated(fused, RUN_DEPTH);
+                let mut fused = crate::index::fusion::truncated(fused, req.depth);
                 fused.tag = format!("{tag}+{}", bm.tag);
                 write_run(&fused, p, qrels, true)?;
                 let mut bp = p.as_os_str().to_owned();
                 bp.push(".bm25");
-                crate::index::fusion::truncated(bm, RUN_DEPTH).write(Path::new(&bp))?;
+                crate::index::fusion::truncated(bm, req.depth).write(Path::new(&bp))?;
             }
             report.adhoc_fused = Some(f);
         }
@@ -527,11 +566,57 @@ pub fn evaluate(req: &EvalRequest) -> Result<EvalReport> {
             None => {}
             Some(dict) => {
                 let analysed = dict.analysed(l.analyzer(Side::Source), l.analyzer(Side::Target));
-                report.bli = Some(BliFigures {
-                    similarity: l.model.similarity(),
-                    cosine: bli(&l, &analysed, false)?,
-                    csls: bli(&l, &analysed, true)?,
-                });
+                // the workspace's dictionary is split by source word and
+                // scored on its test part; a file given is a test dictionary
+                let (scored, split) = if req.dictionary.is_some() {
+                    (analysed, None)
+                } else {
+                    let split = BliSplit::of(&analysed, req.bli_seed);
+                    (split.test_part(&analysed), Some(split))
+                };
+                let cosine = bli(&l, &scored, false)?;
+                if cosine.queries == 0 {
+                    let what = match &split {
+                        Some(s) => format!(
+                            "no word of the dictionary's test part (seed {}, {} words) has itself and a translation in the session's vocabularies",
+                            s.seed,
+                            s.test.len()
+                        ),
+                        None => "no dictionary entry has both words in the session's vocabularies".into(),
+                    };
+                    let path = req.dictionary.as_deref().unwrap_or(&ws.path);
+                    if req.task == Task::Bli {
+                        return Err(Error::file(path, format!("lexicon induction: {what}")));
+                    }
+                    report
+                        .notes
+                        .push(format!("lexicon induction left out: {what}"));
+                } else {
+                    let csls = bli(&l, &scored, true)?;
+                    // the split is recorded once it has scored something
+                    let split = match split {
+                        Some(split) => {
+                            let file = bli_split_file(&l.session.dir, split.seed);
+                            let json = serde_json::to_string_pretty(&split)
+                                .map_err(|e| Error::invalid(format!("dictionary split: {e}")))?;
+                            crate::util::write_atomic(&file, json.as_bytes())?;
+                            Some(BliSplitReport {
+                                seed: split.seed,
+                                test_share: split.test_share,
+                                train_words: split.train.len(),
+                                test_words: split.test.len(),
+                                file,
+                            })
+                        }
+                        None => None,
+                    };
+                    report.bli = Some(BliFigures {
+                        similarity: l.model.similarity(),
+                        cosine,
+                        csls,
+                        split,
+                    });
+                }
             }
         }
     }
@@ -689,7 +774,7 @@ fn evaluate_lexical(req: &EvalRequest) -> Result<EvalReport> {
             Some(files) => other_task(files)?,
             None => ws.adhoc()?,
         };
-        let mut r = baseline.adhoc_run(&ws, &task, RUN_DEPTH)?;
+        let mut r = baseline.adhoc_run(&ws, &task, req.depth)?;
         r.run.tag = session_tag(&req.session);
         let e = crate::eval::evaluate(&r.run, &task.qrels);
         let mut written = None;

@@ -252,7 +252,13 @@ pub fn delete(dir: &Path) -> Result<()> {
 /// Whether `name` is one of `known`, or a temporary file of one
 /// (`.NAME.tmp.…`, [`crate::util::write_atomic`]).
 fn is_own_file(name: &str, known: &[&str]) -> bool {
+    let bli_split = |n: &str| {
+        n.strip_prefix("bli-split-")
+            .and_then(|r| r.strip_suffix(".json"))
+            .is_some_and(|seed| !seed.is_empty() && seed.bytes().all(|b| b.is_ascii_digit()))
+    };
     known.contains(&name)
+        || (known == super::SESSION_FILES && bli_split(name))
         || name
             .strip_prefix('.')
             .and_then(|r| r.split_once(".tmp."))

@@ -289,6 +289,27 @@ impl Vocabulary {
             .into()
     }
 
+    /// The word terms as their commonest training word, for tools that read
+    /// words (word2vec text files for MUSE, VecMap, gensim): `(id, word)` in
+    /// id order, the n-gram fallback units left out; a word two terms share
+    /// is kept for the first (the more frequent) only. `None` when the
+    /// vocabulary recorded no surface forms (saved before they were).
+    pub fn surface_words(&self) -> Option<Vec<(u32, &str)>> {
+        if self.surface.is_empty() {
+            return None;
+        }
+        let mut seen = std::collections::HashSet::new();
+        Some(
+            (0..self.words() as u32)
+                .map(|id| {
+                    let s = self.surface[id as usize].as_str();
+                    (id, if s.is_empty() { self.term(id) } else { s })
+                })
+                .filter(|(_, w)| seen.insert(*w))
+                .collect(),
+        )
+    }
+
     /// Why `term` is not in the vocabulary; `None` when it is.
     pub fn why_unknown(&self, term: &str) -> Option<Unknown> {
         if self.id(term).is_some() {
