@@ -311,6 +311,15 @@ fn model_settings_table_matches_what_each_model_reads() {
                 args.extend(["--set".into(), format!("{key}={value}")]);
             }
         }
+        let mut given_optional = Vec::new();
+        if name == "encoder" {
+            // a tiny pretrained encoder, written by the test
+            let folder = root.path().join("tiny-encoder");
+            common::encoder::tiny_encoder_folder(ws.path(), &folder, 1);
+            args.extend(["--set".into(), format!("weights={}", folder.display())]);
+            args.extend(["--set".into(), "train_max_len=32".into()]);
+            given_optional.push("weights");
+        }
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         // bm25-mt may fail later without Apertium; its settings are recorded first
         let _ = rosetta(root.path(), &args);
@@ -324,6 +333,7 @@ fn model_settings_table_matches_what_each_model_reads() {
             .iter()
             .filter(|s| s.default.is_some()) // `init` is read only when given
             .map(|s| s.key)
+            .chain(given_optional)
             .collect();
         read.sort_unstable();
         table.sort_unstable();

@@ -473,6 +473,7 @@ fn empty_inputs_are_errors_and_a_fallback_is_said() {
     assert!(w.contains("best.safetensors is missing"), "{out}");
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("best.safetensors is missing"), "{err}");
+}
 
 /// The vocabulary file of `session` for `lang`, as JSON.
 fn vocab_json(session: &Path, file: &str) -> Value {

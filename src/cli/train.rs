@@ -908,7 +908,11 @@ fn jobs_action(action: JobsAction) -> anyhow::Result<()> {
             }
             match slurm::view(&session)? {
                 Some(v) => {
-                    println!("state    {} (status.json: {})", v.combined.label, clean(&d.state));
+                    println!(
+                        "state    {} (status.json: {})",
+                        v.combined.label,
+                        clean(&d.state)
+                    );
                     println!(
                         "slurm    job {} (submitted {})",
                         v.describe(),

@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::retrieval::{bli, encode_adhoc, encode_split, run_from_embeddings, BliScores};
+use super::retrieval::{
+    bli, bli_scorable, encode_adhoc, encode_split, run_from_embeddings, BliScores,
+};
 use super::{Loaded, Session};
 use crate::corpus::{AdhocTask, BliSplit, Dictionary, ParallelText, Prepared, Workspace};
 use crate::eval::metrics::{Evaluation, Metrics};
@@ -574,15 +576,17 @@ pub fn evaluate(req: &EvalRequest) -> Result<EvalReport> {
                     let split = BliSplit::of(&analysed, req.bli_seed);
                     (split.test_part(&analysed), Some(split))
                 };
-                let cosine = bli(&l, &scored, false)?;
-                if cosine.queries == 0 {
+                if bli_scorable(&l, &scored) == 0 {
                     let what = match &split {
                         Some(s) => format!(
                             "no word of the dictionary's test part (seed {}, {} words) has itself and a translation in the session's vocabularies",
                             s.seed,
                             s.test.len()
                         ),
-                        None => "no dictionary entry has both words in the session's vocabularies".into(),
+                        None => format!(
+                            "none of the dictionary's {} entries has a source word and a translation in the session's vocabularies",
+                            scored.len()
+                        ),
                     };
                     let path = req.dictionary.as_deref().unwrap_or(&ws.path);
                     if req.task == Task::Bli {
@@ -592,6 +596,7 @@ pub fn evaluate(req: &EvalRequest) -> Result<EvalReport> {
                         .notes
                         .push(format!("lexicon induction left out: {what}"));
                 } else {
+                    let cosine = bli(&l, &scored, false)?;
                     let csls = bli(&l, &scored, true)?;
                     // the split is recorded once it has scored something
                     let split = match split {

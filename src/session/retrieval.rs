@@ -200,6 +200,18 @@ pub struct BliScores {
     pub csls: bool,
 }
 
+/// The dictionary entries [`bli`] can score: source term and at least one
+/// translation in the vocabularies.
+pub fn bli_scorable(
+    loaded: &super::Loaded,
+    dict: &std::collections::HashMap<String, Vec<String>>,
+) -> usize {
+    let (vs, vt) = (&loaded.vocabs.source, &loaded.vocabs.target);
+    dict.iter()
+        .filter(|(s, ts)| vs.id(s).is_some() && ts.iter().any(|t| vt.id(t).is_some()))
+        .count()
+}
+
 /// Bilingual lexicon induction: for every dictionary entry (source term ->
 /// target terms, analysed as the training data) whose source term and at
 /// least one translation are in the vocabularies, the rank of the first
