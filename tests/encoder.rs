@@ -500,4 +500,38 @@ fn trimming_keeps_every_workspace_text_the_same() {
         let d = (&x - &y).iter().fold(0f32, |m, v| m.max(v.abs()));
         assert!(d < 1e-6, "trimmed encoder differs by {d}");
     }
+    // stored as f16: half the bytes, the same vectors to f16's precision
+    let half = ws.path().join("trimmed-f16");
+    ok(&rosetta_in(
+        ws.path(),
+        &[
+            "encoder",
+            "trim",
+            "--weights",
+            dir.to_str().unwrap(),
+            "--workspace",
+            "workspace.toml",
+            "--out",
+            half.to_str().unwrap(),
+            "--f16",
+        ],
+    ));
+    let size = |d: &Path| {
+        std::fs::metadata(d.join("model.safetensors"))
+            .unwrap()
+            .len()
+    };
+    assert!(
+        size(&half) * 10 < size(&out) * 6,
+        "{} vs {}",
+        size(&half),
+        size(&out)
+    );
+    let c = open(&half, options());
+    let (x, y) = (
+        b.encode(&texts, TextRole::Query).unwrap(),
+        c.encode(&texts, TextRole::Query).unwrap(),
+    );
+    let d = (&x - &y).iter().fold(0f32, |m, v| m.max(v.abs()));
+    assert!(d > 0.0 && d < 5e-3, "f16 weights move the vectors by {d}");
 }

@@ -50,6 +50,10 @@ pub struct TrimArgs {
     /// The folder to write (created; refused if it already holds a model).
     #[arg(long)]
     pub out: PathBuf,
+    /// Store the weights as f16 (half the size, e.g. to carry the model to
+    /// a GPU machine); they are read back as f32.
+    #[arg(long)]
+    pub f16: bool,
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
@@ -85,7 +89,7 @@ pub fn run(cmd: EncoderCommand) -> anyhow::Result<()> {
             Ok(())
         }
         EncoderCommand::Trim(a) => {
-            let r = encoder::trim::trim(&a.weights, &a.workspace, &a.out).map_err(engine)?;
+            let r = encoder::trim::trim(&a.weights, &a.workspace, &a.out, a.f16).map_err(engine)?;
             if a.json {
                 println!("{}", serde_json::to_string(&r)?);
             } else {

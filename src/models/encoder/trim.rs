@@ -65,14 +65,21 @@ fn workspace_texts(workspaces: &[PathBuf]) -> Result<Vec<String>> {
 
 /// Writes to `out` a copy of the encoder folder `weights` keeping the pieces
 /// the texts of `workspaces` use (see the module docs).
-pub fn trim(weights: &Path, workspaces: &[PathBuf], out: &Path) -> Result<TrimReport> {
+/// With `half`, the weights are stored as f16 (half the bytes; read back
+/// as f32, each weight rounded to f16's 11-bit mantissa).
+pub fn trim(weights: &Path, workspaces: &[PathBuf], out: &Path, half: bool) -> Result<TrimReport> {
     let f = folder::resolve(&weights.to_string_lossy())?;
     let texts = workspace_texts(workspaces)?;
-    trim_for_texts(&f, &texts, out)
+    trim_for_texts(&f, &texts, out, half)
 }
 
 /// [`trim`] for the given texts.
-pub fn trim_for_texts(f: &folder::Folder, texts: &[String], out: &Path) -> Result<TrimReport> {
+pub fn trim_for_texts(
+    f: &folder::Folder,
+    texts: &[String],
+    out: &Path,
+    half: bool,
+) -> Result<TrimReport> {
     if out.join("model.safetensors").exists() {
         return Err(Error::file(
             out,
@@ -192,6 +199,18 @@ pub fn trim_for_texts(f: &folder::Folder, texts: &[String], out: &Path) -> Resul
     }
     config["rosetta_trimmed_from"] = Value::String(f.given.clone());
     super::pack::write_folder(out, &config, &tj, &out_t)?;
+    if half {
+        let path = out.join("model.safetensors");
+        let t = candle_core::safetensors::load(&path, &device)
+            .map_err(|e| Error::file(&path, e.to_string()))?;
+        let t = t
+            .into_iter()
+            .map(|(k, v)| Ok((k, v.to_dtype(candle_core::DType::F16)?)))
+            .collect::<Result<HashMap<_, _>>>()?;
+        let tmp = out.join(".model.safetensors.f16");
+        candle_core::safetensors::save(&t, &tmp).map_err(|e| Error::file(&tmp, e.to_string()))?;
+        std::fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))?;
+    }
     let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
     Ok(TrimReport {
         out: out.to_path_buf(),
