@@ -131,13 +131,19 @@ fn markdown_csv_text_and_json() {
     assert_eq!(lines[2], "| B ◆ | 3 | 0.5167 | 0.3000 |");
     assert!(lines.contains(&"| Z | 3 | 0.6167 ▲ | 0.3000 |"), "{md}");
     assert!(lines.contains(&"| Y | 3 | 0.3167 ▼ | 0.3000 |"), "{md}");
-    // second table: corrected p; wins/ties/losses
+    // second table: corrected p; wins/ties/losses; difference [95% CI] d
+    // (a constant difference: its interval is a point, d undefined; Y's
+    // differences −0.2, −0.21, −0.19 have sd 0.01: d = −20)
+    let y = lines.iter().find(|l| l.starts_with("| Y | 0.0")).unwrap();
+    assert!(y.starts_with("| Y | 0.0017; 0/0/3; -0.200 [-0.2"), "{md}");
     assert!(
-        lines.contains(&"| Y | 0.0017; 0/0/3 | 1.0000; 0/3/0 |"),
+        y.ends_with("] d=-20.00 | 1.0000; 0/3/0; +0.000 [+0.000, +0.000] d=— |"),
         "{md}"
     );
     assert!(
-        lines.contains(&"| Z | <.0001; 3/0/0 | 1.0000; 0/3/0 |"),
+        lines.contains(
+            &"| Z | <.0001; 3/0/0; +0.100 [+0.100, +0.100] d=— | 1.0000; 0/3/0; +0.000 [+0.000, +0.000] d=— |"
+        ),
         "{md}"
     );
     assert!(md.contains("holm correction over 3 comparisons"), "{md}");
@@ -147,13 +153,13 @@ fn markdown_csv_text_and_json() {
     assert_eq!(
         rows[0].join(","),
         "system,model,queries,baseline,task,split,task_queries,\
-         MRR,MRR_p,MRR_sig,MRR_wins,MRR_ties,MRR_losses,\
-         MAP,MAP_p,MAP_sig,MAP_wins,MAP_ties,MAP_losses"
+         MRR,MRR_p,MRR_sig,MRR_wins,MRR_ties,MRR_losses,MRR_diff,MRR_ci_low,MRR_ci_high,MRR_d,\
+         MAP,MAP_p,MAP_sig,MAP_wins,MAP_ties,MAP_losses,MAP_diff,MAP_ci_low,MAP_ci_high,MAP_d"
     );
     assert_eq!(rows.len(), 5);
     assert_eq!(
-        rows[1][..13],
-        ["B", "", "3", "true", "", "", "", "0.5167", "", "", "", "", ""]
+        rows[1][..17],
+        ["B", "", "3", "true", "", "", "", "0.5167", "", "", "", "", "", "", "", "", ""]
     );
     let y = &rows[3];
     assert_eq!(y[..4], ["Y", "", "3", "false"]);
@@ -161,6 +167,18 @@ fn markdown_csv_text_and_json() {
     assert!(close(y[8].parse().unwrap(), 2.0 * P_Y));
     assert_eq!(y[9..13], ["worse", "0", "0", "3"]);
     assert_eq!(rows[4][9], "better");
+    // Y's interval lies within its extreme differences; Z's is a point
+    let lo: f64 = y[14].parse().unwrap();
+    let hi: f64 = y[15].parse().unwrap();
+    assert!(
+        (-0.21 - 1e-12..-0.2).contains(&lo) && -0.2 < hi && hi <= -0.19 + 1e-12,
+        "{csv}"
+    );
+    assert!(close(y[16].parse().unwrap(), -20.0), "{csv}");
+    assert!(
+        close(rows[4][14].parse().unwrap(), 0.1) && rows[4][16].is_empty(),
+        "{csv}"
+    );
 
     let text = t.to_text();
     let line = |start: &str| {
@@ -192,6 +210,17 @@ fn markdown_csv_text_and_json() {
     assert_eq!(y["system"], "Y");
     assert_eq!(y["tests"]["MRR"]["mark"], "worse");
     assert_eq!(y["tests"]["MRR"]["losses"], 3);
+    assert!(close(
+        y["tests"]["MRR"]["effect_size"].as_f64().unwrap(),
+        -20.0
+    ));
+    assert!(y["tests"]["MRR"]["ci_low"].as_f64().unwrap() < -0.2);
+    // a constant difference: d undefined is null, never NaN
+    assert!(j["systems"][3]["tests"]["MRR"]["effect_size"].is_null());
+    assert!(close(
+        j["systems"][3]["tests"]["MRR"]["ci_high"].as_f64().unwrap(),
+        0.1
+    ));
     // an infinite statistic (constant difference) is null in JSON
     assert!(j["systems"][3]["tests"]["MRR"]["statistic"].is_null());
     assert!(j["systems"][0]
@@ -363,7 +392,7 @@ fn cli_compare_sessions() {
     let mut l = csv.lines();
     assert_eq!(
         l.next().unwrap(),
-        "system,model,queries,baseline,task,split,task_queries,MRR,MRR_p,MRR_sig,MRR_wins,MRR_ties,MRR_losses"
+        "system,model,queries,baseline,task,split,task_queries,MRR,MRR_p,MRR_sig,MRR_wins,MRR_ties,MRR_losses,MRR_diff,MRR_ci_low,MRR_ci_high,MRR_d"
     );
     assert!(l
         .next()
@@ -1018,4 +1047,89 @@ fn cli_compare_runs_labels_queries_from_the_workspace() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("none of its 5 ad-hoc queries"), "{err}");
+}
+
+/// Two hand-made runs over four queries, each with one relevant document:
+/// the baseline ranks it first everywhere, the other at ranks 1, 2, 3, 4
+/// (MRR differences 0, −1/2, −2/3, −3/4).
+#[test]
+fn cli_compare_runs_give_intervals_and_effect_sizes() {
+    let dir = tempfile::tempdir().unwrap();
+    let cwd = dir.path();
+    let mut qrels = String::new();
+    let (mut base, mut other) = (String::new(), String::new());
+    for q in 1..=4 {
+        qrels.push_str(&format!("q{q} 0 rel{q} 1\n"));
+        let docs: Vec<String> = (1..q).map(|i| format!("x{i}")).collect();
+        base.push_str(&format!("q{q} Q0 rel{q} 1 10 base\n"));
+        for (r, d) in docs.iter().chain([&format!("rel{q}")]).enumerate() {
+            other.push_str(&format!("q{q} Q0 {d} {} {} other\n", r + 1, 10 - r));
+        }
+    }
+    std::fs::write(cwd.join("qrels"), qrels).unwrap();
+    std::fs::write(cwd.join("base.run"), base).unwrap();
+    std::fs::write(cwd.join("other.run"), other).unwrap();
+    let args = |extra: &[&'static str]| {
+        let mut a = vec!["compare", "base.run", "other.run", "--qrels", "qrels"];
+        a.extend(extra);
+        a
+    };
+    let j = json_of(cwd, &args(&["--metrics", "MRR", "--json"]));
+    let d = [0.0, -0.5, -2.0 / 3.0, -0.75];
+    let mean = d.iter().sum::<f64>() / 4.0;
+    let sd = (d.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / 3.0).sqrt();
+    let v = &j["systems"][1]["tests"]["MRR"];
+    let (lo, hi) = (
+        v["ci_low"].as_f64().unwrap(),
+        v["ci_high"].as_f64().unwrap(),
+    );
+    assert!(close(v["mean_difference"].as_f64().unwrap(), mean), "{v}");
+    assert!((-0.75..mean).contains(&lo) && mean < hi && hi <= 0.0, "{v}");
+    assert!(close(v["effect_size"].as_f64().unwrap(), mean / sd), "{v}");
+    assert_eq!(j["bootstrap"]["resamples"], 10_000);
+    assert_eq!(j["bootstrap"]["seed"], 42);
+    // the baseline has no test, hence no interval
+    assert!(j["systems"][0]["tests"].as_object().unwrap().is_empty());
+    // seeded (the unit test shows another seed gives another interval)
+    let again = json_of(cwd, &args(&["--metrics", "MRR", "--json", "--seed", "42"]));
+    assert_eq!(again["systems"][1]["tests"]["MRR"], *v);
+
+    let csv = ok(&rosetta(
+        cwd,
+        &args(&["--metrics", "MRR", "--format", "csv"]),
+    ));
+    let rows: Vec<Vec<&str>> = csv.lines().map(|l| l.split(',').collect()).collect();
+    assert_eq!(
+        rows[0][7..],
+        [
+            "MRR",
+            "MRR_p",
+            "MRR_sig",
+            "MRR_wins",
+            "MRR_ties",
+            "MRR_losses",
+            "MRR_diff",
+            "MRR_ci_low",
+            "MRR_ci_high",
+            "MRR_d"
+        ]
+    );
+    assert!(rows[1][13..].iter().all(|c| c.is_empty()), "{csv}");
+    let cell = |i: usize| rows[2][i].parse::<f64>().unwrap();
+    assert!(
+        close(cell(13), mean) && cell(14) == lo && cell(15) == hi,
+        "{csv}"
+    );
+    assert!(close(cell(16), mean / sd), "{csv}");
+    // the text table shows the interval and d under the p-values
+    let text = ok(&rosetta(cwd, &args(&["--metrics", "MRR"])));
+    assert!(
+        text.lines().any(|l| l.starts_with("  difference [95% CI]")
+            && l.contains(&format!("{mean:+.3} [{lo:+.3}, {hi:+.3}]"))),
+        "{text}"
+    );
+    assert!(text.contains(&format!("{:.2}", mean / sd)), "{text}");
+    let out = rosetta(cwd, &args(&["--resamples", "0"]));
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--resamples"));
 }

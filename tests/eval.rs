@@ -443,10 +443,21 @@ fn cli_reports_bad_input_with_file_and_line() {
             "basic.run",
             "--qrels",
             "basic.qrels",
-            "--seed",
-            "3",
+            "--permutations",
+            "100",
         ],
         "--test randomization",
+    );
+    fails_with(
+        &[
+            "compare",
+            "basic.run",
+            "--qrels",
+            "basic.qrels",
+            "--resamples",
+            "0",
+        ],
+        "--resamples must be at least 1",
     );
     fails_with(
         &[

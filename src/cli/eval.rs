@@ -12,7 +12,7 @@ use serde_json::json;
 use rosetta::eval::compare::{
     self, render_drill_downs, CompareOptions, Comparison, System, TableFormat, Task,
 };
-use rosetta::eval::{evaluate, Correction, Evaluation, Metric, PairedTest, Qrels, Run};
+use rosetta::eval::{evaluate, Bootstrap, Correction, Evaluation, Metric, PairedTest, Qrels, Run};
 use rosetta::session::Workbench;
 
 /// Arguments of `rosetta trec-eval`.
@@ -84,7 +84,10 @@ the queries both were scored on, only when it was scored on the baseline's
 task (the same queries, the same judgements); ▲/▼ mark a significantly better/
 worse mean (corrected p < --alpha), as in the workbench's Compare screen. The
 text and Markdown tables also give the corrected p-values and per-query
-wins/ties/losses against the baseline (a tie: values within 1e-9), and every
+wins/ties/losses against the baseline (a tie: values within 1e-9) and each
+mean difference with its 95% interval (paired bootstrap over the queries,
+--resamples, --seed) and effect size d (Cohen's d_z: the mean difference over
+the standard deviation of the per-query differences); every
 table says what its figures are over (task, split, judged queries).
 --per-query N lists, per system, the N queries on which it differs most from
 the baseline on --metric (with CSV/TSV output: only those lists, one row per
@@ -129,9 +132,14 @@ pub struct CompareArgs {
     /// that is fewer) [default: 10000].
     #[arg(long)]
     pub permutations: Option<usize>,
-    /// Seed of the randomisation test's generator [default: 42].
+    /// Seed of the randomisation test's and the bootstrap's generators
+    /// [default: 42].
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Resamples of the paired bootstrap giving each difference from the
+    /// baseline its 95% interval.
+    #[arg(long, default_value_t = 10_000)]
+    pub resamples: usize,
     /// Correction of the p-values over the comparisons with the baseline
     /// (one family per metric).
     #[arg(long, value_enum, default_value = "holm")]
@@ -326,8 +334,8 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<()> {
     }
     let test = match args.test {
         TestKind::T => {
-            if args.permutations.is_some() || args.seed.is_some() {
-                bail!("--permutations and --seed apply only to --test randomization");
+            if args.permutations.is_some() {
+                bail!("--permutations applies only to --test randomization");
             }
             PairedTest::T
         }
@@ -365,7 +373,14 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<()> {
         (false, Some(FormatKind::Tsv)) => TableFormat::Tsv,
         (false, Some(FormatKind::Json)) => TableFormat::Json,
     };
+    if args.resamples == 0 {
+        bail!("--resamples must be at least 1");
+    }
     let options = CompareOptions {
+        bootstrap: Bootstrap {
+            resamples: args.resamples,
+            seed: args.seed.unwrap_or(42),
+        },
         test,
         correction: match args.correction {
             CorrectionKind::Holm => Correction::Holm,

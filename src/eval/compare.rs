@@ -3,7 +3,9 @@
 //! metric over its scored queries, and against a baseline, per metric, a
 //! paired test on the queries both were scored on, p-values corrected over
 //! the systems tested (one family per metric), a significance mark and
-//! per-query win/tie/loss counts. Every system says what its figures are over
+//! per-query win/tie/loss counts, with each mean difference's 95% interval
+//! (paired bootstrap over the queries, seeded) and effect size (Cohen's
+//! d_z). Every system says what its figures are over
 //! ([`Task`]: the task, its split and its number of judged queries). Rendered
 //! as a plain-text table, Markdown, CSV, TSV or JSON; the per-query
 //! drill-down ([`Comparison::drill_down`]) lists the queries on which a
@@ -22,6 +24,7 @@ use std::str::FromStr;
 use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 
+use super::significance::{self, Bootstrap, CONFIDENCE};
 use super::{Correction, Metric, Metrics, PairedTest};
 use crate::{Error, Result};
 
@@ -167,16 +170,20 @@ pub struct CompareOptions {
     pub alpha: f64,
     /// Metrics shown, in order (at least one).
     pub metrics: Vec<Metric>,
+    /// The paired bootstrap giving each difference its 95% interval.
+    pub bootstrap: Bootstrap,
 }
 
 impl Default for CompareOptions {
-    /// Paired t-test, Holm correction, alpha 0.05, [`DEFAULT_METRICS`].
+    /// Paired t-test, Holm correction, alpha 0.05, [`DEFAULT_METRICS`],
+    /// bootstrap of 10,000 resamples with seed 42.
     fn default() -> Self {
         CompareOptions {
             test: PairedTest::T,
             correction: Correction::Holm,
             alpha: 0.05,
             metrics: DEFAULT_METRICS.to_vec(),
+            bootstrap: Bootstrap::default(),
         }
     }
 }
@@ -237,6 +244,35 @@ pub struct Versus {
     pub ties: usize,
     /// Paired queries where the system scores lower.
     pub losses: usize,
+    /// Lower end of the 95% paired-bootstrap interval of `mean_difference`.
+    pub ci_low: f64,
+    /// Upper end of that interval.
+    pub ci_high: f64,
+    /// Cohen's d_z: `mean_difference` over the standard deviation of the
+    /// per-query differences; `None` (JSON `null`) where every difference
+    /// is the same, identical systems included.
+    pub effect_size: Option<f64>,
+}
+
+impl Versus {
+    /// The difference with its interval and effect size, compactly:
+    /// `+0.031 [+0.012, +0.049] d=0.41` (`d=—` where undefined).
+    pub fn effect(&self) -> String {
+        format!("{} d={}", self.interval(), self.d())
+    }
+
+    /// The difference with its interval: `+0.031 [+0.012, +0.049]`.
+    pub fn interval(&self) -> String {
+        format!(
+            "{:+.3} [{:+.3}, {:+.3}]",
+            self.mean_difference, self.ci_low, self.ci_high
+        )
+    }
+
+    /// The effect size to two decimals, `—` where undefined.
+    pub fn d(&self) -> String {
+        self.effect_size.map_or("—".into(), |d| format!("{d:.2}"))
+    }
 }
 
 /// One system's row.
@@ -301,6 +337,8 @@ pub struct Comparison {
     pub correction: Correction,
     /// The significance level.
     pub alpha: f64,
+    /// The bootstrap giving the intervals.
+    pub bootstrap: Bootstrap,
     /// Remarks for the reader (queries that did not match, ...), shown under the table.
     pub notes: Vec<String>,
     /// Systems left out (set by callers that skip what they cannot score).
@@ -321,6 +359,7 @@ impl Default for Comparison {
             test: o.test,
             correction: o.correction,
             alpha: o.alpha,
+            bootstrap: o.bootstrap,
             notes: Vec::new(),
             skipped: Vec::new(),
             texts: BTreeMap::new(),
@@ -407,6 +446,9 @@ impl CompareOptions {
             return Err(Error::invalid(
                 "the randomisation test needs permutations > 0",
             ));
+        }
+        if self.bootstrap.resamples == 0 {
+            return Err(Error::invalid("the bootstrap needs resamples > 0"));
         }
         Ok(())
     }
@@ -499,7 +541,30 @@ impl Comparison {
                     tested.push((i, qs));
                 }
             }
-            for &m in &options.metrics {
+            // each tested system's intervals, one per metric, from one
+            // set of resampled queries
+            let mut intervals: BTreeMap<usize, Vec<(f64, f64)>> = BTreeMap::new();
+            for (i, qs) in &tested {
+                let cols: Vec<(Vec<f64>, Vec<f64>)> = options
+                    .metrics
+                    .iter()
+                    .map(|&m| {
+                        qs.iter()
+                            .map(|q| (systems[*i].per_query[*q].get(m), b.per_query[*q].get(m)))
+                            .unzip()
+                    })
+                    .collect();
+                let cols: Vec<(&[f64], &[f64])> =
+                    cols.iter().map(|(a, z)| (&a[..], &z[..])).collect();
+                let iv = options.bootstrap.intervals(&cols).map_err(|e| {
+                    Error::invalid(format!(
+                        "bootstrapping {} against {}: {e}",
+                        systems[*i].name, b.name
+                    ))
+                })?;
+                intervals.insert(*i, iv);
+            }
+            for (k, &m) in options.metrics.iter().enumerate() {
                 let mut results = Vec::with_capacity(tested.len());
                 for (i, qs) in &tested {
                     let a: Vec<f64> = qs
@@ -514,11 +579,15 @@ impl Comparison {
                         ))
                     })?;
                     let (wins, ties, losses) = win_tie_loss(&a, &z);
-                    results.push((*i, r, wins, ties, losses));
+                    let d = significance::effect_size(&a, &z)?;
+                    results.push((*i, r, (wins, ties, losses), d));
                 }
                 let raw: Vec<f64> = results.iter().map(|r| r.1.p_value).collect();
                 let adjusted = options.correction.adjust(&raw);
-                for ((i, r, wins, ties, losses), p_adjusted) in results.into_iter().zip(adjusted) {
+                for ((i, r, (wins, ties, losses), effect_size), p_adjusted) in
+                    results.into_iter().zip(adjusted)
+                {
+                    let (ci_low, ci_high) = intervals[&i][k];
                     let significant = p_adjusted < options.alpha && r.mean_difference != 0.0;
                     let mark = match (significant, r.mean_difference > 0.0) {
                         (false, _) => Mark::None,
@@ -538,6 +607,9 @@ impl Comparison {
                             wins,
                             ties,
                             losses,
+                            ci_low,
+                            ci_high,
+                            effect_size,
                         },
                     );
                 }
@@ -550,6 +622,7 @@ impl Comparison {
             test: options.test,
             correction: options.correction,
             alpha: options.alpha,
+            bootstrap: options.bootstrap,
             notes: Vec::new(),
             skipped: Vec::new(),
             texts: first_given(systems.iter().map(|s| &s.texts)),
@@ -691,12 +764,23 @@ impl Comparison {
         let b = self.baseline.as_ref()?;
         let n = self.tested();
         Some(format!(
-            "▲/▼ significantly better/worse than the baseline {b} ({}, {} correction over {n} comparison{} per metric, p < {}); wins/ties/losses count the queries both were scored on",
+            "▲/▼ significantly better/worse than the baseline {b} ({}, {} correction over {n} comparison{} per metric, p < {}); wins/ties/losses count the queries both were scored on; {}",
             self.test.describe(),
             self.correction,
             if n == 1 { "" } else { "s" },
-            self.alpha
+            self.alpha,
+            self.effect_legend()
         ))
+    }
+
+    /// What the intervals and effect sizes are: `difference [95% CI] ...`.
+    pub fn effect_legend(&self) -> String {
+        format!(
+            "difference [{:.0}% CI]: mean difference from the baseline with its paired bootstrap interval over the queries ({} resamples, seed {}); d: Cohen's d_z, the mean difference over the standard deviation of the per-query differences (— where they are all equal)",
+            CONFIDENCE * 100.0,
+            self.bootstrap.resamples,
+            self.bootstrap.seed
+        )
     }
 
     /// Lines under a table: legend, notes on rows, notes, systems left out.
@@ -732,7 +816,7 @@ impl Comparison {
             .max()
             .unwrap_or(0)
             .max("system".len())
-            .max("  win/tie/loss".len());
+            .max("  difference [95% CI]".len());
         let p_label = format!("  p ({})", self.correction);
         label_w = label_w.max(p_label.chars().count());
         let detail_w = self
@@ -750,7 +834,7 @@ impl Comparison {
                     .rows
                     .iter()
                     .filter_map(|r| r.tests.get(m))
-                    .map(|v| wtl(v).len())
+                    .map(|v| wtl(v).len().max(v.interval().chars().count()))
                     .max()
                     .unwrap_or(0);
                 m.name().chars().count().max(7).max(wtl)
@@ -794,6 +878,8 @@ impl Comparison {
                     (|v: &Versus| fmt_p(v.p_adjusted)) as fn(&Versus) -> String,
                 ),
                 ("  win/tie/loss", wtl),
+                ("  difference [95% CI]", |v: &Versus| v.interval()),
+                ("  d", |v: &Versus| v.d()),
             ] {
                 let mut line = head(label, "", "");
                 for (m, w) in self.metrics.iter().zip(&widths) {
@@ -869,7 +955,7 @@ impl Comparison {
             if self.tested() > 0 {
                 let _ = write!(
                     s,
-                    "\nAgainst the baseline {} ({}-corrected p; wins/ties/losses):\n\n| system |",
+                    "\nAgainst the baseline {} ({}-corrected p; wins/ties/losses; difference [95% CI] d):\n\n| system |",
                     md_cell(b),
                     self.correction
                 );
@@ -886,7 +972,13 @@ impl Comparison {
                     for m in &self.metrics {
                         match r.tests.get(m) {
                             Some(v) => {
-                                let _ = write!(s, " {}; {} |", fmt_p(v.p_adjusted), wtl(v));
+                                let _ = write!(
+                                    s,
+                                    " {}; {}; {} |",
+                                    fmt_p(v.p_adjusted),
+                                    wtl(v),
+                                    v.effect()
+                                );
                             }
                             None => s.push_str(" — |"),
                         }
@@ -908,7 +1000,10 @@ impl Comparison {
     /// CSV: `system,model,queries,baseline,task,split,task_queries` (what
     /// the row is over), then per metric `<m>` (mean), `<m>_p` (corrected
     /// p-value), `<m>_sig` (`better`, `worse` or empty), `<m>_wins`,
-    /// `<m>_ties`, `<m>_losses` (empty where not tested).
+    /// `<m>_ties`, `<m>_losses`, `<m>_diff` (mean difference from the
+    /// baseline), `<m>_ci_low`, `<m>_ci_high` (its 95% bootstrap interval),
+    /// `<m>_d` (Cohen's d_z, empty where undefined) (all empty where not
+    /// tested).
     pub fn to_csv(&self) -> String {
         self.delimited(',')
     }
@@ -932,7 +1027,9 @@ impl Comparison {
         ];
         for m in &self.metrics {
             let n = f(m.name());
-            for suffix in ["", "_p", "_sig", "_wins", "_ties", "_losses"] {
+            for suffix in [
+                "", "_p", "_sig", "_wins", "_ties", "_losses", "_diff", "_ci_low", "_ci_high", "_d",
+            ] {
                 head.push(format!("{n}{suffix}"));
             }
         }
@@ -961,8 +1058,12 @@ impl Comparison {
                         v.wins.to_string(),
                         v.ties.to_string(),
                         v.losses.to_string(),
+                        v.mean_difference.to_string(),
+                        v.ci_low.to_string(),
+                        v.ci_high.to_string(),
+                        v.effect_size.map_or(String::new(), |d| d.to_string()),
                     ]),
-                    None => cells.extend(std::iter::repeat_n(String::new(), 5)),
+                    None => cells.extend(std::iter::repeat_n(String::new(), 9)),
                 }
             }
             s.push_str(&cells.join(&sep.to_string()));
@@ -1000,9 +1101,11 @@ impl Comparison {
 /// JSON: `metrics` (names), `baseline`, `task` (the shared [`Task`]:
 /// `name`, `split`, `queries`; `null` when the systems' tasks differ),
 /// `test` (`t` or `randomization`, with `permutations` and `seed` for the
-/// latter), `correction`, `alpha`, `systems` (each a [`Row`]: `system`,
-/// `detail`, `task`, `queries`, `baseline`, `means` and `tests` keyed by
-/// metric name), `notes`, `skipped`.
+/// latter), `correction`, `alpha`, `bootstrap` (`resamples`, `seed`),
+/// `confidence` (0.95), `systems` (each a [`Row`]: `system`, `detail`,
+/// `task`, `queries`, `baseline`, `means` and `tests` keyed by metric name,
+/// each test a [`Versus`] with `ci_low`, `ci_high`, `effect_size`),
+/// `notes`, `skipped`.
 impl Serialize for Comparison {
     fn serialize<S: Serializer>(&self, ser: S) -> std::result::Result<S::Ok, S::Error> {
         let mut m = ser.serialize_map(None)?;
@@ -1019,6 +1122,8 @@ impl Serialize for Comparison {
         }
         m.serialize_entry("correction", &self.correction)?;
         m.serialize_entry("alpha", &self.alpha)?;
+        m.serialize_entry("bootstrap", &self.bootstrap)?;
+        m.serialize_entry("confidence", &CONFIDENCE)?;
         m.serialize_entry("systems", &self.rows)?;
         m.serialize_entry("notes", &self.notes)?;
         m.serialize_entry("skipped", &self.skipped)?;

@@ -9,5 +9,5 @@ pub mod trec;
 
 pub use compare::{CompareOptions, Comparison, Mark, System, TableFormat};
 pub use metrics::{evaluate, evaluate_rankings, Evaluation, Metric, Metrics};
-pub use significance::{Correction, PairedTest, TestResult};
+pub use significance::{Bootstrap, Correction, PairedTest, TestResult};
 pub use trec::{Qrels, Run};

@@ -49,6 +49,16 @@ fn differences(a: &[f64], b: &[f64]) -> Result<Vec<f64>> {
     Ok(a.iter().zip(b).map(|(x, y)| x - y).collect())
 }
 
+/// The mean of `d`, its sample standard deviation (n − 1) and its largest
+/// magnitude (the scale below which a standard deviation counts as zero).
+fn spread(d: &[f64]) -> (f64, f64, f64) {
+    let n = d.len() as f64;
+    let mean = d.iter().sum::<f64>() / n;
+    let sd = (d.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+    let scale = d.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+    (mean, sd, scale)
+}
+
 /// Paired two-sided Student's t-test (as `scipy.stats.ttest_rel`).
 ///
 /// Where every difference is the same (zero variance) scipy gives NaN; here
@@ -57,10 +67,7 @@ fn differences(a: &[f64], b: &[f64]) -> Result<Vec<f64>> {
 pub fn paired_t_test(a: &[f64], b: &[f64]) -> Result<TestResult> {
     let d = differences(a, b)?;
     let n = d.len() as f64;
-    let mean = d.iter().sum::<f64>() / n;
-    let var = d.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
-    let sd = var.sqrt();
-    let scale = d.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+    let (mean, sd, scale) = spread(&d);
     let (t, p) = if scale == 0.0 {
         (0.0, 1.0)
     } else if sd <= 1e-12 * scale {
@@ -138,6 +145,120 @@ pub fn randomization_test(
         mean_difference: mean,
         n,
     })
+}
+
+/// The confidence level of [`Bootstrap`] intervals.
+pub const CONFIDENCE: f64 = 0.95;
+
+/// Resamples drawn by one generator stream of [`Bootstrap::intervals`]; the
+/// streams are independent of the thread count.
+const CHUNK: usize = 256;
+
+/// Paired bootstrap over queries: percentile intervals of the mean difference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bootstrap {
+    /// Resamples drawn (at least 1).
+    pub resamples: usize,
+    /// Seed of the generator.
+    pub seed: u64,
+}
+
+impl Default for Bootstrap {
+    /// 10,000 resamples, seed 42.
+    fn default() -> Self {
+        Bootstrap {
+            resamples: 10_000,
+            seed: 42,
+        }
+    }
+}
+
+impl Bootstrap {
+    /// The [`CONFIDENCE`] (95%) percentile interval `(low, high)` of
+    /// `mean(a - b)` over `resamples` resamples of the query pairs (drawn
+    /// with replacement, `n` of `n`), one interval per column: `columns[k]`
+    /// holds the paired scores `(a, b)` of one metric, all columns over the
+    /// same queries in the same order, and every resample draws the same
+    /// queries for every column. The percentiles interpolate linearly
+    /// between order statistics (numpy's default). Resample `r` draws from
+    /// ChaCha8 stream `r / 256` of `seed`, so the result depends on the seed
+    /// alone, never on the thread count. Errors as [`paired_t_test`] on bad
+    /// input, and on `resamples == 0`.
+    pub fn intervals(&self, columns: &[(&[f64], &[f64])]) -> Result<Vec<(f64, f64)>> {
+        use rayon::prelude::*;
+        if self.resamples == 0 {
+            return Err(Error::invalid("the bootstrap needs resamples > 0"));
+        }
+        let d: Vec<Vec<f64>> = columns
+            .iter()
+            .map(|(a, b)| differences(a, b))
+            .collect::<Result<_>>()?;
+        let Some(n) = d.first().map(Vec::len) else {
+            return Ok(Vec::new());
+        };
+        if d.iter().any(|c| c.len() != n) {
+            return Err(Error::invalid(
+                "bootstrap columns must pair the same queries",
+            ));
+        }
+        let k = d.len();
+        // row-major: the k differences of query i at rows[i * k..]
+        let rows: Vec<f64> = (0..n).flat_map(|i| d.iter().map(move |c| c[i])).collect();
+        let chunks = self.resamples.div_ceil(CHUNK);
+        // means[chunk] holds, resample by resample, one mean per column
+        let means: Vec<Vec<f64>> = (0..chunks)
+            .into_par_iter()
+            .map(|c| {
+                let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
+                rng.set_stream(c as u64);
+                let count = CHUNK.min(self.resamples - c * CHUNK);
+                let mut out = Vec::with_capacity(count * k);
+                let mut sums = vec![0.0f64; k];
+                for _ in 0..count {
+                    sums.iter_mut().for_each(|s| *s = 0.0);
+                    for _ in 0..n {
+                        let i = rng.random_range(0..n);
+                        for (s, x) in sums.iter_mut().zip(&rows[i * k..(i + 1) * k]) {
+                            *s += x;
+                        }
+                    }
+                    out.extend(sums.iter().map(|s| s / n as f64));
+                }
+                out
+            })
+            .collect();
+        let tail = (1.0 - CONFIDENCE) / 2.0;
+        Ok((0..k)
+            .map(|j| {
+                let mut m: Vec<f64> = means
+                    .iter()
+                    .flat_map(|c| c.iter().skip(j).step_by(k).copied())
+                    .collect();
+                m.sort_by(f64::total_cmp);
+                (percentile(&m, tail), percentile(&m, 1.0 - tail))
+            })
+            .collect())
+    }
+}
+
+/// The `q` quantile of sorted, non-empty `x`, interpolating linearly between
+/// order statistics (numpy's `linear` method).
+fn percentile(x: &[f64], q: f64) -> f64 {
+    let pos = q * (x.len() - 1) as f64;
+    let (lo, frac) = (pos.floor() as usize, pos.fract());
+    match x.get(lo + 1) {
+        Some(hi) if frac > 0.0 => x[lo] + frac * (hi - x[lo]),
+        _ => x[lo],
+    }
+}
+
+/// Paired effect size Cohen's d_z: the mean of the differences `a[i] - b[i]`
+/// over their standard deviation (n − 1 in the denominator). `None` where it
+/// is undefined: all differences equal (zero spread, identical systems
+/// included), never NaN or infinite. Errors as [`paired_t_test`].
+pub fn effect_size(a: &[f64], b: &[f64]) -> Result<Option<f64>> {
+    let (mean, sd, scale) = spread(&differences(a, b)?);
+    Ok((sd > 1e-12 * scale).then(|| mean / sd))
 }
 
 /// Which paired test to run.
@@ -315,6 +436,60 @@ mod tests {
         let r = randomization_test(&y, &x, big, 3).unwrap();
         assert!(close(r.p_value, 1.0 / (big + 1) as f64, 1e-15), "{r:?}");
         assert!(randomization_test(&x, &y, 0, 3).is_err());
+    }
+
+    #[test]
+    fn bootstrap_interval_and_effect_size_by_hand() {
+        let boot = Bootstrap::default();
+        // identical systems: every resample's mean difference is 0; d undefined
+        let iv = boot.intervals(&[(&A, &A)]).unwrap();
+        assert_eq!(iv, vec![(0.0, 0.0)]);
+        assert_eq!(effect_size(&A, &A).unwrap(), None);
+        // a constant +0.1: the interval is [0.1, 0.1]; d undefined (no spread)
+        let shifted: Vec<f64> = A.iter().map(|x| x + 0.1).collect();
+        let (lo, hi) = boot.intervals(&[(&shifted, &A)]).unwrap()[0];
+        assert!(close(lo, 0.1, 1e-12) && close(hi, 0.1, 1e-12), "{lo} {hi}");
+        assert_eq!(effect_size(&shifted, &A).unwrap(), None);
+        // d_z by hand: differences 1, 2, 3: mean 2, sd 1
+        assert_eq!(
+            effect_size(&[1.0, 2.0, 3.0], &[0.0, 0.0, 0.0]).unwrap(),
+            Some(2.0)
+        );
+        // C against D: mean 0.0358333, sd of differences 0.0410009 (numpy ddof=1)
+        let dz = effect_size(&C, &D).unwrap().unwrap();
+        assert!(close(dz, 0.873967, 1e-5), "{dz}");
+        // the interval holds the mean difference, lies within the extreme
+        // differences, is the same for a seed and differs for another
+        let iv = boot.intervals(&[(&C, &D), (&A[..], &B[..])]);
+        assert!(iv.is_err(), "columns over different queries");
+        let (lo, hi) = boot.intervals(&[(&C, &D)]).unwrap()[0];
+        assert!(
+            lo < 0.035833 && 0.035834 < hi && lo > -0.1 && hi < 0.11,
+            "{lo} {hi}"
+        );
+        assert_eq!(boot.intervals(&[(&C, &D)]).unwrap()[0], (lo, hi));
+        let other = Bootstrap { seed: 7, ..boot };
+        assert_ne!(other.intervals(&[(&C, &D)]).unwrap()[0], (lo, hi));
+        // several columns: each as if alone (the same resampled queries)
+        let both = boot.intervals(&[(&C, &D), (&D, &C)]).unwrap();
+        assert_eq!(both[0], (lo, hi));
+        assert!(close(both[1].0, -hi, 1e-12) && close(both[1].1, -lo, 1e-12));
+        // the same on one thread as on many
+        let one = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap();
+        assert_eq!(
+            one.install(|| boot.intervals(&[(&C, &D)]).unwrap())[0],
+            (lo, hi)
+        );
+        assert!(Bootstrap {
+            resamples: 0,
+            seed: 1
+        }
+        .intervals(&[(&C, &D)])
+        .is_err());
+        assert!(effect_size(&[1.0], &[0.0]).is_err());
     }
 
     #[test]

@@ -919,8 +919,8 @@ fn compare_footer_shows_the_selected_test() {
     press(&mut app, &fake, "4bllj"); // MRR column, the second row
     let screen = render(&mut app, 120, 24);
     assert!(
-        screen.contains("p <.0001 · wins/ties/losses 0/0/4"),
-        "{screen}"
+        screen.contains("p <.0001 · -0.100 [-0.100, -0.100] d=— · wins/ties/losses 0/0/4"),
+        "the difference, its interval and d from the engine: {screen}"
     );
     press(&mut app, &fake, "k"); // the baseline: no test of its own
     assert!(!render(&mut app, 120, 24).contains("wins/ties/losses"));
@@ -2351,8 +2351,8 @@ fn real_session_folders_through_the_session_module() {
     b.export_compare(&t, &p, TableFormat::Csv).unwrap();
     assert_eq!(
         std::fs::read_to_string(p).unwrap(),
-        "system,model,queries,baseline,task,split,task_queries,MRR,MRR_p,MRR_sig,MRR_wins,MRR_ties,MRR_losses\n\
-         s2net-fixture,s2net,1,false,,,,0.5000,,,,,\n"
+        "system,model,queries,baseline,task,split,task_queries,MRR,MRR_p,MRR_sig,MRR_wins,MRR_ties,MRR_losses,MRR_diff,MRR_ci_low,MRR_ci_high,MRR_d\n\
+         s2net-fixture,s2net,1,false,,,,0.5000,,,,,,,,,\n"
     );
 }
 

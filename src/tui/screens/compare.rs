@@ -594,9 +594,10 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         .and_then(|(r, m)| Some((r, r.tests.get(m)?)))
     {
         parts.push(format!(
-            "{} p {} · wins/ties/losses {}/{}/{}",
+            "{} p {} · {} · wins/ties/losses {}/{}/{}",
             r.system,
             rosetta::eval::compare::fmt_p(v.p_adjusted),
+            v.effect(),
             v.wins,
             v.ties,
             v.losses
