@@ -92,6 +92,20 @@ fn import_writes_the_dequantised_weights_and_a_working_tokenizer() {
     );
     let e = tok.encode("Thedog", false).unwrap();
     assert_eq!(e.get_tokens(), &["\u{2581}The", "d", "o", "g"]);
+    // a tokenizer without a text's end markers is refused, naming its file
+    let bad = ws.path().join("no-specials");
+    std::fs::create_dir_all(&bad).unwrap();
+    for f in ["config.json", "model.safetensors"] {
+        std::fs::copy(dir.join(f), bad.join(f)).unwrap();
+    }
+    let tj = std::fs::read_to_string(dir.join("tokenizer.json")).unwrap();
+    std::fs::write(bad.join("tokenizer.json"), tj.replace("\"<s>\"", "\"<x>\"")).unwrap();
+    let f = rosetta::models::encoder::folder::resolve(bad.to_str().unwrap()).unwrap();
+    let err = f.tokenizer().unwrap_err().to_string();
+    assert!(
+        err.contains("tokenizer.json") && err.contains("<s>/</s>"),
+        "{err}"
+    );
     // a second import into the same folder is refused, the folder kept
     let again = rosetta_in(
         ws.path(),
@@ -473,10 +487,8 @@ fn fine_tuning_learns_and_resumes_bit_exactly() {
 fn trimming_keeps_every_workspace_text_the_same() {
     let ws = tiny_workspace();
     let (dir, _) = tiny_encoder(ws.path(), 8);
-    let out = ws.path().join("trimmed");
-    let r = json(&rosetta_in(
-        ws.path(),
-        &[
+    let trim = |out: &Path, more: &[&str]| {
+        let mut args = vec![
             "encoder",
             "trim",
             "--weights",
@@ -486,8 +498,12 @@ fn trimming_keeps_every_workspace_text_the_same() {
             "--out",
             out.to_str().unwrap(),
             "--json",
-        ],
-    ));
+        ];
+        args.extend_from_slice(more);
+        json(&rosetta_in(ws.path(), &args))
+    };
+    let out = ws.path().join("trimmed");
+    let r = trim(&out, &[]);
     let (kept, total) = (r["kept"].as_u64().unwrap(), r["pieces"].as_u64().unwrap());
     assert!(kept < total, "{r}");
     let (a, b) = (open(&dir, options()), open(&out, options()));
@@ -502,20 +518,7 @@ fn trimming_keeps_every_workspace_text_the_same() {
     }
     // stored as f16: half the bytes, the same vectors to f16's precision
     let half = ws.path().join("trimmed-f16");
-    ok(&rosetta_in(
-        ws.path(),
-        &[
-            "encoder",
-            "trim",
-            "--weights",
-            dir.to_str().unwrap(),
-            "--workspace",
-            "workspace.toml",
-            "--out",
-            half.to_str().unwrap(),
-            "--f16",
-        ],
-    ));
+    trim(&half, &["--f16"]);
     let size = |d: &Path| {
         std::fs::metadata(d.join("model.safetensors"))
             .unwrap()

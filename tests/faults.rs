@@ -522,6 +522,33 @@ fn run(dir: &Path, data: &TrainData, hash: &str, resume: bool) -> rosetta::train
     .unwrap()
 }
 
+/// Runs the job of session `dir` from its start, cancelled once `epochs`
+/// epoch ends were logged.
+fn run_cancelled_after(
+    dir: &Path,
+    data: &TrainData,
+    hash: &str,
+    epochs: usize,
+) -> rosetta::train::runner::Outcome {
+    let mut s = Session::open(dir).unwrap();
+    let trainer = rosetta::models::trainer(&s.config.model).unwrap();
+    let cancel = Arc::new(AtomicBool::new(false));
+    let mut obs = StopAfter {
+        left: epochs,
+        cancel: cancel.clone(),
+    };
+    run_job(
+        &mut s,
+        trainer.as_ref(),
+        data,
+        hash,
+        false,
+        cancel,
+        &mut obs,
+    )
+    .unwrap()
+}
+
 /// Small, quick settings of each trainable neural model.
 fn quick(model: &str) -> Vec<(&'static str, &'static str)> {
     match model {
@@ -662,23 +689,7 @@ fn resume_at_every_epoch_end_is_the_same_run() {
             // replayed up to there by killing nothing, only cutting the plan
             let part = root.path().join(format!("part{stop_after}"));
             Session::create(&part, config(ws.path(), &hash, model, &quick(model))).unwrap();
-            let mut s = Session::open(&part).unwrap();
-            let trainer = rosetta::models::trainer(model).unwrap();
-            let cancel = Arc::new(AtomicBool::new(false));
-            let mut obs = StopAfter {
-                left: stop_after,
-                cancel: cancel.clone(),
-            };
-            let o = run_job(
-                &mut s,
-                trainer.as_ref(),
-                &data,
-                &hash,
-                false,
-                cancel,
-                &mut obs,
-            )
-            .unwrap();
+            let o = run_cancelled_after(&part, &data, &hash, stop_after);
             assert_eq!(o.state, State::Cancelled, "{model} {stop_after}: {o:?}");
             let o = run(&part, &data, &hash, true);
             assert_eq!(o.state, State::Done, "{model} {stop_after}: {o:?}");
@@ -1479,23 +1490,7 @@ fn wrong_optimiser_moments_are_refused_on_resume() {
     let root = tempfile::tempdir().unwrap();
     let dir = root.path().join("s");
     Session::create(&dir, config(ws.path(), &hash, "s2net", &quick("s2net"))).unwrap();
-    let mut s = Session::open(&dir).unwrap();
-    let trainer = rosetta::models::trainer("s2net").unwrap();
-    let cancel = Arc::new(AtomicBool::new(false));
-    let mut obs = StopAfter {
-        left: 1,
-        cancel: cancel.clone(),
-    };
-    let o = run_job(
-        &mut s,
-        trainer.as_ref(),
-        &data,
-        &hash,
-        false,
-        cancel,
-        &mut obs,
-    )
-    .unwrap();
+    let o = run_cancelled_after(&dir, &data, &hash, 1);
     assert_eq!(o.state, State::Cancelled);
     let path = dir.join(LAST_CHECKPOINT);
     let ck = Checkpoint::read(&path, &Device::Cpu).unwrap();

@@ -122,9 +122,19 @@ impl Folder {
     }
 
     /// The tokenizer.
+    /// The tokenizer; refused unless it has a text's first and last special
+    /// tokens (`<s>`/`</s>` or `[CLS]`/`[SEP]`).
     pub fn tokenizer(&self) -> Result<tokenizers::Tokenizer> {
-        tokenizers::Tokenizer::from_file(&self.tokenizer)
-            .map_err(|e| Error::file(&self.tokenizer, format!("not a tokenizer.json: {e}")))
+        let t = tokenizers::Tokenizer::from_file(&self.tokenizer)
+            .map_err(|e| Error::file(&self.tokenizer, format!("not a tokenizer.json: {e}")))?;
+        let has = |a: &str, b: &str| t.token_to_id(a).is_some() && t.token_to_id(b).is_some();
+        if !has("<s>", "</s>") && !has("[CLS]", "[SEP]") {
+            return Err(Error::file(
+                &self.tokenizer,
+                "has neither <s>/</s> nor [CLS]/[SEP]: an encoder's texts need both ends marked",
+            ));
+        }
+        Ok(t)
     }
 
     /// BLAKE3 of the weights file (recorded in the session, checked on load).

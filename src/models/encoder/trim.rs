@@ -113,7 +113,7 @@ pub fn trim_for_texts(
     for chunk in inputs.chunks(4096) {
         let enc = tok
             .encode_batch(chunk.to_vec(), true)
-            .map_err(|e| Error::invalid(format!("tokenizer: {e}")))?;
+            .map_err(|e| Error::file(&f.tokenizer, format!("tokenizer: {e}")))?;
         for e in enc {
             keep.extend(e.get_ids().iter().copied());
         }
