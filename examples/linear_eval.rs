@@ -198,6 +198,7 @@ fn main() -> anyhow::Result<()> {
         mono_positive: Vec::new(),
         seqs: None,
         texts: None,
+        pretrained: None,
         vocabs: vocabs.clone(),
     };
     let (test_s, test_t) = (

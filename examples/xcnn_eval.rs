@@ -240,6 +240,7 @@ fn main() -> anyhow::Result<()> {
         valid_tgt: valid_tgt.clone(),
         seqs: None,
         texts: None,
+        pretrained: None,
     };
     let prep_s = t0.elapsed().as_secs_f64();
     eprintln!(

@@ -204,6 +204,21 @@ fn check_request(req: &JobRequest) -> Result<(BTreeMap<String, String>, Workspac
             )));
         }
     }
+    if let Some(v) = vectors_session(&req.model, &crate::models::Params::new(settings.clone()))? {
+        // a session folder with a model to give vectors (checked, not loaded)
+        if !v.join(crate::session::CONFIG_FILE).is_file()
+            || !(v.join(BEST_CHECKPOINT).is_file()
+                || v.join(crate::session::LAST_CHECKPOINT).is_file())
+        {
+            return Err(Error::invalid(format!(
+                "vectors={}: not a trained session (no config.toml and checkpoint)",
+                v.display()
+            )));
+        }
+        // recorded absolute: the job may run elsewhere (a Slurm node)
+        let abs = std::fs::canonicalize(&v).map_err(|e| Error::io(&v, e))?;
+        settings.insert("vectors".into(), abs.display().to_string());
+    }
     let ws_path = std::fs::canonicalize(&req.workspace)
         .map_err(|e| Error::file(&req.workspace, format!("cannot open workspace: {e}")))?;
     // a model's own [text] defaults apply where the workspace is silent
@@ -406,6 +421,18 @@ pub fn start_on(req: &JobRequest, exe: &Path, launcher: &Launcher) -> Result<Lau
     }
 }
 
+/// The session folder `model`'s `vectors` setting names, if any
+/// ([`crate::models::pretrained::VectorsSetting`]).
+fn vectors_session(model: &str, params: &crate::models::Params) -> Result<Option<PathBuf>> {
+    if !crate::models::takes_setting(model, "vectors") {
+        return Ok(None);
+    }
+    let p = params.of(model)?;
+    Ok(crate::models::pretrained::setting(&p)?
+        .session()
+        .map(Path::to_path_buf))
+}
+
 /// A workspace's prepared data (cached by the corpus module), its training
 /// data and its content hash.
 pub fn load_workspace(
@@ -463,7 +490,7 @@ pub fn run(
         session.status.write(&session.dir)?;
     }
     let loaded = crate::models::trainer(&session.config.model).and_then(|t| {
-        let (prepared, data, hash) =
+        let (prepared, mut data, hash) =
             load_workspace(&session.config.workspace, session.config.text.as_ref())?;
         // settings edited since the session was made are estimated again
         let sizes = crate::models::DataSizes {
@@ -474,6 +501,13 @@ pub fn run(
         crate::models::check_memory(&session.config.model, t.as_ref(), &params, None, || {
             Ok(sizes)
         })?;
+        // `vectors=SESSION`: that session's term vectors for this vocabulary
+        if let Some(dir) = vectors_session(&session.config.model, &params)? {
+            data.pretrained = Some(crate::session::pretrained::term_vectors_for(
+                &dir,
+                &data.vocabs,
+            )?);
+        }
         Ok((t, prepared, data, hash))
     });
     let (trainer, prepared, data, hash) = match loaded {

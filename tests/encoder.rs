@@ -40,6 +40,22 @@ fn tiny_encoder(ws: &Path, seed: u64) -> (PathBuf, PathBuf) {
     (dir, bin)
 }
 
+/// A tiny encoder for the fixture workspace in `ws` and a zero-shot session
+/// `name` of it; returns the encoder folder and the workspace file.
+fn zero_shot_session(ws: &Path, seed: u64, name: &str) -> (PathBuf, PathBuf) {
+    let (dir, _) = tiny_encoder(ws, seed);
+    let w = ws.join("workspace.toml");
+    let weights = format!("weights={}", dir.display());
+    train(
+        ws,
+        &w,
+        "encoder",
+        name,
+        &["--set", &weights, "--epochs", "0"],
+    );
+    (dir, w)
+}
+
 fn options() -> EncodeOptions {
     EncodeOptions {
         pooling: Pooling::Mean,
@@ -266,16 +282,7 @@ fn json(out: &std::process::Output) -> serde_json::Value {
 #[test]
 fn zero_shot_session_searches_evaluates_and_lists_neighbours() {
     let ws = tiny_workspace();
-    let (dir, _) = tiny_encoder(ws.path(), 5);
-    let w = ws.path().join("workspace.toml");
-    let weights = format!("weights={}", dir.display());
-    train(
-        ws.path(),
-        &w,
-        "encoder",
-        "s0",
-        &["--set", &weights, "--epochs", "0"],
-    );
+    let (dir, w) = zero_shot_session(ws.path(), 5, "s0");
     let s = ws.path().join("s0");
     common::assert_searchable(ws.path(), &s, "the dog drinks water", "water");
     // the session's figures are the encoder's own: the same as encoding the
@@ -537,4 +544,147 @@ fn trimming_keeps_every_workspace_text_the_same() {
     );
     let d = (&x - &y).iter().fold(0f32, |m, v| m.max(v.abs()));
     assert!(d > 0.0 && d < 5e-3, "f16 weights move the vectors by {d}");
+}
+
+/// `vectors=SESSION` (issue 37): an encoder session's term vectors start
+/// S2Net's projections, XCNN's and BAE's first layers and the BiLSTM's
+/// embeddings, fitted to their widths; what was done is recorded.
+#[test]
+fn seed_models_start_from_an_encoder_sessions_term_vectors() {
+    let ws = tiny_workspace();
+    let (_, w) = zero_shot_session(ws.path(), 7, "e0");
+    let e0 = ws.path().join("e0");
+    let vectors = format!("vectors={}", e0.display());
+
+    // a missing session is refused before any folder is written
+    let out = rosetta_in(
+        ws.path(),
+        &[
+            "train",
+            "--workspace",
+            w.to_str().unwrap(),
+            "--model",
+            "s2net",
+            "--device",
+            "cpu",
+            "--session",
+            "bad",
+            "--set",
+            "vectors=no-such-session",
+        ],
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("vectors=no-such-session"));
+    assert!(!ws.path().join("bad").exists());
+
+    // S2Net trained at a negligible rate: its projection is the encoder's
+    // term vectors fitted to its width (the PCA of both languages' vectors)
+    train(
+        ws.path(),
+        &w,
+        "s2net",
+        "s2",
+        &[
+            "--set", &vectors, "--set", "dim=24", "--set", "lr=1e-12", "--epochs", "1",
+        ],
+    );
+    let s2 = rosetta::session::Loaded::open(&ws.path().join("s2"), &Device::Cpu).unwrap();
+    let v = rosetta::session::pretrained::term_vectors_for(&e0, &s2.vocabs).unwrap();
+    assert!(v.found_source.iter().chain(&v.found_target).all(|&f| f));
+    let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(0);
+    let f = rosetta::models::pretrained::fit_width(&v, 24, 0.01, &mut rng).unwrap();
+    let unit = |m: ndarray::Array2<f32>| rosetta::models::linear::unit_rows(m);
+    for (side, want) in [
+        (rosetta::text::Side::Source, unit(f.source.clone())),
+        (rosetta::text::Side::Target, unit(f.target.clone())),
+    ] {
+        let got = s2.model.term_vectors(side).unwrap();
+        assert_eq!(got.dim(), want.dim());
+        let worst = got
+            .iter()
+            .zip(want.iter())
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max);
+        assert!(worst < 1e-4, "{side:?}: {worst}");
+    }
+    // the encoder's own vectors were cached in its session
+    assert!(e0.join("term-vectors.source.npy").is_file());
+    let rec: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(ws.path().join("s2/pretrained.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(rec["kept"], 24);
+    assert_eq!(rec["found_source"], rec["source_terms"]);
+    let log = std::fs::read_to_string(ws.path().join("s2/log.txt")).unwrap();
+    assert!(log.contains("start from the term vectors of"), "{log}");
+
+    // XCNN: the start replaces the monolingual pre-initialisation
+    train(
+        ws.path(),
+        &w,
+        "xcnn",
+        "x",
+        &[
+            "--set",
+            &vectors,
+            "--set",
+            "dim=16",
+            "--set",
+            "mono_epochs=3",
+            "--epochs",
+            "1",
+        ],
+    );
+    let phases: std::collections::BTreeSet<String> = common::metrics_records(&ws.path().join("x"))
+        .iter()
+        .filter_map(|r| r["phase"].as_str().map(str::to_string))
+        .collect();
+    assert!(!phases.contains("mono"), "{phases:?}");
+    let rec: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(ws.path().join("x/pretrained.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(rec["kept"], 16);
+    assert!(rec["explained_variance"].as_f64().unwrap() < 1.0);
+
+    // BAE and the BiLSTM (wider than the vectors: the extra columns random)
+    train(
+        ws.path(),
+        &w,
+        "bae",
+        "b",
+        &["--set", &vectors, "--set", "dim=8", "--epochs", "1"],
+    );
+    train(
+        ws.path(),
+        &w,
+        "adv-bilstm",
+        "a",
+        &[
+            "--set",
+            &vectors,
+            "--set",
+            "emb=40",
+            "--set",
+            "hidden=4",
+            "--set",
+            "dim=4",
+            "--set",
+            "nn_hidden=4",
+            "--set",
+            "disc_hidden=4",
+            "--epochs",
+            "1",
+        ],
+    );
+    for (s, kept, width) in [("b", 8, 8), ("a", H, 40)] {
+        let rec: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(ws.path().join(s).join("pretrained.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            (rec["kept"].as_u64(), rec["width"].as_u64()),
+            (Some(kept as u64), Some(width))
+        );
+    }
 }

@@ -102,6 +102,7 @@ fn train_data(n: usize, v: usize, seed: u64) -> TrainData {
         mono_positive: vec![None; t.n_rows()],
         seqs: None,
         texts: None,
+        pretrained: None,
         train_src: s,
         train_tgt: t,
         valid_src: vs,

@@ -95,6 +95,7 @@ fn train_data(n: usize, vs: usize, vt: usize, seed: u64) -> TrainData {
         mono_positive: vec![None; t.n_rows()],
         seqs: None,
         texts: None,
+        pretrained: None,
         train_src: s,
         train_tgt: t,
         valid_src: vs_,

@@ -251,6 +251,7 @@ fn data() -> TrainData {
         mono_positive: vec![None; 40],
         seqs: None,
         texts: None,
+        pretrained: None,
         train_src,
         train_tgt,
         valid_src,

@@ -83,6 +83,7 @@ fn data(n_pairs: usize, n_terms: usize) -> TrainData {
         mono_positive,
         seqs: None,
         texts: None,
+        pretrained: None,
         train_src: s,
         train_tgt: t,
         valid_src: vs,

@@ -90,6 +90,9 @@ pub struct AdvConfig {
     pub init: Option<PathBuf>,
     /// `.vec` files (source, target) that start the embeddings.
     pub vectors: Option<(PathBuf, PathBuf)>,
+    /// A session whose term vectors start the embeddings (`vectors=SESSION`,
+    /// fitted to `emb` columns: [`super::pretrained::fit_width`]).
+    pub vectors_session: Option<PathBuf>,
     /// Std of the random embeddings.
     pub init_scale: f64,
 }
@@ -113,36 +116,21 @@ pub fn check_widths(v: &str) -> std::result::Result<(), String> {
     widths(v).map(|_| ())
 }
 
-/// Registry check of `vectors`: `none` or two paths, comma-separated.
-pub fn check_vectors(v: &str) -> std::result::Result<(), String> {
-    if v == "none" || v.split(',').filter(|p| !p.trim().is_empty()).count() == 2 {
-        Ok(())
-    } else {
-        Err(format!(
-            "expected `none` or SOURCE.vec,TARGET.vec, got `{v}`"
-        ))
-    }
-}
-
 impl AdvConfig {
     /// The settings from `p` (defaults and checks from the registry).
     pub fn from_params(p: &Params) -> Result<Self> {
         let p = p.of(NAME)?;
         let nn_hidden = widths(&p.get::<String>("nn_hidden")?).map_err(Error::invalid)?;
-        let vectors = match p.get::<String>("vectors")?.as_str() {
-            "none" => None,
-            v => {
-                let mut it = v.split(',').map(|s| PathBuf::from(s.trim()));
-                match (it.next(), it.next()) {
-                    (Some(a), Some(b)) => Some((a, b)),
-                    _ => return Err(Error::invalid(format!("--set vectors={v}: want two paths"))),
-                }
-            }
+        use super::pretrained::VectorsSetting;
+        let (vectors, vectors_session) = match super::pretrained::setting(&p)? {
+            VectorsSetting::None => (None, None),
+            VectorsSetting::Files(a, b) => (Some((a, b)), None),
+            VectorsSetting::Session(d) => (None, Some(d)),
         };
         let init = p.get_opt("init")?.map(PathBuf::from);
-        if init.is_some() && vectors.is_some() {
+        if init.is_some() && (vectors.is_some() || vectors_session.is_some()) {
             return Err(Error::invalid(
-                "adv-bilstm: give `init` (a session) or `vectors` (.vec files), not both",
+                "adv-bilstm: give `init` (a session) or `vectors` (a session or .vec files), not both",
             ));
         }
         Ok(AdvConfig {
@@ -175,6 +163,7 @@ impl AdvConfig {
             max_doc_len: p.get("max_doc_len")?,
             init,
             vectors,
+            vectors_session,
             init_scale: p.get("init_scale")?,
         })
     }
@@ -1010,6 +999,19 @@ impl Trainer for AdvTrainer {
             }
             None => {
                 let init = match (&cfg.init, &cfg.vectors) {
+                    (None, None) if cfg.vectors_session.is_some() => {
+                        let dir = cfg.vectors_session.as_deref().unwrap_or(Path::new("."));
+                        let f = super::pretrained::start(
+                            data.pretrained.as_ref(),
+                            dir,
+                            NAME,
+                            cfg.emb,
+                            cfg.init_scale,
+                            &mut rng,
+                            hooks,
+                        )?;
+                        Some((f.source, f.target))
+                    }
                     (Some(dir), _) => {
                         let (s, t) = session_vectors(dir, &data.vocabs)?;
                         hooks.log(&format!(

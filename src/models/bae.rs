@@ -55,6 +55,8 @@ pub struct BaeConfig {
     /// Reconstruction over the whole vocabulary (`None`) or over the batch's
     /// terms plus this many sampled other terms.
     pub sampled: Option<usize>,
+    /// Session whose term vectors start the encoders (`vectors=`).
+    pub vectors: Option<std::path::PathBuf>,
 }
 
 impl BaeConfig {
@@ -90,6 +92,9 @@ impl BaeConfig {
                 }
             },
             lazy: super::nn::lazy_optim(&p)?,
+            vectors: super::pretrained::setting(&p)?
+                .session()
+                .map(std::path::Path::to_path_buf),
         };
         Ok(c)
     }
@@ -552,7 +557,29 @@ impl Trainer for BaeTrainer {
                 }
                 m
             }
-            None => BaeModel::random(vs, vt, &cfg, &mut rng, device)?,
+            None => {
+                let mut m = BaeModel::random(vs, vt, &cfg, &mut rng, device)?;
+                if let Some(dir) = &cfg.vectors {
+                    // the encoders' rows are the term vectors (the
+                    // decoders keep their random start)
+                    let f = super::pretrained::start(
+                        data.pretrained.as_ref(),
+                        dir,
+                        "bae",
+                        cfg.dim,
+                        cfg.init_scale,
+                        &mut rng,
+                        hooks,
+                    )?;
+                    let t = |a: &ndarray::Array2<f32>| -> Result<Var> {
+                        let v: Vec<f32> = a.iter().copied().collect();
+                        Ok(Var::from_tensor(&Tensor::from_vec(v, a.dim(), device)?)?)
+                    };
+                    m.enc_src = t(&f.source)?;
+                    m.enc_tgt = t(&f.target)?;
+                }
+                m
+            }
         };
         model.binary = cfg.binary;
         let mut opt = Adam::new(model.vars(), cfg.lr, cfg.weight_decay)?;

@@ -18,14 +18,15 @@ pub mod lstm;
 pub mod nn;
 pub mod optim;
 pub mod plsa;
+pub mod pretrained;
 pub mod rbm;
 pub mod rows;
 pub mod trainer;
 pub mod xcnn;
 
 pub use trainer::{
-    check_memory, DataSizes, Flow, Hooks, MemoryEstimate, Phase, Resume, StepReport, TrainData,
-    TrainSequences, TrainTexts, Trainer,
+    check_memory, DataSizes, Flow, Hooks, MemoryEstimate, Phase, PretrainedVectors, Resume,
+    StepReport, TrainData, TrainSequences, TrainTexts, Trainer,
 };
 
 use std::collections::BTreeMap;

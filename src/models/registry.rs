@@ -239,6 +239,14 @@ const INIT: Setting = Setting {
     check: Check::Path,
     help: "start from a trained session (or checkpoint)",
 };
+/// A pretrained start from another session's term vectors
+/// ([`super::pretrained`]).
+const VECTORS: Setting = s(
+    "vectors",
+    "none",
+    Check::Parse(super::pretrained::check_session_only),
+    "a session (an encoder, or any model with a space) whose term vectors start the first layer",
+);
 const OVERSAMPLE: Setting = s(
     "oversample",
     "10",
@@ -571,6 +579,7 @@ pub static MODELS: &[ModelSpec] = &[
             ),
             s("lr", "0.001", Check::Positive, "Adam learning rate"),
             s("optim", "adam", OPTIM, "dense Adam or row-sparse lazy Adam"),
+            VECTORS,
             WEIGHT_DECAY,
         ],
         trainer: Some(|| Box::new(s2net::S2NetTrainer)),
@@ -752,6 +761,7 @@ pub static MODELS: &[ModelSpec] = &[
                 "train the target network in the cross phase",
             ),
             VALID_MAX,
+            VECTORS,
             WEIGHT_DECAY,
         ],
         trainer: Some(xcnn::xcnn_trainer),
@@ -802,6 +812,7 @@ pub static MODELS: &[ModelSpec] = &[
                 "full or sampled:N reconstruction",
             ),
             VALID_MAX,
+            VECTORS,
             WEIGHT_DECAY,
         ],
         trainer: Some(bae::bae_trainer),
@@ -880,7 +891,7 @@ pub static MODELS: &[ModelSpec] = &[
             s("nn_hidden", "128", Check::Parse(adv_bilstm::check_widths), "NN_dim's tanh layer widths (one or two, comma-separated)"),
             s("reg", "0.00001", Check::NonNegative, "coefficient of the weights' squared Frobenius norm (L_reg)"),
             s("share_target", "false", Check::Bool, "one encoder for target queries and documents"),
-            s("vectors", "none", Check::Parse(adv_bilstm::check_vectors), "SOURCE.vec,TARGET.vec to start the embeddings from"),
+            s("vectors", "none", Check::Parse(super::pretrained::check_any), "a session (encoder or any model with a space) or SOURCE.vec,TARGET.vec whose vectors start the embeddings"),
         ],
         trainer: Some(adv_bilstm::adv_bilstm_trainer),
         text: &[],

@@ -235,19 +235,41 @@ impl Trainer for S2NetTrainer {
             ));
         }
         let init = p.get_opt("init")?;
+        let vectors = super::pretrained::setting(&p)?;
         params.check_unused()?;
         check_fit_sizes(KIND, data, k)?;
         let xs = weighted(&data.train_src, &data.vocabs, Side::Source);
         let xt = weighted(&data.train_tgt, &data.vocabs, Side::Target);
         let n = xs.n_rows();
 
-        let (s0, t0) = match &init {
-            Some(dir) => {
+        let (s0, t0) = match (&init, vectors.session()) {
+            (Some(_), Some(_)) => {
+                return Err(Error::invalid(
+                    "s2net: give `init` (a linear session) or `vectors` (pretrained term \
+                     vectors), not both",
+                ))
+            }
+            // the projection's rows are the term vectors: a text starts as
+            // the tf-idf weighted sum of its words' vectors
+            (None, Some(dir)) => {
+                let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+                let f = super::pretrained::start(
+                    data.pretrained.as_ref(),
+                    dir,
+                    KIND,
+                    k,
+                    init_scale,
+                    &mut rng,
+                    hooks,
+                )?;
+                (f.source, f.target)
+            }
+            (Some(dir), None) => {
                 let (s, t) = load_init(Path::new(dir), &data.vocabs, k)?;
                 hooks.log(&format!("s2net: starting from {dir}"));
                 (rescale(s, init_scale), rescale(t, init_scale))
             }
-            None => {
+            (None, None) => {
                 let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
                 (
                     random_init(data.vocabs.source.len(), k, init_scale, &mut rng),

@@ -39,6 +39,31 @@ pub struct TrainData {
     /// ([`Model::reads_text`](super::Model::reads_text)); `None` when the
     /// data was given as counts only.
     pub texts: Option<TrainTexts>,
+    /// Pretrained term vectors for this vocabulary (`vectors=SESSION`),
+    /// resolved by the job layer before training; `None` when the job has
+    /// none (a trainer given `vectors=SESSION` without them refuses to start).
+    pub pretrained: Option<PretrainedVectors>,
+}
+
+/// Term vectors of another session for a job's vocabularies, row for row
+/// (`vectors=SESSION`: the start the seed papers took from word2vec). Both
+/// sides come from one model, so they live in one space.
+#[derive(Debug, Clone)]
+pub struct PretrainedVectors {
+    /// The session folder they came from (as given).
+    pub session: std::path::PathBuf,
+    /// BLAKE3 of the checkpoint they were computed from.
+    pub checkpoint_blake3: String,
+    /// `source vocabulary × d`: term i's vector, zeros where `found_source[i]`
+    /// is false.
+    pub source: ndarray::Array2<f32>,
+    /// `target vocabulary × d`, as `source`.
+    pub target: ndarray::Array2<f32>,
+    /// Whether source term i has a vector (a session of another vocabulary
+    /// lacks some terms; an encoder has a vector for every word).
+    pub found_source: Vec<bool>,
+    /// Whether target term i has a vector.
+    pub found_target: Vec<bool>,
 }
 
 /// The rows of [`TrainData`]'s pair matrices as raw texts, row for row.
@@ -112,6 +137,7 @@ impl TrainData {
                 valid_src: pick(&prepared.valid.src_text, &va),
                 valid_tgt: pick(&prepared.valid.tgt_text, &va),
             }),
+            pretrained: None,
         }
     }
 
@@ -190,6 +216,13 @@ pub trait Hooks {
     }
     /// A human-readable line for the session's `log.txt`.
     fn log(&mut self, msg: &str);
+    /// A record of how training started (`pretrained.json`:
+    /// [`super::pretrained::RECORD_FILE`]) written into the session folder
+    /// (replaced atomically). Default: dropped (no session).
+    fn record(&mut self, name: &'static str, json: &str) -> Result<()> {
+        let _ = (name, json);
+        Ok(())
+    }
     /// Figures of the epoch about to end that the trainer computes itself
     /// (a layer's held-out reconstruction error): recorded with the epoch's
     /// validation figures by the next [`Hooks::epoch_end`]. Default: dropped.

@@ -459,6 +459,9 @@ pub struct XcnnConfig {
     pub valid_max: usize,
     /// Session directory to take a pre-initialised target network from.
     pub init: Option<PathBuf>,
+    /// Session whose term vectors start both networks (`vectors=`); like a
+    /// linear `init`, it replaces the monolingual pre-initialisation.
+    pub vectors: Option<PathBuf>,
     /// Row-sparse ("lazy") Adam on the term tables instead of dense Adam.
     pub lazy: bool,
 }
@@ -496,8 +499,16 @@ impl XcnnConfig {
                 train_target: p.get("train_target")?,
                 valid_max: p.get("valid_max")?,
                 init: p.get_opt("init")?.map(PathBuf::from),
+                vectors: crate::models::pretrained::setting(&p)?
+                    .session()
+                    .map(Path::to_path_buf),
                 lazy: lazy_optim(&p)?,
             };
+        if c.init.is_some() && c.vectors.is_some() {
+            return Err(Error::invalid(
+                "xcnn: give `init` (a session) or `vectors` (pretrained term vectors), not both",
+            ));
+        }
         Ok(c)
     }
 }
@@ -772,13 +783,28 @@ pub fn composers_from_linear(
     dtype: DType,
     device: &Device,
 ) -> Result<(Composer, Composer)> {
+    let (ps, pt) = crate::models::s2net::load_init(dir, vocabs, cfg.dim)?;
+    composers_from_tables(ps, pt, vocabs, cfg, dtype, device)
+}
+
+/// Both composition networks (one layer, biases 0) from term tables
+/// (`vocabulary × dim` per language): row i is `idf_i · P[i]`, scaled so
+/// the table's root mean square is `cfg.init_scale` (as
+/// [`composers_from_linear`]).
+pub fn composers_from_tables(
+    ps: Array2<f32>,
+    pt: Array2<f32>,
+    vocabs: &Vocabs,
+    cfg: &XcnnConfig,
+    dtype: DType,
+    device: &Device,
+) -> Result<(Composer, Composer)> {
     if cfg.layers != 1 {
         return Err(Error::invalid(format!(
-            "xcnn: init from a linear model needs layers=1 (got {})",
+            "xcnn: a start from a linear model or term vectors needs layers=1 (got {})",
             cfg.layers
         )));
     }
-    let (ps, pt) = crate::models::s2net::load_init(dir, vocabs, cfg.dim)?;
     let net = |mut p: Array2<f32>, v: &crate::text::Vocabulary| -> Result<Composer> {
         for (i, mut row) in p.rows_mut().into_iter().enumerate() {
             row *= v.idf(i as u32);
@@ -1061,7 +1087,7 @@ impl Trainer for XcnnTrainer {
     fn plan(&self, data: &TrainData, params: &Params) -> Result<Vec<Phase>> {
         let cfg = XcnnConfig::from_params(params)?;
         let mut plan = Vec::new();
-        if cfg.mono_epochs > 0 && cfg.init.is_none() {
+        if cfg.mono_epochs > 0 && cfg.init.is_none() && cfg.vectors.is_none() {
             plan.push(Phase::pretraining(
                 "mono",
                 cfg.mono_epochs,
@@ -1135,6 +1161,22 @@ impl Trainer for XcnnTrainer {
                     dir.display()
                 ));
                 let (src, tgt) = composers_from_linear(dir, &data.vocabs, &cfg, dtype, device)?;
+                XcnnModel { src, tgt }
+            }
+            None if cfg.vectors.is_some() => {
+                let dir = cfg.vectors.as_deref().unwrap_or(Path::new("."));
+                do_mono = false;
+                let f = crate::models::pretrained::start(
+                    data.pretrained.as_ref(),
+                    dir,
+                    "xcnn",
+                    cfg.dim,
+                    cfg.init_scale,
+                    &mut rng,
+                    hooks,
+                )?;
+                let (src, tgt) =
+                    composers_from_tables(f.source, f.target, &data.vocabs, &cfg, dtype, device)?;
                 XcnnModel { src, tgt }
             }
             None => {

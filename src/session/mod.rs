@@ -27,6 +27,7 @@ pub mod checkpoint;
 pub mod evaluate;
 pub mod loaded;
 pub mod metrics;
+pub mod pretrained;
 pub mod retrieval;
 pub mod runs;
 pub mod search;
@@ -95,6 +96,10 @@ pub const SESSION_FILES: &[&str] = &[
     "term-vectors.target.npy",
     "term-vectors.source.json",
     "term-vectors.target.json",
+    // a job's pretrained start (`models::pretrained`); an encoder's cached
+    // vectors of another vocabulary (`term-vectors.HASH.SIDE.*`) are
+    // recognised by `pretrained::is_cache_name`
+    crate::models::pretrained::RECORD_FILE,
     // a Slurm job's record and batch script, a sweep member's record
     // (`jobs::slurm`, `jobs::sweep`)
     "slurm.json",

@@ -258,7 +258,8 @@ fn is_own_file(name: &str, known: &[&str]) -> bool {
             .is_some_and(|seed| !seed.is_empty() && seed.bytes().all(|b| b.is_ascii_digit()))
     };
     known.contains(&name)
-        || (known == super::SESSION_FILES && bli_split(name))
+        || (known == super::SESSION_FILES
+            && (bli_split(name) || super::pretrained::is_cache_name(name)))
         || name
             .strip_prefix('.')
             .and_then(|r| r.split_once(".tmp."))

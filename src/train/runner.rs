@@ -1129,6 +1129,16 @@ impl Hooks for RunnerHooks<'_> {
         self.say(msg);
     }
 
+    fn record(&mut self, name: &'static str, json: &str) -> Result<()> {
+        // only a file the session's delete guard knows
+        if !crate::session::SESSION_FILES.contains(&name) {
+            return Err(Error::invalid(format!(
+                "internal: `{name}` is not a session file"
+            )));
+        }
+        crate::util::write_atomic(&self.dir.join(name), json.as_bytes())
+    }
+
     fn epoch_scores(&mut self, scores: Vec<(String, f64)>) {
         self.trainer_scores.extend(scores);
     }
