@@ -508,4 +508,31 @@ fn a_local_sweep_runs_every_point_and_prints_the_group() {
         assert_eq!(m["seed"], [1, 2][i % 2]);
         assert!(!d.join("slurm.json").exists());
     }
+    // `compare --sweep`: the sweep's sessions, each named by its point and
+    // seed, tested against the first (the same task: paired tests)
+    let out = common::rosetta_in(
+        root.path(),
+        &["compare", "--sweep", &id, "--metrics", "MRR", "--json"],
+    );
+    let v: serde_json::Value = serde_json::from_str(ok(&out).trim()).unwrap();
+    let rows = v["systems"].as_array().unwrap();
+    let names: Vec<&str> = rows.iter().map(|r| r["system"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "dim=2 seed=1",
+            "dim=2 seed=2",
+            "dim=4 seed=1",
+            "dim=4 seed=2"
+        ]
+    );
+    assert_eq!(rows[0]["baseline"], true);
+    assert!(
+        rows[1..].iter().all(|r| r["tests"]["MRR"].is_object()),
+        "{v}"
+    );
+    let out = common::rosetta_in(root.path(), &["compare", "--sweep", "no-such-sweep"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no sweep \"no-such-sweep\""), "{err}");
 }
