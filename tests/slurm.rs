@@ -536,3 +536,26 @@ fn a_local_sweep_runs_every_point_and_prints_the_group() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no sweep \"no-such-sweep\""), "{err}");
 }
+
+/// The workbench with Slurm jobs in a real terminal (`tests/e2e_slurm_jobs.sh`
+/// under tmux): a held job shown pending with its reason, a running one, a
+/// sweep launched on Slurm from the new-job form and shown as one row with
+/// mean ± sd, opened on its points, and the launcher remembered.
+#[test]
+fn the_workbench_launches_and_follows_slurm_jobs_and_a_sweep() {
+    let Some(conf) = slurm() else { return };
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/e2e_slurm_jobs.sh");
+    let mut c = Command::new("bash");
+    c.arg(script).arg(env!("CARGO_BIN_EXE_rosetta"));
+    if let Some(conf) = &conf {
+        c.env("SLURM_CONF", conf);
+    }
+    let out = c.output().unwrap();
+    assert!(
+        out.status.success(),
+        "e2e_slurm_jobs.sh failed ({}):\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

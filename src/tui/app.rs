@@ -178,7 +178,7 @@ pub enum Reply {
     },
     Spec {
         session: String,
-        spec: Result<JobSpec, String>,
+        spec: Result<Box<JobSpec>, String>,
     },
     Launched(Result<Launched, String>),
     LauncherMemory(Result<LauncherMemory, String>),
@@ -267,7 +267,7 @@ pub fn failed(req: &Request, msg: String) -> Reply {
         },
         Request::SessionSpec { session } => Reply::Spec {
             session,
-            spec: e.map(|_: ()| JobSpec::default()),
+            spec: e.map(|_: ()| Box::default()),
         },
         Request::Launch(_) => Reply::Launched(e.map(|_: ()| unreachable_launch())),
         Request::LauncherMemory => Reply::LauncherMemory(e.map(|_: ()| LauncherMemory::default())),
@@ -353,7 +353,7 @@ pub fn execute(
             }
         }
         Request::SessionSpec { session } => {
-            let spec = backend.session_spec(&session).map_err(s);
+            let spec = backend.session_spec(&session).map(Box::new).map_err(s);
             Reply::Spec { session, spec }
         }
         Request::Launch(spec) => Reply::Launched(backend.launch(&spec).map_err(s)),

@@ -69,6 +69,9 @@ pub struct SessionSummary {
     /// For a Slurm job: its state with Slurm's view (`pending (Priority)`,
     /// `running`, `timeout`...), shown instead of `state`'s word.
     pub slurm: Option<String>,
+    /// For a Slurm job: its job id and Slurm's own state (`123 RUNNING on
+    /// node1`, `124 PENDING (Priority)`).
+    pub slurm_job: Option<String>,
     /// For a session of a sweep: the sweep, its point and seed
     /// (`sweep.json`); the Jobs table groups a sweep's sessions.
     pub sweep: Option<SweepMember>,

@@ -221,6 +221,7 @@ impl Backend for LocalBackend {
                 s.state = v.combined.state;
                 s.alive = None;
                 s.slurm = Some(v.combined.label.clone());
+                s.slurm_job = Some(v.describe());
                 if let Some(e) = &s.error {
                     let kept: Vec<&str> =
                         e.split("; ").filter(|x| !x.starts_with("stale:")).collect();

@@ -1171,7 +1171,7 @@ impl App {
                 Ok(spec) => {
                     let spec = JobSpec {
                         launcher: self.jobs.launcher.clone(),
-                        ..spec
+                        ..*spec
                     };
                     self.popup = Some(Popup::Form(JobForm::new(
                         format!("New job from {session}"),
@@ -1328,6 +1328,9 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         }
         if let Some(m) = s.best_mrr {
             l1.push(Span::styled(format!(" · best MRR {m:.4}"), th.good()));
+        }
+        if let Some(d) = &s.slurm_job {
+            l1.push(Span::raw(format!(" · Slurm job {d}")));
         }
         if !wide {
             l1.push(Span::styled(
@@ -1547,17 +1550,33 @@ fn draw_table(
     let wide = area.width >= 110;
     let maps: Vec<&std::collections::BTreeMap<String, String>> =
         visible.iter().map(|s| &s.settings).collect();
-    let diff: Vec<String> = rosetta::session::runs::differing_keys(&maps)
+    let mut diff: Vec<String> = rosetta::session::runs::differing_keys(&maps)
         .into_iter()
         .filter(|k| k != "model" && !(wide && k == "workspace"))
         .collect();
+    // the settings a sweep varies come first: they tell its points apart
+    let varied: BTreeSet<&String> = table_rows
+        .iter()
+        .filter_map(|r| match r {
+            JobRow::Sweep(sw) => Some(&sw.varying),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    diff.sort_by_key(|k| !varied.contains(k));
     let ids: Vec<String> = visible.iter().map(|s| s.id.clone()).collect();
     let labels: HashMap<String, String> = ids.iter().cloned().zip(j.labels(&ids)).collect();
     let groups = table_rows.iter().any(|r| !matches!(r, JobRow::Session(..)));
     let mut cols: Vec<Column> = vec![
         Column {
             header: "state".into(),
-            width: 9,
+            // Slurm's states are longer: `pending (JobHeldUser)`
+            width: visible
+                .iter()
+                .map(|s| width(&state_label(s)))
+                .max()
+                .unwrap_or(0)
+                .clamp(9, 21) as u16,
             kind: ColKind::State,
             cell: Box::new(move |s| Cell::from(Span::styled(state_label(s), state_style(th, s)))),
         },
@@ -1665,7 +1684,8 @@ fn draw_table(
                         3 + s.tags.iter().map(|t| t.len() + 1).sum::<usize>()
                     }
             }
-            other => width(&group_label(other)),
+            // a sweep's id elides in the middle before its settings go
+            other => width(&group_label(other)).min(20),
         })
         .max()
         .unwrap_or(0)
@@ -1674,6 +1694,8 @@ fn draw_table(
     // the point does not set)
     let member = |dir: &std::path::Path| visible.iter().find(|s| s.dir == dir);
     let mut room = area.width.saturating_sub(used + name_w);
+    // a sweep's varying settings may narrow the names to 14 cells
+    let mut room_varied = area.width.saturating_sub(used + 14);
     for k in &diff {
         let w = visible
             .iter()
@@ -1682,10 +1704,16 @@ fn draw_table(
             .unwrap_or(1)
             .max(k.chars().count())
             .min(12) as u16;
-        if w + 1 > room {
+        let have = if varied.contains(k) {
+            room_varied
+        } else {
+            room
+        };
+        if w + 1 > have {
             break;
         }
-        room -= w + 1;
+        room = room.saturating_sub(w + 1);
+        room_varied = room_varied.saturating_sub(w + 1);
         let key = k.clone();
         cols.push(Column {
             header: k.clone(),
