@@ -2,9 +2,10 @@
 # End-to-end test of the workbench with Slurm jobs in a real terminal (tmux),
 # against the one-node cluster of scripts/slurm-test-cluster.sh:
 #   submit a held job (`rosetta train --on slurm --sbatch-arg=--hold`: pending,
-#   reason JobHeldUser) and a long one (running) from the command line, open
-#   `rosetta`, launch a sweep (dim 2,4 × seeds 1,2) on Slurm from the new-job
-#   form, wait until its four sessions are done, check that the Jobs table
+#   reason JobHeldUser) from the command line, open `rosetta`, launch a long
+#   job (running) on Slurm from the new-job form, then a sweep (dim 2,4 ×
+#   seeds 1,2) from the form, which starts from the remembered launcher,
+#   wait until its four sessions are done, check that the Jobs table
 #   shows the pending reason, the running job and the sweep as one row with
 #   its MRR as mean ± sd, open the sweep (its points and sessions), check that
 #   the form's launcher was remembered under the sessions root, then cancel
@@ -78,17 +79,43 @@ train() {   # train SESSION EPOCHS [ARGS...]: `train --on slurm` of s2net
         --session "sessions/$s" --on slurm --partition debug "$@" >/dev/null
 }
 train s2net-held 2 --sbatch-arg=--hold
-train s2net-long 100000 --set patience=100000 --set step_delay_ms=100
 
 t new-session -d -s "$S" -x "$COLS" -y "$ROWS" \
     "env -i HOME=$TMP PATH=$PATH SLURM_CONF=$SLURM_CONF TERM=xterm-256color NO_COLOR=1 XDG_CONFIG_HOME=$TMP/cfg XDG_STATE_HOME=$TMP/state $BIN"
 wait_for "1 Jobs" 15
 wait_for "pending \(JobHeldUser\)" 20
-wait_for "running" 30
 
-# --- a sweep on Slurm from the form: dim 2,4 × seeds 1,2, 3 epochs
+# --- a long job on Slurm from the form (partition debug): it runs
 keys n
 wait_for "New training job"
+wait_for "run on +local" 5     # nothing remembered yet
+keys C-u
+typed "$WS"
+keys Tab C-u
+typed "s2net"
+keys Tab C-u
+typed "4"          # dim
+keys Tab C-u
+typed "100000"     # epochs
+keys Tab Tab Tab C-u
+typed "cpu"
+keys Tab Tab C-u
+typed "patience=100000 step_delay_ms=100"
+keys Tab C-u
+typed "slurm"      # run on
+keys Tab C-u
+typed "debug"      # partition
+keys Enter
+wait_for "started s2net-[0-9-]+ on Slurm \(job [0-9]+\)" 30
+wait_for "running" 30
+
+# --- a sweep on Slurm from the form, which starts from the remembered
+# launcher: dim 2,4 × seeds 1,2, 3 epochs
+sleep 1.1   # session folders are named by the second
+keys n
+wait_for "New training job"
+wait_for "run on +slurm" 5
+wait_for "partition +debug" 5
 keys C-u
 typed "$WS"
 keys Tab C-u
@@ -100,11 +127,7 @@ keys Tab Tab Tab C-u
 typed "cpu"
 keys Tab Tab C-u
 typed "batch=2"
-keys Tab C-u
-typed "slurm"      # run on
-keys Tab C-u
-typed "debug"      # partition
-keys Tab Tab C-u
+keys Tab Tab Tab Tab C-u
 typed "10:00"      # time limit
 keys Tab Tab C-u
 typed "dim=2,4"    # sweep grid
@@ -130,7 +153,9 @@ keys Enter
 wait_for "▸ s2net-" 10
 
 # --- the two jobs cancelled through the CLI (scancel), the workbench closed
-"$BIN" cancel sessions/s2net-long --timeout 60 >/dev/null
+long="$(grep -l '100000' sessions/*/config.toml | head -1)"
+[ -n "$long" ] || fail "no session of the long job"
+"$BIN" cancel "$(dirname "$long")" --timeout 60 >/dev/null
 "$BIN" cancel sessions/s2net-held --timeout 60 >/dev/null
 wait_for "cancelled" 20
 keys q

@@ -558,7 +558,8 @@ impl JobForm {
         for w in v[GRID_FIELD].split_whitespace() {
             match jobs::sweep::parse_axis(w) {
                 Ok((k, vals)) => {
-                    let given = match k.as_str() {
+                    // the grid gives the value: the fixed field must be empty
+                    let free = match k.as_str() {
                         "dim" => v[2].is_empty(),
                         "epochs" => v[3].is_empty(),
                         "lr" => v[4].is_empty(),
@@ -566,7 +567,7 @@ impl JobForm {
                         "init" => v[7].is_empty(),
                         _ => !extra.iter().any(|(e, _)| *e == k),
                     };
-                    if !given {
+                    if !free {
                         errs.push((GRID_FIELD, format!("{k}: clear its fixed value first")));
                     }
                     for val in &vals {
