@@ -531,6 +531,37 @@ fn a_local_sweep_runs_every_point_and_prints_the_group() {
         rows[1..].iter().all(|r| r["tests"]["MRR"].is_object()),
         "{v}"
     );
+    // a baseline among its folders, given by another spelling, keeps its label
+    let last = root.path().join("sessions").join(format!("{id}-3"));
+    let out = common::rosetta_in(
+        root.path(),
+        &[
+            "compare",
+            "--sweep",
+            &id,
+            "--baseline",
+            last.to_str().unwrap(),
+            "--metrics",
+            "MRR",
+            "--json",
+        ],
+    );
+    let v: serde_json::Value = serde_json::from_str(ok(&out).trim()).unwrap();
+    let names: Vec<&str> = v["systems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["system"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "dim=4 seed=2",
+            "dim=2 seed=1",
+            "dim=2 seed=2",
+            "dim=4 seed=1"
+        ]
+    );
     let out = common::rosetta_in(root.path(), &["compare", "--sweep", "no-such-sweep"]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);

@@ -441,10 +441,17 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<()> {
         bail!("none of the paths given to --sessions is a session folder");
     }
     if let Some(b) = &args.baseline {
-        // a sweep's folders are absolute: so is a baseline among them
+        // a baseline among a sweep's folders, however spelled, is that folder
         let b = &match &sweep_labels {
-            Some(_) => std::fs::canonicalize(b)
-                .with_context(|| format!("--baseline {}: cannot find it", b.display()))?,
+            Some(_) => {
+                let want = std::fs::canonicalize(b)
+                    .with_context(|| format!("--baseline {}: cannot find it", b.display()))?;
+                paths
+                    .iter()
+                    .find(|p| std::fs::canonicalize(p).is_ok_and(|c| c == want))
+                    .cloned()
+                    .unwrap_or_else(|| b.clone())
+            }
             None => b.clone(),
         };
         match paths.iter().position(|p| p == b) {
