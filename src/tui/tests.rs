@@ -2895,6 +2895,9 @@ fn a_sweep_is_one_collapsible_row_with_mean_and_sd() {
     press(&mut app, &fake, "j");
     assert_eq!(app.jobs.selected.as_deref(), Some(".sweep/s2net-sweep-x"));
     assert!(app.jobs.selected_session().is_none());
+    press(&mut app, &fake, "c");
+    assert!(render(&mut app, 120, 30).contains("a sweep's row: Enter opens it"));
+    assert!(fake.cancelled.lock().unwrap().is_empty());
     press_code(&mut app, &fake, KeyCode::Enter);
     assert!(app.popup.is_none(), "no detail popup for a sweep");
     assert_eq!(app.jobs.rows().len(), 2 + 2 + 4, "points and sessions");

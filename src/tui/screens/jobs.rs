@@ -707,7 +707,7 @@ impl App {
                     let session = s.id.clone();
                     self.outbox.push(Request::SessionSpec { session });
                 } else {
-                    self.error("no job selected");
+                    self.no_job_selected();
                 }
             }
             Action::CancelJob => match self.jobs.selected_session() {
@@ -718,7 +718,7 @@ impl App {
                     let m = format!("{} is {}: nothing to cancel", s.id, s.state.as_str());
                     self.error(m)
                 }
-                None => self.error("no job selected"),
+                None => self.no_job_selected(),
             },
             Action::ResumeJob => match self.jobs.selected_session() {
                 Some(s) if s.state.is_final() && s.state != State::Done => {
@@ -735,7 +735,7 @@ impl App {
                     let m = format!("{} is {}: nothing to resume", s.id, s.state.as_str());
                     self.error(m)
                 }
-                None => self.error("no job selected"),
+                None => self.no_job_selected(),
             },
             Action::MarkJob => {
                 if let Some(id) = self.jobs.selected_session().map(|s| s.id.clone()) {
@@ -826,7 +826,7 @@ impl App {
                     });
                     self.outbox.push(Request::SessionDetail(session));
                 }
-                None => self.error("no job selected"),
+                None => self.no_job_selected(),
             },
             Action::DeleteJob => match self.jobs.selected_session() {
                 Some(s) if !s.state.is_final() && s.alive != Some(false) => {
@@ -838,7 +838,7 @@ impl App {
                     self.error(m)
                 }
                 Some(s) => self.popup = Some(Popup::ConfirmDelete(s.id.clone())),
-                None => self.error("no job selected"),
+                None => self.no_job_selected(),
             },
             Action::RenameJob | Action::TagJob | Action::NoteJob => {
                 match self.jobs.selected_session() {
@@ -854,7 +854,7 @@ impl App {
                             value,
                         });
                     }
-                    None => self.error("no job selected"),
+                    None => self.no_job_selected(),
                 }
             }
             Action::PhasePrev | Action::PhaseNext => {
@@ -1001,6 +1001,16 @@ impl App {
                 root: state::root_key(&self.settings.sessions_dir),
                 state: now,
             });
+        }
+    }
+
+    /// The error of an action on one job with none selected (a sweep's
+    /// row is no job: its sessions are, once it is open).
+    fn no_job_selected(&mut self) {
+        if self.jobs.selected_sweep().is_some() {
+            self.error("a sweep's row: Enter opens it, then select one of its sessions");
+        } else {
+            self.error("no job selected");
         }
     }
 
