@@ -108,6 +108,51 @@ pub enum Launcher {
     Slurm(slurm::SlurmOptions),
 }
 
+/// The file under a sessions root that remembers the launcher last used
+/// there (the workbench's new-job form starts from it). Its name starts
+/// with a dot: no session is ever named so, and session listings only
+/// take folders.
+pub const LAUNCHER_FILE: &str = ".rosetta-launcher.json";
+
+/// The launcher last used under a sessions root (`LAUNCHER_FILE`): local
+/// or Slurm, and the Slurm options (kept when local was chosen since, so
+/// that switching back finds them).
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct LauncherMemory {
+    /// Slurm was chosen (else this machine).
+    pub slurm: bool,
+    /// Partition, GRES, time limit and account last given.
+    pub options: slurm::SlurmOptions,
+}
+
+impl LauncherMemory {
+    /// The memory of sessions root `root`; the default (local, no options)
+    /// when it has none. A malformed file is an error naming it.
+    pub fn read(root: &Path) -> Result<LauncherMemory> {
+        Ok(slurm::read_json_if_any(&root.join(LAUNCHER_FILE))?.unwrap_or_default())
+    }
+
+    /// Writes it atomically under `root` (made if missing).
+    pub fn write(&self, root: &Path) -> Result<()> {
+        std::fs::create_dir_all(root).map_err(|e| Error::io(root, e))?;
+        let path = root.join(LAUNCHER_FILE);
+        let mut bytes = serde_json::to_vec_pretty(self)
+            .map_err(|e| Error::file(&path, format!("cannot serialise: {e}")))?;
+        bytes.push(b'\n');
+        crate::util::write_atomic(&path, &bytes)
+    }
+
+    /// The launcher this memory chooses.
+    pub fn launcher(&self) -> Launcher {
+        if self.slurm {
+            Launcher::Slurm(self.options.clone())
+        } else {
+            Launcher::Local
+        }
+    }
+}
+
 /// What [`cancel`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Cancel {

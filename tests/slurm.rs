@@ -508,4 +508,85 @@ fn a_local_sweep_runs_every_point_and_prints_the_group() {
         assert_eq!(m["seed"], [1, 2][i % 2]);
         assert!(!d.join("slurm.json").exists());
     }
+    // `compare --sweep`: the sweep's sessions, each named by its point and
+    // seed, tested against the first (the same task: paired tests)
+    let out = common::rosetta_in(
+        root.path(),
+        &["compare", "--sweep", &id, "--metrics", "MRR", "--json"],
+    );
+    let v: serde_json::Value = serde_json::from_str(ok(&out).trim()).unwrap();
+    let rows = v["systems"].as_array().unwrap();
+    let names: Vec<&str> = rows.iter().map(|r| r["system"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "dim=2 seed=1",
+            "dim=2 seed=2",
+            "dim=4 seed=1",
+            "dim=4 seed=2"
+        ]
+    );
+    assert_eq!(rows[0]["baseline"], true);
+    assert!(
+        rows[1..].iter().all(|r| r["tests"]["MRR"].is_object()),
+        "{v}"
+    );
+    // a baseline among its folders, given by another spelling, keeps its label
+    let last = root.path().join("sessions").join(format!("{id}-3"));
+    let out = common::rosetta_in(
+        root.path(),
+        &[
+            "compare",
+            "--sweep",
+            &id,
+            "--baseline",
+            last.to_str().unwrap(),
+            "--metrics",
+            "MRR",
+            "--json",
+        ],
+    );
+    let v: serde_json::Value = serde_json::from_str(ok(&out).trim()).unwrap();
+    let names: Vec<&str> = v["systems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["system"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "dim=4 seed=2",
+            "dim=2 seed=1",
+            "dim=2 seed=2",
+            "dim=4 seed=1"
+        ]
+    );
+    let out = common::rosetta_in(root.path(), &["compare", "--sweep", "no-such-sweep"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no sweep \"no-such-sweep\""), "{err}");
+}
+
+/// The workbench with Slurm jobs in a real terminal (`tests/e2e_slurm_jobs.sh`
+/// under tmux): a held job shown pending with its reason, a running one, a
+/// sweep launched on Slurm from the new-job form and shown as one row with
+/// mean ± sd, opened on its points, and the launcher remembered.
+#[test]
+fn the_workbench_launches_and_follows_slurm_jobs_and_a_sweep() {
+    let Some(conf) = slurm() else { return };
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/e2e_slurm_jobs.sh");
+    let mut c = Command::new("bash");
+    c.arg(script).arg(env!("CARGO_BIN_EXE_rosetta"));
+    if let Some(conf) = &conf {
+        c.env("SLURM_CONF", conf);
+    }
+    let out = c.output().unwrap();
+    assert!(
+        out.status.success(),
+        "e2e_slurm_jobs.sh failed ({}):\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

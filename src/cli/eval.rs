@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use anyhow::bail;
+use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use serde_json::json;
 
@@ -96,7 +96,7 @@ query). Sessions' per-query scores are cached in each session folder
 pub struct CompareArgs {
     /// TREC run files to compare (the first is the baseline unless
     /// --baseline names one); needs --qrels.
-    #[arg(required_unless_present = "sessions", conflicts_with = "sessions")]
+    #[arg(required_unless_present_any = ["sessions", "sweep"], conflicts_with_all = ["sessions", "sweep"])]
     pub runs: Vec<PathBuf>,
     /// TREC qrels file the runs are scored against.
     #[arg(long, conflicts_with = "sessions")]
@@ -117,6 +117,21 @@ pub struct CompareArgs {
     /// against it; the others are shown untested, with the reason.
     #[arg(long, value_name = "DIR", num_args = 1..)]
     pub sessions: Vec<PathBuf>,
+    /// A sweep's points compared (`rosetta sweep`; its id as `rosetta jobs`
+    /// shows it): each session under --root labelled by the settings that
+    /// vary (and its seed when points have several), the first the baseline
+    /// unless --baseline names one of its folders. Paired tests only where
+    /// the task is the baseline's, as with --sessions.
+    #[arg(long, value_name = "SWEEP", conflicts_with = "sessions")]
+    pub sweep: Option<String>,
+    /// The sessions folder holding the sweep.
+    #[arg(
+        long,
+        value_name = "DIR",
+        default_value = "sessions",
+        requires = "sweep"
+    )]
+    pub root: PathBuf,
     /// The run (or session folder) the others are tested against (added to
     /// the list if not in it; default: the first).
     #[arg(long)]
@@ -394,9 +409,16 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<()> {
             args.metrics.clone()
         },
     };
-    let sessions = !args.sessions.is_empty();
+    let sessions = !args.sessions.is_empty() || args.sweep.is_some();
     let mut skipped_paths = Vec::new();
-    let mut paths = if sessions {
+    // a sweep's sessions, labelled by their varying settings
+    let sweep_labels: Option<Vec<(String, PathBuf)>> = match &args.sweep {
+        Some(id) => Some(rosetta::jobs::sweep::find(&args.root, id)?.labelled()),
+        None => None,
+    };
+    let mut paths = if let Some(l) = &sweep_labels {
+        l.iter().map(|(_, p)| p.clone()).collect()
+    } else if sessions {
         // a shell glob (`sessions/*`) also names files and folders that are
         // no sessions: they are left out with a note
         let (keep, skip): (Vec<PathBuf>, Vec<PathBuf>) = args
@@ -419,6 +441,19 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<()> {
         bail!("none of the paths given to --sessions is a session folder");
     }
     if let Some(b) = &args.baseline {
+        // a baseline among a sweep's folders, however spelled, is that folder
+        let b = &match &sweep_labels {
+            Some(_) => {
+                let want = std::fs::canonicalize(b)
+                    .with_context(|| format!("--baseline {}: cannot find it", b.display()))?;
+                paths
+                    .iter()
+                    .find(|p| std::fs::canonicalize(p).is_ok_and(|c| c == want))
+                    .cloned()
+                    .unwrap_or_else(|| b.clone())
+            }
+            None => b.clone(),
+        };
         match paths.iter().position(|p| p == b) {
             Some(i) => {
                 let b = paths.remove(i);
@@ -433,7 +468,18 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<()> {
         }
     }
     // sessions by their names (`rosetta jobs rename`), runs by file name
-    let labels = if sessions {
+    let labels = if let Some(l) = &sweep_labels {
+        // a --baseline outside the sweep keeps its session name
+        paths
+            .iter()
+            .map(|p| match l.iter().find(|(_, d)| d == p) {
+                Some((label, _)) => label.clone(),
+                None => rosetta::session::runs::session_labels(std::slice::from_ref(p))
+                    .pop()
+                    .unwrap_or_default(),
+            })
+            .collect()
+    } else if sessions {
         rosetta::session::runs::session_labels(&paths)
     } else {
         compare::labels(&paths)

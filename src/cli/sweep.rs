@@ -53,18 +53,8 @@ pub fn sweep(args: SweepArgs) -> anyhow::Result<()> {
     if !on_slurm && args.slurm.given() {
         bail!("--partition, --gres, --time, --account, --sbatch-arg and --rosetta-bin need --on slurm");
     }
-    if args.parallel == Some(0) {
-        bail!("--parallel: must be at least 1");
-    }
-    let seeds = args
-        .seeds
-        .split(',')
-        .map(|s| {
-            s.trim()
-                .parse::<u64>()
-                .map_err(|_| anyhow::anyhow!("--seeds {}: {s:?} is not a seed", args.seeds))
-        })
-        .collect::<anyhow::Result<Vec<u64>>>()?;
+    sweep::check_parallel(args.parallel)?;
+    let seeds = sweep::parse_seeds(&args.seeds)?;
     let grid = args
         .grid
         .iter()
@@ -78,17 +68,7 @@ pub fn sweep(args: SweepArgs) -> anyhow::Result<()> {
     let exe = args.slurm.exe()?;
     if on_slurm {
         let opts = args.slurm.options(Default::default());
-        jobs::slurm::check(&opts)?;
-        let s = sweep::create(&req)?;
-        let job = sweep::submit_slurm(&s, &opts, &exe, args.parallel).inspect_err(|e| {
-            for d in &s.dirs {
-                if let Ok(mut st) = rosetta::session::read_status(d) {
-                    st.state = rosetta::session::State::Failed;
-                    st.error = Some(e.to_string());
-                    let _ = st.write(d);
-                }
-            }
-        })?;
+        let (s, job) = sweep::start_slurm(&req, &opts, &exe, args.parallel)?;
         eprintln!(
             "submitted {} sessions as Slurm job array {job}; follow them with `rosetta jobs`",
             s.dirs.len()

@@ -736,13 +736,6 @@ fn slurm_json(v: &slurm::SlurmView) -> serde_json::Value {
 }
 
 /// `0.4123 ± 0.0100`, or the mean alone over one session.
-fn fmt_mean_sd(m: f64, sd: Option<f64>) -> String {
-    match sd {
-        Some(sd) => format!("{m:.4} ± {sd:.4}"),
-        None => format!("{m:.4}"),
-    }
-}
-
 /// The figures shown for a sweep: those of its points, validation MRR first.
 fn sweep_figures(s: &sweep::SweepSummary) -> Vec<String> {
     let mut f: Vec<String> = s
@@ -819,7 +812,7 @@ pub(crate) fn print_sweeps(sweeps: &[sweep::SweepSummary]) {
                 row.push(
                     p.figures
                         .get(f)
-                        .map(|(m, sd, _)| fmt_mean_sd(*m, *sd))
+                        .map(|(m, sd, _)| sweep::fmt_mean_sd(*m, *sd, 4))
                         .unwrap_or_else(|| "-".into()),
                 );
             }

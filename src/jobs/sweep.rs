@@ -336,16 +336,55 @@ impl SweepSummary {
     }
 }
 
+/// A sweep member's figures as [`group`] takes them: its folder, model,
+/// state to show and best figures.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemberFigures {
+    /// The session folder.
+    pub dir: PathBuf,
+    /// Its model.
+    pub model: String,
+    /// Its state to show (Slurm's view included).
+    pub state: State,
+    /// Its best value of each recorded figure.
+    pub best: BTreeMap<String, f64>,
+}
+
 /// The sweeps among `runs` (sessions with a `sweep.json`), by id; `state`
 /// gives each session's state to show (the caller's, Slurm's view
 /// included). Figures are the runs' best figures over the sessions that
-/// are done.
+/// are done ([`group`]).
 pub fn summaries(runs: &[Run], state: &dyn Fn(&Run) -> State) -> Vec<SweepSummary> {
-    let mut by_id: BTreeMap<String, Vec<(SweepMember, &Run)>> = BTreeMap::new();
-    for r in runs {
-        if let Ok(Some(m)) = SweepMember::read(&r.entry.dir) {
-            by_id.entry(m.id.clone()).or_default().push((m, r));
-        }
+    let members = runs
+        .iter()
+        .filter_map(|r| {
+            let m = SweepMember::read(&r.entry.dir).ok().flatten()?;
+            Some((
+                m,
+                MemberFigures {
+                    dir: r.entry.dir.clone(),
+                    model: r
+                        .entry
+                        .config
+                        .as_ref()
+                        .map(|c| c.model.clone())
+                        .unwrap_or_default(),
+                    state: state(r),
+                    best: r.best.iter().map(|(k, (v, _))| (k.clone(), *v)).collect(),
+                },
+            ))
+        })
+        .collect();
+    group(members)
+}
+
+/// Sweep members grouped by sweep id and point: the settings that vary,
+/// and each point's figures (mean ± sd over its sessions that are done).
+/// The CLI's `rosetta jobs` and the workbench's Jobs table both group so.
+pub fn group(members: Vec<(SweepMember, MemberFigures)>) -> Vec<SweepSummary> {
+    let mut by_id: BTreeMap<String, Vec<(SweepMember, MemberFigures)>> = BTreeMap::new();
+    for (m, f) in members {
+        by_id.entry(m.id.clone()).or_default().push((m, f));
     }
     by_id
         .into_iter()
@@ -353,7 +392,7 @@ pub fn summaries(runs: &[Run], state: &dyn Fn(&Run) -> State) -> Vec<SweepSummar
             members.sort_by_key(|(m, _)| m.index);
             let model = members
                 .first()
-                .and_then(|(_, r)| r.entry.config.as_ref().map(|c| c.model.clone()))
+                .map(|(_, f)| f.model.clone())
                 .unwrap_or_default();
             let mut varying: Vec<String> = Vec::new();
             for (m, _) in &members {
@@ -367,7 +406,7 @@ pub fn summaries(runs: &[Run], state: &dyn Fn(&Run) -> State) -> Vec<SweepSummar
             varying.sort();
             let mut points: Vec<PointSummary> = Vec::new();
             let mut values: Vec<BTreeMap<String, Vec<f64>>> = Vec::new();
-            for (m, r) in &members {
+            for (m, f) in &members {
                 let i = match points.iter().position(|p| p.point == m.point) {
                     Some(i) => i,
                     None => {
@@ -382,13 +421,12 @@ pub fn summaries(runs: &[Run], state: &dyn Fn(&Run) -> State) -> Vec<SweepSummar
                         points.len() - 1
                     }
                 };
-                let st = state(r);
                 let p = &mut points[i];
                 p.seeds.push(m.seed);
-                p.dirs.push(r.entry.dir.clone());
-                p.states.push(st);
-                if st == State::Done {
-                    for (k, (v, _)) in &r.best {
+                p.dirs.push(f.dir.clone());
+                p.states.push(f.state);
+                if f.state == State::Done {
+                    for (k, v) in &f.best {
                         values[i].entry(k.clone()).or_default().push(*v);
                     }
                 }
@@ -408,6 +446,112 @@ pub fn summaries(runs: &[Run], state: &dyn Fn(&Run) -> State) -> Vec<SweepSummar
             }
         })
         .collect()
+}
+
+/// A mean with its standard deviation to `decimals` places: `0.4123 ±
+/// 0.0132`, the mean alone when there is no deviation (one value).
+pub fn fmt_mean_sd(m: f64, sd: Option<f64>, decimals: usize) -> String {
+    match sd {
+        Some(sd) => format!("{m:.decimals$} ± {sd:.decimals$}"),
+        None => format!("{m:.decimals$}"),
+    }
+}
+
+impl SweepSummary {
+    /// Point `i` by its varying settings (`dim=64 lr=0.01`), `point N`
+    /// (from 1) when no setting varies.
+    pub fn point_label(&self, i: usize) -> String {
+        let Some(p) = self.points.get(i) else {
+            return format!("point {}", i + 1);
+        };
+        if self.varying.is_empty() {
+            return format!("point {}", i + 1);
+        }
+        self.varying
+            .iter()
+            .map(|k| format!("{k}={}", p.point.get(k).map_or("-", String::as_str)))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// Each session of the sweep labelled by its point's varying settings
+    /// (`dim=64 lr=0.01`), with ` seed=S` when a point has several seeds
+    /// (`point N` when no setting varies), in index order: what `rosetta
+    /// compare --sweep` compares.
+    pub fn labelled(&self) -> Vec<(String, PathBuf)> {
+        let seeds = self.points.iter().any(|p| p.seeds.len() > 1);
+        let mut out = Vec::new();
+        for (i, p) in self.points.iter().enumerate() {
+            let label = self.point_label(i);
+            for (seed, dir) in p.seeds.iter().zip(&p.dirs) {
+                let mut l = label.clone();
+                if seeds {
+                    l.push_str(&format!(" seed={seed}"));
+                }
+                out.push((l, dir.clone()));
+            }
+        }
+        out
+    }
+}
+
+/// The sweep `id` among the sessions under `root` (states as recorded),
+/// or an error naming the root when it has no such sweep.
+pub fn find(root: &Path, id: &str) -> Result<SweepSummary> {
+    let runs = crate::session::runs::RunIndex::default().scan(root)?;
+    summaries(&runs, &|r| r.entry.state())
+        .into_iter()
+        .find(|s| s.id == id)
+        .ok_or_else(|| Error::file(root, format!("no sweep {id:?} among its sessions")))
+}
+
+/// `S1,S2,...` as distinct seeds; a word that is no seed, or none, is an
+/// error.
+pub fn parse_seeds(spec: &str) -> Result<Vec<u64>> {
+    let seeds = spec
+        .split(',')
+        .map(|s| {
+            s.trim()
+                .parse::<u64>()
+                .map_err(|_| Error::invalid(format!("--seeds {spec}: {s:?} is not a seed")))
+        })
+        .collect::<Result<Vec<u64>>>()?;
+    Ok(seeds)
+}
+
+/// Error when `parallel` is given as 0.
+pub fn check_parallel(parallel: Option<usize>) -> Result<()> {
+    if parallel == Some(0) {
+        return Err(Error::invalid("--parallel: must be at least 1"));
+    }
+    Ok(())
+}
+
+/// A sweep on Slurm: `opts` checked by Slurm itself (`sbatch --test-only`)
+/// and every point checked before anything is written ([`create`]), then
+/// its sessions submitted as one job array ([`submit_slurm`]). A refused
+/// submission is recorded in each session (state `failed`) and returned.
+/// Returns the sweep and the array's job id.
+pub fn start_slurm(
+    req: &SweepRequest,
+    opts: &SlurmOptions,
+    exe: &Path,
+    max_parallel: Option<usize>,
+) -> Result<(Sweep, u64)> {
+    check_parallel(max_parallel)?;
+    opts.sbatch_args()?;
+    slurm::check(opts)?;
+    let s = create(req)?;
+    let job = submit_slurm(&s, opts, exe, max_parallel).inspect_err(|e| {
+        for d in &s.dirs {
+            if let Ok(mut st) = read_status(d) {
+                st.state = State::Failed;
+                st.error = Some(e.to_string());
+                let _ = st.write(d);
+            }
+        }
+    })?;
+    Ok((s, job))
 }
 
 #[cfg(test)]

@@ -78,6 +78,8 @@ pub enum Request {
     SessionSpec { session: String },
     /// Start a job.
     Launch(JobSpec),
+    /// Read the launcher last used under the sessions root.
+    LauncherMemory,
     /// Stop a job.
     Cancel(String),
     /// Restart a job from its checkpoint.
@@ -176,9 +178,10 @@ pub enum Reply {
     },
     Spec {
         session: String,
-        spec: Result<JobSpec, String>,
+        spec: Result<Box<JobSpec>, String>,
     },
     Launched(Result<Launched, String>),
+    LauncherMemory(Result<LauncherMemory, String>),
     Cancelled {
         session: String,
         result: Result<(), String>,
@@ -264,9 +267,10 @@ pub fn failed(req: &Request, msg: String) -> Reply {
         },
         Request::SessionSpec { session } => Reply::Spec {
             session,
-            spec: e.map(|_: ()| JobSpec::default()),
+            spec: e.map(|_: ()| Box::default()),
         },
         Request::Launch(_) => Reply::Launched(e.map(|_: ()| unreachable_launch())),
+        Request::LauncherMemory => Reply::LauncherMemory(e.map(|_: ()| LauncherMemory::default())),
         Request::Cancel(session) => Reply::Cancelled { session, result: e },
         Request::Resume(session) => Reply::Resumed {
             session,
@@ -327,10 +331,7 @@ pub fn failed(req: &Request, msg: String) -> Reply {
 }
 
 fn unreachable_launch() -> Launched {
-    Launched {
-        session: String::new(),
-        pid: 0,
-    }
+    Launched::default()
 }
 
 /// Runs one request against a backend (blocking); `progress` receives
@@ -352,10 +353,11 @@ pub fn execute(
             }
         }
         Request::SessionSpec { session } => {
-            let spec = backend.session_spec(&session).map_err(s);
+            let spec = backend.session_spec(&session).map(Box::new).map_err(s);
             Reply::Spec { session, spec }
         }
         Request::Launch(spec) => Reply::Launched(backend.launch(&spec).map_err(s)),
+        Request::LauncherMemory => Reply::LauncherMemory(backend.launcher_memory().map_err(s)),
         Request::Cancel(session) => {
             let result = backend.cancel(&session).map_err(s);
             Reply::Cancelled { session, result }
@@ -618,6 +620,7 @@ impl App {
         };
         app.poll_sessions();
         app.outbox.push(Request::LoadHistory);
+        app.outbox.push(Request::LauncherMemory);
         app
     }
 
@@ -778,11 +781,8 @@ impl App {
     }
 
     fn after_filter_edit(&mut self) {
-        if self.tab == Tab::Jobs && self.jobs.selected_session().is_none() {
-            let first = self.jobs.visible().first().map(|s| s.id.clone());
-            if first.is_some() {
-                self.jobs.selected = first;
-            }
+        if self.tab == Tab::Jobs {
+            self.jobs.keep_selection_shown();
         }
     }
 
@@ -1056,6 +1056,7 @@ impl App {
             | Reply::Metrics { .. }
             | Reply::Spec { .. }
             | Reply::Launched(_)
+            | Reply::LauncherMemory(_)
             | Reply::Cancelled { .. }
             | Reply::Resumed { .. }
             | Reply::Detail { .. }

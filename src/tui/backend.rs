@@ -8,7 +8,10 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+pub use rosetta::jobs::slurm::SlurmOptions;
+pub use rosetta::jobs::sweep::{SweepMember, SweepSummary};
 use rosetta::jobs::JobRequest;
+pub use rosetta::jobs::LauncherMemory;
 use rosetta::text::Side;
 use rosetta::Result;
 
@@ -66,6 +69,12 @@ pub struct SessionSummary {
     /// For a Slurm job: its state with Slurm's view (`pending (Priority)`,
     /// `running`, `timeout`...), shown instead of `state`'s word.
     pub slurm: Option<String>,
+    /// For a Slurm job: its job id and Slurm's own state (`123 RUNNING on
+    /// node1`, `124 PENDING (Priority)`).
+    pub slurm_job: Option<String>,
+    /// For a session of a sweep: the sweep, its point and seed
+    /// (`sweep.json`); the Jobs table groups a sweep's sessions.
+    pub sweep: Option<SweepMember>,
 }
 
 impl SessionSummary {
@@ -184,6 +193,25 @@ pub struct JobSpec {
     pub init: Option<String>,
     /// Any other `--set KEY=VALUE` settings (batch, patience, log_every, ...).
     pub extra: Vec<(String, String)>,
+    /// Where it runs: this machine or Slurm with its options (remembered
+    /// under the sessions root once a launch succeeds).
+    pub launcher: LauncherMemory,
+    /// A sweep instead of one job: one session per point of the grid and
+    /// seed (`rosetta sweep`).
+    pub sweep: Option<SweepSpec>,
+}
+
+/// A sweep as the form asks for it (`rosetta sweep --grid ... --seeds ...
+/// --parallel N`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SweepSpec {
+    /// Each setting with its values, in the order given.
+    pub grid: Vec<(String, Vec<String>)>,
+    /// Seeds; each point is trained once per seed.
+    pub seeds: Vec<u64>,
+    /// At most this many sessions at once (locally: processes, default 1;
+    /// on Slurm: the array's `%N`).
+    pub parallel: Option<usize>,
 }
 
 /// Settings the form has a field for (not repeated under "other settings").
@@ -201,6 +229,8 @@ impl Default for JobSpec {
             device: "auto".into(),
             init: None,
             extra: Vec::new(),
+            launcher: LauncherMemory::default(),
+            sweep: None,
         }
     }
 }
@@ -242,12 +272,16 @@ impl JobSpec {
 }
 
 /// A job started (or resumed) in the background.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Launched {
-    /// The session (folder name under the sessions root).
+    /// The session (folder name under the sessions root); a sweep's first.
     pub session: String,
-    /// Process id of the job.
+    /// Process id of the job (0 for a Slurm job or a sweep).
     pub pid: u32,
+    /// The Slurm job (or job array) it was submitted as.
+    pub slurm_job: Option<String>,
+    /// A sweep: its id and its sessions.
+    pub sweep: Option<(String, Vec<String>)>,
 }
 
 /// How a query's ranking mixes the model with BM25 (the engine's).
@@ -277,8 +311,12 @@ pub trait Backend: Send + Sync {
     fn tail_metrics(&self, session: &str, offset: u64) -> Result<MetricsChunk>;
     /// The settings `session` was started with (for duplicate-with-changes).
     fn session_spec(&self, session: &str) -> Result<JobSpec>;
-    /// Starts a detached training job.
+    /// Starts a detached training job (or a sweep), locally or on Slurm as
+    /// the spec's launcher says, and remembers that launcher.
     fn launch(&self, spec: &JobSpec) -> Result<Launched>;
+    /// The launcher last used under the sessions root (the engine's
+    /// [`LauncherMemory`]).
+    fn launcher_memory(&self) -> Result<LauncherMemory>;
     /// Asks a running job to stop.
     fn cancel(&self, session: &str) -> Result<()>;
     /// Restarts a stopped job from its last checkpoint.
@@ -367,5 +405,7 @@ pub fn spec_from_config(cfg: &rosetta::session::SessionConfig) -> JobSpec {
             .filter(|(k, _)| !FORM_KEYS.contains(&k.as_str()))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
+        launcher: LauncherMemory::default(),
+        sweep: None,
     }
 }

@@ -9,6 +9,7 @@ use std::sync::Mutex;
 use super::backend::*;
 use rosetta::eval::CompareOptions;
 use rosetta::jobs;
+use rosetta::jobs::sweep;
 use rosetta::session::search::QueryHistory;
 use rosetta::session::workbench::{self, Workbench};
 use rosetta::session::{self, runs, MetricsTail};
@@ -22,6 +23,13 @@ pub struct LocalBackend {
     tails: Mutex<HashMap<String, MetricsTail>>,
     runs: Mutex<runs::RunIndex>,
     engine: Workbench,
+}
+
+/// The last component of a folder, as text.
+fn folder_name(dir: &Path) -> String {
+    dir.file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// A session summary from the session module's entry.
@@ -93,6 +101,12 @@ pub fn run_summary(r: &runs::Run) -> SessionSummary {
         .unwrap_or_default();
     s.best = r.best.iter().map(|(k, v)| (k.clone(), v.0)).collect();
     s.divergence = r.divergence.clone();
+    match jobs::sweep::SweepMember::read(&r.entry.dir) {
+        Ok(m) => s.sweep = m,
+        Err(e) => {
+            s.error.get_or_insert_with(|| e.to_string());
+        }
+    }
     if s.error.is_none() {
         s.error = r.meta_problem.clone();
     }
@@ -122,13 +136,56 @@ impl LocalBackend {
     fn launched(&self, l: rosetta::jobs::Launched) -> Launched {
         crate::tui::log::info(&format!("launched {} (pid {})", l.dir.display(), l.pid));
         Launched {
-            session: l
-                .dir
-                .file_name()
-                .map(|f| f.to_string_lossy().into_owned())
-                .unwrap_or_default(),
+            session: folder_name(&l.dir),
             pid: l.pid,
+            slurm_job: l.slurm.map(|j| j.to_string()),
+            sweep: None,
         }
+    }
+
+    /// A sweep started by the engine's sweep functions: on Slurm as one job
+    /// array ([`sweep::start_slurm`]), or here ([`sweep::create`], then
+    /// [`sweep::run_local`] on a thread of the workbench: at most N at
+    /// once while the workbench runs; sessions it has not started when it
+    /// quits stay queued, and `r` starts them).
+    fn launch_sweep(&self, spec: &JobSpec, sw: &SweepSpec) -> Result<Launched> {
+        let req = sweep::SweepRequest {
+            base: spec.request(&self.root),
+            grid: sw.grid.clone(),
+            seeds: sw.seeds.clone(),
+        };
+        let (s, slurm_job) = match spec.launcher.launcher() {
+            jobs::Launcher::Slurm(opts) => {
+                let (s, job) = sweep::start_slurm(&req, &opts, &self.exe, sw.parallel)?;
+                (s, Some(job.to_string()))
+            }
+            jobs::Launcher::Local => {
+                sweep::check_parallel(sw.parallel)?;
+                let s = sweep::create(&req)?;
+                let (run, exe, n) = (s.clone(), self.exe.clone(), sw.parallel.unwrap_or(1));
+                std::thread::spawn(move || {
+                    let r = sweep::run_local(&run, &exe, n, &mut |l| {
+                        crate::tui::log::info(&format!(
+                            "sweep {}: started {}",
+                            run.id,
+                            l.dir.display()
+                        ))
+                    });
+                    if let Err(e) = r {
+                        crate::tui::log::info(&format!("sweep {}: {e}", run.id));
+                    }
+                });
+                (s, None)
+            }
+        };
+        crate::tui::log::info(&format!("sweep {}: {} sessions", s.id, s.dirs.len()));
+        let sessions: Vec<String> = s.dirs.iter().map(|d| folder_name(d)).collect();
+        Ok(Launched {
+            session: sessions.first().cloned().unwrap_or_default(),
+            pid: 0,
+            slurm_job,
+            sweep: Some((s.id, sessions)),
+        })
     }
 }
 
@@ -164,6 +221,7 @@ impl Backend for LocalBackend {
                 s.state = v.combined.state;
                 s.alive = None;
                 s.slurm = Some(v.combined.label.clone());
+                s.slurm_job = Some(v.describe());
                 if let Some(e) = &s.error {
                     let kept: Vec<&str> =
                         e.split("; ").filter(|x| !x.starts_with("stale:")).collect();
@@ -206,8 +264,27 @@ impl Backend for LocalBackend {
     }
 
     fn launch(&self, spec: &JobSpec) -> Result<Launched> {
-        let l = jobs::start(&spec.request(&self.root), &self.exe)?;
-        Ok(self.launched(l))
+        let l = match &spec.sweep {
+            Some(sw) => self.launch_sweep(spec, sw)?,
+            None => {
+                let l = jobs::start_on(
+                    &spec.request(&self.root),
+                    &self.exe,
+                    &spec.launcher.launcher(),
+                )?;
+                self.launched(l)
+            }
+        };
+        // the form starts from this launcher next time (a failure to
+        // remember is logged: the job runs all the same)
+        if let Err(e) = spec.launcher.write(&self.root) {
+            crate::tui::log::info(&format!("launcher not remembered: {e}"));
+        }
+        Ok(l)
+    }
+
+    fn launcher_memory(&self) -> Result<LauncherMemory> {
+        LauncherMemory::read(&self.root)
     }
 
     fn cancel(&self, session: &str) -> Result<()> {
@@ -372,5 +449,41 @@ mod tests {
         let s = summary(&entry(State::Running, u32::MAX - 7));
         assert_eq!(s.alive, Some(false));
         assert!(s.error.unwrap().contains("is gone"));
+    }
+
+    /// The launcher is remembered in a file under the sessions root,
+    /// written atomically; listing the sessions ignores it and deleting it
+    /// as a session is refused.
+    #[test]
+    fn the_remembered_launcher_is_no_session() {
+        let root = tempfile::tempdir().unwrap();
+        let b = LocalBackend::new(root.path(), "/nonexistent/rosetta");
+        assert_eq!(b.launcher_memory().unwrap(), LauncherMemory::default());
+        let m = LauncherMemory {
+            slurm: true,
+            options: rosetta::jobs::slurm::SlurmOptions {
+                partition: Some("debug".into()),
+                time: Some("10:00".into()),
+                ..Default::default()
+            },
+        };
+        m.write(root.path()).unwrap();
+        assert_eq!(b.launcher_memory().unwrap(), m);
+        let names: Vec<_> = std::fs::read_dir(root.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(
+            names,
+            [rosetta::jobs::LAUNCHER_FILE],
+            "no temporary file left"
+        );
+        assert!(b.list_sessions().unwrap().is_empty());
+        assert!(b.delete(rosetta::jobs::LAUNCHER_FILE).is_err());
+        assert!(root.path().join(rosetta::jobs::LAUNCHER_FILE).exists());
+        // a malformed memory is an error naming the file
+        std::fs::write(root.path().join(rosetta::jobs::LAUNCHER_FILE), "{ nope").unwrap();
+        let e = b.launcher_memory().unwrap_err().to_string();
+        assert!(e.contains(rosetta::jobs::LAUNCHER_FILE), "{e}");
     }
 }

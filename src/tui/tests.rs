@@ -44,6 +44,8 @@ struct Fake {
     query_labels: Vec<String>,
     /// Rankings asked for: (session, query).
     rankings: Mutex<Vec<(String, String)>>,
+    /// The launcher remembered under the sessions root.
+    launcher: Mutex<LauncherMemory>,
 }
 
 fn summary(id: &str, state: State) -> SessionSummary {
@@ -188,7 +190,11 @@ impl Backend for Fake {
         Ok(Launched {
             session: id.clone(),
             pid: 777,
+            ..Default::default()
         })
+    }
+    fn launcher_memory(&self) -> Result<LauncherMemory> {
+        Ok(self.launcher.lock().unwrap().clone())
     }
     fn cancel(&self, session: &str) -> Result<()> {
         self.cancelled.lock().unwrap().push(session.into());
@@ -199,6 +205,7 @@ impl Backend for Fake {
         Ok(Launched {
             session: session.into(),
             pid: 778,
+            ..Default::default()
         })
     }
     fn load_index(&self, session: &str, progress: ProgressFn) -> Result<IndexInfo> {
@@ -2727,4 +2734,211 @@ fn wrapping_keeps_every_character_within_the_width() {
             "best.safetensors"
         ]
     );
+}
+
+// ------------------------------------------------- launcher, sweeps (issue 40)
+
+/// Focuses form field `i` (from the first) and replaces its text.
+fn set_field(app: &mut App, fake: &Fake, i: usize, text: &str) {
+    let Some(Popup::Form(f)) = &app.popup else {
+        panic!("no form")
+    };
+    let n = f.fields.len();
+    let from = f.focus;
+    for _ in 0..(i + n - from) % n {
+        press_code(app, fake, KeyCode::Tab);
+    }
+    app.on_key(ctrl('u'));
+    press(app, fake, text);
+}
+
+/// The form starts from the launcher remembered under the sessions root,
+/// offers Slurm's options and a sweep, and launches them as one spec (the
+/// backend then calls the engine's `start_on` / `sweep::start_slurm`).
+#[test]
+fn form_launches_a_slurm_sweep_from_the_remembered_launcher() {
+    let fake = Fake::with(vec![done()]);
+    *fake.launcher.lock().unwrap() = LauncherMemory {
+        slurm: true,
+        options: SlurmOptions {
+            partition: Some("gpu".into()),
+            gres: Some("gpu:1".into()),
+            time: Some("2:00:00".into()),
+            ..Default::default()
+        },
+    };
+    let mut app = app_with(&fake);
+    press(&mut app, &fake, "n");
+    let Some(Popup::Form(f)) = &app.popup else {
+        panic!("no form")
+    };
+    let value = |label: &str| {
+        f.fields
+            .iter()
+            .find(|x| x.label == label)
+            .unwrap()
+            .value
+            .clone()
+    };
+    assert_eq!(value("run on"), "slurm", "the remembered launcher");
+    assert_eq!(value("partition"), "gpu");
+    assert_eq!(value("gres (GPUs)"), "gpu:1");
+    assert_eq!(value("time limit"), "2:00:00");
+    // a grid on dim needs its fixed field cleared; bad seeds are refused
+    set_field(&mut app, &fake, 14, "dim=4,8 lr=0.1,0.01");
+    set_field(&mut app, &fake, 15, "1,x");
+    press_code(&mut app, &fake, KeyCode::Enter);
+    let Some(Popup::Form(f)) = &app.popup else {
+        panic!("form closed")
+    };
+    assert!(f.fields[14].error.as_deref().unwrap().contains("dim"));
+    assert!(f.fields[15]
+        .error
+        .as_deref()
+        .unwrap()
+        .contains("not a seed"));
+    assert!(fake.launched.lock().unwrap().is_empty());
+    set_field(&mut app, &fake, 2, "");
+    set_field(&mut app, &fake, 15, "1,2");
+    set_field(&mut app, &fake, 16, "3");
+    set_field(&mut app, &fake, 12, "30:00");
+    press_code(&mut app, &fake, KeyCode::Enter);
+    let spec = fake.launched.lock().unwrap().pop().expect("launched");
+    assert_eq!(spec.dim, None);
+    assert!(spec.launcher.slurm);
+    assert_eq!(spec.launcher.options.partition.as_deref(), Some("gpu"));
+    assert_eq!(spec.launcher.options.time.as_deref(), Some("30:00"));
+    let sw = spec.sweep.expect("a sweep");
+    assert_eq!(
+        sw.grid,
+        vec![
+            ("dim".to_string(), vec!["4".to_string(), "8".to_string()]),
+            (
+                "lr".to_string(),
+                vec!["0.1".to_string(), "0.01".to_string()]
+            ),
+        ]
+    );
+    assert_eq!((sw.seeds, sw.parallel), (vec![1, 2], Some(3)));
+}
+
+/// ←/→ switch the launcher; a single local job carries no sweep, and
+/// seeds without a grid are refused.
+#[test]
+fn form_launcher_toggles_and_seeds_need_a_grid() {
+    let fake = Fake::with(vec![done()]);
+    let mut app = app_with(&fake);
+    press(&mut app, &fake, "n");
+    set_field(&mut app, &fake, 9, "");
+    press_code(&mut app, &fake, KeyCode::Right);
+    let Some(Popup::Form(f)) = &app.popup else {
+        panic!("no form")
+    };
+    assert_eq!(f.fields[9].value, "local");
+    press_code(&mut app, &fake, KeyCode::Right);
+    let Some(Popup::Form(f)) = &app.popup else {
+        panic!("no form")
+    };
+    assert_eq!(f.fields[9].value, "slurm");
+    press_code(&mut app, &fake, KeyCode::Left);
+    set_field(&mut app, &fake, 15, "1,2");
+    press_code(&mut app, &fake, KeyCode::Enter);
+    let Some(Popup::Form(f)) = &app.popup else {
+        panic!("form closed")
+    };
+    assert!(f.fields[15].error.as_deref().unwrap().contains("grid"));
+    set_field(&mut app, &fake, 15, "");
+    press_code(&mut app, &fake, KeyCode::Enter);
+    let spec = fake.launched.lock().unwrap().pop().expect("launched");
+    assert!(!spec.launcher.slurm && spec.sweep.is_none());
+}
+
+/// A session of sweep `sweep` at point `dim` with `seed` and best MRR `mrr`.
+fn swept(id: &str, sweep: &str, index: usize, dim: &str, seed: u64, mrr: f64) -> SessionSummary {
+    let mut s = SessionSummary {
+        best_mrr: Some(mrr),
+        ..summary(id, State::Done)
+    };
+    s.best.insert("MRR".into(), mrr);
+    s.settings.insert("dim".into(), dim.into());
+    s.settings.insert("seed".into(), seed.to_string());
+    s.sweep = Some(SweepMember {
+        id: sweep.into(),
+        index,
+        point: [("dim".to_string(), dim.to_string())].into(),
+        seed,
+    });
+    s
+}
+
+/// The Jobs table shows a sweep as one row (its varying setting's values,
+/// the best point's MRR as mean ± sd over the seeds); Enter opens it on its
+/// points and their sessions, and closes it again.
+#[test]
+fn a_sweep_is_one_collapsible_row_with_mean_and_sd() {
+    let sw = "s2net-sweep-x";
+    let fake = Fake::with(vec![
+        done(),
+        swept("s2net-sweep-x-0", sw, 0, "4", 1, 0.40),
+        swept("s2net-sweep-x-1", sw, 1, "4", 2, 0.50),
+        swept("s2net-sweep-x-2", sw, 2, "8", 1, 0.60),
+        swept("s2net-sweep-x-3", sw, 3, "8", 2, 0.80),
+    ]);
+    let mut app = app_with(&fake);
+    assert_eq!(app.jobs.rows().len(), 2, "one session, one sweep");
+    let screen = render(&mut app, 80, 24);
+    assert!(screen.contains("▸ s2net-sweep-x (4)"), "{screen}");
+    assert!(screen.contains("4 done"), "{screen}");
+    // the best point (dim 8): mean 0.70, sd 0.1414
+    assert!(screen.contains("0.700 ± 0.141"), "{screen}");
+    assert!(!screen.contains("s2net-sweep-x-0"), "{screen}");
+    press(&mut app, &fake, "j");
+    assert_eq!(app.jobs.selected.as_deref(), Some(".sweep/s2net-sweep-x"));
+    assert!(app.jobs.selected_session().is_none());
+    press(&mut app, &fake, "c");
+    assert!(render(&mut app, 120, 30).contains("a sweep's row: Enter opens it"));
+    assert!(fake.cancelled.lock().unwrap().is_empty());
+    press_code(&mut app, &fake, KeyCode::Enter);
+    assert!(app.popup.is_none(), "no detail popup for a sweep");
+    assert_eq!(app.jobs.rows().len(), 2 + 2 + 4, "points and sessions");
+    let screen = render(&mut app, 160, 48);
+    assert!(screen.contains("▾ s2net-sweep-x (4)"), "{screen}");
+    assert!(screen.contains("  dim=4"), "{screen}");
+    assert!(screen.contains("0.450 ± 0.071"), "{screen}");
+    assert!(screen.contains("sweep-x-3"), "{screen}");
+    // a member session is a session row: its curves are asked for
+    press(&mut app, &fake, "jj");
+    assert_eq!(app.jobs.selected.as_deref(), Some("s2net-sweep-x-0"));
+    assert!(app.jobs.selected_session().is_some());
+    press(&mut app, &fake, "kk");
+    press_code(&mut app, &fake, KeyCode::Enter);
+    assert_eq!(app.jobs.rows().len(), 2, "closed again");
+}
+
+/// The Compare table gives the selected metric's difference from the
+/// baseline with its 95% bootstrap interval, and d, as columns.
+#[test]
+fn compare_table_shows_interval_and_effect_size_columns() {
+    let fake = Fake::with(vec![
+        done(),
+        SessionSummary {
+            best_mrr: Some(0.3),
+            ..summary("cl-lsi-done", State::Done)
+        },
+    ]);
+    let mut app = app_with(&fake);
+    press(&mut app, &fake, "4bll"); // MRR column
+    for (w, h) in [(80, 24), (160, 48)] {
+        let screen = render(&mut app, w, h);
+        let row = screen
+            .lines()
+            .find(|l| l.contains("cl-lsi-done") && l.contains("0/0/4"))
+            .unwrap_or_else(|| panic!("{screen}"));
+        assert!(row.contains("-0.100 [-0.100, -0.100]"), "{row}");
+        let header = screen.lines().find(|l| l.contains("W/T/L")).unwrap();
+        assert!(
+            header.contains("Δ [95% CI]") && header.contains(" d "),
+            "{header}"
+        );
+    }
 }

@@ -475,18 +475,39 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         None => "—".into(),
     };
     let wtl_header = format!("W/T/L {}", wtl_metric.map_or("", |m| m.name()));
+    // the selected metric's difference from the baseline with its 95%
+    // paired-bootstrap interval, and the effect size d (the engine's
+    // `Versus`, as `rosetta compare` prints them)
+    let ci_cell = |r: &rosetta::eval::compare::Row| match wtl_metric.and_then(|m| r.tests.get(&m)) {
+        Some(v) => v.interval(),
+        None => "—".into(),
+    };
+    let d_cell = |r: &rosetta::eval::compare::Row| match wtl_metric.and_then(|m| r.tests.get(&m)) {
+        Some(v) => v.d(),
+        None => "—".into(),
+    };
+    let ci_header = "Δ [95% CI]".to_string();
+    let d_header = "d".to_string();
+    let col_w = |cell: &dyn Fn(&rosetta::eval::compare::Row) -> String, h: &str| {
+        t.rows
+            .iter()
+            .map(|r| width(&cell(r)))
+            .chain([width(h)])
+            .max()
+            .unwrap_or(0)
+    };
+    let trailing: Option<[usize; 3]> = t.baseline.is_some().then(|| {
+        [
+            col_w(&wtl_cell, &wtl_header),
+            col_w(&ci_cell, &ci_header),
+            col_w(&d_cell, &d_header),
+        ]
+    });
     let layout = table_layout(
         area.width.saturating_sub(2) as usize,
         labels.iter().map(|l| width(l)).max().unwrap_or(0),
         t.rows.iter().map(|r| width(&r.detail)).max().unwrap_or(0),
-        t.baseline.is_some().then(|| {
-            t.rows
-                .iter()
-                .map(|r| width(&wtl_cell(r)))
-                .chain([width(&wtl_header)])
-                .max()
-                .unwrap_or(0)
-        }),
+        trailing.map(|w| w[0] + 1 + w[1] + 1 + w[2]),
         t.metrics.len(),
         c.col.checked_sub(2),
     );
@@ -515,7 +536,9 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         })
         .collect();
     if t.baseline.is_some() {
-        header.push(Cell::from(Span::styled(wtl_header.clone(), th.accent())));
+        for h in [&wtl_header, &ci_header, &d_header] {
+            header.push(Cell::from(Span::styled(h.clone(), th.accent())));
+        }
     }
     let rows: Vec<Row> = order
         .iter()
@@ -547,6 +570,8 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
             }
             if t.baseline.is_some() {
                 cells.push(Cell::from(wtl_cell(r)));
+                cells.push(Cell::from(ci_cell(r)));
+                cells.push(Cell::from(d_cell(r)));
             }
             Row::new(cells)
         })
@@ -556,8 +581,8 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         Constraint::Length(layout.model as u16),
     ];
     widths.extend(shown.iter().map(|_| Constraint::Length(METRIC_W as u16)));
-    if let Some(w) = layout.wtl {
-        widths.push(Constraint::Length(w as u16));
+    if let (Some(_), Some(w)) = (layout.wtl, trailing) {
+        widths.extend(w.map(|w| Constraint::Length(w as u16)));
     }
     let more = if layout.metrics < t.metrics.len() {
         format!(

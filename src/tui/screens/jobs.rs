@@ -92,6 +92,11 @@ pub struct JobsScreen {
     /// The table's sort: a column (`name`, `model`, `state`, `best MRR`
     /// or a setting) and whether descending; `None`: folder order.
     pub sort: Option<(String, bool)>,
+    /// The launcher last used under the sessions root: where the new-job
+    /// form starts.
+    pub launcher: LauncherMemory,
+    /// Sweeps shown open (their points and sessions under their row).
+    pub expanded: BTreeSet<String>,
     /// Requests in flight.
     pending_scan: bool,
     pending_tail: BTreeSet<String>,
@@ -190,27 +195,144 @@ impl JobsScreen {
             .collect();
         rosetta::session::runs::unique_names(&names, ids)
     }
-    /// The selected session (if visible).
-    pub fn selected_session(&self) -> Option<&SessionSummary> {
-        let v = self.visible();
-        let id = self.selected.as_ref()?;
-        v.into_iter().find(|s| &s.id == id)
+    /// The table's rows in order: sessions, and each sweep as one row
+    /// where its first session would be (the engine's grouping,
+    /// [`jobs::sweep::group`]), with its points and their sessions under it
+    /// when it is open.
+    pub fn rows(&self) -> Vec<JobRow<'_>> {
+        let visible = self.visible();
+        let members = visible
+            .iter()
+            .filter_map(|s| {
+                Some((
+                    s.sweep.clone()?,
+                    jobs::sweep::MemberFigures {
+                        dir: s.dir.clone(),
+                        model: s.model.clone(),
+                        state: s.state,
+                        best: s.best.clone(),
+                    },
+                ))
+            })
+            .collect();
+        let sweeps = jobs::sweep::group(members);
+        let mut out = Vec::new();
+        let mut shown = BTreeSet::new();
+        for s in &visible {
+            let Some(m) = &s.sweep else {
+                out.push(JobRow::Session(s, 0));
+                continue;
+            };
+            if !shown.insert(m.id.clone()) {
+                continue;
+            }
+            let Some(sw) = sweeps.iter().find(|x| x.id == m.id) else {
+                continue;
+            };
+            out.push(JobRow::Sweep(sw.clone()));
+            if self.expanded.contains(&sw.id) {
+                for (i, p) in sw.points.iter().enumerate() {
+                    out.push(JobRow::Point {
+                        sweep: sw.id.clone(),
+                        index: i,
+                        label: sw.point_label(i),
+                        point: p.clone(),
+                    });
+                    for d in &p.dirs {
+                        if let Some(x) = visible.iter().find(|v| &v.dir == d) {
+                            out.push(JobRow::Session(x, 2));
+                        }
+                    }
+                }
+            }
+        }
+        out
     }
-    /// Index of the selection among the visible rows.
+    /// The selected session, when its row shows.
+    pub fn selected_session(&self) -> Option<&SessionSummary> {
+        let id = self.selected.as_ref()?;
+        self.rows().into_iter().find_map(|r| match r {
+            JobRow::Session(s, _) if &s.id == id => Some(s),
+            _ => None,
+        })
+    }
+    /// The sweep whose row (or point row) is selected.
+    pub fn selected_sweep(&self) -> Option<String> {
+        let key = self.selected.as_ref()?;
+        self.rows().into_iter().find_map(|r| match &r {
+            JobRow::Sweep(_) | JobRow::Point { .. } if r.key() == *key => {
+                Some(r.sweep_id().to_string())
+            }
+            _ => None,
+        })
+    }
+    /// Index of the selection among the rows.
     pub fn selected_index(&self) -> Option<usize> {
         let id = self.selected.as_ref()?;
-        self.visible().iter().position(|s| &s.id == id)
+        self.rows().iter().position(|r| &r.key() == id)
+    }
+    /// Selects the first row when the selection is not shown.
+    pub fn keep_selection_shown(&mut self) {
+        if self.selected_index().is_none() {
+            if let Some(k) = self.rows().first().map(JobRow::key) {
+                self.selected = Some(k);
+            }
+        }
     }
     fn move_sel(&mut self, delta: isize) {
-        let v = self.visible();
+        let v: Vec<String> = self.rows().iter().map(JobRow::key).collect();
         if v.is_empty() {
             return;
         }
         let cur = self.selected_index().map(|i| i as isize).unwrap_or(-1);
         let n = v.len() as isize;
         let i = (cur + delta).clamp(0, n - 1) as usize;
-        self.selected = Some(v[i].id.clone());
+        self.selected = Some(v[i].clone());
     }
+}
+
+/// One row of the Jobs table.
+#[derive(Debug, Clone)]
+pub enum JobRow<'a> {
+    /// A session; indented by `depth` under its sweep's point.
+    Session(&'a SessionSummary, usize),
+    /// A sweep: its sessions as one group (mean ± sd over seeds).
+    Sweep(SweepSummary),
+    /// One point of an open sweep.
+    Point {
+        /// The sweep id.
+        sweep: String,
+        /// The point's index in the sweep.
+        index: usize,
+        /// Its varying settings (`dim=64 lr=0.01`).
+        label: String,
+        /// Its sessions and figures.
+        point: jobs::sweep::PointSummary,
+    },
+}
+
+impl JobRow<'_> {
+    /// The row's selection key: a session's id; a sweep's (or its
+    /// point's) starts with `.`, which no session name does.
+    pub fn key(&self) -> String {
+        match self {
+            JobRow::Session(s, _) => s.id.clone(),
+            JobRow::Sweep(sw) => sweep_key(&sw.id),
+            JobRow::Point { sweep, index, .. } => format!("{}/{index}", sweep_key(sweep)),
+        }
+    }
+    fn sweep_id(&self) -> &str {
+        match self {
+            JobRow::Session(s, _) => s.sweep.as_ref().map_or("", |m| m.id.as_str()),
+            JobRow::Sweep(sw) => &sw.id,
+            JobRow::Point { sweep, .. } => sweep,
+        }
+    }
+}
+
+/// The selection key of sweep `id`'s row.
+pub fn sweep_key(id: &str) -> String {
+    format!(".sweep/{id}")
 }
 
 /// Recent window of the charts, in records (the title says which steps,
@@ -219,6 +341,12 @@ pub const RECENT_POINTS: usize = 500;
 
 /// Index of the model field in [`JobForm::fields`].
 const MODEL_FIELD: usize = 1;
+/// Index of the launcher field (`local` or `slurm`).
+const LAUNCHER_FIELD: usize = 9;
+/// Index of the first Slurm option field (partition, gres, time, account).
+const SLURM_FIELDS: usize = 10;
+/// Index of the sweep's grid field (then seeds, parallel).
+const GRID_FIELD: usize = 14;
 
 /// One field of the new-job form.
 #[derive(Debug, Clone, PartialEq)]
@@ -237,7 +365,9 @@ pub struct JobForm {
     /// Popup title.
     pub title: String,
     /// Fields in order: workspace, model, dim, epochs, lr, negatives, device,
-    /// init, other settings.
+    /// init, other settings; the launcher (local or slurm) and Slurm's
+    /// partition, gres, time and account; a sweep's grid, seeds and
+    /// parallel.
     pub fields: Vec<FormField>,
     /// Focused field.
     pub focus: usize,
@@ -248,7 +378,7 @@ pub struct JobForm {
 }
 
 impl JobForm {
-    /// A form filled from `spec`.
+    /// A form filled from `spec` (its launcher: the one remembered).
     pub fn new(title: impl Into<String>, spec: &JobSpec) -> JobForm {
         fn opt<T: ToString>(v: Option<T>) -> String {
             v.map(|x| x.to_string()).unwrap_or_default()
@@ -258,6 +388,8 @@ impl JobForm {
             value,
             error: None,
         };
+        let o = &spec.launcher.options;
+        let sw = spec.sweep.clone().unwrap_or_default();
         JobForm {
             title: title.into(),
             fields: vec![
@@ -277,6 +409,36 @@ impl JobForm {
                         .collect::<Vec<_>>()
                         .join(" "),
                 ),
+                f(
+                    "run on",
+                    if spec.launcher.slurm {
+                        "slurm"
+                    } else {
+                        "local"
+                    }
+                    .into(),
+                ),
+                f("partition", o.partition.clone().unwrap_or_default()),
+                f("gres (GPUs)", o.gres.clone().unwrap_or_default()),
+                f("time limit", o.time.clone().unwrap_or_default()),
+                f("account", o.account.clone().unwrap_or_default()),
+                f(
+                    "sweep grid",
+                    sw.grid
+                        .iter()
+                        .map(|(k, vs)| format!("{k}={}", vs.join(",")))
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                ),
+                f(
+                    "seeds",
+                    sw.seeds
+                        .iter()
+                        .map(|x| x.to_string())
+                        .collect::<Vec<_>>()
+                        .join(","),
+                ),
+                f("parallel", opt(sw.parallel)),
             ],
             focus: 0,
             submitting: false,
@@ -285,7 +447,9 @@ impl JobForm {
     }
 
     /// Checks every field; on success the job to launch, else the errors
-    /// are stored on the fields. Empty optional fields mean the model's default.
+    /// are stored on the fields. Empty optional fields mean the model's
+    /// default (Slurm's default for the Slurm options). The checks are the
+    /// engine's, as `rosetta train` and `rosetta sweep` make them.
     pub fn validate(&mut self, sessions: &[SessionSummary]) -> Option<JobSpec> {
         for f in &mut self.fields {
             f.error = None;
@@ -353,6 +517,97 @@ impl JobForm {
             }
             Err(e) => errs.push((8, e.to_string())),
         }
+        // the launcher: Slurm's options each checked as sbatch takes them
+        let slurm = match v[LAUNCHER_FIELD].as_str() {
+            "local" => false,
+            "slurm" => true,
+            _ => {
+                errs.push((LAUNCHER_FIELD, "local or slurm (←/→ choose)".into()));
+                false
+            }
+        };
+        let mut options = SlurmOptions::default();
+        for (i, slot) in [
+            &mut options.partition,
+            &mut options.gres,
+            &mut options.time,
+            &mut options.account,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let i = SLURM_FIELDS + i;
+            if v[i].is_empty() {
+                continue;
+            }
+            *slot = Some(v[i].clone());
+            let mut one = SlurmOptions::default();
+            match i - SLURM_FIELDS {
+                0 => one.partition = slot.clone(),
+                1 => one.gres = slot.clone(),
+                2 => one.time = slot.clone(),
+                _ => one.account = slot.clone(),
+            }
+            if let Err(e) = one.sbatch_args() {
+                errs.push((i, e.to_string()));
+            }
+        }
+        // a sweep: the grid's axes (`rosetta sweep --grid`), each value
+        // checked against the model; seeds and parallel only with a grid
+        let mut grid = Vec::new();
+        for w in v[GRID_FIELD].split_whitespace() {
+            match jobs::sweep::parse_axis(w) {
+                Ok((k, vals)) => {
+                    // the grid gives the value: the fixed field must be empty
+                    let free = match k.as_str() {
+                        "dim" => v[2].is_empty(),
+                        "epochs" => v[3].is_empty(),
+                        "lr" => v[4].is_empty(),
+                        "negatives" => v[5].is_empty(),
+                        "init" => v[7].is_empty(),
+                        _ => !extra.iter().any(|(e, _)| *e == k),
+                    };
+                    if !free {
+                        errs.push((GRID_FIELD, format!("{k}: clear its fixed value first")));
+                    }
+                    for val in &vals {
+                        check(GRID_FIELD, &k, val, &mut errs);
+                    }
+                    grid.push((k, vals));
+                }
+                Err(e) => errs.push((GRID_FIELD, e.to_string())),
+            }
+        }
+        let seeds = if v[GRID_FIELD + 1].is_empty() {
+            vec![1]
+        } else {
+            jobs::sweep::parse_seeds(&v[GRID_FIELD + 1])
+                .map_err(|e| errs.push((GRID_FIELD + 1, e.to_string())))
+                .unwrap_or_default()
+        };
+        let parallel = if v[GRID_FIELD + 2].is_empty() {
+            None
+        } else {
+            match v[GRID_FIELD + 2].parse::<usize>() {
+                Ok(n) => {
+                    if let Err(e) = jobs::sweep::check_parallel(Some(n)) {
+                        errs.push((GRID_FIELD + 2, e.to_string()));
+                    }
+                    Some(n)
+                }
+                Err(_) => {
+                    errs.push((GRID_FIELD + 2, "a number of sessions at once".into()));
+                    None
+                }
+            }
+        };
+        if v[GRID_FIELD].is_empty() {
+            for i in [GRID_FIELD + 1, GRID_FIELD + 2] {
+                if !v[i].is_empty() {
+                    errs.push((i, "for a sweep: give a grid".into()));
+                }
+            }
+        }
         if errs.is_empty() {
             Some(JobSpec {
                 extra,
@@ -364,10 +619,16 @@ impl JobForm {
                 negatives,
                 device: v[6].clone(),
                 init,
+                launcher: LauncherMemory { slurm, options },
+                sweep: (!grid.is_empty()).then_some(SweepSpec {
+                    grid,
+                    seeds,
+                    parallel,
+                }),
             })
         } else {
             for (i, e) in errs {
-                self.fields[i].error = Some(e);
+                self.fields[i].error.get_or_insert(e);
             }
             None
         }
@@ -386,11 +647,10 @@ impl App {
     /// Queues metrics tails for the selected and marked sessions, and the
     /// selected session's log when the log pane shows.
     pub fn poll_metrics(&mut self) {
-        if let (true, false, Some(s)) = (
-            self.jobs.show_log,
-            self.jobs.pending_log,
-            self.jobs.selected.clone(),
-        ) {
+        // a sweep's row has no curves nor log of its own
+        let session = self.jobs.selected_session().map(|s| s.id.clone());
+        if let (true, false, Some(s)) = (self.jobs.show_log, self.jobs.pending_log, session.clone())
+        {
             self.jobs.pending_log = true;
             self.outbox.push(Request::LogTail {
                 session: s,
@@ -398,8 +658,8 @@ impl App {
             });
         }
         let mut want: BTreeSet<String> = self.jobs.marked.clone();
-        if let Some(s) = &self.jobs.selected {
-            want.insert(s.clone());
+        if let Some(s) = session {
+            want.insert(s);
         }
         for id in want {
             if self.jobs.pending_tail.contains(&id) {
@@ -437,6 +697,7 @@ impl App {
                     .unwrap_or_default();
                 let spec = JobSpec {
                     workspace,
+                    launcher: self.jobs.launcher.clone(),
                     ..Default::default()
                 };
                 self.popup = Some(Popup::Form(JobForm::new("New training job", &spec)));
@@ -446,7 +707,7 @@ impl App {
                     let session = s.id.clone();
                     self.outbox.push(Request::SessionSpec { session });
                 } else {
-                    self.error("no job selected");
+                    self.no_job_selected();
                 }
             }
             Action::CancelJob => match self.jobs.selected_session() {
@@ -457,7 +718,7 @@ impl App {
                     let m = format!("{} is {}: nothing to cancel", s.id, s.state.as_str());
                     self.error(m)
                 }
-                None => self.error("no job selected"),
+                None => self.no_job_selected(),
             },
             Action::ResumeJob => match self.jobs.selected_session() {
                 Some(s) if s.state.is_final() && s.state != State::Done => {
@@ -474,10 +735,10 @@ impl App {
                     let m = format!("{} is {}: nothing to resume", s.id, s.state.as_str());
                     self.error(m)
                 }
-                None => self.error("no job selected"),
+                None => self.no_job_selected(),
             },
             Action::MarkJob => {
-                if let Some(id) = self.jobs.selected.clone() {
+                if let Some(id) = self.jobs.selected_session().map(|s| s.id.clone()) {
                     if !self.jobs.marked.remove(&id) {
                         self.jobs.marked.insert(id);
                     }
@@ -548,6 +809,14 @@ impl App {
                 }
             }
             Action::Enter => match self.jobs.selected_session() {
+                // a sweep's row (or point) opens and closes the group
+                None if self.jobs.selected_sweep().is_some() => {
+                    let id = self.jobs.selected_sweep().unwrap_or_default();
+                    if !self.jobs.expanded.remove(&id) {
+                        self.jobs.expanded.insert(id.clone());
+                    }
+                    self.jobs.selected = Some(sweep_key(&id));
+                }
                 Some(s) => {
                     let session = s.id.clone();
                     self.popup = Some(Popup::Detail {
@@ -557,7 +826,7 @@ impl App {
                     });
                     self.outbox.push(Request::SessionDetail(session));
                 }
-                None => self.error("no job selected"),
+                None => self.no_job_selected(),
             },
             Action::DeleteJob => match self.jobs.selected_session() {
                 Some(s) if !s.state.is_final() && s.alive != Some(false) => {
@@ -569,7 +838,7 @@ impl App {
                     self.error(m)
                 }
                 Some(s) => self.popup = Some(Popup::ConfirmDelete(s.id.clone())),
-                None => self.error("no job selected"),
+                None => self.no_job_selected(),
             },
             Action::RenameJob | Action::TagJob | Action::NoteJob => {
                 match self.jobs.selected_session() {
@@ -585,7 +854,7 @@ impl App {
                             value,
                         });
                     }
-                    None => self.error("no job selected"),
+                    None => self.no_job_selected(),
                 }
             }
             Action::PhasePrev | Action::PhaseNext => {
@@ -735,6 +1004,16 @@ impl App {
         }
     }
 
+    /// The error of an action on one job with none selected (a sweep's
+    /// row is no job: its sessions are, once it is open).
+    fn no_job_selected(&mut self) {
+        if self.jobs.selected_sweep().is_some() {
+            self.error("a sweep's row: Enter opens it, then select one of its sessions");
+        } else {
+            self.error("no job selected");
+        }
+    }
+
     /// A job alert on the status line, with the terminal bell when the
     /// settings ask for it.
     fn alert(&mut self, msg: String, bad: bool) {
@@ -801,6 +1080,16 @@ impl App {
             KeyCode::Char('u') if k.modifiers.contains(KeyModifiers::CONTROL) => {
                 form.fields[form.focus].value.clear()
             }
+            // the launcher field is a choice: ←/→ toggle local and slurm
+            KeyCode::Left | KeyCode::Right if form.focus == LAUNCHER_FIELD => {
+                let f = &mut form.fields[LAUNCHER_FIELD].value;
+                *f = if f.trim() == "local" {
+                    "slurm"
+                } else {
+                    "local"
+                }
+                .into();
+            }
             // the model field is a choice: ←/→ step through the registry
             KeyCode::Left | KeyCode::Right if form.focus == MODEL_FIELD => {
                 let names = jobs::model_names();
@@ -860,9 +1149,7 @@ impl App {
                         }
                         self.jobs.scanned = true;
                         self.jobs.error = None;
-                        if self.jobs.selected_session().is_none() {
-                            self.jobs.selected = self.jobs.visible().first().map(|s| s.id.clone());
-                        }
+                        self.jobs.keep_selection_shown();
                         let known: BTreeSet<String> =
                             self.jobs.sessions.iter().map(|s| s.id.clone()).collect();
                         self.jobs.marked.retain(|m| known.contains(m));
@@ -893,12 +1180,23 @@ impl App {
             }
             Reply::Spec { session, spec } => match spec {
                 Ok(spec) => {
+                    let spec = JobSpec {
+                        launcher: self.jobs.launcher.clone(),
+                        ..*spec
+                    };
                     self.popup = Some(Popup::Form(JobForm::new(
                         format!("New job from {session}"),
                         &spec,
                     )))
                 }
                 Err(e) => self.error(e),
+            },
+            Reply::LauncherMemory(res) => match res {
+                Ok(m) => {
+                    self.jobs.launcher = m;
+                    return false;
+                }
+                Err(e) => self.error(format!("launcher not recalled: {e}")),
             },
             Reply::Launched(res) => {
                 let form_open = matches!(self.popup, Some(Popup::Form(_)));
@@ -907,10 +1205,28 @@ impl App {
                         if form_open {
                             self.popup = None;
                         }
-                        let id = l.session;
-                        self.started.insert(id.clone());
-                        self.jobs.selected = Some(id.clone());
-                        self.info(format!("started {id}"));
+                        let on = l
+                            .slurm_job
+                            .as_ref()
+                            .map(|j| format!(" on Slurm (job {j})"))
+                            .unwrap_or_default();
+                        match l.sweep {
+                            Some((sweep, sessions)) => {
+                                self.info(format!(
+                                    "started sweep {sweep}: {} sessions{on}",
+                                    sessions.len()
+                                ));
+                                self.started.extend(sessions);
+                                self.jobs.selected = Some(sweep_key(&sweep));
+                            }
+                            None => {
+                                let id = l.session;
+                                self.started.insert(id.clone());
+                                self.jobs.selected = Some(id.clone());
+                                self.info(format!("started {id}{on}"));
+                            }
+                        }
+                        self.outbox.push(Request::LauncherMemory);
                         self.poll_sessions();
                     }
                     Err(e) => {
@@ -993,14 +1309,15 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     let th = &app.settings.theme;
     let j = &app.jobs;
     let visible = j.visible();
-    let table_h = ((visible.len().max(1) + 3) as u16).clamp(5, (area.height * 2 / 5).max(5));
+    let rows = j.rows();
+    let table_h = ((rows.len().max(1) + 3) as u16).clamp(5, (area.height * 2 / 5).max(5));
     let [ta, da, ca] = Layout::vertical([
         Constraint::Length(table_h),
         Constraint::Length(2),
         Constraint::Min(6),
     ])
     .areas(area);
-    draw_table(f, app, ta, &visible);
+    draw_table(f, app, ta, &visible, &rows);
     let wide = area.width >= 110;
     let sel = j.selected_session();
     let series = sel.and_then(|s| j.series.get(&s.id));
@@ -1022,6 +1339,9 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         }
         if let Some(m) = s.best_mrr {
             l1.push(Span::styled(format!(" · best MRR {m:.4}"), th.good()));
+        }
+        if let Some(d) = &s.slurm_job {
+            l1.push(Span::raw(format!(" · Slurm job {d}")));
         }
         if !wide {
             l1.push(Span::styled(
@@ -1049,6 +1369,30 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
             Span::raw("")
         };
         lines.push(Line::from(l2));
+    } else if let Some(JobRow::Sweep(sw)) = rows
+        .iter()
+        .find(|r| Some(r.key()) == j.selected.as_ref().map(|k| sweep_key(k_sweep(k))))
+    {
+        lines.push(Line::from(vec![
+            Span::styled(format!(" sweep {} ", sw.id), th.accent()),
+            Span::raw(format!(
+                "· {} · {} sessions: {}",
+                sw.model,
+                sw.sessions(),
+                counts_text(&sw.state_counts())
+            )),
+        ]));
+        lines.push(Line::from(Span::styled(
+            format!(
+                " varying: {} · MRR: mean ± sd over the seeds done · Enter opens/closes",
+                if sw.varying.is_empty() {
+                    "—".to_string()
+                } else {
+                    sw.varying.join(", ")
+                }
+            ),
+            th.dim(),
+        )));
     }
     f.render_widget(Paragraph::new(lines), da);
 
@@ -1157,33 +1501,100 @@ fn log_rows(lines: &[String], width: usize, height: usize) -> Vec<(String, Strin
 struct Column<'a> {
     header: String,
     width: u16,
+    kind: ColKind,
     cell: Box<dyn Fn(&SessionSummary) -> Cell<'static> + 'a>,
+}
+
+/// What a column shows, for the rows of a sweep and its points.
+#[derive(Debug, Clone, PartialEq)]
+enum ColKind {
+    State,
+    Model,
+    Setting(String),
+    Mrr,
+    Other,
+}
+
+/// The sweep id of a sweep row's key (or a point row's).
+fn k_sweep(key: &str) -> &str {
+    let id = key.strip_prefix(".sweep/").unwrap_or(key);
+    match id.rsplit_once('/') {
+        Some((s, i)) if i.parse::<usize>().is_ok() => s,
+        _ => id,
+    }
+}
+
+/// State counts, compactly: `2 running, 6 queued`.
+fn counts_text(c: &std::collections::BTreeMap<&'static str, usize>) -> String {
+    c.iter()
+        .map(|(k, n)| format!("{n} {k}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A group's states in a state cell: `4 done`, or `3/8 done` when mixed.
+fn states_cell(states: &[State]) -> String {
+    let n = states.len();
+    match states.first() {
+        Some(s0) if states.iter().all(|s| s == s0) => format!("{n} {}", s0.as_str()),
+        _ => format!(
+            "{}/{n} done",
+            states.iter().filter(|s| **s == State::Done).count()
+        ),
+    }
 }
 
 /// The sessions table: fixed columns, then one column per setting that
 /// differs between the listed sessions (the engine's "diff only"), as many
 /// as fit; session labels elide the prefix the names share, never their end.
-fn draw_table(f: &mut Frame, app: &App, area: Rect, visible: &[&SessionSummary]) {
+/// A sweep is one row (its varying settings' values, the best point's MRR
+/// as mean ± sd); open, its points follow with their sessions.
+fn draw_table(
+    f: &mut Frame,
+    app: &App,
+    area: Rect,
+    visible: &[&SessionSummary],
+    table_rows: &[JobRow],
+) {
     let th = &app.settings.theme;
     let j = &app.jobs;
     let wide = area.width >= 110;
     let maps: Vec<&std::collections::BTreeMap<String, String>> =
         visible.iter().map(|s| &s.settings).collect();
-    let diff: Vec<String> = rosetta::session::runs::differing_keys(&maps)
+    let mut diff: Vec<String> = rosetta::session::runs::differing_keys(&maps)
         .into_iter()
         .filter(|k| k != "model" && !(wide && k == "workspace"))
         .collect();
+    // the settings a sweep varies come first: they tell its points apart
+    let varied: BTreeSet<&String> = table_rows
+        .iter()
+        .filter_map(|r| match r {
+            JobRow::Sweep(sw) => Some(&sw.varying),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    diff.sort_by_key(|k| !varied.contains(k));
     let ids: Vec<String> = visible.iter().map(|s| s.id.clone()).collect();
     let labels: HashMap<String, String> = ids.iter().cloned().zip(j.labels(&ids)).collect();
+    let groups = table_rows.iter().any(|r| !matches!(r, JobRow::Session(..)));
     let mut cols: Vec<Column> = vec![
         Column {
             header: "state".into(),
-            width: 9,
+            // Slurm's states are longer: `pending (JobHeldUser)`
+            width: visible
+                .iter()
+                .map(|s| width(&state_label(s)))
+                .max()
+                .unwrap_or(0)
+                .clamp(9, 21) as u16,
+            kind: ColKind::State,
             cell: Box::new(move |s| Cell::from(Span::styled(state_label(s), state_style(th, s)))),
         },
         Column {
             header: "model".into(),
             width: 7,
+            kind: ColKind::Model,
             cell: Box::new(|s| Cell::from(s.model.clone())),
         },
     ];
@@ -1191,17 +1602,20 @@ fn draw_table(f: &mut Frame, app: &App, area: Rect, visible: &[&SessionSummary])
         cols.push(Column {
             header: "workspace".into(),
             width: 16,
+            kind: ColKind::Other,
             cell: Box::new(|s| Cell::from(trunc(&workspace_label(&s.workspace), 16))),
         });
         cols.push(Column {
             header: "device".into(),
             width: 7,
+            kind: ColKind::Other,
             cell: Box::new(|s| Cell::from(s.device.clone())),
         });
     }
     cols.push(Column {
         header: "progress".into(),
         width: 10,
+        kind: ColKind::Other,
         cell: Box::new(|s| {
             Cell::from(match (s.state, s.progress) {
                 (State::Done, _) => bar(1.0, 5),
@@ -1215,6 +1629,7 @@ fn draw_table(f: &mut Frame, app: &App, area: Rect, visible: &[&SessionSummary])
         cols.push(Column {
             header: "ETA".into(),
             width: 5,
+            kind: ColKind::Other,
             cell: Box::new(|s| {
                 Cell::from(if !s.state.is_final() {
                     s.eta_s.map(fmt_duration).unwrap_or_default()
@@ -1226,6 +1641,7 @@ fn draw_table(f: &mut Frame, app: &App, area: Rect, visible: &[&SessionSummary])
         cols.push(Column {
             header: "pairs/s".into(),
             width: 7,
+            kind: ColKind::Other,
             cell: Box::new(|s| {
                 Cell::from(s.pairs_per_s.map(|p| format!("{p:.0}")).unwrap_or_default())
             }),
@@ -1233,7 +1649,9 @@ fn draw_table(f: &mut Frame, app: &App, area: Rect, visible: &[&SessionSummary])
     }
     cols.push(Column {
         header: "best MRR".into(),
-        width: 10,
+        // a sweep's mean ± sd: `0.412 ± 0.013`
+        width: if groups { 13 } else { 10 },
+        kind: ColKind::Mrr,
         cell: Box::new(|s| {
             Cell::from(
                 s.best_mrr
@@ -1245,23 +1663,50 @@ fn draw_table(f: &mut Frame, app: &App, area: Rect, visible: &[&SessionSummary])
             )
         }),
     });
+    let group_label = |r: &JobRow| -> String {
+        match r {
+            JobRow::Sweep(sw) => format!(
+                "{} {} ({})",
+                if j.expanded.contains(&sw.id) {
+                    "▾"
+                } else {
+                    "▸"
+                },
+                sw.id,
+                sw.sessions()
+            ),
+            JobRow::Point { label, .. } => format!("  {label}"),
+            JobRow::Session(..) => String::new(),
+        }
+    };
     // room left for the session column and the diff columns: the names
     // first (whole up to 32 cells, at least 14), the settings after
     let used: u16 = cols.iter().map(|c| c.width + 1).sum::<u16>() + 2 + 2;
-    let name_w = visible
+    let name_w = table_rows
         .iter()
-        .map(|s| {
-            let l = labels.get(&s.id).map_or(s.id.len(), |l| width(l));
-            l + if s.tags.is_empty() {
-                0
-            } else {
-                3 + s.tags.iter().map(|t| t.len() + 1).sum::<usize>()
+        .map(|r| match r {
+            JobRow::Session(s, depth) => {
+                let l = labels.get(&s.id).map_or(s.id.len(), |l| width(l));
+                depth
+                    + l
+                    + if s.tags.is_empty() {
+                        0
+                    } else {
+                        3 + s.tags.iter().map(|t| t.len() + 1).sum::<usize>()
+                    }
             }
+            // a sweep's id elides in the middle before its settings go
+            other => width(&group_label(other)).min(20),
         })
         .max()
         .unwrap_or(0)
         .clamp(14, 32) as u16;
+    // the sessions of a sweep's point (their settings, for the settings
+    // the point does not set)
+    let member = |dir: &std::path::Path| visible.iter().find(|s| s.dir == dir);
     let mut room = area.width.saturating_sub(used + name_w);
+    // a sweep's varying settings may narrow the names to 14 cells
+    let mut room_varied = area.width.saturating_sub(used + 14);
     for k in &diff {
         let w = visible
             .iter()
@@ -1270,14 +1715,21 @@ fn draw_table(f: &mut Frame, app: &App, area: Rect, visible: &[&SessionSummary])
             .unwrap_or(1)
             .max(k.chars().count())
             .min(12) as u16;
-        if w + 1 > room {
+        let have = if varied.contains(k) {
+            room_varied
+        } else {
+            room
+        };
+        if w + 1 > have {
             break;
         }
-        room -= w + 1;
+        room = room.saturating_sub(w + 1);
+        room_varied = room_varied.saturating_sub(w + 1);
         let key = k.clone();
         cols.push(Column {
             header: k.clone(),
             width: w,
+            kind: ColKind::Setting(k.clone()),
             cell: Box::new(move |s| {
                 Cell::from(elide_middle(
                     s.settings.get(&key).map_or("—", String::as_str),
@@ -1286,26 +1738,90 @@ fn draw_table(f: &mut Frame, app: &App, area: Rect, visible: &[&SessionSummary])
             }),
         });
     }
+    // a group row's cell in column `c`
+    let group_cell = |c: &Column, r: &JobRow| -> String {
+        let (sw_points, states): (Vec<&jobs::sweep::PointSummary>, Vec<State>) = match r {
+            JobRow::Sweep(sw) => (
+                sw.points.iter().collect(),
+                sw.points.iter().flat_map(|p| p.states.clone()).collect(),
+            ),
+            JobRow::Point { point, .. } => (vec![point], point.states.clone()),
+            JobRow::Session(..) => (Vec::new(), Vec::new()),
+        };
+        let text = match &c.kind {
+            ColKind::State => states_cell(&states),
+            ColKind::Model => match r {
+                JobRow::Sweep(sw) => sw.model.clone(),
+                _ => String::new(),
+            },
+            ColKind::Mrr => sw_points
+                .iter()
+                .filter_map(|p| p.figures.get("MRR"))
+                .max_by(|a, b| a.0.total_cmp(&b.0))
+                .map(|(m, sd, _)| jobs::sweep::fmt_mean_sd(*m, *sd, 3))
+                .unwrap_or_default(),
+            ColKind::Setting(k) => {
+                let mut vals: Vec<String> = Vec::new();
+                for p in &sw_points {
+                    let vs: Vec<String> = if k == "seed" {
+                        p.seeds.iter().map(u64::to_string).collect()
+                    } else if let Some(v) = p.point.get(k) {
+                        vec![v.clone()]
+                    } else {
+                        p.dirs
+                            .iter()
+                            .filter_map(|d| member(d)?.settings.get(k).cloned())
+                            .collect()
+                    };
+                    for v in vs {
+                        if !vals.contains(&v) {
+                            vals.push(v);
+                        }
+                    }
+                }
+                vals.join(",")
+            }
+            ColKind::Other => String::new(),
+        };
+        elide_middle(&text, c.width as usize)
+    };
     let session_w = area
         .width
         .saturating_sub(cols.iter().map(|c| c.width + 1).sum::<u16>() + 2 + 2)
         .max(14);
     let mut header = vec![Cell::from(""), Cell::from("session")];
     header.extend(cols.iter().map(|c| Cell::from(c.header.clone())));
-    let rows: Vec<Row> = visible
+    let rows: Vec<Row> = table_rows
         .iter()
-        .map(|s| {
-            let mark = if j.marked.contains(&s.id) { "●" } else { " " };
-            let mut label = labels.get(&s.id).cloned().unwrap_or_else(|| s.id.clone());
-            if !s.tags.is_empty() {
-                label.push_str(&format!(" [{}]", s.tags.join(",")));
+        .map(|r| match r {
+            JobRow::Session(s, depth) => {
+                let mark = if j.marked.contains(&s.id) { "●" } else { " " };
+                let mut label = labels.get(&s.id).cloned().unwrap_or_else(|| s.id.clone());
+                if !s.tags.is_empty() {
+                    label.push_str(&format!(" [{}]", s.tags.join(",")));
+                }
+                let mut cells = vec![
+                    Cell::from(mark),
+                    Cell::from(format!(
+                        "{:depth$}{}",
+                        "",
+                        elide_middle(&label, (session_w as usize).saturating_sub(*depth))
+                    )),
+                ];
+                cells.extend(cols.iter().map(|c| (c.cell)(s)));
+                Row::new(cells)
             }
-            let mut cells = vec![
-                Cell::from(mark),
-                Cell::from(elide_middle(&label, session_w as usize)),
-            ];
-            cells.extend(cols.iter().map(|c| (c.cell)(s)));
-            Row::new(cells)
+            group => {
+                let mut cells = vec![
+                    Cell::from(" "),
+                    Cell::from(Span::styled(
+                        elide_middle(&group_label(group), session_w as usize),
+                        th.accent(),
+                    )),
+                ];
+                cells.extend(cols.iter().map(|c| Cell::from(group_cell(c, group))));
+                Row::new(cells)
+            }
         })
         .collect();
     let mut widths = vec![Constraint::Length(1), Constraint::Length(session_w)];
@@ -1922,10 +2438,14 @@ pub fn draw_form(f: &mut Frame, th: &Theme, form: &JobForm) {
                 },
                 7 => "(none: fresh start)".into(),
                 8 => "(KEY=VALUE ..., e.g. batch=50 patience=3)".into(),
+                10..=13 => "(Slurm's default)".into(),
+                GRID_FIELD => "(none: one job; KEY=V1,V2 ...: a sweep)".into(),
+                15 => "(1; a sweep's seeds, e.g. 1,2,3)".into(),
+                16 => "(a sweep's sessions at once; local default 1)".into(),
                 _ => String::new(),
             };
             spans.push(Span::styled(hint, th.dim()));
-        } else if i == MODEL_FIELD && focus {
+        } else if (i == MODEL_FIELD || i == LAUNCHER_FIELD) && focus {
             spans.push(Span::styled("  ←/→ choose", th.dim()));
         }
         if let Some(e) = &fl.error {
