@@ -677,6 +677,59 @@ fn seed_models_start_from_an_encoder_sessions_term_vectors() {
             "1",
         ],
     );
+    // frozen_epochs holds the start: BAE's encoder tables after an epoch
+    // with them frozen are the fitted vectors; trained, they moved
+    train(
+        ws.path(),
+        &w,
+        "bae",
+        "b2",
+        &[
+            "--set",
+            &vectors,
+            "--set",
+            "dim=8",
+            "--set",
+            "frozen_epochs=1",
+            "--epochs",
+            "1",
+        ],
+    );
+    let f8 = rosetta::models::pretrained::fit_width(&v, 8, 0.1, &mut rng).unwrap();
+    let enc = |s: &str| -> Vec<f32> {
+        let t = candle_core::safetensors::load(
+            ws.path().join(s).join("checkpoints/last.safetensors"),
+            &Device::Cpu,
+        )
+        .unwrap();
+        t["enc.src.w"].flatten_all().unwrap().to_vec1().unwrap()
+    };
+    let gap = |a: &[f32]| {
+        a.iter()
+            .zip(f8.source.iter())
+            .map(|(x, y)| (x - y).abs())
+            .fold(0f32, f32::max)
+    };
+    assert!(gap(&enc("b2")) < 1e-6, "{}", gap(&enc("b2")));
+    assert!(gap(&enc("b")) > 1e-3, "{}", gap(&enc("b")));
+    let out = rosetta_in(
+        ws.path(),
+        &[
+            "train",
+            "--workspace",
+            w.to_str().unwrap(),
+            "--model",
+            "bae",
+            "--device",
+            "cpu",
+            "--session",
+            "b3",
+            "--set",
+            "frozen_epochs=1",
+        ],
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("set vectors too"));
+    assert!(!ws.path().join("b3").exists());
     for (s, kept, width) in [("b", 8, 8), ("a", H, 40)] {
         let rec: serde_json::Value = serde_json::from_str(
             &std::fs::read_to_string(ws.path().join(s).join("pretrained.json")).unwrap(),

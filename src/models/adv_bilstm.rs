@@ -90,6 +90,8 @@ pub struct AdvConfig {
     pub init: Option<PathBuf>,
     /// `.vec` files (source, target) that start the embeddings.
     pub vectors: Option<(PathBuf, PathBuf)>,
+    /// First epochs with the embeddings held fixed (needs `vectors`).
+    pub frozen_epochs: usize,
     /// A session whose term vectors start the embeddings (`vectors=SESSION`,
     /// fitted to `emb` columns: [`super::pretrained::fit_width`]).
     pub vectors_session: Option<PathBuf>,
@@ -133,6 +135,9 @@ impl AdvConfig {
                 "adv-bilstm: give `init` (a session) or `vectors` (a session or .vec files), not both",
             ));
         }
+        let frozen_epochs: usize = p.get("frozen_epochs")?;
+        let started = init.is_some() || vectors.is_some() || vectors_session.is_some();
+        super::pretrained::check_frozen(NAME, frozen_epochs, started)?;
         Ok(AdvConfig {
             emb: p.get("emb")?,
             hidden: p.get("hidden")?,
@@ -164,6 +169,7 @@ impl AdvConfig {
             init,
             vectors,
             vectors_session,
+            frozen_epochs,
             init_scale: p.get("init_scale")?,
         })
     }
@@ -1124,7 +1130,18 @@ impl Trainer for AdvTrainer {
             cfg.batch,
             cfg.lr
         ));
+        let embeddings: Vec<&str> = gen_vars
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .filter(|n| n.ends_with(".emb"))
+            .collect();
         for epoch in start + 1..=cfg.epochs {
+            // the pretrained embeddings held while the encoders adapt
+            opt_g.freeze(if epoch <= cfg.frozen_epochs {
+                &embeddings
+            } else {
+                &[]
+            })?;
             hooks.epoch_start("train", epoch);
             let mut rng = epoch_rng(seed, 3, epoch);
             for batch in length_batches(&lengths, cfg.batch, &mut rng) {

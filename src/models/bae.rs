@@ -57,6 +57,8 @@ pub struct BaeConfig {
     pub sampled: Option<usize>,
     /// Session whose term vectors start the encoders (`vectors=`).
     pub vectors: Option<std::path::PathBuf>,
+    /// First epochs with the encoders' tables held fixed (needs `vectors`).
+    pub frozen_epochs: usize,
 }
 
 impl BaeConfig {
@@ -95,7 +97,9 @@ impl BaeConfig {
             vectors: super::pretrained::setting(&p)?
                 .session()
                 .map(std::path::Path::to_path_buf),
+            frozen_epochs: p.get("frozen_epochs")?,
         };
+        super::pretrained::check_frozen("bae", c.frozen_epochs, c.vectors.is_some())?;
         Ok(c)
     }
 }
@@ -602,6 +606,12 @@ impl Trainer for BaeTrainer {
         ));
         let dt = DType::F32;
         for epoch in start + 1..=cfg.epochs {
+            // the pretrained encoders held while the decoders adapt
+            opt.freeze(if epoch <= cfg.frozen_epochs {
+                &NAMES[..2]
+            } else {
+                &[]
+            })?;
             hooks.epoch_start("train", epoch);
             let mut erng = epoch_rng(seed, 3, epoch);
             let mut order = pairs.clone();

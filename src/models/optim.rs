@@ -36,6 +36,8 @@ pub struct Adam {
     fused: bool,
     /// Parameter updates done by the fused kernels so far (for tests).
     fused_updates: AtomicUsize,
+    /// Names of the parameters kept fixed ([`Adam::freeze`]).
+    frozen: Vec<String>,
 }
 
 impl Adam {
@@ -59,7 +61,29 @@ impl Adam {
             eps: 1e-8,
             fused: true,
             fused_updates: AtomicUsize::new(0),
+            frozen: Vec::new(),
         })
+    }
+
+    /// Keeps the parameters named `names` fixed from now on (no update, their
+    /// moments untouched: a pretrained table held while the rest learns);
+    /// an empty list frees every one. A name the optimiser does not hold is
+    /// an error.
+    pub fn freeze(&mut self, names: &[&str]) -> Result<()> {
+        for n in names {
+            if !self.vars.iter().any(|(v, ..)| v == n) {
+                return Err(Error::invalid(format!(
+                    "internal: no parameter `{n}` to freeze"
+                )));
+            }
+        }
+        self.frozen = names.iter().map(|n| n.to_string()).collect();
+        Ok(())
+    }
+
+    /// The parameters that are updated (not frozen).
+    fn live(&self) -> impl Iterator<Item = &(String, Var, Var, Var)> {
+        self.vars.iter().filter(|(n, ..)| !self.frozen.contains(n))
     }
 
     /// Allows (the default) or forbids the fused CPU kernels. Forbidden, every
@@ -83,7 +107,7 @@ impl Adam {
     /// as candle tensor ops.
     pub fn step(&mut self, grads: &GradStore) -> Result<()> {
         self.t += 1;
-        for (_, theta, m, v) in &self.vars {
+        for (_, theta, m, v) in self.live() {
             if let Some(g) = grads.get(theta.as_tensor()) {
                 self.update(theta, m, v, g, None)?;
             }
@@ -168,7 +192,7 @@ impl Adam {
     ) -> Result<()> {
         let grads = loss.backward()?;
         self.t += 1;
-        for (name, theta, m, v) in &self.vars {
+        for (name, theta, m, v) in self.live() {
             match rows.iter().find(|r| r.0 == name) {
                 Some((_, ids, leaf)) => {
                     if let Some(g) = grads.get(leaf.as_tensor()) {
@@ -199,7 +223,7 @@ impl Adam {
     ) -> Result<()> {
         let grads = loss.backward()?;
         self.t += 1;
-        for (name, theta, m, v) in &self.vars {
+        for (name, theta, m, v) in self.live() {
             match rows.iter().find(|r| r.0 == name) {
                 Some((_, ids, leaf)) => {
                     if let Some(g) = grads.get(leaf.as_tensor()) {

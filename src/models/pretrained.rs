@@ -86,6 +86,16 @@ pub fn setting(p: &ModelParams<'_>) -> Result<VectorsSetting> {
     VectorsSetting::parse(&v).map_err(|e| Error::invalid(format!("--set vectors={v}: {e}")))
 }
 
+/// Refuses `frozen_epochs > 0` without a start to hold.
+pub fn check_frozen(model: &str, frozen_epochs: usize, has_vectors: bool) -> Result<()> {
+    if frozen_epochs > 0 && !has_vectors {
+        return Err(Error::invalid(format!(
+            "{model}: frozen_epochs={frozen_epochs} holds a vectors= start fixed; set vectors too"
+        )));
+    }
+    Ok(())
+}
+
 /// The resolved vectors of `dir` from the job's data: an error when the job
 /// layer did not resolve them (a trainer called directly with a session
 /// setting) or resolved another session's.

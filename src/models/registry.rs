@@ -239,6 +239,13 @@ const INIT: Setting = Setting {
     check: Check::Path,
     help: "start from a trained session (or checkpoint)",
 };
+/// Epochs at the start during which a `vectors=` start stays fixed.
+const FROZEN_EPOCHS: Setting = s(
+    "frozen_epochs",
+    "0",
+    COUNT,
+    "first epochs with the vectors= embeddings held fixed (0: trained from the start)",
+);
 /// A pretrained start from another session's term vectors
 /// ([`super::pretrained`]).
 const VECTORS: Setting = s(
@@ -791,6 +798,7 @@ pub static MODELS: &[ModelSpec] = &[
             ),
             DIM,
             s("epochs", "50", EPOCHS, "training epochs"),
+            FROZEN_EPOCHS,
             s(
                 "init_scale",
                 "0.1",
@@ -873,6 +881,7 @@ pub static MODELS: &[ModelSpec] = &[
             s("emb", "512", Check::Int { min: 1, max: 65_536 }, "word-embedding size"),
             s("encoder_threads", "2", Check::Int { min: 1, max: 64 }, "CPU: encoder passes on parallel threads, candle's kernels single-threaded (1: in order, candle's own threads)"),
             s("epochs", "10", EPOCHS, "training epochs"),
+            FROZEN_EPOCHS,
             s("gamma_inbatch", "0", Check::NonNegative, "weight of an in-batch pairwise loss over the translation pairs (torch_ref's bilstm)"),
             s("gamma_matc", "1", Check::NonNegative, "γ₂: weight of the cross-language matching loss"),
             s("gamma_matm", "1", Check::NonNegative, "γ₃: weight of the monolingual matching loss"),
