@@ -1,7 +1,9 @@
 //! The engine's layering, checked on the source: every `crate::X` path in a
-//! module of the library (doc comments and comments aside) names a module of
-//! a lower or equal layer, so there is no import cycle and `text/`,
-//! `corpus/`, `index/` and `eval/` import nothing above them; the terminal
+//! module of the engine crate (`engine/src/`; doc comments and comments
+//! aside) names a module of a lower or equal layer, so there is no import
+//! cycle and `text/`, `corpus/`, `index/` and `eval/` import nothing above
+//! them; the engine's manifest names no terminal, argument-parsing or
+//! progress-bar crate (so the compiler refuses them there), and the terminal
 //! crates appear only under `src/tui/`, which with `src/cli/` belongs to the
 //! binary.
 
@@ -59,7 +61,7 @@ fn uses(text: &str) -> BTreeSet<String> {
 
 #[test]
 fn engine_modules_import_only_lower_layers() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("engine/src");
     let layer: BTreeMap<&str, usize> = LAYERS.iter().copied().collect();
     let mut files = Vec::new();
     rust_files(&src, &mut files);
@@ -74,7 +76,7 @@ fn engine_modules_import_only_lower_layers() {
             .to_string_lossy()
             .trim_end_matches(".rs")
             .to_string();
-        if ["main", "lib", "cli", "tui"].contains(&top.as_str()) {
+        if top == "lib" {
             continue;
         }
         let Some(&mine) = layer.get(top.as_str()) else {
@@ -104,14 +106,35 @@ fn engine_modules_import_only_lower_layers() {
     assert!(bad.is_empty(), "layering violations:\n{}", bad.join("\n"));
 }
 
+/// The engine crate's `[dependencies]` (and its dev- and build-
+/// dependencies) name none of the front-ends' crates.
+#[test]
+fn engine_manifest_names_no_terminal_crate() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("engine/Cargo.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let manifest: toml::Table = text.parse().unwrap();
+    for table in ["dependencies", "dev-dependencies", "build-dependencies"] {
+        let Some(deps) = manifest.get(table).and_then(|d| d.as_table()) else {
+            continue;
+        };
+        for name in ["ratatui", "crossterm", "clap", "indicatif"] {
+            assert!(
+                !deps.contains_key(name),
+                "engine/Cargo.toml [{table}] names {name}: only the binary crate may"
+            );
+        }
+    }
+}
+
 #[test]
 fn terminal_crates_only_in_the_tui() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
-    rust_files(&src, &mut files);
+    rust_files(&root.join("engine/src"), &mut files);
+    rust_files(&root.join("src"), &mut files);
     for f in files {
-        let rel = f.strip_prefix(&src).unwrap();
-        if rel.starts_with("tui") {
+        let rel = f.strip_prefix(root).unwrap();
+        if rel.starts_with("src/tui") {
             continue;
         }
         let text = std::fs::read_to_string(&f).unwrap();

@@ -16,7 +16,7 @@ use plotters::style::FontStyle;
 use crate::session::{Curves, MetricRecord};
 use crate::{Error, Result};
 
-static FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
+static FONT: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans.ttf");
 static REGISTER: Once = Once::new();
 
 fn register_font() {

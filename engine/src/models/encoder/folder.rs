@@ -90,24 +90,36 @@ fn from_hub(id: &str) -> Result<Folder> {
                 cache.path().display()
             )));
         }
-        let api = hf_hub::api::sync::ApiBuilder::from_cache(cache.clone())
-            .with_progress(false)
-            .build()
-            .map_err(|e| Error::invalid(format!("weights={id}: the hub client: {e}")))?;
-        let p = api.model(id.to_string()).get(f).map_err(|e| {
-            Error::invalid(format!(
-                "weights={id}: {f} is not in the Hugging Face cache ({}) and could not be \
-                 downloaded ({e}); give a local folder instead",
-                cache.path().display()
-            ))
-        })?;
-        paths.push(p);
+        #[cfg(not(feature = "hub"))]
+        return Err(Error::invalid(format!(
+            "weights={id}: {f} is not in the Hugging Face cache ({}), and this build of \
+             the engine has no hub client (feature `hub`); give a local folder instead",
+            cache.path().display()
+        )));
+        #[cfg(feature = "hub")]
+        paths.push(download(&cache, id, f)?);
     }
     Ok(Folder {
         given: id.to_string(),
         config: paths[0].clone(),
         weights: paths[1].clone(),
         tokenizer: paths[2].clone(),
+    })
+}
+
+/// `file` of the hub model `id`, downloaded into `cache` (the `hub` feature).
+#[cfg(feature = "hub")]
+fn download(cache: &hf_hub::Cache, id: &str, f: &str) -> Result<std::path::PathBuf> {
+    let api = hf_hub::api::sync::ApiBuilder::from_cache(cache.clone())
+        .with_progress(false)
+        .build()
+        .map_err(|e| Error::invalid(format!("weights={id}: the hub client: {e}")))?;
+    api.model(id.to_string()).get(f).map_err(|e| {
+        Error::invalid(format!(
+            "weights={id}: {f} is not in the Hugging Face cache ({}) and could not be \
+         downloaded ({e}); give a local folder instead",
+            cache.path().display()
+        ))
     })
 }
 
