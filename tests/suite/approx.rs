@@ -3,7 +3,7 @@
 //! it (and say so), `--exact` bypasses it, a stale graph is never used and a
 //! damaged one is an error naming its file.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

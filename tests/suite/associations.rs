@@ -20,7 +20,7 @@ use rosetta::session::retrieval::bli;
 use rosetta::session::{associations, Loaded, Session, SessionConfig};
 use rosetta::text::{CsrMatrix, Side, Vocabs, Vocabulary};
 
-mod common;
+use crate::common;
 use common::{ok, rosetta_in as rosetta, tiny_workspace, train};
 
 /// A model that is nothing but fixed term vectors.
@@ -524,8 +524,8 @@ fn cli_associations() {
 }
 
 /// Timing at a realistic size: 10,000 × 10,000 words of dimension 128,
-/// 5,000 dictionary headwords (`cargo test --release --test associations
-/// -- --ignored --nocapture timing`). Each list must take under a minute.
+/// 5,000 dictionary headwords (`cargo test --release --test suite
+/// associations::timing -- --ignored --nocapture`). Each list must take under a minute.
 #[test]
 #[ignore]
 fn timing_10k_by_10k() {

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-mod common;
+use crate::common;
 use common::{ok, rosetta_in as rosetta, tiny_workspace, train};
 
 fn err(out: &std::process::Output) -> String {

@@ -1,7 +1,7 @@
 //! `rosetta bench train`: training throughput on a workspace, alone and
 //! against a torch_ref-like peer (a shell stand-in here: no Python in tests).
 
-mod common;
+use crate::common;
 
 use common::{rosetta_in, tiny_workspace};
 

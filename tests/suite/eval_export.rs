@@ -9,7 +9,7 @@ use ndarray::Array2;
 use ndarray_npy::ReadNpyExt;
 use serde_json::Value;
 
-mod common;
+use crate::common;
 use common::{ok, rosetta_in as rosetta, tiny_workspace, train};
 
 /// Words in no vocabulary of the fixture: a text of them encodes to nothing.

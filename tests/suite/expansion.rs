@@ -10,7 +10,7 @@ use serde_json::Value;
 use rosetta::index::expand::{expand, Expanded, Expansion};
 use rosetta::index::{Bm25Index, Bm25Params, Query};
 
-mod common;
+use crate::common;
 use common::{ok, rosetta_in as rosetta, tiny_workspace, train};
 
 fn weight(q: &Query, term: &str) -> Option<f64> {

@@ -5,9 +5,9 @@
 //! signalled; a corrupt checkpoint or cache is reported or rebuilt.
 //!
 //! The property test runs a few dozen cases per parser in `cargo test`; a
-//! long run: `PROPTEST_CASES=20000 cargo test --release --test faults parsers`.
+//! long run: `PROPTEST_CASES=20000 cargo test --release --test suite faults::parsers`.
 
-mod common;
+use crate::common;
 use common::bits_of;
 
 use std::collections::{BTreeMap, HashMap};
@@ -854,7 +854,7 @@ fn steps_recorded(dir: &Path) -> usize {
 /// soon as it has started), then resumed
 /// with `rosetta train --resume`, ends with the uninterrupted run's last
 /// and best checkpoints bit for bit. A long run: `for s in $(seq 100); do
-/// KILL_SEED=$s cargo test --test faults sigkill_at_random || break; done`.
+/// KILL_SEED=$s cargo test --test suite faults::sigkill_at_random || break; done`.
 #[test]
 fn sigkill_at_random_steps_then_resume_is_the_same_run() {
     use rand::{Rng, SeedableRng};

@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-mod common;
+use crate::common;
 use common::{ok, rosetta_in as rosetta, tiny_workspace, train};
 
 fn json(out: &std::process::Output) -> Value {

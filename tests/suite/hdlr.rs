@@ -8,7 +8,7 @@
 // the dense reference is written with indices, as the equations are
 #![allow(clippy::needless_range_loop)]
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::path::Path;

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use rosetta::jobs::{self, Cancel, JobRequest};
 use rosetta::session::{read_status, State};
 
-mod common;
+use crate::common;
 use common::{rosetta_in, tiny_workspace};
 
 fn exe() -> &'static Path {

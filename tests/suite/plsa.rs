@@ -5,7 +5,7 @@
 //! both train end to end as jobs (metrics stream, resume is the same run,
 //! search, neighbours and evaluation work).
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;

@@ -4,7 +4,7 @@
 //! typographic apostrophes, and back off to character n-grams for a text of
 //! unknown words.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Output;

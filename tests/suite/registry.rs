@@ -2,7 +2,7 @@
 //! registry shows up in the README (and `rosetta train --help`) or this fails.
 //! Every trainer in it keeps the hooks' order of epochs and steps.
 
-mod common;
+use crate::common;
 
 #[test]
 fn readme_model_table_is_the_registry() {

@@ -5,7 +5,7 @@
 //! id or label, never shortened — the engine call behind `rosetta search
 //! --show/--full` and the workbench's document view.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

@@ -333,8 +333,14 @@ fn child_job() {
 }
 
 fn spawn_job(dir: &Path, resume: bool) -> Child {
+    // the helper's full name in the suite binary (tests/suite/main.rs)
     Command::new(std::env::current_exe().unwrap())
-        .args(["--ignored", "--exact", "child_job", "--test-threads=1"])
+        .args([
+            "--ignored",
+            "--exact",
+            "session::child_job",
+            "--test-threads=1",
+        ])
         .env("ROSETTA_TEST_CHILD_DIR", dir)
         .env("ROSETTA_TEST_CHILD_RESUME", if resume { "1" } else { "0" })
         .stdin(Stdio::null())
@@ -1006,8 +1012,8 @@ fn patience_counts_within_a_phase_and_mono_is_not_early_stopped() {
 
 // ---------------------------------------------------------------- CLI on a real workspace
 
+use crate::common;
 use common::{rosetta_in, tiny_workspace};
-mod common;
 
 fn wait_pid_gone(pid: u32) {
     let deadline = Instant::now() + Duration::from_secs(60);

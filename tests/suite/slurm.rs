@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use rosetta::session::{read_status, State, BEST_CHECKPOINT, LAST_CHECKPOINT};
 
-mod common;
+use crate::common;
 use common::{bits_of, metrics_records, ok, tiny_workspace};
 
 /// The Slurm configuration the tools should read, or `None` (with the

