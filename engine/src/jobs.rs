@@ -179,7 +179,8 @@ pub fn check_device(spec: &str) -> Result<()> {
 pub use crate::models::registry::check_setting;
 
 /// Checks `req` as far as possible without writing anything: model, device
-/// (spelling and availability), every setting against the model, the
+/// (spelling and availability; a lexical baseline refuses `cuda`, as it
+/// runs on the CPU only), every setting against the model, the
 /// `init` session, the workspace, the memory the job needs
 /// ([`crate::models::check_memory`]: refused above `req.max_memory` or this
 /// machine's memory). Returns the settings as they will be
@@ -187,6 +188,15 @@ pub use crate::models::registry::check_setting;
 fn check_request(req: &JobRequest) -> Result<(BTreeMap<String, String>, Workspace, PathBuf)> {
     check_model(&req.model)?;
     check_device(&req.device)?;
+    if is_lexical(&req.model)
+        && matches!(req.device.parse(), Ok(crate::models::DeviceSpec::Cuda(_)))
+    {
+        return Err(Error::invalid(format!(
+            "--device {}: {} is a lexical baseline and runs on the CPU only; use --device cpu or auto",
+            req.device.trim(),
+            req.model
+        )));
+    }
     select_device(&req.device)?; // fail now, not in the background
     let mut settings = BTreeMap::new();
     for (k, v) in &req.settings {

@@ -150,6 +150,40 @@ fn bm25_dict_session_is_a_row_like_any_other() {
     assert!(e.contains("keep_untranslated"), "{e}");
 }
 
+/// A lexical baseline runs on the CPU only: `--device cuda` is refused in
+/// one line naming the model, before a session folder is written (it was
+/// accepted and ran on the CPU where a GPU answered).
+#[test]
+fn a_lexical_baseline_refuses_a_gpu_before_writing_anything() {
+    let ws = tiny_workspace();
+    let wsf = ws.path().join("workspace.toml");
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("sessions/gpu");
+    for device in ["cuda", "cuda:1"] {
+        let e = err(&rosetta(
+            root.path(),
+            &[
+                "train",
+                "--workspace",
+                wsf.to_str().unwrap(),
+                "--model",
+                "bm25",
+                "--device",
+                device,
+                "--session",
+                dir.to_str().unwrap(),
+            ],
+        ));
+        assert!(
+            e.contains(&format!("--device {device}: bm25 is a lexical baseline"))
+                && e.contains("CPU only"),
+            "{e}"
+        );
+        assert_eq!(e.trim().lines().count(), 1, "{e}");
+        assert!(!dir.exists());
+    }
+}
+
 #[test]
 fn a_trained_model_fuses_with_bm25_in_search_and_eval() {
     let ws = tiny_workspace();
