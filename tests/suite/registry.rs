@@ -1,0 +1,206 @@
+//! The README's model table is the registry's: a model added to the
+//! registry shows up in the README (and `rosetta train --help`) or this fails.
+//! Every trainer in it keeps the hooks' order of epochs and steps.
+
+use crate::common;
+
+#[test]
+fn readme_model_table_is_the_registry() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let table = rosetta::models::registry::markdown_table();
+    assert!(
+        readme.contains(&table),
+        "README.md's model table differs from the registry; paste this:\n{table}"
+    );
+}
+
+#[test]
+fn train_help_lists_every_model_setting_with_its_default() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rosetta"))
+        .args(["train", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{help}");
+    // papers are named, never by the number of a file of seeds (next to
+    // `--seed`, "(seed 001)" reads as a random seed)
+    for n in ["seed 000", "seed 001", "seed 002", "seed 003", "seed 004"] {
+        assert!(!help.contains(n), "{n} in:\n{help}");
+    }
+    assert!(help.contains("Yih et al., CoNLL 2011"), "{help}");
+    for m in rosetta::models::MODELS {
+        assert!(help.contains(&format!("{}: ", m.name)), "{}", m.name);
+        for s in m.settings {
+            let default = s.default.unwrap_or("unset");
+            assert!(
+                help.contains(&format!("{:<18} [{default}]", s.key)),
+                "{} {}",
+                m.name,
+                s.key
+            );
+        }
+    }
+}
+
+/// What a trainer reports, in order, as a check of the hooks' contract.
+#[derive(Default)]
+struct Order {
+    /// The epoch opened last (`epoch_start`), if still open.
+    open: Option<(String, usize)>,
+    /// Every broken rule, for the assertion's message.
+    faults: Vec<String>,
+    steps: usize,
+}
+
+impl rosetta::models::Hooks for Order {
+    fn step(&mut self, r: &rosetta::models::StepReport) -> rosetta::Result<rosetta::models::Flow> {
+        self.steps += 1;
+        if self.open.as_ref() != Some(&(r.phase.clone(), r.epoch)) {
+            self.faults.push(format!(
+                "step {} of {} epoch {} while {:?} is open",
+                r.step, r.phase, r.epoch, self.open
+            ));
+        }
+        Ok(rosetta::models::Flow::Continue)
+    }
+    fn epoch_start(&mut self, phase: &str, epoch: usize) {
+        if let Some(o) = &self.open {
+            self.faults
+                .push(format!("{phase} epoch {epoch} opened while {o:?} is open"));
+        }
+        self.open = Some((phase.to_string(), epoch));
+    }
+    fn epoch_end(
+        &mut self,
+        phase: &str,
+        epoch: usize,
+        _model: &dyn rosetta::models::Model,
+        _extra: Vec<(String, candle_core::Tensor)>,
+    ) -> rosetta::Result<rosetta::models::Flow> {
+        // a closed-form fit ends an epoch it never opened: it has no steps
+        if let Some(o) = self.open.take() {
+            if o != (phase.to_string(), epoch) {
+                self.faults
+                    .push(format!("{phase} epoch {epoch} ended while {o:?} is open"));
+            }
+        }
+        Ok(rosetta::models::Flow::Continue)
+    }
+    fn log(&mut self, _msg: &str) {}
+}
+
+/// Every trainer in the registry opens each epoch (`Hooks::epoch_start`,
+/// where benchmarks start their clocks) before its first step and ends it
+/// before the next opens, in every phase of its plan.
+#[test]
+fn every_trainer_opens_each_epoch_before_its_steps() {
+    let ws = common::tiny_workspace();
+    let quick: &[(&str, &[(&str, &str)])] = &[
+        ("s2net", &[("epochs", "2")]),
+        ("xcnn", &[("epochs", "2"), ("mono_epochs", "2")]),
+        ("bae", &[("epochs", "2")]),
+        (
+            "dbn-cca",
+            &[
+                ("layers", "12,6"),
+                ("input_terms", "60"),
+                ("epochs", "2"),
+                ("finetune_epochs", "2"),
+                ("batch", "10"),
+            ],
+        ),
+        (
+            "adv-bilstm",
+            &[
+                ("emb", "8"),
+                ("hidden", "6"),
+                ("nn_hidden", "8"),
+                ("disc_hidden", "5"),
+                ("epochs", "2"),
+                ("batch", "8"),
+            ],
+        ),
+        (
+            "hdlr",
+            &[("epochs", "2"), ("positives", "60"), ("negatives", "120")],
+        ),
+        ("jplsa", &[("epochs", "3")]),
+        ("cplsa", &[("epochs", "3")]),
+    ];
+    let mut trained = Vec::new();
+    for spec in rosetta::models::registry::MODELS {
+        if spec.trainer.is_none() {
+            continue;
+        }
+        let text = rosetta::corpus::workspace::Workspace::load(&ws.path().join("workspace.toml"))
+            .unwrap()
+            .with_model_text(spec.text)
+            .unwrap()
+            .text;
+        let (_, data, _) =
+            rosetta::jobs::load_workspace(&ws.path().join("workspace.toml"), Some(&text)).unwrap();
+        let mut kv: Vec<(String, String)> = vec![("dim".into(), "4".into())];
+        if spec.name == "encoder" {
+            // a tiny pretrained encoder (no `dim`: its width is the model's)
+            let folder = ws.path().join("tiny-encoder");
+            if !folder.exists() {
+                common::encoder::tiny_encoder_folder(ws.path(), &folder, 1);
+            }
+            kv = vec![
+                ("weights".into(), folder.to_string_lossy().into()),
+                ("epochs".into(), "2".into()),
+                ("batch".into(), "8".into()),
+                ("train_max_len".into(), "32".into()),
+            ];
+        }
+        if let Some((_, more)) = quick.iter().find(|(n, _)| *n == spec.name) {
+            kv.extend(more.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        }
+        let mut order = Order::default();
+        let params = rosetta::models::Params::new(kv.into_iter().collect());
+        rosetta::models::trainer(spec.name)
+            .unwrap()
+            .train(
+                &data,
+                &params,
+                &candle_core::Device::Cpu,
+                7,
+                None,
+                &mut order,
+            )
+            .unwrap_or_else(|e| panic!("{}: {e}", spec.name));
+        assert!(order.faults.is_empty(), "{}: {:?}", spec.name, order.faults);
+        // every setting of the model's registry row that has a default is
+        // read by its trainer (a listed setting that does nothing is a bug:
+        // adv-bilstm's `valid_max` once was one); the runner's own are read
+        // by the runner, optional ones only when given
+        let read = params.resolved();
+        let unread: Vec<&str> = spec
+            .settings
+            .iter()
+            .filter(|st| st.default.is_some() && !read.contains_key(st.key))
+            .map(|st| st.key)
+            .collect();
+        assert!(
+            unread.is_empty(),
+            "{}: registry settings its trainer never reads: {unread:?}",
+            spec.name
+        );
+        trained.push((spec.name, order.steps));
+    }
+    // the iterative trainers took steps, so the rule was exercised
+    for name in [
+        "s2net",
+        "xcnn",
+        "bae",
+        "dbn-cca",
+        "adv-bilstm",
+        "hdlr",
+        "jplsa",
+        "encoder",
+    ] {
+        let steps = trained.iter().find(|t| t.0 == name).map(|t| t.1);
+        assert!(steps.unwrap_or(0) > 0, "{name}: {steps:?} steps");
+    }
+}

@@ -1,0 +1,592 @@
+//! Jobs and sweeps on a real Slurm: the one-node cluster of
+//! `scripts/slurm-test-cluster.sh` (started by `.ci/run`; partition
+//! `debug`). Each test drives the `rosetta` program as a user would:
+//! `train --on slurm`, `jobs`, `cancel`, `train --resume`, `sweep`.
+//!
+//! Skipped, saying why, only where Slurm's tools are not installed
+//! (`sinfo` not on PATH); with the tools but no cluster answering, the
+//! tests fail. `SLURM_CONF` is passed on as set, else the test cluster's
+//! `/tmp/rosetta-slurm/slurm.conf` when it exists.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use rosetta::session::{read_status, State, BEST_CHECKPOINT, LAST_CHECKPOINT};
+
+use crate::common;
+use common::{bits_of, metrics_records, ok, tiny_workspace};
+
+/// The Slurm configuration the tools should read, or `None` (with the
+/// reason printed) where Slurm's tools are absent.
+fn slurm() -> Option<Option<String>> {
+    let found = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join("sinfo").is_file()))
+        .unwrap_or(false);
+    if !found {
+        eprintln!(
+            "skipped: Slurm's tools are not installed (no sinfo on PATH); \
+             scripts/slurm-test-cluster.sh start installs and starts a one-node cluster"
+        );
+        return None;
+    }
+    let conf = std::env::var("SLURM_CONF").ok().or_else(|| {
+        let p = Path::new("/tmp/rosetta-slurm/slurm.conf");
+        p.exists().then(|| p.display().to_string())
+    });
+    Some(conf)
+}
+
+/// `rosetta ARGS` in `cwd` with the Slurm configuration.
+fn rosetta(conf: &Option<String>, cwd: &Path, args: &[&str]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_rosetta"));
+    c.current_dir(cwd).args(args).stdin(Stdio::null());
+    if let Some(conf) = conf {
+        c.env("SLURM_CONF", conf);
+    }
+    c.output().unwrap()
+}
+
+/// `train --on slurm` of s2net on the tiny workspace with `more`
+/// settings; the session folder it prints.
+fn submit(conf: &Option<String>, ws: &Path, root: &Path, more: &[&str]) -> PathBuf {
+    let wsf = ws.join("workspace.toml");
+    let mut args = vec![
+        "train",
+        "--workspace",
+        wsf.to_str().unwrap(),
+        "--model",
+        "s2net",
+        "--device",
+        "cpu",
+        "--on",
+        "slurm",
+        "--partition",
+        "debug",
+    ];
+    args.extend_from_slice(more);
+    let out = rosetta(conf, root, &args);
+    let dir = PathBuf::from(ok(&out).trim());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("submitted Slurm job"), "{err}");
+    dir
+}
+
+/// `rosetta jobs --json` row of session `dir` (under `root/sessions`).
+fn job_row(conf: &Option<String>, root: &Path, dir: &Path) -> serde_json::Value {
+    let out = rosetta(conf, root, &["jobs", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(ok(&out).trim()).unwrap();
+    let canon = dir.canonicalize().unwrap();
+    v["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| {
+            root.join(r["session"].as_str().unwrap())
+                .canonicalize()
+                .is_ok_and(|p| p == canon)
+        })
+        .cloned()
+        .unwrap_or_else(|| panic!("{} not listed: {v}", dir.display()))
+}
+
+/// Polls `jobs --json` until `done(row)`; panics after `secs`.
+fn wait_row(
+    conf: &Option<String>,
+    root: &Path,
+    dir: &Path,
+    secs: u64,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let row = job_row(conf, root, dir);
+        if done(&row) {
+            return row;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{}: still {row} after {secs} s\nlog: {}",
+            dir.display(),
+            std::fs::read_to_string(dir.join("log.txt")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+fn label(row: &serde_json::Value) -> String {
+    row["slurm"]["label"].as_str().unwrap_or("").to_string()
+}
+
+#[test]
+fn a_slurm_job_is_followed_to_done_with_its_curves() {
+    let Some(conf) = slurm() else { return };
+    let ws = tiny_workspace();
+    let root = tempfile::tempdir().unwrap();
+    let dir = submit(
+        &conf,
+        ws.path(),
+        root.path(),
+        &["--set", "dim=8", "--set", "epochs=2", "--set", "batch=10"],
+    );
+    let rec: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("slurm.json")).unwrap()).unwrap();
+    let job = rec["job_id"].as_str().unwrap().to_string();
+    assert!(job.parse::<u64>().is_ok(), "{rec}");
+    assert_eq!(rec["options"]["partition"], "debug");
+    let row = wait_row(&conf, root.path(), &dir, 90, |r| r["state"] == "done");
+    assert_eq!(row["slurm"]["job_id"], job.as_str());
+    assert_eq!(label(&row), "done");
+    // the job ran from the session, on the node, and wrote its curves there
+    let recs = metrics_records(&dir);
+    assert!(recs.iter().any(|r| r["loss"].is_number()), "{recs:?}");
+    assert!(dir.join(BEST_CHECKPOINT).is_file());
+    // Slurm's own state beside the recorded one, in the table and the detail
+    let table = ok(&rosetta(&conf, root.path(), &["jobs"]));
+    assert!(table.contains("SLURM"), "{table}");
+    assert!(table.contains(&format!("{job} COMPLETED")), "{table}");
+    let show = ok(&rosetta(
+        &conf,
+        root.path(),
+        &["jobs", "show", dir.to_str().unwrap()],
+    ));
+    assert!(
+        show.contains(&format!("slurm    job {job} COMPLETED")),
+        "{show}"
+    );
+    // Slurm has it as ended: the session's record keeps that for later
+    let rec: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("slurm.json")).unwrap()).unwrap();
+    assert_eq!(rec["last_seen"]["state"], "COMPLETED", "{rec}");
+}
+
+#[test]
+fn a_cancelled_slurm_job_keeps_its_checkpoints_and_resumes_bit_exact() {
+    let Some(conf) = slurm() else { return };
+    let ws = tiny_workspace();
+    let root = tempfile::tempdir().unwrap();
+    let settings = [
+        "--seed",
+        "3",
+        "--set",
+        "dim=8",
+        "--set",
+        "epochs=2",
+        "--set",
+        "batch=4",
+        "--set",
+        "log_every=1",
+        "--set",
+        "step_delay_ms=150",
+    ];
+    // the uninterrupted run, on this machine
+    let full = root.path().join("full");
+    let wsf = ws.path().join("workspace.toml");
+    let mut args = vec![
+        "train",
+        "--workspace",
+        wsf.to_str().unwrap(),
+        "--model",
+        "s2net",
+        "--device",
+        "cpu",
+        "--session",
+        full.to_str().unwrap(),
+    ];
+    args.extend_from_slice(&settings);
+    let local = std::thread::scope(|s| {
+        let h = s.spawn(|| rosetta(&conf, root.path(), &args));
+        // meanwhile on Slurm: cancelled inside its second epoch
+        let dir = submit(&conf, ws.path(), root.path(), &settings);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let st = read_status(&dir).unwrap();
+            if st.state == State::Running && st.epoch == 2 && st.step > 0 {
+                break;
+            }
+            assert!(!st.state.is_final(), "{st:?}");
+            assert!(Instant::now() < deadline, "never in epoch 2: {st:?}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let out = rosetta(&conf, root.path(), &["cancel", dir.to_str().unwrap()]);
+        let said = ok(&out);
+        assert!(said.contains("cancelled"), "{said}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("scancel"),
+            "{out:?}"
+        );
+        let st = read_status(&dir).unwrap();
+        assert_eq!(st.state, State::Cancelled, "{st:?}");
+        assert!(dir.join(LAST_CHECKPOINT).is_file());
+        let row = job_row(&conf, root.path(), &dir);
+        assert_eq!(row["state"], "cancelled", "{row}");
+        let first_job = row["slurm"]["job_id"].as_str().unwrap().to_string();
+        // resumed: resubmitted to Slurm, to the end
+        let out = rosetta(
+            &conf,
+            root.path(),
+            &["train", "--resume", dir.to_str().unwrap()],
+        );
+        ok(&out);
+        assert!(String::from_utf8_lossy(&out.stderr).contains("submitted Slurm job"));
+        let row = wait_row(&conf, root.path(), &dir, 90, |r| r["state"] == "done");
+        assert_ne!(row["slurm"]["job_id"].as_str().unwrap(), first_job);
+        assert_eq!(row["slurm"]["previous"][0].as_str().unwrap(), first_job);
+        (h.join().unwrap(), dir)
+    });
+    let (out, dir) = local;
+    ok(&out);
+    for ck in [LAST_CHECKPOINT, BEST_CHECKPOINT] {
+        assert_eq!(
+            bits_of(&full.join(ck)),
+            bits_of(&dir.join(ck)),
+            "{ck}: the cancelled and resumed Slurm run differs from the uninterrupted one"
+        );
+    }
+}
+
+#[test]
+fn a_job_killed_by_its_time_limit_says_so() {
+    let Some(conf) = slurm() else { return };
+    let ws = tiny_workspace();
+    let root = tempfile::tempdir().unwrap();
+    // far longer than the one-minute limit
+    let dir = submit(
+        &conf,
+        ws.path(),
+        root.path(),
+        &[
+            "--time",
+            "1",
+            "--set",
+            "dim=8",
+            "--set",
+            "batch=4",
+            "--set",
+            "epochs=100",
+            "--set",
+            "patience=1000",
+            "--set",
+            "step_delay_ms=200",
+        ],
+    );
+    let row = wait_row(&conf, root.path(), &dir, 100, |r| label(r) == "running");
+    assert_eq!(row["state"], "running");
+    assert!(!row["slurm"]["node"].as_str().unwrap().is_empty(), "{row}");
+    // killed at the limit (Slurm checks limits every 30 s or so), ended
+    let row = wait_row(&conf, root.path(), &dir, 150, |r| {
+        r["slurm"]["state"] != "RUNNING" && r["slurm"]["state"] != "COMPLETING"
+    });
+    assert_eq!(label(&row), "timeout", "{row}");
+    assert_eq!(row["slurm"]["state"], "TIMEOUT", "{row}");
+    assert_eq!(row["state"], "failed", "{row}");
+    let table = ok(&rosetta(&conf, root.path(), &["jobs"]));
+    assert!(table.contains("timeout"), "{table}");
+    // the job got SIGTERM first: it kept its checkpoint to resume from
+    assert!(dir.join(LAST_CHECKPOINT).is_file());
+}
+
+#[test]
+fn a_sweep_runs_as_one_job_array_with_mean_and_sd_over_seeds() {
+    let Some(conf) = slurm() else { return };
+    let ws = tiny_workspace();
+    let root = tempfile::tempdir().unwrap();
+    let wsf = ws.path().join("workspace.toml");
+    let out = rosetta(
+        &conf,
+        root.path(),
+        &[
+            "sweep",
+            "--workspace",
+            wsf.to_str().unwrap(),
+            "--model",
+            "s2net",
+            "--device",
+            "cpu",
+            "--grid",
+            "lr=0.01,0.02",
+            "--grid",
+            "dim=4,8",
+            "--seeds",
+            "1,2",
+            "--set",
+            "epochs=1",
+            "--set",
+            "batch=10",
+            "--on",
+            "slurm",
+            "--partition",
+            "debug",
+        ],
+    );
+    let id = ok(&out).trim().to_string();
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("8 sessions as Slurm job array"),
+        "{out:?}"
+    );
+    let sessions = root.path().join("sessions");
+    let dirs: Vec<PathBuf> = (0..8).map(|i| sessions.join(format!("{id}-{i}"))).collect();
+    // one array: task i runs session i
+    let mut array = None;
+    for (i, d) in dirs.iter().enumerate() {
+        let rec: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(d.join("slurm.json")).unwrap()).unwrap();
+        let (job, task) = rec["job_id"].as_str().unwrap().split_once('_').unwrap();
+        assert_eq!(task, i.to_string());
+        assert_eq!(*array.get_or_insert(job.to_string()), job);
+    }
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let v = loop {
+        let out = rosetta(&conf, root.path(), &["jobs", "--json"]);
+        let v: serde_json::Value = serde_json::from_str(ok(&out).trim()).unwrap();
+        let states: Vec<&str> = v["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["state"].as_str().unwrap())
+            .collect();
+        if states.len() == 8 && states.iter().all(|s| *s == "done") {
+            break v;
+        }
+        assert!(Instant::now() < deadline, "{states:?}");
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let sw = &v["sweeps"][0];
+    assert_eq!(sw["id"], id.as_str());
+    assert_eq!(sw["varying"], serde_json::json!(["dim", "lr"]));
+    let points = sw["points"].as_array().unwrap();
+    assert_eq!(points.len(), 4);
+    // each point's MRR: mean and sample sd of its two seeds' best MRR
+    for p in points {
+        assert_eq!(p["seeds"], serde_json::json!([1, 2]));
+        let mrrs: Vec<f64> = p["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| {
+                read_status(&root.path().join(d.as_str().unwrap()))
+                    .unwrap()
+                    .best_mrr
+                    .unwrap()
+            })
+            .collect();
+        let mean = (mrrs[0] + mrrs[1]) / 2.0;
+        let sd = (mrrs[0] - mrrs[1]).abs() / 2f64.sqrt();
+        let f = &p["figures"]["MRR"];
+        assert_eq!(f["n"], 2, "{p}");
+        assert!((f["mean"].as_f64().unwrap() - mean).abs() < 1e-12, "{p}");
+        assert!((f["sd"].as_f64().unwrap() - sd).abs() < 1e-12, "{p}");
+    }
+    // the table: one group, the varying settings as columns, mean ± sd
+    let table = ok(&rosetta(&conf, root.path(), &["jobs"]));
+    eprintln!("{table}");
+    assert!(
+        table.contains(&format!("sweep {id} (s2net, 8 sessions: 8 done")),
+        "{table}"
+    );
+    assert!(
+        table.contains("DIM") && table.contains("LR") && table.contains("±"),
+        "{table}"
+    );
+    assert!(
+        !table.contains(&format!("{id}-0 ")),
+        "members are grouped: {table}"
+    );
+    let members = ok(&rosetta(&conf, root.path(), &["jobs", "--sweep", &id]));
+    let rows = members.lines().filter(|l| l.starts_with(&format!("{id}-")));
+    assert_eq!(rows.count(), 8, "{members}");
+}
+
+#[test]
+fn a_missing_partition_is_refused_in_one_line_before_anything_is_written() {
+    let Some(conf) = slurm() else { return };
+    let ws = tiny_workspace();
+    let root = tempfile::tempdir().unwrap();
+    let wsf = ws.path().join("workspace.toml");
+    let train = [
+        "train",
+        "--workspace",
+        wsf.to_str().unwrap(),
+        "--model",
+        "s2net",
+        "--on",
+        "slurm",
+        "--partition",
+        "no-such-partition",
+    ];
+    let sweep = [
+        "sweep",
+        "--workspace",
+        wsf.to_str().unwrap(),
+        "--model",
+        "s2net",
+        "--grid",
+        "dim=4,8",
+        "--on",
+        "slurm",
+        "--partition",
+        "no-such-partition",
+    ];
+    for args in [&train[..], &sweep[..]] {
+        let out = rosetta(&conf, root.path(), args);
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(
+            err.contains("Slurm refuses the job") && err.contains("invalid partition"),
+            "{err}"
+        );
+    }
+    // without Slurm's tools on PATH: one line saying so
+    let out = Command::new(env!("CARGO_BIN_EXE_rosetta"))
+        .current_dir(root.path())
+        .args(&train[..8])
+        .arg("debug")
+        .env("PATH", "/nonexistent")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("sbatch not found"), "{err}");
+    let left: Vec<_> = std::fs::read_dir(root.path()).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+/// Not Slurm: the same sweep on this machine, at most N processes at a
+/// time; the command waits and prints the grouped sweep.
+#[test]
+fn a_local_sweep_runs_every_point_and_prints_the_group() {
+    let ws = tiny_workspace();
+    let root = tempfile::tempdir().unwrap();
+    let wsf = ws.path().join("workspace.toml");
+    let sweep = |more: &[&str]| {
+        let mut a = vec![
+            "sweep",
+            "--workspace",
+            wsf.to_str().unwrap(),
+            "--model",
+            "cl-lsi",
+            "--device",
+            "cpu",
+        ];
+        a.extend_from_slice(more);
+        common::rosetta_in(root.path(), &a)
+    };
+    // refused before anything is written
+    for (bad, want) in [
+        (&["--grid", "seed=1,2"][..], "--seeds"),
+        (&["--grid", "dim=2,2"][..], "given twice"),
+        (&["--grid", "dim=2", "--set", "dim=4"][..], "fixed setting"),
+        (&["--grid", "epochs=2,3"][..], "does not take epochs"),
+        (
+            &["--grid", "dim=2", "--partition", "debug"][..],
+            "need --on slurm",
+        ),
+    ] {
+        let out = sweep(bad);
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{want:?} not in {err}");
+    }
+    assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 0);
+    let out = sweep(&["--grid", "dim=2,4", "--seeds", "1,2", "--parallel", "2"]);
+    let said = ok(&out);
+    let id = said.lines().last().unwrap().to_string();
+    assert!(
+        said.contains(&format!("sweep {id} (cl-lsi, 4 sessions: 4 done")),
+        "{said}"
+    );
+    assert!(said.contains("DIM") && said.contains("±"), "{said}");
+    for i in 0..4 {
+        let d = root.path().join("sessions").join(format!("{id}-{i}"));
+        assert_eq!(read_status(&d).unwrap().state, State::Done);
+        let m: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(d.join("sweep.json")).unwrap()).unwrap();
+        assert_eq!(m["id"], id.as_str());
+        assert_eq!(m["seed"], [1, 2][i % 2]);
+        assert!(!d.join("slurm.json").exists());
+    }
+    // `compare --sweep`: the sweep's sessions, each named by its point and
+    // seed, tested against the first (the same task: paired tests)
+    let out = common::rosetta_in(
+        root.path(),
+        &["compare", "--sweep", &id, "--metrics", "MRR", "--json"],
+    );
+    let v: serde_json::Value = serde_json::from_str(ok(&out).trim()).unwrap();
+    let rows = v["systems"].as_array().unwrap();
+    let names: Vec<&str> = rows.iter().map(|r| r["system"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "dim=2 seed=1",
+            "dim=2 seed=2",
+            "dim=4 seed=1",
+            "dim=4 seed=2"
+        ]
+    );
+    assert_eq!(rows[0]["baseline"], true);
+    assert!(
+        rows[1..].iter().all(|r| r["tests"]["MRR"].is_object()),
+        "{v}"
+    );
+    // a baseline among its folders, given by another spelling, keeps its label
+    let last = root.path().join("sessions").join(format!("{id}-3"));
+    let out = common::rosetta_in(
+        root.path(),
+        &[
+            "compare",
+            "--sweep",
+            &id,
+            "--baseline",
+            last.to_str().unwrap(),
+            "--metrics",
+            "MRR",
+            "--json",
+        ],
+    );
+    let v: serde_json::Value = serde_json::from_str(ok(&out).trim()).unwrap();
+    let names: Vec<&str> = v["systems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["system"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "dim=4 seed=2",
+            "dim=2 seed=1",
+            "dim=2 seed=2",
+            "dim=4 seed=1"
+        ]
+    );
+    let out = common::rosetta_in(root.path(), &["compare", "--sweep", "no-such-sweep"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no sweep \"no-such-sweep\""), "{err}");
+}
+
+/// The workbench with Slurm jobs in a real terminal (`tests/e2e_slurm_jobs.sh`
+/// under tmux): a held job shown pending with its reason, a running one, a
+/// sweep launched on Slurm from the new-job form and shown as one row with
+/// mean ± sd, opened on its points, and the launcher remembered.
+#[test]
+fn the_workbench_launches_and_follows_slurm_jobs_and_a_sweep() {
+    let Some(conf) = slurm() else { return };
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/e2e_slurm_jobs.sh");
+    let mut c = Command::new("bash");
+    c.arg(script).arg(env!("CARGO_BIN_EXE_rosetta"));
+    if let Some(conf) = &conf {
+        c.env("SLURM_CONF", conf);
+    }
+    let out = c.output().unwrap();
+    assert!(
+        out.status.success(),
+        "e2e_slurm_jobs.sh failed ({}):\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
