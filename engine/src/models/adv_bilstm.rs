@@ -24,7 +24,9 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::lstm::{length_batches, max_pool, BiLstm, PaddedBatch};
-use super::nn::{check_loss, check_shape, epoch_rng, normal_tensor, to_array, unit_rows};
+use super::nn::{
+    check_loss, check_shape, epoch_rng, normal_tensor, to_array, uniform_tensor, unit_rows,
+};
 use super::optim::Adam;
 use super::{Flow, Hooks, Model, Params, Phase, Resume, StepReport, TrainData, Trainer};
 use crate::index::bm25::{Bm25Index, Bm25Params, Query};
@@ -206,14 +208,10 @@ impl Encoder {
         let mut ff = Vec::new();
         let mut fan_in = 2 * cfg.hidden;
         for &w in cfg.nn_hidden.iter().chain(std::iter::once(&cfg.dim)) {
-            let wt = normal_tensor(
-                (fan_in, w),
-                1.0 / (fan_in as f64).sqrt(),
-                rng,
-                dtype,
-                device,
-            )?;
-            let b = Tensor::zeros(w, dtype, device)?;
+            // torch's nn.Linear: weight and bias uniform in ±1/√fan_in
+            let k = 1.0 / (fan_in as f64).sqrt();
+            let wt = uniform_tensor(&[fan_in, w], k, rng, dtype, device)?;
+            let b = uniform_tensor(&[w], k, rng, dtype, device)?;
             ff.push((Var::from_tensor(&wt)?, Var::from_tensor(&b)?));
             fan_in = w;
         }
@@ -1324,5 +1322,64 @@ impl Trainer for AdvTrainer {
             )));
         }
         Ok(Box::new(m))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// NN_dim starts as torch's `nn.Linear` (what `torch_ref.py --model
+    /// bilstm` trains): weight and bias uniform in ±1/√fan_in, variance
+    /// 1/(3·fan_in). The former N(0, 1/fan_in) weights with zero biases made
+    /// the codes ~3× larger at the start, so the unnormalised translation
+    /// loss outweighed the in-batch loss and the model learnt about half as
+    /// much per epoch as the peer (docs/results.md, issue 41).
+    #[test]
+    fn nn_dim_starts_as_torch_linear() {
+        let mut given = std::collections::BTreeMap::new();
+        for (k, v) in [
+            ("emb", "4"),
+            ("hidden", "16"),
+            ("nn_hidden", "256"),
+            ("dim", "64"),
+        ] {
+            given.insert(k.to_string(), v.to_string());
+        }
+        let cfg = AdvConfig::from_params(&Params::new(given)).unwrap();
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        let enc = Encoder::random(10, &cfg, None, &mut rng, DType::F32, &Device::Cpu).unwrap();
+        assert_eq!(enc.ff.len(), 2);
+        for (j, (w, b)) in enc.ff.iter().enumerate() {
+            let fan_in = w.dims()[0];
+            let k = 1.0 / (fan_in as f64).sqrt();
+            for (name, t) in [("weight", w), ("bias", b)] {
+                let v: Vec<f64> = t
+                    .as_tensor()
+                    .flatten_all()
+                    .unwrap()
+                    .to_dtype(DType::F64)
+                    .unwrap()
+                    .to_vec1()
+                    .unwrap();
+                let n = v.len() as f64;
+                let max = v.iter().fold(0f64, |m, x| m.max(x.abs()));
+                assert!(max <= k, "layer {j} {name}: |x| up to {max}, bound {k}");
+                assert!(max > 0.9 * k, "layer {j} {name}: |x| only up to {max}");
+                let mean = v.iter().sum::<f64>() / n;
+                let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n;
+                let want = k * k / 3.0;
+                // sampling error of the variance of a uniform: ~0.9·want/√n
+                let tol = 5.0 * want / n.sqrt();
+                assert!(
+                    (var - want).abs() < tol.max(0.25 * want),
+                    "layer {j} {name}: variance {var}, torch's {want}"
+                );
+                assert!(
+                    mean.abs() < 5.0 * k / (3.0 * n).sqrt(),
+                    "layer {j} {name}: mean {mean}"
+                );
+            }
+        }
     }
 }

@@ -131,6 +131,23 @@ pub fn normal_tensor(
     Ok(Tensor::from_vec(v, shape, device)?.to_dtype(dtype)?)
 }
 
+/// A `shape` tensor drawn uniform in `(−k, k)` from `rng`, row-major, as
+/// `(2u − 1)·k` with `u` uniform in `[0, 1)` (torch's `nn.Linear` and
+/// `nn.LSTM` draw their weights and biases so, with `k = 1/√fan_in`).
+pub fn uniform_tensor(
+    shape: &[usize],
+    k: f64,
+    rng: &mut ChaCha8Rng,
+    dtype: DType,
+    device: &Device,
+) -> Result<Tensor> {
+    let n = shape.iter().product();
+    let v: Vec<f64> = (0..n)
+        .map(|_| (2.0 * rand::Rng::random::<f64>(rng) - 1.0) * k)
+        .collect();
+    Ok(Tensor::from_vec(v, shape, device)?.to_dtype(dtype)?)
+}
+
 /// Turns candle's own CPU worker pool off (`CANDLE_NUM_THREADS=1`) unless the
 /// user has set it, for trainers whose candle ops are small or whose heavy
 /// work runs on rayon's threads: there candle's spinning pool competes with
