@@ -723,7 +723,7 @@ fn procrustes_maps_an_encoder_sessions_vectors_and_is_scored_on_the_held_out_wor
     let end = cut + rest[1..].find('[').map_or(rest.len(), |i| i + 1);
     let no_dict = ws.path().join("no-dict.toml");
     std::fs::write(&no_dict, format!("{}{}", &toml[..cut], &toml[end..])).unwrap();
-    refused(&no_dict, &[&"--set", &vectors as &str], "dictionary");
+    refused(&no_dict, &["--set", &vectors], "dictionary");
 
     train(ws.path(), &w, "procrustes", "p", &["--set", &vectors]);
     // the target side is the encoder's vectors normalised (unit, centred,
@@ -744,9 +744,10 @@ fn procrustes_maps_an_encoder_sessions_vectors_and_is_scored_on_the_held_out_wor
     };
     assert!(worst(tgt.clone(), yt) < 1e-5);
     assert!(worst(src.dot(&src.t()), xs.dot(&xs.t())) < 1e-4);
-    let rec: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(ws.path().join("p/pretrained.json")).unwrap())
-            .unwrap();
+    let rec: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(ws.path().join("p/pretrained.json")).unwrap(),
+    )
+    .unwrap();
     assert_eq!(rec["bli_seed"], 1);
     assert!(rec["train_pairs"].as_u64().unwrap() > 0, "{rec}");
     assert_eq!(rec["rounds"].as_array().unwrap().len(), 5);
@@ -754,7 +755,16 @@ fn procrustes_maps_an_encoder_sessions_vectors_and_is_scored_on_the_held_out_wor
     // scored on the held-out part of the same split, with finite figures
     let e = json(&rosetta_in(
         ws.path(),
-        &["eval", "--session", "p", "--task", "bli", "--bli-seed", "1", "--json"],
+        &[
+            "eval",
+            "--session",
+            "p",
+            "--task",
+            "bli",
+            "--bli-seed",
+            "1",
+            "--json",
+        ],
     ));
     for how in ["cosine", "csls"] {
         let p1 = e["bli"][how]["P@1"].as_f64().unwrap();
