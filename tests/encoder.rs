@@ -772,6 +772,25 @@ fn procrustes_maps_an_encoder_sessions_vectors_and_is_scored_on_the_held_out_wor
         assert!(p1.is_finite() && (0.0..=p5).contains(&p1), "{e}");
         assert!(e["bli"][how]["queries"].as_u64().unwrap() > 0, "{e}");
     }
+    // another split's test part holds words the map was fitted on: refused
+    let out = rosetta_in(
+        ws.path(),
+        &[
+            "eval",
+            "--session",
+            "p",
+            "--task",
+            "bli",
+            "--bli-seed",
+            "2",
+            "--json",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("use --bli-seed 1"),
+        "{err}"
+    );
     let split: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(ws.path().join("p/bli-split-1.json")).unwrap(),
     )
