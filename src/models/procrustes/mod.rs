@@ -58,8 +58,15 @@ pub fn normalise(m: &Array2<f32>, found: &[bool]) -> Result<Array2<f32>> {
             "procrustes: a term vector holds NaN or infinity".to_string(),
         ));
     }
+    if found.len() != m.nrows() {
+        return Err(Error::invalid(format!(
+            "procrustes: {} terms marked found or not for {} vectors",
+            found.len(),
+            m.nrows()
+        )));
+    }
     let n = found.iter().filter(|&&f| f).count();
-    if n == 0 || found.len() != m.nrows() {
+    if n == 0 {
         return Err(Error::invalid(
             "procrustes: no term of a language has a vector".to_string(),
         ));
