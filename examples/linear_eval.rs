@@ -199,6 +199,7 @@ fn main() -> anyhow::Result<()> {
         seqs: None,
         texts: None,
         pretrained: None,
+        dictionary: None,
         vocabs: vocabs.clone(),
     };
     let (test_s, test_t) = (

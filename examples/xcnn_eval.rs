@@ -241,6 +241,7 @@ fn main() -> anyhow::Result<()> {
         seqs: None,
         texts: None,
         pretrained: None,
+        dictionary: None,
     };
     let prep_s = t0.elapsed().as_secs_f64();
     eprintln!(

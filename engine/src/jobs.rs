@@ -279,6 +279,10 @@ fn check_request(req: &JobRequest) -> Result<(BTreeMap<String, String>, Workspac
     // a model's own [text] defaults apply where the workspace is silent
     let text = crate::models::registry::spec(&req.model)?.text;
     let ws = Workspace::load(&ws_path)?.with_model_text(text)?;
+    if fits_on_dictionary(&req.model) {
+        // read now, so a missing or unreadable dictionary writes nothing
+        ws_dictionary(&ws, &ws_path)?;
+    }
     if !is_lexical(&req.model) {
         // a job that cannot fit in memory is refused here, with the figure
         let trainer = crate::models::trainer(&req.model)?;
@@ -488,6 +492,44 @@ fn vectors_session(model: &str, params: &crate::models::Params) -> Result<Option
         .map(Path::to_path_buf))
 }
 
+/// Whether `model` fits on the workspace's dictionary (its registry row
+/// has `bli_seed`: `procrustes`), so its job is handed the dictionary.
+fn fits_on_dictionary(model: &str) -> bool {
+    crate::models::takes_setting(model, "bli_seed")
+}
+
+/// The dictionary of `ws` (at `path`), its file and entries; an error
+/// naming the workspace when it has none.
+fn ws_dictionary(ws: &Workspace, path: &Path) -> Result<(PathBuf, crate::corpus::Dictionary)> {
+    let none = || {
+        Error::file(
+            path,
+            "this model fits on the workspace's dictionary, and it names none ([dictionary] path)",
+        )
+    };
+    let file = ws.dictionary.clone().ok_or_else(none)?;
+    let dict = ws.read_dictionary()?.ok_or_else(none)?;
+    Ok((file, dict))
+}
+
+/// The workspace's dictionary for a model that fits on it, analysed with
+/// `prepared`'s analysers exactly as `eval --task bli` analyses it (so
+/// [`crate::corpus::BliSplit`] gives the same parts in both). Errors when
+/// the workspace names no dictionary or it cannot be read.
+pub fn training_dictionary(
+    path: &Path,
+    text: Option<&crate::text::TextConfig>,
+    prepared: &Prepared,
+) -> Result<crate::models::TrainDictionary> {
+    let ws = Workspace::load_with_text(path, text)?;
+    let (file, dict) = ws_dictionary(&ws, path)?;
+    let (src, tgt) = prepared.analyzers()?;
+    Ok(crate::models::TrainDictionary {
+        file,
+        entries: dict.analysed(&src, &tgt),
+    })
+}
+
 /// A workspace's prepared data (cached by the corpus module), its training
 /// data and its content hash.
 pub fn load_workspace(
@@ -561,6 +603,13 @@ pub fn run(
             data.pretrained = Some(crate::session::pretrained::term_vectors_for(
                 &dir,
                 &data.vocabs,
+            )?);
+        }
+        if fits_on_dictionary(&session.config.model) {
+            data.dictionary = Some(training_dictionary(
+                &session.config.workspace,
+                session.config.text.as_ref(),
+                &prepared,
             )?);
         }
         Ok((t, prepared, data, hash))

@@ -741,3 +741,115 @@ fn seed_models_start_from_an_encoder_sessions_term_vectors() {
         );
     }
 }
+
+#[test]
+fn procrustes_maps_an_encoder_sessions_vectors_and_is_scored_on_the_held_out_words() {
+    let ws = tiny_workspace();
+    let (_, w) = zero_shot_session(ws.path(), 7, "e0");
+    let e0 = ws.path().join("e0");
+    let vectors = format!("vectors={}", e0.display());
+    let refused = |w: &Path, more: &[&str], says: &str| {
+        let mut args = vec![
+            "train",
+            "--workspace",
+            w.to_str().unwrap(),
+            "--model",
+            "procrustes",
+            "--device",
+            "cpu",
+            "--session",
+            "bad",
+        ];
+        args.extend_from_slice(more);
+        let out = rosetta_in(ws.path(), &args);
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(!out.status.success() && err.contains(says), "{err}");
+        assert!(!ws.path().join("bad").exists(), "{more:?}");
+    };
+    // no vectors, `none`, and a workspace without a dictionary: refused
+    // before any folder is written
+    refused(&w, &["--set", "vectors=none"], "vectors=SESSION");
+    refused(&w, &[], "vectors=SESSION");
+    let toml = std::fs::read_to_string(&w).unwrap();
+    let cut = toml.find("[dictionary]").unwrap();
+    let rest = &toml[cut..];
+    let end = cut + rest[1..].find('[').map_or(rest.len(), |i| i + 1);
+    let no_dict = ws.path().join("no-dict.toml");
+    std::fs::write(&no_dict, format!("{}{}", &toml[..cut], &toml[end..])).unwrap();
+    refused(&no_dict, &["--set", &vectors], "dictionary");
+
+    train(ws.path(), &w, "procrustes", "p", &["--set", &vectors]);
+    // the target side is the encoder's vectors normalised (unit, centred,
+    // unit); the source side those rotated: their cosines are kept
+    let p = rosetta::session::Loaded::open(&ws.path().join("p"), &Device::Cpu).unwrap();
+    let v = rosetta::session::pretrained::term_vectors_for(&e0, &p.vocabs).unwrap();
+    let norm = |m: &ndarray::Array2<f32>, f: &[bool]| {
+        rosetta::models::procrustes::normalise(m, f).unwrap()
+    };
+    let (xs, yt) = (
+        norm(&v.source, &v.found_source),
+        norm(&v.target, &v.found_target),
+    );
+    let src = p.model.term_vectors(rosetta::text::Side::Source).unwrap();
+    let tgt = p.model.term_vectors(rosetta::text::Side::Target).unwrap();
+    let worst = |a: ndarray::Array2<f32>, b: ndarray::Array2<f32>| {
+        (&a - &b).iter().fold(0f32, |m, x| m.max(x.abs()))
+    };
+    assert!(worst(tgt.clone(), yt) < 1e-5);
+    assert!(worst(src.dot(&src.t()), xs.dot(&xs.t())) < 1e-4);
+    let rec: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(ws.path().join("p/pretrained.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(rec["bli_seed"], 1);
+    assert!(rec["train_pairs"].as_u64().unwrap() > 0, "{rec}");
+    assert_eq!(rec["rounds"].as_array().unwrap().len(), 5);
+
+    // scored on the held-out part of the same split, with finite figures
+    let e = json(&rosetta_in(
+        ws.path(),
+        &[
+            "eval",
+            "--session",
+            "p",
+            "--task",
+            "bli",
+            "--bli-seed",
+            "1",
+            "--json",
+        ],
+    ));
+    for how in ["cosine", "csls"] {
+        let p1 = e["bli"][how]["P@1"].as_f64().unwrap();
+        let p5 = e["bli"][how]["P@5"].as_f64().unwrap();
+        assert!(p1.is_finite() && (0.0..=p5).contains(&p1), "{e}");
+        assert!(e["bli"][how]["queries"].as_u64().unwrap() > 0, "{e}");
+    }
+    // another split's test part holds words the map was fitted on: refused
+    let out = rosetta_in(
+        ws.path(),
+        &[
+            "eval",
+            "--session",
+            "p",
+            "--task",
+            "bli",
+            "--bli-seed",
+            "2",
+            "--json",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("use --bli-seed 1"),
+        "{err}"
+    );
+    let split: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(ws.path().join("p/bli-split-1.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        split["train"].as_array().unwrap().len() as u64,
+        rec["train_words"].as_u64().unwrap()
+    );
+}

@@ -103,6 +103,7 @@ fn train_data(n: usize, v: usize, seed: u64) -> TrainData {
         seqs: None,
         texts: None,
         pretrained: None,
+        dictionary: None,
         train_src: s,
         train_tgt: t,
         valid_src: vs,

@@ -96,6 +96,7 @@ fn train_data(n: usize, vs: usize, vt: usize, seed: u64) -> TrainData {
         seqs: None,
         texts: None,
         pretrained: None,
+        dictionary: None,
         train_src: s,
         train_tgt: t,
         valid_src: vs_,

@@ -138,7 +138,7 @@ fn every_trainer_opens_each_epoch_before_its_steps() {
             .with_model_text(spec.text)
             .unwrap()
             .text;
-        let (_, data, _) =
+        let (prepared, mut data, _) =
             rosetta::jobs::load_workspace(&ws.path().join("workspace.toml"), Some(&text)).unwrap();
         let mut kv: Vec<(String, String)> = vec![("dim".into(), "4".into())];
         if spec.name == "encoder" {
@@ -153,6 +153,33 @@ fn every_trainer_opens_each_epoch_before_its_steps() {
                 ("batch".into(), "8".into()),
                 ("train_max_len".into(), "32".into()),
             ];
+        }
+        if spec.name == "procrustes" {
+            // term vectors as the job layer hands them over (no `dim`: the
+            // map keeps the vectors' width), and the workspace's dictionary
+            let vectors = |n: usize, shift: usize| {
+                ndarray::Array2::from_shape_fn((n, 8), |(i, j)| {
+                    ((i * 7 + j * 3 + shift) % 11) as f32 - 5.0
+                })
+            };
+            let (vs, vt) = (data.vocabs.source.len(), data.vocabs.target.len());
+            data.pretrained = Some(rosetta::models::PretrainedVectors {
+                session: "vectors-session".into(),
+                checkpoint_blake3: "h".into(),
+                source: vectors(vs, 0),
+                target: vectors(vt, 2),
+                found_source: vec![true; vs],
+                found_target: vec![true; vt],
+            });
+            data.dictionary = Some(
+                rosetta::jobs::training_dictionary(
+                    &ws.path().join("workspace.toml"),
+                    Some(&text),
+                    &prepared,
+                )
+                .unwrap(),
+            );
+            kv = vec![("vectors".into(), "vectors-session".into())];
         }
         if let Some((_, more)) = quick.iter().find(|(n, _)| *n == spec.name) {
             kv.extend(more.iter().map(|(k, v)| (k.to_string(), v.to_string())));

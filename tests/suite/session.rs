@@ -252,6 +252,7 @@ fn data() -> TrainData {
         seqs: None,
         texts: None,
         pretrained: None,
+        dictionary: None,
         train_src,
         train_tgt,
         valid_src,

@@ -84,6 +84,7 @@ fn data(n_pairs: usize, n_terms: usize) -> TrainData {
         seqs: None,
         texts: None,
         pretrained: None,
+        dictionary: None,
         train_src: s,
         train_tgt: t,
         valid_src: vs,

@@ -19,6 +19,7 @@ pub mod nn;
 pub mod optim;
 pub mod plsa;
 pub mod pretrained;
+pub mod procrustes;
 pub mod rbm;
 pub mod rows;
 pub mod trainer;
@@ -26,7 +27,7 @@ pub mod xcnn;
 
 pub use trainer::{
     check_memory, DataSizes, Flow, Hooks, MemoryEstimate, Phase, PretrainedVectors, Resume,
-    StepReport, TrainData, TrainSequences, TrainTexts, Trainer,
+    StepReport, TrainData, TrainDictionary, TrainSequences, TrainTexts, Trainer,
 };
 
 use std::collections::BTreeMap;

@@ -9,7 +9,8 @@
 //! [`ModelSpec`] row in [`MODELS`].
 
 use super::{
-    adv_bilstm, bae, cca, cl_lsi, dbn_cca, encoder, hdlr, opca, plsa, s2net, xcnn, Trainer,
+    adv_bilstm, bae, cca, cl_lsi, dbn_cca, encoder, hdlr, opca, plsa, procrustes, s2net, xcnn,
+    Trainer,
 };
 
 /// What a setting's value must be. Every check refuses NaN and infinities.
@@ -934,6 +935,26 @@ pub static MODELS: &[ModelSpec] = &[
             },
         ],
         trainer: Some(|| Box::new(encoder::EncoderTrainer)),
+        text: &[],
+    },
+    ModelSpec {
+        name: "procrustes",
+        summary: "orthogonal Procrustes map between another session's term vectors of the two languages, fitted on the dictionary's training part and refined by CSLS (MUSE, Conneau et al., ICLR 2018)",
+        space: true,
+        runner: true,
+        settings: &[
+            s("bli_seed", "1", Check::Int { min: 0, max: u64::MAX }, "which split of the workspace's dictionary it fits on (the training part); must match eval's --bli-seed"),
+            s("csls_k", "10", Check::Int { min: 1, max: 10_000 }, "refinement: nearest terms in CSLS's hub penalty"),
+            s("refine", "5", Check::Int { min: 0, max: 1_000 }, "refinement rounds on the mutual CSLS neighbours (0: plain Procrustes)"),
+            s("refine_words", "15000", Check::Int { min: 1, max: 100_000_000 }, "refinement: the most frequent words per language it pairs up"),
+            Setting {
+                key: "vectors",
+                default: None,
+                check: Check::Parse(super::pretrained::check_session_only),
+                help: "required: the session (an encoder, or any model with a space) whose term vectors it maps",
+            },
+        ],
+        trainer: Some(|| Box::new(procrustes::ProcrustesTrainer)),
         text: &[],
     },
     ModelSpec {

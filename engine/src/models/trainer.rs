@@ -43,6 +43,24 @@ pub struct TrainData {
     /// resolved by the job layer before training; `None` when the job has
     /// none (a trainer given `vectors=SESSION` without them refuses to start).
     pub pretrained: Option<PretrainedVectors>,
+    /// The workspace's bilingual dictionary, for a model that fits on it
+    /// (a registry row with a `bli_seed` setting: `procrustes`); filled by
+    /// the job layer ([`crate::jobs::training_dictionary`]), `None` for
+    /// every other model.
+    pub dictionary: Option<TrainDictionary>,
+}
+
+/// A workspace's dictionary as a trainer gets it: every entry analysed to
+/// terms exactly as `eval --task bli` analyses it, so that a model which
+/// splits it with [`crate::corpus::dictionary::BliSplit`] under eval's
+/// `--bli-seed` fits on the very part that eval does not score.
+#[derive(Debug, Clone)]
+pub struct TrainDictionary {
+    /// The dictionary file (for messages).
+    pub file: std::path::PathBuf,
+    /// Source term → its target terms (entries that analyse to one term
+    /// on each side, as [`crate::corpus::Dictionary::analysed`] gives them).
+    pub entries: HashMap<String, Vec<String>>,
 }
 
 /// Term vectors of another session for a job's vocabularies, row for row
@@ -138,6 +156,7 @@ impl TrainData {
                 valid_tgt: pick(&prepared.valid.tgt_text, &va),
             }),
             pretrained: None,
+            dictionary: None,
         }
     }
 

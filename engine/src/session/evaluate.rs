@@ -209,6 +209,18 @@ pub struct BliSplitReport {
     pub file: PathBuf,
 }
 
+/// The dictionary split whose training part a session's model was fitted
+/// on (its `bli_seed` setting: `procrustes`), if any.
+fn fitted_bli_seed(config: &super::SessionConfig) -> Option<u64> {
+    if !crate::models::takes_setting(&config.model, "bli_seed") {
+        return None;
+    }
+    config
+        .params
+        .get("bli_seed")
+        .and_then(|s| s.trim().parse().ok())
+}
+
 /// The session file recording the dictionary split of seed `seed`.
 pub fn bli_split_file(session: &Path, seed: u64) -> PathBuf {
     session.join(format!("bli-split-{seed}.json"))
@@ -576,7 +588,26 @@ pub fn evaluate(req: &EvalRequest) -> Result<EvalReport> {
                     let split = BliSplit::of(&analysed, req.bli_seed);
                     (split.test_part(&analysed), Some(split))
                 };
-                if bli_scorable(&l, &scored) == 0 {
+                // a model fitted on one split's training part (procrustes)
+                // is scored on that split's test part, never on words it saw
+                let fitted = fitted_bli_seed(&l.session.config);
+                let unseen = match fitted {
+                    Some(s) if split.is_some() && s != req.bli_seed => Some(format!(
+                        "the session's {} map was fitted on the training part of the dictionary's \
+                         split {s}; --bli-seed {} would score words it was fitted on \
+                         (use --bli-seed {s})",
+                        l.session.config.model, req.bli_seed
+                    )),
+                    _ => None,
+                };
+                if let Some(what) = unseen {
+                    if req.task == Task::Bli {
+                        return Err(Error::invalid(format!("lexicon induction: {what}")));
+                    }
+                    report
+                        .notes
+                        .push(format!("lexicon induction left out: {what}"));
+                } else if bli_scorable(&l, &scored) == 0 {
                     let what = match &split {
                         Some(s) => format!(
                             "no word of the dictionary's test part (seed {}, {} words) has itself and a translation in the session's vocabularies",

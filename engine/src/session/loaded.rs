@@ -408,7 +408,7 @@ fn mean_of_top(c: &mut [f32], k: usize) -> f32 {
 
 /// For every row of `a`, the mean of its `k` largest similarities with rows
 /// of `b` (blocked, so memory stays at block × |b|).
-fn mean_top_k(a: &Array2<f32>, b: &Array2<f32>, k: usize, sim: Similarity) -> Array1<f32> {
+pub fn mean_top_k(a: &Array2<f32>, b: &Array2<f32>, k: usize, sim: Similarity) -> Array1<f32> {
     let mut out = Array1::<f32>::zeros(a.nrows());
     const BLOCK: usize = 1024;
     for (bi, chunk) in a.axis_chunks_iter(Axis(0), BLOCK).enumerate() {
