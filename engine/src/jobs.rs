@@ -266,8 +266,14 @@ fn check_request(req: &JobRequest) -> Result<(BTreeMap<String, String>, Workspac
                 || v.join(crate::session::LAST_CHECKPOINT).is_file())
         {
             return Err(Error::invalid(format!(
-                "vectors={}: not a trained session (no config.toml and checkpoint)",
-                v.display()
+                "vectors={}: not a trained session (no config.toml and checkpoint){}",
+                v.display(),
+                // a model that also reads word2vec files
+                if registry::check_setting(&req.model, "vectors", "a.vec,b.vec").is_ok() {
+                    "; word2vec files are given as SOURCE.vec,TARGET.vec"
+                } else {
+                    ""
+                }
             )));
         }
         // recorded absolute: the job may run elsewhere (a Slurm node)
