@@ -159,6 +159,11 @@ pub struct JobsArgs {
     /// List the sessions of this sweep one by one (the table shows each sweep as one group).
     #[arg(long, value_name = "ID")]
     pub sweep: Option<String>,
+    /// Sort the table by a column: name, model, state, mrr (the best validation MRR) or a
+    /// setting (lr, dim...); numbers as numbers, sessions without the value last. Append `:desc`
+    /// for descending (`--sort mrr:desc`). Default: folder order.
+    #[arg(long, value_name = "COLUMN[:desc]")]
+    pub sort: Option<String>,
 }
 
 /// `rosetta jobs` actions on one session folder.
@@ -493,13 +498,35 @@ pub fn jobs(args: JobsArgs) -> anyhow::Result<()> {
             .find(|s| s.points.iter().any(|p| p.dirs.contains(&r.entry.dir)))
             .map(|s| s.id.clone())
     };
-    let runs: Vec<runs::Run> = runs
+    let mut runs: Vec<runs::Run> = runs
         .into_iter()
         .filter(|r| match (&args.sweep, member_of(r)) {
             (Some(want), m) => m.as_ref() == Some(want),
             (None, m) => m.is_none() || args.json,
         })
         .collect();
+    if let Some(spec) = &args.sort {
+        let (key, desc) = match spec.rsplit_once(':') {
+            Some((k, "desc")) => (k, true),
+            Some((k, "asc")) => (k, false),
+            _ => (spec.as_str(), false),
+        };
+        if key.is_empty() {
+            bail!("--sort {spec}: name a column (name, model, state, mrr or a setting)");
+        }
+        runs::sort_by_column(&mut runs, desc, |r| match key {
+            "name" => Some(r.name()),
+            "model" => r.entry.config.as_ref().map(|c| c.model.clone()),
+            "state" => Some(shown_state(r).as_str().to_string()),
+            "mrr" | "best MRR" => r
+                .entry
+                .status
+                .as_ref()
+                .and_then(|s| s.best_mrr)
+                .map(|m| m.to_string()),
+            k => r.setting(k),
+        });
+    }
     let sweeps: Vec<sweep::SweepSummary> = sweeps
         .into_iter()
         .filter(|s| args.sweep.as_ref().is_none_or(|w| w == &s.id))

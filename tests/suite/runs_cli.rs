@@ -117,6 +117,19 @@ fn jobs_diff_filter_rename_tag_note_show_delete() {
     let o = rosetta(&["jobs", "--root", r, "--filter", "mrr>high"]);
     assert!(!o.status.success() && text(&o).contains("not a number"));
 
+    // sorted by a setting or a figure, either way (folder order: 190301 first)
+    let order = |args: &[&str]| -> bool {
+        let mut a = vec!["jobs", "--root", r];
+        a.extend_from_slice(args);
+        let t = text(&rosetta(&a));
+        t.find("190301").unwrap() < t.find("190455").unwrap()
+    };
+    assert!(order(&[]));
+    assert!(!order(&["--sort", "lr:desc"]));
+    assert!(order(&["--sort", "lr"]));
+    assert!(!order(&["--sort", "mrr"]));
+    assert!(order(&["--sort", "mrr:desc"]));
+
     // rename, tag, note: kept in meta.json, shown in the table and in JSON
     assert!(rosetta(&["jobs", "rename", sa, "lr 0.01"]).status.success());
     assert!(rosetta(&["jobs", "tag", sa, "baseline", "good"])

@@ -440,6 +440,29 @@ pub fn typed_value(v: &str) -> serde_json::Value {
 /// The settings every session has, shown first among differing settings.
 const FIXED_SETTINGS: [&str; 4] = ["model", "workspace", "seed", "device"];
 
+/// Sorts `items` by a column whose text `value` gives for each item (the
+/// run tables' sort, CLI and workbench alike): values that parse as numbers
+/// compare as numbers, others as text; items without a value go last
+/// whatever the direction; equal items keep their order.
+pub fn sort_by_column<T>(items: &mut [T], desc: bool, value: impl Fn(&T) -> Option<String>) {
+    items.sort_by(|a, b| match (value(a), value(b)) {
+        (None, None) => std::cmp::Ordering::Equal,
+        (None, Some(_)) => std::cmp::Ordering::Greater,
+        (Some(_), None) => std::cmp::Ordering::Less,
+        (Some(x), Some(y)) => {
+            let o = match (x.parse::<f64>(), y.parse::<f64>()) {
+                (Ok(p), Ok(q)) => p.total_cmp(&q),
+                _ => x.cmp(&y),
+            };
+            if desc {
+                o.reverse()
+            } else {
+                o
+            }
+        }
+    });
+}
+
 /// The keys whose values differ between the settings maps
 /// ([`settings_map`]) of several runs ("diff only"): `model`, `workspace`,
 /// `seed`, `device` first, then hyper-parameters by name. A

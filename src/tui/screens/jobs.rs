@@ -131,22 +131,7 @@ impl JobsScreen {
                     k => s.settings.get(k).cloned(),
                 }
             };
-            v.sort_by(|a, b| match (value(a), value(b)) {
-                (None, None) => std::cmp::Ordering::Equal,
-                (None, Some(_)) => std::cmp::Ordering::Greater,
-                (Some(_), None) => std::cmp::Ordering::Less,
-                (Some(x), Some(y)) => {
-                    let o = match (x.parse::<f64>(), y.parse::<f64>()) {
-                        (Ok(p), Ok(q)) => p.total_cmp(&q),
-                        _ => x.cmp(&y),
-                    };
-                    if *desc {
-                        o.reverse()
-                    } else {
-                        o
-                    }
-                }
-            });
+            rosetta::session::runs::sort_by_column(&mut v, *desc, |s| value(s));
         }
         v
     }
