@@ -354,6 +354,14 @@ fn model_settings_table_matches_what_each_model_reads() {
             args.extend(["--set".into(), "train_max_len=32".into()]);
             given_optional.push("weights");
         }
+        if name == "procrustes" {
+            // the encoder session just trained gives it its vectors
+            args.extend([
+                "--set".into(),
+                format!("vectors={}", root.path().join("encoder").display()),
+            ]);
+            given_optional.push("vectors");
+        }
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         // bm25-mt may fail later without Apertium; its settings are recorded first
         let _ = rosetta(root.path(), &args);

@@ -458,6 +458,37 @@ pub fn write_npy(path: &Path, a: &Array2<f32>) -> Result<()> {
     ndarray_npy::write_npy(path, a).map_err(|e| Error::file(path, format!("writing .npy: {e}")))
 }
 
+/// The mean of the `k` largest values of `c` (reordered), 0 when empty.
+pub fn mean_of_top(c: &mut [f32], k: usize) -> f32 {
+    let k = k.min(c.len());
+    if k == 0 {
+        return 0.0;
+    }
+    let key = super::rank_key32;
+    c.select_nth_unstable_by(k - 1, |a, b| key(*b).total_cmp(&key(*a)));
+    c[..k].iter().sum::<f32>() / k as f32
+}
+
+/// For every row of `a`, the mean of its `k` largest similarities with rows
+/// of `b` (blocked, so memory stays at block × |b|).
+pub fn mean_top_k(
+    a: &ndarray::Array2<f32>,
+    b: &ndarray::Array2<f32>,
+    k: usize,
+    sim: crate::space::Similarity,
+) -> ndarray::Array1<f32> {
+    let mut out = ndarray::Array1::<f32>::zeros(a.nrows());
+    const BLOCK: usize = 1024;
+    for (bi, chunk) in a.axis_chunks_iter(ndarray::Axis(0), BLOCK).enumerate() {
+        let sims = sim.scores(chunk, b.view());
+        for (r, row) in sims.axis_iter(ndarray::Axis(0)).enumerate() {
+            let mut v = row.to_vec();
+            out[bi * BLOCK + r] = mean_of_top(&mut v, k);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

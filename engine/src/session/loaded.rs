@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use candle_core::Device;
-use ndarray::{Array1, Array2, ArrayView1, Axis};
+use ndarray::{Array1, Array2, ArrayView1};
 use serde::Serialize;
 
 use super::Session;
@@ -260,7 +260,7 @@ impl Loaded {
         }
         let mine = self.term_vectors(side)?;
         let other = self.term_vectors(side.other())?;
-        let r = mean_top_k(mine, other, CSLS_K, self.model.similarity());
+        let r = crate::index::dense::mean_top_k(mine, other, CSLS_K, self.model.similarity());
         Ok(cell.get_or_init(|| r))
     }
 
@@ -393,32 +393,7 @@ fn top(
 
 fn mean_top_k_row(q: ArrayView1<f32>, other: &Array2<f32>, k: usize, sim: Similarity) -> f32 {
     let mut c = sim.against(other.view(), q).to_vec();
-    mean_of_top(&mut c, k)
-}
-
-fn mean_of_top(c: &mut [f32], k: usize) -> f32 {
-    let k = k.min(c.len());
-    if k == 0 {
-        return 0.0;
-    }
-    let key = crate::index::rank_key32;
-    c.select_nth_unstable_by(k - 1, |a, b| key(*b).total_cmp(&key(*a)));
-    c[..k].iter().sum::<f32>() / k as f32
-}
-
-/// For every row of `a`, the mean of its `k` largest similarities with rows
-/// of `b` (blocked, so memory stays at block × |b|).
-pub fn mean_top_k(a: &Array2<f32>, b: &Array2<f32>, k: usize, sim: Similarity) -> Array1<f32> {
-    let mut out = Array1::<f32>::zeros(a.nrows());
-    const BLOCK: usize = 1024;
-    for (bi, chunk) in a.axis_chunks_iter(Axis(0), BLOCK).enumerate() {
-        let sims = sim.scores(chunk, b.view());
-        for (r, row) in sims.axis_iter(Axis(0)).enumerate() {
-            let mut v = row.to_vec();
-            out[bi * BLOCK + r] = mean_of_top(&mut v, k);
-        }
-    }
-    out
+    crate::index::dense::mean_of_top(&mut c, k)
 }
 
 #[cfg(test)]
@@ -430,7 +405,7 @@ mod tests {
     fn mean_top_k_is_exact() {
         let a = array![[1.0f32, 0.0], [0.0, 1.0]];
         let b = array![[1.0f32, 0.0], [0.6, 0.8], [0.0, 1.0]];
-        let r = mean_top_k(&a, &b, 2, Similarity::Cosine);
+        let r = crate::index::dense::mean_top_k(&a, &b, 2, Similarity::Cosine);
         assert!((r[0] - 0.8).abs() < 1e-6);
         assert!((r[1] - 0.9).abs() < 1e-6);
         assert!((mean_top_k_row(a.row(0), &b, 1, Similarity::Cosine) - 1.0).abs() < 1e-6);

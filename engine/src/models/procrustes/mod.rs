@@ -137,7 +137,7 @@ pub fn csls_mutual(a: &Array2<f32>, b: &Array2<f32>, k: usize) -> Vec<(usize, us
     if a.nrows() == 0 || b.nrows() == 0 {
         return Vec::new();
     }
-    let mean_top = crate::session::loaded::mean_top_k;
+    let mean_top = crate::index::dense::mean_top_k;
     let ra = mean_top(a, b, k, Similarity::Cosine);
     let rb = mean_top(b, a, k, Similarity::Cosine);
     // best column of every row, best row of every column (one blocked pass)
