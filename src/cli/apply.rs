@@ -48,8 +48,9 @@ pub struct NeighboursArgs {
     /// Score cross-language neighbours by CSLS instead of cosine (demotes hub terms).
     #[arg(long)]
     pub csls: bool,
-    /// Device to load the model on (auto, cpu, cuda, cuda:<i>).
-    #[arg(long, default_value = "cpu")]
+    /// Device to load the model on: auto (CUDA GPU 0 if this build has CUDA and one answers, else
+    /// CPU; the default, as for `train`), cpu, cuda or cuda:<i>.
+    #[arg(long, default_value = "auto")]
     pub device: String,
     /// Print one JSON object.
     #[arg(long)]
@@ -217,8 +218,9 @@ pub struct ExportArgs {
     /// Documents per query in the run (with `--write run`).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub depth: Option<u64>,
-    /// Device to load the model on (auto, cpu, cuda, cuda:<i>).
-    #[arg(long, default_value = "cpu")]
+    /// Device to load the model on: auto (CUDA GPU 0 if this build has CUDA and one answers, else
+    /// CPU; the default, as for `train`), cpu, cuda or cuda:<i>.
+    #[arg(long, default_value = "auto")]
     pub device: String,
 }
 
@@ -546,8 +548,9 @@ pub struct EvalArgs {
     /// --qrels FILE.qrels`.
     #[arg(long, value_name = "FILE", requires = "fuse")]
     pub fuse_run: Option<PathBuf>,
-    /// Device to load the model on (auto, cpu, cuda, cuda:<i>).
-    #[arg(long, default_value = "cpu")]
+    /// Device to load the model on: auto (CUDA GPU 0 if this build has CUDA and one answers, else
+    /// CPU; the default, as for `train`), cpu, cuda or cuda:<i>.
+    #[arg(long, default_value = "auto")]
     pub device: String,
     /// Print one JSON object.
     #[arg(long)]

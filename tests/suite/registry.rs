@@ -231,3 +231,23 @@ fn every_trainer_opens_each_epoch_before_its_steps() {
         assert!(steps.unwrap_or(0) > 0, "{name}: {steps:?} steps");
     }
 }
+
+/// Every command that loads or trains a model picks its device the same way
+/// by default (`auto`: the GPU when the build has CUDA and one answers).
+#[test]
+fn every_model_command_defaults_to_the_same_device() {
+    for cmd in ["train", "eval", "neighbours", "export", "sweep"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_rosetta"))
+            .args([cmd, "--help"])
+            .output()
+            .unwrap();
+        let help = String::from_utf8_lossy(&out.stdout);
+        // the option's text: from `--device` to the next option
+        let at = help
+            .find("--device <DEVICE>")
+            .unwrap_or_else(|| panic!("{cmd}: no --device in\n{help}"));
+        let rest = &help[at + 2..];
+        let para = &rest[..rest.find("\n      -").unwrap_or(rest.len())];
+        assert!(para.contains("[default: auto]"), "{cmd}: {para}");
+    }
+}
