@@ -618,6 +618,36 @@ fn seed_models_start_from_an_encoder_sessions_term_vectors() {
     let log = std::fs::read_to_string(ws.path().join("s2/log.txt")).unwrap();
     assert!(log.contains("start from the term vectors of"), "{log}");
 
+    // starts that cannot be combined are refused before a folder is written
+    let s2 = ws.path().join("s2");
+    let init = format!("init={}", s2.display());
+    for (model, more) in [
+        ("xcnn", vec![vectors.as_str(), "layers=2"]),
+        ("xcnn", vec![vectors.as_str(), init.as_str()]),
+        ("s2net", vec![vectors.as_str(), init.as_str()]),
+    ] {
+        let mut args = vec![
+            "train",
+            "--workspace",
+            w.to_str().unwrap(),
+            "--model",
+            model,
+            "--device",
+            "cpu",
+            "--session",
+            "refused",
+        ];
+        for m in &more {
+            args.extend(["--set", m]);
+        }
+        let out = rosetta_in(ws.path(), &args);
+        assert!(!out.status.success(), "{model} {more:?} accepted");
+        assert!(
+            !ws.path().join("refused").exists(),
+            "{model} {more:?}: a folder was written"
+        );
+    }
+
     // XCNN: the start replaces the monolingual pre-initialisation
     train(
         ws.path(),

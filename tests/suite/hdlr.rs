@@ -20,8 +20,9 @@ use rand_chacha::ChaCha8Rng;
 use rosetta::models::hdlr::Itml;
 use rosetta::models::linear::linear_trainer;
 use rosetta::models::{Flow, Hooks, Model, Params, Resume, StepReport, TrainData};
-use rosetta::text::{CsrMatrix, Side, Vocabs, Vocabulary};
+use rosetta::text::{CsrMatrix, Side};
 
+use common::synthetic::train_data;
 use common::{assert_searchable, metrics_records, rosetta_in, tiny_workspace, train};
 
 /// Everything a trainer reports, with each epoch's model and extra tensors.
@@ -58,56 +59,6 @@ impl Hooks for Rec {
     }
     fn log(&mut self, msg: &str) {
         self.logs.push(msg.to_string());
-    }
-}
-
-fn vocab(lang: &str, n: usize, n_docs: usize) -> Vocabulary {
-    Vocabulary::from_parts(
-        lang,
-        (0..n).map(|i| format!("{lang}{i}")).collect(),
-        (0..n).map(|i| 1 + (i % 5) as u32).collect(),
-        n_docs,
-    )
-}
-
-/// Parallel texts: 2-5 "concepts" per pair (source term `c`, target term
-/// `perm[c]`) plus one random noise term per side.
-fn parallel(n: usize, vs: usize, vt: usize, seed: u64) -> (CsrMatrix, CsrMatrix) {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let concepts = vs.min(vt);
-    let perm: Vec<usize> = (0..concepts).map(|c| (c * 7 + 3) % concepts).collect();
-    let (mut s, mut t) = (CsrMatrix::new(vs), CsrMatrix::new(vt));
-    for _ in 0..n {
-        let m = rng.random_range(2..=5);
-        let cs: Vec<usize> = (0..m).map(|_| rng.random_range(0..concepts)).collect();
-        let mut rs: Vec<(u32, f32)> = cs.iter().map(|c| (*c as u32, 1.0)).collect();
-        let mut rt: Vec<(u32, f32)> = cs.iter().map(|c| (perm[*c] as u32, 1.0)).collect();
-        rs.push((rng.random_range(0..vs) as u32, 1.0));
-        rt.push((rng.random_range(0..vt) as u32, 1.0));
-        s.push_row(rs);
-        t.push_row(rt);
-    }
-    (s, t)
-}
-
-fn train_data(n: usize, v: usize, seed: u64) -> TrainData {
-    let (s, t) = parallel(n, v, v, seed);
-    let (vs, vt) = parallel(n / 2, v, v, seed + 1);
-    TrainData {
-        vocabs: Vocabs {
-            source: vocab("en", v, n),
-            target: vocab("hi", v, n),
-        },
-        mono: t.clone(),
-        mono_positive: vec![None; t.n_rows()],
-        seqs: None,
-        texts: None,
-        pretrained: None,
-        dictionary: None,
-        train_src: s,
-        train_tgt: t,
-        valid_src: vs,
-        valid_tgt: vt,
     }
 }
 
@@ -339,7 +290,7 @@ fn low_rank_update_agrees_with_the_dense_itml_update() {
 /// uninterrupted one exactly.
 #[test]
 fn trains_streams_stops_and_resumes_exactly() {
-    let data = train_data(300, 30, 3);
+    let data = train_data(300, 30, 30, 3);
     let kv = [
         ("dim", "8"),
         ("epochs", "4"),
@@ -454,7 +405,7 @@ fn trains_streams_stops_and_resumes_exactly() {
 /// OPCA's settings is refused by `Trainer::check`.
 #[test]
 fn init_from_a_saved_projection_and_bad_init() {
-    let data = train_data(200, 24, 5);
+    let data = train_data(200, 24, 24, 5);
     let mut r = Rec::default();
     let opca = linear_trainer("opca")
         .unwrap()
@@ -524,7 +475,7 @@ fn init_from_a_saved_projection_and_bad_init() {
         "{e}"
     );
     // the vocabulary is checked when the job reads the projections
-    let e = run(&train_data(200, 20, 5), &kv, None, &mut Rec::default())
+    let e = run(&train_data(200, 20, 20, 5), &kv, None, &mut Rec::default())
         .err()
         .expect("other vocabulary accepted");
     assert!(e.to_string().contains("vocabulary"), "{e}");
@@ -638,7 +589,7 @@ fn jobs_train_from_an_opca_session_and_alone_and_search() {
 /// checkpoints, bit for bit, with one thread or several.
 #[test]
 fn the_same_with_any_thread_count() {
-    let data = train_data(1100, 1100, 9);
+    let data = train_data(1100, 1100, 1100, 9);
     let kv = [
         ("dim", "8"),
         ("epochs", "2"),

@@ -186,7 +186,23 @@ fn random_init(rows: usize, k: usize, scale: f64, rng: &mut impl rand::Rng) -> A
 #[derive(Debug, Clone, Copy, Default)]
 pub struct S2NetTrainer;
 
+/// `init` and `vectors` both given.
+fn init_and_vectors() -> Error {
+    Error::invalid(
+        "s2net: give `init` (a linear session) or `vectors` (pretrained term vectors), not both",
+    )
+}
+
 impl Trainer for S2NetTrainer {
+    /// `init` and `vectors` are refused together before the session is written.
+    fn check(&self, params: &Params) -> Result<()> {
+        let p = params.of(KIND)?;
+        if p.get_opt("init")?.is_some() && super::pretrained::setting(&p)?.session().is_some() {
+            return Err(init_and_vectors());
+        }
+        Ok(())
+    }
+
     /// The two `V × dim` projections with gradients and Adam moments.
     fn memory_estimate(
         &self,
@@ -243,12 +259,7 @@ impl Trainer for S2NetTrainer {
         let n = xs.n_rows();
 
         let (s0, t0) = match (&init, vectors.session()) {
-            (Some(_), Some(_)) => {
-                return Err(Error::invalid(
-                    "s2net: give `init` (a linear session) or `vectors` (pretrained term \
-                     vectors), not both",
-                ))
-            }
+            (Some(_), Some(_)) => return Err(init_and_vectors()),
             // the projection's rows are the term vectors: a text starts as
             // the tf-idf weighted sum of its words' vectors
             (None, Some(dir)) => {

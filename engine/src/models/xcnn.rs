@@ -1082,6 +1082,21 @@ impl XcnnTrainer {
 }
 
 impl Trainer for XcnnTrainer {
+    /// A start from a linear session or from term vectors fills one layer:
+    /// refused with `layers` > 1 before the session is written.
+    fn check(&self, params: &Params) -> Result<()> {
+        let cfg = XcnnConfig::from_params(params)?;
+        let one_layer_start =
+            cfg.vectors.is_some() || cfg.init.as_deref().is_some_and(is_linear_session);
+        if one_layer_start && cfg.layers != 1 {
+            return Err(Error::invalid(format!(
+                "xcnn: a start from a linear model or term vectors needs layers=1 (got {})",
+                cfg.layers
+            )));
+        }
+        Ok(())
+    }
+
     /// `mono` (pre-initialising the target network on monolingual texts,
     /// when `mono_epochs` > 0 and no `init` session), then `cross`.
     fn plan(&self, data: &TrainData, params: &Params) -> Result<Vec<Phase>> {

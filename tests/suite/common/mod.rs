@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests.
 
 pub mod encoder;
+pub mod synthetic;
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};

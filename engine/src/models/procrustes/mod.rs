@@ -263,6 +263,15 @@ pub fn frequent_words(vocab: &Vocabulary, found: &[bool], n: usize) -> Vec<usize
     ids
 }
 
+/// The `vectors` setting as given (no default: `None` when absent).
+fn vectors_setting(p: &crate::models::ModelParams<'_>) -> Result<VectorsSetting> {
+    match p.get_opt("vectors")? {
+        None => Ok(VectorsSetting::None),
+        Some(v) => VectorsSetting::parse(&v)
+            .map_err(|e| Error::invalid(format!("{KIND}: --set vectors={v}: {e}"))),
+    }
+}
+
 /// The session folder of the required `vectors` setting.
 fn vectors_dir(v: &VectorsSetting) -> Result<&Path> {
     v.session().ok_or_else(|| {
@@ -297,14 +306,7 @@ pub struct ProcrustesTrainer;
 impl Trainer for ProcrustesTrainer {
     fn check(&self, params: &Params) -> Result<()> {
         let p = params.of(KIND)?;
-        match p.get_opt("vectors")? {
-            None => vectors_dir(&VectorsSetting::None).map(|_| ()),
-            Some(v) => {
-                let v = VectorsSetting::parse(&v)
-                    .map_err(|e| Error::invalid(format!("{KIND}: --set vectors={v}: {e}")))?;
-                vectors_dir(&v).map(|_| ())
-            }
-        }
+        vectors_dir(&vectors_setting(&p)?).map(|_| ())
     }
 
     fn plan(&self, data: &TrainData, _params: &Params) -> Result<Vec<Phase>> {
@@ -327,11 +329,7 @@ impl Trainer for ProcrustesTrainer {
             ));
         }
         let p = params.of(KIND)?;
-        let setting = match p.get_opt("vectors")? {
-            Some(v) => VectorsSetting::parse(&v)
-                .map_err(|e| Error::invalid(format!("{KIND}: --set vectors={v}: {e}")))?,
-            None => VectorsSetting::None,
-        };
+        let setting = vectors_setting(&p)?;
         let dir = vectors_dir(&setting)?;
         let bli_seed: u64 = p.get("bli_seed")?;
         let refine: usize = p.get("refine")?;
