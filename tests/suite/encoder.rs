@@ -284,7 +284,62 @@ fn zero_shot_session_searches_evaluates_and_lists_neighbours() {
     let ws = tiny_workspace();
     let (dir, w) = zero_shot_session(ws.path(), 5, "s0");
     let s = ws.path().join("s0");
+    // a search explains its hits from the term vectors of the query's and the
+    // shown texts' words only: it does not encode the whole vocabulary
+    let search = || {
+        json(&rosetta_in(
+            ws.path(),
+            &[
+                "search",
+                "--session",
+                "s0",
+                "--query",
+                "dog water",
+                "--k",
+                "3",
+                "--json",
+            ],
+        ))
+    };
+    let before = search();
+    let table = |side: &str| s.join(format!("term-vectors.{side}.npy"));
+    assert!(!table("source").exists() && !table("target").exists());
+    // per hit: its document, score and (word, share) pairs
+    type Explained = Vec<(String, f64, Vec<(String, f64)>)>;
+    let explained = |r: &serde_json::Value| -> Explained {
+        r["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| {
+                let parts: Vec<(String, f64)> = h["contributions"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|c| (c[0].as_str().unwrap().to_string(), c[1].as_f64().unwrap()))
+                    .collect();
+                // the words' shares and the rest account for the score
+                let sum: f64 = parts.iter().map(|p| p.1).sum::<f64>() + h["rest"].as_f64().unwrap();
+                let score = h["score"].as_f64().unwrap();
+                assert!((sum - score).abs() < 1e-4, "{sum} vs {score}: {h}");
+                (h["docno"].as_str().unwrap().to_string(), score, parts)
+            })
+            .collect()
+    };
+    let partial = explained(&before);
+    assert!(partial.iter().any(|h| !h.2.is_empty()), "{before}");
     common::assert_searchable(ws.path(), &s, "the dog drinks water", "water");
+    // neighbours encoded (and cached) the whole table; the same search now
+    // reads it and explains its hits as before
+    assert!(table("source").is_file() && table("target").is_file());
+    let full = explained(&search());
+    assert_eq!(partial.len(), full.len());
+    for (a, b) in partial.iter().zip(&full) {
+        assert_eq!((&a.0, a.2.len()), (&b.0, b.2.len()));
+        for (x, y) in a.2.iter().zip(&b.2) {
+            assert!(x.0 == y.0 && (x.1 - y.1).abs() < 1e-4, "{a:?} vs {b:?}");
+        }
+    }
     // the session's figures are the encoder's own: the same as encoding the
     // texts directly
     let e = json(&rosetta_in(

@@ -41,6 +41,22 @@ use candle_core::Device;
 
 use crate::{Error, Result};
 
+/// `ids` as row indices of a term table of `rows` rows; an id past it is an
+/// error naming it.
+pub fn term_rows(ids: &[u32], rows: usize) -> Result<Vec<usize>> {
+    ids.iter()
+        .map(|&i| {
+            if (i as usize) < rows {
+                Ok(i as usize)
+            } else {
+                Err(Error::invalid(format!(
+                    "term id {i} is past the vocabulary ({rows} terms)"
+                )))
+            }
+        })
+        .collect()
+}
+
 /// A trained model that maps texts of either language into one space.
 pub trait Model: Send + Sync {
     /// The model's registry name (`cl-lsi`, `s2net`, `xcnn`, ...).
@@ -54,6 +70,15 @@ pub trait Model: Send + Sync {
     /// Vectors of every single term of `side`'s vocabulary, in id order, in
     /// the same form as [`Model::encode`]'s rows.
     fn term_vectors(&self, side: Side) -> Result<Array2<f32>>;
+    /// The rows `ids` of [`Model::term_vectors`], in the order of `ids` (an
+    /// id past the vocabulary is an error). Default: the whole table, then
+    /// those rows. A model whose whole table is costly (an encoder runs its
+    /// network once per word) computes only these.
+    fn term_vectors_of(&self, side: Side, ids: &[u32]) -> Result<Array2<f32>> {
+        let all = self.term_vectors(side)?;
+        let rows = term_rows(ids, all.nrows())?;
+        Ok(all.select(ndarray::Axis(0), &rows))
+    }
     /// How rows of this model's space are compared. Default: the cosine of
     /// unit-length rows.
     fn similarity(&self) -> Similarity {

@@ -2,11 +2,12 @@
 //! vocabularies and analysers, so that new text and single words can be put
 //! into the shared space (`rosetta neighbours`, `search`, `export`, the TUI).
 
+use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 use candle_core::Device;
-use ndarray::{Array1, Array2, ArrayView1};
+use ndarray::{Array1, Array2, ArrayView1, Axis};
 use serde::Serialize;
 
 use super::Session;
@@ -35,6 +36,9 @@ pub struct Loaded {
     source: Analyzer,
     target: Analyzer,
     term_vectors: [OnceLock<Array2<f32>>; 2],
+    /// Single terms' vectors of a model that reads raw text, computed on
+    /// demand while the whole table is not at hand ([`Loaded::term_vectors_of`]).
+    some_term_vectors: [Mutex<HashMap<u32, Vec<f32>>>; 2],
     csls_r: [OnceLock<Array1<f32>>; 2],
 }
 
@@ -67,6 +71,28 @@ pub struct Neighbours {
     pub cross: Vec<Neighbour>,
     /// Nearest terms of the same language (the word itself left out).
     pub same: Vec<Neighbour>,
+}
+
+/// Where a session keeps a side's term vectors, and what it must say.
+struct TermCache {
+    npy: std::path::PathBuf,
+    meta: std::path::PathBuf,
+    want: serde_json::Value,
+    shape: (usize, usize),
+}
+
+impl TermCache {
+    /// The cached table, when its meta file names the current checkpoint
+    /// and its shape is right.
+    fn read(&self) -> Option<Array2<f32>> {
+        let meta = std::fs::read(&self.meta).ok()?;
+        let meta: serde_json::Value = serde_json::from_slice(&meta).ok()?;
+        if meta != self.want {
+            return None;
+        }
+        let v = crate::index::dense::read_npy(&self.npy).ok()?;
+        (v.dim() == self.shape).then_some(v)
+    }
 }
 
 fn idx(side: Side) -> usize {
@@ -130,6 +156,7 @@ impl Loaded {
             source,
             target,
             term_vectors: Default::default(),
+            some_term_vectors: Default::default(),
             csls_r: Default::default(),
         })
     }
@@ -211,17 +238,62 @@ impl Loaded {
         Ok(cell.get_or_init(|| v))
     }
 
-    /// An encoder's term vectors (the encoder run on every vocabulary word:
-    /// minutes on a CPU), kept in the session as `term-vectors.SIDE.npy`
-    /// with `term-vectors.json` naming the checkpoint they came from; used
-    /// again only while that checkpoint is unchanged.
-    fn cached_term_vectors(&self, side: Side) -> Result<Array2<f32>> {
+    /// The rows `ids` of [`Loaded::term_vectors`] of `side`, in the order of
+    /// `ids` (an id past the vocabulary is an error). For a model that reads
+    /// raw text (an encoder: minutes per vocabulary on a CPU) only these
+    /// terms are computed, unless the whole table is already loaded or
+    /// cached in the session; what is computed is kept for later calls. So
+    /// a search explains its hits without encoding every word.
+    pub fn term_vectors_of(&self, side: Side, ids: &[u32]) -> Result<Array2<f32>> {
+        let n = self.vocabs.side(side).len();
+        let rows = crate::models::term_rows(ids, n)?;
+        let cell = &self.term_vectors[idx(side)];
+        if !self.model.reads_text() || cell.get().is_some() {
+            return Ok(self.term_vectors(side)?.select(Axis(0), &rows));
+        }
+        if let Some(v) = self.term_cache(side)?.read() {
+            return Ok(cell.get_or_init(|| v).select(Axis(0), &rows));
+        }
+        let mut kept = self.some_term_vectors[idx(side)]
+            .lock()
+            .map_err(|_| Error::invalid("term vectors: an earlier computation panicked"))?;
+        let missing: Vec<u32> = ids
+            .iter()
+            .copied()
+            .filter(|i| !kept.contains_key(i))
+            .collect::<BTreeSet<u32>>()
+            .into_iter()
+            .collect();
+        if !missing.is_empty() {
+            let v = self.model.term_vectors_of(side, &missing)?;
+            if v.dim() != (missing.len(), self.model.dim()) {
+                return Err(Error::invalid(format!(
+                    "{}: {} term vectors of width {} asked, {:?} given",
+                    self.model.kind(),
+                    missing.len(),
+                    self.model.dim(),
+                    v.dim()
+                )));
+            }
+            for (i, row) in missing.iter().zip(v.rows()) {
+                kept.insert(*i, row.to_vec());
+            }
+        }
+        let mut out = Array2::zeros((ids.len(), self.model.dim()));
+        for (mut o, i) in out.rows_mut().into_iter().zip(ids) {
+            o.assign(&ArrayView1::from(&kept[i][..]));
+        }
+        Ok(out)
+    }
+
+    /// The session's cache of `side`'s term vectors: `term-vectors.SIDE.npy`,
+    /// used only while `term-vectors.SIDE.json` names the current checkpoint's
+    /// BLAKE3 and the table's shape.
+    fn term_cache(&self, side: Side) -> Result<TermCache> {
         let name = match side {
             Side::Source => "source",
             Side::Target => "target",
         };
-        let npy = self.session.dir.join(format!("term-vectors.{name}.npy"));
-        let meta = self.session.dir.join(format!("term-vectors.{name}.json"));
         let best = self.session.dir.join(super::BEST_CHECKPOINT);
         let ck = if best.is_file() {
             best
@@ -229,24 +301,26 @@ impl Loaded {
             self.session.dir.join(super::LAST_CHECKPOINT)
         };
         let hash = crate::util::hash_file(&ck)?;
-        let rows = self.vocabs.side(side).len();
-        let want =
-            serde_json::json!({"checkpoint_blake3": hash, "rows": rows, "dim": self.model.dim()});
-        let fresh = std::fs::read(&meta)
-            .ok()
-            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-            .is_some_and(|m| m == want);
-        if fresh {
-            if let Ok(v) = crate::index::dense::read_npy(&npy) {
-                if v.dim() == (rows, self.model.dim()) {
-                    return Ok(v);
-                }
-            }
+        let (rows, dim) = (self.vocabs.side(side).len(), self.model.dim());
+        Ok(TermCache {
+            npy: self.session.dir.join(format!("term-vectors.{name}.npy")),
+            meta: self.session.dir.join(format!("term-vectors.{name}.json")),
+            want: serde_json::json!({"checkpoint_blake3": hash, "rows": rows, "dim": dim}),
+            shape: (rows, dim),
+        })
+    }
+
+    /// An encoder's term vectors (the encoder run on every vocabulary word:
+    /// minutes on a CPU), kept in the session ([`Loaded::term_cache`]).
+    fn cached_term_vectors(&self, side: Side) -> Result<Array2<f32>> {
+        let cache = self.term_cache(side)?;
+        if let Some(v) = cache.read() {
+            return Ok(v);
         }
         let v = self.model.term_vectors(side)?;
         // a cache that cannot be written (read-only session) is no error
-        if crate::index::dense::write_npy(&npy, &v).is_ok() {
-            let _ = crate::util::write_atomic(&meta, want.to_string().as_bytes());
+        if crate::index::dense::write_npy(&cache.npy, &v).is_ok() {
+            let _ = crate::util::write_atomic(&cache.meta, cache.want.to_string().as_bytes());
         }
         Ok(v)
     }

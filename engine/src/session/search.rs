@@ -12,7 +12,7 @@
 //! `rosetta search` and the workbench's Search, Neighbours and Compare
 //! screens all go through here.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
@@ -802,7 +802,12 @@ impl Searcher {
                 relevant: j.values().filter(|g| **g > 0).count(),
             }
         });
-        let related = self.related(query, qv)?;
+        let shown: Vec<&str> = ranked
+            .iter()
+            .take(k)
+            .map(|(docno, _)| c.doc_short[c.rows[docno]].as_str())
+            .collect();
+        let related = self.related(query, qv, &shown)?;
         let hits = ranked
             .iter()
             .take(k)
@@ -845,8 +850,10 @@ impl Searcher {
     }
 
     /// What marks a document word as related to `query` (`qv` its vector
-    /// in a dense model's space).
-    fn related(&self, query: &str, qv: Option<Array1<f32>>) -> Result<Related<'_>> {
+    /// in a dense model's space) in the target-language `texts` (the texts
+    /// [`Related::spans`] will be asked about: a dense model's closeness is
+    /// computed for their words only).
+    fn related(&self, query: &str, qv: Option<Array1<f32>>, texts: &[&str]) -> Result<Related<'_>> {
         let c = &self.corpus;
         let query_words = c.src.analyze_words(query);
         let translations: HashSet<&str> = query_words
@@ -857,7 +864,14 @@ impl Searcher {
             .collect();
         let explain = match (&self.ranker, qv) {
             (Ranker::Dense { m, doc_emb, .. }, Some(q)) => {
-                Some(Explain::new(m, doc_emb, query, q)?)
+                let shown: BTreeSet<u32> = texts
+                    .iter()
+                    .flat_map(|t| t.unicode_words())
+                    .flat_map(|w| c.tgt.analyze(w))
+                    .filter_map(|t| m.vocabs.target.id(&t))
+                    .collect();
+                let shown: Vec<u32> = shown.into_iter().collect();
+                Some(Explain::new(m, doc_emb, query, q, &shown)?)
             }
             _ => None,
         };
@@ -889,7 +903,7 @@ impl Searcher {
                     }
                     Ranker::Lexical { .. } => None,
                 };
-                let related = self.related(q, qv)?;
+                let related = self.related(q, qv, &[text.as_str()])?;
                 let ss = source
                     .as_deref()
                     .map(|s| related.source_spans(c, s))
@@ -1202,8 +1216,11 @@ struct Explain<'a> {
     /// Each matched word as shown, with `(index into units, share)`.
     words: Vec<(String, Vec<(usize, f64)>)>,
     query: Array1<f32>,
-    tv_src: &'a Array2<f32>,
-    tv_tgt: &'a Array2<f32>,
+    /// The term vectors of `units`, row k for unit k.
+    tv_src: Array2<f32>,
+    /// The target terms of the texts shown that are close to the query in
+    /// the model's space ([`RELATED_SIMILARITY`]).
+    related: HashSet<u32>,
 }
 
 /// One hit's explanation: per matched word its share of the model's
@@ -1253,22 +1270,27 @@ fn span_coefficients(rows: &[Vec<f64>], q: &[f64]) -> Vec<f64> {
 }
 
 impl<'a> Explain<'a> {
-    /// The explanation of `query_text` (encoded as `query`).
+    /// The explanation of `query_text` (encoded as `query`), with the
+    /// target terms `shown` (the words of the texts that will be marked)
+    /// checked for closeness to the query. Only the term vectors of the
+    /// query's units and of `shown` are needed ([`Loaded::term_vectors_of`]).
     fn new(
         m: &'a Loaded,
         doc_emb: &'a Array2<f32>,
         query_text: &str,
         query: Array1<f32>,
+        shown: &[u32],
     ) -> Result<Explain<'a>> {
-        let tv_src = m.term_vectors(Side::Source)?;
         let an = m.analyzer(Side::Source);
         let vocab = &m.vocabs.source;
         // exactly the units the encoder read (n-gram fallback included)
         let counts = m.counts(Side::Source, &[query_text]);
         let ids: Vec<u32> = counts.row(0).0.to_vec();
-        let rows: Vec<Vec<f64>> = ids
-            .iter()
-            .map(|&i| tv_src.row(i as usize).iter().map(|&x| x as f64).collect())
+        let tv_src = m.term_vectors_of(Side::Source, &ids)?;
+        let rows: Vec<Vec<f64>> = tv_src
+            .rows()
+            .into_iter()
+            .map(|r| r.iter().map(|&x| x as f64).collect())
             .collect();
         let q: Vec<f64> = query.iter().map(|&x| x as f64).collect();
         let a = span_coefficients(&rows, &q);
@@ -1307,6 +1329,14 @@ impl<'a> Explain<'a> {
                 (!parts.is_empty()).then(|| (w.clone(), parts))
             })
             .collect();
+        let sim = m.model.similarity();
+        let tv_tgt = m.term_vectors_of(Side::Target, shown)?;
+        let related = shown
+            .iter()
+            .zip(tv_tgt.rows())
+            .filter(|(_, v)| sim.score(*v, query.view()) >= RELATED_SIMILARITY)
+            .map(|(id, _)| *id)
+            .collect();
         Ok(Explain {
             m,
             doc_emb,
@@ -1314,7 +1344,7 @@ impl<'a> Explain<'a> {
             words,
             query,
             tv_src,
-            tv_tgt: m.term_vectors(Side::Target)?,
+            related,
         })
     }
 
@@ -1337,7 +1367,8 @@ impl<'a> Explain<'a> {
         let per_unit: Vec<f64> = self
             .units
             .iter()
-            .map(|(u, a)| a * dot(self.tv_src.row(*u as usize)))
+            .enumerate()
+            .map(|(k, (_, a))| a * dot(self.tv_src.row(k)))
             .collect();
         let mut words: Vec<(String, f64)> = self
             .words
@@ -1356,11 +1387,14 @@ impl<'a> Explain<'a> {
         })
     }
 
+    /// Whether target term `term` is close to the query; only the terms
+    /// given as `shown` to [`Explain::new`] are known.
     fn related(&self, term: &str) -> bool {
-        self.m.vocabs.target.id(term).is_some_and(|id| {
-            let sim = self.m.model.similarity();
-            sim.score(self.tv_tgt.row(id as usize), self.query.view()) >= RELATED_SIMILARITY
-        })
+        self.m
+            .vocabs
+            .target
+            .id(term)
+            .is_some_and(|id| self.related.contains(&id))
     }
 }
 

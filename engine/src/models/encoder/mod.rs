@@ -400,6 +400,17 @@ impl Model for EncoderModel {
         };
         self.enc.encode(words, TextRole::Query)
     }
+    /// Only the words of `ids`: a search explains its few words without
+    /// running the encoder over the whole vocabulary.
+    fn term_vectors_of(&self, side: Side, ids: &[u32]) -> Result<Array2<f32>> {
+        let words = match side {
+            Side::Source => &self.words[0],
+            Side::Target => &self.words[1],
+        };
+        let rows = crate::models::term_rows(ids, words.len())?;
+        let some: Vec<String> = rows.iter().map(|&r| words[r].clone()).collect();
+        self.enc.encode(&some, TextRole::Query)
+    }
     fn tensors(&self) -> Result<Vec<(String, Tensor)>> {
         let mut out = self.saved.clone();
         out.push((HASH_KEY.to_string(), hash_tensor(&self.hash, &Device::Cpu)?));
