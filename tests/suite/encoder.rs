@@ -327,6 +327,35 @@ fn zero_shot_session_searches_evaluates_and_lists_neighbours() {
             .collect()
     };
     let partial = explained(&before);
+    // the collection's embeddings are kept in the session and used again
+    // while the checkpoint and the texts are the same
+    let docs = s.join("doc-embeddings.target.npy");
+    let meta = s.join("doc-embeddings.target.json");
+    let kept = std::fs::read(&docs).unwrap();
+    let first_score = before["hits"][0]["score"].as_f64().unwrap();
+    assert!(first_score > 0.0, "{before}");
+    let n = {
+        let m: serde_json::Value = serde_json::from_slice(&std::fs::read(&meta).unwrap()).unwrap();
+        (
+            m["rows"].as_u64().unwrap() as usize,
+            m["dim"].as_u64().unwrap() as usize,
+        )
+    };
+    ndarray_npy::write_npy(&docs, &ndarray::Array2::<f32>::zeros(n)).unwrap();
+    let zeroed = search();
+    assert_eq!(
+        zeroed["hits"][0]["score"].as_f64().unwrap(),
+        0.0,
+        "{zeroed}"
+    );
+    // a meta file naming another checkpoint is not trusted: encoded afresh
+    let stale = std::fs::read_to_string(&meta)
+        .unwrap()
+        .replace("checkpoint_blake3\":\"", "checkpoint_blake3\":\"00");
+    std::fs::write(&meta, stale).unwrap();
+    let again = search();
+    assert!((again["hits"][0]["score"].as_f64().unwrap() - first_score).abs() < 1e-6);
+    assert_eq!(std::fs::read(&docs).unwrap(), kept);
     assert!(partial.iter().any(|h| !h.2.is_empty()), "{before}");
     common::assert_searchable(ws.path(), &s, "the dog drinks water", "water");
     // neighbours encoded (and cached) the whole table; the same search now

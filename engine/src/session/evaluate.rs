@@ -444,7 +444,7 @@ pub fn evaluate(req: &EvalRequest) -> Result<EvalReport> {
         let mut doc_side: Option<(ndarray::Array2<f32>, Vec<String>)> = None;
         let (run, qrels, derived, docs, empty) = match &other {
             Some(task) => {
-                let d = l.encode_texts(Side::Target, &task.docs.texts)?;
+                let d = l.encode_collection(Side::Target, &task.docs.texts)?;
                 let q = l.encode_texts(Side::Source, &task.queries.texts)?;
                 if keep_docs {
                     doc_side = Some((d.clone(), task.docs.ids.clone()));

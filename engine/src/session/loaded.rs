@@ -73,17 +73,18 @@ pub struct Neighbours {
     pub same: Vec<Neighbour>,
 }
 
-/// Where a session keeps a side's term vectors, and what it must say.
-struct TermCache {
+/// Where a session keeps a table it computed (term vectors, a collection's
+/// embeddings), and what its meta file must say for the table to be used.
+struct TableCache {
     npy: std::path::PathBuf,
     meta: std::path::PathBuf,
     want: serde_json::Value,
     shape: (usize, usize),
 }
 
-impl TermCache {
-    /// The cached table, when its meta file names the current checkpoint
-    /// and its shape is right.
+impl TableCache {
+    /// The cached table, when its meta file says what is wanted and its
+    /// shape is right.
     fn read(&self) -> Option<Array2<f32>> {
         let meta = std::fs::read(&self.meta).ok()?;
         let meta: serde_json::Value = serde_json::from_slice(&meta).ok()?;
@@ -92,6 +93,14 @@ impl TermCache {
         }
         let v = crate::index::dense::read_npy(&self.npy).ok()?;
         (v.dim() == self.shape).then_some(v)
+    }
+
+    /// Keeps `v` for next time; a cache that cannot be written (a read-only
+    /// session) is no error.
+    fn write(&self, v: &Array2<f32>) {
+        if crate::index::dense::write_npy(&self.npy, v).is_ok() {
+            let _ = crate::util::write_atomic(&self.meta, self.want.to_string().as_bytes());
+        }
     }
 }
 
@@ -289,25 +298,69 @@ impl Loaded {
     /// The session's cache of `side`'s term vectors: `term-vectors.SIDE.npy`,
     /// used only while `term-vectors.SIDE.json` names the current checkpoint's
     /// BLAKE3 and the table's shape.
-    fn term_cache(&self, side: Side) -> Result<TermCache> {
+    fn term_cache(&self, side: Side) -> Result<TableCache> {
         let name = match side {
             Side::Source => "source",
             Side::Target => "target",
         };
+        let hash = self.checkpoint_hash()?;
+        let (rows, dim) = (self.vocabs.side(side).len(), self.model.dim());
+        Ok(TableCache {
+            npy: self.session.dir.join(format!("term-vectors.{name}.npy")),
+            meta: self.session.dir.join(format!("term-vectors.{name}.json")),
+            want: serde_json::json!({"checkpoint_blake3": hash, "rows": rows, "dim": dim}),
+            shape: (rows, dim),
+        })
+    }
+
+    /// BLAKE3 of the checkpoint the model came from (best, else last).
+    fn checkpoint_hash(&self) -> Result<String> {
         let best = self.session.dir.join(super::BEST_CHECKPOINT);
         let ck = if best.is_file() {
             best
         } else {
             self.session.dir.join(super::LAST_CHECKPOINT)
         };
-        let hash = crate::util::hash_file(&ck)?;
-        let (rows, dim) = (self.vocabs.side(side).len(), self.model.dim());
-        Ok(TermCache {
-            npy: self.session.dir.join(format!("term-vectors.{name}.npy")),
-            meta: self.session.dir.join(format!("term-vectors.{name}.json")),
-            want: serde_json::json!({"checkpoint_blake3": hash, "rows": rows, "dim": dim}),
-            shape: (rows, dim),
-        })
+        crate::util::hash_file(&ck)
+    }
+
+    /// [`Loaded::encode_texts`] of a collection searched again and again
+    /// (the ad-hoc documents). For a model that reads raw text (an encoder:
+    /// minutes for a few hundred paragraphs on a CPU) the embeddings are
+    /// kept in the session as `doc-embeddings.SIDE.npy`, used again while
+    /// `doc-embeddings.SIDE.json` names the same checkpoint and the same
+    /// texts (their BLAKE3); other models encode at once, as before.
+    pub fn encode_collection<S: AsRef<str>>(&self, side: Side, texts: &[S]) -> Result<Array2<f32>> {
+        if !self.model.reads_text() {
+            return self.encode_texts(side, texts);
+        }
+        let mut h = blake3::Hasher::new();
+        for t in texts {
+            h.update(t.as_ref().as_bytes());
+            h.update(&[0]);
+        }
+        let name = match side {
+            Side::Source => "source",
+            Side::Target => "target",
+        };
+        let shape = (texts.len(), self.model.dim());
+        let cache = TableCache {
+            npy: self.session.dir.join(format!("doc-embeddings.{name}.npy")),
+            meta: self.session.dir.join(format!("doc-embeddings.{name}.json")),
+            want: serde_json::json!({
+                "checkpoint_blake3": self.checkpoint_hash()?,
+                "texts_blake3": h.finalize().to_hex().to_string(),
+                "rows": shape.0,
+                "dim": shape.1,
+            }),
+            shape,
+        };
+        if let Some(v) = cache.read() {
+            return Ok(v);
+        }
+        let v = self.encode_texts(side, texts)?;
+        cache.write(&v);
+        Ok(v)
     }
 
     /// An encoder's term vectors (the encoder run on every vocabulary word:
@@ -318,10 +371,7 @@ impl Loaded {
             return Ok(v);
         }
         let v = self.model.term_vectors(side)?;
-        // a cache that cannot be written (read-only session) is no error
-        if crate::index::dense::write_npy(&cache.npy, &v).is_ok() {
-            let _ = crate::util::write_atomic(&cache.meta, cache.want.to_string().as_bytes());
-        }
+        cache.write(&v);
         Ok(v)
     }
 

@@ -96,6 +96,11 @@ pub const SESSION_FILES: &[&str] = &[
     "term-vectors.target.npy",
     "term-vectors.source.json",
     "term-vectors.target.json",
+    // an encoder's embeddings of the searched collection (`loaded.rs`)
+    "doc-embeddings.source.npy",
+    "doc-embeddings.target.npy",
+    "doc-embeddings.source.json",
+    "doc-embeddings.target.json",
     // a job's pretrained start (`models::pretrained`); an encoder's cached
     // vectors of another vocabulary (`term-vectors.HASH.SIDE.*`) are
     // recognised by `pretrained::is_cache_name`

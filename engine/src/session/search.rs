@@ -564,7 +564,7 @@ impl Searcher {
             progress(0.45, "loading the model");
             let m = Loaded::open(dir, &candle_core::Device::Cpu)?;
             progress(0.6, "encoding documents");
-            let doc_emb = m.encode_texts(Side::Target, &corpus.doc_full)?;
+            let doc_emb = m.encode_collection(Side::Target, &corpus.doc_full)?;
             let dense = DenseIndex::new(doc_emb.clone())?
                 .with_docnos(&corpus.doc_ids)?
                 .with_similarity(m.model.similarity())?;
