@@ -32,11 +32,11 @@ pub const PROJ_TARGET: &str = "proj.target";
 /// or `None` for a name that is not one of the linear models.
 pub fn linear_trainer(name: &str) -> Option<Box<dyn Trainer>> {
     match name {
-        "cl-lsi" => Some(Box::new(crate::models::cl_lsi::ClLsiTrainer)),
-        "opca" => Some(Box::new(crate::models::opca::OpcaTrainer)),
-        "cca" => Some(Box::new(crate::models::cca::CcaTrainer)),
-        "s2net" => Some(Box::new(crate::models::s2net::S2NetTrainer)),
-        "hdlr" => Some(Box::new(crate::models::hdlr::HdlrTrainer)),
+        "cl-lsi" => Some(Box::new(crate::models::linear::cl_lsi::ClLsiTrainer)),
+        "opca" => Some(Box::new(crate::models::linear::opca::OpcaTrainer)),
+        "cca" => Some(Box::new(crate::models::linear::cca::CcaTrainer)),
+        "s2net" => Some(Box::new(crate::models::linear::s2net::S2NetTrainer)),
+        "hdlr" => Some(Box::new(crate::models::linear::hdlr::HdlrTrainer)),
         _ => None,
     }
 }
@@ -270,11 +270,11 @@ pub fn fix_parallelism() {
 pub fn subspace_opts(
     p: &crate::models::ModelParams<'_>,
     seed: u64,
-) -> Result<crate::models::implicit::SubspaceOpts> {
+) -> Result<crate::models::kit::implicit::SubspaceOpts> {
     fix_parallelism();
     let solver: String = p.get("solver")?;
-    Ok(crate::models::implicit::SubspaceOpts {
-        solver: crate::models::implicit::Solver::parse(&solver)?,
+    Ok(crate::models::kit::implicit::SubspaceOpts {
+        solver: crate::models::kit::implicit::Solver::parse(&solver)?,
         oversample: p.get("oversample")?,
         power_iters: p.get("power_iters")?,
         seed,

@@ -21,7 +21,7 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::models::linear::{
+use crate::models::kit::linear::{
     array_to_tensor, check_fit_sizes, logging_warnings, split_joint, to_faer, to_ndarray, weighted,
     LinearModel, PROJ_SOURCE, PROJ_TARGET,
 };
@@ -365,7 +365,7 @@ pub struct InitInfo {
 /// must hold `checkpoints/best.safetensors` of a linear projection model
 /// (`proj.source` and `proj.target`, a kind with a linear trainer) whose
 /// projections have `dim` columns. The vocabularies are checked when the
-/// projections are read ([`crate::models::s2net::load_init`]).
+/// projections are read ([`crate::models::linear::s2net::load_init`]).
 pub fn check_init(dir: &Path, dim: usize) -> Result<InitInfo> {
     let path: PathBuf = dir.join("checkpoints").join("best.safetensors");
     if !path.is_file() {
@@ -382,7 +382,7 @@ pub fn check_init(dir: &Path, dim: usize) -> Result<InitInfo> {
         .ok()
         .and_then(|(_, m)| m.metadata().as_ref().and_then(|i| i.get("kind").cloned()));
     if let Some(k) = &kind {
-        if crate::models::linear::linear_trainer(k).is_none() {
+        if crate::models::kit::linear::linear_trainer(k).is_none() {
             return Err(Error::file(
                 &path,
                 format!(
@@ -496,7 +496,8 @@ fn start_projection(
         Some(dir) => {
             params.check_unused()?;
             let info = check_init(Path::new(dir), cfg.k)?;
-            let (s, t) = super::s2net::load_init(Path::new(dir), &data.vocabs, cfg.k)?;
+            let (s, t) =
+                crate::models::linear::s2net::load_init(Path::new(dir), &data.vocabs, cfg.k)?;
             hooks.log(&format!(
                 "hdlr: starting from {dir} ({} projection, dim {})",
                 info.kind.as_deref().unwrap_or("linear"),
@@ -507,14 +508,14 @@ fn start_projection(
         None => {
             let p = params.of(KIND)?;
             let ridge: f64 = p.get("ridge")?;
-            let opts = super::linear::subspace_opts(&p, seed)?;
+            let opts = crate::models::kit::linear::subspace_opts(&p, seed)?;
             params.check_unused()?;
             check_fit_sizes(KIND, data, cfg.k)?;
             let xs = weighted(&data.train_src, &data.vocabs, Side::Source);
             let xt = weighted(&data.train_tgt, &data.vocabs, Side::Target);
             let t0 = std::time::Instant::now();
             let f = logging_warnings(hooks, |warn| {
-                super::opca::fit(&xs, &xt, cfg.k, ridge, &opts, warn)
+                crate::models::linear::opca::fit(&xs, &xt, cfg.k, ridge, &opts, warn)
             })?;
             hooks.log(&format!(
                 "hdlr: OPCA start fitted in {:.1}s (dim {}, ridge {:.3e})",
@@ -613,7 +614,7 @@ impl Trainer for HdlrTrainer {
         hooks: &mut dyn Hooks,
     ) -> Result<Box<dyn Model>> {
         // faer's dense work split the same way whatever the thread count
-        crate::models::linear::fix_parallelism();
+        crate::models::kit::linear::fix_parallelism();
         let cfg = Config::from_params(params)?;
         cfg.check()?;
         data.check_shapes(KIND)?;

@@ -15,8 +15,10 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_distr::{Distribution, StandardNormal};
 
-use crate::models::linear::{check_fit_sizes, weighted, LinearModel, PROJ_SOURCE, PROJ_TARGET};
-use crate::models::optim::Adam;
+use crate::models::kit::linear::{
+    check_fit_sizes, weighted, LinearModel, PROJ_SOURCE, PROJ_TARGET,
+};
+use crate::models::kit::optim::Adam;
 use crate::models::{Flow, Hooks, Phase, Resume, TrainData, Trainer};
 use crate::models::{Model, Params};
 use crate::text::Vocabulary;
@@ -28,8 +30,8 @@ pub const KIND: &str = "s2net";
 
 /// The batch layout shared with XCNN: term ids, local ids, weights and the
 /// row of every entry, for the gather / segment-sum input layer.
-use super::nn::report_step;
-pub use super::nn::SparseBatch;
+use crate::models::kit::nn::report_step;
+pub use crate::models::kit::nn::SparseBatch;
 
 /// `X · W` for a batch `X`: gathers the rows of `w` (V × k) of the batch's
 /// terms, weighted, and sums them per text (rows × k).
@@ -56,7 +58,7 @@ pub fn s2net_loss(ys: &Tensor, yt: &Tensor, gamma: f64) -> Result<Tensor> {
     let c = us.matmul(&ut.t()?)?; // b × b cosines
     let diag = (&us * &ut)?.sum_keepdim(1)?; // b × 1
     let x = (c.broadcast_sub(&diag)? * gamma)?; // −γΔ
-    let sp = super::nn::softplus(&x)?;
+    let sp = crate::models::kit::nn::softplus(&x)?;
     let mask = (Tensor::ones((b, b), ys.dtype(), ys.device())?
         - Tensor::eye(b, ys.dtype(), ys.device())?)?;
     Ok(((sp * mask)?.sum_all()? / (b * (b - 1)) as f64)?)
@@ -197,7 +199,11 @@ impl Trainer for S2NetTrainer {
     /// `init` and `vectors` are refused together before the session is written.
     fn check(&self, params: &Params) -> Result<()> {
         let p = params.of(KIND)?;
-        if p.get_opt("init")?.is_some() && super::pretrained::setting(&p)?.session().is_some() {
+        if p.get_opt("init")?.is_some()
+            && crate::models::kit::pretrained::setting(&p)?
+                .session()
+                .is_some()
+        {
             return Err(init_and_vectors());
         }
         Ok(())
@@ -242,7 +248,7 @@ impl Trainer for S2NetTrainer {
         let weight_decay: f64 = p.get("weight_decay")?;
         let init_scale: f64 = p.get("init_scale")?;
         let beta: f64 = p.get("beta")?;
-        let lazy = super::nn::lazy_optim(&p)?;
+        let lazy = crate::models::kit::nn::lazy_optim(&p)?;
         if lazy && beta > 0.0 {
             return Err(Error::invalid(
                 "s2net: optim=lazy-adam updates only a batch's rows, but beta > 0 ties every row \
@@ -251,7 +257,7 @@ impl Trainer for S2NetTrainer {
             ));
         }
         let init = p.get_opt("init")?;
-        let vectors = super::pretrained::setting(&p)?;
+        let vectors = crate::models::kit::pretrained::setting(&p)?;
         params.check_unused()?;
         check_fit_sizes(KIND, data, k)?;
         let xs = weighted(&data.train_src, &data.vocabs, Side::Source);
@@ -264,7 +270,7 @@ impl Trainer for S2NetTrainer {
             // the tf-idf weighted sum of its words' vectors
             (None, Some(dir)) => {
                 let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-                let f = super::pretrained::start(
+                let f = crate::models::kit::pretrained::start(
                     data.pretrained.as_ref(),
                     dir,
                     KIND,
@@ -296,7 +302,7 @@ impl Trainer for S2NetTrainer {
         // on the CPU the step's candle ops are small and Adam's pass runs on
         // rayon's threads (measured in docs/results.md, issue 20)
         if device.is_cpu() {
-            super::nn::single_threaded_candle();
+            crate::models::kit::nn::single_threaded_candle();
         }
         let a_s = Var::from_tensor(&from_array(&s0, device)?)?;
         let a_t = Var::from_tensor(&from_array(&t0, device)?)?;

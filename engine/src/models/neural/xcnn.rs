@@ -18,13 +18,13 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::nn::{
+use crate::models::kit::nn::{
     epoch_rng, lazy_optim, nonempty_rows, normal_tensor, report_step, softplus, to_array,
     unit_rows, valid_mrr, SparseBatch,
 };
-use super::{Model, Params};
-use crate::models::optim::Adam;
+use crate::models::kit::optim::Adam;
 use crate::models::{Flow, Hooks, Phase, Resume, TrainData, Trainer};
+use crate::models::{Model, Params};
 use crate::text::CsrMatrix;
 use crate::text::{Side, Vocabs};
 use crate::{Error, Result};
@@ -87,9 +87,9 @@ impl Composer {
                 .first()
                 .map(|(w, _): &(Var, Var)| w.dims().get(1).copied().unwrap_or(0));
             let rows = if j == 1 { None } else { k };
-            super::nn::check_shape(&wk, w, &[rows, k])?;
+            crate::models::kit::nn::check_shape(&wk, w, &[rows, k])?;
             let k = w.dims()[1];
-            super::nn::check_shape(&bk, b, &[Some(k)])?;
+            crate::models::kit::nn::check_shape(&bk, b, &[Some(k)])?;
             let w = w.to_dtype(dtype)?.to_device(device)?;
             let b = b.to_dtype(dtype)?.to_device(device)?;
             layers.push((Var::from_tensor(&w)?, Var::from_tensor(&b)?));
@@ -124,19 +124,19 @@ impl Composer {
 
     /// Deep copies of the parameters, named as in [`Composer::named_vars`].
     pub fn snapshot(&self, prefix: &str) -> Result<Vec<(String, Tensor)>> {
-        super::nn::copy_vars(self.named_vars(prefix))
+        crate::models::kit::nn::copy_vars(self.named_vars(prefix))
     }
 
     /// Sets the parameters from a snapshot taken with the same prefix.
     pub fn set_from(&self, prefix: &str, snap: &[(String, Tensor)]) -> Result<()> {
-        super::nn::set_vars(self.named_vars(prefix), snap)
+        crate::models::kit::nn::set_vars(self.named_vars(prefix), snap)
     }
 
     /// Term vectors `y_i` of the terms `ids` (`None`: every term), one row each.
     pub fn term_table(&self, ids: Option<&Tensor>) -> Result<Tensor> {
         let w1 = &self.layers[0].0;
         let first = match ids {
-            Some(ids) => super::rows::gather_rows(w1.as_tensor(), ids)?,
+            Some(ids) => crate::models::kit::rows::gather_rows(w1.as_tensor(), ids)?,
             None => w1.as_tensor().clone(),
         };
         self.table_from_rows(&first)
@@ -499,7 +499,7 @@ impl XcnnConfig {
                 train_target: p.get("train_target")?,
                 valid_max: p.get("valid_max")?,
                 init: p.get_opt("init")?.map(PathBuf::from),
-                vectors: crate::models::pretrained::setting(&p)?
+                vectors: crate::models::kit::pretrained::setting(&p)?
                     .session()
                     .map(Path::to_path_buf),
                 lazy: lazy_optim(&p)?,
@@ -764,7 +764,7 @@ fn is_linear_session(init: &Path) -> bool {
     let ck = init.join("checkpoints").join("best.safetensors");
     init.is_dir()
         && candle_core::safetensors::load(&ck, &Device::Cpu)
-            .map(|t| t.contains_key(crate::models::linear::PROJ_SOURCE))
+            .map(|t| t.contains_key(crate::models::kit::linear::PROJ_SOURCE))
             .unwrap_or(false)
 }
 
@@ -783,7 +783,7 @@ pub fn composers_from_linear(
     dtype: DType,
     device: &Device,
 ) -> Result<(Composer, Composer)> {
-    let (ps, pt) = crate::models::s2net::load_init(dir, vocabs, cfg.dim)?;
+    let (ps, pt) = crate::models::linear::s2net::load_init(dir, vocabs, cfg.dim)?;
     composers_from_tables(ps, pt, vocabs, cfg, dtype, device)
 }
 
@@ -809,7 +809,7 @@ pub fn composers_from_tables(
         for (i, mut row) in p.rows_mut().into_iter().enumerate() {
             row *= v.idf(i as u32);
         }
-        let p = crate::models::s2net::rescale(p, cfg.init_scale);
+        let p = crate::models::linear::s2net::rescale(p, cfg.init_scale);
         let w = Tensor::from_vec(p.iter().copied().collect::<Vec<f32>>(), p.dim(), device)?
             .to_dtype(dtype)?;
         let b = Tensor::zeros(cfg.dim, dtype, device)?;
@@ -853,7 +853,9 @@ impl XcnnTrainer {
         let mut since_best = 0;
         // a resume continues the interrupted run's best snapshot and patience
         if let Some(t) = resume {
-            if let Some((acc, since, snap)) = super::nn::restore_best_state("mono.best.", t)? {
+            if let Some((acc, since, snap)) =
+                crate::models::kit::nn::restore_best_state("mono.best.", t)?
+            {
                 let mut snap: Vec<(String, Tensor)> = snap.into_iter().collect();
                 snap.sort_by(|a, b| a.0.cmp(&b.0));
                 best = (acc, snap);
@@ -931,7 +933,7 @@ impl XcnnTrainer {
                 "mono.valid_accuracy".into(),
                 Tensor::new(&[acc as f32], device)?,
             ));
-            extra.extend(super::nn::best_state(
+            extra.extend(crate::models::kit::nn::best_state(
                 "mono.best.",
                 best.0,
                 since_best,
@@ -989,7 +991,9 @@ impl XcnnTrainer {
         }
         let mut best = (valid_mrr(model, data, cfg.valid_max)?, model.snapshot()?);
         if let Some(t) = resume {
-            if let Some((mrr, _, snap)) = super::nn::restore_best_state("cross.best.", t)? {
+            if let Some((mrr, _, snap)) =
+                crate::models::kit::nn::restore_best_state("cross.best.", t)?
+            {
                 best = (mrr, XcnnModel::from_tensors(&snap, dtype, device)?);
             }
         }
@@ -1066,7 +1070,7 @@ impl XcnnTrainer {
                 best = (mrr, model.snapshot()?);
             }
             let mut extra = opt.state()?;
-            extra.extend(super::nn::best_state(
+            extra.extend(crate::models::kit::nn::best_state(
                 "cross.best.",
                 best.0,
                 0,
@@ -1181,7 +1185,7 @@ impl Trainer for XcnnTrainer {
             None if cfg.vectors.is_some() => {
                 let dir = cfg.vectors.as_deref().unwrap_or(Path::new("."));
                 do_mono = false;
-                let f = crate::models::pretrained::start(
+                let f = crate::models::kit::pretrained::start(
                     data.pretrained.as_ref(),
                     dir,
                     "xcnn",

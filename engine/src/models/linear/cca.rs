@@ -12,8 +12,8 @@ use candle_core::{Device, Tensor};
 use faer::Mat;
 use ndarray::Array2;
 
-use crate::models::implicit::{self, Covariance, Solver, SubspaceOpts};
-use crate::models::linear::{
+use crate::models::kit::implicit::{self, Covariance, Solver, SubspaceOpts};
+use crate::models::kit::linear::{
     add_outer_products, check_rank, cholesky_with_ridge, closed_form_input, col_means, csr_mul,
     csr_t_mul, logging_warnings, mean_diag, randomized_svd, solve_lower, solve_lower_t,
     subspace_opts, symmetrize_from_upper, to_ndarray, LinOp, LinearModel,
