@@ -33,8 +33,9 @@ pub use neural::{adv_bilstm, bae, dbn_cca, xcnn};
 pub use topic::plsa;
 
 pub use trainer::{
-    check_memory, DataSizes, Flow, Hooks, MemoryEstimate, Phase, PretrainedVectors, Resume,
-    StepReport, TrainData, TrainDictionary, TrainSequences, TrainTexts, Trainer,
+    check_memory, DataSizes, Flow, Hooks, InitWeights, LogOnly, MemoryEstimate, Phase,
+    PretrainedVectors, Resume, StepReport, TrainData, TrainDictionary, TrainSequences, TrainTexts,
+    Trainer,
 };
 
 use std::collections::BTreeMap;

@@ -772,7 +772,7 @@ impl EncoderTrainer {
         let es = encode(relabel(&ws))?;
         let et = encode(relabel(&wt))?;
         let loss = match s.loss.as_str() {
-            "pairwise" => crate::models::linear::s2net::s2net_loss(&es, &et, s.gamma)?,
+            "pairwise" => crate::models::kit::nn::s2net_loss(&es, &et, s.gamma)?,
             _ => info_nce(&es, &et, s.temperature)?,
         };
         // frozen: the rows were detached, so the table gets no gradient

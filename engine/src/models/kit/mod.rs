@@ -4,6 +4,7 @@
 //! imports the contract ([`crate::models`]) and nothing of a family.
 
 mod bce;
+pub mod cca;
 pub mod implicit;
 pub mod linear;
 pub mod lstm;

@@ -106,6 +106,26 @@ pub fn unit_rows(y: &Tensor) -> Result<Tensor> {
     Ok(y.broadcast_div(&n)?)
 }
 
+/// S2Net's pairwise logistic loss over a batch of aligned projections
+/// (`ys`, `yt`: b × k, row i of each a pair): the mean of
+/// `log(1 + exp(−γ (cos(s_i, t_i) − cos(s_i, t_j))))` over all `i ≠ j`.
+pub fn s2net_loss(ys: &Tensor, yt: &Tensor, gamma: f64) -> Result<Tensor> {
+    let b = ys.dim(0)?;
+    if b < 2 {
+        return Err(Error::invalid(
+            "s2net: a batch needs at least 2 pairs (the others are the negatives)".to_string(),
+        ));
+    }
+    let (us, ut) = (unit_rows(ys)?, unit_rows(yt)?);
+    let c = us.matmul(&ut.t()?)?; // b × b cosines
+    let diag = (&us * &ut)?.sum_keepdim(1)?; // b × 1
+    let x = (c.broadcast_sub(&diag)? * gamma)?; // −γΔ
+    let sp = softplus(&x)?;
+    let mask = (Tensor::ones((b, b), ys.dtype(), ys.device())?
+        - Tensor::eye(b, ys.dtype(), ys.device())?)?;
+    Ok(((sp * mask)?.sum_all()? / (b * (b - 1)) as f64)?)
+}
+
 /// A tensor of unit rows as an ndarray matrix of `f32`.
 pub fn to_array(y: &Tensor) -> Result<Array2<f32>> {
     let (n, k) = y.dims2()?;

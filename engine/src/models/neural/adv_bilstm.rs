@@ -14,7 +14,7 @@
 //! Documents z_dt are the target side of the space; term vectors are the
 //! encodings of one-word texts. Equations and choices: `docs/models.md`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use candle_core::backprop::GradStore;
@@ -24,12 +24,15 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::index::bm25::{Bm25Index, Bm25Params, Query};
+use crate::models::kit::linear::{self, init_projections, PROJ_SOURCE};
 use crate::models::kit::lstm::{length_batches, max_pool, BiLstm, PaddedBatch};
 use crate::models::kit::nn::{
     check_loss, check_shape, epoch_rng, normal_tensor, to_array, uniform_tensor, unit_rows,
 };
 use crate::models::kit::optim::Adam;
-use crate::models::{Flow, Hooks, Model, Params, Phase, Resume, StepReport, TrainData, Trainer};
+use crate::models::{
+    Flow, Hooks, InitWeights, Model, Params, Phase, Resume, StepReport, TrainData, Trainer,
+};
 use crate::text::{CsrMatrix, Sequences, Side, Vocabs};
 use crate::{Error, Result};
 
@@ -622,35 +625,45 @@ pub fn pseudo_relevant(
         .collect())
 }
 
-/// Term vectors of a trained session (S2Net or another linear model, or
-/// XCNN) to start the embeddings from: `(source, target)`, `V × k` each.
-fn session_vectors(dir: &Path, vocabs: &Vocabs) -> Result<(Array2<f32>, Array2<f32>)> {
-    let ck = dir.join("checkpoints").join("best.safetensors");
-    let t = candle_core::safetensors::load(&ck, &Device::Cpu)
-        .map_err(|e| Error::file(&ck, format!("init: cannot read checkpoint: {e}")))?;
-    if let Some(p) = t.get(crate::models::kit::linear::PROJ_SOURCE) {
+/// Term vectors of an `init` checkpoint (S2Net or another linear model, or
+/// XCNN, rebuilt through the registry) to start the embeddings from:
+/// `(source, target)`, `V × k` each.
+fn init_vectors(init: &InitWeights, vocabs: &Vocabs) -> Result<(Array2<f32>, Array2<f32>)> {
+    let ck = &init.checkpoint;
+    if let Some(p) = init.tensors.get(PROJ_SOURCE) {
         let k = p.dim(1)?;
-        let (s, g) = crate::models::linear::s2net::load_init(dir, vocabs, k)?;
-        return Ok((
-            crate::models::kit::linear::unit_rows(s),
-            crate::models::kit::linear::unit_rows(g),
-        ));
+        let (s, g) = init_projections(init, vocabs, k)?;
+        return Ok((linear::unit_rows(s), linear::unit_rows(g)));
     }
-    if t.contains_key("src.w1") {
-        let k = t["src.w1"].dim(1)?;
-        // checks the target vocabulary against the session's
-        crate::models::neural::xcnn::load_init(dir, vocabs, k, DType::F32, &Device::Cpu)?;
-        let m = crate::models::neural::xcnn::XcnnModel::from_tensors(&t, DType::F32, &Device::Cpu)?;
-        if m.term_vectors(Side::Source)?.nrows() != vocabs.source.len() {
-            return Err(Error::file(
-                &ck,
-                "init: the session's source vocabulary differs from this job's",
-            ));
+    if let Some(w1) = init.tensors.get("src.w1") {
+        // an XCNN checkpoint: its model, with the shapes it holds
+        let layers = (1..)
+            .take_while(|j| init.tensors.contains_key(&format!("src.w{j}")))
+            .count();
+        let shape = Params::new(BTreeMap::from([
+            ("dim".to_string(), w1.dim(1)?.to_string()),
+            ("layers".to_string(), layers.to_string()),
+        ]));
+        let kind = init.kind.as_deref().unwrap_or("xcnn");
+        let m = crate::models::trainer(kind)?
+            .load(vocabs, init.tensors.clone(), &shape, &Device::Cpu)
+            .map_err(|e| Error::file(ck, format!("init: {e}")))?;
+        let (s, t) = (m.term_vectors(Side::Source)?, m.term_vectors(Side::Target)?);
+        for (side, rows, v) in [
+            ("source", s.nrows(), &vocabs.source),
+            ("target", t.nrows(), &vocabs.target),
+        ] {
+            if rows != v.len() {
+                return Err(Error::file(
+                    ck,
+                    format!("init: the session's {side} vocabulary differs from this job's"),
+                ));
+            }
         }
-        return Ok((m.term_vectors(Side::Source)?, m.term_vectors(Side::Target)?));
+        return Ok((s, t));
     }
     Err(Error::file(
-        &ck,
+        ck,
         "init: not a linear (cl-lsi, opca, cca, s2net) or xcnn checkpoint",
     ))
 }
@@ -934,12 +947,6 @@ impl Trainer for AdvTrainer {
                 }
             }
         }
-        if let Some(d) = &cfg.init {
-            let ck = d.join("checkpoints").join("best.safetensors");
-            if !ck.is_file() {
-                return Err(Error::file(&ck, "init: no such checkpoint"));
-            }
-        }
         Ok(())
     }
 
@@ -1017,7 +1024,7 @@ impl Trainer for AdvTrainer {
                         Some((f.source, f.target))
                     }
                     (Some(dir), _) => {
-                        let (s, t) = session_vectors(dir, &data.vocabs)?;
+                        let (s, t) = init_vectors(data.init_for(NAME)?, &data.vocabs)?;
                         hooks.log(&format!(
                             "adv-bilstm: embeddings start from the term vectors of {} ({} dims)",
                             dir.display(),

@@ -605,7 +605,7 @@ fn fit_space(
             tol: 1e-8,
             max_cg_iters: 0,
         };
-        crate::models::linear::cca::fit_up_to(&xs, &xt, dim, reg, &opts, warn)
+        crate::models::kit::cca::fit_up_to(&xs, &xt, dim, reg, &opts, warn)
     })
     .map_err(|e| Error::invalid(format!("{KIND}: CCA on the codes: {e}")))?;
     let dev = codes[0].device();
