@@ -466,6 +466,33 @@ fn s2net_case(optim: &str) {
     );
 }
 
+/// `init=` reaches a trainer as tensors the job layer read
+/// (`TrainData::init`): a trainer called with the setting but no start
+/// refuses, saying so, and reads no folder.
+#[test]
+fn init_without_the_start_the_job_layer_reads_is_refused() {
+    let data = train_data(60, 12, 12, 3);
+    for name in ["s2net", "hdlr"] {
+        let e = trainer(name)
+            .unwrap()
+            .train(
+                &data,
+                &params(&[("dim", "4"), ("init", "/no/such/session")]),
+                &Device::Cpu,
+                7,
+                None,
+                &mut TestHooks::default(),
+            )
+            .err()
+            .expect("a start that was not read")
+            .to_string();
+        assert!(
+            e.contains(name) && e.contains("TrainData::init") && !e.contains("/no/such"),
+            "{e}"
+        );
+    }
+}
+
 #[test]
 fn s2net_init_from_a_session_and_bad_init() {
     let data = train_data(200, 20, 20, 6);
