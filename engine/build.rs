@@ -1,4 +1,4 @@
-//! With the `cuda` feature, compiles `src/models/kernels/*.cu` (`rows.cu`, `act.cu`,
+//! With the `cuda` feature, compiles `src/models/kit/kernels/*.cu` (`rows.cu`, `act.cu`,
 //! `lstm.cu`) to PTX with nvcc (the toolkit candle's kernels need too);
 //! without it, does nothing.
 //! The architecture is `CUDA_COMPUTE_CAP` (as for candle's kernels, default
@@ -8,7 +8,7 @@
 fn main() {
     const KERNELS: [&str; 3] = ["rows", "lstm", "act"];
     for k in KERNELS {
-        println!("cargo:rerun-if-changed=src/models/kernels/{k}.cu");
+        println!("cargo:rerun-if-changed=src/models/kit/kernels/{k}.cu");
     }
     println!("cargo:rerun-if-env-changed=CUDA_COMPUTE_CAP");
     if std::env::var_os("CARGO_FEATURE_CUDA").is_none() {
@@ -21,7 +21,7 @@ fn main() {
         .unwrap_or(75);
     let nvcc = std::env::var("NVCC").unwrap_or_else(|_| "nvcc".into());
     for k in KERNELS {
-        let src = format!("src/models/kernels/{k}.cu");
+        let src = format!("src/models/kit/kernels/{k}.cu");
         let status = std::process::Command::new(&nvcc)
             .args(["--ptx", "-O3", &format!("-arch=compute_{cap}"), "-o"])
             .arg(out_dir.join(format!("{k}.ptx")))

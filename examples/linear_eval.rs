@@ -21,7 +21,6 @@ use std::time::Instant;
 use candle_core::{Device, Tensor};
 use clap::Parser;
 use rosetta::eval::sentence::sentence_retrieval;
-use rosetta::models::linear::linear_trainer;
 use rosetta::models::{Flow, Hooks, StepReport, TrainData};
 use rosetta::models::{Model, Params};
 use rosetta::text::io::read_lines;
@@ -200,6 +199,7 @@ fn main() -> anyhow::Result<()> {
         texts: None,
         pretrained: None,
         dictionary: None,
+        init: None,
         vocabs: vocabs.clone(),
     };
     let (test_s, test_t) = (
@@ -218,8 +218,7 @@ fn main() -> anyhow::Result<()> {
         given.insert(k.to_string(), v.to_string());
     }
     let params = Params::new(given);
-    let trainer = linear_trainer(&a.model)
-        .ok_or_else(|| anyhow::anyhow!("{}: not a linear model", a.model))?;
+    let trainer = rosetta::models::trainer(&a.model)?;
     let mut hooks = EvalHooks {
         valid: (&data.valid_src, &data.valid_tgt),
         no_valid: a.no_valid,

@@ -242,6 +242,7 @@ fn main() -> anyhow::Result<()> {
         texts: None,
         pretrained: None,
         dictionary: None,
+        init: None,
     };
     let prep_s = t0.elapsed().as_secs_f64();
     eprintln!(

@@ -258,6 +258,13 @@ fn check_request(req: &JobRequest) -> Result<(BTreeMap<String, String>, Workspac
                 "init={init}: not a trained session (no {BEST_CHECKPOINT}) or a checkpoint"
             )));
         }
+        // its tensors, checked by the trainer (kind, shapes, dimension)
+        let params = crate::models::Params::new(settings.clone());
+        crate::session::init::check(
+            &req.model,
+            crate::models::trainer(&req.model)?.as_ref(),
+            &params,
+        )?;
     }
     if let Some(v) = vectors_session(&req.model, &crate::models::Params::new(settings.clone()))? {
         // a session folder with a model to give vectors (checked, not loaded)
@@ -611,6 +618,8 @@ pub fn run(
                 &data.vocabs,
             )?);
         }
+        // `init=SESSION`: that session's checkpoint, checked against this vocabulary
+        data.init = crate::session::init::resolve(&session.config.model, &params, &data.vocabs)?;
         if fits_on_dictionary(&session.config.model) {
             data.dictionary = Some(training_dictionary(
                 &session.config.workspace,

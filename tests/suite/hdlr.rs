@@ -18,7 +18,7 @@ use faer::Mat;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rosetta::models::hdlr::Itml;
-use rosetta::models::linear::linear_trainer;
+use rosetta::models::trainer;
 use rosetta::models::{Flow, Hooks, Model, Params, Resume, StepReport, TrainData};
 use rosetta::text::{CsrMatrix, Side};
 
@@ -76,9 +76,14 @@ fn run(
     resume: Option<Resume>,
     rec: &mut Rec,
 ) -> rosetta::Result<Box<dyn Model>> {
-    linear_trainer("hdlr")
-        .expect("hdlr is a linear model")
-        .train(data, &params(kv), &Device::Cpu, 7, resume, rec)
+    trainer("hdlr")?.train(
+        &*crate::common::with_init(data, kv)?,
+        &params(kv),
+        &Device::Cpu,
+        7,
+        resume,
+        rec,
+    )
 }
 
 fn mrr_of(model: &dyn Model, s: &CsrMatrix, t: &CsrMatrix) -> f64 {
@@ -323,7 +328,7 @@ fn trains_streams_stops_and_resumes_exactly() {
     // encode: unit rows; a checkpoint round trip gives the same model
     let e = model.encode(Side::Source, &data.valid_src).unwrap();
     assert!((e.row(0).dot(&e.row(0)) - 1.0).abs() < 1e-4);
-    let back = linear_trainer("hdlr")
+    let back = trainer("hdlr")
         .unwrap()
         .load(
             &data.vocabs,
@@ -407,7 +412,7 @@ fn trains_streams_stops_and_resumes_exactly() {
 fn init_from_a_saved_projection_and_bad_init() {
     let data = train_data(200, 24, 24, 5);
     let mut r = Rec::default();
-    let opca = linear_trainer("opca")
+    let opca = trainer("opca")
         .unwrap()
         .train(
             &data,
@@ -431,8 +436,8 @@ fn init_from_a_saved_projection_and_bad_init() {
         ("positives", "300"),
         ("negatives", "300"),
     ];
-    let trainer = linear_trainer("hdlr").unwrap();
-    trainer.check(&params(&kv)).unwrap();
+    let trainer = trainer("hdlr").unwrap();
+    crate::common::check_with_init(trainer.as_ref(), &kv).unwrap();
     let mut rec = Rec::default();
     run(&data, &kv, None, &mut rec).unwrap();
     assert_eq!(rec.epochs[0], ("init".to_string(), 1));
@@ -450,7 +455,11 @@ fn init_from_a_saved_projection_and_bad_init() {
         );
     }
 
-    let refused = |kv: &[(&str, &str)]| trainer.check(&params(kv)).unwrap_err().to_string();
+    let refused = |kv: &[(&str, &str)]| {
+        crate::common::check_with_init(trainer.as_ref(), kv)
+            .unwrap_err()
+            .to_string()
+    };
     let e = refused(&[("dim", "5"), ("init", d)]);
     assert!(e.contains("dim 6") && e.contains("dim is 5"), "{e}");
     let e = refused(&[("dim", "6"), ("init", d), ("ridge", "0.5")]);

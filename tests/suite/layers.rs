@@ -153,3 +153,262 @@ fn uses_crate(text: &str, name: &str) -> bool {
         .map(|l| l.split("//").next().unwrap_or(""))
         .any(|code| code.contains(&format!("{name}::")))
 }
+
+/// The families of `engine/src/models`: one folder each, importing only the
+/// contract (the files at the top of `models/`) and the kit (`models/kit/`).
+const FAMILIES: &[&str] = &["encoder", "lexical", "linear", "neural", "topic"];
+
+/// The folder (`""` for the contract at the top, `kit`, or a family) and
+/// the file of that folder a `crate::models::` path starting at `path`
+/// names (`kit::nn::X`, an alias re-exported by `models/mod.rs` such as
+/// `s2net::X`, a contract file such as `registry::X` (one of `top_files`),
+/// or a contract item such as `Params`).
+fn models_target(
+    path: &str,
+    aliases: &BTreeMap<String, String>,
+    top_files: &BTreeSet<String>,
+) -> (String, Option<String>) {
+    let segs: Vec<&str> = path.split("::").map(str::trim).collect();
+    let first = segs[0];
+    if top_files.contains(first) {
+        return (String::new(), Some(first.to_string()));
+    }
+    if first == "kit" || FAMILIES.contains(&first) {
+        return (first.to_string(), segs.get(1).map(|s| s.to_string()));
+    }
+    match aliases.get(first) {
+        Some(folder) => (folder.clone(), Some(first.to_string())),
+        None => (String::new(), None),
+    }
+}
+
+/// The paths that follow `prefix` in `code`: `prefix a::b` gives `a::b`,
+/// `prefix {a::b, c}` gives `a::b` and `c`.
+fn paths_after(code: &str, prefix: &str) -> Vec<String> {
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':';
+    let mut out = Vec::new();
+    let mut rest = code;
+    while let Some(i) = rest.find(prefix) {
+        let after = &rest[i + prefix.len()..];
+        if let Some(group) = after.strip_prefix('{') {
+            let inner = group.split('}').next().unwrap_or("");
+            for p in inner.split(',') {
+                let p: String = p.trim().chars().take_while(|c| ident(*c)).collect();
+                if !p.is_empty() {
+                    out.push(p);
+                }
+            }
+        } else {
+            let p: String = after.chars().take_while(|c| ident(*c)).collect();
+            let p = p.trim_end_matches(':').to_string();
+            if !p.is_empty() {
+                out.push(p);
+            }
+        }
+        rest = after;
+    }
+    out
+}
+
+/// Every breach of the models' layering under `root` (an
+/// `engine/src/models` folder): a family importing another family, the kit
+/// importing a family, and a file importing a sibling (a file of its
+/// folder) that imports it back, directly or through other siblings.
+/// Comments are not imports, nor is a file's own `#[cfg(test)] mod tests`.
+fn models_layering(root: &Path) -> Vec<String> {
+    // the aliases `models/mod.rs` re-exports: `pub use kit::{nn, ...};`
+    let mut aliases = BTreeMap::new();
+    let top = std::fs::read_to_string(root.join("mod.rs")).unwrap_or_default();
+    for line in top.lines() {
+        let Some(rest) = line.trim().strip_prefix("pub use ") else {
+            continue;
+        };
+        let folder = rest.split("::").next().unwrap_or("");
+        if folder == "kit" || FAMILIES.contains(&folder) {
+            for p in paths_after(rest, &format!("{folder}::")) {
+                aliases.insert(p, folder.to_string());
+            }
+        }
+    }
+    let top_files: BTreeSet<String> = std::fs::read_dir(root)
+        .unwrap()
+        .filter_map(|e| {
+            let p = e.ok()?.path();
+            let stem = p.file_stem()?.to_string_lossy().to_string();
+            (p.extension().is_some_and(|x| x == "rs") && stem != "mod").then_some(stem)
+        })
+        .collect();
+    let mut files = Vec::new();
+    rust_files(root, &mut files);
+    let mut bad = Vec::new();
+    // sibling imports per folder: file -> files it names
+    let mut edges: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    for f in &files {
+        let rel = f.strip_prefix(root).unwrap();
+        let mut parts: Vec<String> = rel
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().to_string())
+            .collect();
+        let me = parts.pop().unwrap().trim_end_matches(".rs").to_string();
+        let folder = parts.first().cloned().unwrap_or_default();
+        let siblings: BTreeSet<String> = std::fs::read_dir(f.parent().unwrap())
+            .unwrap()
+            .filter_map(|e| {
+                let p = e.ok()?.path();
+                let stem = p.file_stem()?.to_string_lossy().to_string();
+                (p.is_dir() || p.extension().is_some_and(|x| x == "rs")).then_some(stem)
+            })
+            .filter(|s| s != "mod")
+            .collect();
+        let text = std::fs::read_to_string(f).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        // a file's unit tests (`#[cfg(test)] mod tests`, at its end) may
+        // compare it with a sibling (the fused BCE kernel with `nn`'s plain
+        // ops): test code, not an import of the module
+        let end = (0..lines.len())
+            .find(|&i| {
+                lines[i].trim() == "#[cfg(test)]"
+                    && lines
+                        .get(i + 1)
+                        .is_some_and(|l| l.trim().starts_with("mod tests"))
+            })
+            .unwrap_or(lines.len());
+        let code: Vec<&str> = lines[..end]
+            .iter()
+            .map(|l| l.split("//").next().unwrap_or(""))
+            .collect();
+        let code = code.join("\n");
+        let mut targets = Vec::new();
+        for p in paths_after(&code, "crate::models::") {
+            targets.push(models_target(&p, &aliases, &top_files));
+        }
+        if !folder.is_empty() {
+            // `super::` at a file's top names its folder's module
+            for p in paths_after(&code, "super::") {
+                let first = p.split("::").next().unwrap_or("");
+                if siblings.contains(first) {
+                    targets.push((folder.clone(), Some(first.to_string())));
+                }
+            }
+        }
+        for (to, file) in targets {
+            if to == folder {
+                if let Some(file) = file.filter(|x| *x != me && siblings.contains(x)) {
+                    if me != "mod" {
+                        edges
+                            .entry(folder.clone())
+                            .or_default()
+                            .entry(me.clone())
+                            .or_default()
+                            .insert(file);
+                    }
+                }
+            } else if to.is_empty() || to == "kit" {
+                // the contract and the kit: any folder may import them
+            } else if folder == "kit" {
+                bad.push(format!(
+                    "{}: the kit imports the family `{to}`",
+                    rel.display()
+                ));
+            } else if !folder.is_empty() {
+                bad.push(format!(
+                    "{}: the family `{folder}` imports the family `{to}`",
+                    rel.display()
+                ));
+            }
+        }
+    }
+    // a cycle among a folder's files: one reachable from itself
+    for (folder, graph) in &edges {
+        for start in graph.keys() {
+            let mut seen = BTreeSet::new();
+            let mut stack: Vec<&String> = graph[start].iter().collect();
+            while let Some(n) = stack.pop() {
+                if n == start {
+                    bad.push(format!(
+                        "models/{folder}: `{start}` imports a sibling that imports it back"
+                    ));
+                    break;
+                }
+                if seen.insert(n) {
+                    stack.extend(graph.get(n).into_iter().flatten());
+                }
+            }
+        }
+    }
+    bad.sort();
+    bad.dedup();
+    bad
+}
+
+#[test]
+fn model_families_import_only_the_contract_and_the_kit() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("engine/src/models");
+    assert!(root.join("kit").is_dir() && root.join("linear").is_dir());
+    let bad = models_layering(&root);
+    assert!(bad.is_empty(), "models layering:\n{}", bad.join("\n"));
+}
+
+/// The check itself finds each breach, on a small tree written here.
+#[test]
+fn the_models_layering_check_finds_each_breach() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let write = |rel: &str, text: &str| {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    write(
+        "mod.rs",
+        "pub mod kit;\npub mod linear;\npub mod neural;\npub use linear::{cca, s2net};\n",
+    );
+    write(
+        "trainer.rs",
+        "use crate::models::s2net::X; use super::Model;\n",
+    );
+    write(
+        "registry.rs",
+        "use crate::models::trainer::T; use crate::models::kit::nn;\n",
+    );
+    write("kit/mod.rs", "pub mod nn;\n");
+    write(
+        "kit/nn.rs",
+        "use crate::models::Params;\n// crate::models::neural::xcnn in a comment\n",
+    );
+    write("linear/mod.rs", "pub mod cca;\npub mod s2net;\n");
+    write(
+        "linear/cca.rs",
+        "use crate::models::kit::nn::unit_rows;\nuse super::s2net::A;\n",
+    );
+    write("linear/s2net.rs", "use crate::models::linear::cca::B;\n");
+    write("neural/mod.rs", "pub mod xcnn;\n");
+    write(
+        "neural/xcnn.rs",
+        "use crate::models::{kit::nn, Params};\n#[cfg(test)]\nmod tests {\n    use crate::models::s2net::A;\n}\n",
+    );
+    assert_eq!(
+        models_layering(root),
+        [
+            "models/linear: `cca` imports a sibling that imports it back",
+            "models/linear: `s2net` imports a sibling that imports it back",
+        ]
+    );
+    write("kit/nn.rs", "fn f() { crate::models::neural::xcnn::g() }\n");
+    write("trainer.rs", "use crate::models::registry::R;\n");
+    write("linear/s2net.rs", "use crate::models::{cca::B as _};\n");
+    write("neural/xcnn.rs", "use crate::models::s2net::batch;\n");
+    let bad = models_layering(root);
+    assert_eq!(
+        bad,
+        [
+            "kit/nn.rs: the kit imports the family `neural`",
+            "models/: `registry` imports a sibling that imports it back",
+            "models/: `trainer` imports a sibling that imports it back",
+            "models/linear: `cca` imports a sibling that imports it back",
+            "models/linear: `s2net` imports a sibling that imports it back",
+            "neural/xcnn.rs: the family `neural` imports the family `linear`",
+        ],
+        "{bad:?}"
+    );
+}

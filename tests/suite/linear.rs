@@ -11,8 +11,9 @@ use ndarray::Array2;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rosetta::models::implicit::{Solver, SubspaceOpts};
-use rosetta::models::linear::{hconcat, linear_trainer, to_faer, vstack_joint, weighted};
+use rosetta::models::linear::{hconcat, to_faer, vstack_joint, weighted};
 use rosetta::models::s2net::{batch_objective, SparseBatch};
+use rosetta::models::trainer;
 use rosetta::models::{cca, cl_lsi, opca, Model, Params};
 use rosetta::models::{Flow, Hooks, Resume, StepReport, TrainData};
 use rosetta::text::CsrMatrix;
@@ -70,9 +71,14 @@ fn train(
     kv: &[(&str, &str)],
     hooks: &mut TestHooks,
 ) -> rosetta::Result<Box<dyn Model>> {
-    linear_trainer(name)
-        .expect("registered")
-        .train(data, &params(kv), &Device::Cpu, 7, None, hooks)
+    trainer(name)?.train(
+        &*crate::common::with_init(data, kv)?,
+        &params(kv),
+        &Device::Cpu,
+        7,
+        None,
+        hooks,
+    )
 }
 
 fn dense(m: &CsrMatrix) -> Mat<f64> {
@@ -350,7 +356,7 @@ fn every_model_trains_and_retrieves() {
         assert_eq!(tv.dim(), (30, 12));
         // checkpoint round trip
         let tensors: HashMap<String, Tensor> = model.tensors().unwrap().into_iter().collect();
-        let back = linear_trainer(name)
+        let back = trainer(name)
             .unwrap()
             .load(&data.vocabs, tensors, &Params::default(), &Device::Cpu)
             .unwrap();
@@ -432,7 +438,7 @@ fn s2net_case(optim: &str) {
     let mut tensors: HashMap<String, Tensor> = two.tensors().unwrap().into_iter().collect();
     tensors.extend(first_half.last_extra.clone());
     let mut second = TestHooks::default();
-    let resumed = linear_trainer("s2net")
+    let resumed = trainer("s2net")
         .unwrap()
         .train(
             &data,
@@ -458,6 +464,33 @@ fn s2net_case(optim: &str) {
         diff < 1e-4,
         "{optim}: resumed run differs from the uninterrupted one by {diff}"
     );
+}
+
+/// `init=` reaches a trainer as tensors the job layer read
+/// (`TrainData::init`): a trainer called with the setting but no start
+/// refuses, saying so, and reads no folder.
+#[test]
+fn init_without_the_start_the_job_layer_reads_is_refused() {
+    let data = train_data(60, 12, 12, 3);
+    for name in ["s2net", "hdlr"] {
+        let e = trainer(name)
+            .unwrap()
+            .train(
+                &data,
+                &params(&[("dim", "4"), ("init", "/no/such/session")]),
+                &Device::Cpu,
+                7,
+                None,
+                &mut TestHooks::default(),
+            )
+            .err()
+            .expect("a start that was not read")
+            .to_string();
+        assert!(
+            e.contains(name) && e.contains("TrainData::init") && !e.contains("/no/such"),
+            "{e}"
+        );
+    }
 }
 
 #[test]
@@ -637,10 +670,10 @@ fn near_singular_noise_covariance_gets_ridge_and_warning() {
 }
 
 #[test]
-fn unknown_names_are_not_linear_models() {
-    assert!(linear_trainer("xcnn").is_none());
-    for n in ["cl-lsi", "opca", "cca", "s2net"] {
-        assert!(linear_trainer(n).is_some());
+fn every_linear_model_has_a_trainer_in_the_registry() {
+    assert!(trainer("no-such-model").is_err());
+    for n in ["cl-lsi", "opca", "cca", "s2net", "hdlr", "procrustes"] {
+        assert!(trainer(n).is_ok(), "{n}");
     }
 }
 
@@ -674,7 +707,7 @@ fn implicit_and_dense_solvers_agree() {
     assert!((oi.ridge - od.ridge).abs() < 1e-12 * od.ridge);
     // at the registry's defaults, through the trainers
     for name in ["cca", "opca"] {
-        let trainer = linear_trainer(name).unwrap();
+        let trainer = trainer(name).unwrap();
         let mrr = |solver: &str| {
             let dim = k.to_string();
             let p = params(&[("dim", dim.as_str()), ("solver", solver)]);

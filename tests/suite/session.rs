@@ -253,6 +253,7 @@ fn data() -> TrainData {
         texts: None,
         pretrained: None,
         dictionary: None,
+        init: None,
         train_src,
         train_tgt,
         valid_src,

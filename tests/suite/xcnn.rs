@@ -85,6 +85,7 @@ fn data(n_pairs: usize, n_terms: usize) -> TrainData {
         texts: None,
         pretrained: None,
         dictionary: None,
+        init: None,
         train_src: s,
         train_tgt: t,
         valid_src: vs,
@@ -650,15 +651,17 @@ fn positives_are_computed_when_none_are_given() {
 fn bad_input_is_a_clear_error() {
     let d = data(50, 40);
     let run = |kv: &[(&str, &str)], d: &TrainData| {
-        xcnn_trainer()
-            .train(
-                d,
-                &params(kv),
-                &Device::Cpu,
-                1,
-                None,
-                &mut Recorder::default(),
-            )
+        crate::common::with_init(d, kv)
+            .and_then(|d| {
+                xcnn_trainer().train(
+                    &d,
+                    &params(kv),
+                    &Device::Cpu,
+                    1,
+                    None,
+                    &mut Recorder::default(),
+                )
+            })
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default()
@@ -854,23 +857,26 @@ fn trained(
     seed: u64,
 ) -> (Box<dyn Model>, Recorder) {
     let mut rec = Recorder::default();
+    let d = crate::common::with_init(d, kv).unwrap();
     let m = trainer
-        .train(d, &params(kv), &Device::Cpu, seed, None, &mut rec)
+        .train(&d, &params(kv), &Device::Cpu, seed, None, &mut rec)
         .unwrap();
     (m, rec)
 }
 
 /// The error message of an XCNN training that must fail.
 fn xcnn_error(d: &TrainData, kv: &[(&str, &str)]) -> String {
-    xcnn_trainer()
-        .train(
-            d,
-            &params(kv),
-            &Device::Cpu,
-            9,
-            None,
-            &mut Recorder::default(),
-        )
+    crate::common::with_init(d, kv)
+        .and_then(|d| {
+            xcnn_trainer().train(
+                &d,
+                &params(kv),
+                &Device::Cpu,
+                9,
+                None,
+                &mut Recorder::default(),
+            )
+        })
         .err()
         .expect("training should fail")
         .to_string()
@@ -979,7 +985,7 @@ fn init_from_a_linear_session_starts_both_networks_at_its_projection() {
         target: spread("hi"),
     };
     let (linear, _) = trained(
-        rosetta::models::linear::linear_trainer("opca").unwrap(),
+        rosetta::models::trainer("opca").unwrap(),
         &d,
         &[("dim", "8")],
         1,

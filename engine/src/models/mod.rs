@@ -1,33 +1,41 @@
 //! The models: every way of putting two languages' texts into one space,
-//! behind one [`Model`] trait. One file per model.
+//! behind one [`Model`] trait. One file per model, in its family's folder.
+//!
+//! - the contract, here: [`Model`], [`Trainer`] and what they exchange
+//!   ([`trainer`]), the settings ([`Params`]) and the [`registry`];
+//! - [`kit`]: what several families share (layers, optimisers, row kernels,
+//!   linear algebra, pretrained starts); it imports no model;
+//! - the families, each importing only the contract and the kit:
+//!   [`linear`] (linear and closed-form: CL-LSI, OPCA, CCA, S2Net, HDLR,
+//!   Procrustes), [`neural`] (XCNN, BAE, DBN-CCA, the adversarial BiLSTM),
+//!   [`topic`] (JPLSA, CPLSA), [`lexical`] (BM25), [`encoder`] (pretrained
+//!   transformer encoders). `tests/suite/layers.rs` checks the rule.
 //!
 //! A model sees texts as raw term counts over its side's [`Vocabulary`](crate::text::Vocabulary) (a
 //! [`CsrMatrix`] row per text) and applies its own weighting; it returns
 //! rows its [`Similarity`] compares: unit-length rows (a dot product is the
 //! cosine) for almost every model, topic distributions for the topic models.
 
-pub mod adv_bilstm;
-pub mod bae;
-mod bce;
-pub mod bm25;
-pub mod dbn_cca;
 pub mod encoder;
-pub mod hdlr;
-pub mod implicit;
-pub mod lstm;
-pub mod nn;
-pub mod optim;
-pub mod plsa;
-pub mod pretrained;
-pub mod procrustes;
-pub mod rbm;
-pub mod rows;
+pub mod kit;
+pub mod lexical;
+pub mod linear;
+pub mod neural;
+pub mod topic;
 pub mod trainer;
-pub mod xcnn;
+
+// every model and kit module at its old path (`models::s2net`,
+// `models::nn`, ...), for the front-ends, tests and examples
+pub use kit::{implicit, lstm, nn, optim, pretrained, rbm, rows};
+pub use lexical::bm25;
+pub use linear::{cca, cl_lsi, hdlr, opca, procrustes, s2net};
+pub use neural::{adv_bilstm, bae, dbn_cca, xcnn};
+pub use topic::plsa;
 
 pub use trainer::{
-    check_memory, DataSizes, Flow, Hooks, MemoryEstimate, Phase, PretrainedVectors, Resume,
-    StepReport, TrainData, TrainDictionary, TrainSequences, TrainTexts, Trainer,
+    check_memory, DataSizes, Flow, Hooks, InitWeights, LogOnly, MemoryEstimate, Phase,
+    PretrainedVectors, Resume, StepReport, TrainData, TrainDictionary, TrainSequences, TrainTexts,
+    Trainer,
 };
 
 use std::collections::BTreeMap;
@@ -327,12 +335,7 @@ impl Params {
     }
 }
 
-pub mod cca;
-pub mod cl_lsi;
-pub mod linear;
-pub mod opca;
 pub mod registry;
-pub mod s2net;
 
 pub use registry::{ModelSpec, Setting, MODELS};
 

@@ -48,6 +48,25 @@ pub struct TrainData {
     /// the job layer ([`crate::jobs::training_dictionary`]), `None` for
     /// every other model.
     pub dictionary: Option<TrainDictionary>,
+    /// The start an `init=` setting names (another session's checkpoint),
+    /// read and checked against these vocabularies by the job layer
+    /// ([`crate::session::init`]); `None` when the job has no `init` (a
+    /// trainer given `init` without it refuses to start: [`TrainData::init_for`]).
+    pub init: Option<InitWeights>,
+}
+
+/// The checkpoint an `init=` setting names, as the job layer hands it to a
+/// trainer ([`crate::session::init::read`]): its tensors and what its
+/// metadata says, never a path to read. The session's saved vocabularies
+/// were checked against the job's where it saved them.
+#[derive(Debug, Clone)]
+pub struct InitWeights {
+    /// The checkpoint file the tensors came from, for messages only.
+    pub checkpoint: std::path::PathBuf,
+    /// The model kind its metadata names (`opca`, `xcnn`, ...), when it says.
+    pub kind: Option<String>,
+    /// Every tensor of the checkpoint, on the CPU.
+    pub tensors: HashMap<String, Tensor>,
 }
 
 /// A workspace's dictionary as a trainer gets it: every entry analysed to
@@ -113,6 +132,17 @@ pub struct TrainSequences {
 }
 
 impl TrainData {
+    /// The start of `init=` for model `kind`: an error when the job layer
+    /// did not hand one (a trainer called with `init` but no [`TrainData::init`]).
+    pub fn init_for(&self, kind: &str) -> Result<&InitWeights> {
+        self.init.as_ref().ok_or_else(|| {
+            Error::invalid(format!(
+                "{kind}: `init` is set but its checkpoint was not read \
+                 (the job layer hands it in TrainData::init: rosetta::session::init::resolve)"
+            ))
+        })
+    }
+
     /// The trainable pairs of a prepared workspace (pairs with an empty side
     /// dropped) and its monolingual texts. `mono_positive` is empty when no
     /// positives are known (all `None`); otherwise it must have one entry per
@@ -157,6 +187,7 @@ impl TrainData {
             }),
             pretrained: None,
             dictionary: None,
+            init: None,
         }
     }
 
@@ -247,6 +278,32 @@ pub trait Hooks {
     /// validation figures by the next [`Hooks::epoch_end`]. Default: dropped.
     fn epoch_scores(&mut self, scores: Vec<(String, f64)>) {
         let _ = scores;
+    }
+}
+
+/// The hooks of a model trained inside another model's job (HDLR's OPCA
+/// start, [`crate::models::trainer`]`("opca")`): its log lines are the
+/// job's; its steps, epochs and records are not (the outer trainer reports
+/// its own).
+pub struct LogOnly<'a>(pub &'a mut dyn Hooks);
+
+impl Hooks for LogOnly<'_> {
+    fn step(&mut self, _report: &StepReport) -> Result<Flow> {
+        Ok(Flow::Continue)
+    }
+
+    fn epoch_end(
+        &mut self,
+        _phase: &str,
+        _epoch: usize,
+        _model: &dyn Model,
+        _extra: Vec<(String, Tensor)>,
+    ) -> Result<Flow> {
+        Ok(Flow::Continue)
+    }
+
+    fn log(&mut self, msg: &str) {
+        self.0.log(msg);
     }
 }
 
@@ -412,6 +469,15 @@ pub trait Trainer: Send + Sync {
     /// written. Default: nothing more to check.
     fn check(&self, params: &Params) -> Result<()> {
         let _ = params;
+        Ok(())
+    }
+
+    /// Checks the start an `init=` setting names against the settings (its
+    /// kind, shapes and dimension; the vocabularies are checked when the job
+    /// reads it for training), so a job is refused before its session is
+    /// written ([`crate::session::init::check`]). Default: nothing to check.
+    fn check_init(&self, params: &Params, init: &InitWeights) -> Result<()> {
+        let _ = (params, init);
         Ok(())
     }
     /// The phases `train` will run on `data` with `params`, in order (the

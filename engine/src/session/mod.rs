@@ -25,6 +25,7 @@
 pub mod associations;
 pub mod checkpoint;
 pub mod evaluate;
+pub mod init;
 pub mod loaded;
 pub mod metrics;
 pub mod pretrained;

@@ -142,3 +142,46 @@ pub fn bits_of(path: &Path) -> std::collections::BTreeMap<String, Vec<u64>> {
         })
         .collect()
 }
+
+/// `data` with the start its `init` setting (in `kv`) names, read and
+/// checked against its vocabularies by the job layer's function, as a job
+/// does before training: trainers get `init=` as tensors
+/// (`TrainData::init`), never a path. `data` itself when `kv` has no `init`.
+#[allow(dead_code)] // not every test binary uses every helper
+pub fn with_init<'a>(
+    data: &'a rosetta::models::TrainData,
+    kv: &[(&str, &str)],
+) -> rosetta::Result<std::borrow::Cow<'a, rosetta::models::TrainData>> {
+    match kv.iter().find(|(k, _)| *k == "init") {
+        None => Ok(std::borrow::Cow::Borrowed(data)),
+        Some((_, given)) => {
+            let mut d = data.clone();
+            d.init = Some(rosetta::session::init::for_job(
+                Path::new(given),
+                &d.vocabs,
+            )?);
+            Ok(std::borrow::Cow::Owned(d))
+        }
+    }
+}
+
+/// What a job checks of `kv` for `trainer` before its session is written:
+/// the trainer's own check, then the `init` start read and checked by it.
+#[allow(dead_code)] // not every test binary uses every helper
+pub fn check_with_init(
+    trainer: &dyn rosetta::models::Trainer,
+    kv: &[(&str, &str)],
+) -> rosetta::Result<()> {
+    let params = rosetta::models::Params::new(
+        kv.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    );
+    trainer.check(&params)?;
+    match kv.iter().find(|(k, _)| *k == "init") {
+        Some((_, given)) => {
+            trainer.check_init(&params, &rosetta::session::init::read(Path::new(given))?)
+        }
+        None => Ok(()),
+    }
+}

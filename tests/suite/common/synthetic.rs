@@ -52,6 +52,7 @@ pub fn train_data(n: usize, vs: usize, vt: usize, seed: u64) -> TrainData {
         texts: None,
         pretrained: None,
         dictionary: None,
+        init: None,
         train_src: s,
         train_tgt: t,
         valid_src: vs_,

@@ -32,8 +32,8 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 
 use self::bert::{Bert, Config};
-use crate::models::nn::report_step;
-use crate::models::optim::Adam;
+use crate::models::kit::nn::report_step;
+use crate::models::kit::optim::Adam;
 use crate::models::{Flow, Hooks, Model, Params, Phase, Resume, TextRole, TrainData, Trainer};
 use crate::text::{CsrMatrix, Side, Vocabs};
 use crate::{Error, Result};
@@ -783,7 +783,7 @@ impl EncoderTrainer {
         let es = encode(relabel(&ws))?;
         let et = encode(relabel(&wt))?;
         let loss = match s.loss.as_str() {
-            "pairwise" => crate::models::s2net::s2net_loss(&es, &et, s.gamma)?,
+            "pairwise" => crate::models::kit::nn::s2net_loss(&es, &et, s.gamma)?,
             _ => info_nce(&es, &et, s.temperature)?,
         };
         // frozen: the rows were detached, so the table gets no gradient

@@ -180,7 +180,7 @@ impl Adam {
 
     /// One update where some table parameters got their gradient through a
     /// per-step leaf holding only the rows `ids` (distinct) of the table named
-    /// `name` (see [`crate::models::xcnn::Composer::compose_rows`]): those rows, and only those,
+    /// `name` (see [`crate::models::neural::xcnn::Composer::compose_rows`]): those rows, and only those,
     /// of the table and its moments are updated in place ("lazy" Adam, as
     /// TensorFlow's LazyAdam and PyTorch's SparseAdam: untouched rows keep
     /// their moments instead of decaying them). Other variables get the

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use candle_core::{Device, Tensor};
 
-use crate::models::linear::{
+use crate::models::kit::linear::{
     check_rank, closed_form_input, hconcat, randomized_svd, split_joint, CsrOp, LinearModel,
 };
 use crate::models::{Hooks, Phase, Resume, TrainData, Trainer};

@@ -16,7 +16,7 @@ use rand::Rng;
 use rand_distr::{Distribution, Normal};
 use serde::Serialize;
 
-use super::{ModelParams, PretrainedVectors};
+use crate::models::{ModelParams, PretrainedVectors};
 use crate::{Error, Result};
 
 /// File in a session folder that records its pretrained start.
@@ -301,7 +301,7 @@ pub fn start(
     width: usize,
     rms: f64,
     rng: &mut impl Rng,
-    hooks: &mut dyn super::Hooks,
+    hooks: &mut dyn crate::models::Hooks,
 ) -> Result<Fitted> {
     let v = require(pretrained, dir, model)?;
     let f = fit_width(v, width, rms, rng)?;

@@ -8,8 +8,8 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, StandardNormal};
 
-use super::{Model, TrainData};
 use crate::eval::sentence::sentence_retrieval;
+use crate::models::{Model, TrainData};
 use crate::text::{CsrMatrix, Side};
 use crate::{Error, Result};
 
@@ -106,6 +106,26 @@ pub fn unit_rows(y: &Tensor) -> Result<Tensor> {
     Ok(y.broadcast_div(&n)?)
 }
 
+/// S2Net's pairwise logistic loss over a batch of aligned projections
+/// (`ys`, `yt`: b × k, row i of each a pair): the mean of
+/// `log(1 + exp(−γ (cos(s_i, t_i) − cos(s_i, t_j))))` over all `i ≠ j`.
+pub fn s2net_loss(ys: &Tensor, yt: &Tensor, gamma: f64) -> Result<Tensor> {
+    let b = ys.dim(0)?;
+    if b < 2 {
+        return Err(Error::invalid(
+            "s2net: a batch needs at least 2 pairs (the others are the negatives)".to_string(),
+        ));
+    }
+    let (us, ut) = (unit_rows(ys)?, unit_rows(yt)?);
+    let c = us.matmul(&ut.t()?)?; // b × b cosines
+    let diag = (&us * &ut)?.sum_keepdim(1)?; // b × 1
+    let x = (c.broadcast_sub(&diag)? * gamma)?; // −γΔ
+    let sp = softplus(&x)?;
+    let mask = (Tensor::ones((b, b), ys.dtype(), ys.device())?
+        - Tensor::eye(b, ys.dtype(), ys.device())?)?;
+    Ok(((sp * mask)?.sum_all()? / (b * (b - 1)) as f64)?)
+}
+
 /// A tensor of unit rows as an ndarray matrix of `f32`.
 pub fn to_array(y: &Tensor) -> Result<Array2<f32>> {
     let (n, k) = y.dims2()?;
@@ -161,7 +181,7 @@ pub fn single_threaded_candle() {
 
 /// The `optim` setting of a model trained with [`Adam`](super::optim::Adam): `adam` (dense) or
 /// `lazy-adam` (row-sparse, [`Adam::backward_step_rows`](super::optim::Adam::backward_step_rows)); true for lazy.
-pub fn lazy_optim(p: &super::ModelParams<'_>) -> Result<bool> {
+pub fn lazy_optim(p: &crate::models::ModelParams<'_>) -> Result<bool> {
     Ok(p.get::<String>("optim")? == "lazy-adam")
 }
 
@@ -206,16 +226,16 @@ pub fn check_loss(model: &str, loss: f64, phase: &str, step: usize) -> Result<()
 /// one host round-trip besides the batch upload), fails on a non-finite
 /// loss, and reports the step to the runner.
 pub fn report_step(
-    hooks: &mut dyn super::Hooks,
+    hooks: &mut dyn crate::models::Hooks,
     kind: &str,
     phase: &str,
     (epoch, step): (usize, usize),
     loss: &Tensor,
     examples: usize,
-) -> Result<super::Flow> {
+) -> Result<crate::models::Flow> {
     let l = loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
     check_loss(kind, l, phase, step)?;
-    hooks.step(&super::StepReport {
+    hooks.step(&crate::models::StepReport {
         phase: phase.to_string(),
         epoch,
         step,
@@ -363,7 +383,7 @@ pub fn bce_logits_sum(z: &Tensor, ones: &Tensor) -> Result<Tensor> {
 /// [`bce_logits_sum`] of the logits `z = codes · wᵀ + c` of a sigmoid
 /// decoder (`codes` `r × k`, `w` `v × k`, `c` `v`; `ones` flat positions in
 /// `r × v`), as a scalar. On the CPU with f32 one fused op
-/// (`models/bce.rs`) that builds no tensor the size of `z` besides its own
+/// (`models/kit/bce.rs`) that builds no tensor the size of `z` besides its own
 /// gradient buffer; elsewhere [`decoder_bce_sum_unfused`].
 pub fn decoder_bce_sum(codes: &Tensor, w: &Tensor, c: &Tensor, ones: &Tensor) -> Result<Tensor> {
     let cpu32 = |t: &Tensor| t.device().is_cpu() && t.dtype() == DType::F32;
@@ -533,10 +553,10 @@ pub(crate) mod act {
         }
     }
 
-    use crate::models::rows::{like, offsets};
+    use crate::models::kit::rows::{like, offsets};
 
     fn values(s: &CpuStorage, l: &Layout) -> candle_core::Result<Vec<f64>> {
-        crate::models::rows::host_f64(s, l, "softplus")
+        crate::models::kit::rows::host_f64(s, l, "softplus")
     }
 
     impl CustomOp1 for Softplus {
@@ -621,7 +641,7 @@ pub(crate) mod act {
         use candle_core::cuda_backend::{CudaStorageSlice, WrapErr};
         use candle_core::{CudaStorage, Layout};
 
-        use crate::models::rows::gpu::launch_cfg;
+        use crate::models::kit::rows::gpu::launch_cfg;
 
         const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/act.ptx"));
 
@@ -632,7 +652,7 @@ pub(crate) mod act {
             g: Option<(&CudaStorage, &Layout)>,
         ) -> candle_core::Result<CudaStorage> {
             let dev = x.0.device.clone();
-            let off = |l: &Layout| crate::models::rows::offsets(l, "softplus");
+            let off = |l: &Layout| crate::models::kit::rows::offsets(l, "softplus");
             let (a, b) = off(x.1)?;
             let n = b - a;
             let n64 = n as u64;
@@ -688,14 +708,14 @@ pub(crate) mod act {
             let z = Var::from_tensor(&candle_core::Tensor::from_vec(vals, (3, 4), &dev).unwrap())
                 .unwrap();
             let ones = candle_core::Tensor::new(&[0u32, 5, 11, 7], &dev).unwrap();
-            let fused = crate::models::nn::bce_logits_sum(z.as_tensor(), &ones).unwrap();
+            let fused = crate::models::kit::nn::bce_logits_sum(z.as_tensor(), &ones).unwrap();
             let hit = z
                 .as_tensor()
                 .flatten_all()
                 .unwrap()
                 .index_select(&ones, 0)
                 .unwrap();
-            let plain = (crate::models::nn::softplus(z.as_tensor())
+            let plain = (crate::models::kit::nn::softplus(z.as_tensor())
                 .unwrap()
                 .sum_all()
                 .unwrap()
@@ -715,7 +735,7 @@ pub(crate) mod act {
             {
                 assert!((a - b).abs() < 1e-12, "{a} vs {b}");
             }
-            assert!(crate::models::nn::bce_logits_sum(
+            assert!(crate::models::kit::nn::bce_logits_sum(
                 z.as_tensor(),
                 &candle_core::Tensor::new(&[12u32], &dev).unwrap()
             )
@@ -732,7 +752,7 @@ pub(crate) mod act {
             )
             .unwrap();
             let fused = super::softplus_op(x.as_tensor()).unwrap();
-            let plain = crate::models::nn::softplus(x.as_tensor()).unwrap();
+            let plain = crate::models::kit::nn::softplus(x.as_tensor()).unwrap();
             let gf = fused.sum_all().unwrap().backward().unwrap();
             let gp = plain.sum_all().unwrap().backward().unwrap();
             let v = |t: &candle_core::Tensor| t.to_vec1::<f64>().unwrap();

@@ -11,8 +11,7 @@
 //! projections `U₀ L` (`B = L Lᵀ`), compared by the cosine like every linear
 //! model. Paper, choices and measured notes: `docs/models.md`.
 
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::collections::{BTreeMap, HashMap};
 
 use candle_core::{DType, Device, Tensor};
 use faer::{Accum, Mat, Par};
@@ -21,11 +20,13 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::models::linear::{
-    array_to_tensor, check_fit_sizes, logging_warnings, split_joint, to_faer, to_ndarray, weighted,
-    LinearModel, PROJ_SOURCE, PROJ_TARGET,
+use crate::models::kit::linear::{
+    array_to_tensor, check_fit_sizes, init_projections, to_faer, to_ndarray, weighted, LinearModel,
+    PROJ_SOURCE, PROJ_TARGET,
 };
-use crate::models::{Flow, Hooks, Phase, Resume, StepReport, TrainData, Trainer};
+use crate::models::{
+    Flow, Hooks, InitWeights, LogOnly, Phase, Resume, StepReport, TrainData, Trainer,
+};
 use crate::models::{Model, Params};
 use crate::text::{Side, Vocabs};
 use crate::{Error, Result};
@@ -361,55 +362,39 @@ pub struct InitInfo {
     pub dim: usize,
 }
 
-/// Checks an `init=` session before anything is trained or written: it
-/// must hold `checkpoints/best.safetensors` of a linear projection model
-/// (`proj.source` and `proj.target`, a kind with a linear trainer) whose
-/// projections have `dim` columns. The vocabularies are checked when the
-/// projections are read ([`crate::models::s2net::load_init`]).
-pub fn check_init(dir: &Path, dim: usize) -> Result<InitInfo> {
-    let path: PathBuf = dir.join("checkpoints").join("best.safetensors");
-    if !path.is_file() {
+/// Checks an `init=` start before anything is trained or written: the
+/// checkpoint the job layer read must be a linear projection model's
+/// (`proj.source` and `proj.target`) whose projections have `dim` columns.
+/// The vocabularies are checked when the job reads it for training
+/// ([`crate::session::init::for_job`]) and by the projections' shapes.
+pub fn check_init(init: &InitWeights, dim: usize) -> Result<InitInfo> {
+    let path = &init.checkpoint;
+    let kind = init.kind.clone();
+    let linear = [PROJ_SOURCE, PROJ_TARGET]
+        .iter()
+        .all(|n| init.tensors.contains_key(*n));
+    if let (Some(k), false) = (&kind, linear) {
         return Err(Error::file(
-            &path,
-            "hdlr init=: no checkpoint here (expected the session directory of a trained opca \
-             model, or another linear model: cl-lsi, cca, s2net, hdlr)",
+            path,
+            format!(
+                "hdlr init=: a session of `{k}`, not of a linear projection model \
+                 (opca, cl-lsi, cca, s2net, hdlr, procrustes)"
+            ),
         ));
-    }
-    let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
-    let st = safetensors::SafeTensors::deserialize(&bytes)
-        .map_err(|e| Error::file(&path, format!("hdlr init=: not a readable checkpoint: {e}")))?;
-    let kind = safetensors::SafeTensors::read_metadata(&bytes)
-        .ok()
-        .and_then(|(_, m)| m.metadata().as_ref().and_then(|i| i.get("kind").cloned()));
-    if let Some(k) = &kind {
-        if crate::models::linear::linear_trainer(k).is_none() {
-            return Err(Error::file(
-                &path,
-                format!(
-                    "hdlr init=: a session of `{k}`, not of a linear projection model \
-                     (opca, cl-lsi, cca, s2net, hdlr)"
-                ),
-            ));
-        }
     }
     let mut cols = None;
     for name in [PROJ_SOURCE, PROJ_TARGET] {
-        let t = st.tensor(name).map_err(|_| {
+        let t = init.tensors.get(name).ok_or_else(|| {
             Error::file(
-                &path,
-                format!(
-                    "hdlr init=: no `{name}` tensor: not a linear projection model{}",
-                    kind.as_ref()
-                        .map(|k| format!(" (a `{k}` session)"))
-                        .unwrap_or_default()
-                ),
+                path,
+                format!("hdlr init=: no `{name}` tensor: not a linear projection model"),
             )
         })?;
-        match t.shape() {
+        match t.dims() {
             [_, c] if cols.is_none_or(|x| x == *c) => cols = Some(*c),
             s => {
                 return Err(Error::file(
-                    &path,
+                    path,
                     format!(
                         "hdlr init=: `{name}` has shape {s:?}, not a projection matching the other"
                     ),
@@ -420,7 +405,7 @@ pub fn check_init(dir: &Path, dim: usize) -> Result<InitInfo> {
     let got = cols.unwrap_or(0);
     if got != dim {
         return Err(Error::file(
-            &path,
+            path,
             format!(
                 "hdlr init=: the session's projections have dim {got}, this job's dim is {dim}; \
                  set --dim {got} (or --set dim={got}) to start from it"
@@ -495,8 +480,9 @@ fn start_projection(
     match &cfg.init {
         Some(dir) => {
             params.check_unused()?;
-            let info = check_init(Path::new(dir), cfg.k)?;
-            let (s, t) = super::s2net::load_init(Path::new(dir), &data.vocabs, cfg.k)?;
+            let init = data.init_for(KIND)?;
+            let info = check_init(init, cfg.k)?;
+            let (s, t) = init_projections(init, &data.vocabs, cfg.k)?;
             hooks.log(&format!(
                 "hdlr: starting from {dir} ({} projection, dim {})",
                 info.kind.as_deref().unwrap_or("linear"),
@@ -505,24 +491,32 @@ fn start_projection(
             Ok((s, t))
         }
         None => {
+            // the registry's OPCA, fitted on this job's data with HDLR's
+            // OPCA settings (the same seed: the same start as an OPCA job)
             let p = params.of(KIND)?;
-            let ridge: f64 = p.get("ridge")?;
-            let opts = super::linear::subspace_opts(&p, seed)?;
+            let mut given = BTreeMap::from([("dim".to_string(), cfg.k.to_string())]);
+            for key in OPCA_SETTINGS {
+                given.insert(key.to_string(), p.get::<String>(key)?);
+            }
             params.check_unused()?;
             check_fit_sizes(KIND, data, cfg.k)?;
-            let xs = weighted(&data.train_src, &data.vocabs, Side::Source);
-            let xt = weighted(&data.train_tgt, &data.vocabs, Side::Target);
             let t0 = std::time::Instant::now();
-            let f = logging_warnings(hooks, |warn| {
-                super::opca::fit(&xs, &xt, cfg.k, ridge, &opts, warn)
-            })?;
+            let opca = crate::models::trainer("opca")?.train(
+                data,
+                &Params::new(given),
+                &Device::Cpu,
+                seed,
+                None,
+                &mut LogOnly(hooks),
+            )?;
             hooks.log(&format!(
-                "hdlr: OPCA start fitted in {:.1}s (dim {}, ridge {:.3e})",
+                "hdlr: OPCA start fitted in {:.1}s (dim {})",
                 t0.elapsed().as_secs_f64(),
-                cfg.k,
-                f.ridge
+                cfg.k
             ));
-            Ok(split_joint(&f.joint, xs.n_cols))
+            let t: HashMap<String, Tensor> = opca.tensors()?.into_iter().collect();
+            let m = LinearModel::from_tensors(KIND, &data.vocabs, &t)?;
+            Ok((m.proj_source, m.proj_target))
         }
     }
 }
@@ -586,9 +580,13 @@ impl Trainer for HdlrTrainer {
                     if given.len() == 1 { "it" } else { "them" }
                 )));
             }
-            check_init(Path::new(dir), cfg.k)?;
         }
         Ok(())
+    }
+
+    /// The `init` start: a linear model's projections of this `dim`.
+    fn check_init(&self, params: &Params, init: &InitWeights) -> Result<()> {
+        check_init(init, Config::from_params(params)?.k).map(|_| ())
     }
 
     /// The start (`opca`: OPCA fitted here; `init`: read from a session),
@@ -613,7 +611,7 @@ impl Trainer for HdlrTrainer {
         hooks: &mut dyn Hooks,
     ) -> Result<Box<dyn Model>> {
         // faer's dense work split the same way whatever the thread count
-        crate::models::linear::fix_parallelism();
+        crate::models::kit::linear::fix_parallelism();
         let cfg = Config::from_params(params)?;
         cfg.check()?;
         data.check_shapes(KIND)?;

@@ -14,7 +14,7 @@
 //! Documents z_dt are the target side of the space; term vectors are the
 //! encodings of one-word texts. Equations and choices: `docs/models.md`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use candle_core::backprop::GradStore;
@@ -23,13 +23,16 @@ use ndarray::Array2;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::lstm::{length_batches, max_pool, BiLstm, PaddedBatch};
-use super::nn::{
+use crate::index::bm25::{Bm25Index, Bm25Params, Query};
+use crate::models::kit::linear::{self, init_projections, PROJ_SOURCE};
+use crate::models::kit::lstm::{length_batches, max_pool, BiLstm, PaddedBatch};
+use crate::models::kit::nn::{
     check_loss, check_shape, epoch_rng, normal_tensor, to_array, uniform_tensor, unit_rows,
 };
-use super::optim::Adam;
-use super::{Flow, Hooks, Model, Params, Phase, Resume, StepReport, TrainData, Trainer};
-use crate::index::bm25::{Bm25Index, Bm25Params, Query};
+use crate::models::kit::optim::Adam;
+use crate::models::{
+    Flow, Hooks, InitWeights, Model, Params, Phase, Resume, StepReport, TrainData, Trainer,
+};
 use crate::text::{CsrMatrix, Sequences, Side, Vocabs};
 use crate::{Error, Result};
 
@@ -95,7 +98,7 @@ pub struct AdvConfig {
     /// First epochs with the embeddings held fixed (needs `vectors`).
     pub frozen_epochs: usize,
     /// A session whose term vectors start the embeddings (`vectors=SESSION`,
-    /// fitted to `emb` columns: [`super::pretrained::fit_width`]).
+    /// fitted to `emb` columns: [`crate::models::kit::pretrained::fit_width`]).
     pub vectors_session: Option<PathBuf>,
     /// Std of the random embeddings.
     pub init_scale: f64,
@@ -125,8 +128,8 @@ impl AdvConfig {
     pub fn from_params(p: &Params) -> Result<Self> {
         let p = p.of(NAME)?;
         let nn_hidden = widths(&p.get::<String>("nn_hidden")?).map_err(Error::invalid)?;
-        use super::pretrained::VectorsSetting;
-        let (vectors, vectors_session) = match super::pretrained::setting(&p)? {
+        use crate::models::kit::pretrained::VectorsSetting;
+        let (vectors, vectors_session) = match crate::models::kit::pretrained::setting(&p)? {
             VectorsSetting::None => (None, None),
             VectorsSetting::Files(a, b) => (Some((a, b)), None),
             VectorsSetting::Session(d) => (None, Some(d)),
@@ -139,7 +142,7 @@ impl AdvConfig {
         }
         let frozen_epochs: usize = p.get("frozen_epochs")?;
         let started = init.is_some() || vectors.is_some() || vectors_session.is_some();
-        super::pretrained::check_frozen(NAME, frozen_epochs, started)?;
+        crate::models::kit::pretrained::check_frozen(NAME, frozen_epochs, started)?;
         Ok(AdvConfig {
             emb: p.get("emb")?,
             hidden: p.get("hidden")?,
@@ -300,12 +303,9 @@ impl Encoder {
     fn forward(&self, pb: &PaddedBatch, words: &BatchWords) -> Result<Tensor> {
         let (b, t) = pb.ids.dims2()?;
         // each distinct word of the batch is embedded and projected once
-        let x = super::rows::gather_rows(self.emb.as_tensor(), &words.uniq)?;
-        let proj = super::rows::gather_rows(&self.lstm.project(&x)?, &words.local)?.reshape((
-            b,
-            t,
-            8 * self.lstm.hidden(),
-        ))?;
+        let x = crate::models::kit::rows::gather_rows(self.emb.as_tensor(), &words.uniq)?;
+        let proj = crate::models::kit::rows::gather_rows(&self.lstm.project(&x)?, &words.local)?
+            .reshape((b, t, 8 * self.lstm.hidden()))?;
         let h = self.lstm.recur(&proj, &pb.mask)?;
         let mut z = max_pool(&h, &pb.mask)?;
         let last = self.ff.len() - 1;
@@ -539,7 +539,7 @@ impl AdvModel {
     fn tensors_named(&self) -> Result<Vec<(String, Tensor)>> {
         let mut v = self.generator_vars();
         v.extend(self.disc.named_vars());
-        super::nn::copy_vars(v)
+        crate::models::kit::nn::copy_vars(v)
     }
 }
 
@@ -625,32 +625,45 @@ pub fn pseudo_relevant(
         .collect())
 }
 
-/// Term vectors of a trained session (S2Net or another linear model, or
-/// XCNN) to start the embeddings from: `(source, target)`, `V × k` each.
-fn session_vectors(dir: &Path, vocabs: &Vocabs) -> Result<(Array2<f32>, Array2<f32>)> {
-    let ck = dir.join("checkpoints").join("best.safetensors");
-    let t = candle_core::safetensors::load(&ck, &Device::Cpu)
-        .map_err(|e| Error::file(&ck, format!("init: cannot read checkpoint: {e}")))?;
-    if let Some(p) = t.get(super::linear::PROJ_SOURCE) {
+/// Term vectors of an `init` checkpoint (S2Net or another linear model, or
+/// XCNN, rebuilt through the registry) to start the embeddings from:
+/// `(source, target)`, `V × k` each.
+fn init_vectors(init: &InitWeights, vocabs: &Vocabs) -> Result<(Array2<f32>, Array2<f32>)> {
+    let ck = &init.checkpoint;
+    if let Some(p) = init.tensors.get(PROJ_SOURCE) {
         let k = p.dim(1)?;
-        let (s, g) = super::s2net::load_init(dir, vocabs, k)?;
-        return Ok((super::linear::unit_rows(s), super::linear::unit_rows(g)));
+        let (s, g) = init_projections(init, vocabs, k)?;
+        return Ok((linear::unit_rows(s), linear::unit_rows(g)));
     }
-    if t.contains_key("src.w1") {
-        let k = t["src.w1"].dim(1)?;
-        // checks the target vocabulary against the session's
-        super::xcnn::load_init(dir, vocabs, k, DType::F32, &Device::Cpu)?;
-        let m = super::xcnn::XcnnModel::from_tensors(&t, DType::F32, &Device::Cpu)?;
-        if m.term_vectors(Side::Source)?.nrows() != vocabs.source.len() {
-            return Err(Error::file(
-                &ck,
-                "init: the session's source vocabulary differs from this job's",
-            ));
+    if let Some(w1) = init.tensors.get("src.w1") {
+        // an XCNN checkpoint: its model, with the shapes it holds
+        let layers = (1..)
+            .take_while(|j| init.tensors.contains_key(&format!("src.w{j}")))
+            .count();
+        let shape = Params::new(BTreeMap::from([
+            ("dim".to_string(), w1.dim(1)?.to_string()),
+            ("layers".to_string(), layers.to_string()),
+        ]));
+        let kind = init.kind.as_deref().unwrap_or("xcnn");
+        let m = crate::models::trainer(kind)?
+            .load(vocabs, init.tensors.clone(), &shape, &Device::Cpu)
+            .map_err(|e| Error::file(ck, format!("init: {e}")))?;
+        let (s, t) = (m.term_vectors(Side::Source)?, m.term_vectors(Side::Target)?);
+        for (side, rows, v) in [
+            ("source", s.nrows(), &vocabs.source),
+            ("target", t.nrows(), &vocabs.target),
+        ] {
+            if rows != v.len() {
+                return Err(Error::file(
+                    ck,
+                    format!("init: the session's {side} vocabulary differs from this job's"),
+                ));
+            }
         }
-        return Ok((m.term_vectors(Side::Source)?, m.term_vectors(Side::Target)?));
+        return Ok((s, t));
     }
     Err(Error::file(
-        &ck,
+        ck,
         "init: not a linear (cl-lsi, opca, cca, s2net) or xcnn checkpoint",
     ))
 }
@@ -711,7 +724,7 @@ fn match_loss(q: &Tensor, p: &Tensor, n: &Tensor, beta: f64) -> Result<Tensor> {
     let (q, p, n) = (unit_rows(q)?, unit_rows(p)?, unit_rows(n)?);
     let delta = ((&q * &p)?.sum(1)? - (&q * &n)?.sum(1)?)?;
     let x = (delta * (-beta))?;
-    let sp = super::nn::softplus(&x)?;
+    let sp = crate::models::kit::nn::softplus(&x)?;
     Ok(sp.mean_all()?)
 }
 
@@ -828,7 +841,7 @@ fn in_batch_loss(zs: &Tensor, zt: &Tensor, beta: f64) -> Result<Tensor> {
         .mul(&Tensor::eye(n, c.dtype(), c.device())?)?
         .sum_keepdim(1)?;
     let x = (c.broadcast_sub(&own)? * beta)?;
-    let sp = super::nn::softplus(&x)?;
+    let sp = crate::models::kit::nn::softplus(&x)?;
     // the diagonal adds softplus(0) = ln 2 per row: taken out of the mean
     let total = (sp.sum_all()? - (n as f64) * std::f64::consts::LN_2)?;
     Ok((total / (n * (n - 1)) as f64)?)
@@ -896,8 +909,8 @@ impl Trainer for AdvTrainer {
     fn memory_estimate(
         &self,
         params: &Params,
-        sizes: &super::DataSizes,
-    ) -> Result<Option<super::MemoryEstimate>> {
+        sizes: &crate::models::DataSizes,
+    ) -> Result<Option<crate::models::MemoryEstimate>> {
         let cfg = AdvConfig::from_params(params)?;
         let (e, h) = (cfg.emb as f64, cfg.hidden as f64);
         let mut ff = 0.0;
@@ -916,7 +929,7 @@ impl Trainer for AdvTrainer {
         let steps = cfg.max_query_len.max(cfg.max_doc_len) as f64;
         let encoders = if cfg.share_target { 2.0 } else { 3.0 };
         let act = encoders * cfg.batch as f64 * steps * 10.0 * h;
-        Ok(Some(super::MemoryEstimate::adam_f32(p, act)))
+        Ok(Some(crate::models::MemoryEstimate::adam_f32(p, act)))
     }
 
     fn check(&self, params: &Params) -> Result<()> {
@@ -932,12 +945,6 @@ impl Trainer for AdvTrainer {
                 if !p.is_file() {
                     return Err(Error::file(p, "vectors: no such file"));
                 }
-            }
-        }
-        if let Some(d) = &cfg.init {
-            let ck = d.join("checkpoints").join("best.safetensors");
-            if !ck.is_file() {
-                return Err(Error::file(&ck, "init: no such checkpoint"));
             }
         }
         Ok(())
@@ -1005,7 +1012,7 @@ impl Trainer for AdvTrainer {
                 let init = match (&cfg.init, &cfg.vectors) {
                     (None, None) if cfg.vectors_session.is_some() => {
                         let dir = cfg.vectors_session.as_deref().unwrap_or(Path::new("."));
-                        let f = super::pretrained::start(
+                        let f = crate::models::kit::pretrained::start(
                             data.pretrained.as_ref(),
                             dir,
                             NAME,
@@ -1017,7 +1024,7 @@ impl Trainer for AdvTrainer {
                         Some((f.source, f.target))
                     }
                     (Some(dir), _) => {
-                        let (s, t) = session_vectors(dir, &data.vocabs)?;
+                        let (s, t) = init_vectors(data.init_for(NAME)?, &data.vocabs)?;
                         hooks.log(&format!(
                             "adv-bilstm: embeddings start from the term vectors of {} ({} dims)",
                             dir.display(),
@@ -1099,7 +1106,7 @@ impl Trainer for AdvTrainer {
         // costs more than it gives on a BiLSTM's small per-step products
         let parallel = device.is_cpu() && cfg.threads > 1;
         if parallel {
-            super::nn::single_threaded_candle();
+            crate::models::kit::nn::single_threaded_candle();
         }
         let mut opt_g = Adam::new(gen_vars.clone(), cfg.lr, 0.0)?;
         let mut opt_d = Adam::new(model.disc.named_vars(), cfg.disc_lr, 0.0)?;

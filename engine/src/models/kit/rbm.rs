@@ -1,7 +1,7 @@
 //! Restricted Boltzmann machines trained by contrastive divergence: the
 //! replicated softmax model (Salakhutdinov & Hinton 2009) over bags of
 //! words, and binary RBMs over the activation probabilities of the layer
-//! below. The layers of a deep belief network ([`super::dbn_cca`]); every
+//! below. The layers of a deep belief network ([`crate::models::neural::dbn_cca`]); every
 //! update is a handful of dense device ops, the same on CPU and CUDA.
 //!
 //! Conventions: `w` is `I × H` (visible × hidden), `b` the hidden biases,

@@ -49,7 +49,7 @@ pub(crate) fn decoder_bce_sum(
 }
 
 fn f32s<'a>(s: &'a CpuStorage, l: &Layout) -> candle_core::Result<&'a [f32]> {
-    let (a, b) = crate::models::rows::offsets(l, "decoder-bce")?;
+    let (a, b) = crate::models::kit::rows::offsets(l, "decoder-bce")?;
     match s {
         CpuStorage::F32(v) => Ok(&v[a..b]),
         _ => candle_core::bail!("decoder-bce: f32 values expected"),
@@ -434,7 +434,7 @@ mod tests {
                 super::decoder_bce_sum(c.as_tensor(), w.as_tensor(), b.as_tensor(), ones.clone())
                     .unwrap()
             } else {
-                crate::models::nn::decoder_bce_sum_unfused(
+                crate::models::kit::nn::decoder_bce_sum_unfused(
                     c.as_tensor(),
                     w.as_tensor(),
                     b.as_tensor(),

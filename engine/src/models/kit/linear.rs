@@ -17,7 +17,7 @@ use rand::SeedableRng;
 use rand_distr::{Distribution, StandardNormal};
 
 use crate::models::Model;
-use crate::models::{TrainData, Trainer};
+use crate::models::{InitWeights, TrainData};
 use crate::text::weight::{weigh, Weighting};
 use crate::text::CsrMatrix;
 use crate::text::{Side, Vocabs};
@@ -27,19 +27,6 @@ use crate::{Error, Result};
 pub const PROJ_SOURCE: &str = "proj.source";
 /// Name of the target-side projection tensor in checkpoints.
 pub const PROJ_TARGET: &str = "proj.target";
-
-/// The trainer registered under `name` (`cl-lsi`, `opca`, `cca`, `s2net`, `hdlr`),
-/// or `None` for a name that is not one of the linear models.
-pub fn linear_trainer(name: &str) -> Option<Box<dyn Trainer>> {
-    match name {
-        "cl-lsi" => Some(Box::new(crate::models::cl_lsi::ClLsiTrainer)),
-        "opca" => Some(Box::new(crate::models::opca::OpcaTrainer)),
-        "cca" => Some(Box::new(crate::models::cca::CcaTrainer)),
-        "s2net" => Some(Box::new(crate::models::s2net::S2NetTrainer)),
-        "hdlr" => Some(Box::new(crate::models::hdlr::HdlrTrainer)),
-        _ => None,
-    }
-}
 
 /// A trained linear projection model: `encode(x) = unit(Aᵀ w(x))` where
 /// `w` is log-tf·idf with unit-length rows over the side's vocabulary.
@@ -175,6 +162,53 @@ pub fn unit_rows(mut m: Array2<f32>) -> Array2<f32> {
     m
 }
 
+/// The projections of a linear model's checkpoint handed as an `init=`
+/// start (`proj.source`, `proj.target`), checked against this job's
+/// vocabulary sizes and the wanted dimension `k`.
+pub fn init_projections(
+    init: &InitWeights,
+    vocabs: &Vocabs,
+    k: usize,
+) -> Result<(Array2<f32>, Array2<f32>)> {
+    let path = &init.checkpoint;
+    let get = |name: &str, rows: usize, side: &str| -> Result<Array2<f32>> {
+        if !init.tensors.contains_key(name) {
+            return Err(Error::file(
+                path,
+                format!("init=: no `{name}` tensor: not a linear projection model"),
+            ));
+        }
+        let a = tensor_to_array(&init.tensors, name, "init=")?;
+        if a.dim() != (rows, k) {
+            return Err(Error::file(
+                path,
+                format!(
+                    "init=: `{name}` is {:?} but this workspace's {side} vocabulary and dim \
+                     need ({rows}, {k}): another vocabulary/workspace, or set dim to match",
+                    a.dim()
+                ),
+            ));
+        }
+        Ok(a)
+    };
+    Ok((
+        get(PROJ_SOURCE, vocabs.source.len(), "source")?,
+        get(PROJ_TARGET, vocabs.target.len(), "target")?,
+    ))
+}
+
+/// Scales a projection so that its root mean square is `rms` (the random
+/// init's): every cosine stays the same (each language's rows are normalised
+/// on their own), and `lr` means the same for any starting model.
+pub fn rescale(mut a: Array2<f32>, rms: f64) -> Array2<f32> {
+    let cur = (a.iter().map(|v| (*v as f64).powi(2)).sum::<f64>() / a.len().max(1) as f64).sqrt();
+    if cur > 0.0 && cur.is_finite() {
+        let f = (rms / cur) as f32;
+        a.mapv_inplace(|v| v * f);
+    }
+    a
+}
+
 /// The weighting every linear model uses: log-tf·idf, rows of unit length.
 pub fn weighted(counts: &CsrMatrix, vocabs: &Vocabs, side: Side) -> CsrMatrix {
     weigh(counts, vocabs.side(side), Weighting::LogTfIdf, true)
@@ -270,11 +304,11 @@ pub fn fix_parallelism() {
 pub fn subspace_opts(
     p: &crate::models::ModelParams<'_>,
     seed: u64,
-) -> Result<crate::models::implicit::SubspaceOpts> {
+) -> Result<crate::models::kit::implicit::SubspaceOpts> {
     fix_parallelism();
     let solver: String = p.get("solver")?;
-    Ok(crate::models::implicit::SubspaceOpts {
-        solver: crate::models::implicit::Solver::parse(&solver)?,
+    Ok(crate::models::kit::implicit::SubspaceOpts {
+        solver: crate::models::kit::implicit::Solver::parse(&solver)?,
         oversample: p.get("oversample")?,
         power_iters: p.get("power_iters")?,
         seed,

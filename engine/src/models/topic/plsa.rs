@@ -35,7 +35,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
-use crate::models::linear::check_fit_sizes;
+use crate::models::kit::linear::check_fit_sizes;
 use crate::models::{Flow, Hooks, Model, Params, Phase, Resume, StepReport, TrainData, Trainer};
 use crate::space::Similarity;
 use crate::text::{CsrMatrix, Side, Vocabs};

@@ -6,7 +6,7 @@
 //!
 //! Training is a plan of phases the runner executes and resumes: per
 //! language, a replicated softmax model then binary RBMs, each pre-trained
-//! greedily by contrastive divergence ([`super::rbm`]); then the stacks are
+//! greedily by contrastive divergence ([`crate::models::kit::rbm`]); then the stacks are
 //! unrolled into deep autoencoders (decoders start as the transposed
 //! weights) fine-tuned on the softmax reconstruction's cross-entropy (Adam,
 //! where the paper used L-BFGS); at the end of every fine-tuning epoch CCA
@@ -28,10 +28,10 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use super::nn::{epoch_rng, report_step, to_array, unit_rows, SparseBatch};
-use super::optim::Adam;
-use super::rbm::{CdConfig, Increments, Rbm, Visible};
-use super::{Flow, Hooks, Model, Params, Phase, Resume, TrainData, Trainer};
+use crate::models::kit::nn::{epoch_rng, report_step, to_array, unit_rows, SparseBatch};
+use crate::models::kit::optim::Adam;
+use crate::models::kit::rbm::{CdConfig, Increments, Rbm, Visible};
+use crate::models::{Flow, Hooks, Model, Params, Phase, Resume, TrainData, Trainer};
 use crate::text::weight::bm25_idf;
 use crate::text::{CsrMatrix, Side, Vocabs};
 use crate::{Error, Result};
@@ -359,12 +359,16 @@ impl Net {
             } else {
                 Rbm::n_hidden(&layers[i - 1])
             };
-            super::nn::check_shape(&format!("{side}.l{i}.w"), &w, &[Some(below), None])?;
+            crate::models::kit::nn::check_shape(
+                &format!("{side}.l{i}.w"),
+                &w,
+                &[Some(below), None],
+            )?;
             let h = w.dims()[1];
             let b = get(&format!("{side}.l{i}.b"))?.to_dtype(DType::F32)?;
             let c = get(&format!("{side}.l{i}.c"))?.to_dtype(DType::F32)?;
-            super::nn::check_shape(&format!("{side}.l{i}.b"), &b, &[Some(h)])?;
-            super::nn::check_shape(&format!("{side}.l{i}.c"), &c, &[Some(below)])?;
+            crate::models::kit::nn::check_shape(&format!("{side}.l{i}.b"), &b, &[Some(h)])?;
+            crate::models::kit::nn::check_shape(&format!("{side}.l{i}.c"), &c, &[Some(below)])?;
             layers.push(Rbm { w, b, c });
         }
         // (a side not yet pre-trained has none)
@@ -384,8 +388,12 @@ impl Net {
                 ))
             })?;
             let (iv, ih) = (l.n_visible(), l.n_hidden());
-            super::nn::check_shape(&format!("{side}.d{i}.w"), &w, &[Some(ih), Some(iv)])?;
-            super::nn::check_shape(&format!("{side}.d{i}.c"), &c, &[Some(iv)])?;
+            crate::models::kit::nn::check_shape(
+                &format!("{side}.d{i}.w"),
+                &w,
+                &[Some(ih), Some(iv)],
+            )?;
+            crate::models::kit::nn::check_shape(&format!("{side}.d{i}.c"), &c, &[Some(iv)])?;
             decoder.push((w, c));
         }
         Ok(Net {
@@ -446,8 +454,12 @@ impl DbnCcaModel {
                 let top = net.layers.last().expect("≥ 1 layer").n_hidden();
                 let m = get(&format!("space.{s}.mean"))?;
                 let p = get(&format!("space.{s}.proj"))?;
-                super::nn::check_shape(&format!("space.{s}.mean"), &m, &[Some(top)])?;
-                super::nn::check_shape(&format!("space.{s}.proj"), &p, &[Some(top), dim])?;
+                crate::models::kit::nn::check_shape(&format!("space.{s}.mean"), &m, &[Some(top)])?;
+                crate::models::kit::nn::check_shape(
+                    &format!("space.{s}.proj"),
+                    &p,
+                    &[Some(top), dim],
+                )?;
                 dim = Some(p.dims()[1]);
                 mean.push(m);
                 proj.push(p);
@@ -583,17 +595,17 @@ fn fit_space(
     let (xt, mt) = dense(codes[1])?;
     // codes that span fewer than `dim` directions (units that collapsed: see
     // `hidden_spread`) give a smaller space, with a warning in the log
-    let fit = super::linear::logging_warnings(hooks, |warn| {
+    let fit = crate::models::kit::linear::logging_warnings(hooks, |warn| {
         // 128-d codes: the dense solver is exact and cheap at this size
-        let opts = super::implicit::SubspaceOpts {
-            solver: super::implicit::Solver::Dense,
+        let opts = crate::models::kit::implicit::SubspaceOpts {
+            solver: crate::models::kit::implicit::Solver::Dense,
             oversample: 10,
             power_iters: 6,
             seed,
             tol: 1e-8,
             max_cg_iters: 0,
         };
-        super::cca::fit_up_to(&xs, &xt, dim, reg, &opts, warn)
+        crate::models::kit::cca::fit_up_to(&xs, &xt, dim, reg, &opts, warn)
     })
     .map_err(|e| Error::invalid(format!("{KIND}: CCA on the codes: {e}")))?;
     let dev = codes[0].device();
@@ -1111,7 +1123,7 @@ fn pretrain_layer(
                     let mut rows =
                         all.index_select(&Tensor::from_vec(ids, chunk.len(), &device)?, 0)?;
                     if cfg.upper_states {
-                        rows = super::rbm::bernoulli(&rows, &mut erng)?;
+                        rows = crate::models::kit::rbm::bernoulli(&rows, &mut erng)?;
                     }
                     rbm.cd_update(&mut inc, &Visible::Probs(&rows), &ccfg, &mut erng)?
                 }
@@ -1252,7 +1264,7 @@ fn finetune(
     let mut best: (f64, Option<DbnCcaModel>) = (f64::NAN, None);
     if let Some(t) = resumed {
         opt.restore(t)?;
-        if let Some((score, _, snap)) = super::nn::restore_best_state("best.", t)? {
+        if let Some((score, _, snap)) = crate::models::kit::nn::restore_best_state("best.", t)? {
             best = (
                 score,
                 Some(DbnCcaModel::from_tensors(&model.vocabs, &snap, &device)?),
@@ -1291,14 +1303,14 @@ fn finetune(
             }
         }
         model.fit_space(inputs, cfg, seed, hooks)?;
-        let mrr = super::nn::valid_mrr(&model, data, cfg.valid_max)?;
+        let mrr = crate::models::kit::nn::valid_mrr(&model, data, cfg.valid_max)?;
         if best.1.is_none() || mrr > best.0 || best.0.is_nan() {
             best = (mrr, Some(snapshot(&model)?));
         }
         hooks.epoch_scores(scores);
         let mut extra = opt.state()?;
         let b = best.1.as_ref().expect("a best model after an epoch");
-        extra.extend(super::nn::best_state(
+        extra.extend(crate::models::kit::nn::best_state(
             "best.",
             best.0,
             0,

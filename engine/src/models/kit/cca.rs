@@ -5,27 +5,23 @@
 //! vocabularies); `solver=dense` whitens with dense Cholesky factors of the
 //! covariances (memory `V_s² + V_t²`) and takes a randomised SVD of
 //! `L_x⁻¹ C_xy L_y⁻ᵀ`. Paper, cost and notes: `docs/models.md`.
+//!
+//! The fit only, on any two matrices (the CCA model's term vectors,
+//! DBN-CCA's top-layer codes); the model is [`crate::models::linear::cca`].
 
-use std::collections::HashMap;
-
-use candle_core::{Device, Tensor};
 use faer::Mat;
 use ndarray::Array2;
 
-use crate::models::implicit::{self, Covariance, Solver, SubspaceOpts};
-use crate::models::linear::{
-    add_outer_products, check_rank, cholesky_with_ridge, closed_form_input, col_means, csr_mul,
-    csr_t_mul, logging_warnings, mean_diag, randomized_svd, solve_lower, solve_lower_t,
-    subspace_opts, symmetrize_from_upper, to_ndarray, LinOp, LinearModel,
+use crate::models::kit::implicit::{self, Covariance, Solver, SubspaceOpts};
+use crate::models::kit::linear::{
+    add_outer_products, check_rank, cholesky_with_ridge, col_means, csr_mul, csr_t_mul, mean_diag,
+    randomized_svd, solve_lower, solve_lower_t, symmetrize_from_upper, to_ndarray, LinOp,
 };
-use crate::models::{Hooks, Phase, Resume, TrainData, Trainer};
-use crate::models::{Model, Params};
 use crate::text::CsrMatrix;
-use crate::text::Vocabs;
 use crate::{Error, Result};
 
-/// The registry name.
-pub const KIND: &str = "cca";
+/// The model's name, in messages.
+const KIND: &str = "cca";
 
 /// A fitted CCA model.
 #[derive(Debug, Clone)]
@@ -246,51 +242,4 @@ fn fit_dense(
         ridges: (rx, ry),
         cg_iters: 0,
     })
-}
-
-/// Trains and reloads CCA models.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct CcaTrainer;
-
-impl Trainer for CcaTrainer {
-    fn plan(&self, data: &TrainData, _params: &Params) -> Result<Vec<Phase>> {
-        Ok(vec![Phase::closed_form(data.train_src.n_rows())])
-    }
-
-    fn train(
-        &self,
-        data: &TrainData,
-        params: &Params,
-        _device: &Device,
-        seed: u64,
-        resume: Option<Resume>,
-        hooks: &mut dyn Hooks,
-    ) -> Result<Box<dyn Model>> {
-        let (k, (reg, opts), xs, xt) =
-            closed_form_input(KIND, data, params, resume.is_some(), hooks, |params| {
-                Ok((params.get("reg")?, subspace_opts(params, seed)?))
-            })?;
-        let t0 = std::time::Instant::now();
-        let f = logging_warnings(hooks, |warn| fit(&xs, &xt, k, reg, &opts, warn))?;
-        hooks.log(&format!(
-            "cca: fitted in {:.1}s ({}); canonical correlations {:.4} .. {:.4}",
-            t0.elapsed().as_secs_f64(),
-            implicit::describe(opts.solver, f.cg_iters),
-            f.correlations[0],
-            f.correlations[k - 1]
-        ));
-        let model = LinearModel::new(KIND, data.vocabs.clone(), f.source, f.target)?;
-        hooks.epoch_end("train", 1, &model, Vec::new())?;
-        Ok(Box::new(model))
-    }
-
-    fn load(
-        &self,
-        vocabs: &Vocabs,
-        tensors: HashMap<String, Tensor>,
-        _params: &Params,
-        _device: &Device,
-    ) -> Result<Box<dyn Model>> {
-        Ok(Box::new(LinearModel::from_tensors(KIND, vocabs, &tensors)?))
-    }
 }

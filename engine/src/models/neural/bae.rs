@@ -16,12 +16,12 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::nn::{
+use crate::models::kit::nn::{
     epoch_rng, normal_tensor, report_step, to_array, unit_rows, valid_mrr, SparseBatch,
 };
-use super::{Model, Params};
-use crate::models::optim::Adam;
+use crate::models::kit::optim::Adam;
 use crate::models::{Flow, Hooks, Phase, Resume, TrainData, Trainer};
+use crate::models::{Model, Params};
 use crate::text::CsrMatrix;
 use crate::text::{Side, Vocabs};
 use crate::{Error, Result};
@@ -93,13 +93,13 @@ impl BaeConfig {
                     },
                 }
             },
-            lazy: super::nn::lazy_optim(&p)?,
-            vectors: super::pretrained::setting(&p)?
+            lazy: crate::models::kit::nn::lazy_optim(&p)?,
+            vectors: crate::models::kit::pretrained::setting(&p)?
                 .session()
                 .map(std::path::Path::to_path_buf),
             frozen_epochs: p.get("frozen_epochs")?,
         };
-        super::pretrained::check_frozen("bae", c.frozen_epochs, c.vectors.is_some())?;
+        crate::models::kit::pretrained::check_frozen("bae", c.frozen_epochs, c.vectors.is_some())?;
         Ok(c)
     }
 }
@@ -169,7 +169,7 @@ impl BaeModel {
             ("dec.src.w", 2),
             ("dec.tgt.w", 2),
         ] {
-            super::nn::check_shape(n, &get(n)?, &vec![None; rank])?;
+            crate::models::kit::nn::check_shape(n, &get(n)?, &vec![None; rank])?;
         }
         let binary = get("cfg.binary")?.flatten_all()?.to_vec1::<f32>()?;
         let binary = *binary
@@ -359,7 +359,7 @@ impl Model for BaeModel {
 /// of `σ(logits)` against 0/1 `targets`: `softplus(z) − t·z`, computed
 /// stably as `max(z,0) + ln(1 + e^{−|z|}) − t·z`.
 pub fn bce_with_logits(logits: &Tensor, targets: &Tensor) -> Result<Tensor> {
-    let sp = super::nn::softplus(logits)?;
+    let sp = crate::models::kit::nn::softplus(logits)?;
     let l = (sp - (targets * logits)?)?;
     let rows = logits.dim(0)?.max(1) as f64;
     Ok((l.sum_all()? / rows)?)
@@ -380,7 +380,7 @@ pub fn correlation(a: &Tensor, b: &Tensor) -> Result<Tensor> {
 /// so no dense target matrix is built and the second sum is a gather.
 pub fn bce_sparse(logits: &Tensor, ones: &Tensor) -> Result<Tensor> {
     let rows = logits.dim(0)?.max(1) as f64;
-    Ok((super::nn::bce_logits_sum(logits, ones)? / rows)?)
+    Ok((crate::models::kit::nn::bce_logits_sum(logits, ones)? / rows)?)
 }
 
 /// Flat positions of the ones of rows `rows` of `m` in a `(copies·n) × vocab`
@@ -421,7 +421,12 @@ fn recon_loss(
     let device = codes.device();
     let Some(n_neg) = sampled else {
         let ones = bag_positions(m, rows, copies, device)?;
-        let sum = super::nn::decoder_bce_sum(codes, dec.1.as_tensor(), bias.1.as_tensor(), &ones)?;
+        let sum = crate::models::kit::nn::decoder_bce_sum(
+            codes,
+            dec.1.as_tensor(),
+            bias.1.as_tensor(),
+            &ones,
+        )?;
         return Ok((sum / codes.dim(0)?.max(1) as f64)?);
     };
     let vocab = m.n_cols;
@@ -462,7 +467,7 @@ fn recon_loss(
     cols.extend(negs);
     let cols = Tensor::from_vec(cols, ncols, device)?;
     let mut take = |(name, v): (&str, &Var)| -> Result<Tensor> {
-        let sub = super::rows::gather_rows(v.as_tensor(), &cols)?;
+        let sub = crate::models::kit::rows::gather_rows(v.as_tensor(), &cols)?;
         if lazy {
             let leaf = Var::from_tensor(&sub)?;
             let t = leaf.as_tensor().clone();
@@ -475,12 +480,15 @@ fn recon_loss(
     let d = take(dec)?;
     let c = take(bias)?;
     let z = codes.matmul(&d.t()?)?.broadcast_add(&c)?;
-    let sp = super::nn::softplus(&z)?;
+    let sp = crate::models::kit::nn::softplus(&z)?;
     let w = Tensor::from_vec(weights, (1, ncols), device)?;
     let sp = sp.broadcast_mul(&w)?.sum_all()?;
     let nones = ones.len();
-    let hit = super::rows::gather_rows(&z.flatten_all()?, &Tensor::from_vec(ones, nones, device)?)?
-        .sum_all()?;
+    let hit = crate::models::kit::rows::gather_rows(
+        &z.flatten_all()?,
+        &Tensor::from_vec(ones, nones, device)?,
+    )?
+    .sum_all()?;
     Ok(((sp - hit)? / codes.dim(0)?.max(1) as f64)?)
 }
 
@@ -539,7 +547,7 @@ impl Trainer for BaeTrainer {
         // on the CPU the decoders' products and passes run on rayon's
         // threads (`nn::decoder_bce_sum`); the rest are small candle ops
         if device.is_cpu() {
-            super::nn::single_threaded_candle();
+            crate::models::kit::nn::single_threaded_candle();
         }
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let (mut start, mut step) = (0usize, 0usize);
@@ -566,7 +574,7 @@ impl Trainer for BaeTrainer {
                 if let Some(dir) = &cfg.vectors {
                     // the encoders' rows are the term vectors (the
                     // decoders keep their random start)
-                    let f = super::pretrained::start(
+                    let f = crate::models::kit::pretrained::start(
                         data.pretrained.as_ref(),
                         dir,
                         "bae",
@@ -594,7 +602,9 @@ impl Trainer for BaeTrainer {
         let mut best = (valid_mrr(&model, data, cfg.valid_max)?, model.snapshot()?);
         // a resume continues the interrupted run's choice of best epoch
         if let Some(r) = &resume {
-            if let Some((score, _, snap)) = super::nn::restore_best_state("best.", &r.tensors)? {
+            if let Some((score, _, snap)) =
+                crate::models::kit::nn::restore_best_state("best.", &r.tensors)?
+            {
                 best = (score, BaeModel::from_tensors(&snap, device)?);
                 best.1.binary = cfg.binary;
             }
@@ -696,7 +706,7 @@ impl Trainer for BaeTrainer {
                 best = (mrr, model.snapshot()?);
             }
             let mut extra = opt.state()?;
-            extra.extend(super::nn::best_state(
+            extra.extend(crate::models::kit::nn::best_state(
                 "best.",
                 best.0,
                 0,

@@ -18,13 +18,14 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::nn::{
+use crate::models::kit::linear::{init_projections, rescale, PROJ_SOURCE};
+use crate::models::kit::nn::{
     epoch_rng, lazy_optim, nonempty_rows, normal_tensor, report_step, softplus, to_array,
     unit_rows, valid_mrr, SparseBatch,
 };
-use super::{Model, Params};
-use crate::models::optim::Adam;
-use crate::models::{Flow, Hooks, Phase, Resume, TrainData, Trainer};
+use crate::models::kit::optim::Adam;
+use crate::models::{Flow, Hooks, InitWeights, Phase, Resume, TrainData, Trainer};
+use crate::models::{Model, Params};
 use crate::text::CsrMatrix;
 use crate::text::{Side, Vocabs};
 use crate::{Error, Result};
@@ -87,9 +88,9 @@ impl Composer {
                 .first()
                 .map(|(w, _): &(Var, Var)| w.dims().get(1).copied().unwrap_or(0));
             let rows = if j == 1 { None } else { k };
-            super::nn::check_shape(&wk, w, &[rows, k])?;
+            crate::models::kit::nn::check_shape(&wk, w, &[rows, k])?;
             let k = w.dims()[1];
-            super::nn::check_shape(&bk, b, &[Some(k)])?;
+            crate::models::kit::nn::check_shape(&bk, b, &[Some(k)])?;
             let w = w.to_dtype(dtype)?.to_device(device)?;
             let b = b.to_dtype(dtype)?.to_device(device)?;
             layers.push((Var::from_tensor(&w)?, Var::from_tensor(&b)?));
@@ -124,19 +125,19 @@ impl Composer {
 
     /// Deep copies of the parameters, named as in [`Composer::named_vars`].
     pub fn snapshot(&self, prefix: &str) -> Result<Vec<(String, Tensor)>> {
-        super::nn::copy_vars(self.named_vars(prefix))
+        crate::models::kit::nn::copy_vars(self.named_vars(prefix))
     }
 
     /// Sets the parameters from a snapshot taken with the same prefix.
     pub fn set_from(&self, prefix: &str, snap: &[(String, Tensor)]) -> Result<()> {
-        super::nn::set_vars(self.named_vars(prefix), snap)
+        crate::models::kit::nn::set_vars(self.named_vars(prefix), snap)
     }
 
     /// Term vectors `y_i` of the terms `ids` (`None`: every term), one row each.
     pub fn term_table(&self, ids: Option<&Tensor>) -> Result<Tensor> {
         let w1 = &self.layers[0].0;
         let first = match ids {
-            Some(ids) => super::rows::gather_rows(w1.as_tensor(), ids)?,
+            Some(ids) => crate::models::kit::rows::gather_rows(w1.as_tensor(), ids)?,
             None => w1.as_tensor().clone(),
         };
         self.table_from_rows(&first)
@@ -499,7 +500,7 @@ impl XcnnConfig {
                 train_target: p.get("train_target")?,
                 valid_max: p.get("valid_max")?,
                 init: p.get_opt("init")?.map(PathBuf::from),
-                vectors: crate::models::pretrained::setting(&p)?
+                vectors: crate::models::kit::pretrained::setting(&p)?
                     .session()
                     .map(Path::to_path_buf),
                 lazy: lazy_optim(&p)?,
@@ -698,55 +699,25 @@ fn mono_accuracy(
 }
 
 /// Takes the target network of a pre-initialised session: the tensors
-/// `tgt.*` of `DIR/checkpoints/best.safetensors` (or of a checkpoint file
-/// given directly, e.g. a session's `checkpoints/last.safetensors`). Any
-/// checkpoint of an XCNN session written in its cross phase holds the final
-/// pre-initialised target network, since that phase never changes it.
-/// Checks the vocabulary
-/// (`DIR/vocab.target.json`, or `DIR/vocab.<lang>.json`, when present: the
-/// terms must be the same, in the same order) and the shape.
+/// `tgt.*` of the `init` checkpoint the job layer read (a session's best
+/// checkpoint, or a checkpoint file given directly, e.g. a session's
+/// `checkpoints/last.safetensors`). Any checkpoint of an XCNN session
+/// written in its cross phase holds the final pre-initialised target
+/// network, since that phase never changes it. The job layer checked the
+/// saved vocabularies; the shape is checked here.
 pub fn load_init(
-    dir: &Path,
+    init: &InitWeights,
     vocabs: &Vocabs,
     dim: usize,
     dtype: DType,
     device: &Device,
 ) -> Result<Composer> {
-    // a checkpoint file itself, or a session directory's best checkpoint
-    let (ck, dir) = if dir.is_file() {
-        let session = dir
-            .parent()
-            .and_then(|p| p.parent())
-            .unwrap_or(Path::new("."));
-        (dir.to_path_buf(), session)
-    } else {
-        (dir.join("checkpoints").join("best.safetensors"), dir)
-    };
-    if !ck.exists() {
-        return Err(Error::file(&ck, "init: no such checkpoint"));
-    }
-    let tensors = candle_core::safetensors::load(&ck, device)
-        .map_err(|e| Error::file(&ck, format!("init: cannot read checkpoint: {e}")))?;
-    let vpath = [
-        dir.join("vocab.target.json"),
-        dir.join(format!("vocab.{}.json", vocabs.target.lang)),
-    ]
-    .into_iter()
-    .find(|p| p.exists());
-    if let Some(vpath) = vpath {
-        let v = crate::text::Vocabulary::load(&vpath)?;
-        if v.terms != vocabs.target.terms {
-            return Err(Error::file(
-                &vpath,
-                "init: the pre-initialised session's target vocabulary differs from this job's",
-            ));
-        }
-    }
-    let net = Composer::from_tensors("tgt", &tensors, dtype, device)
-        .map_err(|e| Error::file(&ck, format!("init: {e}")))?;
+    let ck = &init.checkpoint;
+    let net = Composer::from_tensors("tgt", &init.tensors, dtype, device)
+        .map_err(|e| Error::file(ck, format!("init: {e}")))?;
     if net.vocab() != vocabs.target.len() || net.dim() != dim {
         return Err(Error::file(
-            &ck,
+            ck,
             format!(
                 "init: target network is {} terms × {} dims, this job has {} × {dim}",
                 net.vocab(),
@@ -758,18 +729,14 @@ pub fn load_init(
     Ok(net)
 }
 
-/// Whether `init` names a linear model's session (its best checkpoint holds
-/// `proj.source`), rather than an XCNN session or checkpoint.
-fn is_linear_session(init: &Path) -> bool {
-    let ck = init.join("checkpoints").join("best.safetensors");
-    init.is_dir()
-        && candle_core::safetensors::load(&ck, &Device::Cpu)
-            .map(|t| t.contains_key(crate::models::linear::PROJ_SOURCE))
-            .unwrap_or(false)
+/// Whether an `init` checkpoint is a linear model's (it holds
+/// `proj.source`), rather than an XCNN one.
+fn is_linear(init: &InitWeights) -> bool {
+    init.tensors.contains_key(PROJ_SOURCE)
 }
 
 /// Both composition networks (one layer, biases 0) from the projections of a
-/// trained linear model's session `dir` (checked as S2Net's `init`): term
+/// trained linear model's checkpoint (checked as S2Net's `init`): term
 /// row i is `idf_i · P[i]`, scaled so the table's root mean square is
 /// `scale`. While tanh is near linear at that scale, a text's XCNN vector
 /// `Σ count_i · tanh(row_i)` is then the linear model's projection of its
@@ -777,13 +744,13 @@ fn is_linear_session(init: &Path) -> bool {
 /// starts where the linear model ended, as S2Net starts from OPCA (the
 /// paper's XCNN starts from random parameters; this is for comparison).
 pub fn composers_from_linear(
-    dir: &Path,
+    init: &InitWeights,
     vocabs: &Vocabs,
     cfg: &XcnnConfig,
     dtype: DType,
     device: &Device,
 ) -> Result<(Composer, Composer)> {
-    let (ps, pt) = crate::models::s2net::load_init(dir, vocabs, cfg.dim)?;
+    let (ps, pt) = init_projections(init, vocabs, cfg.dim)?;
     composers_from_tables(ps, pt, vocabs, cfg, dtype, device)
 }
 
@@ -809,7 +776,7 @@ pub fn composers_from_tables(
         for (i, mut row) in p.rows_mut().into_iter().enumerate() {
             row *= v.idf(i as u32);
         }
-        let p = crate::models::s2net::rescale(p, cfg.init_scale);
+        let p = rescale(p, cfg.init_scale);
         let w = Tensor::from_vec(p.iter().copied().collect::<Vec<f32>>(), p.dim(), device)?
             .to_dtype(dtype)?;
         let b = Tensor::zeros(cfg.dim, dtype, device)?;
@@ -853,7 +820,9 @@ impl XcnnTrainer {
         let mut since_best = 0;
         // a resume continues the interrupted run's best snapshot and patience
         if let Some(t) = resume {
-            if let Some((acc, since, snap)) = super::nn::restore_best_state("mono.best.", t)? {
+            if let Some((acc, since, snap)) =
+                crate::models::kit::nn::restore_best_state("mono.best.", t)?
+            {
                 let mut snap: Vec<(String, Tensor)> = snap.into_iter().collect();
                 snap.sort_by(|a, b| a.0.cmp(&b.0));
                 best = (acc, snap);
@@ -931,7 +900,7 @@ impl XcnnTrainer {
                 "mono.valid_accuracy".into(),
                 Tensor::new(&[acc as f32], device)?,
             ));
-            extra.extend(super::nn::best_state(
+            extra.extend(crate::models::kit::nn::best_state(
                 "mono.best.",
                 best.0,
                 since_best,
@@ -989,7 +958,9 @@ impl XcnnTrainer {
         }
         let mut best = (valid_mrr(model, data, cfg.valid_max)?, model.snapshot()?);
         if let Some(t) = resume {
-            if let Some((mrr, _, snap)) = super::nn::restore_best_state("cross.best.", t)? {
+            if let Some((mrr, _, snap)) =
+                crate::models::kit::nn::restore_best_state("cross.best.", t)?
+            {
                 best = (mrr, XcnnModel::from_tensors(&snap, dtype, device)?);
             }
         }
@@ -1066,7 +1037,7 @@ impl XcnnTrainer {
                 best = (mrr, model.snapshot()?);
             }
             let mut extra = opt.state()?;
-            extra.extend(super::nn::best_state(
+            extra.extend(crate::models::kit::nn::best_state(
                 "cross.best.",
                 best.0,
                 0,
@@ -1081,18 +1052,35 @@ impl XcnnTrainer {
     }
 }
 
+/// A start that fills one layer (a linear model's projections or term
+/// vectors) needs `layers=1`.
+fn one_layer_start(cfg: &XcnnConfig) -> Result<()> {
+    if cfg.layers != 1 {
+        return Err(Error::invalid(format!(
+            "xcnn: a start from a linear model or term vectors needs layers=1 (got {})",
+            cfg.layers
+        )));
+    }
+    Ok(())
+}
+
 impl Trainer for XcnnTrainer {
     /// A start from a linear session or from term vectors fills one layer:
     /// refused with `layers` > 1 before the session is written.
     fn check(&self, params: &Params) -> Result<()> {
         let cfg = XcnnConfig::from_params(params)?;
-        let one_layer_start =
-            cfg.vectors.is_some() || cfg.init.as_deref().is_some_and(is_linear_session);
-        if one_layer_start && cfg.layers != 1 {
-            return Err(Error::invalid(format!(
-                "xcnn: a start from a linear model or term vectors needs layers=1 (got {})",
-                cfg.layers
-            )));
+        if cfg.vectors.is_some() {
+            one_layer_start(&cfg)?;
+        }
+        Ok(())
+    }
+
+    /// A start from a linear model's checkpoint fills one layer: refused
+    /// with `layers` > 1 before the session is written.
+    fn check_init(&self, params: &Params, init: &InitWeights) -> Result<()> {
+        let cfg = XcnnConfig::from_params(params)?;
+        if is_linear(init) {
+            one_layer_start(&cfg)?;
         }
         Ok(())
     }
@@ -1145,6 +1133,11 @@ impl Trainer for XcnnTrainer {
         let mut step = 0usize;
         let (mut mono_start, mut cross_start) = (0usize, 0usize);
         let mut do_mono = cfg.mono_epochs > 0;
+        // the `init` start the job layer read (a fresh start only)
+        let init = match (&resume, &cfg.init) {
+            (None, Some(_)) => Some(data.init_for("xcnn")?),
+            _ => None,
+        };
         let model = match &resume {
             Some(r) => {
                 step = r.step;
@@ -1168,20 +1161,21 @@ impl Trainer for XcnnTrainer {
                 }
                 m
             }
-            None if cfg.init.as_deref().is_some_and(is_linear_session) => {
+            None if init.is_some_and(is_linear) => {
                 let dir = cfg.init.as_deref().unwrap_or(Path::new("."));
                 do_mono = false;
                 hooks.log(&format!(
                     "xcnn: both networks from the linear model in {}",
                     dir.display()
                 ));
-                let (src, tgt) = composers_from_linear(dir, &data.vocabs, &cfg, dtype, device)?;
+                let init = data.init_for("xcnn")?;
+                let (src, tgt) = composers_from_linear(init, &data.vocabs, &cfg, dtype, device)?;
                 XcnnModel { src, tgt }
             }
             None if cfg.vectors.is_some() => {
                 let dir = cfg.vectors.as_deref().unwrap_or(Path::new("."));
                 do_mono = false;
-                let f = crate::models::pretrained::start(
+                let f = crate::models::kit::pretrained::start(
                     data.pretrained.as_ref(),
                     dir,
                     "xcnn",
@@ -1209,7 +1203,7 @@ impl Trainer for XcnnTrainer {
                     Some(dir) => {
                         do_mono = false;
                         hooks.log(&format!("xcnn: target network from {}", dir.display()));
-                        load_init(dir, &data.vocabs, cfg.dim, dtype, device)?
+                        load_init(data.init_for("xcnn")?, &data.vocabs, cfg.dim, dtype, device)?
                     }
                     None => Composer::random(
                         vt,

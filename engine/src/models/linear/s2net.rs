@@ -7,7 +7,6 @@
 //! optimiser exactly. Paper, choices and measured notes: `docs/models.md`.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
 
 use candle_core::{DType, Device, Tensor, Var};
 use ndarray::Array2;
@@ -15,51 +14,27 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_distr::{Distribution, StandardNormal};
 
-use crate::models::linear::{check_fit_sizes, weighted, LinearModel, PROJ_SOURCE, PROJ_TARGET};
-use crate::models::optim::Adam;
+use crate::models::kit::linear::{
+    check_fit_sizes, init_projections, rescale, weighted, LinearModel, PROJ_SOURCE, PROJ_TARGET,
+};
+use crate::models::kit::optim::Adam;
 use crate::models::{Flow, Hooks, Phase, Resume, TrainData, Trainer};
 use crate::models::{Model, Params};
-use crate::text::Vocabulary;
 use crate::text::{Side, Vocabs};
 use crate::{Error, Result};
 
 /// The registry name.
 pub const KIND: &str = "s2net";
 
+pub use crate::models::kit::nn::SparseBatch;
 /// The batch layout shared with XCNN: term ids, local ids, weights and the
 /// row of every entry, for the gather / segment-sum input layer.
-use super::nn::report_step;
-pub use super::nn::SparseBatch;
+use crate::models::kit::nn::{report_step, s2net_loss};
 
 /// `X · W` for a batch `X`: gathers the rows of `w` (V × k) of the batch's
 /// terms, weighted, and sums them per text (rows × k).
 pub fn encode_batch(w: &Tensor, batch: &SparseBatch) -> Result<Tensor> {
     batch.compose(w, false)
-}
-
-fn unit(y: &Tensor) -> Result<Tensor> {
-    let n = (y.sqr()?.sum_keepdim(1)? + 1e-12)?.sqrt()?;
-    Ok(y.broadcast_div(&n)?)
-}
-
-/// S2Net's pairwise logistic loss over a batch of aligned projections
-/// (`ys`, `yt`: b × k, row i of each a pair): the mean of
-/// `log(1 + exp(−γ (cos(s_i, t_i) − cos(s_i, t_j))))` over all `i ≠ j`.
-pub fn s2net_loss(ys: &Tensor, yt: &Tensor, gamma: f64) -> Result<Tensor> {
-    let b = ys.dim(0)?;
-    if b < 2 {
-        return Err(Error::invalid(
-            "s2net: a batch needs at least 2 pairs (the others are the negatives)".to_string(),
-        ));
-    }
-    let (us, ut) = (unit(ys)?, unit(yt)?);
-    let c = us.matmul(&ut.t()?)?; // b × b cosines
-    let diag = (&us * &ut)?.sum_keepdim(1)?; // b × 1
-    let x = (c.broadcast_sub(&diag)? * gamma)?; // −γΔ
-    let sp = super::nn::softplus(&x)?;
-    let mask = (Tensor::ones((b, b), ys.dtype(), ys.device())?
-        - Tensor::eye(b, ys.dtype(), ys.device())?)?;
-    Ok(((sp * mask)?.sum_all()? / (b * (b - 1)) as f64)?)
 }
 
 /// The full training objective of one batch: [`s2net_loss`] of the encoded
@@ -97,84 +72,6 @@ fn from_array(a: &Array2<f32>, device: &Device) -> Result<Tensor> {
     Ok(Tensor::from_vec(v, a.dim(), device)?)
 }
 
-/// Loads the projections of a trained linear model's session for `init=`:
-/// `DIR/checkpoints/best.safetensors`, checked against the training
-/// vocabularies (sizes, and the terms where the session saved
-/// `vocab.source.json` / `vocab.target.json` or `vocab.<lang>.json`) and the
-/// wanted dimension.
-pub fn load_init(dir: &Path, vocabs: &Vocabs, k: usize) -> Result<(Array2<f32>, Array2<f32>)> {
-    let path: PathBuf = dir.join("checkpoints").join("best.safetensors");
-    if !path.is_file() {
-        return Err(Error::file(
-            &path,
-            "init=: no checkpoint here (expected a session directory of a trained cl-lsi, \
-             opca, cca or s2net model)",
-        ));
-    }
-    let tensors = candle_core::safetensors::load(&path, &Device::Cpu)
-        .map_err(|e| Error::file(&path, format!("cannot read safetensors: {e}")))?;
-    // a session saves `vocab.source.json` / `vocab.target.json`; `vocab.<lang>.json`
-    // is the vocabulary's own naming
-    for (side, v) in [("source", &vocabs.source), ("target", &vocabs.target)] {
-        for vp in [
-            dir.join(format!("vocab.{side}.json")),
-            dir.join(format!("vocab.{}.json", v.lang)),
-        ] {
-            if !vp.is_file() {
-                continue;
-            }
-            let saved = Vocabulary::load(&vp)?;
-            if saved.terms != v.terms {
-                return Err(Error::file(
-                    &vp,
-                    format!(
-                        "init=: the session's {side} vocabulary differs from this workspace's \
-                         ({} vs {} terms); start from a session of the same workspace",
-                        saved.len(),
-                        v.len()
-                    ),
-                ));
-            }
-        }
-    }
-    let get = |name: &str, rows: usize, side: &str| -> Result<Array2<f32>> {
-        let t = tensors.get(name).ok_or_else(|| {
-            Error::file(
-                &path,
-                format!("init=: no `{name}` tensor: not a linear projection model"),
-            )
-        })?;
-        let a = to_array(t)?;
-        if a.dim() != (rows, k) {
-            return Err(Error::file(
-                &path,
-                format!(
-                    "init=: `{name}` is {:?} but this workspace's {side} vocabulary and dim \
-                     need ({rows}, {k}): another vocabulary/workspace, or set dim to match",
-                    a.dim()
-                ),
-            ));
-        }
-        Ok(a)
-    };
-    Ok((
-        get(PROJ_SOURCE, vocabs.source.len(), "source")?,
-        get(PROJ_TARGET, vocabs.target.len(), "target")?,
-    ))
-}
-
-/// Scales a projection so that its root mean square is `rms` (the random
-/// init's): every cosine stays the same (each language's rows are normalised
-/// on their own), and `lr` means the same for any starting model.
-pub(crate) fn rescale(mut a: Array2<f32>, rms: f64) -> Array2<f32> {
-    let cur = (a.iter().map(|v| (*v as f64).powi(2)).sum::<f64>() / a.len().max(1) as f64).sqrt();
-    if cur > 0.0 && cur.is_finite() {
-        let f = (rms / cur) as f32;
-        a.mapv_inplace(|v| v * f);
-    }
-    a
-}
-
 fn random_init(rows: usize, k: usize, scale: f64, rng: &mut impl rand::Rng) -> Array2<f32> {
     Array2::from_shape_simple_fn((rows, k), || {
         let z: f64 = StandardNormal.sample(rng);
@@ -197,7 +94,11 @@ impl Trainer for S2NetTrainer {
     /// `init` and `vectors` are refused together before the session is written.
     fn check(&self, params: &Params) -> Result<()> {
         let p = params.of(KIND)?;
-        if p.get_opt("init")?.is_some() && super::pretrained::setting(&p)?.session().is_some() {
+        if p.get_opt("init")?.is_some()
+            && crate::models::kit::pretrained::setting(&p)?
+                .session()
+                .is_some()
+        {
             return Err(init_and_vectors());
         }
         Ok(())
@@ -242,7 +143,7 @@ impl Trainer for S2NetTrainer {
         let weight_decay: f64 = p.get("weight_decay")?;
         let init_scale: f64 = p.get("init_scale")?;
         let beta: f64 = p.get("beta")?;
-        let lazy = super::nn::lazy_optim(&p)?;
+        let lazy = crate::models::kit::nn::lazy_optim(&p)?;
         if lazy && beta > 0.0 {
             return Err(Error::invalid(
                 "s2net: optim=lazy-adam updates only a batch's rows, but beta > 0 ties every row \
@@ -251,7 +152,7 @@ impl Trainer for S2NetTrainer {
             ));
         }
         let init = p.get_opt("init")?;
-        let vectors = super::pretrained::setting(&p)?;
+        let vectors = crate::models::kit::pretrained::setting(&p)?;
         params.check_unused()?;
         check_fit_sizes(KIND, data, k)?;
         let xs = weighted(&data.train_src, &data.vocabs, Side::Source);
@@ -264,7 +165,7 @@ impl Trainer for S2NetTrainer {
             // the tf-idf weighted sum of its words' vectors
             (None, Some(dir)) => {
                 let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-                let f = super::pretrained::start(
+                let f = crate::models::kit::pretrained::start(
                     data.pretrained.as_ref(),
                     dir,
                     KIND,
@@ -276,7 +177,7 @@ impl Trainer for S2NetTrainer {
                 (f.source, f.target)
             }
             (Some(dir), None) => {
-                let (s, t) = load_init(Path::new(dir), &data.vocabs, k)?;
+                let (s, t) = init_projections(data.init_for(KIND)?, &data.vocabs, k)?;
                 hooks.log(&format!("s2net: starting from {dir}"));
                 (rescale(s, init_scale), rescale(t, init_scale))
             }
@@ -296,7 +197,7 @@ impl Trainer for S2NetTrainer {
         // on the CPU the step's candle ops are small and Adam's pass runs on
         // rayon's threads (measured in docs/results.md, issue 20)
         if device.is_cpu() {
-            super::nn::single_threaded_candle();
+            crate::models::kit::nn::single_threaded_candle();
         }
         let a_s = Var::from_tensor(&from_array(&s0, device)?)?;
         let a_t = Var::from_tensor(&from_array(&t0, device)?)?;

@@ -1255,10 +1255,10 @@ mod cell {
     }
 
     fn host(s: &CpuStorage, l: &Layout) -> candle_core::Result<Vec<f64>> {
-        crate::models::rows::host_f64(s, l, "lstm-cell")
+        crate::models::kit::rows::host_f64(s, l, "lstm-cell")
     }
 
-    use crate::models::rows::like;
+    use crate::models::kit::rows::like;
 
     /// `(rows, H)` of gates `(…, 4H)` and a state `(…, 2H)`.
     fn sizes(lg: &Layout, ls: &Layout) -> candle_core::Result<(usize, usize)> {
@@ -1425,8 +1425,8 @@ mod cell {
         use candle_core::cuda_backend::{CudaStorageSlice, WrapErr};
         use candle_core::{CudaStorage, Layout};
 
-        use crate::models::rows::gpu::launch_cfg;
-        use crate::models::rows::offsets;
+        use crate::models::kit::rows::gpu::launch_cfg;
+        use crate::models::kit::rows::offsets;
 
         const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/lstm.ptx"));
 

@@ -1,7 +1,7 @@
 //! A mapping baseline, as MUSE (Conneau et al., ICLR 2018, supervised
 //! Procrustes with refinement) and VecMap (Artetxe et al., AAAI 2018) do:
 //! another session's term vectors of the two languages (`vectors=SESSION`,
-//! [`crate::models::pretrained`]), the source ones rotated onto the target
+//! [`crate::models::kit::pretrained`]), the source ones rotated onto the target
 //! ones by an orthogonal map fitted on the training part of the workspace's
 //! dictionary, then refined on the words the map itself pairs up by CSLS.
 //!
@@ -39,8 +39,8 @@ use ndarray::{Array1, Array2, Axis};
 use serde::Serialize;
 
 use crate::corpus::BliSplit;
-use crate::models::linear::{fix_parallelism, LinearModel};
-use crate::models::pretrained::{self, VectorsSetting};
+use crate::models::kit::linear::{fix_parallelism, LinearModel};
+use crate::models::kit::pretrained::{self, VectorsSetting};
 use crate::models::{Hooks, Model, Params, Phase, PretrainedVectors, Resume, TrainData, Trainer};
 use crate::space::Similarity;
 use crate::text::{Vocabs, Vocabulary};
@@ -77,7 +77,7 @@ pub fn normalise(m: &Array2<f32>, found: &[bool]) -> Result<Array2<f32>> {
             r.fill(0.0);
         }
     }
-    out = crate::models::linear::unit_rows(out);
+    out = crate::models::kit::linear::unit_rows(out);
     let mut mean = Array1::<f32>::zeros(m.ncols());
     for (r, &f) in out.axis_iter(Axis(0)).zip(found) {
         if f {
@@ -90,7 +90,7 @@ pub fn normalise(m: &Array2<f32>, found: &[bool]) -> Result<Array2<f32>> {
             r -= &mean;
         }
     }
-    Ok(crate::models::linear::unit_rows(out))
+    Ok(crate::models::kit::linear::unit_rows(out))
 }
 
 /// The orthogonal `W` (`d × d`) that minimises `Σ ‖x_s W − y_t‖²` over
@@ -204,7 +204,7 @@ pub fn fit(
     let cx = x.select(Axis(0), cand_x);
     let mut rounds = Vec::with_capacity(refine);
     for _ in 0..refine {
-        let mapped = crate::models::linear::unit_rows(cx.dot(&w));
+        let mapped = crate::models::kit::linear::unit_rows(cx.dot(&w));
         let induced: Vec<(usize, usize)> = csls_mutual(&mapped, &cy, k)
             .into_iter()
             .map(|(i, j)| (cand_x[i], cand_y[j]))
@@ -506,7 +506,7 @@ mod tests {
         assert_eq!(refined.rounds.len(), 3);
         assert!(refined.rounds[0].added > 0, "{:?}", refined.rounds);
         // the last round's mutual pairs are the true ones
-        let mapped = crate::models::linear::unit_rows(x.dot(&refined.w));
+        let mapped = crate::models::kit::linear::unit_rows(x.dot(&refined.w));
         let mutual = csls_mutual(&mapped, &y, 10);
         let right = mutual.iter().filter(|(i, j)| i == j).count();
         assert!(

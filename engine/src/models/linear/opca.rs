@@ -12,8 +12,8 @@ use std::collections::HashMap;
 use candle_core::{Device, Tensor};
 use faer::Mat;
 
-use crate::models::implicit::{self, Covariance, Solver, SubspaceOpts};
-use crate::models::linear::{
+use crate::models::kit::implicit::{self, Covariance, Solver, SubspaceOpts};
+use crate::models::kit::linear::{
     add_outer_products, check_rank, cholesky_with_ridge, closed_form_input, col_means, csr_mul,
     csr_t_mul, hconcat, logging_warnings, mean_diag, randomized_svd, solve_lower, solve_lower_t,
     split_joint, subspace_opts, vstack_joint, LinOp, LinearModel,
@@ -161,7 +161,7 @@ fn fit_dense(
     let md = mean_diag(&nm);
     let unseen = (0..v).filter(|i| nm[(*i, *i)] <= 0.0).count();
     check_noise(md, n, v, unseen, ridge, warn)?;
-    crate::models::linear::symmetrize_from_upper(&mut nm);
+    crate::models::kit::linear::symmetrize_from_upper(&mut nm);
     let used = cholesky_with_ridge(&mut nm, ridge * md, md, warn)?;
     let mu = col_means(x);
     let op = Whitened {

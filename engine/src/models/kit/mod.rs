@@ -1,0 +1,15 @@
+//! The shared kit of the models: what several families use (layers and
+//! losses, optimisers, row gathers and their kernels, LSTMs, RBMs, the
+//! linear-algebra kit of the projection models, pretrained starts). The kit
+//! imports the contract ([`crate::models`]) and nothing of a family.
+
+mod bce;
+pub mod cca;
+pub mod implicit;
+pub mod linear;
+pub mod lstm;
+pub mod nn;
+pub mod optim;
+pub mod pretrained;
+pub mod rbm;
+pub mod rows;
