@@ -441,20 +441,30 @@ struct Config {
     negatives: usize,
     similar_pct: f64,
     dissimilar_pct: f64,
+    /// The OPCA start's `ridge` and eigensolver settings (seed 0: the job's
+    /// seed is set where it fits); `None` with `init`, which gives the
+    /// start (`check` refuses them given with it).
+    opca: Option<(f64, crate::models::implicit::SubspaceOpts)>,
 }
 
 impl Config {
     fn from_params(params: &Params) -> Result<Config> {
         let p = params.of(KIND)?;
+        let init = p.get_opt("init")?;
+        let opca = match init {
+            Some(_) => None,
+            None => Some((p.get("ridge")?, super::linear::subspace_opts(&p, 0)?)),
+        };
         Ok(Config {
             k: p.get("dim")?,
             epochs: p.get("epochs")?,
             gamma: p.get("gamma")?,
-            init: p.get_opt("init")?,
+            init,
             positives: p.get("positives")?,
             negatives: p.get("negatives")?,
             similar_pct: p.get("similar_pct")?,
             dissimilar_pct: p.get("dissimilar_pct")?,
+            opca,
         })
     }
 
@@ -505,9 +515,10 @@ fn start_projection(
             Ok((s, t))
         }
         None => {
-            let p = params.of(KIND)?;
-            let ridge: f64 = p.get("ridge")?;
-            let opts = super::linear::subspace_opts(&p, seed)?;
+            let (ridge, mut opts) = cfg
+                .opca
+                .ok_or_else(|| Error::invalid("hdlr: no OPCA start"))?;
+            opts.seed = seed;
             params.check_unused()?;
             check_fit_sizes(KIND, data, cfg.k)?;
             let xs = weighted(&data.train_src, &data.vocabs, Side::Source);
@@ -624,13 +635,7 @@ impl Trainer for HdlrTrainer {
         let (u0, mut itml_from, mut step) = match &resume {
             None => (start_projection(&cfg, data, params, seed, hooks)?, None, 0),
             Some(r) => {
-                if cfg.init.is_none() {
-                    // OPCA's settings were read when the job began
-                    let p = params.of(KIND)?;
-                    for key in OPCA_SETTINGS {
-                        p.get::<String>(key)?;
-                    }
-                }
+                // OPCA's settings (read by Config) were used when the job began
                 params.check_unused()?;
                 let u0 = (
                     array_from(&r.tensors, T_U0_SOURCE, (vs, k))?,
