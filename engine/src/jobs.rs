@@ -35,7 +35,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::corpus::{Prepared, Workspace};
-use crate::models::{is_lexical, registry, select_device, TrainData};
+use crate::models::{is_lexical, registry, DeviceSpec, TrainData};
 use crate::session::retrieval::adhoc_validation;
 use crate::session::{
     fmt_utc, now_unix, process_start_time, read_status, Session, SessionConfig, State, Status,
@@ -58,8 +58,9 @@ pub struct JobRequest {
     pub settings: BTreeMap<String, String>,
     /// Random seed.
     pub seed: u64,
-    /// Device asked for (`auto`, `cpu`, `cuda`, `cuda:N`).
-    pub device: String,
+    /// Device asked for (`auto`, `cpu`, `cuda`, `cuda:N`), parsed where it
+    /// was given; opened by the job's runner.
+    pub device: DeviceSpec,
     /// Exact session folder to make (must not exist, or be empty); `None`
     /// for a fresh `<model>-<UTC stamp>` folder under `root`.
     pub session: Option<PathBuf>,
@@ -79,7 +80,7 @@ impl JobRequest {
             model: model.into(),
             settings: BTreeMap::new(),
             seed: 1,
-            device: "auto".into(),
+            device: DeviceSpec::Auto,
             session: None,
             root: PathBuf::from("sessions"),
             max_memory: None,
@@ -214,41 +215,41 @@ pub fn setting_default(model: &str, key: &str) -> Option<String> {
         .and_then(|s| s.default.map(str::to_string))
 }
 
-/// Error unless `spec` is a device spelling: `auto`, `cpu`, `cuda` or
-/// `cuda:N`. Whether the device is usable here is
-/// [`select_device`]'s question ([`create`] asks it).
-pub fn check_device(spec: &str) -> Result<()> {
-    spec.parse::<crate::models::DeviceSpec>().map(|_| ())
+/// `spec` as a device, for a form that holds it as text: an error unless
+/// it is `auto`, `cpu`, `cuda` or `cuda:N`. Whether the model can use it is
+/// checked by [`create`]; the device is opened once, by the job's runner.
+pub fn check_device(spec: &str) -> Result<DeviceSpec> {
+    spec.parse()
 }
 
 pub use crate::models::registry::check_setting;
 
 /// Checks `req` as far as possible without writing anything: model, device
-/// (spelling and availability; a lexical baseline refuses `cuda`, as it
-/// runs on the CPU only), every setting against the model, the
+/// (a model that computes on the CPU only, its registry row's `gpu` false,
+/// refuses `cuda`, and so does a build without CUDA; the device is opened
+/// once, where the job runs), every setting against the model, the
 /// `init` session, the workspace, the memory the job needs
 /// ([`crate::models::check_memory`]: refused above `req.max_memory` or this
 /// machine's memory). Returns the settings as they will be
 /// recorded ([`check_setting`]), the loaded workspace and its canonical path.
 fn check_request(req: &JobRequest) -> Result<(BTreeMap<String, String>, Workspace, PathBuf)> {
     check_model(&req.model)?;
-    check_device(&req.device)?;
-    if is_lexical(&req.model)
-        && matches!(req.device.parse(), Ok(crate::models::DeviceSpec::Cuda(_)))
-    {
-        return Err(Error::invalid(format!(
-            "--device {}: {} is a lexical baseline and runs on the CPU only; use --device cpu or auto",
-            req.device.trim(),
-            req.model
-        )));
-    }
-    select_device(&req.device)?; // fail now, not in the background
+    req.device.check_for(&req.model)?;
     let mut settings = BTreeMap::new();
     for (k, v) in &req.settings {
         settings.insert(k.clone(), check_setting(&req.model, k, v)?);
     }
-    if !is_lexical(&req.model) {
-        crate::models::trainer(&req.model)?.check(&crate::models::Params::new(settings.clone()))?;
+    {
+        // every setting read as the job will read it: combinations checked,
+        // and a given key that nothing reads refused
+        let params = crate::models::Params::new(settings.clone());
+        if is_lexical(&req.model) {
+            crate::models::bm25::Bm25Baseline::new(&req.model, &params)?;
+        } else {
+            crate::models::trainer(&req.model)?.check(&params)?;
+            registry::RunnerSettings::from_params(&params)?;
+        }
+        params.check_unused()?;
     }
     if let Some(init) = settings.get("init") {
         // a session folder with a best checkpoint, or (XCNN) a checkpoint file
@@ -318,9 +319,10 @@ fn check_request(req: &JobRequest) -> Result<(BTreeMap<String, String>, Workspac
 }
 
 /// Makes the session folder of `req` (state `queued`) after checking the
-/// request ([`check_model`], [`check_device`] and the device's
-/// availability, [`check_setting`] for every setting, the `init`
-/// checkpoint, the workspace); a refused request writes nothing. A named session
+/// request ([`check_model`], the device for the model
+/// ([`DeviceSpec::check_for`]), [`check_setting`] for every setting and the
+/// settings the model's trainer reads, the `init` checkpoint, the
+/// workspace); a refused request writes nothing. A named session
 /// (`req.session` is `None`) never reuses a folder: two requests in the
 /// same second get `<model>-<stamp>` and `<model>-<stamp>-2`.
 pub fn create(req: &JobRequest) -> Result<Session> {
@@ -331,7 +333,7 @@ pub fn create(req: &JobRequest) -> Result<Session> {
         workspace: ws_path,
         workspace_hash: ws.content_hash()?,
         seed: req.seed,
-        device_request: req.device.trim().to_string(),
+        device_request: req.device,
         device: String::new(),
         given,
         params: BTreeMap::new(),

@@ -51,7 +51,7 @@ pub struct NeighboursArgs {
     /// Device to load the model on: auto (CUDA GPU 0 if this build has CUDA and one answers, else
     /// CPU; the default, as for `train`), cpu, cuda or cuda:<i>.
     #[arg(long, default_value = "auto")]
-    pub device: String,
+    pub device: rosetta::models::DeviceSpec,
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
@@ -60,7 +60,7 @@ pub struct NeighboursArgs {
 /// `rosetta neighbours`: the engine's [`marked_neighbours`], as the
 /// workbench's Neighbours screen shows them.
 pub fn neighbours(args: NeighboursArgs) -> anyhow::Result<()> {
-    let (device, _) = select_device(&args.device)?;
+    let (device, _) = select_device(args.device)?;
     let l = {
         let _p = super::progress::Progress::start(format!("loading {}", args.session.display()));
         Loaded::open(&args.session, &device)?
@@ -221,7 +221,7 @@ pub struct ExportArgs {
     /// Device to load the model on: auto (CUDA GPU 0 if this build has CUDA and one answers, else
     /// CPU; the default, as for `train`), cpu, cuda or cuda:<i>.
     #[arg(long, default_value = "auto")]
-    pub device: String,
+    pub device: rosetta::models::DeviceSpec,
 }
 
 /// Writes vectors in word2vec text format (`N D` header, then `word v1 ..
@@ -276,7 +276,7 @@ pub fn export(args: ExportArgs) -> anyhow::Result<()> {
     if args.depth.is_some() && !parts.contains(&ExportPart::Run) {
         anyhow::bail!("--depth is the run's depth: add `run` to --write");
     }
-    let (device, _) = select_device(&args.device)?;
+    let (device, _) = select_device(args.device)?;
     let l = {
         let _p = super::progress::Progress::start(format!("loading {}", args.session.display()));
         Loaded::open(&args.session, &device)?
@@ -551,7 +551,7 @@ pub struct EvalArgs {
     /// Device to load the model on: auto (CUDA GPU 0 if this build has CUDA and one answers, else
     /// CPU; the default, as for `train`), cpu, cuda or cuda:<i>.
     #[arg(long, default_value = "auto")]
-    pub device: String,
+    pub device: rosetta::models::DeviceSpec,
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,

@@ -126,7 +126,7 @@ pub struct TrainBenchArgs {
     /// Device to train on: auto, cpu, cuda or cuda:<i> (as `rosetta train
     /// --device`; torch_ref.py gets `--device cuda` when it is a GPU).
     #[arg(long, default_value = "cpu")]
-    pub device: String,
+    pub device: rosetta::models::DeviceSpec,
 }
 
 /// Arguments of `rosetta bench search`.
@@ -912,7 +912,8 @@ fn train(a: TrainBenchArgs) -> anyhow::Result<()> {
     use rosetta::models::Params;
     use rosetta::text::Side;
     // the device first: a GPU that does not answer fails before any work
-    let (device, device_name) = rosetta::models::select_device(&a.device)?;
+    a.device.check_for(&a.model)?;
+    let (device, device_name) = rosetta::models::select_device(a.device)?;
     // the peer's files first, so a workspace it cannot read fails before training
     let peer_files = match &a.torch_ref {
         None => None,

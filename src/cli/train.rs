@@ -40,7 +40,7 @@ pub struct TrainArgs {
     pub seed: u64,
     /// Device: auto (CUDA GPU 0 if this build has CUDA and one answers, else CPU), cpu, cuda or cuda:<i>.
     #[arg(long, default_value = "auto")]
-    pub device: String,
+    pub device: rosetta::models::DeviceSpec,
     /// Session folder to create (default: sessions/<model>-<UTC timestamp>).
     #[arg(long, value_name = "DIR")]
     pub session: Option<PathBuf>,
@@ -328,7 +328,7 @@ fn request(args: &TrainArgs) -> anyhow::Result<JobRequest> {
         model: args.model.clone().expect("clap: required"),
         settings,
         seed: args.seed,
-        device: args.device.clone(),
+        device: args.device,
         session: args.session.clone(),
         root: PathBuf::from("sessions"),
         max_memory: args.max_memory,

@@ -187,8 +187,8 @@ pub struct JobSpec {
     pub lr: Option<f64>,
     /// Negatives (`random:K` or `in-batch`; models that sample them only).
     pub negatives: Option<String>,
-    /// Device (`auto`, `cpu`, `cuda`, `cuda:N`).
-    pub device: String,
+    /// Device (`auto`, `cpu`, `cuda`, `cuda:N`), parsed by the form.
+    pub device: rosetta::models::DeviceSpec,
     /// Session folder to initialise from (`--set init=DIR`), if any.
     pub init: Option<String>,
     /// Any other `--set KEY=VALUE` settings (batch, patience, log_every, ...).
@@ -226,7 +226,7 @@ impl Default for JobSpec {
             epochs: None,
             lr: None,
             negatives: None,
-            device: "auto".into(),
+            device: rosetta::models::DeviceSpec::Auto,
             init: None,
             extra: Vec::new(),
             launcher: LauncherMemory::default(),
@@ -263,7 +263,7 @@ impl JobSpec {
         }
         JobRequest {
             settings,
-            device: self.device.clone(),
+            device: self.device,
             session: None,
             root: session_root.to_path_buf(),
             ..JobRequest::new(&self.workspace, &self.model)
@@ -388,11 +388,7 @@ pub fn spec_from_config(cfg: &rosetta::session::SessionConfig) -> JobSpec {
         epochs: g("epochs").and_then(|x| x.parse().ok()),
         lr: g("lr").and_then(|x| x.parse().ok()),
         negatives: g("negatives"),
-        device: if cfg.device_request.is_empty() {
-            "auto".into()
-        } else {
-            cfg.device_request.clone()
-        },
+        device: cfg.device_request,
         init: g("init").filter(|x| !x.is_empty()).map(|x| {
             Path::new(&x)
                 .file_name()

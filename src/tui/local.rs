@@ -422,7 +422,7 @@ mod tests {
             workspace: "ws.toml".into(),
             workspace_hash: String::new(),
             seed: 1,
-            device_request: "cpu".into(),
+            device_request: rosetta::models::DeviceSpec::Cpu,
             device: "cpu".into(),
             given: Default::default(),
             params: Default::default(),

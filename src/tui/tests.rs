@@ -1083,11 +1083,11 @@ fn form_validates_then_launches_with_args() {
     assert_eq!(launched.len(), 1);
     let spec = &launched[0];
     assert_eq!(spec.workspace, "ws.toml");
-    assert_eq!(spec.device, "cuda:1");
+    assert_eq!(spec.device, rosetta::models::DeviceSpec::Cuda(1));
     assert_eq!(spec.init.as_deref(), Some("s2net-done"));
     assert_eq!((spec.dim, spec.epochs, spec.lr), (Some(128), None, None));
     let req = spec.request(std::path::Path::new("sessions"));
-    assert_eq!(req.device, "cuda:1");
+    assert_eq!(req.device, rosetta::models::DeviceSpec::Cuda(1));
     assert_eq!(
         req.settings.get("init").map(String::as_str),
         Some("sessions/s2net-done")
@@ -2294,7 +2294,7 @@ fn real_session_folders_through_the_session_module() {
     assert_eq!((spec.dim, spec.epochs, spec.lr), (Some(32), Some(4), None));
     assert_eq!(spec.init.as_deref(), Some("cl-lsi-base"));
     assert_eq!(spec.extra, vec![("batch".to_string(), "50".to_string())]);
-    assert_eq!(spec.device, "cpu");
+    assert_eq!(spec.device, rosetta::models::DeviceSpec::Cpu);
 
     assert!(b
         .cancel("s2net-fixture")
@@ -2443,7 +2443,7 @@ fn engine_search_neighbours_compare_and_data_on_a_trained_session() {
         ("b", "s2net", vec![("epochs", "3")]),
     ] {
         let mut req = rosetta::jobs::JobRequest::new(&ws, model);
-        req.device = "cpu".into();
+        req.device = rosetta::models::DeviceSpec::Cpu;
         req.session = Some(root.join(name));
         req.settings.insert("dim".into(), "8".into());
         for (k, v) in extra {

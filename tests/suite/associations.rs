@@ -70,7 +70,7 @@ fn config(model: &str) -> SessionConfig {
         workspace: PathBuf::from("tests/fixtures/corpus/tiny/workspace.toml"),
         workspace_hash: "test".into(),
         seed: 1,
-        device_request: "cpu".into(),
+        device_request: rosetta::models::DeviceSpec::Cpu,
         device: String::new(),
         given: BTreeMap::new(),
         params: BTreeMap::new(),

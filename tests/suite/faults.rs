@@ -495,7 +495,7 @@ fn config(ws_dir: &Path, hash: &str, model: &str, kv: &[(&str, &str)]) -> Sessio
         workspace: ws_dir.join("workspace.toml"),
         workspace_hash: hash.into(),
         seed: 7,
-        device_request: "cpu".into(),
+        device_request: rosetta::models::DeviceSpec::Cpu,
         device: String::new(),
         given: kv
             .iter()

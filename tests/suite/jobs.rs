@@ -18,7 +18,7 @@ fn exe() -> &'static Path {
 fn request(ws: &Path, root: &Path, model: &str, settings: &[(&str, &str)]) -> JobRequest {
     let mut r = JobRequest::new(ws.join("workspace.toml"), model);
     r.root = root.to_path_buf();
-    r.device = "cpu".into();
+    r.device = rosetta::models::DeviceSpec::Cpu;
     r.settings = settings
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -110,10 +110,10 @@ fn refused_requests_write_nothing() {
         ),
         (
             JobRequest {
-                device: "gpu".into(),
-                ..request(ws.path(), &sessions, "s2net", &[])
+                device: rosetta::models::DeviceSpec::Cuda(0),
+                ..request(ws.path(), &sessions, "cl-lsi", &[])
             },
-            "expected auto, cpu, cuda",
+            "cl-lsi computes in closed form or by CPU code, and runs on the CPU only",
         ),
         (
             JobRequest {

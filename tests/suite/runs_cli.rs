@@ -34,7 +34,7 @@ fn session(root: &Path, name: &str, params: &[(&str, &str)], mrr: f64) -> PathBu
         workspace: PathBuf::from("/w/bible-en-es/workspace.toml"),
         workspace_hash: "h".into(),
         seed: 1,
-        device_request: "cpu".into(),
+        device_request: rosetta::models::DeviceSpec::Cpu,
         device: "cpu".into(),
         given: BTreeMap::new(),
         params: params

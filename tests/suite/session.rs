@@ -96,6 +96,11 @@ impl Model for LinearModel {
 struct TestTrainer;
 
 impl Trainer for TestTrainer {
+    /// Outside the registry: its settings are read where used (`get_or`).
+    fn check(&self, _params: &Params) -> rosetta::Result<()> {
+        Ok(())
+    }
+
     /// A `mono` pre-training phase (`mono_epochs`, learns nothing), then `train`.
     fn plan(&self, data: &TrainData, params: &Params) -> rosetta::Result<Vec<Phase>> {
         let n = data.train_src.n_rows();
@@ -268,7 +273,7 @@ fn config(params: &[(&str, &str)]) -> SessionConfig {
         workspace: PathBuf::from("tests/fixtures/session/workspace.toml"),
         workspace_hash: HASH.into(),
         seed: 3,
-        device_request: "cpu".into(),
+        device_request: rosetta::models::DeviceSpec::Cpu,
         device: String::new(),
         given: params
             .iter()

@@ -45,9 +45,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::space::Similarity;
 use crate::text::{CsrMatrix, Sequences, Side};
-use candle_core::Device;
-
 use crate::{Error, Result};
+
+mod device;
+pub use device::{select_device, DeviceSpec};
 
 /// `ids` as row indices of a term table of `rows` rows; an id past it is an
 /// error naming it.
@@ -421,101 +422,6 @@ pub fn takes_setting(model: &str, key: &str) -> bool {
 /// Whether `name` is a lexical baseline (no trainer, no space).
 pub fn is_lexical(name: &str) -> bool {
     registry::spec(name).is_ok_and(|m| m.trainer.is_none())
-}
-
-/// Picks the device for `spec`: `auto` (CUDA GPU 0 when this build has CUDA
-/// and a GPU answers, else CPU), `cpu`, `cuda` or `cuda:i`. Returns the
-/// device and its name as recorded in the session (`cpu`, `cuda:0`).
-pub fn select_device(spec: &str) -> Result<(Device, String)> {
-    let spec = spec.trim();
-    let parsed = if spec.is_empty() {
-        DeviceSpec::Auto
-    } else {
-        spec.parse()?
-    };
-    let cuda = cfg!(feature = "cuda") && candle_core::utils::cuda_is_available();
-    match parsed {
-        DeviceSpec::Cpu => Ok((Device::Cpu, "cpu".into())),
-        DeviceSpec::Auto => {
-            if cuda {
-                if let Ok(d) = Device::new_cuda(0) {
-                    return Ok((d, "cuda:0".into()));
-                }
-            }
-            Ok((Device::Cpu, "cpu".into()))
-        }
-        DeviceSpec::Cuda(i) => {
-            if !cuda {
-                return Err(Error::invalid(format!(
-                    "--device {spec}: {} use --device cpu or auto",
-                    if cfg!(feature = "cuda") {
-                        "no CUDA GPU answers on this machine;"
-                    } else {
-                        "this build of rosetta has no CUDA support \
-                         (rebuild with `cargo build --features cuda`);"
-                    }
-                )));
-            }
-            Device::new_cuda(i)
-                .map(|d| (d, format!("cuda:{i}")))
-                .map_err(|e| {
-                    Error::invalid(format!(
-                        "--device {spec}: no usable CUDA GPU {i} ({})",
-                        cuda_error_text(e)
-                    ))
-                })
-        }
-    }
-}
-
-/// A CUDA error as one line: without the backtrace candle attaches when
-/// `RUST_BACKTRACE` is set, and saying what a stub driver library means.
-fn cuda_error_text(e: candle_core::Error) -> String {
-    let inner = match e {
-        candle_core::Error::WithBacktrace { inner, .. } => *inner,
-        e => e,
-    };
-    let text = inner.to_string();
-    if text.contains("CUDA_ERROR_STUB_LIBRARY") {
-        format!(
-            "{text}: the libcuda.so.1 loaded is a stub, not an NVIDIA driver's; \
-             this machine has no GPU driver, or LD_LIBRARY_PATH puts a stub first"
-        )
-    } else {
-        text
-    }
-}
-
-/// A device as asked for: `auto`, `cpu`, `cuda` (GPU 0) or `cuda:<index>`.
-/// Parsing checks the spelling only; [`select_device`] opens it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DeviceSpec {
-    /// CUDA GPU 0 when the build has CUDA and one answers, else the CPU.
-    Auto,
-    /// The CPU.
-    Cpu,
-    /// CUDA GPU `i`.
-    Cuda(usize),
-}
-
-impl std::str::FromStr for DeviceSpec {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s.trim() {
-            "auto" => Ok(DeviceSpec::Auto),
-            "cpu" => Ok(DeviceSpec::Cpu),
-            "cuda" => Ok(DeviceSpec::Cuda(0)),
-            t => t
-                .strip_prefix("cuda:")
-                .and_then(|n| n.parse().ok())
-                .map(DeviceSpec::Cuda)
-                .ok_or_else(|| {
-                    Error::invalid(format!(
-                        "--device {t:?}: expected auto, cpu, cuda or cuda:<index>"
-                    ))
-                }),
-        }
-    }
 }
 
 /// The trainer of model `name`; an unknown name is an error listing the

@@ -162,6 +162,12 @@ pub struct ModelSpec {
     pub space: bool,
     /// Whether the job runner's settings ([`RUNNER_SETTINGS`]) apply.
     pub runner: bool,
+    /// Whether its trainer computes on the device asked for (`--device
+    /// cuda` trains on a GPU); false for a model that runs on the CPU
+    /// whatever is asked (the closed-form fits, the topic models, the
+    /// lexical baselines): `--device cuda` is refused for it before a
+    /// session is written, and `auto` runs it on the CPU.
+    pub gpu: bool,
     /// The model's own settings.
     pub settings: &'static [Setting],
     /// Its trainer; `None` for the lexical baselines (run by their own job).
@@ -468,12 +474,39 @@ pub const RUNNER_SETTINGS: &[Setting] = &[
     ),
 ];
 
+/// The job runner's settings ([`RUNNER_SETTINGS`]), read once from a job's
+/// [`Params`](super::Params) (the runner's own typed config, as each
+/// trainer has one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunnerSettings {
+    /// `patience`: epochs without a better validation MRR before early stopping.
+    pub patience: usize,
+    /// `log_every`: a step record every N optimiser steps.
+    pub log_every: usize,
+    /// `step_delay_ms`: sleep after every step (tests).
+    pub step_delay_ms: u64,
+}
+
+impl RunnerSettings {
+    /// Reads (and records) every runner setting: the given values or the
+    /// defaults.
+    pub fn from_params(params: &super::Params) -> crate::Result<RunnerSettings> {
+        let p = params.runner();
+        Ok(RunnerSettings {
+            patience: p.get("patience")?,
+            log_every: p.get("log_every")?,
+            step_delay_ms: p.get("step_delay_ms")?,
+        })
+    }
+}
+
 /// The runner's settings alone, for [`Params::runner`](super::Params::runner).
 pub(super) static RUNNER: ModelSpec = ModelSpec {
     name: "runner",
     summary: "the job runner's settings",
     space: false,
     runner: true,
+    gpu: false,
     settings: &[],
     trainer: None,
     text: &[],
@@ -487,6 +520,7 @@ pub static MODELS: &[ModelSpec] = &[
         summary: "cross-language LSI: truncated SVD of the stacked bilingual term-document matrix",
         space: true,
         runner: true,
+        gpu: false,
         settings: &[
             DIM,
             OVERSAMPLE,
@@ -510,6 +544,7 @@ pub static MODELS: &[ModelSpec] = &[
             "oriented PCA: generalised eigenproblem of translation-noise covariance (Yih et al., CoNLL 2011)",
         space: true,
         runner: true,
+        gpu: false,
         settings: &[
             CG_TOL,
             DIM,
@@ -532,6 +567,7 @@ pub static MODELS: &[ModelSpec] = &[
         summary: "regularised canonical correlation analysis of the aligned bags of words",
         space: true,
         runner: true,
+        gpu: false,
         settings: &[
             CG_TOL,
             DIM,
@@ -554,6 +590,7 @@ pub static MODELS: &[ModelSpec] = &[
         summary: "Siamese linear projection trained on in-batch cosine margins (Yih et al., CoNLL 2011)",
         space: true,
         runner: true,
+        gpu: true,
         settings: &[
             s(
                 "batch",
@@ -598,6 +635,7 @@ pub static MODELS: &[ModelSpec] = &[
         summary: "high-dimension low-rank metric learning: ITML on A = U Uᵀ from an OPCA start (Yih et al., CoNLL 2011)",
         space: true,
         runner: true,
+        gpu: false,
         settings: &[
             s(
                 "cg_tol",
@@ -686,6 +724,7 @@ pub static MODELS: &[ModelSpec] = &[
             "cross-lingual compositional network with monolingual pre-initialisation (Gupta, Banchs and Rosso, IP&M 2017)",
         space: true,
         runner: true,
+        gpu: true,
         settings: &[
             s("batch", "100", BATCH, "pairs per minibatch"),
             DIM,
@@ -783,6 +822,7 @@ pub static MODELS: &[ModelSpec] = &[
         summary: "bilingual autoencoder with cross-reconstruction and a correlation term",
         space: true,
         runner: true,
+        gpu: true,
         settings: &[
             s("batch", "100", BATCH, "pairs per minibatch"),
             s(
@@ -834,6 +874,7 @@ pub static MODELS: &[ModelSpec] = &[
         summary: "deep belief network per language (replicated softmax + RBMs), CCA on the codes (Kim, Nam and Gurevych, COLING 2012)",
         space: true,
         runner: true,
+        gpu: true,
         settings: &[
             BM25_B,
             s("batch", "100", BATCH, "texts per minibatch (pre-training and fine-tuning)"),
@@ -867,6 +908,7 @@ pub static MODELS: &[ModelSpec] = &[
         summary: "BiLSTM encoders with an adversarial discriminator (M of the paper “Adversarial learning of task-specific text representations for CLIR”; adversarial=false: M_adv)",
         space: true,
         runner: true,
+        gpu: true,
         settings: &[
             s("adv_weight", "1", Check::NonNegative, "weight λ of the discriminator's cross-entropy in the generator's loss"),
             s("adversarial", "true", Check::Bool, "model M (true) or the ablation M_adv without the adversary (false)"),
@@ -911,6 +953,7 @@ pub static MODELS: &[ModelSpec] = &[
         summary: "a pretrained transformer encoder (multilingual-e5, any BERT/XLM-R in Hugging Face layout): zero-shot (epochs=0) or fine-tuned contrastively",
         space: true,
         runner: true,
+        gpu: true,
         settings: &[
             s("batch", "32", Check::Int { min: 2, max: 100_000 }, "pairs per fine-tuning step (the others are the negatives)"),
             s("doc_prefix", "passage:", Check::Parse(encoder::check_prefix), "word put before each document (none: nothing)"),
@@ -942,6 +985,7 @@ pub static MODELS: &[ModelSpec] = &[
         summary: "orthogonal Procrustes map between another session's term vectors of the two languages, fitted on the dictionary's training part and refined by CSLS (MUSE, Conneau et al., ICLR 2018)",
         space: true,
         runner: true,
+        gpu: false,
         settings: &[
             s("bli_seed", "1", Check::Int { min: 0, max: u64::MAX }, "which split of the workspace's dictionary it fits on (the training part); must match eval's --bli-seed"),
             s("csls_k", "10", Check::Int { min: 1, max: 10_000 }, "refinement: nearest terms in CSLS's hub penalty"),
@@ -962,6 +1006,7 @@ pub static MODELS: &[ModelSpec] = &[
         summary: "joint PLSA: bilingual topic model, one θ per pair, φ per language, MAP by EM (Yih et al., CoNLL 2011)",
         space: true,
         runner: true,
+        gpu: false,
         settings: PLSA_SETTINGS,
         trainer: Some(plsa::jplsa_trainer),
         text: PLSA_TEXT,
@@ -971,6 +1016,7 @@ pub static MODELS: &[ModelSpec] = &[
         summary: "coupled PLSA: JPLSA with posterior regularisation of the pair's topic fractions (Yih et al., CoNLL 2011)",
         space: true,
         runner: true,
+        gpu: false,
         settings: &[
             PLSA_ALPHA,
             PLSA_BETA,
@@ -1003,6 +1049,7 @@ pub static MODELS: &[ModelSpec] = &[
         summary: "BM25 with untranslated queries (lexical baseline)",
         space: false,
         runner: false,
+        gpu: false,
         settings: &[
             BM25_B,
             BM25_EXPAND,
@@ -1019,6 +1066,7 @@ pub static MODELS: &[ModelSpec] = &[
         summary: "BM25 over dictionary-translated queries (lexical baseline)",
         space: false,
         runner: false,
+        gpu: false,
         settings: &[
             BM25_B,
             BM25_EXPAND,
@@ -1041,6 +1089,7 @@ pub static MODELS: &[ModelSpec] = &[
         summary: "BM25 over machine-translated queries (Apertium; lexical baseline)",
         space: false,
         runner: false,
+        gpu: false,
         settings: &[
             BM25_B,
             BM25_EXPAND,

@@ -464,13 +464,16 @@ pub trait Trainer: Send + Sync {
         Ok(None)
     }
 
-    /// Checks settings that depend on each other (each value alone was
-    /// checked by the registry), so a job is refused before its session is
-    /// written. Default: nothing more to check.
-    fn check(&self, params: &Params) -> Result<()> {
-        let _ = params;
-        Ok(())
-    }
+    /// Builds the trainer's typed settings from `params`, as `plan`,
+    /// `train` and `load` do (every setting of its registry row that
+    /// applies, read through [`Params::of`]), and checks those that depend
+    /// on each other (each value alone was checked by the registry). No
+    /// training data is read; files a setting names (an `init` session, an
+    /// encoder's weights) may be. [`crate::jobs::create`] calls it, then
+    /// refuses any given key it left unread, before a session is written;
+    /// the registry test builds every model's settings from its defaults
+    /// this way and fails unless they read exactly the registry row's keys.
+    fn check(&self, params: &Params) -> Result<()>;
 
     /// Checks the start an `init=` setting names against the settings (its
     /// kind, shapes and dimension; the vocabularies are checked when the job

@@ -93,7 +93,7 @@ pub struct EvalRequest {
     /// How `fuse` builds its BM25 partner and the model's Eq. 1 mix.
     pub fuse_options: FuseOptions,
     /// Device to load the model on.
-    pub device: String,
+    pub device: crate::models::DeviceSpec,
 }
 
 /// How `rosetta eval --fuse` builds its parts (seed 004's Eq. 1-2).
@@ -420,7 +420,7 @@ pub fn evaluate(req: &EvalRequest) -> Result<EvalReport> {
     if Session::open(&req.session)?.is_lexical() {
         return evaluate_lexical(req);
     }
-    let (device, _) = crate::models::select_device(&req.device)?;
+    let (device, _) = crate::models::select_device(req.device)?;
     let l = Loaded::open(&req.session, &device)?;
     let ws =
         Workspace::load_with_text(&l.session.config.workspace, l.session.config.text.as_ref())?;

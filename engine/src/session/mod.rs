@@ -164,8 +164,8 @@ pub struct SessionConfig {
     pub workspace_hash: String,
     /// Random seed.
     pub seed: u64,
-    /// Device asked for (`auto`, `cpu`, `cuda:0`).
-    pub device_request: String,
+    /// Device asked for (`auto`, `cpu`, `cuda:0`; written as that string).
+    pub device_request: crate::models::DeviceSpec,
     /// Device actually used (`cpu`, `cuda:0`), once the job has started.
     #[serde(default)]
     pub device: String,

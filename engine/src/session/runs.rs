@@ -377,7 +377,7 @@ pub fn setting(cfg: &SessionConfig, key: &str) -> Option<String> {
     match key {
         "model" => Some(cfg.model.clone()),
         "seed" => Some(cfg.seed.to_string()),
-        "device" => Some(cfg.device_request.clone()),
+        "device" => Some(cfg.device_request.to_string()),
         "workspace" => Some(workspace_label(&cfg.workspace)),
         k => cfg.params.get(k).or_else(|| cfg.given.get(k)).cloned(),
     }
@@ -1002,7 +1002,7 @@ mod tests {
             workspace: PathBuf::from("/w/tiny/workspace.toml"),
             workspace_hash: "h".into(),
             seed,
-            device_request: "cpu".into(),
+            device_request: crate::models::DeviceSpec::Cpu,
             device: String::new(),
             given: BTreeMap::new(),
             params: params

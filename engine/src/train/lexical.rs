@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use super::runner::{select_device, LogFile, Observer, Outcome, SessionLock};
+use super::runner::{LogFile, Observer, Outcome, SessionLock};
 use crate::corpus::Workspace;
 use crate::eval::evaluate;
 use crate::models::bm25::Bm25Baseline;
@@ -57,8 +57,8 @@ fn score(
     session
         .config
         .check_workspace_hash(&dir, &ws.content_hash()?)?;
-    // BM25 runs on the CPU whatever was asked; `cuda` without a GPU still fails
-    select_device(&session.config.device_request)?;
+    // BM25 runs on the CPU (a `cuda` request is refused when the session
+    // is made: DeviceSpec::check_for)
     session.config.device = "cpu".into();
     let params = session.config.run_settings();
     let baseline = Bm25Baseline::new(&session.config.model, &params)?;

@@ -345,14 +345,16 @@ fn prepare_and_train(
         ));
     }
     session.config.check_workspace_hash(&dir, workspace_hash)?;
-    let (device, device_name) = select_device(&session.config.device_request)?;
+    let asked = session.config.device_request;
+    let (device, device_name) = select_device(asked.runs_on(&session.config.model))?;
     session.config.device = device_name.clone();
 
     let params = session.config.run_settings();
-    let runner_params = params.runner();
-    let patience: usize = runner_params.get("patience")?;
-    let log_every: usize = runner_params.get("log_every")?;
-    let step_delay_ms: u64 = runner_params.get("step_delay_ms")?;
+    let crate::models::registry::RunnerSettings {
+        patience,
+        log_every,
+        step_delay_ms,
+    } = crate::models::registry::RunnerSettings::from_params(&params)?;
     let plan = trainer.plan(data, &params)?;
     if plan.is_empty() {
         return Err(Error::invalid(format!(
@@ -1141,31 +1143,5 @@ impl Hooks for RunnerHooks<'_> {
 
     fn epoch_scores(&mut self, scores: Vec<(String, f64)>) {
         self.trainer_scores.extend(scores);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn device_selection() {
-        let (d, name) = select_device("cpu").unwrap();
-        assert!(d.is_cpu());
-        assert_eq!(name, "cpu");
-        let (_, auto) = select_device("auto").unwrap();
-        if !cfg!(feature = "cuda") {
-            assert_eq!(auto, "cpu");
-            let e = select_device("cuda:0").unwrap_err().to_string();
-            assert!(e.contains("no CUDA support"), "{e}");
-        }
-        assert!(select_device("cuda:x")
-            .unwrap_err()
-            .to_string()
-            .contains("cuda:<index>"));
-        assert!(select_device("gpu")
-            .unwrap_err()
-            .to_string()
-            .contains("expected auto"));
     }
 }

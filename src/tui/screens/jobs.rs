@@ -384,7 +384,7 @@ impl JobForm {
                 f("epochs", opt(spec.epochs)),
                 f("lr", opt(spec.lr)),
                 f("negatives", spec.negatives.clone().unwrap_or_default()),
-                f("device", spec.device.clone()),
+                f("device", spec.device.to_string()),
                 f("init session", spec.init.clone().unwrap_or_default()),
                 f(
                     "other --set",
@@ -476,9 +476,9 @@ impl JobForm {
         let epochs = field(3, "epochs", &mut errs).and_then(|x| x.parse().ok());
         let lr = field(4, "lr", &mut errs).and_then(|x| x.parse().ok());
         let negatives = field(5, "negatives", &mut errs);
-        if let Err(e) = jobs::check_device(&v[6]) {
-            errs.push((6, e.to_string()));
-        }
+        let device = jobs::check_device(&v[6])
+            .map_err(|e| errs.push((6, e.to_string())))
+            .unwrap_or_default();
         let init = field(7, "init", &mut errs);
         if let Some(i) = &init {
             if !sessions
@@ -602,7 +602,7 @@ impl JobForm {
                 epochs,
                 lr,
                 negatives,
-                device: v[6].clone(),
+                device,
                 init,
                 launcher: LauncherMemory { slurm, options },
                 sweep: (!grid.is_empty()).then_some(SweepSpec {

@@ -267,14 +267,25 @@ pub fn closed_form_input<T>(
             "{kind}: a closed-form fit has no partial state to resume; fitting again (seeded, same result)"
         ));
     }
-    let p = params.of(kind)?;
-    let k: usize = p.get("dim")?;
-    let settings = own(&p)?;
+    let (k, settings) = closed_form_settings(kind, params, own)?;
     params.check_unused()?;
     check_fit_sizes(kind, data, k)?;
     let xs = weighted(&data.train_src, &data.vocabs, Side::Source);
     let xt = weighted(&data.train_tgt, &data.vocabs, Side::Target);
     Ok((k, settings, xs, xt))
+}
+
+/// A closed-form fit's settings, read once: `dim` and the model's own
+/// (read by `own`). What [`closed_form_input`] reads, and what the fits'
+/// `Trainer::check` reads before a session is written.
+pub fn closed_form_settings<T>(
+    kind: &str,
+    params: &crate::models::Params,
+    own: impl FnOnce(&crate::models::ModelParams<'_>) -> Result<T>,
+) -> Result<(usize, T)> {
+    let p = params.of(kind)?;
+    let k: usize = p.get("dim")?;
+    Ok((k, own(&p)?))
 }
 
 /// Workers faer splits a dense operation into (products, QR, SVD,

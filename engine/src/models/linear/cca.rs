@@ -21,7 +21,21 @@ pub const KIND: &str = "cca";
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CcaTrainer;
 
+/// The fit's own settings (`dim` apart): `reg` and the eigensolver's.
+fn settings(
+    p: &crate::models::ModelParams<'_>,
+    seed: u64,
+) -> Result<(f64, crate::models::kit::implicit::SubspaceOpts)> {
+    Ok((p.get("reg")?, subspace_opts(p, seed)?))
+}
+
 impl Trainer for CcaTrainer {
+    /// Reads the settings before the session is written.
+    fn check(&self, params: &Params) -> Result<()> {
+        crate::models::kit::linear::closed_form_settings(KIND, params, |p| settings(p, 0))
+            .map(|_| ())
+    }
+
     fn plan(&self, data: &TrainData, _params: &Params) -> Result<Vec<Phase>> {
         Ok(vec![Phase::closed_form(data.train_src.n_rows())])
     }
@@ -36,8 +50,8 @@ impl Trainer for CcaTrainer {
         hooks: &mut dyn Hooks,
     ) -> Result<Box<dyn Model>> {
         let (k, (reg, opts), xs, xt) =
-            closed_form_input(KIND, data, params, resume.is_some(), hooks, |params| {
-                Ok((params.get("reg")?, subspace_opts(params, seed)?))
+            closed_form_input(KIND, data, params, resume.is_some(), hooks, |p| {
+                settings(p, seed)
             })?;
         let t0 = std::time::Instant::now();
         let f = logging_warnings(hooks, |warn| fit(&xs, &xt, k, reg, &opts, warn))?;

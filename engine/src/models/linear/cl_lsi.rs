@@ -51,7 +51,17 @@ pub fn fit(
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ClLsiTrainer;
 
+/// CL-LSI's own settings (`dim` apart): `oversample`, `power_iters`.
+fn settings(p: &crate::models::ModelParams<'_>) -> Result<(usize, usize)> {
+    Ok((p.get("oversample")?, p.get("power_iters")?))
+}
+
 impl Trainer for ClLsiTrainer {
+    /// Reads the settings before the session is written.
+    fn check(&self, params: &Params) -> Result<()> {
+        crate::models::linear::closed_form_settings(KIND, params, settings).map(|_| ())
+    }
+
     fn plan(&self, data: &TrainData, _params: &Params) -> Result<Vec<Phase>> {
         Ok(vec![Phase::closed_form(data.train_src.n_rows())])
     }
@@ -66,11 +76,7 @@ impl Trainer for ClLsiTrainer {
         hooks: &mut dyn Hooks,
     ) -> Result<Box<dyn Model>> {
         let (k, (oversample, iters), xs, xt) =
-            closed_form_input(KIND, data, params, resume.is_some(), hooks, |params| {
-                let oversample: usize = params.get("oversample")?;
-                let iters: usize = params.get("power_iters")?;
-                Ok((oversample, iters))
-            })?;
+            closed_form_input(KIND, data, params, resume.is_some(), hooks, settings)?;
         let t0 = std::time::Instant::now();
         let f = fit(&xs, &xt, k, oversample, iters, seed)?;
         hooks.log(&format!(

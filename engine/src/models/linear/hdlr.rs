@@ -426,24 +426,45 @@ struct Config {
     negatives: usize,
     similar_pct: f64,
     dissimilar_pct: f64,
+    /// The OPCA start's settings (`dim` and HDLR's [`OPCA_SETTINGS`]), as
+    /// given to the registry's OPCA; `None` with `init`, which gives the
+    /// start (`check` refuses them given with it).
+    opca: Option<BTreeMap<String, String>>,
 }
 
 impl Config {
     fn from_params(params: &Params) -> Result<Config> {
         let p = params.of(KIND)?;
+        let init = p.get_opt("init")?;
+        let k: usize = p.get("dim")?;
+        let opca = match init {
+            Some(_) => None,
+            None => {
+                let mut given = BTreeMap::from([("dim".to_string(), k.to_string())]);
+                for key in OPCA_SETTINGS {
+                    given.insert(key.to_string(), p.get::<String>(key)?);
+                }
+                Some(given)
+            }
+        };
         Ok(Config {
-            k: p.get("dim")?,
+            k,
             epochs: p.get("epochs")?,
             gamma: p.get("gamma")?,
-            init: p.get_opt("init")?,
+            init,
             positives: p.get("positives")?,
             negatives: p.get("negatives")?,
             similar_pct: p.get("similar_pct")?,
             dissimilar_pct: p.get("dissimilar_pct")?,
+            opca,
         })
     }
 
     fn check(&self) -> Result<()> {
+        if let Some(given) = &self.opca {
+            // the start's settings are OPCA's: checked by OPCA
+            crate::models::trainer("opca")?.check(&Params::new(given.clone()))?;
+        }
         if self.positives + self.negatives == 0 {
             return Err(Error::invalid(
                 "hdlr: positives=0 and negatives=0 leave ITML no constraint; set either",
@@ -493,11 +514,10 @@ fn start_projection(
         None => {
             // the registry's OPCA, fitted on this job's data with HDLR's
             // OPCA settings (the same seed: the same start as an OPCA job)
-            let p = params.of(KIND)?;
-            let mut given = BTreeMap::from([("dim".to_string(), cfg.k.to_string())]);
-            for key in OPCA_SETTINGS {
-                given.insert(key.to_string(), p.get::<String>(key)?);
-            }
+            let given = cfg
+                .opca
+                .clone()
+                .ok_or_else(|| Error::invalid("hdlr: no OPCA start"))?;
             params.check_unused()?;
             check_fit_sizes(KIND, data, cfg.k)?;
             let t0 = std::time::Instant::now();
@@ -622,13 +642,7 @@ impl Trainer for HdlrTrainer {
         let (u0, mut itml_from, mut step) = match &resume {
             None => (start_projection(&cfg, data, params, seed, hooks)?, None, 0),
             Some(r) => {
-                if cfg.init.is_none() {
-                    // OPCA's settings were read when the job began
-                    let p = params.of(KIND)?;
-                    for key in OPCA_SETTINGS {
-                        p.get::<String>(key)?;
-                    }
-                }
+                // OPCA's settings (read by Config) were used when the job began
                 params.check_unused()?;
                 let u0 = (
                     array_from(&r.tensors, T_U0_SOURCE, (vs, k))?,

@@ -183,7 +183,20 @@ fn fit_dense(
 #[derive(Debug, Clone, Copy, Default)]
 pub struct OpcaTrainer;
 
+/// The fit's own settings (`dim` apart): `ridge` and the eigensolver's.
+fn settings(
+    p: &crate::models::ModelParams<'_>,
+    seed: u64,
+) -> Result<(f64, crate::models::implicit::SubspaceOpts)> {
+    Ok((p.get("ridge")?, subspace_opts(p, seed)?))
+}
+
 impl Trainer for OpcaTrainer {
+    /// Reads the settings before the session is written.
+    fn check(&self, params: &Params) -> Result<()> {
+        crate::models::linear::closed_form_settings(KIND, params, |p| settings(p, 0)).map(|_| ())
+    }
+
     fn plan(&self, data: &TrainData, _params: &Params) -> Result<Vec<Phase>> {
         Ok(vec![Phase::closed_form(data.train_src.n_rows())])
     }
@@ -198,8 +211,8 @@ impl Trainer for OpcaTrainer {
         hooks: &mut dyn Hooks,
     ) -> Result<Box<dyn Model>> {
         let (k, (ridge, opts), xs, xt) =
-            closed_form_input(KIND, data, params, resume.is_some(), hooks, |params| {
-                Ok((params.get("ridge")?, subspace_opts(params, seed)?))
+            closed_form_input(KIND, data, params, resume.is_some(), hooks, |p| {
+                settings(p, seed)
             })?;
         let v = xs.n_cols + xt.n_cols;
         if opts.solver == Solver::Dense {

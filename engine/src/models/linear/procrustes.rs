@@ -303,10 +303,40 @@ struct Record<'a> {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ProcrustesTrainer;
 
+/// The map's settings, read once from its registry row.
+#[derive(Debug, Clone)]
+struct Config {
+    /// `vectors`: the session whose term vectors are mapped (required).
+    vectors: VectorsSetting,
+    /// `bli_seed`: the dictionary split fitted on.
+    bli_seed: u64,
+    /// `refine`: CSLS refinement rounds.
+    refine: usize,
+    /// `refine_words`: the most frequent words refinement looks at.
+    refine_words: usize,
+    /// `csls_k`: CSLS's neighbourhood.
+    csls_k: usize,
+}
+
+impl Config {
+    /// Reads every setting; `vectors` must name a session.
+    fn from_params(params: &Params) -> Result<Config> {
+        let p = params.of(KIND)?;
+        let cfg = Config {
+            vectors: vectors_setting(&p)?,
+            bli_seed: p.get("bli_seed")?,
+            refine: p.get("refine")?,
+            refine_words: p.get("refine_words")?,
+            csls_k: p.get("csls_k")?,
+        };
+        vectors_dir(&cfg.vectors)?;
+        Ok(cfg)
+    }
+}
+
 impl Trainer for ProcrustesTrainer {
     fn check(&self, params: &Params) -> Result<()> {
-        let p = params.of(KIND)?;
-        vectors_dir(&vectors_setting(&p)?).map(|_| ())
+        Config::from_params(params).map(|_| ())
     }
 
     fn plan(&self, data: &TrainData, _params: &Params) -> Result<Vec<Phase>> {
@@ -328,13 +358,14 @@ impl Trainer for ProcrustesTrainer {
                 "{KIND}: a closed-form fit has no partial state to resume; fitting again (same result)"
             ));
         }
-        let p = params.of(KIND)?;
-        let setting = vectors_setting(&p)?;
+        let Config {
+            vectors: setting,
+            bli_seed,
+            refine,
+            refine_words,
+            csls_k: k,
+        } = Config::from_params(params)?;
         let dir = vectors_dir(&setting)?;
-        let bli_seed: u64 = p.get("bli_seed")?;
-        let refine: usize = p.get("refine")?;
-        let refine_words: usize = p.get("refine_words")?;
-        let k: usize = p.get("csls_k")?;
         params.check_unused()?;
         let v = pretrained::require(data.pretrained.as_ref(), dir, KIND)?;
         let (vs, vt) = (&data.vocabs.source, &data.vocabs.target);

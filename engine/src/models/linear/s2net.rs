@@ -83,6 +83,65 @@ fn random_init(rows: usize, k: usize, scale: f64, rng: &mut impl rand::Rng) -> A
 #[derive(Debug, Clone, Copy, Default)]
 pub struct S2NetTrainer;
 
+/// S2Net's settings, read once from its registry row.
+#[derive(Debug, Clone)]
+pub struct S2NetConfig {
+    /// `dim`: the shared space's dimension.
+    pub dim: usize,
+    /// `batch`: pairs per step (each batch's other pairs are the negatives).
+    pub batch: usize,
+    /// `lr`: Adam's learning rate.
+    pub lr: f64,
+    /// `epochs`.
+    pub epochs: usize,
+    /// `gamma`: the logistic loss's scale.
+    pub gamma: f64,
+    /// `weight_decay`.
+    pub weight_decay: f64,
+    /// `init_scale`: the start's scale.
+    pub init_scale: f64,
+    /// `beta`: the pull towards the start (0: none).
+    pub beta: f64,
+    /// `optim=lazy-adam`: only a batch's rows are updated.
+    pub lazy: bool,
+    /// `init`: a linear session to start from.
+    pub init: Option<String>,
+    /// `vectors`: pretrained term vectors to start from.
+    pub vectors: crate::models::kit::pretrained::VectorsSetting,
+}
+
+impl S2NetConfig {
+    /// Reads every setting and refuses combinations that cannot train
+    /// (`init` with `vectors`; `optim=lazy-adam` with `beta > 0`).
+    pub fn from_params(params: &Params) -> Result<Self> {
+        let p = params.of(KIND)?;
+        let cfg = S2NetConfig {
+            dim: p.get("dim")?,
+            batch: p.get("batch")?,
+            lr: p.get("lr")?,
+            epochs: p.get("epochs")?,
+            gamma: p.get("gamma")?,
+            weight_decay: p.get("weight_decay")?,
+            init_scale: p.get("init_scale")?,
+            beta: p.get("beta")?,
+            lazy: crate::models::kit::nn::lazy_optim(&p)?,
+            init: p.get_opt("init")?,
+            vectors: crate::models::kit::pretrained::setting(&p)?,
+        };
+        if cfg.init.is_some() && cfg.vectors.session().is_some() {
+            return Err(init_and_vectors());
+        }
+        if cfg.lazy && cfg.beta > 0.0 {
+            return Err(Error::invalid(
+                "s2net: optim=lazy-adam updates only a batch's rows, but beta > 0 ties every row \
+                 to its start; use optim=adam with beta"
+                    .to_string(),
+            ));
+        }
+        Ok(cfg)
+    }
+}
+
 /// `init` and `vectors` both given.
 fn init_and_vectors() -> Error {
     Error::invalid(
@@ -93,15 +152,7 @@ fn init_and_vectors() -> Error {
 impl Trainer for S2NetTrainer {
     /// `init` and `vectors` are refused together before the session is written.
     fn check(&self, params: &Params) -> Result<()> {
-        let p = params.of(KIND)?;
-        if p.get_opt("init")?.is_some()
-            && crate::models::kit::pretrained::setting(&p)?
-                .session()
-                .is_some()
-        {
-            return Err(init_and_vectors());
-        }
-        Ok(())
+        S2NetConfig::from_params(params).map(|_| ())
     }
 
     /// The two `V × dim` projections with gradients and Adam moments.
@@ -110,9 +161,7 @@ impl Trainer for S2NetTrainer {
         params: &Params,
         sizes: &crate::models::DataSizes,
     ) -> Result<Option<crate::models::MemoryEstimate>> {
-        let p = params.of(KIND)?;
-        let k: usize = p.get("dim")?;
-        let batch: usize = p.get("batch")?;
+        let S2NetConfig { dim: k, batch, .. } = S2NetConfig::from_params(params)?;
         let terms = (sizes.source_terms + sizes.target_terms) as f64;
         Ok(Some(crate::models::MemoryEstimate::adam_f32(
             terms * k as f64,
@@ -121,7 +170,7 @@ impl Trainer for S2NetTrainer {
     }
 
     fn plan(&self, data: &TrainData, params: &Params) -> Result<Vec<Phase>> {
-        let epochs = params.of(KIND)?.get("epochs")?;
+        let epochs = S2NetConfig::from_params(params)?.epochs;
         Ok(vec![Phase::new("train", epochs, data.train_src.n_rows())])
     }
 
@@ -134,25 +183,19 @@ impl Trainer for S2NetTrainer {
         resume: Option<Resume>,
         hooks: &mut dyn Hooks,
     ) -> Result<Box<dyn Model>> {
-        let p = params.of(KIND)?;
-        let k: usize = p.get("dim")?;
-        let batch: usize = p.get("batch")?;
-        let lr: f64 = p.get("lr")?;
-        let epochs: usize = p.get("epochs")?;
-        let gamma: f64 = p.get("gamma")?;
-        let weight_decay: f64 = p.get("weight_decay")?;
-        let init_scale: f64 = p.get("init_scale")?;
-        let beta: f64 = p.get("beta")?;
-        let lazy = crate::models::kit::nn::lazy_optim(&p)?;
-        if lazy && beta > 0.0 {
-            return Err(Error::invalid(
-                "s2net: optim=lazy-adam updates only a batch's rows, but beta > 0 ties every row \
-                 to its start; use optim=adam with beta"
-                    .to_string(),
-            ));
-        }
-        let init = p.get_opt("init")?;
-        let vectors = crate::models::kit::pretrained::setting(&p)?;
+        let S2NetConfig {
+            dim: k,
+            batch,
+            lr,
+            epochs,
+            gamma,
+            weight_decay,
+            init_scale,
+            beta,
+            lazy,
+            init,
+            vectors,
+        } = S2NetConfig::from_params(params)?;
         params.check_unused()?;
         check_fit_sizes(KIND, data, k)?;
         let xs = weighted(&data.train_src, &data.vocabs, Side::Source);

@@ -502,6 +502,11 @@ pub fn bae_trainer() -> Box<dyn Trainer> {
 }
 
 impl Trainer for BaeTrainer {
+    /// Reads the settings before the session is written.
+    fn check(&self, params: &Params) -> Result<()> {
+        BaeConfig::from_params(params).map(|_| ())
+    }
+
     /// The encoders' and decoders' `V × dim` matrices with gradients and
     /// Adam moments, and a batch's reconstruction over both vocabularies.
     fn memory_estimate(
@@ -519,7 +524,7 @@ impl Trainer for BaeTrainer {
     }
 
     fn plan(&self, data: &TrainData, params: &Params) -> Result<Vec<Phase>> {
-        let epochs = params.of("bae")?.get("epochs")?;
+        let epochs = BaeConfig::from_params(params)?.epochs;
         Ok(vec![Phase::new("train", epochs, data.train_src.n_rows())])
     }
 

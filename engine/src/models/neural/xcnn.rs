@@ -1254,8 +1254,7 @@ impl Trainer for XcnnTrainer {
     ) -> Result<Box<dyn Model>> {
         let m = XcnnModel::from_tensors(&tensors, DType::F32, device)?;
         // the shapes the session's settings promise
-        let p = params.of("xcnn")?;
-        let (dim, layers): (usize, usize) = (p.get("dim")?, p.get("layers")?);
+        let XcnnConfig { dim, layers, .. } = XcnnConfig::from_params(params)?;
         for (side, net) in [("src", &m.src), ("tgt", &m.tgt)] {
             if net.dim() != dim || net.layers.len() != layers {
                 return Err(Error::invalid(format!(

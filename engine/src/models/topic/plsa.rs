@@ -1197,8 +1197,13 @@ pub fn cplsa_trainer() -> Box<dyn Trainer> {
 }
 
 impl Trainer for PlsaTrainer {
+    /// Reads and checks the settings before the session is written.
+    fn check(&self, params: &Params) -> Result<()> {
+        PlsaConfig::from_params(self.kind, params).map(|_| ())
+    }
+
     fn plan(&self, data: &TrainData, params: &Params) -> Result<Vec<Phase>> {
-        let epochs = params.of(self.kind)?.get("epochs")?;
+        let epochs = PlsaConfig::from_params(self.kind, params)?.epochs;
         Ok(vec![Phase::new(PHASE, epochs, data.train_src.n_rows())])
     }
 
@@ -1283,9 +1288,11 @@ impl Trainer for PlsaTrainer {
         params: &Params,
         _device: &Device,
     ) -> Result<Box<dyn Model>> {
-        let p = params.of(self.kind)?;
-        let alpha: f64 = p.get("fold_in_alpha")?;
-        let fold_in: usize = p.get("fold_in")?;
+        let PlsaConfig {
+            fold_in_alpha: alpha,
+            fold_in,
+            ..
+        } = PlsaConfig::from_params(self.kind, params)?;
         Ok(Box::new(PlsaModel::from_tensors(
             self.kind, vocabs, &tensors, alpha, fold_in,
         )?))
