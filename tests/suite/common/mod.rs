@@ -142,3 +142,12 @@ pub fn bits_of(path: &Path) -> std::collections::BTreeMap<String, Vec<u64>> {
         })
         .collect()
 }
+
+/// Writes `st` as session `dir`'s `status.json`, as a fixture: a state a
+/// job's life may never reach (a job only changes it through
+/// `rosetta::session::JobLife`), in the file's format.
+pub fn write_status(dir: &Path, st: &rosetta::session::Status) {
+    let mut bytes = serde_json::to_vec_pretty(st).unwrap();
+    bytes.push(b'\n');
+    std::fs::write(dir.join(rosetta::session::STATUS_FILE), bytes).unwrap();
+}
