@@ -38,8 +38,8 @@ use crate::corpus::{Prepared, Workspace};
 use crate::models::{is_lexical, registry, DeviceSpec, TrainData};
 use crate::session::retrieval::adhoc_validation;
 use crate::session::{
-    fmt_utc, now_unix, process_start_time, read_status, Session, SessionConfig, State, Status,
-    BEST_CHECKPOINT, LOG_FILE,
+    fmt_utc, now_unix, read_status, Session, SessionConfig, State, Status, BEST_CHECKPOINT,
+    LOG_FILE,
 };
 use crate::train::runner::{run_job_with_validation, ExtraValidation, Observer};
 use crate::{Error, Result};
@@ -418,9 +418,7 @@ fn check_not_running(dir: &Path, st: &Status) -> Result<()> {
 pub fn start(req: &JobRequest, exe: &Path) -> Result<Launched> {
     let mut session = create(req)?;
     launch(&session.dir, exe).inspect_err(|e| {
-        session.status.state = State::Failed;
-        session.status.error = Some(e.to_string());
-        let _ = session.status.write(&session.dir);
+        let _ = session.transition(|l| l.failed(e.to_string()));
     })
 }
 
@@ -487,9 +485,7 @@ pub fn start_on(req: &JobRequest, exe: &Path, launcher: &Launcher) -> Result<Lau
             slurm: Some(rec.job_id),
         }),
         Err(e) => {
-            session.status.state = State::Failed;
-            session.status.error = Some(e.to_string());
-            let _ = session.status.write(&session.dir);
+            let _ = session.transition(|l| l.failed(e.to_string()));
             Err(e)
         }
     }
@@ -596,10 +592,7 @@ pub fn run(
     if session.status.state == State::Queued {
         // this process owns the queued job from now on: `jobs` can tell
         // when it dies while loading the data
-        let pid = std::process::id();
-        session.status.pid = pid;
-        session.status.pid_start = process_start_time(pid);
-        session.status.write(&session.dir)?;
+        session.transition(|l| l.take())?;
     }
     let loaded = crate::models::trainer(&session.config.model).and_then(|t| {
         let (prepared, mut data, hash) =
@@ -635,9 +628,7 @@ pub fn run(
         Ok(x) => x,
         Err(e) => {
             if session.status.state == State::Queued {
-                session.status.state = State::Failed;
-                session.status.error = Some(e.to_string());
-                session.status.write(&session.dir)?;
+                session.transition(|l| l.failed(e.to_string()))?;
             }
             return Err(e);
         }

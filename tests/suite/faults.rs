@@ -612,7 +612,7 @@ fn divergence_fails_the_job_and_keeps_the_last_finite_best() {
         cfg.write(&dir).unwrap();
         let mut st = read_status(&dir).unwrap();
         st.state = State::Cancelled;
-        st.write(&dir).unwrap();
+        crate::common::write_status(&dir, &st);
         let o = run(&dir, &data, &hash, true);
         assert_eq!(o.state, State::Failed, "{model}: {o:?}");
         let err = o.error.clone().unwrap_or_default();
@@ -941,7 +941,7 @@ fn sigkill_at_random_steps_then_resume_is_the_same_run() {
             st.state = State::Running;
             st.pid = 0;
             st.pid_start = None;
-            st.write(&late).unwrap();
+            crate::common::write_status(&late, &st);
             let out = std::process::Command::new(env!("CARGO_BIN_EXE_rosetta"))
                 .args(["train", "--resume", &late.display().to_string()])
                 .stdin(std::process::Stdio::null())
@@ -1122,7 +1122,7 @@ fn a_hard_linked_lock_never_proves_another_sessions_job() {
     st.state = State::Running;
     st.pid = me;
     st.pid_start = rosetta::session::process_start_time(me);
-    st.write(&a).unwrap();
+    crate::common::write_status(&a, &st);
     assert_eq!(rosetta::session::job_process(&a).unwrap(), me);
     std::fs::copy(a.join("status.json"), b.join("status.json")).unwrap();
     let lock_a = a.join(".lock");
@@ -1253,11 +1253,11 @@ fn foreign_pid_in_a_session_is_never_proven_a_job() {
     st.state = State::Running;
     st.pid = pid;
     st.pid_start = None;
-    st.write(&dir).unwrap();
+    crate::common::write_status(&dir, &st);
     let e = rosetta::session::job_process(&dir).unwrap_err().to_string();
     assert!(e.contains("start time"), "{e}");
     st.pid_start = rosetta::session::process_start_time(pid);
-    st.write(&dir).unwrap();
+    crate::common::write_status(&dir, &st);
     let e = rosetta::session::job_process(&dir).unwrap_err().to_string();
     assert!(
         e.contains("lock") && e.contains("no process signalled"),
@@ -1271,7 +1271,7 @@ fn foreign_pid_in_a_session_is_never_proven_a_job() {
     // named and holding the lock: proven
     st.pid = me;
     st.pid_start = rosetta::session::process_start_time(me);
-    st.write(&dir).unwrap();
+    crate::common::write_status(&dir, &st);
     assert_eq!(rosetta::session::job_process(&dir).unwrap(), me);
     drop(lock);
     assert!(rosetta::session::job_process(&dir).is_err());
@@ -1469,7 +1469,7 @@ fn an_early_stopped_checkpoint_is_not_trained_further() {
     st.state = State::Running;
     st.pid = u32::MAX - 7;
     st.pid_start = None;
-    st.write(&dir).unwrap();
+    crate::common::write_status(&dir, &st);
     let o2 = run(&dir, &data, &hash, true);
     assert_eq!(
         (o2.state, o2.early_stopped, o2.epoch),

@@ -74,7 +74,7 @@ fn session(root: &Path, name: &str, params: &[(&str, &str)], mrr: f64) -> PathBu
     std::fs::write(dir.join("metrics.jsonl"), lines).unwrap();
     s.status.state = State::Done;
     s.status.best_mrr = Some(mrr);
-    s.status.write(&dir).unwrap();
+    crate::common::write_status(&dir, &s.status);
     dir
 }
 
@@ -251,7 +251,7 @@ fn jobs_log_prints_the_end_and_follows_until_the_job_ends() {
     st.state = State::Running;
     st.pid = std::process::id();
     st.pid_start = None;
-    st.write(&a).unwrap();
+    crate::common::write_status(&a, &st);
     let mut child = Command::new(env!("CARGO_BIN_EXE_rosetta"))
         .args(["jobs", "log", sa, "--follow", "--lines", "0"])
         .stdin(Stdio::null())
@@ -271,7 +271,7 @@ fn jobs_log_prints_the_end_and_follows_until_the_job_ends() {
     assert!(child.try_wait().unwrap().is_none(), "still following");
     log.write_all(b"finished\nno newline").unwrap();
     st.state = State::Done;
-    st.write(&a).unwrap();
+    crate::common::write_status(&a, &st);
     let status = child.wait().unwrap();
     assert!(status.success());
     let mut rest = String::new();
@@ -303,7 +303,7 @@ fn stored_text_reaches_the_terminal_without_escape_sequences() {
     let mut st = rosetta::session::read_status(&a).unwrap();
     st.state = State::Failed;
     st.error = Some("boom \u{1b}]0;pwned\u{7}".into());
-    st.write(&a).unwrap();
+    crate::common::write_status(&a, &st);
     std::fs::write(a.join("log.txt"), "epoch 1 \u{1b}[31mred\u{1b}[0m\n").unwrap();
     for args in [
         vec!["jobs", "--root", r],

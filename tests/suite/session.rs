@@ -627,7 +627,7 @@ fn corrupt_metrics_line_and_checkpoint_are_reported_and_the_rest_loads() {
     Checkpoint::read(&s.dir.join(BEST_CHECKPOINT), &Device::Cpu).unwrap();
     let mut st = read_status(&s.dir).unwrap();
     st.state = State::Cancelled;
-    st.write(&s.dir).unwrap();
+    crate::common::write_status(&s.dir, &st);
     let e = run_here(&s.dir, true).unwrap_err().to_string();
     assert!(e.contains("last.safetensors"), "{e}");
     // a corrupt status.json is reported with its path, the session still listed
@@ -668,7 +668,7 @@ fn changed_workspace_is_detected_by_its_hash() {
     run_here(&s.dir, false).unwrap();
     let mut st = read_status(&s.dir).unwrap();
     st.state = State::Cancelled;
-    st.write(&s.dir).unwrap();
+    crate::common::write_status(&s.dir, &st);
     let mut s = Session::open(&s.dir).unwrap();
     let e = run_job(
         &mut s,
@@ -687,7 +687,7 @@ fn changed_workspace_is_detected_by_its_hash() {
     // and a done session has nothing to resume
     let mut st = read_status(&s.dir).unwrap();
     st.state = State::Done;
-    st.write(&s.dir).unwrap();
+    crate::common::write_status(&s.dir, &st);
     let e = run_here(&s.dir, true).unwrap_err().to_string();
     assert!(e.contains("nothing to resume"), "{e}");
 }
@@ -1217,7 +1217,7 @@ fn cli_changed_workspace_is_reported_by_eval_and_resume() {
     // a resume of an interrupted session is refused for the same reason
     let mut st = read_status(&sdir).unwrap();
     st.state = State::Cancelled;
-    st.write(&sdir).unwrap();
+    crate::common::write_status(&sdir, &st);
     let out = rosetta_in(root.path(), &["train", "--resume", sdir.to_str().unwrap()]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("changed since"));

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use super::slurm::{self, SlurmOptions};
 use super::{check_request, JobRequest, Launched};
 use crate::session::runs::Run;
-use crate::session::{fmt_stamp, now_unix, read_status, State};
+use crate::session::{fmt_stamp, now_unix, read_status, JobLife, State};
 use crate::util::write_atomic;
 use crate::{Error, Result};
 
@@ -264,10 +264,8 @@ pub fn run_local(
                     running.push(l.dir);
                 }
                 Err(e) => {
-                    if let Ok(mut st) = read_status(d) {
-                        st.state = State::Failed;
-                        st.error = Some(e.to_string());
-                        let _ = st.write(d);
+                    if let Ok(mut life) = JobLife::open(d) {
+                        let _ = life.failed(e.to_string());
                     }
                 }
             }
@@ -544,10 +542,8 @@ pub fn start_slurm(
     let s = create(req)?;
     let job = submit_slurm(&s, opts, exe, max_parallel).inspect_err(|e| {
         for d in &s.dirs {
-            if let Ok(mut st) = read_status(d) {
-                st.state = State::Failed;
-                st.error = Some(e.to_string());
-                let _ = st.write(d);
+            if let Ok(mut life) = JobLife::open(d) {
+                let _ = life.failed(e.to_string());
             }
         }
     })?;

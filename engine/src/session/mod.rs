@@ -7,7 +7,8 @@
 //!   every hyper-parameter after defaults, seed, device, Rosetta version;
 //! - `metrics.jsonl` ([`MetricRecord`] per line, append-only; read with
 //!   [`MetricsTail`]);
-//! - `status.json` ([`Status`], replaced atomically);
+//! - `status.json` ([`Status`], replaced atomically, only through a
+//!   [`JobLife`], which owns the job's state transitions);
 //! - `checkpoints/{best,last}.safetensors` ([`checkpoint`]) and
 //!   `vocab.source.json` / `vocab.target.json` (and, for learnt subword
 //!   units, `units.source.json` / `units.target.json`);
@@ -26,6 +27,7 @@ pub mod associations;
 pub mod checkpoint;
 pub mod evaluate;
 pub mod init;
+pub mod life;
 pub mod loaded;
 pub mod metrics;
 pub mod pretrained;
@@ -49,6 +51,7 @@ pub use associations::{
     associations, AssocKind, AssocOptions, AssocSort, Association, Associations,
 };
 pub use checkpoint::{Checkpoint, CheckpointMeta};
+pub use life::{Figures, JobLife};
 pub use loaded::{Loaded, Neighbour, Neighbours};
 pub use metrics::{
     effective_history, Curves, MetricRecord, MetricsTail, StepPoint, TailBatch, ValidPoint, XAxis,
@@ -322,7 +325,8 @@ impl std::fmt::Display for State {
     }
 }
 
-/// `status.json`: the job's state now, replaced atomically as it runs.
+/// `status.json`: the job's state now, replaced atomically as it runs (by
+/// a [`JobLife`], the only writer).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Status {
     /// Life-cycle state.
@@ -392,18 +396,6 @@ impl Status {
             updated: fmt_utc(now),
             updated_unix: now,
         }
-    }
-
-    /// Writes `status.json` atomically (stamping `updated`).
-    pub fn write(&mut self, dir: &Path) -> Result<()> {
-        let now = now_unix();
-        self.updated = fmt_utc(now);
-        self.updated_unix = now;
-        let path = dir.join(STATUS_FILE);
-        let mut bytes = serde_json::to_vec_pretty(self)
-            .map_err(|e| Error::file(&path, format!("cannot serialise status: {e}")))?;
-        bytes.push(b'\n');
-        write_atomic(&path, &bytes)
     }
 
     /// Why these figures cannot be what a job wrote, if they cannot: a
@@ -520,8 +512,7 @@ impl Session {
         let ck = dir.join(CHECKPOINT_DIR);
         std::fs::create_dir_all(&ck).map_err(|e| Error::io(&ck, e))?;
         config.write(dir)?;
-        let mut status = Status::queued(&config);
-        status.write(dir)?;
+        let status = JobLife::create(dir, &config)?.into_status();
         Ok(Session {
             dir: dir.to_path_buf(),
             config,

@@ -993,7 +993,7 @@ pub fn tail_lines(path: &Path, n: usize) -> Result<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::{MetricRecord, Session, Status};
+    use crate::session::{MetricRecord, Session};
 
     fn cfg(params: &[(&str, &str)], seed: u64) -> SessionConfig {
         SessionConfig {
@@ -1131,17 +1131,12 @@ mod tests {
         let dir = root.path().join("run");
         let mut s = Session::create(&dir, cfg(&[], 1)).unwrap();
         // this test process plays the job
-        let me = std::process::id();
-        s.status.state = State::Running;
-        s.status.pid = me;
-        s.status.pid_start = crate::session::process_start_time(me);
-        s.status.write(&dir).unwrap();
+        let running = |l: &mut crate::session::JobLife| l.running("cpu", &Default::default());
+        s.transition(running).unwrap();
         let e = delete(&dir).unwrap_err().to_string();
         assert!(e.contains("cancel it"), "{e}");
         assert!(dir.exists());
-        let mut st: Status = read_status(&dir).unwrap();
-        st.state = State::Done;
-        st.write(&dir).unwrap();
+        s.transition(|l| l.done(&Default::default())).unwrap();
         delete(&dir).unwrap();
         assert!(!dir.exists());
         // not a session: refused, nothing removed

@@ -13,9 +13,7 @@ use crate::eval::evaluate;
 use crate::models::bm25::Bm25Baseline;
 use crate::session::metrics::MetricsWriter;
 use crate::session::retrieval::RUN_DEPTH;
-use crate::session::{
-    now_unix, process_start_time, MetricRecord, Session, State, LOG_FILE, METRICS_FILE,
-};
+use crate::session::{now_unix, Figures, MetricRecord, Session, State, LOG_FILE, METRICS_FILE};
 use crate::{Error, Result};
 
 /// Runs the lexical baseline job of `session`: validation figures into
@@ -32,9 +30,8 @@ pub fn run_lexical_job(session: &mut Session, observer: &mut dyn Observer) -> Re
             let msg = e.to_string();
             log.line(&format!("error: {msg}"));
             let _ = metrics.append(&MetricRecord::event("error", msg.clone(), None, None));
-            session.status.state = State::Failed;
-            session.status.error = Some(msg);
-            let _ = session.status.write(&dir);
+            // a done session stays done (its figures are still what it says)
+            let _ = session.transition(|l| l.failed(msg));
             Err(e)
         }
     }
@@ -66,16 +63,13 @@ fn score(
     session.config.params.extend(params.resolved());
     session.config.write(&dir)?;
 
-    let pid = std::process::id();
-    let st = &mut session.status;
-    st.state = State::Running;
-    st.pid = pid;
-    st.pid_start = process_start_time(pid);
-    st.device = "cpu".into();
-    st.phase = "bm25".into();
-    st.epochs = 1;
-    st.write(&dir)?;
-    observer.status(st);
+    let mut figures = Figures {
+        phase: "bm25".into(),
+        epochs: 1,
+        ..session.status.figures()
+    };
+    session.transition(|l| l.running("cpu", &figures))?;
+    observer.status(&session.status);
     let started = now_unix();
     let msg = format!(
         "start: lexical baseline {} on {} (k1 {}, b {})",
@@ -122,15 +116,12 @@ fn score(
     let done = format!("done in {:.1} s (nothing to train)", now_unix() - started);
     metrics.append(&MetricRecord::event("done", done.clone(), Some(1), Some(0)))?;
     log.line(&done);
-    let st = &mut session.status;
-    st.state = State::Done;
-    st.progress = 1.0;
-    st.epoch = 1;
-    st.eta_s = None;
-    st.best_mrr = Some(s.mrr);
-    st.best_epoch = Some(1);
-    st.write(&dir)?;
-    observer.status(st);
+    figures.epoch = 1;
+    figures.eta_s = None;
+    figures.best_mrr = Some(s.mrr);
+    figures.best_epoch = Some(1);
+    session.transition(|l| l.done(&figures))?;
+    observer.status(&session.status);
     Ok(Outcome {
         state: State::Done,
         best_mrr: Some(s.mrr),
@@ -140,4 +131,32 @@ fn score(
         early_stopped: false,
         error: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::{read_status, Figures};
+    use crate::train::runner::Quiet;
+
+    #[test]
+    fn a_done_baseline_asked_to_run_again_stays_done() {
+        let root = tempfile::tempdir().unwrap();
+        let mut s = crate::session::life::test_session(root.path(), "bm25");
+        let f = Figures {
+            best_mrr: Some(0.5),
+            best_epoch: Some(1),
+            ..Figures::default()
+        };
+        s.transition(|l| l.running("cpu", &f)).unwrap();
+        s.transition(|l| l.done(&f)).unwrap();
+        let e = run_lexical_job(&mut s, &mut Quiet).unwrap_err().to_string();
+        assert!(e.contains("nothing to resume"), "{e}");
+        let st = read_status(&s.dir).unwrap();
+        assert_eq!(
+            (st.state, st.best_mrr, st.error),
+            (State::Done, Some(0.5), None)
+        );
+        assert_eq!(s.status.state, State::Done);
+    }
 }

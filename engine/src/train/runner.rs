@@ -28,11 +28,12 @@ use crate::models::{encode_texts, Model, Params, TextRole, TextRows};
 use crate::models::{Flow, Hooks, Phase, Resume, StepReport, TrainData, Trainer};
 use crate::session::metrics::MetricsWriter;
 use crate::session::{
-    fmt_utc, now_unix, process_start_time, Checkpoint, CheckpointMeta, MetricRecord, Session,
-    State, Status, BEST_CHECKPOINT, LAST_CHECKPOINT, LOG_FILE, METRICS_FILE, VOCAB_SOURCE,
-    VOCAB_TARGET,
+    fmt_utc, now_unix, Checkpoint, CheckpointMeta, Figures, JobLife, MetricRecord, Session, State,
+    Status, BEST_CHECKPOINT, LAST_CHECKPOINT, LOG_FILE, METRICS_FILE, VOCAB_SOURCE, VOCAB_TARGET,
 };
 use crate::text::Side;
+use crate::train::checkpoints::{CheckpointPolicy, Save};
+use crate::train::early_stopping::{EarlyStopping, Verdict};
 use crate::{Error, Result};
 
 pub use crate::models::select_device;
@@ -131,12 +132,10 @@ pub fn allocation_failed(size: usize) {
 /// Marks the job of session `dir` that this process runs as failed with
 /// `msg` (a status of another process, or a final one, is left alone).
 fn record_failure(dir: &Path, msg: &str) {
-    if let Ok(mut st) = crate::session::read_status(dir) {
+    if let Ok(mut life) = JobLife::open(dir) {
+        let st = life.status();
         if !st.state.is_final() && st.pid == std::process::id() {
-            st.state = State::Failed;
-            st.error = Some(msg.to_string());
-            st.eta_s = None;
-            let _ = st.write(dir);
+            let _ = life.failed(msg.to_string());
         }
     }
 }
@@ -307,19 +306,20 @@ pub fn run_job_with_validation(
             }
             // a job that never started fails; a finished or interrupted
             // session keeps its state (its checkpoints are still what it says)
-            let mut st =
-                crate::session::read_status(&dir).unwrap_or_else(|_| session.status.clone());
+            let mut life = JobLife::open(&dir).unwrap_or_else(|_| JobLife::of(session));
             // a job that never started, or one that this process was running
             // when a write failed (a full disk), fails with the reason
-            let ours = st.state == State::Running && st.pid == std::process::id();
+            let me = std::process::id();
+            let st = life.status();
+            let ours = st.state == State::Running && st.pid == me;
             if st.state == State::Queued || ours {
-                st.state = State::Failed;
-                st.error = Some(msg);
-                st.pid = std::process::id();
-                st.pid_start = process_start_time(st.pid);
-                let _ = st.write(&dir);
+                if st.pid != me {
+                    // the job failed in this process
+                    let _ = life.take();
+                }
+                let _ = life.failed(msg);
             }
-            session.status = st;
+            session.status = life.into_status();
             Err(e)
         }
     }
@@ -377,17 +377,16 @@ fn prepare_and_train(
         model_name: session.config.model.clone(),
         data,
         params: &params,
-        status: session.status.clone(),
+        life: JobLife::of(session),
+        figures: session.status.figures(),
         metrics,
         log,
         observer,
         cancel: cancel.clone(),
         log_every,
         step_delay: Duration::from_millis(step_delay_ms),
-        patience,
-        best_mrr: None,
-        best_epoch: None,
-        bad_epochs: 0,
+        stopping: EarlyStopping::new(patience),
+        checkpoint_policy: CheckpointPolicy,
         phase: String::new(),
         epoch: 0,
         step: 0,
@@ -440,9 +439,12 @@ fn prepare_and_train(
                     ),
                 ));
             }
-            hooks.best_mrr = ck.meta.best_mrr;
-            hooks.best_epoch = ck.meta.best_epoch;
-            hooks.bad_epochs = ck.meta.bad_epochs;
+            hooks.stopping = EarlyStopping::resumed(
+                patience,
+                ck.meta.best_mrr,
+                ck.meta.best_epoch,
+                ck.meta.bad_epochs,
+            );
             hooks.phase = ck.meta.phase.clone();
             hooks.epoch = ck.meta.epoch;
             hooks.step = ck.meta.step;
@@ -451,8 +453,9 @@ fn prepare_and_train(
                 .iter()
                 .find(|p| p.name == ck.meta.phase)
                 .is_none_or(|p| p.early_stop);
-            stopped_at_checkpoint =
-                ck.meta.valid_mrr.is_some() && phase_stops && ck.meta.bad_epochs >= patience;
+            stopped_at_checkpoint = hooks
+                .stopping
+                .spent(ck.meta.valid_mrr.is_some(), phase_stops);
             let msg = format!(
                 "resuming from {} (phase {}, epoch {}, step {}) on {device_name}",
                 last.display(),
@@ -492,16 +495,8 @@ fn prepare_and_train(
     }
 
     // running
-    let pid = std::process::id();
-    hooks.status.state = State::Running;
-    hooks.status.pid = pid;
-    hooks.status.pid_start = process_start_time(pid);
-    hooks.status.device = device_name.clone();
-    hooks.status.error = None;
-    hooks.status.best_mrr = hooks.best_mrr;
-    hooks.status.best_epoch = hooks.best_epoch;
-    hooks.status.epoch = hooks.epoch;
-    hooks.status.step = hooks.step;
+    hooks.figures.best_mrr = hooks.stopping.best();
+    hooks.figures.best_epoch = hooks.stopping.best_epoch();
     if resume_from.is_some() {
         // the checkpoint's epoch is complete
         hooks.epoch_examples = hooks.epoch_size();
@@ -509,8 +504,9 @@ fn prepare_and_train(
     hooks.update_progress();
     hooks.epoch_examples = 0;
     hooks.write_config()?;
-    hooks.write_status()?;
-    hooks.progress_at_start = hooks.status.progress;
+    hooks.life.running(&device_name, &hooks.figures)?;
+    hooks.status_written();
+    hooks.progress_at_start = hooks.figures.progress;
 
     let seed = session.config.seed;
     // a resume from a checkpoint of the job's last epoch (killed after
@@ -522,11 +518,11 @@ fn prepare_and_train(
             "done (early stop) after epoch {}: the checkpoint's patience had run out ({} epochs \
              without a better validation MRR); {}",
             hooks.epoch,
-            hooks.bad_epochs,
+            hooks.stopping.bad_epochs(),
             hooks.best_line()
         );
         let outcome = hooks.finish(State::Done, "done", m, None)?;
-        session.status = hooks.status;
+        session.status = hooks.life.into_status();
         session.config = hooks.session_config;
         return Ok(outcome);
     }
@@ -574,7 +570,7 @@ fn prepare_and_train(
                 let m = format!(
                     "done without training (every phase planned 0 epochs): the initial model \
                      is saved; its MRR {}",
-                    fmt_opt(hooks.best_mrr)
+                    fmt_opt(hooks.stopping.best())
                 );
                 hooks.finish(State::Done, "done", m, None)?
             } else {
@@ -587,13 +583,11 @@ fn prepare_and_train(
             hooks.finish(State::Cancelled, "cancelled", m, None)?
         }
         Err(e) => {
-            let kept = if dir.join(BEST_CHECKPOINT).is_file() && hooks.best_epoch.is_some() {
+            let best_epoch = hooks.stopping.best_epoch();
+            let kept = if dir.join(BEST_CHECKPOINT).is_file() && best_epoch.is_some() {
                 format!(
                     "; the best checkpoint (epoch {}) is kept",
-                    hooks
-                        .best_epoch
-                        .map(|e| e.to_string())
-                        .unwrap_or("-".into())
+                    best_epoch.map(|e| e.to_string()).unwrap_or("-".into())
                 )
             } else {
                 String::new()
@@ -602,7 +596,7 @@ fn prepare_and_train(
             hooks.finish(State::Failed, "error", msg.clone(), Some(msg))?
         }
     };
-    session.status = hooks.status;
+    session.status = hooks.life.into_status();
     session.config = hooks.session_config;
     Ok(outcome)
 }
@@ -677,17 +671,18 @@ struct RunnerHooks<'a> {
     model_name: String,
     data: &'a TrainData,
     params: &'a Params,
-    status: Status,
+    /// The job's state, written only through it.
+    life: JobLife,
+    /// The figures the status reports next.
+    figures: Figures,
     metrics: MetricsWriter,
     log: &'a mut LogFile,
     observer: &'a mut dyn Observer,
     cancel: Arc<AtomicBool>,
     log_every: usize,
     step_delay: Duration,
-    patience: usize,
-    best_mrr: Option<f64>,
-    best_epoch: Option<usize>,
-    bad_epochs: usize,
+    stopping: EarlyStopping,
+    checkpoint_policy: CheckpointPolicy,
     phase: String,
     epoch: usize,
     step: usize,
@@ -715,8 +710,10 @@ impl RunnerHooks<'_> {
     fn best_line(&self) -> String {
         format!(
             "best MRR {} at epoch {}",
-            fmt_opt(self.best_mrr),
-            self.best_epoch.map_or("-".into(), |e| e.to_string())
+            fmt_opt(self.stopping.best()),
+            self.stopping
+                .best_epoch()
+                .map_or("-".into(), |e| e.to_string())
         )
     }
 
@@ -729,11 +726,17 @@ impl RunnerHooks<'_> {
         self.observer.line(msg);
     }
 
+    /// Writes the running job's figures.
     fn write_status(&mut self) -> Result<()> {
-        self.status.write(&self.dir)?;
-        self.last_status_write = Instant::now();
-        self.observer.status(&self.status);
+        self.life.progress(&self.figures)?;
+        self.status_written();
         Ok(())
+    }
+
+    /// After a status write: the observer sees it, the next one waits.
+    fn status_written(&mut self) {
+        self.last_status_write = Instant::now();
+        self.observer.status(self.life.status());
     }
 
     /// Records the resolved parameters in `config.toml` when they changed.
@@ -782,19 +785,19 @@ impl RunnerHooks<'_> {
     }
 
     fn update_progress(&mut self) {
-        self.status.epochs = self.planned_epochs();
-        self.status.epoch = self.epoch;
-        self.status.step = self.step;
-        self.status.phase = self.phase.clone();
+        self.figures.epochs = self.planned_epochs();
+        self.figures.epoch = self.epoch;
+        self.figures.step = self.step;
+        self.figures.phase = self.phase.clone();
         let (offset, total) = self.progress_plan();
         if total > 0 {
             let frac = (self.epoch_examples as f64 / self.epoch_size() as f64).min(1.0);
             let done = (offset as f64 + self.epoch.saturating_sub(1) as f64 + frac) / total as f64;
-            self.status.progress = done.clamp(0.0, 1.0);
-            let gained = self.status.progress - self.progress_at_start;
+            self.figures.progress = done.clamp(0.0, 1.0);
+            let gained = self.figures.progress - self.progress_at_start;
             let secs = self.started.elapsed().as_secs_f64();
-            self.status.eta_s = if gained > 1e-9 && secs > 0.0 {
-                Some((1.0 - self.status.progress).max(0.0) * secs / gained)
+            self.figures.eta_s = if gained > 1e-9 && secs > 0.0 {
+                Some((1.0 - self.figures.progress).max(0.0) * secs / gained)
             } else {
                 None
             };
@@ -812,7 +815,7 @@ impl RunnerHooks<'_> {
         self.last_record = Instant::now();
         self.examples_since_record = 0;
         self.unrecorded = None;
-        self.status.pairs_per_s = Some(pps);
+        self.figures.pairs_per_s = Some(pps);
         self.record(MetricRecord::Step {
             phase: r.phase.clone(),
             epoch: r.epoch,
@@ -825,6 +828,10 @@ impl RunnerHooks<'_> {
         })
     }
 
+    /// The end of an epoch, in steps: its last step recorded, the phase
+    /// entered, the model checked and validated, its checkpoints written
+    /// (the early-stopping state adopted once they are on disk), the status
+    /// reported, and whether to go on.
     fn epoch_end_inner(
         &mut self,
         phase: &str,
@@ -838,7 +845,7 @@ impl RunnerHooks<'_> {
             self.record_step(&r)?;
         }
         if phase != self.phase {
-            self.bad_epochs = 0;
+            self.stopping.new_phase();
         }
         self.phase = phase.to_string();
         self.epoch = epoch;
@@ -846,45 +853,38 @@ impl RunnerHooks<'_> {
         // a diverged model is never validated, never "best", never written
         let model_tensors = model.tensors()?;
         check_parameters(&model_tensors, phase, epoch)?;
-        // validation
-        let mut valid_mrr = None;
-        let mut scores_line = String::new();
+        let valid = self.validate(phase, epoch, model)?;
+        // a pre-training phase is not early-stopped by the runner: the
+        // sentence MRR says little about it
+        let phase_stops = self.current_phase().is_none_or(|(_, p)| p.early_stop);
+        let pending = self.stopping_after(epoch, valid.mrr, model.has_space(), phase_stops);
+        self.save_checkpoints(phase, epoch, &valid, &pending, &model_tensors, &extra)?;
+        self.report_epoch(phase, epoch, &valid.line)?;
+        if pending.verdict.stop {
+            return self.early_stop(epoch);
+        }
+        if self.cancel.load(Ordering::SeqCst) {
+            return Ok(Flow::Stop);
+        }
+        Ok(Flow::Continue)
+    }
+
+    /// Validates the model of `phase` epoch `epoch` (sentence retrieval on
+    /// the validation pairs once it has a space, the trainer's own figures,
+    /// the extra validation) and records the figures (a `valid` record).
+    /// A figure that is not finite is an error: the training diverged.
+    fn validate(&mut self, phase: &str, epoch: usize, model: &dyn Model) -> Result<Validation> {
+        let mut valid = Validation::default();
         let mut scores = BTreeMap::new();
         // a model still in pre-training has no space to validate in
         let space = model.has_space();
         if space && self.data.valid_src.n_rows() > 0 {
-            let seqs = self.data.seqs.as_ref();
-            let texts = self.data.texts.as_ref();
-            let src = TextRows {
-                counts: &self.data.valid_src,
-                seqs: seqs.map(|q| &q.valid_src),
-                raw: texts.map(|t| t.valid_src.as_slice()),
-            };
-            let tgt = TextRows {
-                counts: &self.data.valid_tgt,
-                seqs: seqs.map(|q| &q.valid_tgt),
-                raw: texts.map(|t| t.valid_tgt.as_slice()),
-            };
-            // sentence retrieval is symmetric: both sides read as queries
-            let s = encode_texts(model, Side::Source, TextRole::Query, src)?;
-            let t = encode_texts(model, Side::Target, TextRole::Query, tgt)?;
-            if s.iter().chain(t.iter()).any(|v| !v.is_finite()) {
-                return Err(Error::invalid(format!(
-                    "training diverged: the model's validation embeddings are not finite at {phase} \
-                     epoch {epoch} (try a lower --lr)"
-                )));
-            }
-            let sc = sentence_retrieval(&s, &t, model.similarity());
-            if !sc.mrr.is_finite() {
-                return Err(Error::invalid(format!(
-                    "validation MRR is not finite at epoch {epoch} (the model produced NaN embeddings)"
-                )));
-            }
-            valid_mrr = Some(sc.mrr);
+            let sc = self.sentence_scores(phase, epoch, model)?;
+            valid.mrr = Some(sc.mrr);
             scores.insert("MRR".to_string(), sc.mrr);
             scores.insert("P@1".to_string(), sc.p1);
             scores.insert("queries".to_string(), sc.queries as f64);
-            scores_line = format!(" valid MRR {:.4} P@1 {:.4}", sc.mrr, sc.p1);
+            valid.line = format!(" valid MRR {:.4} P@1 {:.4}", sc.mrr, sc.p1);
         }
         for (k, v) in std::mem::take(&mut self.trainer_scores) {
             if !v.is_finite() {
@@ -892,12 +892,12 @@ impl RunnerHooks<'_> {
                     "training diverged: {k} is {v} at {phase} epoch {epoch}"
                 )));
             }
-            scores_line.push_str(&format!(" {k} {v:.4}"));
+            valid.line.push_str(&format!(" {k} {v:.4}"));
             scores.insert(k, v);
         }
         if let (true, Some(f)) = (space, self.extra_validation) {
             for (k, v) in f(model)? {
-                scores_line.push_str(&format!(" {k} {v:.4}"));
+                valid.line.push_str(&format!(" {k} {v:.4}"));
                 scores.insert(k, v);
             }
         }
@@ -909,59 +909,114 @@ impl RunnerHooks<'_> {
                 scores,
             })?;
         }
-        let improved = match (valid_mrr, self.best_mrr) {
-            (Some(m), Some(b)) => m > b,
-            (Some(_), None) => true,
-            // nothing to compare: the latest is the best, once it has a space
-            (None, _) => space,
+        Ok(valid)
+    }
+
+    /// Parallel sentence retrieval on the validation pairs (both sides
+    /// read as queries: it is symmetric).
+    fn sentence_scores(
+        &self,
+        phase: &str,
+        epoch: usize,
+        model: &dyn Model,
+    ) -> Result<crate::eval::sentence::SentenceScores> {
+        let seqs = self.data.seqs.as_ref();
+        let texts = self.data.texts.as_ref();
+        let src = TextRows {
+            counts: &self.data.valid_src,
+            seqs: seqs.map(|q| &q.valid_src),
+            raw: texts.map(|t| t.valid_src.as_slice()),
         };
-        // the job's best and patience after this epoch; they become the
-        // job's (and the status's) only once the checkpoint holding them is
-        // on disk: a failed write (a full disk) never leaves a status naming
-        // a best epoch or MRR that `best.safetensors` does not hold
-        let (best_mrr, best_epoch, bad_epochs) = if improved {
-            (valid_mrr.or(self.best_mrr), Some(epoch), 0)
-        } else {
-            (self.best_mrr, self.best_epoch, self.bad_epochs + 1)
+        let tgt = TextRows {
+            counts: &self.data.valid_tgt,
+            seqs: seqs.map(|q| &q.valid_tgt),
+            raw: texts.map(|t| t.valid_tgt.as_slice()),
         };
+        let s = encode_texts(model, Side::Source, TextRole::Query, src)?;
+        let t = encode_texts(model, Side::Target, TextRole::Query, tgt)?;
+        if s.iter().chain(t.iter()).any(|v| !v.is_finite()) {
+            return Err(Error::invalid(format!(
+                "training diverged: the model's validation embeddings are not finite at {phase} \
+                 epoch {epoch} (try a lower --lr)"
+            )));
+        }
+        let sc = sentence_retrieval(&s, &t, model.similarity());
+        if !sc.mrr.is_finite() {
+            return Err(Error::invalid(format!(
+                "validation MRR is not finite at epoch {epoch} (the model produced NaN embeddings)"
+            )));
+        }
+        Ok(sc)
+    }
+
+    /// The early-stopping state after this epoch, not adopted yet: it
+    /// becomes the job's (and the status's) only once the checkpoint
+    /// holding it is on disk, so a failed write (a full disk) never leaves
+    /// a status naming a best epoch or MRR that `best.safetensors` lacks.
+    fn stopping_after(
+        &self,
+        epoch: usize,
+        mrr: Option<f64>,
+        space: bool,
+        phase_stops: bool,
+    ) -> Pending {
+        let mut next = self.stopping;
+        let verdict = next.update(epoch, mrr, space, phase_stops);
+        Pending { next, verdict }
+    }
+
+    /// Writes the checkpoints the policy asks for at this epoch end,
+    /// adopting the pending early-stopping state as they land (the best
+    /// figure with `best`, the patience count with `last`), and records it.
+    fn save_checkpoints(
+        &mut self,
+        phase: &str,
+        epoch: usize,
+        valid: &Validation,
+        pending: &Pending,
+        model: &[(String, Tensor)],
+        extra: &[(String, Tensor)],
+    ) -> Result<()> {
+        let next = &pending.next;
         let meta = CheckpointMeta {
             kind: self.model_name.clone(),
             phase: phase.to_string(),
             epoch,
             step: self.step,
             params: self.params.resolved(),
-            valid_mrr,
-            best_mrr,
-            best_epoch,
-            bad_epochs,
+            valid_mrr: valid.mrr,
+            best_mrr: next.best(),
+            best_epoch: next.best_epoch(),
+            bad_epochs: next.bad_epochs(),
             extra: extra.iter().map(|(n, _)| n.clone()).collect(),
             rosetta_version: env!("CARGO_PKG_VERSION").to_string(),
         };
-        if improved {
-            let mut m = meta.clone();
-            m.extra.clear();
+        let saves = self
+            .checkpoint_policy
+            .at_epoch_end(pending.verdict.improved);
+        for save in &saves {
             // written and synced (file and folder) before anything names it
-            Checkpoint::write(&self.dir.join(BEST_CHECKPOINT), &m, &model_tensors, &[])?;
-            self.best_mrr = best_mrr;
-            self.best_epoch = best_epoch;
+            save.write(&self.dir, &meta, model, extra)?;
+            if *save == Save::Best {
+                self.stopping.adopt_best(next);
+            }
         }
-        Checkpoint::write(
-            &self.dir.join(LAST_CHECKPOINT),
-            &meta,
-            &model_tensors,
-            &extra,
-        )?;
-        self.bad_epochs = bad_epochs;
+        self.stopping = *next;
         self.checkpoints += 1;
         self.record(MetricRecord::event(
             "checkpoint",
             format!(
-                "epoch {epoch}: last{} checkpoint written",
-                if improved { " and best" } else { "" }
+                "epoch {epoch}: {} checkpoint written",
+                CheckpointPolicy::describe(&saves)
             ),
             Some(epoch),
             Some(self.step),
-        ))?;
+        ))
+    }
+
+    /// The epoch's line (loss, figures, best so far) in the log, and its
+    /// figures in the status.
+    fn report_epoch(&mut self, phase: &str, epoch: usize, scores_line: &str) -> Result<()> {
         let mean_loss = if self.epoch_examples > 0 {
             format!(
                 " loss {:.4}",
@@ -973,8 +1028,8 @@ impl RunnerHooks<'_> {
         let epochs = self.planned_epochs();
         self.epoch_examples = self.epoch_size();
         self.update_progress();
-        self.status.best_mrr = self.best_mrr;
-        self.status.best_epoch = self.best_epoch;
+        self.figures.best_mrr = self.stopping.best();
+        self.figures.best_epoch = self.stopping.best_epoch();
         let line = format!(
             "{phase} epoch {epoch}{}{mean_loss}{scores_line} (best {} at epoch {}) {:.1} s",
             if epochs > 0 {
@@ -982,38 +1037,40 @@ impl RunnerHooks<'_> {
             } else {
                 String::new()
             },
-            fmt_opt(self.best_mrr),
-            self.best_epoch.map(|e| e.to_string()).unwrap_or("-".into()),
+            fmt_opt(self.stopping.best()),
+            self.stopping
+                .best_epoch()
+                .map(|e| e.to_string())
+                .unwrap_or("-".into()),
             self.started.elapsed().as_secs_f64()
         );
         self.say(&line);
         self.write_status()?;
         self.epoch_examples = 0;
         self.epoch_loss_sum = 0.0;
-        // a pre-training phase is not early-stopped by the runner: the
-        // sentence MRR says little about it
-        let early_stop = self.current_phase().is_none_or(|(_, p)| p.early_stop);
-        if valid_mrr.is_some() && early_stop && self.bad_epochs >= self.patience {
-            self.early_stopped = true;
-            let msg = format!(
-                "early stop: no better validation MRR for {} epochs (best {} at epoch {})",
-                self.bad_epochs,
-                fmt_opt(self.best_mrr),
-                self.best_epoch.map(|e| e.to_string()).unwrap_or("-".into())
-            );
-            self.record(MetricRecord::event(
-                "early_stop",
-                msg.clone(),
-                Some(epoch),
-                Some(self.step),
-            ))?;
-            self.say(&msg);
-            return Ok(Flow::Stop);
-        }
-        if self.cancel.load(Ordering::SeqCst) {
-            return Ok(Flow::Stop);
-        }
-        Ok(Flow::Continue)
+        Ok(())
+    }
+
+    /// Patience ran out at `epoch`: recorded, and the training stops.
+    fn early_stop(&mut self, epoch: usize) -> Result<Flow> {
+        self.early_stopped = true;
+        let msg = format!(
+            "early stop: no better validation MRR for {} epochs (best {} at epoch {})",
+            self.stopping.bad_epochs(),
+            fmt_opt(self.stopping.best()),
+            self.stopping
+                .best_epoch()
+                .map(|e| e.to_string())
+                .unwrap_or("-".into())
+        );
+        self.record(MetricRecord::event(
+            "early_stop",
+            msg.clone(),
+            Some(epoch),
+            Some(self.step),
+        ))?;
+        self.say(&msg);
+        Ok(Flow::Stop)
     }
 
     fn finish(
@@ -1045,31 +1102,45 @@ impl RunnerHooks<'_> {
                 (State::Failed, Some(msg))
             }
         };
-        self.status.state = state;
-        if state == State::Done {
-            self.status.progress = 1.0;
-            self.status.eta_s = Some(0.0);
-        } else {
-            self.status.eta_s = None;
+        self.figures.best_mrr = self.stopping.best();
+        self.figures.best_epoch = self.stopping.best_epoch();
+        match state {
+            State::Done => {
+                self.figures.eta_s = Some(0.0);
+                self.life.done(&self.figures)?;
+            }
+            State::Cancelled => self.life.cancelled(&self.figures, message.clone())?,
+            _ => {
+                let why = error.clone().unwrap_or_else(|| message.clone());
+                self.life.failed_at(&self.figures, why)?;
+            }
         }
-        self.status.error = if state == State::Cancelled {
-            Some(message.clone())
-        } else {
-            error.clone()
-        };
-        self.status.best_mrr = self.best_mrr;
-        self.status.best_epoch = self.best_epoch;
-        self.write_status()?;
+        self.status_written();
         Ok(Outcome {
             state,
-            best_mrr: self.best_mrr,
-            best_epoch: self.best_epoch,
+            best_mrr: self.stopping.best(),
+            best_epoch: self.stopping.best_epoch(),
             epoch: self.epoch,
             step: self.step,
             early_stopped: self.early_stopped,
             error,
         })
     }
+}
+
+/// What validation found at an epoch end.
+#[derive(Debug, Default)]
+struct Validation {
+    /// Sentence-retrieval MRR (once the model has a space).
+    mrr: Option<f64>,
+    /// The figures for the epoch's log line.
+    line: String,
+}
+
+/// The early-stopping state after an epoch, adopted as its checkpoints land.
+struct Pending {
+    next: EarlyStopping,
+    verdict: Verdict,
 }
 
 impl Hooks for RunnerHooks<'_> {
@@ -1083,7 +1154,7 @@ impl Hooks for RunnerHooks<'_> {
         if r.phase != self.phase || r.epoch != self.epoch {
             if r.phase != self.phase {
                 // patience counts within a phase
-                self.bad_epochs = 0;
+                self.stopping.new_phase();
             }
             self.phase = r.phase.clone();
             self.epoch = r.epoch;

@@ -185,3 +185,12 @@ pub fn check_with_init(
         None => Ok(()),
     }
 }
+
+/// Writes `st` as session `dir`'s `status.json`, as a fixture: a state a
+/// job's life may never reach (a job only changes it through
+/// `rosetta::session::JobLife`), in the file's format.
+pub fn write_status(dir: &Path, st: &rosetta::session::Status) {
+    let mut bytes = serde_json::to_vec_pretty(st).unwrap();
+    bytes.push(b'\n');
+    std::fs::write(dir.join(rosetta::session::STATUS_FILE), bytes).unwrap();
+}
