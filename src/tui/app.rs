@@ -14,9 +14,11 @@ use super::keymap::{Action, Context};
 pub use super::screens::compare::CompareScreen;
 pub use super::screens::data::DataScreen;
 pub use super::screens::jobs::{JobForm, JobsScreen};
-pub use super::screens::neighbours::{NeighPane, NeighScreen};
+pub use super::screens::neighbours::NeighScreen;
+use super::screens::search;
 pub use super::screens::search::{IndexState, SearchScreen};
-use rosetta::text::Side;
+use super::screens::{compare, data, Screen};
+use super::screens::{edit_text, neighbours};
 
 /// The five screens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,6 +69,41 @@ impl Tab {
     }
 }
 
+/// A [`Ctx`](super::screens::Ctx) from the app's fields (borrowed one by
+/// one, so that a screen can be borrowed mutably beside it), with `$jobs`
+/// the Jobs screen as the handled screen sees it.
+macro_rules! cx {
+    ($app:ident, $jobs:expr) => {
+        super::screens::Ctx {
+            settings: &$app.settings,
+            jobs: $jobs,
+            popup: &mut $app.popup,
+            message: &mut $app.message,
+            started: &mut $app.started,
+            full_redraw: &mut $app.full_redraw,
+            bell: &mut $app.bell,
+            outbox: &mut $app.outbox,
+        }
+    };
+}
+
+/// `From<screen::Request> for Request`, one variant per screen.
+macro_rules! wrap {
+    ($($screen:ident => $variant:ident),*) => {$(
+        impl From<$screen::Request> for Request {
+            fn from(r: $screen::Request) -> Request {
+                Request::$variant(r)
+            }
+        }
+    )*};
+}
+wrap!(
+    data => Data,
+    compare => Compare,
+    search => Search,
+    neighbours => Neighbours
+);
+
 /// Work for the backend; the event loop runs each on a worker thread.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Request {
@@ -84,69 +121,14 @@ pub enum Request {
     Cancel(String),
     /// Restart a job from its checkpoint.
     Resume(String),
-    /// Load a session's search index.
-    LoadIndex(String),
-    /// Run a query.
-    Search {
-        seq: u64,
-        session: String,
-        query: String,
-        k: usize,
-        fusion: Fusion,
-    },
-    /// Fetch one whole document for the Search screen's document view.
-    Document {
-        seq: u64,
-        session: String,
-        docno: String,
-        query: Option<String>,
-    },
-    /// Read the recorded search queries.
-    LoadHistory,
-    /// Record the search queries.
-    SaveHistory(Vec<String>),
-    /// Look up a term's neighbours for one pane.
-    Neighbours {
-        pane: usize,
-        seq: u64,
-        session: String,
-        term: String,
-        side: Side,
-        k: usize,
-        csls: bool,
-    },
-    /// List a session's term associations (Neighbours screen's table).
-    Associations {
-        seq: u64,
-        session: String,
-        options: AssocOptions,
-    },
-    /// Write the rows of an association table matching `filter` as TSV.
-    ExportAssociations {
-        table: Box<Associations>,
-        filter: String,
-        path: std::path::PathBuf,
-    },
-    /// Build the compare table.
-    Compare {
-        /// `(id, label)`: folder name and the name the table shows.
-        sessions: Vec<(String, String)>,
-        baseline: Option<String>,
-    },
-    /// Two sessions' rankings of one judged query (the Compare rankings view).
-    Rankings {
-        /// Session ids, baseline first.
-        sessions: Vec<String>,
-        qid: String,
-    },
-    /// Write the compare table to a file.
-    Export {
-        table: Comparison,
-        path: std::path::PathBuf,
-        format: TableFormat,
-    },
-    /// Figures of a workspace.
-    WorkspaceStats(String),
+    /// The Search screen's work.
+    Search(search::Request),
+    /// The Neighbours screen's work.
+    Neighbours(neighbours::Request),
+    /// The Compare screen's work.
+    Compare(compare::Request),
+    /// The Data screen's work.
+    Data(data::Request),
     /// A session's details (the Jobs detail pane).
     SessionDetail(String),
     /// The last `lines` lines of a session's log (the Jobs log pane).
@@ -190,46 +172,14 @@ pub enum Reply {
         session: String,
         result: Result<Launched, String>,
     },
-    IndexProgress {
-        session: String,
-        fraction: f64,
-        what: String,
-    },
-    IndexLoaded {
-        session: String,
-        result: Result<IndexInfo, String>,
-    },
-    Searched {
-        seq: u64,
-        result: Result<SearchResult, String>,
-    },
-    Document {
-        seq: u64,
-        result: Result<Document, String>,
-    },
-    History(Result<Vec<String>, String>),
-    HistorySaved(Result<(), String>),
-    Neighbours {
-        pane: usize,
-        seq: u64,
-        result: Result<NeighbourResult, String>,
-    },
-    Associations {
-        seq: u64,
-        result: Result<Associations, String>,
-    },
-    /// Rows written and where.
-    AssociationsExported(Result<(std::path::PathBuf, usize), String>),
-    CompareProgress {
-        fraction: f64,
-        what: String,
-    },
-    Compared(Result<Comparison, String>),
-    Exported(Result<std::path::PathBuf, String>),
-    Stats {
-        workspace: String,
-        result: Result<WorkspaceStats, String>,
-    },
+    /// The Search screen's answers.
+    Search(search::Reply),
+    /// The Neighbours screen's answers.
+    Neighbours(neighbours::Reply),
+    /// The Compare screen's answers.
+    Compare(compare::Reply),
+    /// The Data screen's answers.
+    Data(data::Reply),
     Detail {
         session: String,
         result: Result<Box<RunDetail>, String>,
@@ -243,11 +193,6 @@ pub enum Reply {
         field: MetaField,
         result: Result<(), String>,
     },
-    /// The rankings of one judged query, one per session asked for.
-    Rankings {
-        qid: String,
-        result: Result<Vec<JudgedRanking>, String>,
-    },
     Deleted {
         session: String,
         result: Result<(), String>,
@@ -257,68 +202,36 @@ pub enum Reply {
 
 /// The error reply to `req` (when running it panicked).
 pub fn failed(req: &Request, msg: String) -> Reply {
-    let e = Err(msg);
+    let e: Result<(), String> = Err(msg.clone());
     match req.clone() {
-        Request::ListSessions => Reply::Sessions(e.map(|_: ()| Vec::new())),
+        Request::ListSessions => Reply::Sessions(e.map(|()| Vec::new())),
         Request::TailMetrics { session, offset } => Reply::Metrics {
             session,
             offset,
-            chunk: e.map(|_: ()| MetricsChunk::default()),
+            chunk: e.map(|()| MetricsChunk::default()),
         },
         Request::SessionSpec { session } => Reply::Spec {
             session,
-            spec: e.map(|_: ()| Box::default()),
+            spec: e.map(|()| Box::default()),
         },
-        Request::Launch(_) => Reply::Launched(e.map(|_: ()| unreachable_launch())),
-        Request::LauncherMemory => Reply::LauncherMemory(e.map(|_: ()| LauncherMemory::default())),
+        Request::Launch(_) => Reply::Launched(e.map(|()| unreachable_launch())),
+        Request::LauncherMemory => Reply::LauncherMemory(e.map(|()| LauncherMemory::default())),
         Request::Cancel(session) => Reply::Cancelled { session, result: e },
         Request::Resume(session) => Reply::Resumed {
             session,
-            result: e.map(|_: ()| unreachable_launch()),
+            result: e.map(|()| unreachable_launch()),
         },
-        Request::LoadIndex(session) => Reply::IndexLoaded {
-            session,
-            result: e.map(|_: ()| IndexInfo::default()),
-        },
-        Request::Search { seq, .. } => Reply::Searched {
-            seq,
-            result: e.map(|_: ()| SearchResult::default()),
-        },
-        Request::Document { seq, .. } => Reply::Document {
-            seq,
-            result: e.map(|_: ()| Document::default()),
-        },
-        Request::LoadHistory => Reply::History(e.map(|_: ()| Vec::new())),
-        Request::SaveHistory(_) => Reply::HistorySaved(e),
-        Request::Neighbours { pane, seq, .. } => Reply::Neighbours {
-            pane,
-            seq,
-            result: e.map(|_: ()| NeighbourResult::default()),
-        },
-        Request::Associations { seq, .. } => Reply::Associations {
-            seq,
-            result: e.map(|_: ()| Associations::default()),
-        },
-        Request::ExportAssociations { .. } => {
-            Reply::AssociationsExported(e.map(|_: ()| (std::path::PathBuf::new(), 0)))
-        }
-        Request::Compare { .. } => Reply::Compared(e.map(|_: ()| Comparison::default())),
-        Request::Export { .. } => Reply::Exported(e.map(|_: ()| std::path::PathBuf::new())),
-        Request::Rankings { qid, .. } => Reply::Rankings {
-            qid,
-            result: e.map(|_: ()| Vec::new()),
-        },
-        Request::WorkspaceStats(workspace) => Reply::Stats {
-            workspace,
-            result: e.map(|_: ()| WorkspaceStats::default()),
-        },
+        Request::Search(r) => Reply::Search(SearchScreen::failed(&r, msg)),
+        Request::Neighbours(r) => Reply::Neighbours(NeighScreen::failed(&r, msg)),
+        Request::Compare(r) => Reply::Compare(CompareScreen::failed(&r, msg)),
+        Request::Data(r) => Reply::Data(DataScreen::failed(&r, msg)),
         Request::SessionDetail(session) => Reply::Detail {
             session,
-            result: e.map(|_: ()| Box::default()),
+            result: e.map(|()| Box::default()),
         },
         Request::LogTail { session, .. } => Reply::LogTail {
             session,
-            result: e.map(|_: ()| Vec::new()),
+            result: e.map(|()| Vec::new()),
         },
         Request::SetMeta { session, field, .. } => Reply::MetaSet {
             session,
@@ -366,114 +279,18 @@ pub fn execute(
             let result = backend.resume(&session).map_err(s);
             Reply::Resumed { session, result }
         }
-        Request::LoadIndex(session) => {
-            let sess = session.clone();
-            let cb = move |fraction: f64, what: &str| {
-                progress(Reply::IndexProgress {
-                    session: sess.clone(),
-                    fraction,
-                    what: what.to_string(),
-                })
-            };
-            let result = backend.load_index(&session, &cb).map_err(s);
-            Reply::IndexLoaded { session, result }
-        }
-        Request::Search {
-            seq,
-            session,
-            query,
-            k,
-            fusion,
-        } => Reply::Searched {
-            seq,
-            result: backend.search(&session, &query, k, fusion).map_err(s),
-        },
-        Request::Document {
-            seq,
-            session,
-            docno,
-            query,
-        } => Reply::Document {
-            seq,
-            result: backend
-                .document(&session, &docno, query.as_deref())
-                .map_err(s),
-        },
-        Request::LoadHistory => Reply::History(backend.load_history().map_err(s)),
-        Request::SaveHistory(queries) => {
-            Reply::HistorySaved(backend.save_history(&queries).map_err(s))
-        }
-        Request::Neighbours {
-            pane,
-            seq,
-            session,
-            term,
-            side,
-            k,
-            csls,
-        } => Reply::Neighbours {
-            pane,
-            seq,
-            result: backend
-                .neighbours(&session, &term, side, k, csls)
-                .map_err(s),
-        },
-        Request::Associations {
-            seq,
-            session,
-            options,
-        } => Reply::Associations {
-            seq,
-            result: backend.associations(&session, &options).map_err(s),
-        },
-        Request::ExportAssociations {
-            table,
-            filter,
-            path,
-        } => Reply::AssociationsExported(
-            backend
-                .export_associations(&table, &filter, &path)
-                .map(|n| (path, n))
-                .map_err(s),
-        ),
-        Request::Compare { sessions, baseline } => {
-            let cb = |fraction: f64, what: &str| {
-                progress(Reply::CompareProgress {
-                    fraction,
-                    what: what.to_string(),
-                })
-            };
-            Reply::Compared(
-                backend
-                    .compare(&sessions, baseline.as_deref(), &cb)
-                    .map_err(s),
-            )
-        }
-        Request::Rankings { sessions, qid } => Reply::Rankings {
-            result: sessions
-                .iter()
-                .map(|id| backend.judged_ranking(id, &qid, super::screens::compare::RANKING_K))
-                .collect::<rosetta::Result<Vec<_>>>()
-                .map_err(s),
-            qid,
-        },
-        Request::Export {
-            table,
-            path,
-            format,
-        } => Reply::Exported(
-            backend
-                .export_compare(&table, &path, format)
-                .map(|()| path)
-                .map_err(s),
-        ),
-        Request::WorkspaceStats(w) => {
-            let result = backend.workspace_stats(&w).map_err(s);
-            Reply::Stats {
-                workspace: w,
-                result,
-            }
-        }
+        Request::Search(r) => Reply::Search(SearchScreen::execute(backend, r, &|p| {
+            progress(Reply::Search(p))
+        })),
+        Request::Neighbours(r) => Reply::Neighbours(NeighScreen::execute(backend, r, &|p| {
+            progress(Reply::Neighbours(p))
+        })),
+        Request::Compare(r) => Reply::Compare(CompareScreen::execute(backend, r, &|p| {
+            progress(Reply::Compare(p))
+        })),
+        Request::Data(r) => Reply::Data(DataScreen::execute(backend, r, &|p| {
+            progress(Reply::Data(p))
+        })),
         Request::SessionDetail(session) => {
             let result = backend.session_detail(&session).map(Box::new).map_err(s);
             Reply::Detail { session, result }
@@ -619,7 +436,7 @@ impl App {
             bell: false,
         };
         app.poll_sessions();
-        app.outbox.push(Request::LoadHistory);
+        app.outbox.push(search::Request::LoadHistory.into());
         app.outbox.push(Request::LauncherMemory);
         app
     }
@@ -716,73 +533,35 @@ impl App {
     fn editing(&self) -> bool {
         match self.tab {
             Tab::Jobs => self.jobs.editing_filter,
-            Tab::Search => self.search.editing,
-            Tab::Neighbours => self.neigh.editing || self.neigh.assoc.input.is_some(),
-            Tab::Compare => self.compare.export.is_some(),
+            Tab::Search => self.search.editing(),
+            Tab::Neighbours => self.neigh.editing(),
+            Tab::Compare => self.compare.editing(),
             _ => false,
-        }
-    }
-
-    fn edit_buffer(&mut self) -> Option<&mut String> {
-        match self.tab {
-            Tab::Jobs => Some(&mut self.jobs.filter),
-            Tab::Search => Some(&mut self.search.query),
-            Tab::Neighbours => Some(self.neigh.edit_buffer()),
-            _ => None,
         }
     }
 
     fn stop_editing(&mut self) {
         self.jobs.editing_filter = false;
-        self.search.editing = false;
-        self.neigh.editing = false;
-        self.compare.export = None;
-        self.neigh.assoc.input = None;
+        self.search.stop_editing();
+        self.neigh.stop_editing();
+        self.compare.stop_editing();
     }
 
     fn edit_key(&mut self, k: KeyEvent) {
-        if self.tab == Tab::Compare {
-            return self.compare_edit_key(k);
-        }
-        match k.code {
-            KeyCode::Esc => self.stop_editing(),
-            KeyCode::Enter => {
-                let assoc_input = self.neigh.assoc.input;
-                self.stop_editing();
-                match self.tab {
-                    Tab::Search => self.run_search(),
-                    Tab::Neighbours => self.neigh_submit(assoc_input),
-                    _ => {}
-                }
-            }
-            KeyCode::Up | KeyCode::Down if self.tab == Tab::Search => {
-                self.recall_query(k.code == KeyCode::Up)
-            }
-            KeyCode::Backspace => {
-                if let Some(b) = self.edit_buffer() {
-                    b.pop();
-                }
-                self.after_filter_edit();
-            }
-            KeyCode::Char('u') if k.modifiers.contains(KeyModifiers::CONTROL) => {
-                if let Some(b) = self.edit_buffer() {
-                    b.clear();
-                }
-                self.after_filter_edit();
-            }
-            KeyCode::Char(c) if !k.modifiers.contains(KeyModifiers::CONTROL) => {
-                if let Some(b) = self.edit_buffer() {
-                    b.push(c);
-                }
-                self.after_filter_edit();
-            }
+        match self.tab {
+            Tab::Compare => return self.compare.edit_key(k, &mut cx!(self, Some(&self.jobs))),
+            Tab::Search => return self.search.edit_key(k, &mut cx!(self, Some(&self.jobs))),
+            Tab::Neighbours => return self.neigh.edit_key(k, &mut cx!(self, Some(&self.jobs))),
             _ => {}
         }
-    }
-
-    fn after_filter_edit(&mut self) {
-        if self.tab == Tab::Jobs {
-            self.jobs.keep_selection_shown();
+        // the Jobs filter
+        match k.code {
+            KeyCode::Esc | KeyCode::Enter => self.stop_editing(),
+            _ => {
+                if edit_text(&mut self.jobs.filter, &k) {
+                    self.jobs.keep_selection_shown();
+                }
+            }
         }
     }
 
@@ -792,50 +571,13 @@ impl App {
         self.full_redraw |= t != self.tab;
         self.tab = t;
         match t {
-            Tab::Compare => self.request_compare(),
-            Tab::Data => self.request_data(),
+            Tab::Compare => self.compare.on_show(&mut cx!(self, Some(&self.jobs))),
+            Tab::Data => self.data.on_show(&mut cx!(self, Some(&self.jobs))),
             // with none chosen yet, start on the session selected on Jobs
-            Tab::Search if self.search.session.is_none() => {
-                if let Some(id) = self.jobs_choice() {
-                    self.picked(PickFor::Search, id);
-                }
-            }
-            Tab::Neighbours if self.neigh.panes[0].session.is_none() => {
-                if let Some(id) = self.jobs_choice() {
-                    self.picked(PickFor::Neighbours(0), id);
-                }
-            }
+            Tab::Search => self.search.on_show(&mut cx!(self, Some(&self.jobs))),
+            Tab::Neighbours => self.neigh.on_show(&mut cx!(self, Some(&self.jobs))),
             _ => {}
         }
-    }
-
-    /// The session selected on Jobs, when it can be searched (finished, or
-    /// with a checkpoint): where Search and Neighbours start.
-    fn jobs_choice(&self) -> Option<String> {
-        self.jobs
-            .sessions
-            .iter()
-            .find(|s| Some(&s.id) == self.jobs.selected.as_ref())
-            .filter(|s| s.state == State::Done || s.best_mrr.is_some())
-            .map(|s| s.id.clone())
-    }
-
-    /// Where a session picker opens: on the session selected on Jobs, else
-    /// the first.
-    pub(crate) fn picker_start(&self) -> usize {
-        self.pickable()
-            .iter()
-            .position(|s| Some(&s.id) == self.jobs.selected.as_ref())
-            .unwrap_or(0)
-    }
-
-    /// The name a session is shown by (its display name, a name several
-    /// share with its folder name added), for session `id`.
-    pub fn session_name(&self, id: &str) -> String {
-        self.jobs
-            .names(&[id.to_string()])
-            .pop()
-            .unwrap_or_else(|| id.to_string())
     }
 
     /// `Y`: what the screen has selected, for the clipboard.
@@ -845,12 +587,8 @@ impl App {
                 .jobs
                 .selected_session()
                 .map(|s| s.dir.display().to_string()),
-            Tab::Search => match &self.search.doc {
-                Some(d) if !d.label.is_empty() => Some(d.label.clone()),
-                Some(d) => Some(d.docno.clone()),
-                None => Some(self.search.query.trim().to_string()),
-            },
-            Tab::Neighbours => Some(self.neigh.query.trim().to_string()),
+            Tab::Search => self.search.copy_text(),
+            Tab::Neighbours => self.neigh.copy_text(),
             Tab::Compare | Tab::Data => None,
         }
         .filter(|t| !t.is_empty());
@@ -882,13 +620,12 @@ impl App {
                 self.poll_sessions();
                 self.poll_metrics();
                 if self.tab == Tab::Compare {
-                    self.request_compare();
+                    self.compare.on_show(&mut cx!(self, Some(&self.jobs)));
                 }
                 return;
             }
-            Action::Close if self.tab == Tab::Search && self.search.doc.is_some() => {
-                self.search.doc = None;
-                return;
+            Action::Close if self.tab == Tab::Search => {
+                return self.search.on_close(&mut cx!(self, Some(&self.jobs)));
             }
             Action::Close => {
                 self.message = None;
@@ -896,10 +633,7 @@ impl App {
                     self.jobs.filter.clear();
                 }
                 if self.tab == Tab::Compare {
-                    // one level back: rankings to queries, queries to the table
-                    if self.compare.rankings.take().is_none() {
-                        self.compare.drill = None;
-                    }
+                    self.compare.on_close(&mut cx!(self, Some(&self.jobs)));
                 }
                 return;
             }
@@ -907,23 +641,16 @@ impl App {
         }
         match self.tab {
             Tab::Jobs => self.jobs_action(a),
-            Tab::Search => self.search_action(a),
-            Tab::Neighbours => self.neigh_action(a),
-            Tab::Compare => self.compare_action(a),
-            Tab::Data => self.data_action(a),
+            Tab::Search => self.search.on_action(a, &mut cx!(self, Some(&self.jobs))),
+            Tab::Neighbours => self.neigh.on_action(a, &mut cx!(self, Some(&self.jobs))),
+            Tab::Compare => self.compare.on_action(a, &mut cx!(self, Some(&self.jobs))),
+            Tab::Data => self.data.on_action(a, &mut cx!(self, Some(&self.jobs))),
         }
     }
 
     /// Sessions a picker offers: done first, then the rest, as scanned.
     pub fn pickable(&self) -> Vec<&SessionSummary> {
-        let mut v: Vec<&SessionSummary> = self
-            .jobs
-            .sessions
-            .iter()
-            .filter(|s| s.state == State::Done)
-            .collect();
-        v.extend(self.jobs.sessions.iter().filter(|s| s.state != State::Done));
-        v
+        super::screens::pickable(&self.jobs)
     }
 
     fn popup_key(&mut self, k: KeyEvent) {
@@ -1002,34 +729,8 @@ impl App {
 
     fn picked(&mut self, purpose: PickFor, id: String) {
         match purpose {
-            PickFor::Search => {
-                if self.search.session.as_deref() == Some(id.as_str())
-                    && matches!(
-                        self.search.index,
-                        IndexState::Ready(_) | IndexState::Loading { .. }
-                    )
-                {
-                    return;
-                }
-                self.search.session = Some(id.clone());
-                self.search.index = IndexState::Loading {
-                    fraction: 0.0,
-                    what: "starting".into(),
-                };
-                self.search.result = None;
-                self.outbox.push(Request::LoadIndex(id));
-            }
-            PickFor::Neighbours(p) => {
-                self.neigh.panes[p] = NeighPane::new(id);
-                let q = self.neigh.query.trim().to_string();
-                if !q.is_empty() {
-                    let side = self.neigh.side;
-                    self.lookup(q, side, false);
-                }
-                if self.neigh.assoc.on {
-                    self.request_associations();
-                }
-            }
+            PickFor::Search => self.search.pick(id, &mut cx!(self, Some(&self.jobs))),
+            PickFor::Neighbours(p) => self.neigh.pick(p, id, &mut cx!(self, Some(&self.jobs))),
         }
     }
 
@@ -1064,20 +765,10 @@ impl App {
             | Reply::MetaSet { .. }
             | Reply::Deleted { .. }
             | Reply::UiStateSaved(_) => self.jobs_reply(r),
-            Reply::IndexProgress { .. }
-            | Reply::IndexLoaded { .. }
-            | Reply::Searched { .. }
-            | Reply::Document { .. }
-            | Reply::History(_)
-            | Reply::HistorySaved(_) => self.search_reply(r),
-            Reply::Neighbours { .. }
-            | Reply::Associations { .. }
-            | Reply::AssociationsExported(_) => self.neighbours_reply(r),
-            Reply::CompareProgress { .. }
-            | Reply::Compared(_)
-            | Reply::Exported(_)
-            | Reply::Rankings { .. } => self.compare_reply(r),
-            Reply::Stats { .. } => self.data_reply(r),
+            Reply::Search(r) => self.search.on_reply(r, &mut cx!(self, Some(&self.jobs))),
+            Reply::Neighbours(r) => self.neigh.on_reply(r, &mut cx!(self, Some(&self.jobs))),
+            Reply::Compare(r) => self.compare.on_reply(r, &mut cx!(self, Some(&self.jobs))),
+            Reply::Data(r) => self.data.on_reply(r, &mut cx!(self, Some(&self.jobs))),
         }
     }
 

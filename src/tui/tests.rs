@@ -1785,7 +1785,15 @@ fn quiet_replies_do_not_swallow_an_undrawn_answer() {
     press(&mut app, &fake, "2s");
     app.on_key(code(KeyCode::Enter));
     let reqs = app.take_requests();
-    assert!(matches!(reqs[..], [Request::LoadIndex(_)]), "{reqs:?}");
+    assert!(
+        matches!(
+            reqs[..],
+            [Request::Search(
+                crate::tui::screens::search::Request::LoadIndex(_)
+            )]
+        ),
+        "{reqs:?}"
+    );
     render(&mut app, 100, 30);
     app.dirty = false;
     answer_then_quiet_replies(&mut app, &fake, reqs);
