@@ -15,10 +15,9 @@ pub use super::screens::compare::CompareScreen;
 pub use super::screens::data::DataScreen;
 pub use super::screens::jobs::{JobForm, JobsScreen};
 pub use super::screens::neighbours::NeighScreen;
-use super::screens::search;
 pub use super::screens::search::{IndexState, SearchScreen};
-use super::screens::{compare, data, Screen};
-use super::screens::{edit_text, neighbours};
+use super::screens::{compare, data, jobs, neighbours, search, Screen};
+use super::state::{self, UiState};
 
 /// The five screens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,6 +86,36 @@ macro_rules! cx {
     };
 }
 
+/// Runs `$body` with `$s` the current screen (a [`Screen`]) and `$cx` its
+/// [`Ctx`](super::screens::Ctx): the shell's one place that names every
+/// screen.
+macro_rules! with_screen {
+    ($app:ident, |$s:ident, $cx:ident| $body:expr) => {
+        match $app.tab {
+            Tab::Jobs => {
+                let ($s, $cx) = (&mut $app.jobs, &mut cx!($app, None));
+                $body
+            }
+            Tab::Search => {
+                let ($s, $cx) = (&mut $app.search, &mut cx!($app, Some(&$app.jobs)));
+                $body
+            }
+            Tab::Neighbours => {
+                let ($s, $cx) = (&mut $app.neigh, &mut cx!($app, Some(&$app.jobs)));
+                $body
+            }
+            Tab::Compare => {
+                let ($s, $cx) = (&mut $app.compare, &mut cx!($app, Some(&$app.jobs)));
+                $body
+            }
+            Tab::Data => {
+                let ($s, $cx) = (&mut $app.data, &mut cx!($app, Some(&$app.jobs)));
+                $body
+            }
+        }
+    };
+}
+
 /// `From<screen::Request> for Request`, one variant per screen.
 macro_rules! wrap {
     ($($screen:ident => $variant:ident),*) => {$(
@@ -98,29 +127,20 @@ macro_rules! wrap {
     )*};
 }
 wrap!(
+    jobs => Jobs,
     data => Data,
     compare => Compare,
     search => Search,
     neighbours => Neighbours
 );
 
-/// Work for the backend; the event loop runs each on a worker thread.
+/// Work for the backend, one variant per screen (each screen's own
+/// requests) and the shell's own; the event loop runs each on a worker
+/// thread.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Request {
-    /// Rescan the sessions root.
-    ListSessions,
-    /// Read new metrics records.
-    TailMetrics { session: String, offset: u64 },
-    /// Read a session's settings (duplicate-with-changes).
-    SessionSpec { session: String },
-    /// Start a job.
-    Launch(JobSpec),
-    /// Read the launcher last used under the sessions root.
-    LauncherMemory,
-    /// Stop a job.
-    Cancel(String),
-    /// Restart a job from its checkpoint.
-    Resume(String),
+    /// The Jobs screen's work.
+    Jobs(jobs::Request),
     /// The Search screen's work.
     Search(search::Request),
     /// The Neighbours screen's work.
@@ -129,18 +149,6 @@ pub enum Request {
     Compare(compare::Request),
     /// The Data screen's work.
     Data(data::Request),
-    /// A session's details (the Jobs detail pane).
-    SessionDetail(String),
-    /// The last `lines` lines of a session's log (the Jobs log pane).
-    LogTail { session: String, lines: usize },
-    /// Set a session's name, tags or note.
-    SetMeta {
-        session: String,
-        field: MetaField,
-        value: String,
-    },
-    /// Delete a session.
-    Delete(String),
     /// Remember marks and baseline (`root`: the sessions root's key).
     SaveUiState {
         path: std::path::PathBuf,
@@ -149,29 +157,12 @@ pub enum Request {
     },
 }
 
-/// A backend answer (errors as display strings).
+/// A backend answer (errors as display strings), routed to the screen that
+/// asked.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Reply {
-    Sessions(Result<Vec<SessionSummary>, String>),
-    Metrics {
-        session: String,
-        offset: u64,
-        chunk: Result<MetricsChunk, String>,
-    },
-    Spec {
-        session: String,
-        spec: Result<Box<JobSpec>, String>,
-    },
-    Launched(Result<Launched, String>),
-    LauncherMemory(Result<LauncherMemory, String>),
-    Cancelled {
-        session: String,
-        result: Result<(), String>,
-    },
-    Resumed {
-        session: String,
-        result: Result<Launched, String>,
-    },
+    /// The Jobs screen's answers.
+    Jobs(jobs::Reply),
     /// The Search screen's answers.
     Search(search::Reply),
     /// The Neighbours screen's answers.
@@ -180,105 +171,33 @@ pub enum Reply {
     Compare(compare::Reply),
     /// The Data screen's answers.
     Data(data::Reply),
-    Detail {
-        session: String,
-        result: Result<Box<RunDetail>, String>,
-    },
-    LogTail {
-        session: String,
-        result: Result<Vec<String>, String>,
-    },
-    MetaSet {
-        session: String,
-        field: MetaField,
-        result: Result<(), String>,
-    },
-    Deleted {
-        session: String,
-        result: Result<(), String>,
-    },
+    /// Marks and baseline remembered.
     UiStateSaved(Result<(), String>),
 }
 
 /// The error reply to `req` (when running it panicked).
 pub fn failed(req: &Request, msg: String) -> Reply {
-    let e: Result<(), String> = Err(msg.clone());
-    match req.clone() {
-        Request::ListSessions => Reply::Sessions(e.map(|()| Vec::new())),
-        Request::TailMetrics { session, offset } => Reply::Metrics {
-            session,
-            offset,
-            chunk: e.map(|()| MetricsChunk::default()),
-        },
-        Request::SessionSpec { session } => Reply::Spec {
-            session,
-            spec: e.map(|()| Box::default()),
-        },
-        Request::Launch(_) => Reply::Launched(e.map(|()| unreachable_launch())),
-        Request::LauncherMemory => Reply::LauncherMemory(e.map(|()| LauncherMemory::default())),
-        Request::Cancel(session) => Reply::Cancelled { session, result: e },
-        Request::Resume(session) => Reply::Resumed {
-            session,
-            result: e.map(|()| unreachable_launch()),
-        },
-        Request::Search(r) => Reply::Search(SearchScreen::failed(&r, msg)),
-        Request::Neighbours(r) => Reply::Neighbours(NeighScreen::failed(&r, msg)),
-        Request::Compare(r) => Reply::Compare(CompareScreen::failed(&r, msg)),
-        Request::Data(r) => Reply::Data(DataScreen::failed(&r, msg)),
-        Request::SessionDetail(session) => Reply::Detail {
-            session,
-            result: e.map(|()| Box::default()),
-        },
-        Request::LogTail { session, .. } => Reply::LogTail {
-            session,
-            result: e.map(|()| Vec::new()),
-        },
-        Request::SetMeta { session, field, .. } => Reply::MetaSet {
-            session,
-            field,
-            result: e,
-        },
-        Request::Delete(session) => Reply::Deleted { session, result: e },
-        Request::SaveUiState { .. } => Reply::UiStateSaved(e),
+    match req {
+        Request::Jobs(r) => Reply::Jobs(JobsScreen::failed(r, msg)),
+        Request::Search(r) => Reply::Search(SearchScreen::failed(r, msg)),
+        Request::Neighbours(r) => Reply::Neighbours(NeighScreen::failed(r, msg)),
+        Request::Compare(r) => Reply::Compare(CompareScreen::failed(r, msg)),
+        Request::Data(r) => Reply::Data(DataScreen::failed(r, msg)),
+        Request::SaveUiState { .. } => Reply::UiStateSaved(Err(msg)),
     }
 }
 
-fn unreachable_launch() -> Launched {
-    Launched::default()
-}
-
 /// Runs one request against a backend (blocking); `progress` receives
-/// intermediate replies (index loading).
+/// intermediate replies (index loading, the compare table).
 pub fn execute(
     backend: &dyn Backend,
     req: Request,
     progress: &(dyn Fn(Reply) + Send + Sync),
 ) -> Reply {
-    let s = |e: rosetta::Error| e.to_string();
     match req {
-        Request::ListSessions => Reply::Sessions(backend.list_sessions().map_err(s)),
-        Request::TailMetrics { session, offset } => {
-            let chunk = backend.tail_metrics(&session, offset).map_err(s);
-            Reply::Metrics {
-                session,
-                offset,
-                chunk,
-            }
-        }
-        Request::SessionSpec { session } => {
-            let spec = backend.session_spec(&session).map(Box::new).map_err(s);
-            Reply::Spec { session, spec }
-        }
-        Request::Launch(spec) => Reply::Launched(backend.launch(&spec).map_err(s)),
-        Request::LauncherMemory => Reply::LauncherMemory(backend.launcher_memory().map_err(s)),
-        Request::Cancel(session) => {
-            let result = backend.cancel(&session).map_err(s);
-            Reply::Cancelled { session, result }
-        }
-        Request::Resume(session) => {
-            let result = backend.resume(&session).map_err(s);
-            Reply::Resumed { session, result }
-        }
+        Request::Jobs(r) => Reply::Jobs(JobsScreen::execute(backend, r, &|p| {
+            progress(Reply::Jobs(p))
+        })),
         Request::Search(r) => Reply::Search(SearchScreen::execute(backend, r, &|p| {
             progress(Reply::Search(p))
         })),
@@ -291,32 +210,8 @@ pub fn execute(
         Request::Data(r) => Reply::Data(DataScreen::execute(backend, r, &|p| {
             progress(Reply::Data(p))
         })),
-        Request::SessionDetail(session) => {
-            let result = backend.session_detail(&session).map(Box::new).map_err(s);
-            Reply::Detail { session, result }
-        }
-        Request::LogTail { session, lines } => {
-            let result = backend.log_tail(&session, lines).map_err(s);
-            Reply::LogTail { session, result }
-        }
-        Request::SetMeta {
-            session,
-            field,
-            value,
-        } => {
-            let result = backend.set_meta(&session, field, &value).map_err(s);
-            Reply::MetaSet {
-                session,
-                field,
-                result,
-            }
-        }
-        Request::Delete(session) => {
-            let result = backend.delete(&session).map_err(s);
-            Reply::Deleted { session, result }
-        }
         Request::SaveUiState { path, root, state } => {
-            Reply::UiStateSaved(super::state::save(&path, &root, &state).map_err(s))
+            Reply::UiStateSaved(super::state::save(&path, &root, &state).map_err(|e| e.to_string()))
         }
     }
 }
@@ -437,7 +332,7 @@ impl App {
         };
         app.poll_sessions();
         app.outbox.push(search::Request::LoadHistory.into());
-        app.outbox.push(Request::LauncherMemory);
+        app.outbox.push(jobs::Request::LauncherMemory.into());
         app
     }
 
@@ -532,37 +427,24 @@ impl App {
 
     fn editing(&self) -> bool {
         match self.tab {
-            Tab::Jobs => self.jobs.editing_filter,
+            Tab::Jobs => self.jobs.editing(),
             Tab::Search => self.search.editing(),
             Tab::Neighbours => self.neigh.editing(),
             Tab::Compare => self.compare.editing(),
-            _ => false,
+            Tab::Data => self.data.editing(),
         }
     }
 
     fn stop_editing(&mut self) {
-        self.jobs.editing_filter = false;
+        self.jobs.stop_editing();
         self.search.stop_editing();
         self.neigh.stop_editing();
         self.compare.stop_editing();
+        self.data.stop_editing();
     }
 
     fn edit_key(&mut self, k: KeyEvent) {
-        match self.tab {
-            Tab::Compare => return self.compare.edit_key(k, &mut cx!(self, Some(&self.jobs))),
-            Tab::Search => return self.search.edit_key(k, &mut cx!(self, Some(&self.jobs))),
-            Tab::Neighbours => return self.neigh.edit_key(k, &mut cx!(self, Some(&self.jobs))),
-            _ => {}
-        }
-        // the Jobs filter
-        match k.code {
-            KeyCode::Esc | KeyCode::Enter => self.stop_editing(),
-            _ => {
-                if edit_text(&mut self.jobs.filter, &k) {
-                    self.jobs.keep_selection_shown();
-                }
-            }
-        }
+        with_screen!(self, |s, cx| s.edit_key(k, cx))
     }
 
     /// Switches screen, asking for what the new screen shows.
@@ -570,28 +452,12 @@ impl App {
         self.stop_editing();
         self.full_redraw |= t != self.tab;
         self.tab = t;
-        match t {
-            Tab::Compare => self.compare.on_show(&mut cx!(self, Some(&self.jobs))),
-            Tab::Data => self.data.on_show(&mut cx!(self, Some(&self.jobs))),
-            // with none chosen yet, start on the session selected on Jobs
-            Tab::Search => self.search.on_show(&mut cx!(self, Some(&self.jobs))),
-            Tab::Neighbours => self.neigh.on_show(&mut cx!(self, Some(&self.jobs))),
-            _ => {}
-        }
+        with_screen!(self, |s, cx| s.on_show(cx))
     }
 
     /// `Y`: what the screen has selected, for the clipboard.
     fn copy_selection(&mut self) {
-        let text = match self.tab {
-            Tab::Jobs => self
-                .jobs
-                .selected_session()
-                .map(|s| s.dir.display().to_string()),
-            Tab::Search => self.search.copy_text(),
-            Tab::Neighbours => self.neigh.copy_text(),
-            Tab::Compare | Tab::Data => None,
-        }
-        .filter(|t| !t.is_empty());
+        let text = with_screen!(self, |s, _cx| s.copy_text()).filter(|t| !t.is_empty());
         match text {
             Some(t) => {
                 self.info(format!("copied {t:?} (terminal clipboard)"));
@@ -607,46 +473,75 @@ impl App {
     pub fn on_action(&mut self, a: Action) {
         self.dirty = true;
         match a {
-            Action::Quit => return self.request_quit(),
-            Action::Help => {
-                self.popup = Some(Popup::Help { scroll: 0 });
-                return;
-            }
-            Action::Copy => return self.copy_selection(),
-            Action::Tab(n) => return self.switch_tab(Tab::ALL[(n as usize).clamp(1, 5) - 1]),
-            Action::NextTab => return self.switch_tab(Tab::ALL[(self.tab.index() + 1) % 5]),
-            Action::PrevTab => return self.switch_tab(Tab::ALL[(self.tab.index() + 4) % 5]),
+            Action::Quit => self.request_quit(),
+            Action::Help => self.popup = Some(Popup::Help { scroll: 0 }),
+            Action::Copy => self.copy_selection(),
+            Action::Tab(n) => self.switch_tab(Tab::ALL[(n as usize).clamp(1, 5) - 1]),
+            Action::NextTab => self.switch_tab(Tab::ALL[(self.tab.index() + 1) % 5]),
+            Action::PrevTab => self.switch_tab(Tab::ALL[(self.tab.index() + 4) % 5]),
             Action::Refresh if self.tab != Tab::Data => {
                 self.poll_sessions();
                 self.poll_metrics();
                 if self.tab == Tab::Compare {
                     self.compare.on_show(&mut cx!(self, Some(&self.jobs)));
                 }
-                return;
             }
-            Action::Close if self.tab == Tab::Search => {
-                return self.search.on_close(&mut cx!(self, Some(&self.jobs)));
-            }
-            Action::Close => {
-                self.message = None;
-                if self.tab == Tab::Jobs {
-                    self.jobs.filter.clear();
-                }
-                if self.tab == Tab::Compare {
-                    self.compare.on_close(&mut cx!(self, Some(&self.jobs)));
-                }
-                return;
-            }
-            _ => {}
-        }
-        match self.tab {
-            Tab::Jobs => self.jobs_action(a),
-            Tab::Search => self.search.on_action(a, &mut cx!(self, Some(&self.jobs))),
-            Tab::Neighbours => self.neigh.on_action(a, &mut cx!(self, Some(&self.jobs))),
-            Tab::Compare => self.compare.on_action(a, &mut cx!(self, Some(&self.jobs))),
-            Tab::Data => self.data.on_action(a, &mut cx!(self, Some(&self.jobs))),
+            Action::Close => with_screen!(self, |s, cx| s.on_close(cx)),
+            _ => with_screen!(self, |s, cx| s.on_action(a, cx)),
         }
     }
+
+    /// Queues a rescan of the sessions root (unless one is in flight).
+    pub fn poll_sessions(&mut self) {
+        self.jobs.poll_sessions(&mut cx!(self, None));
+    }
+
+    /// Queues metrics tails for the sessions Jobs shows, and the selected
+    /// session's log when the log pane shows.
+    pub fn poll_metrics(&mut self) {
+        self.jobs.poll_metrics(&mut cx!(self, None));
+    }
+
+    /// Restores the marks and the Compare baseline remembered for this
+    /// sessions root (when the settings name a state file).
+    pub fn restore_ui_state(&mut self) {
+        let Some(path) = self.settings.state_file.clone() else {
+            return;
+        };
+        match state::load(&path) {
+            Ok(f) => {
+                let key = state::root_key(&self.settings.sessions_dir);
+                let st = f.roots.get(&key).cloned().unwrap_or_default();
+                self.jobs.marked = st.marked.iter().cloned().collect();
+                self.compare.baseline = st.baseline.clone();
+                self.jobs.persisted = Some(st);
+                self.poll_metrics();
+            }
+            Err(e) => self.error(format!("marks not restored: {e}")),
+        }
+    }
+
+    /// Queues a save of the marks and the baseline when they changed since
+    /// the last one (when the settings name a state file).
+    pub fn persist_ui_state(&mut self) {
+        let Some(path) = self.settings.state_file.clone() else {
+            return;
+        };
+        let now = UiState {
+            marked: self.jobs.marked.iter().cloned().collect(),
+            baseline: self.compare.baseline.clone(),
+        };
+        if self.jobs.persisted.as_ref() != Some(&now) {
+            self.jobs.persisted = Some(now.clone());
+            self.outbox.push(Request::SaveUiState {
+                path,
+                root: state::root_key(&self.settings.sessions_dir),
+                state: now,
+            });
+        }
+    }
+
+    /// The error of an action on one job with none selected (a sweep's
 
     /// Sessions a picker offers: done first, then the rest, as scanned.
     pub fn pickable(&self) -> Vec<&SessionSummary> {
@@ -681,7 +576,7 @@ impl App {
                 }
                 KeyCode::Char('c') | KeyCode::Char('C') => {
                     for s in &running {
-                        self.outbox.push(Request::Cancel(s.clone()));
+                        self.outbox.push(jobs::Request::Cancel(s.clone()).into());
                     }
                     self.quit = true;
                     None
@@ -692,7 +587,7 @@ impl App {
             Popup::ConfirmCancel(id) => match k.code {
                 KeyCode::Char('y') | KeyCode::Char('Y') | KeyCode::Enter => {
                     self.info(format!("cancelling {id}…"));
-                    self.outbox.push(Request::Cancel(id));
+                    self.outbox.push(jobs::Request::Cancel(id).into());
                     None
                 }
                 KeyCode::Esc | KeyCode::Char('n') | KeyCode::Char('N') => None,
@@ -720,9 +615,9 @@ impl App {
                     _ => Some(Popup::Picker { purpose, selected }),
                 }
             }
-            Popup::Form(form) => self.form_key(form, k),
+            Popup::Form(form) => self.jobs.form_key(form, k, &mut cx!(self, None)),
             p @ (Popup::Detail { .. } | Popup::ConfirmDelete(_) | Popup::EditMeta { .. }) => {
-                self.jobs_popup_key(p, k, action)
+                self.jobs.popup_key(p, k, action, &mut cx!(self, None))
             }
         };
     }
@@ -753,22 +648,16 @@ impl App {
     /// shown changed (stale or empty answers).
     fn apply_reply(&mut self, r: Reply) -> bool {
         match r {
-            Reply::Sessions(_)
-            | Reply::Metrics { .. }
-            | Reply::Spec { .. }
-            | Reply::Launched(_)
-            | Reply::LauncherMemory(_)
-            | Reply::Cancelled { .. }
-            | Reply::Resumed { .. }
-            | Reply::Detail { .. }
-            | Reply::LogTail { .. }
-            | Reply::MetaSet { .. }
-            | Reply::Deleted { .. }
-            | Reply::UiStateSaved(_) => self.jobs_reply(r),
+            Reply::Jobs(r) => self.jobs.on_reply(r, &mut cx!(self, None)),
             Reply::Search(r) => self.search.on_reply(r, &mut cx!(self, Some(&self.jobs))),
             Reply::Neighbours(r) => self.neigh.on_reply(r, &mut cx!(self, Some(&self.jobs))),
             Reply::Compare(r) => self.compare.on_reply(r, &mut cx!(self, Some(&self.jobs))),
             Reply::Data(r) => self.data.on_reply(r, &mut cx!(self, Some(&self.jobs))),
+            Reply::UiStateSaved(Ok(())) => false,
+            Reply::UiStateSaved(Err(e)) => {
+                self.error(format!("marks not remembered: {e}"));
+                true
+            }
         }
     }
 

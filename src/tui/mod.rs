@@ -384,7 +384,8 @@ fn event_loop(settings: Settings, backend: Arc<dyn Backend>) -> Result<()> {
     for req in app.take_requests() {
         if matches!(
             req,
-            app::Request::Cancel(_) | app::Request::SaveUiState { .. }
+            app::Request::Jobs(screens::jobs::Request::Cancel(_))
+                | app::Request::SaveUiState { .. }
         ) {
             let reply = app::execute(&*backend, req, &|_| {});
             log::info(&format!("at quit: {reply:?}"));

@@ -1027,7 +1027,9 @@ fn quit_asks_when_started_jobs_run_then_cancels() {
     assert!(app.quit);
     assert_eq!(
         app.take_requests(),
-        vec![Request::Cancel("s2net-new".into())]
+        vec![Request::Jobs(crate::tui::screens::jobs::Request::Cancel(
+            "s2net-new".into()
+        ))]
     );
 }
 
@@ -1744,7 +1746,10 @@ fn answer_then_quiet_replies(app: &mut App, fake: &Fake, reqs: Vec<Request>) {
     app.poll_metrics();
     let quiet = app.take_requests();
     assert!(
-        quiet.iter().any(|r| matches!(r, Request::ListSessions)),
+        quiet.iter().any(|r| matches!(
+            r,
+            Request::Jobs(crate::tui::screens::jobs::Request::ListSessions)
+        )),
         "{quiet:?}"
     );
     for r in quiet {

@@ -53,7 +53,7 @@ pub fn draw(f: &mut Frame, app: &mut App) {
         jobs: &app.jobs,
     };
     match app.tab {
-        Tab::Jobs => jobs::draw(f, app, body),
+        Tab::Jobs => app.jobs.draw(f, body, &view),
         Tab::Search => app.search.draw(f, body, &view),
         Tab::Neighbours => app.neigh.draw(f, body, &view),
         Tab::Compare => app.compare.draw(f, body, &view),
@@ -126,7 +126,7 @@ fn draw_tabs(f: &mut Frame, app: &mut App, area: Rect) {
 
 fn hints(app: &App) -> String {
     match app.tab {
-        Tab::Jobs => jobs::hints(app),
+        Tab::Jobs => app.jobs.hints(&app.settings.keymap),
         Tab::Search => app.search.hints(&app.settings.keymap),
         Tab::Neighbours => app.neigh.hints(&app.settings.keymap),
         Tab::Compare => app.compare.hints(&app.settings.keymap),
