@@ -1,6 +1,8 @@
-//! The workbench's state and key handling, with no terminal: keys and
-//! backend replies go in, [`Request`]s for the backend come out (the
-//! `outbox`), so tests drive it directly.
+//! The workbench's shell, with no terminal: tabs, global keys, popups and
+//! their confirmations, and the routing of keys, backend replies and frames
+//! to the screens ([`super::screens::Screen`]). Keys and replies go in,
+//! [`Request`]s for the backend come out (the `outbox`), so tests drive it
+//! directly.
 
 use std::collections::BTreeSet;
 
@@ -15,7 +17,9 @@ pub use super::screens::compare::CompareScreen;
 pub use super::screens::data::DataScreen;
 pub use super::screens::jobs::{JobForm, JobsScreen};
 pub use super::screens::neighbours::NeighScreen;
-pub use super::screens::search::{IndexState, SearchScreen};
+#[cfg(test)]
+pub use super::screens::search::IndexState;
+pub use super::screens::search::SearchScreen;
 use super::screens::{compare, data, jobs, neighbours, search, Screen};
 use super::state::{self, UiState};
 
@@ -540,8 +544,6 @@ impl App {
             });
         }
     }
-
-    /// The error of an action on one job with none selected (a sweep's
 
     /// Sessions a picker offers: done first, then the rest, as scanned.
     pub fn pickable(&self) -> Vec<&SessionSummary> {

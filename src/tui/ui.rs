@@ -1,4 +1,6 @@
-//! Drawing: one function per screen and popup, from [`App`] state only.
+//! Drawing the frame: the tab bar, the status line and the popups, from
+//! [`App`] state only; each screen draws itself into the body
+//! ([`Screen::draw`]).
 
 use ratatui::layout::{Alignment, Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};

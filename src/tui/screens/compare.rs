@@ -144,7 +144,7 @@ pub enum Request {
     },
     /// Write the compare table to a file.
     Export {
-        table: Comparison,
+        table: Box<Comparison>,
         path: std::path::PathBuf,
         format: TableFormat,
     },
@@ -378,7 +378,7 @@ impl CompareScreen {
                 };
                 let format = TableFormat::from_path(&path).unwrap_or(p.format);
                 cx.send(Request::Export {
-                    table,
+                    table: Box::new(table),
                     path,
                     format,
                 });

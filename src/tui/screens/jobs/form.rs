@@ -472,7 +472,7 @@ impl JobsScreen {
                 if let Some(spec) = form.validate(&self.sessions) {
                     form.submitting = true;
                     form.error = None;
-                    cx.send(Request::Launch(spec));
+                    cx.send(Request::Launch(Box::new(spec)));
                 } else if let Some(i) = form.fields.iter().position(|f| f.error.is_some()) {
                     form.focus = i;
                 }

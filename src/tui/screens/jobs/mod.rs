@@ -340,7 +340,7 @@ pub enum Request {
     /// Read a session's settings (duplicate-with-changes).
     SessionSpec { session: String },
     /// Start a job.
-    Launch(JobSpec),
+    Launch(Box<JobSpec>),
     /// Read the launcher last used under the sessions root.
     LauncherMemory,
     /// Stop a job.
