@@ -1,6 +1,8 @@
-//! The workbench's state and key handling, with no terminal: keys and
-//! backend replies go in, [`Request`]s for the backend come out (the
-//! `outbox`), so tests drive it directly.
+//! The workbench's shell, with no terminal: tabs, global keys, popups and
+//! their confirmations, and the routing of keys, backend replies and frames
+//! to the screens ([`super::screens::Screen`]). Keys and replies go in,
+//! [`Request`]s for the backend come out (the `outbox`), so tests drive it
+//! directly.
 
 use std::collections::BTreeSet;
 
@@ -14,9 +16,12 @@ use super::keymap::{Action, Context};
 pub use super::screens::compare::CompareScreen;
 pub use super::screens::data::DataScreen;
 pub use super::screens::jobs::{JobForm, JobsScreen};
-pub use super::screens::neighbours::{NeighPane, NeighScreen};
-pub use super::screens::search::{IndexState, SearchScreen};
-use rosetta::text::Side;
+pub use super::screens::neighbours::NeighScreen;
+#[cfg(test)]
+pub use super::screens::search::IndexState;
+pub use super::screens::search::SearchScreen;
+use super::screens::{compare, data, jobs, neighbours, search, Screen};
+use super::state::{self, UiState};
 
 /// The five screens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,98 +72,87 @@ impl Tab {
     }
 }
 
-/// Work for the backend; the event loop runs each on a worker thread.
+/// A [`Ctx`](super::screens::Ctx) from the app's fields (borrowed one by
+/// one, so that a screen can be borrowed mutably beside it), with `$jobs`
+/// the Jobs screen as the handled screen sees it.
+macro_rules! cx {
+    ($app:ident, $jobs:expr) => {
+        super::screens::Ctx {
+            settings: &$app.settings,
+            jobs: $jobs,
+            popup: &mut $app.popup,
+            message: &mut $app.message,
+            started: &mut $app.started,
+            full_redraw: &mut $app.full_redraw,
+            bell: &mut $app.bell,
+            outbox: &mut $app.outbox,
+        }
+    };
+}
+
+/// Runs `$body` with `$s` the current screen (a [`Screen`]) and `$cx` its
+/// [`Ctx`](super::screens::Ctx): the shell's one place that names every
+/// screen.
+macro_rules! with_screen {
+    ($app:ident, |$s:ident, $cx:ident| $body:expr) => {
+        match $app.tab {
+            Tab::Jobs => {
+                let ($s, $cx) = (&mut $app.jobs, &mut cx!($app, None));
+                $body
+            }
+            Tab::Search => {
+                let ($s, $cx) = (&mut $app.search, &mut cx!($app, Some(&$app.jobs)));
+                $body
+            }
+            Tab::Neighbours => {
+                let ($s, $cx) = (&mut $app.neigh, &mut cx!($app, Some(&$app.jobs)));
+                $body
+            }
+            Tab::Compare => {
+                let ($s, $cx) = (&mut $app.compare, &mut cx!($app, Some(&$app.jobs)));
+                $body
+            }
+            Tab::Data => {
+                let ($s, $cx) = (&mut $app.data, &mut cx!($app, Some(&$app.jobs)));
+                $body
+            }
+        }
+    };
+}
+
+/// `From<screen::Request> for Request`, one variant per screen.
+macro_rules! wrap {
+    ($($screen:ident => $variant:ident),*) => {$(
+        impl From<$screen::Request> for Request {
+            fn from(r: $screen::Request) -> Request {
+                Request::$variant(r)
+            }
+        }
+    )*};
+}
+wrap!(
+    jobs => Jobs,
+    data => Data,
+    compare => Compare,
+    search => Search,
+    neighbours => Neighbours
+);
+
+/// Work for the backend, one variant per screen (each screen's own
+/// requests) and the shell's own; the event loop runs each on a worker
+/// thread.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Request {
-    /// Rescan the sessions root.
-    ListSessions,
-    /// Read new metrics records.
-    TailMetrics { session: String, offset: u64 },
-    /// Read a session's settings (duplicate-with-changes).
-    SessionSpec { session: String },
-    /// Start a job.
-    Launch(JobSpec),
-    /// Read the launcher last used under the sessions root.
-    LauncherMemory,
-    /// Stop a job.
-    Cancel(String),
-    /// Restart a job from its checkpoint.
-    Resume(String),
-    /// Load a session's search index.
-    LoadIndex(String),
-    /// Run a query.
-    Search {
-        seq: u64,
-        session: String,
-        query: String,
-        k: usize,
-        fusion: Fusion,
-    },
-    /// Fetch one whole document for the Search screen's document view.
-    Document {
-        seq: u64,
-        session: String,
-        docno: String,
-        query: Option<String>,
-    },
-    /// Read the recorded search queries.
-    LoadHistory,
-    /// Record the search queries.
-    SaveHistory(Vec<String>),
-    /// Look up a term's neighbours for one pane.
-    Neighbours {
-        pane: usize,
-        seq: u64,
-        session: String,
-        term: String,
-        side: Side,
-        k: usize,
-        csls: bool,
-    },
-    /// List a session's term associations (Neighbours screen's table).
-    Associations {
-        seq: u64,
-        session: String,
-        options: AssocOptions,
-    },
-    /// Write the rows of an association table matching `filter` as TSV.
-    ExportAssociations {
-        table: Box<Associations>,
-        filter: String,
-        path: std::path::PathBuf,
-    },
-    /// Build the compare table.
-    Compare {
-        /// `(id, label)`: folder name and the name the table shows.
-        sessions: Vec<(String, String)>,
-        baseline: Option<String>,
-    },
-    /// Two sessions' rankings of one judged query (the Compare rankings view).
-    Rankings {
-        /// Session ids, baseline first.
-        sessions: Vec<String>,
-        qid: String,
-    },
-    /// Write the compare table to a file.
-    Export {
-        table: Comparison,
-        path: std::path::PathBuf,
-        format: TableFormat,
-    },
-    /// Figures of a workspace.
-    WorkspaceStats(String),
-    /// A session's details (the Jobs detail pane).
-    SessionDetail(String),
-    /// The last `lines` lines of a session's log (the Jobs log pane).
-    LogTail { session: String, lines: usize },
-    /// Set a session's name, tags or note.
-    SetMeta {
-        session: String,
-        field: MetaField,
-        value: String,
-    },
-    /// Delete a session.
-    Delete(String),
+    /// The Jobs screen's work.
+    Jobs(jobs::Request),
+    /// The Search screen's work.
+    Search(search::Request),
+    /// The Neighbours screen's work.
+    Neighbours(neighbours::Request),
+    /// The Compare screen's work.
+    Compare(compare::Request),
+    /// The Data screen's work.
+    Data(data::Request),
     /// Remember marks and baseline (`root`: the sessions root's key).
     SaveUiState {
         path: std::path::PathBuf,
@@ -167,339 +161,61 @@ pub enum Request {
     },
 }
 
-/// A backend answer (errors as display strings).
+/// A backend answer (errors as display strings), routed to the screen that
+/// asked.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Reply {
-    Sessions(Result<Vec<SessionSummary>, String>),
-    Metrics {
-        session: String,
-        offset: u64,
-        chunk: Result<MetricsChunk, String>,
-    },
-    Spec {
-        session: String,
-        spec: Result<Box<JobSpec>, String>,
-    },
-    Launched(Result<Launched, String>),
-    LauncherMemory(Result<LauncherMemory, String>),
-    Cancelled {
-        session: String,
-        result: Result<(), String>,
-    },
-    Resumed {
-        session: String,
-        result: Result<Launched, String>,
-    },
-    IndexProgress {
-        session: String,
-        fraction: f64,
-        what: String,
-    },
-    IndexLoaded {
-        session: String,
-        result: Result<IndexInfo, String>,
-    },
-    Searched {
-        seq: u64,
-        result: Result<SearchResult, String>,
-    },
-    Document {
-        seq: u64,
-        result: Result<Document, String>,
-    },
-    History(Result<Vec<String>, String>),
-    HistorySaved(Result<(), String>),
-    Neighbours {
-        pane: usize,
-        seq: u64,
-        result: Result<NeighbourResult, String>,
-    },
-    Associations {
-        seq: u64,
-        result: Result<Associations, String>,
-    },
-    /// Rows written and where.
-    AssociationsExported(Result<(std::path::PathBuf, usize), String>),
-    CompareProgress {
-        fraction: f64,
-        what: String,
-    },
-    Compared(Result<Comparison, String>),
-    Exported(Result<std::path::PathBuf, String>),
-    Stats {
-        workspace: String,
-        result: Result<WorkspaceStats, String>,
-    },
-    Detail {
-        session: String,
-        result: Result<Box<RunDetail>, String>,
-    },
-    LogTail {
-        session: String,
-        result: Result<Vec<String>, String>,
-    },
-    MetaSet {
-        session: String,
-        field: MetaField,
-        result: Result<(), String>,
-    },
-    /// The rankings of one judged query, one per session asked for.
-    Rankings {
-        qid: String,
-        result: Result<Vec<JudgedRanking>, String>,
-    },
-    Deleted {
-        session: String,
-        result: Result<(), String>,
-    },
+    /// The Jobs screen's answers.
+    Jobs(jobs::Reply),
+    /// The Search screen's answers.
+    Search(search::Reply),
+    /// The Neighbours screen's answers.
+    Neighbours(neighbours::Reply),
+    /// The Compare screen's answers.
+    Compare(compare::Reply),
+    /// The Data screen's answers.
+    Data(data::Reply),
+    /// Marks and baseline remembered.
     UiStateSaved(Result<(), String>),
 }
 
 /// The error reply to `req` (when running it panicked).
 pub fn failed(req: &Request, msg: String) -> Reply {
-    let e = Err(msg);
-    match req.clone() {
-        Request::ListSessions => Reply::Sessions(e.map(|_: ()| Vec::new())),
-        Request::TailMetrics { session, offset } => Reply::Metrics {
-            session,
-            offset,
-            chunk: e.map(|_: ()| MetricsChunk::default()),
-        },
-        Request::SessionSpec { session } => Reply::Spec {
-            session,
-            spec: e.map(|_: ()| Box::default()),
-        },
-        Request::Launch(_) => Reply::Launched(e.map(|_: ()| unreachable_launch())),
-        Request::LauncherMemory => Reply::LauncherMemory(e.map(|_: ()| LauncherMemory::default())),
-        Request::Cancel(session) => Reply::Cancelled { session, result: e },
-        Request::Resume(session) => Reply::Resumed {
-            session,
-            result: e.map(|_: ()| unreachable_launch()),
-        },
-        Request::LoadIndex(session) => Reply::IndexLoaded {
-            session,
-            result: e.map(|_: ()| IndexInfo::default()),
-        },
-        Request::Search { seq, .. } => Reply::Searched {
-            seq,
-            result: e.map(|_: ()| SearchResult::default()),
-        },
-        Request::Document { seq, .. } => Reply::Document {
-            seq,
-            result: e.map(|_: ()| Document::default()),
-        },
-        Request::LoadHistory => Reply::History(e.map(|_: ()| Vec::new())),
-        Request::SaveHistory(_) => Reply::HistorySaved(e),
-        Request::Neighbours { pane, seq, .. } => Reply::Neighbours {
-            pane,
-            seq,
-            result: e.map(|_: ()| NeighbourResult::default()),
-        },
-        Request::Associations { seq, .. } => Reply::Associations {
-            seq,
-            result: e.map(|_: ()| Associations::default()),
-        },
-        Request::ExportAssociations { .. } => {
-            Reply::AssociationsExported(e.map(|_: ()| (std::path::PathBuf::new(), 0)))
-        }
-        Request::Compare { .. } => Reply::Compared(e.map(|_: ()| Comparison::default())),
-        Request::Export { .. } => Reply::Exported(e.map(|_: ()| std::path::PathBuf::new())),
-        Request::Rankings { qid, .. } => Reply::Rankings {
-            qid,
-            result: e.map(|_: ()| Vec::new()),
-        },
-        Request::WorkspaceStats(workspace) => Reply::Stats {
-            workspace,
-            result: e.map(|_: ()| WorkspaceStats::default()),
-        },
-        Request::SessionDetail(session) => Reply::Detail {
-            session,
-            result: e.map(|_: ()| Box::default()),
-        },
-        Request::LogTail { session, .. } => Reply::LogTail {
-            session,
-            result: e.map(|_: ()| Vec::new()),
-        },
-        Request::SetMeta { session, field, .. } => Reply::MetaSet {
-            session,
-            field,
-            result: e,
-        },
-        Request::Delete(session) => Reply::Deleted { session, result: e },
-        Request::SaveUiState { .. } => Reply::UiStateSaved(e),
+    match req {
+        Request::Jobs(r) => Reply::Jobs(JobsScreen::failed(r, msg)),
+        Request::Search(r) => Reply::Search(SearchScreen::failed(r, msg)),
+        Request::Neighbours(r) => Reply::Neighbours(NeighScreen::failed(r, msg)),
+        Request::Compare(r) => Reply::Compare(CompareScreen::failed(r, msg)),
+        Request::Data(r) => Reply::Data(DataScreen::failed(r, msg)),
+        Request::SaveUiState { .. } => Reply::UiStateSaved(Err(msg)),
     }
 }
 
-fn unreachable_launch() -> Launched {
-    Launched::default()
-}
-
 /// Runs one request against a backend (blocking); `progress` receives
-/// intermediate replies (index loading).
+/// intermediate replies (index loading, the compare table).
 pub fn execute(
     backend: &dyn Backend,
     req: Request,
     progress: &(dyn Fn(Reply) + Send + Sync),
 ) -> Reply {
-    let s = |e: rosetta::Error| e.to_string();
     match req {
-        Request::ListSessions => Reply::Sessions(backend.list_sessions().map_err(s)),
-        Request::TailMetrics { session, offset } => {
-            let chunk = backend.tail_metrics(&session, offset).map_err(s);
-            Reply::Metrics {
-                session,
-                offset,
-                chunk,
-            }
-        }
-        Request::SessionSpec { session } => {
-            let spec = backend.session_spec(&session).map(Box::new).map_err(s);
-            Reply::Spec { session, spec }
-        }
-        Request::Launch(spec) => Reply::Launched(backend.launch(&spec).map_err(s)),
-        Request::LauncherMemory => Reply::LauncherMemory(backend.launcher_memory().map_err(s)),
-        Request::Cancel(session) => {
-            let result = backend.cancel(&session).map_err(s);
-            Reply::Cancelled { session, result }
-        }
-        Request::Resume(session) => {
-            let result = backend.resume(&session).map_err(s);
-            Reply::Resumed { session, result }
-        }
-        Request::LoadIndex(session) => {
-            let sess = session.clone();
-            let cb = move |fraction: f64, what: &str| {
-                progress(Reply::IndexProgress {
-                    session: sess.clone(),
-                    fraction,
-                    what: what.to_string(),
-                })
-            };
-            let result = backend.load_index(&session, &cb).map_err(s);
-            Reply::IndexLoaded { session, result }
-        }
-        Request::Search {
-            seq,
-            session,
-            query,
-            k,
-            fusion,
-        } => Reply::Searched {
-            seq,
-            result: backend.search(&session, &query, k, fusion).map_err(s),
-        },
-        Request::Document {
-            seq,
-            session,
-            docno,
-            query,
-        } => Reply::Document {
-            seq,
-            result: backend
-                .document(&session, &docno, query.as_deref())
-                .map_err(s),
-        },
-        Request::LoadHistory => Reply::History(backend.load_history().map_err(s)),
-        Request::SaveHistory(queries) => {
-            Reply::HistorySaved(backend.save_history(&queries).map_err(s))
-        }
-        Request::Neighbours {
-            pane,
-            seq,
-            session,
-            term,
-            side,
-            k,
-            csls,
-        } => Reply::Neighbours {
-            pane,
-            seq,
-            result: backend
-                .neighbours(&session, &term, side, k, csls)
-                .map_err(s),
-        },
-        Request::Associations {
-            seq,
-            session,
-            options,
-        } => Reply::Associations {
-            seq,
-            result: backend.associations(&session, &options).map_err(s),
-        },
-        Request::ExportAssociations {
-            table,
-            filter,
-            path,
-        } => Reply::AssociationsExported(
-            backend
-                .export_associations(&table, &filter, &path)
-                .map(|n| (path, n))
-                .map_err(s),
-        ),
-        Request::Compare { sessions, baseline } => {
-            let cb = |fraction: f64, what: &str| {
-                progress(Reply::CompareProgress {
-                    fraction,
-                    what: what.to_string(),
-                })
-            };
-            Reply::Compared(
-                backend
-                    .compare(&sessions, baseline.as_deref(), &cb)
-                    .map_err(s),
-            )
-        }
-        Request::Rankings { sessions, qid } => Reply::Rankings {
-            result: sessions
-                .iter()
-                .map(|id| backend.judged_ranking(id, &qid, super::screens::compare::RANKING_K))
-                .collect::<rosetta::Result<Vec<_>>>()
-                .map_err(s),
-            qid,
-        },
-        Request::Export {
-            table,
-            path,
-            format,
-        } => Reply::Exported(
-            backend
-                .export_compare(&table, &path, format)
-                .map(|()| path)
-                .map_err(s),
-        ),
-        Request::WorkspaceStats(w) => {
-            let result = backend.workspace_stats(&w).map_err(s);
-            Reply::Stats {
-                workspace: w,
-                result,
-            }
-        }
-        Request::SessionDetail(session) => {
-            let result = backend.session_detail(&session).map(Box::new).map_err(s);
-            Reply::Detail { session, result }
-        }
-        Request::LogTail { session, lines } => {
-            let result = backend.log_tail(&session, lines).map_err(s);
-            Reply::LogTail { session, result }
-        }
-        Request::SetMeta {
-            session,
-            field,
-            value,
-        } => {
-            let result = backend.set_meta(&session, field, &value).map_err(s);
-            Reply::MetaSet {
-                session,
-                field,
-                result,
-            }
-        }
-        Request::Delete(session) => {
-            let result = backend.delete(&session).map_err(s);
-            Reply::Deleted { session, result }
-        }
+        Request::Jobs(r) => Reply::Jobs(JobsScreen::execute(backend, r, &|p| {
+            progress(Reply::Jobs(p))
+        })),
+        Request::Search(r) => Reply::Search(SearchScreen::execute(backend, r, &|p| {
+            progress(Reply::Search(p))
+        })),
+        Request::Neighbours(r) => Reply::Neighbours(NeighScreen::execute(backend, r, &|p| {
+            progress(Reply::Neighbours(p))
+        })),
+        Request::Compare(r) => Reply::Compare(CompareScreen::execute(backend, r, &|p| {
+            progress(Reply::Compare(p))
+        })),
+        Request::Data(r) => Reply::Data(DataScreen::execute(backend, r, &|p| {
+            progress(Reply::Data(p))
+        })),
         Request::SaveUiState { path, root, state } => {
-            Reply::UiStateSaved(super::state::save(&path, &root, &state).map_err(s))
+            Reply::UiStateSaved(super::state::save(&path, &root, &state).map_err(|e| e.to_string()))
         }
     }
 }
@@ -619,8 +335,8 @@ impl App {
             bell: false,
         };
         app.poll_sessions();
-        app.outbox.push(Request::LoadHistory);
-        app.outbox.push(Request::LauncherMemory);
+        app.outbox.push(search::Request::LoadHistory.into());
+        app.outbox.push(jobs::Request::LauncherMemory.into());
         app
     }
 
@@ -715,75 +431,24 @@ impl App {
 
     fn editing(&self) -> bool {
         match self.tab {
-            Tab::Jobs => self.jobs.editing_filter,
-            Tab::Search => self.search.editing,
-            Tab::Neighbours => self.neigh.editing || self.neigh.assoc.input.is_some(),
-            Tab::Compare => self.compare.export.is_some(),
-            _ => false,
-        }
-    }
-
-    fn edit_buffer(&mut self) -> Option<&mut String> {
-        match self.tab {
-            Tab::Jobs => Some(&mut self.jobs.filter),
-            Tab::Search => Some(&mut self.search.query),
-            Tab::Neighbours => Some(self.neigh.edit_buffer()),
-            _ => None,
+            Tab::Jobs => self.jobs.editing(),
+            Tab::Search => self.search.editing(),
+            Tab::Neighbours => self.neigh.editing(),
+            Tab::Compare => self.compare.editing(),
+            Tab::Data => self.data.editing(),
         }
     }
 
     fn stop_editing(&mut self) {
-        self.jobs.editing_filter = false;
-        self.search.editing = false;
-        self.neigh.editing = false;
-        self.compare.export = None;
-        self.neigh.assoc.input = None;
+        self.jobs.stop_editing();
+        self.search.stop_editing();
+        self.neigh.stop_editing();
+        self.compare.stop_editing();
+        self.data.stop_editing();
     }
 
     fn edit_key(&mut self, k: KeyEvent) {
-        if self.tab == Tab::Compare {
-            return self.compare_edit_key(k);
-        }
-        match k.code {
-            KeyCode::Esc => self.stop_editing(),
-            KeyCode::Enter => {
-                let assoc_input = self.neigh.assoc.input;
-                self.stop_editing();
-                match self.tab {
-                    Tab::Search => self.run_search(),
-                    Tab::Neighbours => self.neigh_submit(assoc_input),
-                    _ => {}
-                }
-            }
-            KeyCode::Up | KeyCode::Down if self.tab == Tab::Search => {
-                self.recall_query(k.code == KeyCode::Up)
-            }
-            KeyCode::Backspace => {
-                if let Some(b) = self.edit_buffer() {
-                    b.pop();
-                }
-                self.after_filter_edit();
-            }
-            KeyCode::Char('u') if k.modifiers.contains(KeyModifiers::CONTROL) => {
-                if let Some(b) = self.edit_buffer() {
-                    b.clear();
-                }
-                self.after_filter_edit();
-            }
-            KeyCode::Char(c) if !k.modifiers.contains(KeyModifiers::CONTROL) => {
-                if let Some(b) = self.edit_buffer() {
-                    b.push(c);
-                }
-                self.after_filter_edit();
-            }
-            _ => {}
-        }
-    }
-
-    fn after_filter_edit(&mut self) {
-        if self.tab == Tab::Jobs {
-            self.jobs.keep_selection_shown();
-        }
+        with_screen!(self, |s, cx| s.edit_key(k, cx))
     }
 
     /// Switches screen, asking for what the new screen shows.
@@ -791,69 +456,12 @@ impl App {
         self.stop_editing();
         self.full_redraw |= t != self.tab;
         self.tab = t;
-        match t {
-            Tab::Compare => self.request_compare(),
-            Tab::Data => self.request_data(),
-            // with none chosen yet, start on the session selected on Jobs
-            Tab::Search if self.search.session.is_none() => {
-                if let Some(id) = self.jobs_choice() {
-                    self.picked(PickFor::Search, id);
-                }
-            }
-            Tab::Neighbours if self.neigh.panes[0].session.is_none() => {
-                if let Some(id) = self.jobs_choice() {
-                    self.picked(PickFor::Neighbours(0), id);
-                }
-            }
-            _ => {}
-        }
-    }
-
-    /// The session selected on Jobs, when it can be searched (finished, or
-    /// with a checkpoint): where Search and Neighbours start.
-    fn jobs_choice(&self) -> Option<String> {
-        self.jobs
-            .sessions
-            .iter()
-            .find(|s| Some(&s.id) == self.jobs.selected.as_ref())
-            .filter(|s| s.state == State::Done || s.best_mrr.is_some())
-            .map(|s| s.id.clone())
-    }
-
-    /// Where a session picker opens: on the session selected on Jobs, else
-    /// the first.
-    pub(crate) fn picker_start(&self) -> usize {
-        self.pickable()
-            .iter()
-            .position(|s| Some(&s.id) == self.jobs.selected.as_ref())
-            .unwrap_or(0)
-    }
-
-    /// The name a session is shown by (its display name, a name several
-    /// share with its folder name added), for session `id`.
-    pub fn session_name(&self, id: &str) -> String {
-        self.jobs
-            .names(&[id.to_string()])
-            .pop()
-            .unwrap_or_else(|| id.to_string())
+        with_screen!(self, |s, cx| s.on_show(cx))
     }
 
     /// `Y`: what the screen has selected, for the clipboard.
     fn copy_selection(&mut self) {
-        let text = match self.tab {
-            Tab::Jobs => self
-                .jobs
-                .selected_session()
-                .map(|s| s.dir.display().to_string()),
-            Tab::Search => match &self.search.doc {
-                Some(d) if !d.label.is_empty() => Some(d.label.clone()),
-                Some(d) => Some(d.docno.clone()),
-                None => Some(self.search.query.trim().to_string()),
-            },
-            Tab::Neighbours => Some(self.neigh.query.trim().to_string()),
-            Tab::Compare | Tab::Data => None,
-        }
-        .filter(|t| !t.is_empty());
+        let text = with_screen!(self, |s, _cx| s.copy_text()).filter(|t| !t.is_empty());
         match text {
             Some(t) => {
                 self.info(format!("copied {t:?} (terminal clipboard)"));
@@ -869,61 +477,77 @@ impl App {
     pub fn on_action(&mut self, a: Action) {
         self.dirty = true;
         match a {
-            Action::Quit => return self.request_quit(),
-            Action::Help => {
-                self.popup = Some(Popup::Help { scroll: 0 });
-                return;
-            }
-            Action::Copy => return self.copy_selection(),
-            Action::Tab(n) => return self.switch_tab(Tab::ALL[(n as usize).clamp(1, 5) - 1]),
-            Action::NextTab => return self.switch_tab(Tab::ALL[(self.tab.index() + 1) % 5]),
-            Action::PrevTab => return self.switch_tab(Tab::ALL[(self.tab.index() + 4) % 5]),
+            Action::Quit => self.request_quit(),
+            Action::Help => self.popup = Some(Popup::Help { scroll: 0 }),
+            Action::Copy => self.copy_selection(),
+            Action::Tab(n) => self.switch_tab(Tab::ALL[(n as usize).clamp(1, 5) - 1]),
+            Action::NextTab => self.switch_tab(Tab::ALL[(self.tab.index() + 1) % 5]),
+            Action::PrevTab => self.switch_tab(Tab::ALL[(self.tab.index() + 4) % 5]),
             Action::Refresh if self.tab != Tab::Data => {
                 self.poll_sessions();
                 self.poll_metrics();
                 if self.tab == Tab::Compare {
-                    self.request_compare();
+                    self.compare.on_show(&mut cx!(self, Some(&self.jobs)));
                 }
-                return;
             }
-            Action::Close if self.tab == Tab::Search && self.search.doc.is_some() => {
-                self.search.doc = None;
-                return;
-            }
-            Action::Close => {
-                self.message = None;
-                if self.tab == Tab::Jobs {
-                    self.jobs.filter.clear();
-                }
-                if self.tab == Tab::Compare {
-                    // one level back: rankings to queries, queries to the table
-                    if self.compare.rankings.take().is_none() {
-                        self.compare.drill = None;
-                    }
-                }
-                return;
-            }
-            _ => {}
+            Action::Close => with_screen!(self, |s, cx| s.on_close(cx)),
+            _ => with_screen!(self, |s, cx| s.on_action(a, cx)),
         }
-        match self.tab {
-            Tab::Jobs => self.jobs_action(a),
-            Tab::Search => self.search_action(a),
-            Tab::Neighbours => self.neigh_action(a),
-            Tab::Compare => self.compare_action(a),
-            Tab::Data => self.data_action(a),
+    }
+
+    /// Queues a rescan of the sessions root (unless one is in flight).
+    pub fn poll_sessions(&mut self) {
+        self.jobs.poll_sessions(&mut cx!(self, None));
+    }
+
+    /// Queues metrics tails for the sessions Jobs shows, and the selected
+    /// session's log when the log pane shows.
+    pub fn poll_metrics(&mut self) {
+        self.jobs.poll_metrics(&mut cx!(self, None));
+    }
+
+    /// Restores the marks and the Compare baseline remembered for this
+    /// sessions root (when the settings name a state file).
+    pub fn restore_ui_state(&mut self) {
+        let Some(path) = self.settings.state_file.clone() else {
+            return;
+        };
+        match state::load(&path) {
+            Ok(f) => {
+                let key = state::root_key(&self.settings.sessions_dir);
+                let st = f.roots.get(&key).cloned().unwrap_or_default();
+                self.jobs.marked = st.marked.iter().cloned().collect();
+                self.compare.baseline = st.baseline.clone();
+                self.jobs.persisted = Some(st);
+                self.poll_metrics();
+            }
+            Err(e) => self.error(format!("marks not restored: {e}")),
+        }
+    }
+
+    /// Queues a save of the marks and the baseline when they changed since
+    /// the last one (when the settings name a state file).
+    pub fn persist_ui_state(&mut self) {
+        let Some(path) = self.settings.state_file.clone() else {
+            return;
+        };
+        let now = UiState {
+            marked: self.jobs.marked.iter().cloned().collect(),
+            baseline: self.compare.baseline.clone(),
+        };
+        if self.jobs.persisted.as_ref() != Some(&now) {
+            self.jobs.persisted = Some(now.clone());
+            self.outbox.push(Request::SaveUiState {
+                path,
+                root: state::root_key(&self.settings.sessions_dir),
+                state: now,
+            });
         }
     }
 
     /// Sessions a picker offers: done first, then the rest, as scanned.
     pub fn pickable(&self) -> Vec<&SessionSummary> {
-        let mut v: Vec<&SessionSummary> = self
-            .jobs
-            .sessions
-            .iter()
-            .filter(|s| s.state == State::Done)
-            .collect();
-        v.extend(self.jobs.sessions.iter().filter(|s| s.state != State::Done));
-        v
+        super::screens::pickable(&self.jobs)
     }
 
     fn popup_key(&mut self, k: KeyEvent) {
@@ -954,7 +578,7 @@ impl App {
                 }
                 KeyCode::Char('c') | KeyCode::Char('C') => {
                     for s in &running {
-                        self.outbox.push(Request::Cancel(s.clone()));
+                        self.outbox.push(jobs::Request::Cancel(s.clone()).into());
                     }
                     self.quit = true;
                     None
@@ -965,7 +589,7 @@ impl App {
             Popup::ConfirmCancel(id) => match k.code {
                 KeyCode::Char('y') | KeyCode::Char('Y') | KeyCode::Enter => {
                     self.info(format!("cancelling {id}…"));
-                    self.outbox.push(Request::Cancel(id));
+                    self.outbox.push(jobs::Request::Cancel(id).into());
                     None
                 }
                 KeyCode::Esc | KeyCode::Char('n') | KeyCode::Char('N') => None,
@@ -993,43 +617,17 @@ impl App {
                     _ => Some(Popup::Picker { purpose, selected }),
                 }
             }
-            Popup::Form(form) => self.form_key(form, k),
+            Popup::Form(form) => self.jobs.form_key(form, k, &mut cx!(self, None)),
             p @ (Popup::Detail { .. } | Popup::ConfirmDelete(_) | Popup::EditMeta { .. }) => {
-                self.jobs_popup_key(p, k, action)
+                self.jobs.popup_key(p, k, action, &mut cx!(self, None))
             }
         };
     }
 
     fn picked(&mut self, purpose: PickFor, id: String) {
         match purpose {
-            PickFor::Search => {
-                if self.search.session.as_deref() == Some(id.as_str())
-                    && matches!(
-                        self.search.index,
-                        IndexState::Ready(_) | IndexState::Loading { .. }
-                    )
-                {
-                    return;
-                }
-                self.search.session = Some(id.clone());
-                self.search.index = IndexState::Loading {
-                    fraction: 0.0,
-                    what: "starting".into(),
-                };
-                self.search.result = None;
-                self.outbox.push(Request::LoadIndex(id));
-            }
-            PickFor::Neighbours(p) => {
-                self.neigh.panes[p] = NeighPane::new(id);
-                let q = self.neigh.query.trim().to_string();
-                if !q.is_empty() {
-                    let side = self.neigh.side;
-                    self.lookup(q, side, false);
-                }
-                if self.neigh.assoc.on {
-                    self.request_associations();
-                }
-            }
+            PickFor::Search => self.search.pick(id, &mut cx!(self, Some(&self.jobs))),
+            PickFor::Neighbours(p) => self.neigh.pick(p, id, &mut cx!(self, Some(&self.jobs))),
         }
     }
 
@@ -1052,32 +650,16 @@ impl App {
     /// shown changed (stale or empty answers).
     fn apply_reply(&mut self, r: Reply) -> bool {
         match r {
-            Reply::Sessions(_)
-            | Reply::Metrics { .. }
-            | Reply::Spec { .. }
-            | Reply::Launched(_)
-            | Reply::LauncherMemory(_)
-            | Reply::Cancelled { .. }
-            | Reply::Resumed { .. }
-            | Reply::Detail { .. }
-            | Reply::LogTail { .. }
-            | Reply::MetaSet { .. }
-            | Reply::Deleted { .. }
-            | Reply::UiStateSaved(_) => self.jobs_reply(r),
-            Reply::IndexProgress { .. }
-            | Reply::IndexLoaded { .. }
-            | Reply::Searched { .. }
-            | Reply::Document { .. }
-            | Reply::History(_)
-            | Reply::HistorySaved(_) => self.search_reply(r),
-            Reply::Neighbours { .. }
-            | Reply::Associations { .. }
-            | Reply::AssociationsExported(_) => self.neighbours_reply(r),
-            Reply::CompareProgress { .. }
-            | Reply::Compared(_)
-            | Reply::Exported(_)
-            | Reply::Rankings { .. } => self.compare_reply(r),
-            Reply::Stats { .. } => self.data_reply(r),
+            Reply::Jobs(r) => self.jobs.on_reply(r, &mut cx!(self, None)),
+            Reply::Search(r) => self.search.on_reply(r, &mut cx!(self, Some(&self.jobs))),
+            Reply::Neighbours(r) => self.neigh.on_reply(r, &mut cx!(self, Some(&self.jobs))),
+            Reply::Compare(r) => self.compare.on_reply(r, &mut cx!(self, Some(&self.jobs))),
+            Reply::Data(r) => self.data.on_reply(r, &mut cx!(self, Some(&self.jobs))),
+            Reply::UiStateSaved(Ok(())) => false,
+            Reply::UiStateSaved(Err(e)) => {
+                self.error(format!("marks not remembered: {e}"));
+                true
+            }
         }
     }
 

@@ -1,8 +1,9 @@
 //! The terminal workbench (`rosetta` with no subcommand): jobs with live
 //! curves, search, neighbours, compare and data screens.
 //!
-//! Structure: [`app::App`] is the state and key handling (no terminal),
-//! [`ui`] draws it, [`backend::Backend`] is everything it asks of the engine,
+//! Structure: [`app::App`] is the shell (no terminal) routing keys and
+//! answers to the screens ([`screens`], each a [`screens::Screen`] with its
+//! own state, messages and drawing), [`ui`] draws the frame around them, [`backend::Backend`] is everything it asks of the engine,
 //! and [`run`] is the event loop: a thread reads terminal events, worker
 //! threads (tokio's blocking pool) run backend requests, and both report
 //! through one channel, so the UI thread never waits on compute or disk.
@@ -384,7 +385,8 @@ fn event_loop(settings: Settings, backend: Arc<dyn Backend>) -> Result<()> {
     for req in app.take_requests() {
         if matches!(
             req,
-            app::Request::Cancel(_) | app::Request::SaveUiState { .. }
+            app::Request::Jobs(screens::jobs::Request::Cancel(_))
+                | app::Request::SaveUiState { .. }
         ) {
             let reply = app::execute(&*backend, req, &|_| {});
             log::info(&format!("at quit: {reply:?}"));

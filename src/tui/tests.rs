@@ -1027,7 +1027,9 @@ fn quit_asks_when_started_jobs_run_then_cancels() {
     assert!(app.quit);
     assert_eq!(
         app.take_requests(),
-        vec![Request::Cancel("s2net-new".into())]
+        vec![Request::Jobs(crate::tui::screens::jobs::Request::Cancel(
+            "s2net-new".into()
+        ))]
     );
 }
 
@@ -1744,7 +1746,10 @@ fn answer_then_quiet_replies(app: &mut App, fake: &Fake, reqs: Vec<Request>) {
     app.poll_metrics();
     let quiet = app.take_requests();
     assert!(
-        quiet.iter().any(|r| matches!(r, Request::ListSessions)),
+        quiet.iter().any(|r| matches!(
+            r,
+            Request::Jobs(crate::tui::screens::jobs::Request::ListSessions)
+        )),
         "{quiet:?}"
     );
     for r in quiet {
@@ -1785,7 +1790,15 @@ fn quiet_replies_do_not_swallow_an_undrawn_answer() {
     press(&mut app, &fake, "2s");
     app.on_key(code(KeyCode::Enter));
     let reqs = app.take_requests();
-    assert!(matches!(reqs[..], [Request::LoadIndex(_)]), "{reqs:?}");
+    assert!(
+        matches!(
+            reqs[..],
+            [Request::Search(
+                crate::tui::screens::search::Request::LoadIndex(_)
+            )]
+        ),
+        "{reqs:?}"
+    );
     render(&mut app, 100, 30);
     app.dirty = false;
     answer_then_quiet_replies(&mut app, &fake, reqs);

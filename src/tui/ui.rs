@@ -1,4 +1,6 @@
-//! Drawing: one function per screen and popup, from [`App`] state only.
+//! Drawing the frame: the tab bar, the status line and the popups, from
+//! [`App`] state only; each screen draws itself into the body
+//! ([`Screen::draw`]).
 
 use ratatui::layout::{Alignment, Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};
@@ -10,7 +12,7 @@ use super::app::*;
 use super::backend::*;
 use super::config::Theme;
 use super::keymap::{Action, Context};
-use super::screens::{compare, data, jobs, neighbours, search};
+use super::screens::{jobs, Screen, View};
 
 /// Smallest usable terminal.
 pub const MIN_W: u16 = 80;
@@ -48,12 +50,16 @@ pub fn draw(f: &mut Frame, app: &mut App) {
     ])
     .areas(area);
     draw_tabs(f, app, top);
+    let view = View {
+        settings: &app.settings,
+        jobs: &app.jobs,
+    };
     match app.tab {
-        Tab::Jobs => jobs::draw(f, app, body),
-        Tab::Search => search::draw(f, app, body),
-        Tab::Neighbours => neighbours::draw(f, app, body),
-        Tab::Compare => compare::draw(f, app, body),
-        Tab::Data => data::draw(f, app, body),
+        Tab::Jobs => app.jobs.draw(f, body, &view),
+        Tab::Search => app.search.draw(f, body, &view),
+        Tab::Neighbours => app.neigh.draw(f, body, &view),
+        Tab::Compare => app.compare.draw(f, body, &view),
+        Tab::Data => app.data.draw(f, body, &view),
     }
     draw_status(f, app, bottom);
     match &app.popup {
@@ -122,11 +128,11 @@ fn draw_tabs(f: &mut Frame, app: &mut App, area: Rect) {
 
 fn hints(app: &App) -> String {
     match app.tab {
-        Tab::Jobs => jobs::hints(app),
-        Tab::Search => search::hints(app),
-        Tab::Neighbours => neighbours::hints(app),
-        Tab::Compare => compare::hints(app),
-        Tab::Data => data::hints(app),
+        Tab::Jobs => app.jobs.hints(&app.settings.keymap),
+        Tab::Search => app.search.hints(&app.settings.keymap),
+        Tab::Neighbours => app.neigh.hints(&app.settings.keymap),
+        Tab::Compare => app.compare.hints(&app.settings.keymap),
+        Tab::Data => app.data.hints(&app.settings.keymap),
     }
 }
 

@@ -14,9 +14,9 @@ use ratatui::Frame;
 use rosetta::eval::compare::DrillDown;
 use rosetta::eval::Metric;
 
-use crate::tui::app::{App, Reply, Request};
+use super::{Ctx, Screen, View};
 use crate::tui::backend::*;
-use crate::tui::keymap::{Action, Context};
+use crate::tui::keymap::{Action, Context, Keymap};
 use crate::tui::ui::*;
 
 /// Compare screen state.
@@ -127,10 +127,51 @@ impl CompareScreen {
     }
 }
 
-impl App {
-    pub(crate) fn request_compare(&mut self) {
-        let ids: Vec<String> = self
-            .jobs
+/// Work the Compare screen asks of the backend.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Request {
+    /// Build the compare table.
+    Table {
+        /// `(id, label)`: folder name and the name the table shows.
+        sessions: Vec<(String, String)>,
+        baseline: Option<String>,
+    },
+    /// Two sessions' rankings of one judged query (the rankings view).
+    Rankings {
+        /// Session ids, baseline first.
+        sessions: Vec<String>,
+        qid: String,
+    },
+    /// Write the compare table to a file.
+    Export {
+        table: Box<Comparison>,
+        path: std::path::PathBuf,
+        format: TableFormat,
+    },
+}
+
+/// The backend's answers to [`Request`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// Share of the table built and what is under way.
+    Progress { fraction: f64, what: String },
+    /// The table.
+    Table(Result<Comparison, String>),
+    /// Where the table was written.
+    Exported(Result<std::path::PathBuf, String>),
+    /// The rankings of one judged query, one per session asked for.
+    Rankings {
+        qid: String,
+        result: Result<Vec<JudgedRanking>, String>,
+    },
+}
+
+impl CompareScreen {
+    fn request(&mut self, cx: &mut Ctx<'_>) {
+        let Some(jobs) = cx.jobs else {
+            return;
+        };
+        let ids: Vec<String> = jobs
             .sessions
             .iter()
             .filter(|s| s.state == State::Done || s.best_mrr.is_some())
@@ -140,74 +181,67 @@ impl App {
             return;
         }
         // rows named as everywhere else: by the session's name
-        let sessions: Vec<(String, String)> =
-            ids.iter().cloned().zip(self.jobs.names(&ids)).collect();
-        if self.compare.pending {
-            self.compare.again = true;
+        let sessions: Vec<(String, String)> = ids.iter().cloned().zip(jobs.names(&ids)).collect();
+        if self.pending {
+            self.again = true;
             return;
         }
-        self.compare.pending = true;
-        self.compare.sessions = sessions.clone();
-        self.outbox.push(Request::Compare {
+        self.pending = true;
+        self.sessions = sessions.clone();
+        cx.send(Request::Table {
             sessions,
-            baseline: self.compare.baseline.clone(),
+            baseline: self.baseline.clone(),
         });
     }
 
-    pub(crate) fn compare_action(&mut self, a: Action) {
-        if self.compare.rankings.is_some() {
+    fn action(&mut self, a: Action, cx: &mut Ctx<'_>) {
+        if self.rankings.is_some() {
             return self.rankings_action(a);
         }
-        if self.compare.drill.is_some() {
-            return self.drill_action(a);
+        if self.drill.is_some() {
+            return self.drill_action(a, cx);
         }
-        let rows = self.compare.order();
-        let ncols = self
-            .compare
-            .table
-            .as_ref()
-            .map_or(2, |t| t.metrics.len() + 2);
+        let rows = self.order();
+        let ncols = self.table.as_ref().map_or(2, |t| t.metrics.len() + 2);
         match a {
-            Action::Up => self.compare.row = self.compare.row.saturating_sub(1),
-            Action::Down => {
-                self.compare.row = (self.compare.row + 1).min(rows.len().saturating_sub(1))
-            }
-            Action::Left => self.compare.col = self.compare.col.saturating_sub(1),
-            Action::Right => self.compare.col = (self.compare.col + 1).min(ncols - 1),
-            Action::Top => self.compare.row = 0,
-            Action::Bottom => self.compare.row = rows.len().saturating_sub(1),
+            Action::Up => self.row = self.row.saturating_sub(1),
+            Action::Down => self.row = (self.row + 1).min(rows.len().saturating_sub(1)),
+            Action::Left => self.col = self.col.saturating_sub(1),
+            Action::Right => self.col = (self.col + 1).min(ncols - 1),
+            Action::Top => self.row = 0,
+            Action::Bottom => self.row = rows.len().saturating_sub(1),
             Action::SortColumn => {
-                let c = self.compare.col;
-                self.compare.sort = match self.compare.sort {
+                let c = self.col;
+                self.sort = match self.sort {
                     Some((sc, desc)) if sc == c => Some((c, !desc)),
                     _ => Some((c, c >= 2)),
                 };
             }
             Action::SetBaseline => {
-                let t = self.compare.table.as_ref();
-                if let Some(row) = rows.get(self.compare.row).and_then(|&i| t?.rows.get(i)) {
-                    self.compare.baseline = Some(row.system.clone());
-                    self.request_compare();
+                let t = self.table.as_ref();
+                if let Some(row) = rows.get(self.row).and_then(|&i| t?.rows.get(i)) {
+                    self.baseline = Some(row.system.clone());
+                    self.request(cx);
                 }
             }
             Action::Enter => {
-                let Some(t) = self.compare.table.as_ref() else {
+                let Some(t) = self.table.as_ref() else {
                     return;
                 };
-                let Some(row) = rows.get(self.compare.row).map(|&i| &t.rows[i]) else {
+                let Some(row) = rows.get(self.row).map(|&i| &t.rows[i]) else {
                     return;
                 };
-                let Some(m) = self.compare.selected_metric() else {
+                let Some(m) = self.selected_metric() else {
                     return;
                 };
                 match t.drill_down(&row.system, m, 0) {
-                    Ok(view) => self.compare.drill = Some(Drill { view, scroll: 0 }),
-                    Err(e) => self.error(e.to_string()),
+                    Ok(view) => self.drill = Some(Drill { view, scroll: 0 }),
+                    Err(e) => cx.error(e.to_string()),
                 }
             }
             Action::ExportMarkdown | Action::ExportCsv => {
-                let Some(t) = self.compare.table.as_ref() else {
-                    return self.error("no table to export");
+                let Some(t) = self.table.as_ref() else {
+                    return cx.error("no table to export");
                 };
                 let format = if a == Action::ExportCsv {
                     TableFormat::Csv
@@ -226,7 +260,7 @@ impl App {
                         }
                     })
                     .collect();
-                self.compare.export = Some(ExportPrompt {
+                self.export = Some(ExportPrompt {
                     path: format!("compare-{name}.{}", format.extension()),
                     format,
                 });
@@ -236,9 +270,9 @@ impl App {
     }
 
     /// Keys of the open drill-down: scroll, ←→ another metric, Enter or Esc closes.
-    fn drill_action(&mut self, a: Action) {
+    fn drill_action(&mut self, a: Action, cx: &mut Ctx<'_>) {
         let page = 10;
-        let Some(d) = self.compare.drill.as_mut() else {
+        let Some(d) = self.drill.as_mut() else {
             return;
         };
         let last = d.view.rows.len().saturating_sub(1);
@@ -250,7 +284,7 @@ impl App {
             Action::Top => d.scroll = 0,
             Action::Bottom => d.scroll = last,
             Action::Left | Action::Right => {
-                let Some(t) = self.compare.table.as_ref() else {
+                let Some(t) = self.table.as_ref() else {
                     return;
                 };
                 let n = t.metrics.len();
@@ -264,19 +298,19 @@ impl App {
                 };
                 if let Ok(view) = t.drill_down(&d.view.system, t.metrics[j], 0) {
                     *d = Drill { view, scroll: 0 };
-                    self.compare.col = j + 2;
+                    self.col = j + 2;
                 }
             }
-            Action::Enter => self.open_rankings(),
-            Action::Close => self.compare.drill = None,
+            Action::Enter => self.open_rankings(cx),
+            Action::Close => self.drill = None,
             _ => {}
         }
     }
 
     /// Enter on the drill-down's first row: both sessions' rankings of
     /// that query, asked of the backend.
-    fn open_rankings(&mut self) {
-        let Some(d) = self.compare.drill.as_ref() else {
+    fn open_rankings(&mut self, cx: &mut Ctx<'_>) {
+        let Some(d) = self.drill.as_ref() else {
             return;
         };
         let Some(row) = d.view.rows.get(d.scroll) else {
@@ -286,24 +320,23 @@ impl App {
         let ids: Option<Vec<String>> = systems
             .iter()
             .map(|l| {
-                self.compare
-                    .sessions
+                self.sessions
                     .iter()
                     .find(|(_, label)| label == l)
                     .map(|(id, _)| id.clone())
             })
             .collect();
         let Some(ids) = ids else {
-            return self.error("the table changed: press Esc and open the query again");
+            return cx.error("the table changed: press Esc and open the query again");
         };
-        self.compare.rankings = Some(Rankings {
+        self.rankings = Some(Rankings {
             qid: row.query.clone(),
             name: row.name().to_string(),
             systems,
             result: None,
             scroll: 0,
         });
-        self.outbox.push(Request::Rankings {
+        cx.send(Request::Rankings {
             sessions: ids,
             qid: row.query.clone(),
         });
@@ -312,7 +345,7 @@ impl App {
     /// Keys of the rankings view: scroll both lists; Enter or Esc goes back
     /// to the per-query list.
     fn rankings_action(&mut self, a: Action) {
-        let Some(r) = self.compare.rankings.as_mut() else {
+        let Some(r) = self.rankings.as_mut() else {
             return;
         };
         let last = RANKING_K.saturating_sub(1);
@@ -320,32 +353,32 @@ impl App {
             Action::Up => r.scroll = r.scroll.saturating_sub(1),
             Action::Down => r.scroll = (r.scroll + 1).min(last),
             Action::Top => r.scroll = 0,
-            Action::Enter | Action::Close => self.compare.rankings = None,
+            Action::Enter | Action::Close => self.rankings = None,
             _ => {}
         }
     }
 
     /// A key while the export path is typed: Enter writes, Esc cancels.
-    pub(crate) fn compare_edit_key(&mut self, k: KeyEvent) {
-        let Some(p) = self.compare.export.as_mut() else {
+    fn export_key(&mut self, k: KeyEvent, cx: &mut Ctx<'_>) {
+        let Some(p) = self.export.as_mut() else {
             return;
         };
         match k.code {
-            KeyCode::Esc => self.compare.export = None,
+            KeyCode::Esc => self.export = None,
             KeyCode::Enter => {
-                let Some(p) = self.compare.export.take() else {
+                let Some(p) = self.export.take() else {
                     return;
                 };
                 let path = std::path::PathBuf::from(p.path.trim());
                 if path.as_os_str().is_empty() {
-                    return self.error("no path to export to");
+                    return cx.error("no path to export to");
                 }
-                let Some(table) = self.compare.table.clone() else {
-                    return self.error("no table to export");
+                let Some(table) = self.table.clone() else {
+                    return cx.error("no table to export");
                 };
                 let format = TableFormat::from_path(&path).unwrap_or(p.format);
-                self.outbox.push(Request::Export {
-                    table,
+                cx.send(Request::Export {
+                    table: Box::new(table),
                     path,
                     format,
                 });
@@ -359,59 +392,152 @@ impl App {
         }
     }
 
-    /// Applies this screen's answer (see [`App::on_reply`]); `false` when
-    /// nothing shown changed.
-    pub(crate) fn compare_reply(&mut self, r: Reply) -> bool {
+    fn reply(&mut self, r: Reply, cx: &mut Ctx<'_>) -> bool {
         let mut changed = true;
         match r {
-            Reply::CompareProgress { fraction, what } => {
-                if self.compare.pending {
-                    self.compare.progress = Some((fraction, what));
+            Reply::Progress { fraction, what } => {
+                if self.pending {
+                    self.progress = Some((fraction, what));
                 } else {
                     changed = false; // a late report of a finished table
                 }
             }
-            Reply::Compared(res) => {
-                self.compare.pending = false;
-                self.compare.progress = None;
-                if std::mem::take(&mut self.compare.again) {
-                    self.request_compare();
+            Reply::Table(res) => {
+                self.pending = false;
+                self.progress = None;
+                if std::mem::take(&mut self.again) {
+                    self.request(cx);
                 }
                 match res {
                     Ok(t) => {
                         // an open drill-down follows the new table (another baseline)
-                        if let Some(d) = &self.compare.drill {
-                            self.compare.drill = t
-                                .drill_down(&d.view.system, d.view.metric, 0)
-                                .ok()
-                                .map(|view| Drill {
-                                    scroll: d.scroll.min(view.rows.len().saturating_sub(1)),
-                                    view,
-                                });
+                        if let Some(d) = &self.drill {
+                            self.drill =
+                                t.drill_down(&d.view.system, d.view.metric, 0)
+                                    .ok()
+                                    .map(|view| Drill {
+                                        scroll: d.scroll.min(view.rows.len().saturating_sub(1)),
+                                        view,
+                                    });
                         }
-                        self.compare.table = Some(t);
-                        self.compare.error = None;
+                        self.table = Some(t);
+                        self.error = None;
                     }
-                    Err(e) => self.compare.error = Some(e),
+                    Err(e) => self.error = Some(e),
                 }
             }
-            Reply::Rankings { qid, result } => match self.compare.rankings.as_mut() {
+            Reply::Rankings { qid, result } => match self.rankings.as_mut() {
                 Some(r) if r.qid == qid => r.result = Some(result),
                 _ => changed = false, // a view closed meanwhile
             },
             Reply::Exported(res) => match res {
-                Ok(p) => self.info(format!("wrote {}", p.display())),
-                Err(e) => self.error(e),
+                Ok(p) => cx.info(format!("wrote {}", p.display())),
+                Err(e) => cx.error(e),
             },
-            _ => return false,
         }
         changed
     }
 }
 
-pub fn draw(f: &mut Frame, app: &App, area: Rect) {
-    let th = &app.settings.theme;
-    let c = &app.compare;
+impl Screen for CompareScreen {
+    type Request = Request;
+    type Reply = Reply;
+
+    fn execute(
+        backend: &dyn Backend,
+        req: Request,
+        progress: &(dyn Fn(Reply) + Send + Sync),
+    ) -> Reply {
+        let s = |e: rosetta::Error| e.to_string();
+        match req {
+            Request::Table { sessions, baseline } => {
+                let cb = |fraction: f64, what: &str| {
+                    progress(Reply::Progress {
+                        fraction,
+                        what: what.to_string(),
+                    })
+                };
+                Reply::Table(
+                    backend
+                        .compare(&sessions, baseline.as_deref(), &cb)
+                        .map_err(s),
+                )
+            }
+            Request::Rankings { sessions, qid } => Reply::Rankings {
+                result: sessions
+                    .iter()
+                    .map(|id| backend.judged_ranking(id, &qid, RANKING_K))
+                    .collect::<rosetta::Result<Vec<_>>>()
+                    .map_err(s),
+                qid,
+            },
+            Request::Export {
+                table,
+                path,
+                format,
+            } => Reply::Exported(
+                backend
+                    .export_compare(&table, &path, format)
+                    .map(|()| path)
+                    .map_err(s),
+            ),
+        }
+    }
+
+    fn failed(req: &Request, msg: String) -> Reply {
+        match req {
+            Request::Table { .. } => Reply::Table(Err(msg)),
+            Request::Rankings { qid, .. } => Reply::Rankings {
+                qid: qid.clone(),
+                result: Err(msg),
+            },
+            Request::Export { .. } => Reply::Exported(Err(msg)),
+        }
+    }
+
+    fn on_reply(&mut self, r: Reply, cx: &mut Ctx<'_>) -> bool {
+        self.reply(r, cx)
+    }
+
+    fn on_action(&mut self, a: Action, cx: &mut Ctx<'_>) {
+        self.action(a, cx)
+    }
+
+    fn on_show(&mut self, cx: &mut Ctx<'_>) {
+        self.request(cx)
+    }
+
+    fn on_close(&mut self, cx: &mut Ctx<'_>) {
+        *cx.message = None;
+        // one level back: rankings to queries, queries to the table
+        if self.rankings.take().is_none() {
+            self.drill = None;
+        }
+    }
+
+    fn editing(&self) -> bool {
+        self.export.is_some()
+    }
+
+    fn edit_key(&mut self, k: KeyEvent, cx: &mut Ctx<'_>) {
+        self.export_key(k, cx)
+    }
+
+    fn stop_editing(&mut self) {
+        self.export = None;
+    }
+
+    fn draw(&self, f: &mut Frame, area: Rect, v: &View<'_>) {
+        draw(f, self, v, area)
+    }
+
+    fn hints(&self, km: &Keymap) -> String {
+        hints(self, km)
+    }
+}
+
+fn draw(f: &mut Frame, c: &CompareScreen, v: &View<'_>, area: Rect) {
+    let th = &v.settings.theme;
     let [sa, ta, fa] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Min(3),
@@ -453,10 +579,10 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     };
     f.render_widget(Paragraph::new(Span::styled(scope, th.dim())), sa);
     if let Some(r) = &c.rankings {
-        return draw_rankings(f, app, r, ta, fa);
+        return draw_rankings(f, v, r, ta, fa);
     }
     if let Some(d) = &c.drill {
-        return draw_drill(f, app, d, ta, fa);
+        return draw_drill(f, v, d, ta, fa);
     }
     let wtl_metric = c.selected_metric();
     let order = c.order();
@@ -609,7 +735,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         &mut st,
     );
     if let Some(p) = &c.export {
-        return draw_prompt(f, app, p, fa);
+        return draw_prompt(f, v, p, fa);
     }
     // the selected cell's figures first: what a narrow footer keeps
     let sel_row = order.get(c.row).map(|&i| &t.rows[i]);
@@ -709,8 +835,8 @@ fn table_layout(
 
 /// The drill-down in place of the table: one row per paired query, largest
 /// difference first, from the scroll position.
-fn draw_drill(f: &mut Frame, app: &App, d: &Drill, area: Rect, foot: Rect) {
-    let th = &app.settings.theme;
+fn draw_drill(f: &mut Frame, v: &View<'_>, d: &Drill, area: Rect, foot: Rect) {
+    let th = &v.settings.theme;
     let v = &d.view;
     let header = Row::new(vec![
         Cell::from(Span::styled("query", th.accent())),
@@ -836,8 +962,8 @@ pub(crate) fn query_column(names: &[&str], inner: usize) -> (usize, Vec<String>,
 /// The rankings view: the baseline's ranking and the drilled session's of
 /// one query side by side, ✓ on relevant documents, and where each
 /// relevant document came.
-fn draw_rankings(f: &mut Frame, app: &App, r: &Rankings, area: Rect, foot: Rect) {
-    let th = &app.settings.theme;
+fn draw_rankings(f: &mut Frame, v: &View<'_>, r: &Rankings, area: Rect, foot: Rect) {
+    let th = &v.settings.theme;
     let lists = match &r.result {
         None => {
             f.render_widget(
@@ -926,8 +1052,8 @@ fn draw_rankings(f: &mut Frame, app: &App, r: &Rankings, area: Rect, foot: Rect)
 }
 
 /// The export prompt on the footer line.
-fn draw_prompt(f: &mut Frame, app: &App, p: &ExportPrompt, area: Rect) {
-    let th = &app.settings.theme;
+fn draw_prompt(f: &mut Frame, v: &View<'_>, p: &ExportPrompt, area: Rect) {
+    let th = &v.settings.theme;
     let line = Line::from(vec![
         Span::styled(" export to: ", th.accent()),
         Span::raw(p.path.clone()),
@@ -941,18 +1067,17 @@ fn draw_prompt(f: &mut Frame, app: &App, p: &ExportPrompt, area: Rect) {
 }
 
 /// This screen's key hints on the status line.
-pub fn hints(app: &App) -> String {
-    let km = &app.settings.keymap;
+fn hints(c: &CompareScreen, km: &Keymap) -> String {
     let k = |c, a| km.keys_for(c, a);
     use Context as C;
-    if app.compare.rankings.is_some() {
+    if c.rankings.is_some() {
         return format!(
             "↑↓ scroll · {}/{} back to the queries",
             k(C::Compare, Action::Enter),
             k(C::Compare, Action::Close)
         );
     }
-    if app.compare.drill.is_some() {
+    if c.drill.is_some() {
         return format!(
             "↑↓ scroll · ←→ metric · {} the top query's rankings · {} back to the table",
             k(C::Compare, Action::Enter),

@@ -1,14 +1,14 @@
-//! The Data screen: a workspace's figures —
-//! state, key handling, backend answers and drawing.
+//! The Data screen: a workspace's figures — state, key handling, backend
+//! answers and drawing, as a [`Screen`].
 
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Row, Table, Wrap};
 use ratatui::Frame;
 
-use crate::tui::app::{App, Reply, Request};
+use super::{Ctx, Screen, View};
 use crate::tui::backend::*;
-use crate::tui::keymap::{Action, Context};
+use crate::tui::keymap::{Action, Context, Keymap};
 use crate::tui::ui::*;
 
 /// Data screen state.
@@ -24,57 +24,107 @@ pub struct DataScreen {
     pub error: Option<String>,
 }
 
-impl App {
-    pub(crate) fn request_data(&mut self) {
-        let ws = self
-            .jobs
+/// Work the Data screen asks of the backend.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Request {
+    /// Figures of a workspace.
+    WorkspaceStats(String),
+}
+
+/// The backend's answers to [`Request`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// A workspace's figures.
+    Stats {
+        workspace: String,
+        result: Result<WorkspaceStats, String>,
+    },
+}
+
+impl DataScreen {
+    fn request(&mut self, cx: &mut Ctx<'_>) {
+        let ws = cx
             .selected_session()
             .map(|s| s.workspace.clone())
             .filter(|w| !w.is_empty())
-            .unwrap_or_else(|| self.settings.workspace.clone());
-        if ws.is_empty() || self.data.pending {
+            .unwrap_or_else(|| cx.settings.workspace.clone());
+        if ws.is_empty() || self.pending {
             return;
         }
-        if self.data.workspace.as_deref() == Some(ws.as_str()) && self.data.stats.is_some() {
+        if self.workspace.as_deref() == Some(ws.as_str()) && self.stats.is_some() {
             return;
         }
-        self.data.workspace = Some(ws.clone());
-        self.data.pending = true;
-        self.outbox.push(Request::WorkspaceStats(ws));
-    }
-
-    pub(crate) fn data_action(&mut self, a: Action) {
-        if a == Action::Refresh {
-            self.data.stats = None;
-            self.request_data();
-        }
-    }
-
-    /// Applies this screen's answer (see [`App::on_reply`]); `false` when
-    /// nothing shown changed.
-    pub(crate) fn data_reply(&mut self, r: Reply) -> bool {
-        match r {
-            Reply::Stats { workspace, result } => {
-                if self.data.workspace.as_deref() == Some(workspace.as_str()) {
-                    self.data.pending = false;
-                    match result {
-                        Ok(s) => {
-                            self.data.stats = Some(s);
-                            self.data.error = None;
-                        }
-                        Err(e) => self.data.error = Some(e),
-                    }
-                }
-            }
-            _ => return false,
-        }
-        true
+        self.workspace = Some(ws.clone());
+        self.pending = true;
+        cx.send(Request::WorkspaceStats(ws));
     }
 }
 
-pub fn draw(f: &mut Frame, app: &App, area: Rect) {
-    let th = &app.settings.theme;
-    let d = &app.data;
+impl Screen for DataScreen {
+    type Request = Request;
+    type Reply = Reply;
+
+    fn execute(
+        backend: &dyn Backend,
+        req: Request,
+        _progress: &(dyn Fn(Reply) + Send + Sync),
+    ) -> Reply {
+        match req {
+            Request::WorkspaceStats(workspace) => {
+                let result = backend
+                    .workspace_stats(&workspace)
+                    .map_err(|e| e.to_string());
+                Reply::Stats { workspace, result }
+            }
+        }
+    }
+
+    fn failed(req: &Request, msg: String) -> Reply {
+        match req.clone() {
+            Request::WorkspaceStats(workspace) => Reply::Stats {
+                workspace,
+                result: Err(msg),
+            },
+        }
+    }
+
+    fn on_reply(&mut self, r: Reply, _cx: &mut Ctx<'_>) -> bool {
+        let Reply::Stats { workspace, result } = r;
+        if self.workspace.as_deref() == Some(workspace.as_str()) {
+            self.pending = false;
+            match result {
+                Ok(s) => {
+                    self.stats = Some(s);
+                    self.error = None;
+                }
+                Err(e) => self.error = Some(e),
+            }
+        }
+        true
+    }
+
+    fn on_action(&mut self, a: Action, cx: &mut Ctx<'_>) {
+        if a == Action::Refresh {
+            self.stats = None;
+            self.request(cx);
+        }
+    }
+
+    fn on_show(&mut self, cx: &mut Ctx<'_>) {
+        self.request(cx);
+    }
+
+    fn draw(&self, f: &mut Frame, area: Rect, v: &View<'_>) {
+        draw(f, self, v, area)
+    }
+
+    fn hints(&self, km: &Keymap) -> String {
+        format!("{} reload", km.keys_for(Context::Data, Action::Refresh))
+    }
+}
+
+fn draw(f: &mut Frame, d: &DataScreen, v: &View<'_>, area: Rect) {
+    let th = &v.settings.theme;
     let title = format!(" Workspace {} ", d.workspace.as_deref().unwrap_or(""));
     let Some(s) = &d.stats else {
         let msg = if let Some(e) = &d.error {
@@ -169,12 +219,4 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         Paragraph::new(lines).block(block(th, " Vocabulary, coverage, dictionary ", false)),
         fa,
     );
-}
-
-/// This screen's key hints on the status line.
-pub fn hints(app: &App) -> String {
-    let km = &app.settings.keymap;
-    let k = |c, a| km.keys_for(c, a);
-    use Context as C;
-    format!("{} reload", k(C::Data, Action::Refresh))
 }

@@ -8,9 +8,12 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, List, ListItem, ListState, Paragraph, Row, Table, TableState, Wrap};
 use ratatui::Frame;
 
-use crate::tui::app::{App, PickFor, Popup, Reply, Request};
+use crossterm::event::{KeyCode, KeyEvent};
+
+use super::{edit_text, Ctx, Screen, View};
+use crate::tui::app::{PickFor, Popup};
 use crate::tui::backend::*;
-use crate::tui::keymap::{Action, Context};
+use crate::tui::keymap::{Action, Context, Keymap};
 use crate::tui::ui::*;
 use rosetta::text::Side;
 
@@ -145,75 +148,117 @@ impl Default for NeighScreen {
     }
 }
 
-impl App {
+/// Work the Neighbours screen asks of the backend.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Request {
+    /// Look up a term's neighbours for one pane.
+    Neighbours {
+        pane: usize,
+        seq: u64,
+        session: String,
+        term: String,
+        side: Side,
+        k: usize,
+        csls: bool,
+    },
+    /// List a session's term associations (the association table).
+    Associations {
+        seq: u64,
+        session: String,
+        options: AssocOptions,
+    },
+    /// Write the rows of an association table matching `filter` as TSV.
+    Export {
+        table: Box<Associations>,
+        filter: String,
+        path: std::path::PathBuf,
+    },
+}
+
+/// The backend's answers to [`Request`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    Neighbours {
+        pane: usize,
+        seq: u64,
+        result: Result<NeighbourResult, String>,
+    },
+    Associations {
+        seq: u64,
+        result: Result<Associations, String>,
+    },
+    /// Rows written and where.
+    Exported(Result<(std::path::PathBuf, usize), String>),
+}
+
+impl NeighScreen {
     /// Looks `term` up in both panes; `record` adds it to the history.
-    pub(crate) fn lookup(&mut self, term: String, side: Side, record: bool) {
+    fn lookup(&mut self, cx: &mut Ctx<'_>, term: String, side: Side, record: bool) {
         if term.is_empty() {
             return;
         }
-        self.neigh.query = term.clone();
-        self.neigh.side = side;
-        self.neigh.selected = 0;
+        self.query = term.clone();
+        self.side = side;
+        self.selected = 0;
         if record {
-            self.neigh
-                .history
-                .truncate(self.neigh.hist_pos + usize::from(!self.neigh.history.is_empty()));
-            if self.neigh.history.last() != Some(&(term.clone(), side)) {
-                self.neigh.history.push((term.clone(), side));
+            self.history
+                .truncate(self.hist_pos + usize::from(!self.history.is_empty()));
+            if self.history.last() != Some(&(term.clone(), side)) {
+                self.history.push((term.clone(), side));
             }
-            self.neigh.hist_pos = self.neigh.history.len() - 1;
+            self.hist_pos = self.history.len() - 1;
         }
         let mut any = false;
         for pane in 0..2 {
-            let Some(session) = self.neigh.panes[pane].session.clone() else {
+            let Some(session) = self.panes[pane].session.clone() else {
                 continue;
             };
             any = true;
-            let p = &mut self.neigh.panes[pane];
+            let p = &mut self.panes[pane];
             p.seq += 1;
             p.pending = true;
-            self.outbox.push(Request::Neighbours {
+            cx.send(Request::Neighbours {
                 pane,
                 seq: p.seq,
                 session,
                 term: term.clone(),
                 side,
-                k: self.neigh.k,
-                csls: self.neigh.csls,
+                k: self.k,
+                csls: self.csls,
             });
         }
         if !any {
-            self.error("choose a session first (s)");
+            cx.error("choose a session first (s)");
         }
     }
 
     /// Enter while typing: runs the lookup, or (association mode) keeps
     /// the filter or writes the export file.
-    pub(crate) fn neigh_submit(&mut self, input: Option<AssocInput>) {
+    fn submit(&mut self, input: Option<AssocInput>, cx: &mut Ctx<'_>) {
         match input {
-            Some(AssocInput::Filter) => self.neigh.assoc.selected = 0,
-            Some(AssocInput::Path) => self.export_associations(),
+            Some(AssocInput::Filter) => self.assoc.selected = 0,
+            Some(AssocInput::Path) => self.export_associations(cx),
             None => {
-                let q = self.neigh.query.trim().to_string();
-                let side = self.neigh.side;
-                self.lookup(q, side, true);
+                let q = self.query.trim().to_string();
+                let side = self.side;
+                self.lookup(cx, q, side, true);
             }
         }
     }
 
     /// Asks for the association table of the focused pane's session with
     /// the current kind and CSLS setting, unless it is already shown or asked.
-    pub(crate) fn request_associations(&mut self) {
-        let Some(session) = self.neigh.panes[self.neigh.pane].session.clone() else {
-            self.error("choose a session first (s)");
+    fn request_associations(&mut self, cx: &mut Ctx<'_>) {
+        let Some(session) = self.panes[self.pane].session.clone() else {
+            cx.error("choose a session first (s)");
             return;
         };
         let options = AssocOptions {
-            kind: self.neigh.assoc.kind,
-            csls: self.neigh.csls,
+            kind: self.assoc.kind,
+            csls: self.csls,
             ..Default::default()
         };
-        let a = &mut self.neigh.assoc;
+        let a = &mut self.assoc;
         let wanted = Some((session.clone(), options));
         if a.asked == wanted && (a.table.is_some() || a.pending) {
             return;
@@ -222,34 +267,34 @@ impl App {
         a.seq += 1;
         a.pending = true;
         a.error = None;
-        self.outbox.push(Request::Associations {
+        cx.send(Request::Associations {
             seq: a.seq,
             session,
             options,
         });
     }
 
-    fn export_associations(&mut self) {
-        let path = self.neigh.assoc.path.trim().to_string();
+    fn export_associations(&mut self, cx: &mut Ctx<'_>) {
+        let path = self.assoc.path.trim().to_string();
         if path.is_empty() {
-            self.error("no file given: nothing exported");
+            cx.error("no file given: nothing exported");
             return;
         }
-        let Some(t) = &self.neigh.assoc.table else {
-            self.error("no association table to export yet");
+        let Some(t) = &self.assoc.table else {
+            cx.error("no association table to export yet");
             return;
         };
-        self.outbox.push(Request::ExportAssociations {
+        cx.send(Request::Export {
             table: Box::new(t.clone()),
-            filter: self.neigh.assoc.filter.clone(),
+            filter: self.assoc.filter.clone(),
             path: path.into(),
         });
     }
 
-    fn assoc_action(&mut self, a: Action) {
-        let n = self.neigh.assoc.shown().len();
+    fn assoc_action(&mut self, a: Action, cx: &mut Ctx<'_>) {
+        let n = self.assoc.shown().len();
         let last = n.saturating_sub(1);
-        let av = &mut self.neigh.assoc;
+        let av = &mut self.assoc;
         match a {
             Action::ToggleAssoc => av.on = false,
             Action::Filter => av.input = Some(AssocInput::Filter),
@@ -270,16 +315,16 @@ impl App {
             Action::AssocKind => {
                 av.kind = av.kind.other();
                 av.selected = 0;
-                self.request_associations();
+                self.request_associations(cx);
             }
             Action::ToggleCsls => {
-                self.neigh.csls = !self.neigh.csls;
-                self.neigh.assoc.selected = 0;
-                self.request_associations();
+                self.csls = !self.csls;
+                self.assoc.selected = 0;
+                self.request_associations(cx);
             }
             Action::AssocExport => {
                 if av.table.is_none() {
-                    self.error("no association table to export yet");
+                    cx.error("no association table to export yet");
                     return;
                 }
                 if av.path.is_empty() {
@@ -287,137 +332,128 @@ impl App {
                 }
                 av.input = Some(AssocInput::Path);
             }
-            Action::Left | Action::Right if self.neigh.panes[1].session.is_some() => {
-                self.neigh.pane = usize::from(a == Action::Right);
-                self.neigh.assoc.selected = 0;
-                self.request_associations();
+            Action::Left | Action::Right if self.panes[1].session.is_some() => {
+                self.pane = usize::from(a == Action::Right);
+                self.assoc.selected = 0;
+                self.request_associations(cx);
             }
             Action::PickSession | Action::PickSession2 => {
-                self.popup = Some(Popup::Picker {
+                *cx.popup = Some(Popup::Picker {
                     purpose: PickFor::Neighbours(usize::from(a == Action::PickSession2)),
-                    selected: self.picker_start(),
+                    selected: cx.picker_start(),
                 })
             }
             Action::Enter => {
                 // look the selected row's source word up
                 let word = self
-                    .neigh
                     .assoc
                     .shown()
-                    .get(self.neigh.assoc.selected)
+                    .get(self.assoc.selected)
                     .map(|r| r.source.clone());
                 if let Some(w) = word {
-                    self.neigh.assoc.on = false;
-                    self.lookup(w, Side::Source, true);
+                    self.assoc.on = false;
+                    self.lookup(cx, w, Side::Source, true);
                 }
             }
             _ => {}
         }
     }
 
-    pub(crate) fn neigh_action(&mut self, a: Action) {
-        if self.neigh.assoc.on {
-            return self.assoc_action(a);
+    fn action(&mut self, a: Action, cx: &mut Ctx<'_>) {
+        if self.assoc.on {
+            return self.assoc_action(a, cx);
         }
         if a == Action::ToggleAssoc {
-            self.neigh.assoc.on = true;
-            self.full_redraw = true;
-            return self.request_associations();
+            self.assoc.on = true;
+            *cx.full_redraw = true;
+            return self.request_associations(cx);
         }
-        let pane = &self.neigh.panes[self.neigh.pane];
+        let pane = &self.panes[self.pane];
         let n = pane.result.as_ref().map_or(0, |r| {
-            if self.neigh.list == 0 {
+            if self.list == 0 {
                 r.cross.len()
             } else {
                 r.own.len()
             }
         });
         match a {
-            Action::Filter => self.neigh.editing = true,
-            Action::Up => self.neigh.selected = self.neigh.selected.saturating_sub(1),
-            Action::Down => {
-                self.neigh.selected = (self.neigh.selected + 1).min(n.saturating_sub(1))
-            }
-            Action::Top => self.neigh.selected = 0,
-            Action::Bottom => self.neigh.selected = n.saturating_sub(1),
-            Action::Left | Action::Right if self.neigh.panes[1].session.is_some() => {
-                self.neigh.pane = usize::from(a == Action::Right);
-                self.neigh.selected = 0;
+            Action::Filter => self.editing = true,
+            Action::Up => self.selected = self.selected.saturating_sub(1),
+            Action::Down => self.selected = (self.selected + 1).min(n.saturating_sub(1)),
+            Action::Top => self.selected = 0,
+            Action::Bottom => self.selected = n.saturating_sub(1),
+            Action::Left | Action::Right if self.panes[1].session.is_some() => {
+                self.pane = usize::from(a == Action::Right);
+                self.selected = 0;
             }
             Action::SwitchPane => {
-                self.neigh.list = 1 - self.neigh.list;
-                self.neigh.selected = 0;
+                self.list = 1 - self.list;
+                self.selected = 0;
             }
             Action::PickSession | Action::PickSession2 => {
-                self.popup = Some(Popup::Picker {
+                *cx.popup = Some(Popup::Picker {
                     purpose: PickFor::Neighbours(usize::from(a == Action::PickSession2)),
-                    selected: self.picker_start(),
+                    selected: cx.picker_start(),
                 })
             }
             Action::ToggleSide => {
-                self.neigh.side = self.neigh.side.other();
-                let q = self.neigh.query.trim().to_string();
-                let side = self.neigh.side;
+                self.side = self.side.other();
+                let q = self.query.trim().to_string();
+                let side = self.side;
                 if !q.is_empty() {
-                    self.lookup(q, side, true);
+                    self.lookup(cx, q, side, true);
                 }
             }
             Action::ToggleCsls => {
-                self.neigh.csls = !self.neigh.csls;
-                let q = self.neigh.query.trim().to_string();
-                let side = self.neigh.side;
+                self.csls = !self.csls;
+                let q = self.query.trim().to_string();
+                let side = self.side;
                 if !q.is_empty() {
-                    self.lookup(q, side, false);
+                    self.lookup(cx, q, side, false);
                 }
             }
             Action::Enter => {
-                let Some(r) = &self.neigh.panes[self.neigh.pane].result else {
-                    self.neigh.editing = true;
+                let Some(r) = &self.panes[self.pane].result else {
+                    self.editing = true;
                     return;
                 };
-                let list = if self.neigh.list == 0 {
-                    &r.cross
-                } else {
-                    &r.own
-                };
-                if let Some(nb) = list.get(self.neigh.selected) {
-                    let side = if self.neigh.list == 0 {
-                        self.neigh.side.other()
+                let list = if self.list == 0 { &r.cross } else { &r.own };
+                if let Some(nb) = list.get(self.selected) {
+                    let side = if self.list == 0 {
+                        self.side.other()
                     } else {
-                        self.neigh.side
+                        self.side
                     };
                     // the surface word analyses to the term again
                     let t = nb.surface.clone();
-                    self.lookup(t, side, true);
+                    self.lookup(cx, t, side, true);
                 }
             }
             Action::Back | Action::Forward => {
-                let pos = self.neigh.hist_pos;
+                let pos = self.hist_pos;
                 let new = if a == Action::Back {
                     pos.checked_sub(1)
                 } else {
-                    (pos + 1 < self.neigh.history.len()).then_some(pos + 1)
+                    (pos + 1 < self.history.len()).then_some(pos + 1)
                 };
                 if let Some(p) = new {
-                    self.neigh.hist_pos = p;
-                    let (t, s) = self.neigh.history[p].clone();
-                    self.lookup(t, s, false);
+                    self.hist_pos = p;
+                    let (t, s) = self.history[p].clone();
+                    self.lookup(cx, t, s, false);
                 }
             }
             _ => {}
         }
     }
 
-    /// Applies this screen's answer (see [`App::on_reply`]); `false` when
-    /// nothing shown changed.
-    pub(crate) fn neighbours_reply(&mut self, r: Reply) -> bool {
+    fn reply(&mut self, r: Reply, cx: &mut Ctx<'_>) -> bool {
         match r {
             Reply::Associations { seq, result } => {
-                let a = &mut self.neigh.assoc;
+                let a = &mut self.assoc;
                 if seq != a.seq {
                     return false;
                 }
-                self.full_redraw = true;
+                *cx.full_redraw = true;
                 a.pending = false;
                 a.selected = 0;
                 match result {
@@ -432,16 +468,16 @@ impl App {
                     }
                 }
             }
-            Reply::AssociationsExported(r) => match r {
-                Ok((path, n)) => self.info(format!("wrote {n} rows to {}", path.display())),
-                Err(e) => self.error(format!("export failed: {e}")),
+            Reply::Exported(r) => match r {
+                Ok((path, n)) => cx.info(format!("wrote {n} rows to {}", path.display())),
+                Err(e) => cx.error(format!("export failed: {e}")),
             },
             Reply::Neighbours { pane, seq, result } => {
-                let p = &mut self.neigh.panes[pane.min(1)];
+                let p = &mut self.panes[pane.min(1)];
                 if seq != p.seq {
                     return false;
                 }
-                self.full_redraw = true;
+                *cx.full_redraw = true;
                 p.pending = false;
                 match result {
                     Ok(r) => {
@@ -454,9 +490,137 @@ impl App {
                     }
                 }
             }
-            _ => return false,
         }
         true
+    }
+
+    /// The session chosen for pane `p` in the picker (or on Jobs): look the
+    /// term up there.
+    pub(crate) fn pick(&mut self, p: usize, id: String, cx: &mut Ctx<'_>) {
+        self.panes[p] = NeighPane::new(id);
+        let q = self.query.trim().to_string();
+        if !q.is_empty() {
+            let side = self.side;
+            self.lookup(cx, q, side, false);
+        }
+        if self.assoc.on {
+            self.request_associations(cx);
+        }
+    }
+}
+
+impl Screen for NeighScreen {
+    type Request = Request;
+    type Reply = Reply;
+
+    fn execute(
+        backend: &dyn Backend,
+        req: Request,
+        _progress: &(dyn Fn(Reply) + Send + Sync),
+    ) -> Reply {
+        let s = |e: rosetta::Error| e.to_string();
+        match req {
+            Request::Neighbours {
+                pane,
+                seq,
+                session,
+                term,
+                side,
+                k,
+                csls,
+            } => Reply::Neighbours {
+                pane,
+                seq,
+                result: backend
+                    .neighbours(&session, &term, side, k, csls)
+                    .map_err(s),
+            },
+            Request::Associations {
+                seq,
+                session,
+                options,
+            } => Reply::Associations {
+                seq,
+                result: backend.associations(&session, &options).map_err(s),
+            },
+            Request::Export {
+                table,
+                filter,
+                path,
+            } => Reply::Exported(
+                backend
+                    .export_associations(&table, &filter, &path)
+                    .map(|n| (path, n))
+                    .map_err(s),
+            ),
+        }
+    }
+
+    fn failed(req: &Request, msg: String) -> Reply {
+        match *req {
+            Request::Neighbours { pane, seq, .. } => Reply::Neighbours {
+                pane,
+                seq,
+                result: Err(msg),
+            },
+            Request::Associations { seq, .. } => Reply::Associations {
+                seq,
+                result: Err(msg),
+            },
+            Request::Export { .. } => Reply::Exported(Err(msg)),
+        }
+    }
+
+    fn on_reply(&mut self, r: Reply, cx: &mut Ctx<'_>) -> bool {
+        self.reply(r, cx)
+    }
+
+    fn on_action(&mut self, a: Action, cx: &mut Ctx<'_>) {
+        self.action(a, cx)
+    }
+
+    fn on_show(&mut self, cx: &mut Ctx<'_>) {
+        // with none chosen yet, start on the session selected on Jobs
+        if self.panes[0].session.is_none() {
+            if let Some(id) = cx.jobs_choice() {
+                self.pick(0, id, cx);
+            }
+        }
+    }
+
+    fn editing(&self) -> bool {
+        self.editing || self.assoc.input.is_some()
+    }
+
+    fn edit_key(&mut self, k: KeyEvent, cx: &mut Ctx<'_>) {
+        match k.code {
+            KeyCode::Esc => self.stop_editing(),
+            KeyCode::Enter => {
+                let input = self.assoc.input;
+                self.stop_editing();
+                self.submit(input, cx);
+            }
+            _ => {
+                edit_text(self.edit_buffer(), &k);
+            }
+        }
+    }
+
+    fn stop_editing(&mut self) {
+        self.editing = false;
+        self.assoc.input = None;
+    }
+
+    fn copy_text(&self) -> Option<String> {
+        Some(self.query.trim().to_string())
+    }
+
+    fn draw(&self, f: &mut Frame, area: Rect, view: &View<'_>) {
+        draw(f, self, view, area)
+    }
+
+    fn hints(&self, km: &Keymap) -> String {
+        hints(self, km)
     }
 }
 
@@ -467,12 +631,12 @@ pub(crate) fn side_name(s: Side) -> &'static str {
     }
 }
 
-pub fn draw(f: &mut Frame, app: &App, area: Rect) {
-    if app.neigh.assoc.on {
-        return draw_associations(f, app, area);
+fn draw(f: &mut Frame, ns: &NeighScreen, view: &View<'_>, area: Rect) {
+    if ns.assoc.on {
+        return draw_associations(f, ns, view, area);
     }
-    let th = &app.settings.theme;
-    let n = &app.neigh;
+    let th = &view.settings.theme;
+    let n = &ns;
     let [qa, ha, pa] = Layout::vertical([
         Constraint::Length(3),
         Constraint::Length(1),
@@ -493,7 +657,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
                     .as_ref()
                     .map_or("cosine", |r| r.similarity.label())
             },
-            app.settings
+            view.settings
                 .keymap
                 .keys_for(Context::Neighbours, Action::ToggleAssoc)
         ),
@@ -525,19 +689,26 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         vec![pa]
     };
     for (i, r) in panes.iter().enumerate() {
-        draw_neigh_pane(f, app, i, *r, !two);
+        draw_neigh_pane(f, ns, view, i, *r, !two);
     }
 }
 
-fn draw_neigh_pane(f: &mut Frame, app: &App, i: usize, area: Rect, wide: bool) {
-    let th = &app.settings.theme;
-    let n = &app.neigh;
+fn draw_neigh_pane(
+    f: &mut Frame,
+    ns: &NeighScreen,
+    view: &View<'_>,
+    i: usize,
+    area: Rect,
+    wide: bool,
+) {
+    let th = &view.settings.theme;
+    let n = &ns;
     let p = &n.panes[i];
     let focused = n.pane == i;
     let title = match &p.session {
         Some(s) => format!(
             " {}{} ",
-            app.session_name(s),
+            view.session_name(s),
             if p.pending { " · looking up…" } else { "" }
         ),
         None => " no session ".into(),
@@ -546,7 +717,7 @@ fn draw_neigh_pane(f: &mut Frame, app: &App, i: usize, area: Rect, wide: bool) {
     let inner = outer.inner(area);
     f.render_widget(outer, area);
     let msg = if p.session.is_none() {
-        Some(choose_session_hint(app, th))
+        Some(choose_session_hint(view, th))
     } else if let Some(e) = &p.error {
         Some(Span::styled(format!(" {e}"), th.bad()))
     } else if let Some(r) = &p.result {
@@ -613,9 +784,9 @@ fn draw_neigh_pane(f: &mut Frame, app: &App, i: usize, area: Rect, wide: bool) {
 
 /// The association table: an input line (filter or export path), what the
 /// table holds, and the rows.
-fn draw_associations(f: &mut Frame, app: &App, area: Rect) {
-    let th = &app.settings.theme;
-    let a = &app.neigh.assoc;
+fn draw_associations(f: &mut Frame, ns: &NeighScreen, view: &View<'_>, area: Rect) {
+    let th = &view.settings.theme;
+    let a = &ns.assoc;
     let [qa, sa, ta] = Layout::vertical([
         Constraint::Length(3),
         Constraint::Length(1),
@@ -633,7 +804,7 @@ fn draw_associations(f: &mut Frame, app: &App, area: Rect) {
                 AssocKind::New => "new to the dictionary",
                 AssocKind::Missed => "dictionary pairs missed",
             },
-            if app.neigh.csls {
+            if ns.csls {
                 "CSLS"
             } else {
                 a.table.as_ref().map_or("cosine", |t| t.similarity.label())
@@ -652,7 +823,7 @@ fn draw_associations(f: &mut Frame, app: &App, area: Rect) {
         None => " no session ".into(),
     };
     let msg = if session.is_none() {
-        Some(choose_session_hint(app, th))
+        Some(choose_session_hint(view, th))
     } else if let Some(e) = &a.error {
         Some(Span::styled(format!(" {e}"), th.bad()))
     } else if a.table.is_none() {
@@ -771,16 +942,15 @@ fn draw_associations(f: &mut Frame, app: &App, area: Rect) {
 }
 
 /// This screen's key hints on the status line.
-pub fn hints(app: &App) -> String {
-    let km = &app.settings.keymap;
+fn hints(ns: &NeighScreen, km: &Keymap) -> String {
     let k = |c, a| km.keys_for(c, a);
     use Context as C;
-    match app.neigh.assoc.input {
+    match ns.assoc.input {
         Some(AssocInput::Filter) => return "type to filter rows · Enter/Esc done".into(),
         Some(AssocInput::Path) => return "type a file · Enter export · Esc cancel".into(),
         None => {}
     }
-    if app.neigh.assoc.on {
+    if ns.assoc.on {
         return format!(
             "{} lookup · {} new/missed · {} CSLS · {} sort · {} filter · {} export · Enter look up",
             k(C::Neighbours, Action::ToggleAssoc),
@@ -791,7 +961,7 @@ pub fn hints(app: &App) -> String {
             k(C::Neighbours, Action::AssocExport),
         );
     }
-    if app.neigh.editing {
+    if ns.editing {
         return "type a term · Enter look up · Esc done".into();
     }
     format!(
@@ -808,11 +978,11 @@ pub fn hints(app: &App) -> String {
 }
 
 /// " press s to choose a session", for a pane or table with none.
-fn choose_session_hint(app: &App, th: &crate::tui::config::Theme) -> Span<'static> {
+fn choose_session_hint(view: &View<'_>, th: &crate::tui::config::Theme) -> Span<'static> {
     Span::styled(
         format!(
             " press {} to choose a session",
-            app.settings
+            view.settings
                 .keymap
                 .keys_for(Context::Neighbours, Action::PickSession)
         ),

@@ -9,10 +9,13 @@ use ratatui::text::{Line, Span, Text};
 use ratatui::widgets::{List, ListItem, ListState, Paragraph, Wrap};
 use ratatui::Frame;
 
-use crate::tui::app::{App, PickFor, Popup, Reply, Request};
+use crossterm::event::{KeyCode, KeyEvent};
+
+use super::{edit_text, Ctx, Screen, View};
+use crate::tui::app::{PickFor, Popup};
 use crate::tui::backend::*;
 use crate::tui::config::Theme;
-use crate::tui::keymap::{Action, Context};
+use crate::tui::keymap::{Action, Context, Keymap};
 use crate::tui::ui::*;
 use rosetta::session::search::QueryHistory;
 
@@ -117,45 +120,94 @@ impl Default for SearchScreen {
     }
 }
 
-impl App {
-    pub(crate) fn run_search(&mut self) {
-        let q = self.search.query.trim().to_string();
+/// Work the Search screen asks of the backend.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Request {
+    /// Load a session's search index.
+    LoadIndex(String),
+    /// Run a query.
+    Search {
+        seq: u64,
+        session: String,
+        query: String,
+        k: usize,
+        fusion: Fusion,
+    },
+    /// Fetch one whole document for the document view.
+    Document {
+        seq: u64,
+        session: String,
+        docno: String,
+        query: Option<String>,
+    },
+    /// Read the recorded search queries.
+    LoadHistory,
+    /// Record the search queries.
+    SaveHistory(Vec<String>),
+}
+
+/// The backend's answers to [`Request`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    IndexProgress {
+        session: String,
+        fraction: f64,
+        what: String,
+    },
+    IndexLoaded {
+        session: String,
+        result: Result<IndexInfo, String>,
+    },
+    Searched {
+        seq: u64,
+        result: Result<SearchResult, String>,
+    },
+    Document {
+        seq: u64,
+        result: Result<Document, String>,
+    },
+    History(Result<Vec<String>, String>),
+    HistorySaved(Result<(), String>),
+}
+
+impl SearchScreen {
+    fn run(&mut self, cx: &mut Ctx<'_>) {
+        let q = self.query.trim().to_string();
         if q.is_empty() {
             return;
         }
-        let Some(session) = self.search.session.clone() else {
-            self.error("choose a session first (s)");
+        let Some(session) = self.session.clone() else {
+            cx.error("choose a session first (s)");
             return;
         };
-        if !matches!(self.search.index, IndexState::Ready(_)) {
-            self.error("the index is not loaded yet");
+        if !matches!(self.index, IndexState::Ready(_)) {
+            cx.error("the index is not loaded yet");
             return;
         }
-        self.search.history_pos = None;
+        self.history_pos = None;
         let mut h = QueryHistory {
-            queries: std::mem::take(&mut self.search.history),
+            queries: std::mem::take(&mut self.history),
         };
         let changed = h.push(&q);
-        self.search.history = h.queries;
+        self.history = h.queries;
         if changed {
-            self.outbox
-                .push(Request::SaveHistory(self.search.history.clone()));
+            cx.send(Request::SaveHistory(self.history.clone()));
         }
-        self.search.seq += 1;
-        self.search.pending = true;
-        self.outbox.push(Request::Search {
-            seq: self.search.seq,
+        self.seq += 1;
+        self.pending = true;
+        cx.send(Request::Search {
+            seq: self.seq,
             session,
             query: q,
-            k: self.search.k,
-            fusion: self.search.fusion,
+            k: self.k,
+            fusion: self.fusion,
         });
     }
 
     /// Steps through the recorded queries while editing: `older` (↑) or
     /// newer (↓, back to what was typed after the newest).
-    pub(crate) fn recall_query(&mut self, older: bool) {
-        let s = &mut self.search;
+    fn recall_query(&mut self, older: bool) {
+        let s = self;
         let n = s.history.len();
         if n == 0 {
             return;
@@ -177,25 +229,25 @@ impl App {
     }
 
     /// Opens the document view on result `i` and asks for its document.
-    fn open_document(&mut self, i: usize) {
-        let Some(h) = self.search.result.as_ref().and_then(|r| r.hits.get(i)) else {
+    fn open_document(&mut self, cx: &mut Ctx<'_>, i: usize) {
+        let Some(h) = self.result.as_ref().and_then(|r| r.hits.get(i)) else {
             return;
         };
-        let Some(session) = self.search.session.clone() else {
+        let Some(session) = self.session.clone() else {
             return;
         };
         let (docno, label) = (h.docno.clone(), h.label.clone());
-        self.search.selected = i;
-        self.search.doc_seq += 1;
-        self.search.doc = Some(DocView {
+        self.selected = i;
+        self.doc_seq += 1;
+        self.doc = Some(DocView {
             hit: i,
             docno: docno.clone(),
             label,
             ..Default::default()
         });
-        let q = self.search.result_query.trim();
-        self.outbox.push(Request::Document {
-            seq: self.search.doc_seq,
+        let q = self.result_query.trim();
+        cx.send(Request::Document {
+            seq: self.doc_seq,
             session,
             docno,
             query: (!q.is_empty()).then(|| q.to_string()),
@@ -204,9 +256,9 @@ impl App {
 
     /// Keys in the document view; `false` when the key is not the view's
     /// (the view is closed and the key applies to the results).
-    fn doc_action(&mut self, a: Action) -> bool {
-        let n = self.search.result.as_ref().map_or(0, |r| r.hits.len());
-        let Some(v) = self.search.doc.as_mut() else {
+    fn doc_action(&mut self, a: Action, cx: &mut Ctx<'_>) -> bool {
+        let n = self.result.as_ref().map_or(0, |r| r.hits.len());
+        let Some(v) = self.doc.as_mut() else {
             return false;
         };
         let (lines, rows) = v.extent.get();
@@ -226,29 +278,29 @@ impl App {
                     (v.hit + 1 < n).then_some(v.hit + 1)
                 };
                 if let Some(i) = i {
-                    self.open_document(i);
+                    self.open_document(cx, i);
                 }
             }
             Action::Enter => {}
             _ => {
-                self.search.doc = None;
+                self.doc = None;
                 return false;
             }
         }
         true
     }
 
-    pub(crate) fn search_action(&mut self, a: Action) {
-        if self.doc_action(a) {
+    fn action(&mut self, a: Action, cx: &mut Ctx<'_>) {
+        if self.doc_action(a, cx) {
             return;
         }
-        let n = self.search.result.as_ref().map_or(0, |r| r.hits.len());
-        let sel = &mut self.search.selected;
+        let n = self.result.as_ref().map_or(0, |r| r.hits.len());
+        let sel = &mut self.selected;
         match a {
-            Action::Enter if n > 0 => self.open_document(self.search.selected.min(n - 1)),
+            Action::Enter if n > 0 => self.open_document(cx, self.selected.min(n - 1)),
             Action::Filter | Action::Enter => {
-                self.search.editing = true;
-                self.search.history_pos = None;
+                self.editing = true;
+                self.history_pos = None;
             }
             Action::Up => *sel = sel.saturating_sub(1),
             Action::Down => *sel = (*sel + 1).min(n.saturating_sub(1)),
@@ -257,90 +309,81 @@ impl App {
             Action::Top => *sel = 0,
             Action::Bottom => *sel = n.saturating_sub(1),
             Action::PickSession => {
-                self.popup = Some(Popup::Picker {
+                *cx.popup = Some(Popup::Picker {
                     purpose: PickFor::Search,
-                    selected: self.picker_start(),
+                    selected: cx.picker_start(),
                 })
             }
             Action::NextJudged => {
-                let IndexState::Ready(info) = &self.search.index else {
-                    return self.error("load a session's index first (s)");
+                let IndexState::Ready(info) = &self.index else {
+                    return cx.error("load a session's index first (s)");
                 };
                 if info.judged_queries.is_empty() {
-                    return self.error("this workspace has no judged queries");
+                    return cx.error("this workspace has no judged queries");
                 }
-                let i = self.search.judged_pos % info.judged_queries.len();
-                self.search.query = info.judged_queries[i].1.clone();
-                self.search.judged_pos = i + 1;
-                self.run_search();
+                let i = self.judged_pos % info.judged_queries.len();
+                self.query = info.judged_queries[i].1.clone();
+                self.judged_pos = i + 1;
+                self.run(cx);
             }
             Action::CycleFusion => {
-                self.search.fusion = match self.search.fusion {
+                self.fusion = match self.fusion {
                     Fusion::Model => Fusion::Linear {
-                        lambda: self.search.lambda,
+                        lambda: self.lambda,
                     },
                     Fusion::Linear { .. } => Fusion::Rrf { k: 60.0 },
                     Fusion::Rrf { .. } => Fusion::Model,
                 };
-                self.rerun_search();
+                self.rerun(cx);
             }
             Action::LambdaUp | Action::LambdaDown => {
                 let d = if a == Action::LambdaUp { 0.1 } else { -0.1 };
-                self.search.lambda =
-                    ((self.search.lambda + d) * 10.0).round().clamp(0.0, 10.0) / 10.0;
-                if let Fusion::Linear { .. } = self.search.fusion {
-                    self.search.fusion = Fusion::Linear {
-                        lambda: self.search.lambda,
+                self.lambda = ((self.lambda + d) * 10.0).round().clamp(0.0, 10.0) / 10.0;
+                if let Fusion::Linear { .. } = self.fusion {
+                    self.fusion = Fusion::Linear {
+                        lambda: self.lambda,
                     };
-                    self.rerun_search();
+                    self.rerun(cx);
                 }
             }
             _ => {}
         }
     }
 
-    pub(crate) fn rerun_search(&mut self) {
-        if !self.search.query.trim().is_empty() && matches!(self.search.index, IndexState::Ready(_))
-        {
-            self.run_search();
+    fn rerun(&mut self, cx: &mut Ctx<'_>) {
+        if !self.query.trim().is_empty() && matches!(self.index, IndexState::Ready(_)) {
+            self.run(cx);
         }
     }
 
-    /// Applies this screen's answer (see [`App::on_reply`]); `false` when
-    /// nothing shown changed.
-    pub(crate) fn search_reply(&mut self, r: Reply) -> bool {
+    fn reply(&mut self, r: Reply, cx: &mut Ctx<'_>) -> bool {
         match r {
             Reply::IndexProgress {
                 session,
                 fraction,
                 what,
             } => {
-                if self.search.session.as_deref() == Some(session.as_str())
-                    && matches!(self.search.index, IndexState::Loading { .. })
+                if self.session.as_deref() == Some(session.as_str())
+                    && matches!(self.index, IndexState::Loading { .. })
                 {
-                    self.search.index = IndexState::Loading { fraction, what };
+                    self.index = IndexState::Loading { fraction, what };
                 }
             }
             Reply::IndexLoaded { session, result } => {
-                if self.search.session.as_deref() == Some(session.as_str()) {
-                    self.search.index = match result {
+                if self.session.as_deref() == Some(session.as_str()) {
+                    self.index = match result {
                         Ok(i) => IndexState::Ready(i),
                         Err(e) => IndexState::Failed(e),
                     };
-                    self.rerun_search();
+                    self.rerun(cx);
                 }
             }
             Reply::Document { seq, result } => {
-                let Some(v) = self
-                    .search
-                    .doc
-                    .as_mut()
-                    .filter(|_| seq == self.search.doc_seq)
-                else {
+                let Some(v) = self.doc.as_mut().filter(|_| seq == self.doc_seq) else {
                     return false;
                 };
                 // new text, maybe non-Latin: repaint every cell
-                self.full_redraw = true;
+                *cx.full_redraw = true;
                 match result {
                     Ok(d) => {
                         v.doc = Some(d);
@@ -352,41 +395,190 @@ impl App {
             Reply::History(Ok(loaded)) => {
                 // queries asked before the record was read stay the newest
                 let mut h = QueryHistory { queries: loaded };
-                for q in &self.search.history {
+                for q in &self.history {
                     h.push(q);
                 }
-                self.search.history = h.queries;
+                self.history = h.queries;
                 return false;
             }
-            Reply::History(Err(e)) => self.error(format!("search history: {e}")),
+            Reply::History(Err(e)) => cx.error(format!("search history: {e}")),
             Reply::HistorySaved(Ok(())) => return false,
-            Reply::HistorySaved(Err(e)) => self.error(format!("search history: {e}")),
+            Reply::HistorySaved(Err(e)) => cx.error(format!("search history: {e}")),
             Reply::Searched { seq, result } => {
-                if seq != self.search.seq {
+                if seq != self.seq {
                     return false;
                 }
-                self.full_redraw = true;
-                self.search.pending = false;
+                *cx.full_redraw = true;
+                self.pending = false;
                 match result {
                     Ok(r) => {
-                        self.search.doc = None;
-                        self.search.result = Some(r);
-                        self.search.result_query = self.search.query.trim().to_string();
-                        self.search.error = None;
-                        self.search.selected = 0;
+                        self.doc = None;
+                        self.result = Some(r);
+                        self.result_query = self.query.trim().to_string();
+                        self.error = None;
+                        self.selected = 0;
                     }
-                    Err(e) => self.search.error = Some(e),
+                    Err(e) => self.error = Some(e),
                 }
             }
-            _ => return false,
         }
         true
     }
+
+    /// The session chosen in the picker (or on Jobs): load its index.
+    pub(crate) fn pick(&mut self, id: String, cx: &mut Ctx<'_>) {
+        if self.session.as_deref() == Some(id.as_str())
+            && matches!(
+                self.index,
+                IndexState::Ready(_) | IndexState::Loading { .. }
+            )
+        {
+            return;
+        }
+        self.session = Some(id.clone());
+        self.index = IndexState::Loading {
+            fraction: 0.0,
+            what: "starting".into(),
+        };
+        self.result = None;
+        cx.send(Request::LoadIndex(id));
+    }
 }
 
-pub fn draw(f: &mut Frame, app: &App, area: Rect) {
-    let th = &app.settings.theme;
-    let s = &app.search;
+impl Screen for SearchScreen {
+    type Request = Request;
+    type Reply = Reply;
+
+    fn execute(
+        backend: &dyn Backend,
+        req: Request,
+        progress: &(dyn Fn(Reply) + Send + Sync),
+    ) -> Reply {
+        let s = |e: rosetta::Error| e.to_string();
+        match req {
+            Request::LoadIndex(session) => {
+                let sess = session.clone();
+                let cb = move |fraction: f64, what: &str| {
+                    progress(Reply::IndexProgress {
+                        session: sess.clone(),
+                        fraction,
+                        what: what.to_string(),
+                    })
+                };
+                let result = backend.load_index(&session, &cb).map_err(s);
+                Reply::IndexLoaded { session, result }
+            }
+            Request::Search {
+                seq,
+                session,
+                query,
+                k,
+                fusion,
+            } => Reply::Searched {
+                seq,
+                result: backend.search(&session, &query, k, fusion).map_err(s),
+            },
+            Request::Document {
+                seq,
+                session,
+                docno,
+                query,
+            } => Reply::Document {
+                seq,
+                result: backend
+                    .document(&session, &docno, query.as_deref())
+                    .map_err(s),
+            },
+            Request::LoadHistory => Reply::History(backend.load_history().map_err(s)),
+            Request::SaveHistory(queries) => {
+                Reply::HistorySaved(backend.save_history(&queries).map_err(s))
+            }
+        }
+    }
+
+    fn failed(req: &Request, msg: String) -> Reply {
+        match req.clone() {
+            Request::LoadIndex(session) => Reply::IndexLoaded {
+                session,
+                result: Err(msg),
+            },
+            Request::Search { seq, .. } => Reply::Searched {
+                seq,
+                result: Err(msg),
+            },
+            Request::Document { seq, .. } => Reply::Document {
+                seq,
+                result: Err(msg),
+            },
+            Request::LoadHistory => Reply::History(Err(msg)),
+            Request::SaveHistory(_) => Reply::HistorySaved(Err(msg)),
+        }
+    }
+
+    fn on_reply(&mut self, r: Reply, cx: &mut Ctx<'_>) -> bool {
+        self.reply(r, cx)
+    }
+
+    fn on_action(&mut self, a: Action, cx: &mut Ctx<'_>) {
+        self.action(a, cx)
+    }
+
+    fn on_show(&mut self, cx: &mut Ctx<'_>) {
+        // with none chosen yet, start on the session selected on Jobs
+        if self.session.is_none() {
+            if let Some(id) = cx.jobs_choice() {
+                self.pick(id, cx);
+            }
+        }
+    }
+
+    fn on_close(&mut self, cx: &mut Ctx<'_>) {
+        if self.doc.take().is_none() {
+            *cx.message = None;
+        }
+    }
+
+    fn editing(&self) -> bool {
+        self.editing
+    }
+
+    fn edit_key(&mut self, k: KeyEvent, cx: &mut Ctx<'_>) {
+        match k.code {
+            KeyCode::Esc => self.editing = false,
+            KeyCode::Enter => {
+                self.editing = false;
+                self.run(cx);
+            }
+            KeyCode::Up | KeyCode::Down => self.recall_query(k.code == KeyCode::Up),
+            _ => {
+                edit_text(&mut self.query, &k);
+            }
+        }
+    }
+
+    fn stop_editing(&mut self) {
+        self.editing = false;
+    }
+
+    fn copy_text(&self) -> Option<String> {
+        Some(match &self.doc {
+            Some(d) if !d.label.is_empty() => d.label.clone(),
+            Some(d) => d.docno.clone(),
+            None => self.query.trim().to_string(),
+        })
+    }
+
+    fn draw(&self, f: &mut Frame, area: Rect, view: &View<'_>) {
+        draw(f, self, view, area)
+    }
+
+    fn hints(&self, km: &Keymap) -> String {
+        hints(self, km)
+    }
+}
+
+fn draw(f: &mut Frame, s: &SearchScreen, view: &View<'_>, area: Rect) {
+    let th = &view.settings.theme;
     let [sa, qa, ia, ra] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(3),
@@ -398,21 +590,21 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         (None, _) | (_, IndexState::None) => Line::from(Span::styled(
             format!(
                 " no session chosen — press {} to pick one",
-                app.settings
+                view.settings
                     .keymap
                     .keys_for(Context::Search, Action::PickSession)
             ),
             th.dim(),
         )),
         (Some(id), IndexState::Loading { fraction, what }) => Line::from(vec![
-            Span::styled(format!(" {} ", app.session_name(id)), th.accent()),
+            Span::styled(format!(" {} ", view.session_name(id)), th.accent()),
             Span::styled(
                 format!("loading index {} {what}", bar(*fraction, 20)),
                 th.warn(),
             ),
         ]),
         (Some(id), IndexState::Ready(info)) => Line::from(vec![
-            Span::styled(format!(" {} ", app.session_name(id)), th.accent()),
+            Span::styled(format!(" {} ", view.session_name(id)), th.accent()),
             Span::raw(format!(
                 "· {} documents · {} judged queries",
                 info.docs,
@@ -427,7 +619,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     f.render_widget(Paragraph::new(status), sa);
     if let Some(v) = &s.doc {
         let [_, rest] = Layout::vertical([Constraint::Length(1), Constraint::Min(3)]).areas(area);
-        return draw_document(f, app, v, rest);
+        return draw_document(f, s, view, v, rest);
     }
     f.render_widget(
         Paragraph::new(input_line(th, "query:", &s.query, s.editing))
@@ -630,9 +822,8 @@ fn wrapped_lines<'a>(
 /// The document view: the whole document wrapped, then its aligned source
 /// text, scrolled; the title says which lines show, so nothing is cut
 /// silently.
-fn draw_document(f: &mut Frame, app: &App, v: &DocView, area: Rect) {
-    let th = &app.settings.theme;
-    let s = &app.search;
+fn draw_document(f: &mut Frame, s: &SearchScreen, view: &View<'_>, v: &DocView, area: Rect) {
+    let th = &view.settings.theme;
     let n = s.result.as_ref().map_or(0, |r| r.hits.len());
     let hit = s.result.as_ref().and_then(|r| r.hits.get(v.hit));
     let inner_w = (area.width as usize).saturating_sub(2);
@@ -711,14 +902,13 @@ fn draw_document(f: &mut Frame, app: &App, v: &DocView, area: Rect) {
 }
 
 /// This screen's key hints on the status line.
-pub fn hints(app: &App) -> String {
-    let km = &app.settings.keymap;
+fn hints(s: &SearchScreen, km: &Keymap) -> String {
     let k = |c, a| km.keys_for(c, a);
     use Context as C;
-    if app.search.editing {
+    if s.editing {
         return "type the query · ↑/↓ earlier queries · Enter search · Esc done".into();
     }
-    if app.search.doc.is_some() {
+    if s.doc.is_some() {
         // the last key of each (j, k, h, l rather than the arrows): short
         let last = |a| {
             km.bindings
