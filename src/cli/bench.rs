@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use super::bench_kit::{peer_json, pool, round};
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use ndarray::Array2;
@@ -411,15 +412,6 @@ fn fit(a: FitBenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub(super) fn pool(threads: usize) -> anyhow::Result<rayon::ThreadPool> {
-    if threads == 0 {
-        bail!("--threads must be at least 1");
-    }
-    Ok(rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()?)
-}
-
 /// Seeded standard-normal rows scaled to unit length, made in parallel in
 /// fixed chunks so the result does not depend on the thread count.
 /// `n` unit rows of dimension `d`: uniform on the sphere (`intrinsic` 0) or
@@ -662,30 +654,6 @@ fn run_faiss(
     Ok((f, read_ids(&ids)?))
 }
 
-/// Runs a peer script and parses the JSON object on its last line of
-/// output (every peer in `../shared/peers` prints one); a failed run is an
-/// error with its standard error.
-pub(super) fn peer_json(
-    cmd: &mut std::process::Command,
-    script: &Path,
-) -> anyhow::Result<serde_json::Value> {
-    let o = cmd
-        .output()
-        .with_context(|| format!("running {}", script.display()))?;
-    if !o.status.success() {
-        bail!(
-            "{} failed ({}): {}",
-            script.display(),
-            o.status,
-            String::from_utf8_lossy(&o.stderr).trim()
-        );
-    }
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    let last = stdout.lines().last().unwrap_or("");
-    serde_json::from_str(last)
-        .with_context(|| format!("{} printed no JSON last line: {last:?}", script.display()))
-}
-
 /// Builds the HNSW graph and times it at each efSearch of `a`, with recall@k
 /// against the exact `hits`.
 fn approx_search(
@@ -737,11 +705,6 @@ fn cpu_seconds() -> f64 {
     }
     let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
     tv(ru.ru_utime) + tv(ru.ru_stime)
-}
-
-pub(super) fn round(x: f64, places: i32) -> f64 {
-    let p = 10f64.powi(places);
-    (x * p).round() / p
 }
 
 /// Synthetic texts: Zipfian term ids, lengths uniform around `len`.

@@ -9,7 +9,7 @@ use anyhow::{bail, Context};
 use clap::Args;
 use serde_json::json;
 
-use super::bench::{peer_json, pool, round};
+use super::bench_kit::{peer_json, pool, round};
 use rosetta::corpus::collection::Collection;
 use rosetta::eval::metrics::{evaluate, Metric};
 use rosetta::eval::trec::Qrels;

@@ -3,6 +3,7 @@
 
 mod bench;
 mod bench_encode;
+mod bench_kit;
 mod bm25;
 
 use clap::{Parser, Subcommand};

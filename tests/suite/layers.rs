@@ -210,6 +210,25 @@ fn paths_after(code: &str, prefix: &str) -> Vec<String> {
     out
 }
 
+/// The code of a Rust file that can import: comments cut, and the file's
+/// own unit tests (`#[cfg(test)] mod tests`, at its end) left out.
+fn import_code(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let end = (0..lines.len())
+        .find(|&i| {
+            lines[i].trim() == "#[cfg(test)]"
+                && lines
+                    .get(i + 1)
+                    .is_some_and(|l| l.trim().starts_with("mod tests"))
+        })
+        .unwrap_or(lines.len());
+    let code: Vec<&str> = lines[..end]
+        .iter()
+        .map(|l| l.split("//").next().unwrap_or(""))
+        .collect();
+    code.join("\n")
+}
+
 /// Every breach of the models' layering under `root` (an
 /// `engine/src/models` folder): a family importing another family, the kit
 /// importing a family, and a file importing a sibling (a file of its
@@ -260,24 +279,9 @@ fn models_layering(root: &Path) -> Vec<String> {
             })
             .filter(|s| s != "mod")
             .collect();
-        let text = std::fs::read_to_string(f).unwrap();
-        let lines: Vec<&str> = text.lines().collect();
-        // a file's unit tests (`#[cfg(test)] mod tests`, at its end) may
-        // compare it with a sibling (the fused BCE kernel with `nn`'s plain
-        // ops): test code, not an import of the module
-        let end = (0..lines.len())
-            .find(|&i| {
-                lines[i].trim() == "#[cfg(test)]"
-                    && lines
-                        .get(i + 1)
-                        .is_some_and(|l| l.trim().starts_with("mod tests"))
-            })
-            .unwrap_or(lines.len());
-        let code: Vec<&str> = lines[..end]
-            .iter()
-            .map(|l| l.split("//").next().unwrap_or(""))
-            .collect();
-        let code = code.join("\n");
+        // a file's unit tests may compare it with a sibling (the fused BCE
+        // kernel with `nn`'s plain ops): test code, not an import
+        let code = import_code(&std::fs::read_to_string(f).unwrap());
         let mut targets = Vec::new();
         for p in paths_after(&code, "crate::models::") {
             targets.push(models_target(&p, &aliases, &top_files));
@@ -411,4 +415,98 @@ fn the_models_layering_check_finds_each_breach() {
         ],
         "{bad:?}"
     );
+}
+
+/// Every import cycle between sibling files of one folder under `root`
+/// (`engine/src` or the binary's `src`): a file naming a sibling (through
+/// `crate::PATH::sibling` or `super::sibling`) that names it back, directly
+/// or through other siblings. `mod.rs` (which declares its siblings), comments
+/// and a file's own `#[cfg(test)] mod tests` are not imports.
+fn sibling_cycles(root: &Path) -> Vec<String> {
+    let mut dirs = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                dirs.push(p.clone());
+                stack.push(p);
+            }
+        }
+    }
+    let mut bad = Vec::new();
+    for dir in dirs {
+        let module = dir
+            .strip_prefix(root)
+            .unwrap()
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().to_string())
+            .collect::<Vec<_>>()
+            .join("::");
+        let mut files = BTreeMap::new();
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            let stem = p.file_stem().unwrap().to_string_lossy().to_string();
+            if p.extension().is_some_and(|x| x == "rs") && stem != "mod" {
+                files.insert(stem, std::fs::read_to_string(&p).unwrap());
+            }
+        }
+        let mut graph: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+        for (me, text) in &files {
+            let code = import_code(text);
+            let mut named = paths_after(&code, &format!("crate::{module}::"));
+            named.extend(paths_after(&code, "super::"));
+            for p in named {
+                let first = p.split("::").next().unwrap_or("").to_string();
+                if first != *me && files.contains_key(&first) {
+                    graph.entry(me.as_str()).or_default().insert(first);
+                }
+            }
+        }
+        for start in graph.keys() {
+            let mut seen = BTreeSet::new();
+            let mut todo: Vec<&String> = graph[start].iter().collect();
+            while let Some(n) = todo.pop() {
+                if n == start {
+                    bad.push(format!(
+                        "{}: `{start}` imports a sibling that imports it back",
+                        dir.display()
+                    ));
+                    break;
+                }
+                if seen.insert(n) {
+                    todo.extend(graph.get(n.as_str()).into_iter().flatten());
+                }
+            }
+        }
+    }
+    bad.sort();
+    bad
+}
+
+/// No file of any folder, in the engine or the binary, imports a sibling
+/// that imports it back.
+#[test]
+fn no_folder_has_an_import_cycle_between_its_files() {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for root in [here.join("engine/src"), here.join("src")] {
+        let bad = sibling_cycles(&root);
+        assert!(bad.is_empty(), "import cycles:\n{}", bad.join("\n"));
+    }
+    // the check finds a cycle through a third file, and only that one
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("text");
+    std::fs::create_dir_all(&f).unwrap();
+    let write = |name: &str, text: &str| std::fs::write(f.join(name), text).unwrap();
+    write("mod.rs", "pub mod a; pub mod b; pub mod c; pub mod d;\n");
+    write("a.rs", "use super::b::X;\n");
+    write("b.rs", "use crate::text::c::Y; // not super::d\n");
+    write("c.rs", "use super::{a, d};\n");
+    write(
+        "d.rs",
+        "#[cfg(test)]\nmod tests {\n    use super::super::a;\n}\n",
+    );
+    let bad = sibling_cycles(dir.path());
+    assert_eq!(bad.len(), 3, "{bad:?}");
+    assert!(bad.iter().all(|b| !b.contains("`d`")), "{bad:?}");
 }

@@ -231,7 +231,8 @@ impl Analyzer {
                 }
             }
         }
-        let units = Segmenter::new(&lang, cfg, model)?;
+        cfg.check_units()?;
+        let units = Segmenter::new(&lang, cfg.units, (cfg.ngram_min, cfg.ngram_max), model)?;
         Ok(Analyzer {
             lang,
             stop,
@@ -339,6 +340,36 @@ impl Analyzer {
         } else {
             term.to_string()
         }
+    }
+}
+
+impl TextConfig {
+    /// The same settings with `units = "words"`: the word-level analysis that
+    /// units are learnt from and dictionaries are looked up in.
+    pub fn words_only(&self) -> TextConfig {
+        TextConfig {
+            units: Units::Words,
+            ..self.clone()
+        }
+    }
+
+    /// Checks the unit settings (sizes and n range).
+    pub fn check_units(&self) -> Result<()> {
+        if self.units.learnt() && self.subword_vocab < 2 {
+            return Err(Error::invalid(format!(
+                "[text] subword_vocab = {} is too small for units = \"{}\" (at least 2)",
+                self.subword_vocab, self.units
+            )));
+        }
+        if self.units == Units::CharNgrams
+            && (self.ngram_min == 0 || self.ngram_min > self.ngram_max || self.ngram_max > 32)
+        {
+            return Err(Error::invalid(format!(
+                "[text] ngram_min = {} and ngram_max = {} must satisfy 1 <= ngram_min <= ngram_max <= 32",
+                self.ngram_min, self.ngram_max
+            )));
+        }
+        Ok(())
     }
 }
 

@@ -29,7 +29,6 @@ use tokenizers::models::bpe::{BpeTrainer, BPE};
 use tokenizers::models::unigram::{Unigram, UnigramTrainer};
 use tokenizers::{Model, Trainer};
 
-use super::analyzer::TextConfig;
 use crate::{Error, Result};
 
 /// What a word becomes (`[text] units`).
@@ -109,36 +108,6 @@ pub(crate) fn is_default_ngram_min(v: &usize) -> bool {
 }
 pub(crate) fn is_default_ngram_max(v: &usize) -> bool {
     *v == DEFAULT_NGRAM_MAX
-}
-
-impl TextConfig {
-    /// The same settings with `units = "words"`: the word-level analysis that
-    /// units are learnt from and dictionaries are looked up in.
-    pub fn words_only(&self) -> TextConfig {
-        TextConfig {
-            units: Units::Words,
-            ..self.clone()
-        }
-    }
-
-    /// Checks the unit settings (sizes and n range).
-    pub fn check_units(&self) -> Result<()> {
-        if self.units.learnt() && self.subword_vocab < 2 {
-            return Err(Error::invalid(format!(
-                "[text] subword_vocab = {} is too small for units = \"{}\" (at least 2)",
-                self.subword_vocab, self.units
-            )));
-        }
-        if self.units == Units::CharNgrams
-            && (self.ngram_min == 0 || self.ngram_min > self.ngram_max || self.ngram_max > 32)
-        {
-            return Err(Error::invalid(format!(
-                "[text] ngram_min = {} and ngram_max = {} must satisfy 1 <= ngram_min <= ngram_max <= 32",
-                self.ngram_min, self.ngram_max
-            )));
-        }
-        Ok(())
-    }
 }
 
 /// Character n-grams of `word` in fastText's way: `<word>` cut into every
@@ -378,12 +347,18 @@ pub(crate) enum Segmenter {
 }
 
 impl Segmenter {
-    /// The segmenter of `cfg` for language `lang`; a learnt kind needs its model.
-    pub(crate) fn new(lang: &str, cfg: &TextConfig, model: Option<Arc<UnitModel>>) -> Result<Self> {
-        cfg.check_units()?;
-        match (cfg.units, model) {
+    /// The segmenter of `units` (character n-grams of `ngram` = (min, max)
+    /// characters) for language `lang`; a learnt kind needs its model. The
+    /// sizes are checked by `TextConfig::check_units`.
+    pub(crate) fn new(
+        lang: &str,
+        units: Units,
+        ngram: (usize, usize),
+        model: Option<Arc<UnitModel>>,
+    ) -> Result<Self> {
+        match (units, model) {
             (Units::Words, None) => Ok(Segmenter::Words),
-            (Units::CharNgrams, None) => Ok(Segmenter::CharNgrams(cfg.ngram_min, cfg.ngram_max)),
+            (Units::CharNgrams, None) => Ok(Segmenter::CharNgrams(ngram.0, ngram.1)),
             (u, None) => Err(Error::invalid(format!(
                 "units = \"{u}\" need the unit model learnt on the workspace's training text \
                  (language {lang}); make the analysers with corpus::workspace_analyzers \
@@ -434,6 +409,7 @@ impl Segmenter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::text::analyzer::TextConfig;
 
     fn s(v: &[&str]) -> Vec<String> {
         v.iter().map(|x| x.to_string()).collect()
@@ -527,18 +503,22 @@ mod tests {
             units: Units::Bpe,
             ..Default::default()
         };
-        let err = Segmenter::new("en", &cfg, None).unwrap_err().to_string();
+        let new = |lang: &str, cfg: &TextConfig, m: Option<Arc<UnitModel>>| {
+            cfg.check_units()?;
+            Segmenter::new(lang, cfg.units, (cfg.ngram_min, cfg.ngram_max), m)
+        };
+        let err = new("en", &cfg, None).unwrap_err().to_string();
         assert!(err.contains("bpe"), "{err}");
         let texts = corpus();
         let m = UnitModel::learn("en", Units::Bpe, 60, texts.iter().map(|t| t.as_slice())).unwrap();
-        assert!(Segmenter::new("hi", &cfg, Some(Arc::new(m))).is_err());
+        assert!(new("hi", &cfg, Some(Arc::new(m))).is_err());
         let bad = TextConfig {
             units: Units::CharNgrams,
             ngram_min: 4,
             ngram_max: 3,
             ..Default::default()
         };
-        assert!(Segmenter::new("en", &bad, None).is_err());
+        assert!(new("en", &bad, None).is_err());
     }
 
     #[test]
