@@ -20,6 +20,7 @@ use rand_chacha::ChaCha8Rng;
 use rosetta::models::hdlr::Itml;
 use rosetta::models::trainer;
 use rosetta::models::{Flow, Hooks, Model, Params, Resume, StepReport, TrainData};
+use rosetta::session::State;
 use rosetta::text::{CsrMatrix, Side};
 
 use common::synthetic::train_data;
@@ -576,6 +577,24 @@ fn jobs_train_from_an_opca_session_and_alone_and_search() {
         ],
     );
     assert!(e.contains("no checkpoint"), "{e}");
+    // a session that has not finished (running, failed, cancelled) is no
+    // start, as the workbench's form says too; its checkpoint file named
+    // directly is taken as it is
+    let status = rosetta::session::read_status(&opca).unwrap();
+    for state in [State::Running, State::Failed] {
+        let mut st = status.clone();
+        st.state = state;
+        common::write_status(&opca, &st);
+        let e = session_refused(cwd, &ws, &bad, &["--dim", "4", "--set", &init]);
+        assert!(e.contains("not finished"), "{e}");
+    }
+    let file = opca.join("checkpoints/best.safetensors");
+    let from_file = cwd.join("hdlr-file");
+    let by_file = format!("init={}", file.display());
+    let mut args = vec!["--dim", "4", "--set", &by_file, "--epochs", "1"];
+    args.extend_from_slice(&small);
+    train(cwd, &ws, "hdlr", &from_file, &args);
+    common::write_status(&opca, &status);
     // a session of a model that is not linear
     let bm = cwd.join("xcnn");
     train(

@@ -46,7 +46,22 @@ fn locate(given: &Path) -> (PathBuf, PathBuf) {
 /// Reads the checkpoint `given` names: its tensors (on the CPU) and the kind
 /// its metadata names. The vocabularies are not checked ([`for_job`] does).
 pub fn read(given: &Path) -> Result<InitWeights> {
-    let (ck, _) = locate(given);
+    let (ck, dir) = locate(given);
+    // a session folder starts a job only once it has finished: while it runs
+    // (or after it failed or was cancelled) its best checkpoint is not its
+    // result; a checkpoint file named directly is taken as it is
+    if given.is_dir() && dir.join(super::STATUS_FILE).is_file() {
+        let st = super::read_status(&dir)?;
+        if st.state != super::State::Done {
+            return Err(Error::file(
+                &dir,
+                format!(
+                    "init=: the session is {}, not finished; start from a finished session                      (or name one of its checkpoint files)",
+                    st.state
+                ),
+            ));
+        }
+    }
     if !ck.is_file() {
         return Err(Error::file(
             &ck,
