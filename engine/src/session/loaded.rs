@@ -40,6 +40,8 @@ pub struct Loaded {
     /// demand while the whole table is not at hand ([`Loaded::term_vectors_of`]).
     some_term_vectors: [Mutex<HashMap<u32, Vec<f32>>>; 2],
     csls_r: [OnceLock<Array1<f32>>; 2],
+    /// BLAKE3 of the checkpoint file, read once ([`Loaded::checkpoint_hash`]).
+    checkpoint_hash: OnceLock<String>,
 }
 
 /// One neighbour of a term.
@@ -167,6 +169,7 @@ impl Loaded {
             term_vectors: Default::default(),
             some_term_vectors: Default::default(),
             csls_r: Default::default(),
+            checkpoint_hash: OnceLock::new(),
         })
     }
 
@@ -314,14 +317,20 @@ impl Loaded {
     }
 
     /// BLAKE3 of the checkpoint the model came from (best, else last).
+    /// Hashed once per loaded session: a fine-tuned encoder's checkpoint is
+    /// hundreds of megabytes, and every search of the workbench asks.
     fn checkpoint_hash(&self) -> Result<String> {
+        if let Some(h) = self.checkpoint_hash.get() {
+            return Ok(h.clone());
+        }
         let best = self.session.dir.join(super::BEST_CHECKPOINT);
         let ck = if best.is_file() {
             best
         } else {
             self.session.dir.join(super::LAST_CHECKPOINT)
         };
-        crate::util::hash_file(&ck)
+        let h = crate::util::hash_file(&ck)?;
+        Ok(self.checkpoint_hash.get_or_init(|| h).clone())
     }
 
     /// [`Loaded::encode_texts`] of a collection searched again and again
