@@ -203,6 +203,84 @@ fn inference_and_training_paths_agree_and_padding_is_ignored() {
     assert!(diff < 1e-4, "paths differ by {diff}");
 }
 
+/// Training runs a batch's texts in groups of similar length; the
+/// embeddings and the word table's gradient are those of one padded batch
+/// (rows in the texts' order, not the groups').
+#[test]
+fn length_groups_give_the_padded_batchs_embeddings_and_gradients() {
+    let ws = tiny_workspace();
+    let (dir, _) = tiny_encoder(ws.path(), 13);
+    let enc = open(&dir, options());
+    // lengths that differ, in an order that is not sorted
+    let mut texts: Vec<String> = fixture_texts(ws.path()).into_iter().take(12).collect();
+    texts.push(texts[..6].join(" "));
+    texts.swap(0, 12);
+    let table = candle_core::Var::from_tensor(
+        &candle_core::Tensor::randn(
+            0f32,
+            1.,
+            (pieces(&fixture_texts(ws.path())).len() + 3, H),
+            &Device::Cpu,
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let weights = Tensor::randn(0f32, 1., (texts.len(), H), &Device::Cpu).unwrap();
+    let run = |overhead: usize| {
+        let e = enc
+            .embed_for_training(
+                &texts,
+                TextRole::Query,
+                MAXPOS,
+                Some(table.as_tensor()),
+                overhead,
+            )
+            .unwrap();
+        let loss = (&e * &weights).unwrap().sum_all().unwrap();
+        let g = loss.backward().unwrap();
+        let grad = g.get(table.as_tensor()).unwrap().clone();
+        (
+            e.to_vec2::<f32>().unwrap(),
+            grad.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+        )
+    };
+    let (e1, g1) = run(usize::MAX);
+    let (e0, g0) = run(0);
+    assert_eq!(e0.len(), texts.len());
+    let max_diff = |a: &[f32], b: &[f32]| {
+        a.iter()
+            .zip(b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0f32, f32::max)
+    };
+    for (a, b) in e1.iter().zip(&e0) {
+        assert!(
+            max_diff(a, b) < 1e-5,
+            "embeddings differ by {}",
+            max_diff(a, b)
+        );
+    }
+    assert!(g1.iter().any(|v| *v != 0.0));
+    assert!(
+        max_diff(&g1, &g0) < 1e-4,
+        "gradients differ by {}",
+        max_diff(&g1, &g0)
+    );
+    // and the rows are the texts': the long text is the first row
+    let single = enc
+        .embed_for_training(
+            &texts[..1],
+            TextRole::Query,
+            MAXPOS,
+            Some(table.as_tensor()),
+            0,
+        )
+        .unwrap()
+        .to_vec2::<f32>()
+        .unwrap();
+    assert!(max_diff(&single[0], &e0[0]) < 1e-5);
+}
+
 /// The gradient of the contrastive loss with respect to an encoder weight
 /// agrees with central finite differences (f64).
 #[test]

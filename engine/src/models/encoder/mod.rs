@@ -19,6 +19,7 @@
 
 pub mod bert;
 pub mod folder;
+pub mod groups;
 pub mod pack;
 pub mod trim;
 
@@ -298,6 +299,54 @@ impl Encoder {
             Pooling::Mean => bert::mean_pool(hidden, mask),
             Pooling::Cls => bert::cls_pool(hidden),
         }
+    }
+
+    /// Unit-length embeddings `[n, hidden]` of `wins` (one window per text,
+    /// in their order) as training computes them: differentiable, the word
+    /// rows taken from `table` (the windows' ids index it). The windows run
+    /// in groups of similar length ([`groups::length_groups`], `overhead`
+    /// token slots charged per group), so a short text is not padded to the
+    /// batch's longest; padding is masked, so the numbers are those of one
+    /// padded batch.
+    fn train_embed(&self, wins: &[Window], table: &Tensor, overhead: usize) -> Result<Tensor> {
+        let dev = self.bert.device().clone();
+        let mut order: Vec<usize> = (0..wins.len()).collect();
+        order.sort_by_key(|&i| (wins[i].ids.len(), i));
+        let lens: Vec<usize> = order.iter().map(|&i| wins[i].ids.len()).collect();
+        let mut parts = Vec::new();
+        for g in groups::length_groups(&lens, overhead) {
+            let ws: Vec<&Window> = order[g].iter().map(|&i| &wins[i]).collect();
+            let (ids, mask) = self.batch(&ws, &dev)?;
+            let hidden = self.bert.forward_rows(&ids, &mask, table)?;
+            parts.push(self.pool(&hidden, &mask)?);
+        }
+        let sorted = Tensor::cat(&parts, 0)?;
+        // row i of the result is the window whose rank in `order` is at[i]
+        let mut at = vec![0u32; wins.len()];
+        for (rank, &i) in order.iter().enumerate() {
+            at[i] = rank as u32;
+        }
+        let at = Tensor::from_vec(at, wins.len(), &dev)?;
+        bert::l2_normalise(&sorted.index_select(&at, 0)?)
+    }
+
+    /// Training's embeddings of `texts` read as `role`, each cut to
+    /// `max_len` tokens, with the word table `table` (`None`: the encoder's
+    /// own) and `overhead` as in length grouping (`usize::MAX`: one padded
+    /// batch). Exposed so that tests can hold the grouped and the padded
+    /// computation against each other, gradients included.
+    pub fn embed_for_training(
+        &self,
+        texts: &[String],
+        role: TextRole,
+        max_len: usize,
+        table: Option<&Tensor>,
+        overhead: usize,
+    ) -> Result<Tensor> {
+        let ids = self.content_ids(texts, role)?;
+        let wins = self.windows(ids, max_len, true);
+        let table = table.unwrap_or(self.bert.word_embeddings());
+        self.train_embed(&wins, table, overhead)
     }
 
     /// Unit-length embeddings of `texts` read as `role` (one row each).
@@ -774,14 +823,9 @@ impl EncoderTrainer {
         } else {
             leaf.as_tensor().clone()
         };
-        let encode = |wins: Vec<Window>| -> Result<Tensor> {
-            let refs: Vec<&Window> = wins.iter().collect();
-            let (ids, mask) = enc.batch(&refs, device)?;
-            let hidden = enc.bert.forward_rows(&ids, &mask, &table)?;
-            bert::l2_normalise(&enc.pool(&hidden, &mask)?)
-        };
-        let es = encode(relabel(&ws))?;
-        let et = encode(relabel(&wt))?;
+        let overhead = group_overhead(device);
+        let es = enc.train_embed(&relabel(&ws), &table, overhead)?;
+        let et = enc.train_embed(&relabel(&wt), &table, overhead)?;
         let loss = match s.loss.as_str() {
             "pairwise" => crate::models::kit::nn::s2net_loss(&es, &et, s.gamma)?,
             _ => info_nce(&es, &et, s.temperature)?,
@@ -789,6 +833,19 @@ impl EncoderTrainer {
         // frozen: the rows were detached, so the table gets no gradient
         opt.backward_step_rows(&loss, &[(&word.0, &uniq_t, &leaf)])?;
         Ok(loss)
+    }
+}
+
+/// Token slots charged per forward pass when a training batch is cut into
+/// length groups: on the CPU a pass's fixed cost is worth about this much
+/// padding (measured fine-tuning multilingual-e5-small, docs/results.md);
+/// on an accelerator padded slots cost little against its per-kernel
+/// launches, so a batch stays one pass there.
+fn group_overhead(device: &Device) -> usize {
+    if device.is_cpu() {
+        32
+    } else {
+        usize::MAX
     }
 }
 
