@@ -251,6 +251,12 @@ fn check_request(req: &JobRequest) -> Result<(BTreeMap<String, String>, Workspac
         }
         params.check_unused()?;
     }
+    if let Some(p) = settings.get(crate::models::precision::KEY) {
+        // tf32 where the job would compute on the CPU
+        p.parse::<crate::models::precision::Precision>()
+            .map_err(Error::invalid)?
+            .check_device(&req.model, req.device.runs_on(&req.model))?;
+    }
     if let Some(init) = settings.get("init") {
         // a session folder with a best checkpoint, or (XCNN) a checkpoint file
         let p = Path::new(init);

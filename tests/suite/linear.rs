@@ -729,27 +729,6 @@ fn implicit_and_dense_solvers_agree() {
     }
 }
 
-/// The model's tensors, bit for bit.
-fn tensor_bits(model: &dyn Model) -> Vec<(String, Vec<u64>)> {
-    let mut out: Vec<(String, Vec<u64>)> = model
-        .tensors()
-        .unwrap()
-        .into_iter()
-        .map(|(k, t)| {
-            let v = t
-                .flatten_all()
-                .unwrap()
-                .to_dtype(DType::F64)
-                .unwrap()
-                .to_vec1::<f64>()
-                .unwrap();
-            (k, v.iter().map(|x| x.to_bits()).collect())
-        })
-        .collect();
-    out.sort();
-    out
-}
-
 /// Issue 39: a closed-form fit gives the same model, bit for bit, with one
 /// thread or several (its parallel reductions add in a fixed order).
 #[test]
@@ -777,7 +756,7 @@ fn closed_form_fits_are_the_same_with_any_thread_count() {
                 .unwrap();
             pool.install(|| {
                 let mut hooks = TestHooks::default();
-                tensor_bits(train(name, data, &kv, &mut hooks).unwrap().as_ref())
+                crate::common::model_bits(train(name, data, &kv, &mut hooks).unwrap().as_ref())
             })
         };
         let one = fit(1);

@@ -29,6 +29,7 @@ mod jobs;
 mod layers;
 mod linear;
 mod plsa;
+mod precision;
 mod queries;
 mod registry;
 mod runs_cli;

@@ -26,7 +26,7 @@ pub mod trainer;
 
 // every model and kit module at its old path (`models::s2net`,
 // `models::nn`, ...), for the front-ends, tests and examples
-pub use kit::{implicit, lstm, nn, optim, pretrained, rbm, rows};
+pub use kit::{implicit, lstm, nn, optim, precision, pretrained, rbm, rows};
 pub use lexical::bm25;
 pub use linear::{cca, cl_lsi, hdlr, opca, procrustes, s2net};
 pub use neural::{adv_bilstm, bae, dbn_cca, xcnn};

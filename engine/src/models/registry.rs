@@ -261,6 +261,15 @@ const VECTORS: Setting = s(
     Check::Parse(super::pretrained::check_session_only),
     "a session (an encoder, or any model with a space) whose term vectors start the first layer",
 );
+/// The arithmetic of a candle-trained model's matrix products
+/// ([`super::precision`]): a row of every model whose registry row has
+/// `gpu` (the models that compute on candle), and of no other.
+const PRECISION: Setting = s(
+    "precision",
+    "f32",
+    Check::Choice(&["f32", "bf16", "tf32"]),
+    "matrix products: f32; bf16 (bfloat16 inputs, f32 results; weights, optimiser, losses f32); tf32 (CUDA only: TF32 tensor cores)",
+);
 const OVERSAMPLE: Setting = s(
     "oversample",
     "10",
@@ -624,6 +633,7 @@ pub static MODELS: &[ModelSpec] = &[
             ),
             s("lr", "0.001", Check::Positive, "Adam learning rate"),
             s("optim", "adam", OPTIM, "dense Adam or row-sparse lazy Adam"),
+            PRECISION,
             VECTORS,
             WEIGHT_DECAY,
         ],
@@ -801,6 +811,7 @@ pub static MODELS: &[ModelSpec] = &[
                 Check::Choice(&["tfidf", "bm25"]),
                 "how mono positives are mined",
             ),
+            PRECISION,
             s(
                 "train_target",
                 "false",
@@ -854,6 +865,7 @@ pub static MODELS: &[ModelSpec] = &[
             ),
             s("lr", "0.01", Check::Positive, "Adam learning rate"),
             s("optim", "adam", OPTIM, "dense Adam or row-sparse lazy Adam"),
+            PRECISION,
             s(
                 "recon",
                 "full",
@@ -892,6 +904,7 @@ pub static MODELS: &[ModelSpec] = &[
             s("lr_rsm", "0.0001", Check::Positive, "learning rate of the replicated softmax layer"),
             s("momentum", "0.9", Check::Range { min: 0.0, max: 1.0, open: true }, "momentum of the RBM updates"),
             s("momentum_warmup", "0", COUNT, "first epochs of each RBM at momentum 0.5"),
+            PRECISION,
             s("reg", "0.1", Check::NonNegative, "CCA ridge relative to the codes' mean variance"),
             s("upper_data", "probs", Check::Choice(&["probs", "states"]), "an upper RBM's data: the layer below's probabilities, or binary states drawn from them"),
             VALID_MAX,
@@ -941,6 +954,7 @@ pub static MODELS: &[ModelSpec] = &[
             s("max_doc_len", "300", Check::Int { min: 1, max: 100_000 }, "tokens kept per document"),
             s("max_query_len", "30", Check::Int { min: 1, max: 100_000 }, "tokens kept per query"),
             s("nn_hidden", "128", Check::Parse(adv_bilstm::check_widths), "NN_dim's tanh layer widths (one or two, comma-separated)"),
+            PRECISION,
             s("reg", "0.00001", Check::NonNegative, "coefficient of the weights' squared Frobenius norm (L_reg)"),
             s("share_target", "false", Check::Bool, "one encoder for target queries and documents"),
             s("vectors", "none", Check::Parse(super::pretrained::check_any), "a session (encoder or any model with a space) or SOURCE.vec,TARGET.vec whose vectors start the embeddings"),
@@ -966,6 +980,7 @@ pub static MODELS: &[ModelSpec] = &[
             s("max_len", "auto", Check::Parse(encoder::check_max_len), "tokens per window, auto: the model's positions (longer texts: several windows, averaged)"),
             s("max_pairs", "0", COUNT, "fine-tune on the first N training pairs (0: all)"),
             s("pooling", "mean", Check::Choice(&["mean", "cls"]), "a window's vector: mean of its tokens or the first token"),
+            PRECISION,
             s("query_prefix", "query:", Check::Parse(encoder::check_prefix), "word put before each query and sentence (none: nothing)"),
             s("temperature", "0.05", Check::Positive, "loss=infonce: softmax temperature"),
             s("train_max_len", "128", Check::Int { min: 3, max: 100_000 }, "tokens kept per text while fine-tuning"),

@@ -112,6 +112,29 @@ pub fn assert_searchable(cwd: &Path, session: &Path, query: &str, term: &str) {
     assert!(e["adhoc"]["MAP"].as_f64().unwrap().is_finite(), "{e}");
 }
 
+/// A model's tensors, bit for bit (as f64), sorted by name: two models are
+/// the same when these are equal.
+#[allow(dead_code)] // not every test binary uses every helper
+pub fn model_bits(model: &dyn rosetta::models::Model) -> Vec<(String, Vec<u64>)> {
+    let mut out: Vec<(String, Vec<u64>)> = model
+        .tensors()
+        .unwrap()
+        .into_iter()
+        .map(|(k, t)| {
+            let v = t
+                .flatten_all()
+                .unwrap()
+                .to_dtype(candle_core::DType::F64)
+                .unwrap()
+                .to_vec1::<f64>()
+                .unwrap();
+            (k, v.iter().map(|x| x.to_bits()).collect())
+        })
+        .collect();
+    out.sort();
+    out
+}
+
 /// The records of a session's `metrics.jsonl`, parsed.
 #[allow(dead_code)] // not every test binary uses every helper
 pub fn metrics_records(dir: &Path) -> Vec<serde_json::Value> {

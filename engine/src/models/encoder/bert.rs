@@ -15,6 +15,7 @@ use candle_core::{DType, Device, Module, Tensor, D};
 use candle_nn::{Embedding, Linear, VarBuilder};
 use serde::Deserialize;
 
+use crate::models::kit::precision;
 use crate::{Error, Result};
 
 /// The subset of a Hugging Face `config.json` the encoder reads.
@@ -285,8 +286,7 @@ impl Bert {
         let scale = 1.0 / (hd as f64).sqrt();
         for layer in &self.layers {
             let heads = |lin: &Linear| -> Result<Tensor> {
-                Ok(lin
-                    .forward(&x)?
+                Ok(dense(lin, &x)?
                     .reshape((b, t, nh, hd))?
                     .transpose(1, 2)?
                     .contiguous()?)
@@ -294,30 +294,52 @@ impl Bert {
             let q = (heads(&layer.query)? * scale)?;
             let k = heads(&layer.key)?;
             let v = heads(&layer.value)?;
-            let scores = q.matmul(&k.t()?)?.broadcast_add(&neg)?;
+            let scores = precision::matmul(&q, &k.t()?)?.broadcast_add(&neg)?;
             let p = if train {
                 candle_nn::ops::softmax(&scores, D::Minus1)?
             } else {
                 candle_nn::ops::softmax_last_dim(&scores)?
             };
-            let ctx = p
-                .matmul(&v)?
+            let ctx = precision::matmul(&p, &v)?
                 .transpose(1, 2)?
                 .contiguous()?
                 .reshape((b, t, h))?;
-            let a = layer.attn_out.forward(&ctx)?;
+            let a = dense(&layer.attn_out, &ctx)?;
             x = layer.attn_norm.forward(&(a + &x)?, train)?;
-            let mid = layer.inter.forward(&x)?;
+            let mid = dense(&layer.inter, &x)?;
             let mid = match self.config.hidden_act.as_str() {
                 "relu" => mid.relu()?,
                 "gelu_new" => mid.gelu()?,
                 _ => mid.gelu_erf()?,
             };
-            let o = layer.out.forward(&mid)?;
+            let o = dense(&layer.out, &mid)?;
             x = layer.out_norm.forward(&(o + &x)?, train)?;
         }
         Ok(x)
     }
+}
+
+/// `lin`'s `x · Wᵀ + b` at the thread's precision ([`precision::matmul`]):
+/// candle's `Linear` itself under f32 and tf32 (the same ops, bit for bit);
+/// under bf16 one 2-D product of the rows of `x` (a broadcast weight would
+/// be copied per batch row by the conversion).
+fn dense(lin: &Linear, x: &Tensor) -> Result<Tensor> {
+    if precision::current() != precision::Precision::Bf16 {
+        return Ok(lin.forward(x)?);
+    }
+    let dims = x.dims().to_vec();
+    let inner = *dims.last().unwrap_or(&1);
+    let rows = x.elem_count() / inner.max(1);
+    let y = precision::matmul(&x.reshape((rows, inner))?, &lin.weight().t()?)?;
+    let mut shape = dims;
+    if let Some(last) = shape.last_mut() {
+        *last = y.dim(1)?;
+    }
+    let y = y.reshape(shape)?;
+    Ok(match lin.bias() {
+        Some(b) => y.broadcast_add(b)?,
+        None => y,
+    })
 }
 
 /// Masked mean of hidden states (`[batch, tokens, hidden]`) over `mask`

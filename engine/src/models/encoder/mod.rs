@@ -488,6 +488,9 @@ struct Settings {
     gamma: f64,
     train_max_len: usize,
     max_pairs: usize,
+    /// The arithmetic of the network's products while it trains (and
+    /// validates within its job).
+    precision: crate::models::kit::precision::Precision,
 }
 
 impl Settings {
@@ -507,6 +510,7 @@ impl Settings {
             gamma: p.get("gamma")?,
             train_max_len: p.get("train_max_len")?,
             max_pairs: p.get("max_pairs")?,
+            precision: crate::models::kit::precision::setting(&p)?,
         };
         let opts = EncodeOptions::from_params(params)?;
         Ok((s, weights, opts))
@@ -539,7 +543,7 @@ fn check_hash(folder: &folder::Folder, tensors: &HashMap<String, Tensor>) -> Res
 /// InfoNCE over in-batch negatives, both directions, at `temperature`.
 pub fn info_nce(s: &Tensor, t: &Tensor, temperature: f64) -> Result<Tensor> {
     let b = s.dim(0)?;
-    let logits = (s.matmul(&t.t()?)? / temperature)?;
+    let logits = (crate::models::kit::precision::matmul(s, &t.t()?)? / temperature)?;
     let labels = Tensor::arange(0u32, b as u32, s.device())?;
     let a = candle_nn::loss::cross_entropy(&logits, &labels)?;
     let c = candle_nn::loss::cross_entropy(&logits.t()?.contiguous()?, &labels)?;
@@ -566,6 +570,13 @@ impl Trainer for EncoderTrainer {
             return Err(Error::invalid(format!(
                 "encoder: frozen_epochs {} exceeds epochs {}",
                 s.frozen_epochs, s.epochs
+            )));
+        }
+        if s.epochs == 0 && s.precision != crate::models::kit::precision::Precision::F32 {
+            return Err(Error::invalid(format!(
+                "encoder: precision={} applies to fine-tuning, and epochs=0 trains nothing \
+                 (the pretrained space is encoded in f32); set epochs >= 1 or leave precision=f32",
+                s.precision
             )));
         }
         if s.epochs > 0 && s.batch < 2 {
@@ -606,6 +617,7 @@ impl Trainer for EncoderTrainer {
     ) -> Result<Box<dyn Model>> {
         let (s, weights, opts) = Settings::read(params)?;
         params.check_unused()?;
+        let _precision = s.precision.enter(KIND, device)?;
         let folder = folder::resolve(&weights)?;
         let over = resume
             .as_ref()

@@ -170,8 +170,10 @@ impl BiLstm {
                 self.input()
             )));
         }
-        Ok(x.matmul(self.w_ih.as_tensor())?
-            .broadcast_add(self.b.as_tensor())?)
+        Ok(
+            super::precision::matmul(x, self.w_ih.as_tensor())?
+                .broadcast_add(self.b.as_tensor())?,
+        )
     }
 
     /// [`BiLstm::forward`] from the steps' input projections `proj`
@@ -179,11 +181,15 @@ impl BiLstm {
     /// is one op with its own backward pass (`seq`: per step two small
     /// products and the cell in place, the recurrent weights' gradient one
     /// product over all steps); off the CPU each step is one fused cell op
-    /// (`kernels/lstm.cu`). Other dtypes take candle's ops.
+    /// (`kernels/lstm.cu`). Other dtypes take candle's ops. Under
+    /// `precision=bf16` the CPU takes the fused cell too, whose recurrent
+    /// product is [`super::precision::matmul`]'s (the `seq` op multiplies in
+    /// f32 itself).
     pub fn recur(&self, proj: &Tensor, mask: &Tensor) -> Result<Tensor> {
+        let bf16 = super::precision::current() == super::precision::Precision::Bf16;
         let path = match (proj.device().is_cpu(), proj.dtype()) {
-            (true, DType::F32 | DType::F64) => Path::Sequence,
-            (false, DType::F32 | DType::F64) => Path::Cell,
+            (true, DType::F32 | DType::F64) if !bf16 => Path::Sequence,
+            (_, DType::F32 | DType::F64) => Path::Cell,
             _ => Path::Ops,
         };
         self.recur_with(proj, mask, path)
@@ -242,7 +248,7 @@ impl BiLstm {
                     let gates = if s == 0 {
                         x_s.clone()
                     } else {
-                        (x_s + st.narrow(2, 0, h)?.contiguous()?.matmul(w_hh)?)?
+                        (x_s + super::precision::matmul(&st.narrow(2, 0, h)?.contiguous()?, w_hh)?)?
                     };
                     st = cell::step(&gates, &st, &m.get(s)?)?;
                     hs.push(st.narrow(2, 0, h)?);
@@ -269,7 +275,7 @@ impl BiLstm {
         let mut state: Option<(Tensor, Tensor)> = None; // (h, c), each (2, B, H)
         for (s, x_s) in steps.iter().enumerate() {
             let gates = match &state {
-                Some((hp, _)) => (x_s + hp.matmul(w_hh)?)?,
+                Some((hp, _)) => (x_s + super::precision::matmul(hp, w_hh)?)?,
                 None => x_s.clone(),
             };
             let sig = candle_nn::ops::sigmoid(&gates)?;

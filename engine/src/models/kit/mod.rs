@@ -10,6 +10,7 @@ pub mod linear;
 pub mod lstm;
 pub mod nn;
 pub mod optim;
+pub mod precision;
 pub mod pretrained;
 pub mod rbm;
 pub mod rows;

@@ -117,7 +117,7 @@ pub fn s2net_loss(ys: &Tensor, yt: &Tensor, gamma: f64) -> Result<Tensor> {
         ));
     }
     let (us, ut) = (unit_rows(ys)?, unit_rows(yt)?);
-    let c = us.matmul(&ut.t()?)?; // b × b cosines
+    let c = super::precision::matmul(&us, &ut.t()?)?; // b × b cosines
     let diag = (&us * &ut)?.sum_keepdim(1)?; // b × 1
     let x = (c.broadcast_sub(&diag)? * gamma)?; // −γΔ
     let sp = softplus(&x)?;
@@ -384,10 +384,12 @@ pub fn bce_logits_sum(z: &Tensor, ones: &Tensor) -> Result<Tensor> {
 /// decoder (`codes` `r × k`, `w` `v × k`, `c` `v`; `ones` flat positions in
 /// `r × v`), as a scalar. On the CPU with f32 one fused op
 /// (`models/kit/bce.rs`) that builds no tensor the size of `z` besides its own
-/// gradient buffer; elsewhere [`decoder_bce_sum_unfused`].
+/// gradient buffer; elsewhere, and under `precision=bf16` (whose product is
+/// [`super::precision::matmul`]'s), [`decoder_bce_sum_unfused`].
 pub fn decoder_bce_sum(codes: &Tensor, w: &Tensor, c: &Tensor, ones: &Tensor) -> Result<Tensor> {
     let cpu32 = |t: &Tensor| t.device().is_cpu() && t.dtype() == DType::F32;
-    if cpu32(codes) && cpu32(w) && cpu32(c) && ones.device().is_cpu() {
+    let bf16 = super::precision::current() == super::precision::Precision::Bf16;
+    if !bf16 && cpu32(codes) && cpu32(w) && cpu32(c) && ones.device().is_cpu() {
         return super::bce::decoder_bce_sum(codes, w, c, ones.to_vec1::<u32>()?);
     }
     decoder_bce_sum_unfused(codes, w, c, ones)
@@ -401,7 +403,7 @@ pub fn decoder_bce_sum_unfused(
     c: &Tensor,
     ones: &Tensor,
 ) -> Result<Tensor> {
-    let z = codes.matmul(&w.t()?)?.broadcast_add(c)?;
+    let z = super::precision::matmul(codes, &w.t()?)?.broadcast_add(c)?;
     bce_logits_sum(&z, ones)
 }
 

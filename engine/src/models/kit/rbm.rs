@@ -126,8 +126,8 @@ impl Rbm {
         match v {
             Visible::Counts { batch, lengths, .. } => Ok(batch
                 .compose(&self.w, false)?
-                .add(&lengths.matmul(&self.b.unsqueeze(0)?)?)?),
-            Visible::Probs(x) => Ok(x.matmul(&self.w)?.broadcast_add(&self.b)?),
+                .add(&super::precision::matmul(lengths, &self.b.unsqueeze(0)?)?)?),
+            Visible::Probs(x) => Ok(super::precision::matmul(x, &self.w)?.broadcast_add(&self.b)?),
         }
     }
 
@@ -138,7 +138,7 @@ impl Rbm {
 
     /// Visible logits `h Wᵀ + c` (a softmax's or a sigmoid's input).
     pub fn visible_logits(&self, h: &Tensor) -> Result<Tensor> {
-        Ok(h.matmul(&self.w.t()?)?.broadcast_add(&self.c)?)
+        Ok(super::precision::matmul(h, &self.w.t()?)?.broadcast_add(&self.c)?)
     }
 
     /// Mean free energy of the rows of `v`:
@@ -150,7 +150,7 @@ impl Rbm {
             Visible::Counts { batch, .. } => {
                 batch.compose(&self.c.unsqueeze(1)?, false)?.squeeze(1)?
             }
-            Visible::Probs(p) => p.matmul(&self.c.unsqueeze(1)?)?.squeeze(1)?,
+            Visible::Probs(p) => super::precision::matmul(p, &self.c.unsqueeze(1)?)?.squeeze(1)?,
         };
         let f = (vis.neg()? - sp)?.mean_all()?;
         scalar(&f)
@@ -280,8 +280,8 @@ impl Rbm {
                 host_lengths: &[],
             }),
             Owned::Probs(x, Some(lengths)) => Ok(sigmoid(
-                &x.matmul(&self.w)?
-                    .add(&lengths.matmul(&self.b.unsqueeze(0)?)?)?,
+                &super::precision::matmul(x, &self.w)?
+                    .add(&super::precision::matmul(lengths, &self.b.unsqueeze(0)?)?)?,
             )?),
             Owned::Probs(x, None) => self.hidden_probs(&Visible::Probs(x)),
         }
@@ -298,7 +298,7 @@ impl Rbm {
                 ph,
             ),
             Owned::Probs(x, Some(lengths)) => Ok((
-                x.t()?.matmul(ph)?,
+                super::precision::matmul(&x.t()?, ph)?,
                 ph.broadcast_mul(lengths)?.sum(0)?,
                 x.sum(0)?,
             )),
@@ -325,7 +325,11 @@ impl Rbm {
                 }
                 Ok((w, ph.broadcast_mul(lengths)?.sum(0)?, c))
             }
-            Visible::Probs(x) => Ok((x.t()?.matmul(ph)?, ph.sum(0)?, x.sum(0)?)),
+            Visible::Probs(x) => Ok((
+                super::precision::matmul(&x.t()?, ph)?,
+                ph.sum(0)?,
+                x.sum(0)?,
+            )),
         }
     }
 }
@@ -387,7 +391,8 @@ pub fn sample_counts(
         p = Tensor::cat(&[&p, &Tensor::zeros((n, nb * s - v), DType::F32, dev)?], 1)?;
     }
     // running sums as plain 2-D products with a triangle of ones (candle's
-    // `cumsum` broadcasts a batched product, which CUDA's may refuse)
+    // `cumsum` broadcasts a batched product, which CUDA's may refuse); a
+    // sampler's sums, not a layer's product: f32 whatever the precision
     let running = |x: &Tensor, len: usize| -> Result<Tensor> {
         Ok(x.matmul(&Tensor::triu2(len, DType::F32, dev)?)?)
     };

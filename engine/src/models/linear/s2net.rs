@@ -108,6 +108,8 @@ pub struct S2NetConfig {
     pub init: Option<String>,
     /// `vectors`: pretrained term vectors to start from.
     pub vectors: crate::models::kit::pretrained::VectorsSetting,
+    /// `precision`: the arithmetic of the loss's cosine products.
+    pub precision: crate::models::kit::precision::Precision,
 }
 
 impl S2NetConfig {
@@ -127,6 +129,7 @@ impl S2NetConfig {
             lazy: crate::models::kit::nn::lazy_optim(&p)?,
             init: p.get_opt("init")?,
             vectors: crate::models::kit::pretrained::setting(&p)?,
+            precision: crate::models::kit::precision::setting(&p)?,
         };
         if cfg.init.is_some() && cfg.vectors.session().is_some() {
             return Err(init_and_vectors());
@@ -195,8 +198,10 @@ impl Trainer for S2NetTrainer {
             lazy,
             init,
             vectors,
+            precision,
         } = S2NetConfig::from_params(params)?;
         params.check_unused()?;
+        let _precision = precision.enter(KIND, device)?;
         check_fit_sizes(KIND, data, k)?;
         let xs = weighted(&data.train_src, &data.vocabs, Side::Source);
         let xt = weighted(&data.train_tgt, &data.vocabs, Side::Target);

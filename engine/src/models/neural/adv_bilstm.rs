@@ -102,6 +102,9 @@ pub struct AdvConfig {
     pub vectors_session: Option<PathBuf>,
     /// Std of the random embeddings.
     pub init_scale: f64,
+    /// `precision`: the arithmetic of the encoders', the discriminator's and
+    /// the in-batch loss's products.
+    pub precision: crate::models::kit::precision::Precision,
 }
 
 fn widths(v: &str) -> std::result::Result<Vec<usize>, String> {
@@ -176,6 +179,7 @@ impl AdvConfig {
             vectors_session,
             frozen_epochs,
             init_scale: p.get("init_scale")?,
+            precision: crate::models::kit::precision::setting(&p)?,
         })
     }
 }
@@ -310,7 +314,8 @@ impl Encoder {
         let mut z = max_pool(&h, &pb.mask)?;
         let last = self.ff.len() - 1;
         for (j, (w, bias)) in self.ff.iter().enumerate() {
-            z = z.matmul(w.as_tensor())?.broadcast_add(bias.as_tensor())?;
+            z = crate::models::kit::precision::matmul(&z, w.as_tensor())?
+                .broadcast_add(bias.as_tensor())?;
             if j < last {
                 z = z.tanh()?;
             }
@@ -433,7 +438,8 @@ impl Discriminator {
     fn logits(&self, z: &Tensor) -> Result<Tensor> {
         let mut x = z.clone();
         for (j, (w, b)) in self.layers.iter().enumerate() {
-            x = x.matmul(w.as_tensor())?.broadcast_add(b.as_tensor())?;
+            x = crate::models::kit::precision::matmul(&x, w.as_tensor())?
+                .broadcast_add(b.as_tensor())?;
             if j < 2 {
                 x = x.relu()?;
             }
@@ -766,10 +772,17 @@ impl Passes {
                 leaves: None,
             });
         }
+        // the trainer's precision holds on the passes' threads too
+        let precision = crate::models::kit::precision::current();
         let graphs = std::thread::scope(|sc| {
             join_all(
                 jobs.iter()
-                    .map(|(e, s, r, l)| sc.spawn(move || e.codes(s, r, *l, dtype)))
+                    .map(|(e, s, r, l)| {
+                        sc.spawn(move || {
+                            let _p = precision.enter_thread();
+                            e.codes(s, r, *l, dtype)
+                        })
+                    })
                     .collect(),
             )
         })?;
@@ -836,7 +849,7 @@ fn in_batch_loss(zs: &Tensor, zt: &Tensor, beta: f64) -> Result<Tensor> {
     if n < 2 {
         return Ok(Tensor::zeros((), zs.dtype(), zs.device())?);
     }
-    let c = unit_rows(zs)?.matmul(&unit_rows(zt)?.t()?)?;
+    let c = crate::models::kit::precision::matmul(&unit_rows(zs)?, &unit_rows(zt)?.t()?)?;
     let own = c
         .mul(&Tensor::eye(n, c.dtype(), c.device())?)?
         .sum_keepdim(1)?;
@@ -971,6 +984,7 @@ impl Trainer for AdvTrainer {
     ) -> Result<Box<dyn Model>> {
         let cfg = AdvConfig::from_params(params)?;
         params.check_unused()?;
+        let _precision = cfg.precision.enter(NAME, device)?;
         data.check_shapes(NAME)?;
         let dtype = DType::F32;
         let docs = cfg.gamma[1] > 0.0 || cfg.gamma[2] > 0.0;

@@ -59,6 +59,8 @@ pub struct BaeConfig {
     pub vectors: Option<std::path::PathBuf>,
     /// First epochs with the encoders' tables held fixed (needs `vectors`).
     pub frozen_epochs: usize,
+    /// `precision`: the arithmetic of the decoders' products.
+    pub precision: crate::models::kit::precision::Precision,
 }
 
 impl BaeConfig {
@@ -98,6 +100,7 @@ impl BaeConfig {
                 .session()
                 .map(std::path::Path::to_path_buf),
             frozen_epochs: p.get("frozen_epochs")?,
+            precision: crate::models::kit::precision::setting(&p)?,
         };
         crate::models::kit::pretrained::check_frozen("bae", c.frozen_epochs, c.vectors.is_some())?;
         Ok(c)
@@ -479,7 +482,7 @@ fn recon_loss(
     };
     let d = take(dec)?;
     let c = take(bias)?;
-    let z = codes.matmul(&d.t()?)?.broadcast_add(&c)?;
+    let z = crate::models::kit::precision::matmul(codes, &d.t()?)?.broadcast_add(&c)?;
     let sp = crate::models::kit::nn::softplus(&z)?;
     let w = Tensor::from_vec(weights, (1, ncols), device)?;
     let sp = sp.broadcast_mul(&w)?.sum_all()?;
@@ -539,6 +542,7 @@ impl Trainer for BaeTrainer {
     ) -> Result<Box<dyn Model>> {
         let cfg = BaeConfig::from_params(params)?;
         params.check_unused()?;
+        let _precision = cfg.precision.enter("bae", device)?;
         let (vs, vt) = (data.vocabs.source.len(), data.vocabs.target.len());
         data.check_shapes("bae")?;
         let pairs: Vec<usize> = (0..data.train_src.n_rows())

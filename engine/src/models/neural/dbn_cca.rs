@@ -85,6 +85,9 @@ pub struct DbnConfig {
     pub reg: f64,
     /// Held-out texts scored per epoch (at most).
     pub valid_max: usize,
+    /// `precision`: the arithmetic of the RBMs' and the autoencoder's
+    /// products (the CCA is solved in f64 whatever it is).
+    pub precision: crate::models::kit::precision::Precision,
 }
 
 impl DbnConfig {
@@ -116,6 +119,7 @@ impl DbnConfig {
             dim: p.get("dim")?,
             reg: p.get("reg")?,
             valid_max: p.get("valid_max")?,
+            precision: crate::models::kit::precision::setting(&p)?,
         };
         let top = *cfg.layers.last().expect("parse_layers gives ≥ 1 layer");
         if cfg.dim > top {
@@ -806,22 +810,23 @@ impl Unrolled {
 
     /// Reconstruction cross-entropy of a batch through the autoencoder.
     fn loss(&self, x: &CsrMatrix, rows: &[usize], device: &Device) -> Result<Tensor> {
+        use crate::models::kit::precision::matmul as mm;
         let batch = SparseBatch::new(x, rows, false, DType::F32, device)?;
         let (_, d) = lengths(x, rows, device)?;
         let (w0, b0) = &self.enc[0];
         let mut h = sigmoid(
             &batch
                 .compose(w0.as_tensor(), false)?
-                .add(&d.matmul(&b0.as_tensor().unsqueeze(0)?)?)?,
+                .add(&mm(&d, &b0.as_tensor().unsqueeze(0)?)?)?,
         )?;
         for (w, b) in &self.enc[1..] {
-            h = sigmoid(&h.matmul(w.as_tensor())?.broadcast_add(b.as_tensor())?)?;
+            h = sigmoid(&mm(&h, w.as_tensor())?.broadcast_add(b.as_tensor())?)?;
         }
         for (w, c) in self.dec[1..].iter().rev() {
-            h = sigmoid(&h.matmul(w.as_tensor())?.broadcast_add(c.as_tensor())?)?;
+            h = sigmoid(&mm(&h, w.as_tensor())?.broadcast_add(c.as_tensor())?)?;
         }
         let (w, c) = &self.dec[0];
-        let logits = h.matmul(w.as_tensor())?.broadcast_add(c.as_tensor())?;
+        let logits = mm(&h, w.as_tensor())?.broadcast_add(c.as_tensor())?;
         reconstruction_ce(&logits, x, rows)
     }
 }
@@ -862,6 +867,7 @@ impl Trainer for DbnCcaTrainer {
     ) -> Result<Box<dyn Model>> {
         let cfg = DbnConfig::from_params(params)?;
         params.check_unused()?;
+        let _precision = cfg.precision.enter(KIND, device)?;
         data.check_shapes(KIND)?;
         let names = phase_names(&cfg);
         // where to start: the phase after a finished one, or the next epoch

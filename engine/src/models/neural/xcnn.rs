@@ -148,8 +148,7 @@ impl Composer {
         let b1 = &self.layers[0].1;
         let mut h = first.broadcast_add(b1.as_tensor())?.tanh()?;
         for (w, b) in &self.layers[1..] {
-            h = h
-                .matmul(w.as_tensor())?
+            h = crate::models::kit::precision::matmul(&h, w.as_tensor())?
                 .broadcast_add(b.as_tensor())?
                 .tanh()?;
         }
@@ -244,7 +243,7 @@ pub fn objective(q: &Tensor, pos: &Tensor, neg: Option<&Tensor>) -> Result<Tenso
             if b < 2 {
                 cp.zeros_like()?
             } else {
-                let c = qn.matmul(&pn.t()?)?;
+                let c = crate::models::kit::precision::matmul(&qn, &pn.t()?)?;
                 ((c.sum(1)? - &cp)? / (b as f64 - 1.0))?
             }
         }
@@ -317,7 +316,7 @@ pub fn batch_loss(q: &Tensor, pos: &Tensor, neg: Option<&Tensor>, loss: Loss) ->
             // Every (i, j ≠ i); the diagonal has delta 0, softplus(0) = ln 2,
             // and no gradient (cp − c_ii is identically zero), so it is
             // subtracted as a constant.
-            let c = qn.matmul(&pn.t()?)?;
+            let c = crate::models::kit::precision::matmul(&qn, &pn.t()?)?;
             let delta = c.broadcast_sub(&cp)?;
             let all = softplus(&(delta * gamma)?)?.sum_all()?;
             let off = (all - (b as f64) * std::f64::consts::LN_2)?;
@@ -465,6 +464,9 @@ pub struct XcnnConfig {
     pub vectors: Option<PathBuf>,
     /// Row-sparse ("lazy") Adam on the term tables instead of dense Adam.
     pub lazy: bool,
+    /// `precision`: the arithmetic of the upper layers' and the in-batch
+    /// cosines' products.
+    pub precision: crate::models::kit::precision::Precision,
 }
 
 impl XcnnConfig {
@@ -504,11 +506,25 @@ impl XcnnConfig {
                     .session()
                     .map(Path::to_path_buf),
                 lazy: lazy_optim(&p)?,
+                precision: crate::models::kit::precision::setting(&p)?,
             };
         if c.init.is_some() && c.vectors.is_some() {
             return Err(Error::invalid(
                 "xcnn: give `init` (a session) or `vectors` (pretrained term vectors), not both",
             ));
+        }
+        let in_batch = |n: Negatives, epochs: usize| n == Negatives::InBatch && epochs > 0;
+        if c.precision != crate::models::kit::precision::Precision::F32
+            && c.layers < 2
+            && !in_batch(c.negatives, c.epochs)
+            && !in_batch(c.mono_negatives, c.mono_epochs)
+        {
+            return Err(Error::invalid(format!(
+                "xcnn: precision={} would change nothing: with layers=1 and random negatives \
+                 the network has no dense product (its input layer is a sparse gather-sum, \
+                 kept in f32); set layers >= 2 or negatives=in-batch, or leave precision=f32",
+                c.precision
+            )));
         }
         Ok(c)
     }
@@ -1112,6 +1128,7 @@ impl Trainer for XcnnTrainer {
     ) -> Result<Box<dyn Model>> {
         let cfg = XcnnConfig::from_params(params)?;
         params.check_unused()?;
+        let _precision = cfg.precision.enter("xcnn", device)?;
         let (vs, vt) = (data.vocabs.source.len(), data.vocabs.target.len());
         data.check_shapes("xcnn")?;
         let usable = (0..data.train_src.n_rows())
