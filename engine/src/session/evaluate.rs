@@ -1012,6 +1012,22 @@ impl PairedTask {
     }
 }
 
+/// A session's per-query scores on sentence retrieval or lexicon induction
+/// ([`paired_scores`]).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PairedScores {
+    /// The session's model.
+    pub model: String,
+    /// What the scores are over: the task, its split, its queries (pairs or
+    /// test words) and their fingerprint.
+    pub task: crate::eval::compare::Task,
+    /// Scores per query id (`SPLIT:INDEX` for a pair, the analysed word for
+    /// a dictionary word).
+    pub per_query: std::collections::BTreeMap<String, Metrics>,
+    /// Per query id, its text: a pair's source text, a word's translations.
+    pub texts: std::collections::BTreeMap<String, String>,
+}
+
 /// A trained session's per-query scores on `task` (sentence retrieval or
 /// lexicon induction; see [`PairedTask`]), the model loaded on the CPU.
 /// What they are over ([`Task`](crate::eval::compare::Task)) names
@@ -1029,9 +1045,8 @@ pub fn paired_scores(
     dir: &Path,
     task: PairedTask,
     progress: &dyn Fn(f64, &str),
-) -> Result<super::workbench::AdhocScores> {
+) -> Result<PairedScores> {
     use crate::eval::compare::Task as Over;
-    use std::collections::BTreeMap;
     let session = Session::open(dir)?;
     if session.is_lexical() {
         let why = task
@@ -1094,7 +1109,7 @@ pub fn paired_scores(
                     (id(i), m)
                 })
                 .collect();
-            Ok(super::workbench::AdhocScores {
+            Ok(PairedScores {
                 model,
                 task: Over {
                     name: "parallel sentence retrieval".into(),
@@ -1107,9 +1122,6 @@ pub fn paired_scores(
                     .iter()
                     .map(|&i| (id(i), split.src_text[i].clone()))
                     .collect(),
-                labels: BTreeMap::new(),
-                cached: false,
-                cache_note: None,
             })
         }
         PairedTask::Bli { seed, csls } => {
@@ -1176,7 +1188,7 @@ pub fn paired_scores(
                     ((*w).clone(), format!("→ {}", ts.join(", ")))
                 })
                 .collect();
-            Ok(super::workbench::AdhocScores {
+            Ok(PairedScores {
                 model,
                 task: Over {
                     name: format!(
@@ -1189,9 +1201,6 @@ pub fn paired_scores(
                 },
                 per_query,
                 texts,
-                labels: BTreeMap::new(),
-                cached: false,
-                cache_note: None,
             })
         }
     }

@@ -363,7 +363,13 @@ impl Workbench {
             }
             let scores = match task {
                 PairedTask::Adhoc => self.adhoc_scores(dir, &step),
-                _ => paired_scores(dir, task, &step),
+                _ => paired_scores(dir, task, &step).map(|p| AdhocScores {
+                    model: p.model,
+                    task: p.task,
+                    per_query: p.per_query,
+                    texts: p.texts,
+                    ..Default::default()
+                }),
             };
             match scores {
                 Ok(s) => {
@@ -413,7 +419,8 @@ const SCORED_FILES: [&str; 7] = [
 
 /// A session's per-query scores on one task: its workspace's ad-hoc task
 /// ([`Workbench::adhoc_scores`]), or sentence retrieval or lexicon
-/// induction ([`paired_scores`]).
+/// induction ([`paired_scores`], read into this form by
+/// [`Workbench::compare_on`]).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct AdhocScores {
     /// The session's model.
