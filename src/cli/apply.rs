@@ -578,7 +578,7 @@ pub fn eval(args: EvalArgs) -> anyhow::Result<()> {
         test: args.test,
         adhoc: args.adhoc,
         dictionary: args.dictionary,
-        bli_seed: args.bli_seed.unwrap_or(1),
+        bli_seed: args.bli_seed.unwrap_or(ev::DEFAULT_BLI_SEED),
         run: args.run,
         depth: args.depth as usize,
         fuse: args.fuse,

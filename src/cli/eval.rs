@@ -13,6 +13,7 @@ use rosetta::eval::compare::{
     self, render_drill_downs, CompareOptions, Comparison, System, TableFormat, Task,
 };
 use rosetta::eval::{evaluate, Bootstrap, Correction, Evaluation, Metric, PairedTest, Qrels, Run};
+use rosetta::session::evaluate::{PairedTask, Split as EvalSplit, DEFAULT_BLI_SEED};
 use rosetta::session::Workbench;
 
 /// Arguments of `rosetta trec-eval`.
@@ -55,6 +56,26 @@ pub enum CorrectionKind {
     None,
 }
 
+/// The task `rosetta compare --sessions` scores each session on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CompareTaskKind {
+    /// Each workspace's ad-hoc task, per judged query (every metric).
+    Adhoc,
+    /// Parallel sentence retrieval on --split, per pair (MRR, P@1).
+    Sentence,
+    /// Lexicon induction on the dictionary's test part, per source word (P@1, P@5, P@10).
+    Bli,
+}
+
+/// How `compare --task bli` ranks the target words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BliRetrieval {
+    /// The model's own similarity (the cosine for most models; `eval`'s first figures).
+    Cosine,
+    /// CSLS (cross-domain similarity local scaling).
+    Csls,
+}
+
 /// Output format of `rosetta compare`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum FormatKind {
@@ -77,7 +98,10 @@ pub enum FormatKind {
 Two forms, one table:
   rosetta compare RUN... --qrels QRELS      TREC run files scored against qrels
   rosetta compare --sessions DIR...         session folders, each scored on its own
-                                            workspace's ad-hoc task (model alone)
+                                            workspace's ad-hoc task (model alone),
+                                            or with --task sentence|bli on parallel
+                                            sentence retrieval (per pair) or lexicon
+                                            induction (per dictionary test word)
 Rows are labelled by file name; sessions by their name (rosetta jobs
 rename), else folder name. Each system is tested against the baseline on
 the queries both were scored on, only when it was scored on the baseline's
@@ -91,8 +115,14 @@ the standard deviation of the per-query differences); every
 table says what its figures are over (task, split, judged queries).
 --per-query N lists, per system, the N queries on which it differs most from
 the baseline on --metric (with CSV/TSV output: only those lists, one row per
-query). Sessions' per-query scores are cached in each session folder
-(adhoc-scores.json), recomputed when the session or its workspace changes.")]
+query). Sessions' per-query ad-hoc scores are cached in each session folder
+(adhoc-scores.json), recomputed when the session or its workspace changes;
+sentence and lexicon-induction scores are computed afresh and record
+nothing in the sessions (an encoder session may cache its term vectors,
+as eval does).
+
+  rosetta compare --sessions A B --task sentence --test randomization
+  rosetta compare --sessions A B --task bli --bli-retrieval csls --out bli.md")]
 pub struct CompareArgs {
     /// TREC run files to compare (the first is the baseline unless
     /// --baseline names one); needs --qrels.
@@ -137,7 +167,8 @@ pub struct CompareArgs {
     #[arg(long)]
     pub baseline: Option<PathBuf>,
     /// Metrics to show, comma-separated (MRR, MAP, P@1, P@5, P@10, R@100,
-    /// nDCG@1, nDCG@5, nDCG@10, Top1; trec_eval names work too) [default: all].
+    /// nDCG@1, nDCG@5, nDCG@10, Top1; trec_eval names work too) [default:
+    /// all; with --task sentence MRR and P@1, with --task bli P@1, P@5, P@10].
     #[arg(long, value_delimiter = ',', value_parser = parse_metric)]
     pub metrics: Vec<Metric>,
     /// Paired significance test over the queries both were scored on.
@@ -190,6 +221,29 @@ pub struct CompareArgs {
     /// Documents per ranking of --rankings.
     #[arg(long, default_value_t = 10, requires = "rankings")]
     pub k: usize,
+    /// What sessions are compared on, query by query: `adhoc` (each
+    /// workspace's ad-hoc task, every metric), `sentence` (parallel
+    /// sentence retrieval on --split: per pair its reciprocal rank and P@1,
+    /// ties counted against the answer, as `rosetta eval`), `bli` (lexicon
+    /// induction on the test part of the workspace dictionary's --bli-seed
+    /// split: per source word P@1, P@5, P@10 by --bli-retrieval). Pairs and
+    /// words are paired only when both sessions' workspaces give the same
+    /// split (the same texts in the same order) or the same test part;
+    /// otherwise the session is shown untested with the reason. BM25
+    /// sessions are left out of `sentence` and `bli` with the reason.
+    #[arg(long, value_enum, default_value = "adhoc")]
+    pub task: CompareTaskKind,
+    /// The split of --task sentence [default: test].
+    #[arg(long, value_enum)]
+    pub split: Option<super::apply::Split>,
+    /// Seed of the dictionary split whose test part --task bli scores (as
+    /// `rosetta eval --bli-seed`) [default: 1].
+    #[arg(long, value_name = "N")]
+    pub bli_seed: Option<u64>,
+    /// How --task bli ranks the target words: the model's similarity
+    /// (`cosine`, `eval --task bli`'s first figures) or CSLS [default: cosine].
+    #[arg(long, value_enum)]
+    pub bli_retrieval: Option<BliRetrieval>,
 }
 
 fn parse_metric(s: &str) -> Result<Metric, String> {
@@ -391,6 +445,8 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<()> {
     if args.resamples == 0 {
         bail!("--resamples must be at least 1");
     }
+    let sessions = !args.sessions.is_empty() || args.sweep.is_some();
+    let task = paired_task(&args, sessions)?;
     let options = CompareOptions {
         bootstrap: Bootstrap {
             resamples: args.resamples,
@@ -404,12 +460,12 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<()> {
         },
         alpha: args.alpha,
         metrics: if args.metrics.is_empty() {
-            Metric::ALL.to_vec()
+            task.metrics().to_vec()
         } else {
             args.metrics.clone()
         },
     };
-    let sessions = !args.sessions.is_empty() || args.sweep.is_some();
+    task.check_metrics(&options.metrics)?;
     let mut skipped_paths = Vec::new();
     // a sweep's sessions, labelled by their varying settings
     let sweep_labels: Option<Vec<(String, PathBuf)>> = match &args.sweep {
@@ -493,10 +549,14 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<()> {
     let progress = super::progress::Progress::start("comparing");
     let table = if sessions {
         let labelled: Vec<(String, PathBuf)> = labels.iter().cloned().zip(paths).collect();
-        let table =
-            Workbench::new().compare(&labelled, Some(&labels[0]), &options, false, &|f, what| {
-                progress.update(f, what)
-            });
+        let table = Workbench::new().compare_on(
+            task,
+            &labelled,
+            Some(&labels[0]),
+            &options,
+            false,
+            &|f, what| progress.update(f, what),
+        );
         drop(progress);
         table?
     } else {
@@ -569,6 +629,37 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<()> {
         None => print!("{text}"),
     }
     Ok(())
+}
+
+/// The task `compare` scores sessions on, from `--task` and its options;
+/// an error for an option of another task, or a task other than the
+/// ad-hoc one for runs.
+fn paired_task(args: &CompareArgs, sessions: bool) -> anyhow::Result<PairedTask> {
+    if args.task != CompareTaskKind::Adhoc && !sessions {
+        bail!("--task sentence and bli compare sessions (--sessions or --sweep); runs are scored on their qrels");
+    }
+    if args.split.is_some() && args.task != CompareTaskKind::Sentence {
+        bail!("--split applies to --task sentence");
+    }
+    if (args.bli_seed.is_some() || args.bli_retrieval.is_some())
+        && args.task != CompareTaskKind::Bli
+    {
+        bail!("--bli-seed and --bli-retrieval apply to --task bli");
+    }
+    if args.rankings.is_some() && args.task != CompareTaskKind::Adhoc {
+        bail!("--rankings shows ad-hoc rankings: it applies to --task adhoc");
+    }
+    Ok(match args.task {
+        CompareTaskKind::Adhoc => PairedTask::Adhoc,
+        CompareTaskKind::Sentence => PairedTask::Sentence(match args.split {
+            Some(super::apply::Split::Valid) => EvalSplit::Valid,
+            Some(super::apply::Split::Test) | None => EvalSplit::Test,
+        }),
+        CompareTaskKind::Bli => PairedTask::Bli {
+            seed: args.bli_seed.unwrap_or(DEFAULT_BLI_SEED),
+            csls: args.bli_retrieval == Some(BliRetrieval::Csls),
+        },
+    })
 }
 
 /// `compare --sessions ... --rankings QID`: each session's ranking of one

@@ -1133,3 +1133,358 @@ fn cli_compare_runs_give_intervals_and_effect_sizes() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--resamples"));
 }
+
+/// A copy of the tiny workspace whose test split is its 29 training pairs:
+/// enough pairs for small models to rank imperfectly.
+fn tiny_with_training_pairs_as_test() -> tempfile::TempDir {
+    let ws = tiny_workspace();
+    let f = ws.path().join("workspace.toml");
+    let text = std::fs::read_to_string(&f).unwrap();
+    let edited = text.replace(
+        "test = [\"test.en\", \"test.es\"]",
+        "test = [\"train.en\", \"train.es\"]",
+    );
+    assert_ne!(text, edited, "the fixture names its test split");
+    std::fs::write(&f, edited).unwrap();
+    ws
+}
+
+/// The mean of one field over a drill-down's rows.
+fn rows_mean(drill: &Value, field: &str) -> (f64, usize) {
+    let rows = drill["rows"].as_array().unwrap();
+    let sum: f64 = rows.iter().map(|r| r[field].as_f64().unwrap()).sum();
+    (sum / rows.len() as f64, rows.len())
+}
+
+/// A two-session comparison `j` (with `--per-query 0 --metric
+/// per_query`) against each session's `rosetta eval` figures: the means of
+/// `metrics` equal eval's to 1e-9, and so does the mean of the drill-down's
+/// per-query values of `per_query`, over as many queries as eval scored.
+fn agrees_with_eval(j: &Value, figures: &[Value; 2], metrics: &[&str], per_query: &str) {
+    let close = |a: f64, b: f64, what: &str| assert!((a - b).abs() < 1e-9, "{what}: {a} vs {b}");
+    let drill = &j["per_query"][0];
+    assert_eq!(drill["metric"], per_query, "{j}");
+    for (i, (want, column)) in figures.iter().zip(["baseline", "value"]).enumerate() {
+        let sys = &j["systems"][i];
+        for m in metrics {
+            let what = format!("{} {m}", sys["system"]);
+            close(
+                sys["means"][m].as_f64().unwrap(),
+                want[m].as_f64().unwrap(),
+                &what,
+            );
+        }
+        let (mean, n) = rows_mean(drill, column);
+        let what = format!("{} per query", sys["system"]);
+        close(mean, want[per_query].as_f64().unwrap(), &what);
+        assert_eq!(n as u64, want["queries"].as_u64().unwrap(), "{j}");
+        assert_eq!(sys["queries"], want["queries"], "{j}");
+    }
+}
+
+/// `compare --sessions --task sentence|bli`: per pair and per test word,
+/// scores whose means are `rosetta eval`'s figures (the per-pair
+/// reciprocal ranks average to its MRR, the per-word hits to its P@k, by
+/// the model's similarity or by CSLS), tested with the ad-hoc comparison's
+/// machinery; compare records no dictionary split in the sessions; a BM25
+/// session is left out of lexicon induction with the reason (an error as
+/// the baseline); options of another task are refused.
+#[test]
+fn cli_compare_sessions_on_sentences_and_lexicon_induction() {
+    let ws = tiny_with_training_pairs_as_test();
+    let wsf = ws.path().join("workspace.toml");
+    let root = tempfile::tempdir().unwrap();
+    let cwd = root.path();
+    train(cwd, &wsf, "cl-lsi", "sessions/lsi2", &["--dim", "2"]);
+    train(cwd, &wsf, "cl-lsi", "sessions/lsi3", &["--dim", "3"]);
+    train(cwd, &wsf, "bm25-dict", "sessions/dict", &[]);
+    let fast = ["--permutations", "200", "--resamples", "200"];
+    let compare = |more: &[&str]| {
+        let mut a = vec![
+            "compare",
+            "--sessions",
+            "sessions/lsi2",
+            "sessions/lsi3",
+            "--test",
+            "randomization",
+            "--per-query",
+            "0",
+            "--json",
+        ];
+        a.extend_from_slice(&fast);
+        a.extend_from_slice(more);
+        json_of(cwd, &a)
+    };
+    let eval = |s: &str, more: &[&str]| {
+        let mut a = vec!["eval", "--session", s, "--json"];
+        a.extend_from_slice(more);
+        json_of(cwd, &a)
+    };
+
+    // lexicon induction first: compare writes no split in the sessions
+    for (retrieval, key) in [(None, "cosine"), (Some("csls"), "csls")] {
+        let mut more = vec!["--task", "bli", "--metric", "P@1"];
+        if let Some(r) = retrieval {
+            more.extend(["--bli-retrieval", r]);
+        }
+        let j = compare(&more);
+        assert_eq!(
+            j["metrics"],
+            serde_json::json!(["P@1", "P@5", "P@10"]),
+            "{j}"
+        );
+        let task = j["task"]["name"].as_str().unwrap();
+        assert!(task.starts_with("lexicon induction"), "{j}");
+        assert_eq!(j["task"]["split"], "dictionary seed-1 test", "{j}");
+        let tests = &j["systems"][1]["tests"]["P@1"];
+        assert!(
+            tests["p_adjusted"].is_number() && tests["ci_low"].is_number(),
+            "{j}"
+        );
+        if key == "cosine" {
+            // before any eval: compare recorded nothing
+            for name in ["lsi2", "lsi3"] {
+                let split = cwd.join("sessions").join(name).join("bli-split-1.json");
+                assert!(!split.exists(), "compare records no split");
+            }
+        }
+        let figures = ["lsi2", "lsi3"]
+            .map(|name| eval(&format!("sessions/{name}"), &["--task", "bli"])["bli"][key].clone());
+        // each word's hit, averaged: eval's P@1 over the same words
+        agrees_with_eval(&j, &figures, &["P@1", "P@5", "P@10"], "P@1");
+    }
+    // eval recorded its split; compare on another seed scores its test part
+    let e = eval("sessions/lsi3", &["--task", "bli", "--bli-seed", "7"]);
+    let j = compare(&["--task", "bli", "--bli-seed", "7"]);
+    assert_eq!(j["task"]["split"], "dictionary seed-7 test", "{j}");
+    let (a, b) = (
+        j["systems"][1]["means"]["P@5"].as_f64().unwrap(),
+        e["bli"]["cosine"]["P@5"].as_f64().unwrap(),
+    );
+    assert!((a - b).abs() < 1e-9, "seed 7: {a} vs {b}");
+
+    // sentence retrieval: per pair, on the test split or --split valid
+    for split in ["test", "valid"] {
+        let j = compare(&["--task", "sentence", "--split", split]);
+        assert_eq!(j["metrics"], serde_json::json!(["MRR", "P@1"]), "{j}");
+        assert_eq!(j["task"]["name"], "parallel sentence retrieval", "{j}");
+        assert_eq!(j["task"]["split"], split, "{j}");
+        assert!(
+            j["systems"][1]["tests"]["MRR"]["p_value"].is_number(),
+            "{j}"
+        );
+        let figures = ["lsi2", "lsi3"].map(|name| {
+            let e = eval(
+                &format!("sessions/{name}"),
+                &["--task", "sentence", "--split", split],
+            );
+            e["sentence"].clone()
+        });
+        // the per-pair reciprocal ranks average to eval's MRR
+        agrees_with_eval(&j, &figures, &["MRR", "P@1"], "MRR");
+        if split == "test" {
+            // 28 usable pairs (one training pair has an empty side), not all first
+            let mrr = j["systems"][0]["means"]["MRR"].as_f64().unwrap();
+            assert!(
+                mrr > 0.0 && mrr < 1.0,
+                "a fixture that ranks imperfectly: {j}"
+            );
+            assert_eq!(j["systems"][0]["queries"], 28, "{j}");
+        }
+    }
+
+    // BM25 has no term space: left out with the reason, never a figure
+    let j = json_of(
+        cwd,
+        &[
+            "compare",
+            "--sessions",
+            "sessions/lsi2",
+            "sessions/dict",
+            "sessions/lsi3",
+            "--task",
+            "bli",
+            "--json",
+        ],
+    );
+    assert_eq!(j["systems"].as_array().unwrap().len(), 2, "{j}");
+    assert_eq!(j["skipped"][0]["system"], "dict", "{j}");
+    let why = j["skipped"][0]["reason"].as_str().unwrap();
+    assert!(
+        why.contains("BM25") && why.contains("lexicon induction does not apply"),
+        "{why}"
+    );
+    let text = ok(&rosetta(
+        cwd,
+        &[
+            "compare",
+            "--sessions",
+            "sessions/lsi2",
+            "sessions/dict",
+            "--task",
+            "bli",
+        ],
+    ));
+    assert!(
+        text.contains("left out dict: `bm25-dict` is a BM25 baseline"),
+        "{text}"
+    );
+    let err = |args: &[&str]| {
+        let out = rosetta(cwd, args);
+        assert!(!out.status.success(), "{args:?} must fail");
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    let e = err(&[
+        "compare",
+        "--sessions",
+        "sessions/dict",
+        "sessions/lsi2",
+        "--task",
+        "bli",
+    ]);
+    assert!(
+        e.contains("the baseline dict") && e.contains("no term space"),
+        "{e}"
+    );
+    // options of another task, metrics the task does not score
+    let e = err(&[
+        "compare",
+        "--sessions",
+        "sessions/lsi2",
+        "sessions/lsi3",
+        "--task",
+        "sentence",
+        "--bli-seed",
+        "2",
+    ]);
+    assert!(
+        e.contains("--bli-seed and --bli-retrieval apply to --task bli"),
+        "{e}"
+    );
+    let e = err(&["compare", "--sessions", "sessions/lsi2", "--split", "valid"]);
+    assert!(e.contains("--split applies to --task sentence"), "{e}");
+    let e = err(&[
+        "compare",
+        "--sessions",
+        "sessions/lsi2",
+        "sessions/lsi3",
+        "--task",
+        "sentence",
+        "--metrics",
+        "MAP",
+    ]);
+    assert!(
+        e.contains("MAP is not scored on the sentence task; it scores MRR, P@1"),
+        "{e}"
+    );
+    let e = err(&["compare", "a.run", "--qrels", "q.txt", "--task", "bli"]);
+    assert!(
+        e.contains("--task sentence and bli compare sessions"),
+        "{e}"
+    );
+}
+
+/// Pairs and words are paired only over the same split and the same
+/// dictionary test part: a session whose workspace has other test pairs
+/// is left untested on sentence retrieval with the reason, one whose
+/// dictionary differs is left untested on lexicon induction, and each is
+/// still tested where its data is the baseline's.
+#[test]
+fn cli_compare_sessions_pairs_only_the_same_pairs_and_words() {
+    let a = tiny_with_training_pairs_as_test();
+    // the fixture's own test split: other pairs, the same dictionary
+    let other_pairs = tiny_workspace();
+    // the same pairs, the dictionary without `cat` (a test word of seed 1)
+    let other_dict = tiny_with_training_pairs_as_test();
+    let d = other_dict.path().join("eng-spa.tsv");
+    let text = std::fs::read_to_string(&d).unwrap();
+    let cut: String = text
+        .lines()
+        .filter(|l| !l.starts_with("cat\t"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_ne!(text, cut);
+    std::fs::write(&d, cut).unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let cwd = root.path();
+    let wsf = |t: &tempfile::TempDir| t.path().join("workspace.toml");
+    train(cwd, &wsf(&a), "cl-lsi", "sessions/base", &["--dim", "2"]);
+    train(cwd, &wsf(&a), "cl-lsi", "sessions/same", &["--dim", "3"]);
+    train(
+        cwd,
+        &wsf(&other_pairs),
+        "cl-lsi",
+        "sessions/pairs",
+        &["--dim", "3"],
+    );
+    train(
+        cwd,
+        &wsf(&other_dict),
+        "cl-lsi",
+        "sessions/dict",
+        &["--dim", "3"],
+    );
+    let run = |task: &str| {
+        json_of(
+            cwd,
+            &[
+                "compare",
+                "--sessions",
+                "sessions/base",
+                "sessions/same",
+                "sessions/pairs",
+                "sessions/dict",
+                "--task",
+                task,
+                "--json",
+            ],
+        )
+    };
+    // each task: the two sessions on its data tested, the other one not, with the reason
+    let check = |task: &str, metric: &str, tested: [usize; 2], other: usize, says: &str| {
+        let j = run(task);
+        for i in tested {
+            assert!(
+                j["systems"][i]["tests"][metric].is_object(),
+                "{task} {i}: {j}"
+            );
+        }
+        let r = &j["systems"][other];
+        assert_eq!(r["tests"], serde_json::json!({}), "{j}");
+        let note = r["note"].as_str().unwrap();
+        let why = "not tested: a paired test needs the same queries with the same judgements";
+        assert!(note.starts_with(why) && note.contains(says), "{note}");
+        assert!(j["task"].is_null(), "no shared task: {j}");
+    };
+    // other pairs (session 2), the same pairs with another dictionary (3)
+    check(
+        "sentence",
+        "MRR",
+        [1, 3],
+        2,
+        "parallel sentence retrieval, test split, 6 judged queries",
+    );
+    check(
+        "bli",
+        "P@1",
+        [1, 2],
+        3,
+        "dictionary seed-1 test split, 5 judged queries, the baseline on",
+    );
+    // the text table says so too
+    let text = ok(&rosetta(
+        cwd,
+        &[
+            "compare",
+            "--sessions",
+            "sessions/base",
+            "sessions/pairs",
+            "--task",
+            "sentence",
+        ],
+    ));
+    assert!(
+        text.contains("pairs: not tested: a paired test needs the same queries"),
+        "{text}"
+    );
+}

@@ -564,26 +564,49 @@ impl Hooks for Kept {
     fn log(&mut self, _msg: &str) {}
 }
 
+/// The training data of the fixture workspace in `ws`.
+fn fixture_data(ws: &Path) -> TrainData {
+    let w = Workspace::load(&ws.join("workspace.toml")).unwrap();
+    TrainData::from_prepared(&Prepared::load_or_build(&w).unwrap(), Vec::new())
+}
+
+/// Settings from key-value pairs.
+fn params_of(kv: &[(&str, &str)]) -> Params {
+    Params::new(
+        kv.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect::<BTreeMap<_, _>>(),
+    )
+}
+
+/// The largest absolute difference between two tensors of one shape (f64).
+fn max_abs_diff(a: &Tensor, b: &Tensor) -> f64 {
+    (a.to_dtype(DType::F64).unwrap() - b.to_dtype(DType::F64).unwrap())
+        .unwrap()
+        .abs()
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .max(0)
+        .unwrap()
+        .to_scalar::<f64>()
+        .unwrap()
+}
+
 #[test]
 fn fine_tuning_learns_and_resumes_bit_exactly() {
     let ws = tiny_workspace();
     let (dir, _) = tiny_encoder(ws.path(), 5);
-    let w = Workspace::load(&ws.path().join("workspace.toml")).unwrap();
-    let data = TrainData::from_prepared(&Prepared::load_or_build(&w).unwrap(), Vec::new());
+    let data = fixture_data(ws.path());
     let params = || {
-        let kv = [
+        params_of(&[
             ("weights", dir.to_str().unwrap()),
             ("epochs", "3"),
             ("frozen_epochs", "1"),
             ("lr", "0.001"),
             ("batch", "8"),
             ("train_max_len", "32"),
-        ];
-        Params::new(
-            kv.iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect::<BTreeMap<_, _>>(),
-        )
+        ])
     };
     let trainer = EncoderTrainer;
     let mut full = Kept::default();
@@ -603,19 +626,7 @@ fn fine_tuning_learns_and_resumes_bit_exactly() {
     let table = "embeddings.word_embeddings.weight";
     let start =
         candle_core::safetensors::load(dir.join("model.safetensors"), &Device::Cpu).unwrap();
-    let same = |a: &Tensor, b: &Tensor| {
-        (a - b)
-            .unwrap()
-            .abs()
-            .unwrap()
-            .flatten_all()
-            .unwrap()
-            .max(0)
-            .unwrap()
-            .to_scalar::<f32>()
-            .unwrap()
-            == 0.0
-    };
+    let same = |a: &Tensor, b: &Tensor| max_abs_diff(a, b) == 0.0;
     assert!(
         same(&full.epochs[0].3[table], &start[table]),
         "frozen phase moved the table"
@@ -650,6 +661,102 @@ fn fine_tuning_learns_and_resumes_bit_exactly() {
     for (k, t) in a {
         assert!(bits(t) == bits(&b[k]), "{k} differs after resuming");
     }
+}
+
+/// WiSE-FT: `wise` leaves training alone (the same fine-tuned weights in
+/// the checkpoint) and hands out `pretrained + wise × (fine-tuned −
+/// pretrained)`, at the end of training and when the session is loaded;
+/// `wise=0` is the pretrained encoder itself, and zero-shot refuses it.
+#[test]
+fn wise_mixes_the_fine_tuned_weights_with_the_pretrained_ones() {
+    let ws = tiny_workspace();
+    let (dir, _) = tiny_encoder(ws.path(), 6);
+    let data = fixture_data(ws.path());
+    let params = |wise: &str, epochs: &str| {
+        params_of(&[
+            ("weights", dir.to_str().unwrap()),
+            ("epochs", epochs),
+            ("lr", "0.001"),
+            ("batch", "8"),
+            ("train_max_len", "32"),
+            ("wise", wise),
+        ])
+    };
+    let trainer = EncoderTrainer;
+    let run = |wise: &str| {
+        trainer
+            .train(
+                &data,
+                &params(wise, "2"),
+                &Device::Cpu,
+                4,
+                None,
+                &mut Kept::default(),
+            )
+            .unwrap()
+    };
+    let (full, none, half) = (run("1"), run("0"), run("0.5"));
+    let texts: Vec<String> = fixture_texts(ws.path()).into_iter().take(10).collect();
+    let emb = |m: &dyn Model| {
+        m.encode_raw(rosetta::text::Side::Source, TextRole::Query, &texts)
+            .unwrap()
+    };
+    let max_diff = |a: &ndarray::Array2<f32>, b: &ndarray::Array2<f32>| {
+        a.iter()
+            .zip(b.iter())
+            .map(|(x, y)| (x - y).abs())
+            .fold(0f32, f32::max)
+    };
+    // training is the same whatever the mix: the same checkpoint tensors
+    let tensors = |m: &dyn Model| -> std::collections::HashMap<String, Tensor> {
+        m.tensors().unwrap().into_iter().collect()
+    };
+    let (tf, tn) = (tensors(&*full), tensors(&*none));
+    assert_eq!(tf.len(), tn.len());
+    for (k, t) in &tf {
+        assert!(
+            max_abs_diff(t, &tn[k]) == 0.0,
+            "{k} differs between wise=1 and wise=0"
+        );
+    }
+    // wise=0: the pretrained encoder's embeddings; wise=1: not those
+    let base = open(&dir, options())
+        .encode(&texts, TextRole::Query)
+        .unwrap();
+    assert!(max_diff(&emb(&*none), &base) < 1e-6);
+    assert!(max_diff(&emb(&*full), &base) > 1e-3);
+    // wise=0.5: the encoder of the midpoint weights, computed here
+    let f = rosetta::models::encoder::folder::resolve(dir.to_str().unwrap()).unwrap();
+    let start = candle_core::safetensors::load(&f.weights, &Device::Cpu).unwrap();
+    let mid: std::collections::HashMap<String, Tensor> = tf
+        .iter()
+        .filter(|(k, _)| start.contains_key(*k))
+        .map(|(k, t)| {
+            let b = start[k].to_dtype(DType::F32).unwrap();
+            (k.clone(), ((&b + t).unwrap() * 0.5).unwrap())
+        })
+        .collect();
+    let want = Encoder::open(&f, options(), &mid, &Device::Cpu)
+        .unwrap()
+        .0
+        .encode(&texts, TextRole::Query)
+        .unwrap();
+    let got = emb(&*half);
+    assert!(max_diff(&got, &want) < 1e-5, "{}", max_diff(&got, &want));
+    assert!(max_diff(&got, &base) > 1e-4 && max_diff(&got, &emb(&*full)) > 1e-4);
+    // a session loaded from the checkpoint mixes the same way
+    let loaded = trainer
+        .load(
+            &data.vocabs,
+            tensors(&*half),
+            &params("0.5", "2"),
+            &Device::Cpu,
+        )
+        .unwrap();
+    assert!(max_diff(&emb(&*loaded), &got) < 1e-6);
+    // zero-shot has nothing to mix
+    let err = trainer.check(&params("0.5", "0")).unwrap_err().to_string();
+    assert!(err.contains("wise") && err.contains("epochs=0"), "{err}");
 }
 
 #[test]

@@ -991,6 +991,7 @@ pub static MODELS: &[ModelSpec] = &[
                 check: Check::Path,
                 help: "the encoder: a Hugging Face layout folder (config.json, model.safetensors, tokenizer.json) or a hub id",
             },
+            s("wise", "1", Check::Range { min: 0.0, max: 1.0, open: false }, "WiSE-FT: the model is pretrained + wise × (fine-tuned − pretrained); validation, checkpoints' model and evaluation use the mix, training steps the fine-tuned weights (1: the fine-tuned weights)"),
         ],
         trainer: Some(|| Box::new(encoder::EncoderTrainer)),
         text: &[],

@@ -12,8 +12,9 @@ use super::retrieval::{
     bli, bli_scorable, encode_adhoc, encode_split, run_from_embeddings, BliScores,
 };
 use super::{Loaded, Session};
+use crate::corpus::prepare::SplitData;
 use crate::corpus::{AdhocTask, BliSplit, Dictionary, ParallelText, Prepared, Workspace};
-use crate::eval::metrics::{Evaluation, Metrics};
+use crate::eval::metrics::{Evaluation, Metric, Metrics};
 use crate::eval::sentence::{sentence_retrieval, SentenceScores};
 use crate::eval::trec::write_run;
 use crate::index::adhoc::Translation;
@@ -219,6 +220,35 @@ fn fitted_bli_seed(config: &super::SessionConfig) -> Option<u64> {
         .params
         .get("bli_seed")
         .and_then(|s| s.trim().parse().ok())
+}
+
+/// Why lexicon induction on the test part of the dictionary's split
+/// `seed` would be unfair to a session, if it would: its model (a
+/// `procrustes` map) was fitted on the training part of another split, so
+/// that test part holds words it was fitted on.
+fn fitted_elsewhere(config: &super::SessionConfig, seed: u64) -> Option<String> {
+    match fitted_bli_seed(config) {
+        Some(s) if s != seed => Some(format!(
+            "the session's {} map was fitted on the training part of the dictionary's \
+             split {s}; --bli-seed {seed} would score words it was fitted on \
+             (use --bli-seed {s})",
+            config.model
+        )),
+        _ => None,
+    }
+}
+
+/// The workspace dictionary `dict` analysed as the session reads words,
+/// split by source word with `seed` ([`BliSplit`]): its test part (what
+/// lexicon induction scores) and the split.
+fn bli_test_part(
+    l: &Loaded,
+    dict: &Dictionary,
+    seed: u64,
+) -> (std::collections::HashMap<String, Vec<String>>, BliSplit) {
+    let analysed = dict.analysed(l.analyzer(Side::Source), l.analyzer(Side::Target));
+    let split = BliSplit::of(&analysed, seed);
+    (split.test_part(&analysed), split)
 }
 
 /// The session file recording the dictionary split of seed `seed`.
@@ -579,27 +609,20 @@ pub fn evaluate(req: &EvalRequest) -> Result<EvalReport> {
             }
             None => {}
             Some(dict) => {
-                let analysed = dict.analysed(l.analyzer(Side::Source), l.analyzer(Side::Target));
                 // the workspace's dictionary is split by source word and
                 // scored on its test part; a file given is a test dictionary
                 let (scored, split) = if req.dictionary.is_some() {
-                    (analysed, None)
+                    (
+                        dict.analysed(l.analyzer(Side::Source), l.analyzer(Side::Target)),
+                        None,
+                    )
                 } else {
-                    let split = BliSplit::of(&analysed, req.bli_seed);
-                    (split.test_part(&analysed), Some(split))
+                    let (scored, split) = bli_test_part(&l, &dict, req.bli_seed);
+                    (scored, Some(split))
                 };
-                // a model fitted on one split's training part (procrustes)
-                // is scored on that split's test part, never on words it saw
-                let fitted = fitted_bli_seed(&l.session.config);
-                let unseen = match fitted {
-                    Some(s) if split.is_some() && s != req.bli_seed => Some(format!(
-                        "the session's {} map was fitted on the training part of the dictionary's \
-                         split {s}; --bli-seed {} would score words it was fitted on \
-                         (use --bli-seed {s})",
-                        l.session.config.model, req.bli_seed
-                    )),
-                    _ => None,
-                };
+                let unseen = split
+                    .as_ref()
+                    .and_then(|_| fitted_elsewhere(&l.session.config, req.bli_seed));
                 if let Some(what) = unseen {
                     if req.task == Task::Bli {
                         return Err(Error::invalid(format!("lexicon induction: {what}")));
@@ -715,20 +738,7 @@ fn sentence_figures(
         return Ok(None);
     }
     let without = rows.len() - split.trainable().len();
-    let s = encode_split(
-        l.model.as_ref(),
-        split,
-        Side::Source,
-        &prepared.vocabs,
-        &rows,
-    )?;
-    let t = encode_split(
-        l.model.as_ref(),
-        split,
-        Side::Target,
-        &prepared.vocabs,
-        &rows,
-    )?;
+    let (s, t) = encode_pairs(l, prepared, split, &rows)?;
     let empty = |m: &crate::text::CsrMatrix| rows.iter().filter(|&&i| m.row_is_empty(i)).count();
     Ok(Some(SentenceFigures {
         scores: sentence_retrieval(&s, &t, l.model.similarity()),
@@ -737,6 +747,17 @@ fn sentence_figures(
         empty_source_texts: Some(empty(&split.src)),
         empty_target_texts: Some(empty(&split.tgt)),
     }))
+}
+
+/// Both sides' embeddings of the pairs `rows` of a workspace split.
+fn encode_pairs(
+    l: &Loaded,
+    prepared: &Prepared,
+    split: &SplitData,
+    rows: &[usize],
+) -> Result<(ndarray::Array2<f32>, ndarray::Array2<f32>)> {
+    let side = |side| encode_split(l.model.as_ref(), split, side, &prepared.vocabs, rows);
+    Ok((side(Side::Source)?, side(Side::Target)?))
 }
 
 fn adhoc_figures(e: &Evaluation, derived: bool, docs: usize, run: Option<PathBuf>) -> AdhocFigures {
@@ -906,4 +927,281 @@ pub fn session_tag(dir: &Path) -> String {
     dir.file_name()
         .map(|n| n.to_string_lossy().to_string())
         .unwrap_or_else(|| "rosetta".into())
+}
+
+/// The seed of the dictionary split lexicon induction is scored with when
+/// none is given (`rosetta eval` and `rosetta compare --task bli`).
+pub const DEFAULT_BLI_SEED: u64 = 1;
+
+/// A task sessions are compared on query by query (`rosetta compare
+/// --sessions --task`): each session's per-query scores, paired between
+/// sessions by query id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PairedTask {
+    /// The ad-hoc task of each session's workspace, the model alone
+    /// ([`super::Workbench::adhoc_scores`]): every metric.
+    Adhoc,
+    /// Parallel sentence retrieval on a split of the workspace: per pair
+    /// (query id `SPLIT:INDEX`, the pair's index in the split) the
+    /// reciprocal rank of its translation (MRR) and whether it ranks first
+    /// (P@1), ties counted against the answer, as `rosetta eval` counts
+    /// them; their means are `eval`'s MRR and P@1.
+    Sentence(Split),
+    /// Lexicon induction on the test part of the workspace dictionary's
+    /// split of seed `seed` ([`BliSplit`]): per source word it scores (the
+    /// query id is the word, analysed) whether a translation is among the
+    /// 1, 5, 10 nearest target words (P@1, P@5, P@10), by the model's own
+    /// similarity or, with `csls`, by CSLS, as `rosetta eval --task bli`.
+    Bli {
+        /// The dictionary split's seed.
+        seed: u64,
+        /// Rank by CSLS instead of the model's similarity.
+        csls: bool,
+    },
+}
+
+impl PairedTask {
+    /// The metrics the task scores per query, in table order.
+    pub fn metrics(self) -> &'static [Metric] {
+        match self {
+            PairedTask::Adhoc => &Metric::ALL,
+            PairedTask::Sentence(_) => &[Metric::Mrr, Metric::P1],
+            PairedTask::Bli { .. } => &[Metric::P1, Metric::P5, Metric::P10],
+        }
+    }
+
+    /// `adhoc`, `sentence` or `bli`.
+    pub fn name(self) -> &'static str {
+        match self {
+            PairedTask::Adhoc => "adhoc",
+            PairedTask::Sentence(_) => "sentence",
+            PairedTask::Bli { .. } => "bli",
+        }
+    }
+
+    /// Error naming the first of `metrics` the task does not score.
+    pub fn check_metrics(self, metrics: &[Metric]) -> Result<()> {
+        let known = self.metrics();
+        match metrics.iter().find(|m| !known.contains(m)) {
+            None => Ok(()),
+            Some(m) => Err(Error::invalid(format!(
+                "{m} is not scored on the {} task; it scores {}",
+                self.name(),
+                known
+                    .iter()
+                    .map(|m| m.name())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))),
+        }
+    }
+
+    /// Why a lexical baseline (BM25) cannot be scored per query on this
+    /// task, if it cannot.
+    pub fn lexical_reason(self, model: &str) -> Option<String> {
+        match self {
+            PairedTask::Adhoc => None,
+            PairedTask::Sentence(_) => Some(format!(
+                "`{model}` is a BM25 baseline: its per-pair sentence ranks are not available \
+                 to compare (rosetta eval --task sentence gives its means)"
+            )),
+            PairedTask::Bli { .. } => Some(format!(
+                "`{model}` is a BM25 baseline: lexicon induction does not apply (it has no term space)"
+            )),
+        }
+    }
+}
+
+/// A session's per-query scores on sentence retrieval or lexicon induction
+/// ([`paired_scores`]).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PairedScores {
+    /// The session's model.
+    pub model: String,
+    /// What the scores are over: the task, its split, its queries (pairs or
+    /// test words) and their fingerprint.
+    pub task: crate::eval::compare::Task,
+    /// Scores per query id (`SPLIT:INDEX` for a pair, the analysed word for
+    /// a dictionary word).
+    pub per_query: std::collections::BTreeMap<String, Metrics>,
+    /// Per query id, its text: a pair's source text, a word's translations.
+    pub texts: std::collections::BTreeMap<String, String>,
+}
+
+/// A trained session's per-query scores on `task` (sentence retrieval or
+/// lexicon induction; see [`PairedTask`]), the model loaded on the CPU.
+/// What they are over ([`Task`](crate::eval::compare::Task)) names
+/// the task and split and fingerprints what pairs queries: for sentence
+/// retrieval the split's pairs (every pair's index, source and target text:
+/// the candidates each pair is ranked among), for lexicon induction the
+/// dictionary's test part as the session analyses it (each source word and
+/// its translations), so two sessions pair only on the same pairs or the
+/// same test words. Writes nothing in the session folder (`rosetta eval`
+/// records the dictionary split; this does not). Errors for a lexical
+/// baseline (see [`PairedTask::lexical_reason`]), for the ad-hoc task (read
+/// it with [`super::Workbench::adhoc_scores`]), when the workspace changed
+/// since the session was made, and when nothing can be scored.
+pub fn paired_scores(
+    dir: &Path,
+    task: PairedTask,
+    progress: &dyn Fn(f64, &str),
+) -> Result<PairedScores> {
+    use crate::eval::compare::Task as Over;
+    let session = Session::open(dir)?;
+    if session.is_lexical() {
+        let why = task
+            .lexical_reason(&session.config.model)
+            .unwrap_or_else(|| "a BM25 baseline's ad-hoc scores come from the workbench".into());
+        return Err(Error::invalid(why));
+    }
+    progress(0.0, "loading the model");
+    let l = Loaded::open(dir, &candle_core::Device::Cpu)?;
+    let ws =
+        Workspace::load_with_text(&l.session.config.workspace, l.session.config.text.as_ref())?;
+    let prepared = Prepared::load_or_build(&ws)?;
+    l.session.config.check_workspace_hash(dir, &prepared.hash)?;
+    let model = l.session.config.model.clone();
+    match task {
+        PairedTask::Adhoc => Err(Error::invalid(
+            "the ad-hoc task's per-query scores come from the workbench (adhoc_scores)",
+        )),
+        PairedTask::Sentence(which) => {
+            let name = which.name();
+            let split = match which {
+                Split::Valid => &prepared.valid,
+                Split::Test => &prepared.test,
+            };
+            let rows = split.nonblank();
+            if rows.is_empty() {
+                return Err(Error::file(
+                    &ws.path,
+                    format!("the {name} split has no usable pairs: nothing to compare on"),
+                ));
+            }
+            progress(
+                0.3,
+                &format!("encoding the {name} split's {} pairs", rows.len()),
+            );
+            let (s, t) = encode_pairs(&l, &prepared, split, &rows)?;
+            progress(0.8, "ranking");
+            let ranks = crate::eval::sentence::aligned_ranks_both(&s, &t, l.model.similarity());
+            let width = split.pairs().saturating_sub(1).to_string().len();
+            let id = |i: usize| format!("{name}:{i:0width$}");
+            let mut h = blake3::Hasher::new();
+            for &i in &rows {
+                h.update(&(i as u64).to_le_bytes());
+                for text in [&split.src_text[i], &split.tgt_text[i]] {
+                    h.update(&(text.len() as u64).to_le_bytes());
+                    h.update(text.as_bytes());
+                }
+            }
+            let per_query = rows
+                .iter()
+                .zip(&ranks)
+                .map(|(&i, r)| {
+                    let first = f64::from(u8::from(r.against == 1));
+                    let m = Metrics {
+                        mrr: 1.0 / r.against as f64,
+                        p1: first,
+                        top1: first,
+                        ..Default::default()
+                    };
+                    (id(i), m)
+                })
+                .collect();
+            Ok(PairedScores {
+                model,
+                task: Over {
+                    name: "parallel sentence retrieval".into(),
+                    split: Some(name.to_string()),
+                    queries: rows.len(),
+                    judgements: h.finalize().to_hex()[..16].to_string(),
+                },
+                per_query,
+                texts: rows
+                    .iter()
+                    .map(|&i| (id(i), split.src_text[i].clone()))
+                    .collect(),
+            })
+        }
+        PairedTask::Bli { seed, csls } => {
+            let Some(dict) = ws.read_dictionary()? else {
+                return Err(Error::file(
+                    &ws.path,
+                    "the workspace has no [dictionary]: no lexicon induction to compare on",
+                ));
+            };
+            if let Some(what) = fitted_elsewhere(&l.session.config, seed) {
+                return Err(Error::invalid(format!("lexicon induction: {what}")));
+            }
+            let (scored, split) = bli_test_part(&l, &dict, seed);
+            progress(0.3, "ranking the target words");
+            let ranks = super::retrieval::bli_ranks(&l, &scored, csls)?;
+            if ranks.is_empty() {
+                return Err(Error::file(
+                    &ws.path,
+                    format!(
+                        "lexicon induction: no word of the dictionary's test part (seed {seed}, \
+                         {} words) has itself and a translation in the session's vocabularies",
+                        split.test.len()
+                    ),
+                ));
+            }
+            // the test part as analysed, translations in order: what pairs words
+            let mut entries: Vec<(&String, Vec<&String>)> = scored
+                .iter()
+                .map(|(w, ts)| {
+                    let mut ts: Vec<&String> = ts.iter().collect();
+                    ts.sort();
+                    ts.dedup();
+                    (w, ts)
+                })
+                .collect();
+            entries.sort();
+            let mut h = blake3::Hasher::new();
+            for (w, ts) in &entries {
+                h.update(w.as_bytes());
+                for t in ts {
+                    h.update(b"\0");
+                    h.update(t.as_bytes());
+                }
+                h.update(b"\n");
+            }
+            let hit = |r: usize, k: usize| f64::from(u8::from(r <= k));
+            let per_query = ranks
+                .iter()
+                .map(|(w, r)| {
+                    let m = Metrics {
+                        p1: hit(*r, 1),
+                        p5: hit(*r, 5),
+                        p10: hit(*r, 10),
+                        top1: hit(*r, 1),
+                        ..Default::default()
+                    };
+                    (w.clone(), m)
+                })
+                .collect();
+            let texts = entries
+                .iter()
+                .map(|(w, ts)| {
+                    let ts: Vec<&str> = ts.iter().map(|t| t.as_str()).collect();
+                    ((*w).clone(), format!("→ {}", ts.join(", ")))
+                })
+                .collect();
+            Ok(PairedScores {
+                model,
+                task: Over {
+                    name: format!(
+                        "lexicon induction ({})",
+                        if csls { "CSLS" } else { "nearest neighbours" }
+                    ),
+                    split: Some(format!("dictionary seed-{seed} test")),
+                    queries: split.test.len(),
+                    judgements: h.finalize().to_hex()[..16].to_string(),
+                },
+                per_query,
+                texts,
+            })
+        }
+    }
 }

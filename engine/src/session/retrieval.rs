@@ -216,12 +216,44 @@ pub fn bli_scorable(
 /// target terms, analysed as the training data) whose source term and at
 /// least one translation are in the vocabularies, the rank of the first
 /// translation among all target words by the model's similarity (or CSLS; the n-gram
-/// fallback's units are no candidates).
+/// fallback's units are no candidates). An error when no entry can be
+/// scored (a figure over nothing).
 pub fn bli(
     loaded: &super::Loaded,
     dict: &std::collections::HashMap<String, Vec<String>>,
     csls: bool,
 ) -> Result<BliScores> {
+    let ranks = bli_ranks(loaded, dict, csls)?;
+    if ranks.is_empty() {
+        // a figure over nothing is an error, never P@1 0
+        return Err(Error::invalid(format!(
+            "lexicon induction: none of the dictionary's {} entries has a source word and a \
+             translation in the model's vocabularies: no figure to give",
+            dict.len()
+        )));
+    }
+    let d = ranks.len() as f64;
+    let hits = |k: usize| ranks.iter().filter(|(_, r)| *r <= k).count() as f64 / d;
+    Ok(BliScores {
+        p1: hits(1),
+        p5: hits(5),
+        p10: hits(10),
+        queries: ranks.len(),
+        entries: dict.len(),
+        csls,
+    })
+}
+
+/// The ranks [`bli`] counts: for every dictionary entry it scores (source
+/// term and a translation in the vocabularies), in the order of the source
+/// terms, the term and the rank (from 1) of its best-ranked translation
+/// among the target words, ties counted against it. Empty when no entry
+/// can be scored.
+pub fn bli_ranks(
+    loaded: &super::Loaded,
+    dict: &std::collections::HashMap<String, Vec<String>>,
+    csls: bool,
+) -> Result<Vec<(String, usize)>> {
     let src = loaded.term_vectors(Side::Source)?;
     let tgt = loaded.term_vectors(Side::Target)?;
     let sim = loaded.model.similarity();
@@ -238,7 +270,7 @@ pub fn bli(
     let (vs, vt) = (&loaded.vocabs.source, &loaded.vocabs.target);
     let mut entries: Vec<(&String, &Vec<String>)> = dict.iter().collect();
     entries.sort();
-    let (mut n, mut h1, mut h5, mut h10) = (0usize, 0usize, 0usize, 0usize);
+    let mut ranks = Vec::new();
     for (s, ts) in &entries {
         let Some(sid) = vs.id(s) else { continue };
         let gold: Vec<usize> = ts
@@ -249,7 +281,6 @@ pub fn bli(
         if gold.is_empty() {
             continue;
         }
-        n += 1;
         let mut scores = sim.against(tgt.view(), src.row(sid as usize));
         if let (Some(rt), Some(rs)) = (r_tgt, r_src) {
             let rq = rs[sid as usize];
@@ -267,28 +298,9 @@ pub fn bli(
             .filter(|x| **x >= best_gold)
             .count()
             - 1;
-        let rank = above + 1;
-        h1 += usize::from(rank <= 1);
-        h5 += usize::from(rank <= 5);
-        h10 += usize::from(rank <= 10);
+        ranks.push(((*s).clone(), above + 1));
     }
-    if n == 0 {
-        // a figure over nothing is an error, never P@1 0
-        return Err(Error::invalid(format!(
-            "lexicon induction: none of the dictionary's {} entries has a source word and a \
-             translation in the model's vocabularies: no figure to give",
-            entries.len()
-        )));
-    }
-    let d = n as f64;
-    Ok(BliScores {
-        p1: h1 as f64 / d,
-        p5: h5 as f64 / d,
-        p10: h10 as f64 / d,
-        queries: n,
-        entries: entries.len(),
-        csls,
-    })
+    Ok(ranks)
 }
 
 #[cfg(test)]

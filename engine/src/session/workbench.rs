@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
+use super::evaluate::{paired_scores, PairedTask};
 use super::search::{Corpus, Document, NeighbourResult, SearchResult, Searcher};
 use super::Session;
 use crate::corpus::Workspace;
@@ -299,7 +300,37 @@ impl Workbench {
         skip_unusable: bool,
         progress: &dyn Fn(f64, &str),
     ) -> Result<Comparison> {
+        self.compare_on(
+            PairedTask::Adhoc,
+            sessions,
+            baseline,
+            options,
+            skip_unusable,
+            progress,
+        )
+    }
+
+    /// [`Workbench::compare`] on `task`: the ad-hoc task as there, or
+    /// each session's per-pair sentence-retrieval or per-word
+    /// lexicon-induction scores ([`paired_scores`], computed afresh, never
+    /// cached). A session is tested against the baseline only when both
+    /// were scored on the same task (the same split's pairs, the same
+    /// dictionary test part: see [`paired_scores`]), else shown untested
+    /// with the reason. A lexical baseline (BM25) on sentence retrieval or
+    /// lexicon induction is left out (`skipped`) with the reason
+    /// ([`PairedTask::lexical_reason`]); as the baseline, an error. Errors
+    /// when `options` names a metric the task does not score.
+    pub fn compare_on(
+        &self,
+        task: PairedTask,
+        sessions: &[(String, PathBuf)],
+        baseline: Option<&str>,
+        options: &CompareOptions,
+        skip_unusable: bool,
+        progress: &dyn Fn(f64, &str),
+    ) -> Result<Comparison> {
         options.validate()?;
+        task.check_metrics(&options.metrics)?;
         let mut systems = Vec::with_capacity(sessions.len());
         let mut skipped = Vec::new();
         let mut notes = Vec::new();
@@ -312,7 +343,35 @@ impl Workbench {
                 )
             };
             step(0.0, "starting");
-            match self.adhoc_scores(dir, &step) {
+            if task != PairedTask::Adhoc {
+                let session =
+                    Session::open(dir).map_err(|e| Error::invalid(format!("{label}: {e}")))?;
+                if let Some(why) = task.lexical_reason(&session.config.model) {
+                    if session.is_lexical() {
+                        if baseline == Some(label.as_str()) {
+                            return Err(Error::invalid(format!(
+                                "the baseline {label}: {why}; choose another baseline"
+                            )));
+                        }
+                        skipped.push(Skipped {
+                            system: label.clone(),
+                            reason: why,
+                        });
+                        continue;
+                    }
+                }
+            }
+            let scores = match task {
+                PairedTask::Adhoc => self.adhoc_scores(dir, &step),
+                _ => paired_scores(dir, task, &step).map(|p| AdhocScores {
+                    model: p.model,
+                    task: p.task,
+                    per_query: p.per_query,
+                    texts: p.texts,
+                    ..Default::default()
+                }),
+            };
+            match scores {
                 Ok(s) => {
                     notes.extend(s.cache_note);
                     systems.push(System {
@@ -358,7 +417,10 @@ const SCORED_FILES: [&str; 7] = [
     super::LAST_CHECKPOINT,
 ];
 
-/// A session's scores on its workspace's ad-hoc task.
+/// A session's per-query scores on one task: its workspace's ad-hoc task
+/// ([`Workbench::adhoc_scores`]), or sentence retrieval or lexicon
+/// induction ([`paired_scores`], read into this form by
+/// [`Workbench::compare_on`]).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct AdhocScores {
     /// The session's model.

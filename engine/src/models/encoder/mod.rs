@@ -491,6 +491,9 @@ struct Settings {
     /// The arithmetic of the network's products while it trains (and
     /// validates within its job).
     precision: crate::models::kit::precision::Precision,
+    /// WiSE-FT's mixing weight: the model is `pretrained + wise ×
+    /// (fine-tuned − pretrained)`.
+    wise: f64,
 }
 
 impl Settings {
@@ -511,6 +514,7 @@ impl Settings {
             train_max_len: p.get("train_max_len")?,
             max_pairs: p.get("max_pairs")?,
             precision: crate::models::kit::precision::setting(&p)?,
+            wise: p.get("wise")?,
         };
         let opts = EncodeOptions::from_params(params)?;
         Ok((s, weights, opts))
@@ -538,6 +542,43 @@ fn check_hash(folder: &folder::Folder, tensors: &HashMap<String, Tensor>) -> Res
         }
     }
     Ok(hash)
+}
+
+/// WiSE-FT (Wortsman et al., CVPR 2022): each tensor of `tuned` (the
+/// fine-tuned weights by name; the hash and optimiser entries are left out)
+/// as `base + wise × (tuned − base)`, `base` the folder's weights (f32).
+/// `wise = 1` returns the fine-tuned weights themselves.
+fn wise_mix(
+    folder: &folder::Folder,
+    tuned: &HashMap<String, Tensor>,
+    wise: f64,
+    device: &Device,
+) -> Result<HashMap<String, Tensor>> {
+    let keep = |k: &String| k != HASH_KEY && !k.starts_with("adam.");
+    if wise == 1.0 {
+        return Ok(tuned
+            .iter()
+            .filter(|(k, _)| keep(k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect());
+    }
+    let base = candle_core::safetensors::load(&folder.weights, device)
+        .map_err(|e| Error::file(&folder.weights, e.to_string()))?;
+    let mut out = HashMap::new();
+    for (k, t) in tuned.iter().filter(|(k, _)| keep(k)) {
+        let b = base.get(k).ok_or_else(|| {
+            Error::invalid(format!(
+                "checkpoint tensor {k} is not among the weights of {}",
+                folder.given
+            ))
+        })?;
+        let (b, t) = (
+            b.to_dtype(DType::F32)?,
+            t.to_dtype(DType::F32)?.to_device(device)?,
+        );
+        out.insert(k.clone(), (&b + ((t - &b)? * wise)?)?);
+    }
+    Ok(out)
 }
 
 /// InfoNCE over in-batch negatives, both directions, at `temperature`.
@@ -570,6 +611,13 @@ impl Trainer for EncoderTrainer {
             return Err(Error::invalid(format!(
                 "encoder: frozen_epochs {} exceeds epochs {}",
                 s.frozen_epochs, s.epochs
+            )));
+        }
+        if s.epochs == 0 && s.wise != 1.0 {
+            return Err(Error::invalid(format!(
+                "encoder: wise={} mixes fine-tuned weights with the pretrained ones, and epochs=0 \
+                 fine-tunes nothing",
+                s.wise
             )));
         }
         if s.epochs == 0 && s.precision != crate::models::kit::precision::Precision::F32 {
@@ -685,6 +733,42 @@ impl Trainer for EncoderTrainer {
                 .map(|(n, v)| Ok((n.clone(), v.as_tensor().copy()?)))
                 .collect()
         };
+        // the model handed out (validation, checkpoints, the end): the
+        // training network itself, or its WiSE-FT mix with the pretrained
+        // weights (`wise` < 1; the network trained on is left as it is)
+        let model_of =
+            |enc: Encoder, vars: &[(String, Var)]| -> Result<(EncoderModel, Option<Encoder>)> {
+                let saved = snapshot(vars)?;
+                if s.wise == 1.0 {
+                    return Ok((
+                        EncoderModel {
+                            enc,
+                            words: words.clone(),
+                            saved,
+                            hash: hash.clone(),
+                        },
+                        None,
+                    ));
+                }
+                let tuned: HashMap<String, Tensor> = saved.iter().cloned().collect();
+                let mixed = wise_mix(&folder, &tuned, s.wise, device)?;
+                let shown = Encoder::from_tensors(
+                    &mixed,
+                    &config,
+                    enc.tokenizer.clone(),
+                    opts.clone(),
+                    device,
+                )?;
+                Ok((
+                    EncoderModel {
+                        enc: shown,
+                        words: words.clone(),
+                        saved,
+                        hash: hash.clone(),
+                    },
+                    Some(enc),
+                ))
+            };
         let phases = self.plan(data, params)?;
         let mut order: Vec<usize> = (0..n).collect();
         let mut done_before = true;
@@ -721,12 +805,7 @@ impl Trainer for EncoderTrainer {
                     let flow =
                         report_step(hooks, KIND, &ph.name, (epoch, step), &loss, chunk.len())?;
                     if flow == Flow::Stop {
-                        return Ok(Box::new(EncoderModel {
-                            enc,
-                            words,
-                            saved: snapshot(&vars)?,
-                            hash,
-                        }));
+                        return Ok(Box::new(model_of(enc, &vars)?.0));
                     }
                 }
                 // the network reads the variables' current values
@@ -737,30 +816,15 @@ impl Trainer for EncoderTrainer {
                     opts.clone(),
                     device,
                 )?;
-                let model = EncoderModel {
-                    enc,
-                    words: words.clone(),
-                    saved: snapshot(&vars)?,
-                    hash: hash.clone(),
-                };
+                let (model, trained) = model_of(enc, &vars)?;
                 let flow = hooks.epoch_end(&ph.name, epoch, &model, opt.state()?)?;
-                enc = model.enc;
                 if flow == Flow::Stop {
-                    return Ok(Box::new(EncoderModel {
-                        enc,
-                        words,
-                        saved: snapshot(&vars)?,
-                        hash,
-                    }));
+                    return Ok(Box::new(model));
                 }
+                enc = trained.unwrap_or(model.enc);
             }
         }
-        Ok(Box::new(EncoderModel {
-            enc,
-            words,
-            saved: snapshot(&vars)?,
-            hash,
-        }))
+        Ok(Box::new(model_of(enc, &vars)?.0))
     }
 
     fn load(
@@ -770,10 +834,16 @@ impl Trainer for EncoderTrainer {
         params: &Params,
         device: &Device,
     ) -> Result<Box<dyn Model>> {
-        let (_, weights, opts) = Settings::read(params)?;
+        let (s, weights, opts) = Settings::read(params)?;
         let folder = folder::resolve(&weights)?;
         let hash = check_hash(&folder, &tensors)?;
-        let (enc, _) = Encoder::open(&folder, opts, &tensors, device)?;
+        // the checkpoint holds the fine-tuned weights; the model is their mix
+        let (enc, _) = if s.wise == 1.0 {
+            Encoder::open(&folder, opts, &tensors, device)?
+        } else {
+            let mixed = wise_mix(&folder, &tensors, s.wise, device)?;
+            Encoder::open(&folder, opts, &mixed, device)?
+        };
         let saved = tensors
             .into_iter()
             .filter(|(k, _)| k != HASH_KEY && !k.starts_with("adam."))
