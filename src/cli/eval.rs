@@ -229,8 +229,9 @@ pub struct CompareArgs {
     /// split: per source word P@1, P@5, P@10 by --bli-retrieval). Pairs and
     /// words are paired only when both sessions' workspaces give the same
     /// split (the same texts in the same order) or the same test part;
-    /// otherwise the session is shown untested with the reason. BM25
-    /// sessions are left out of `sentence` and `bli` with the reason.
+    /// otherwise the session is shown untested with the reason. A BM25
+    /// session is compared on `sentence` by its own ranking and left out of
+    /// `bli` with the reason (it has no term space).
     #[arg(long, value_enum, default_value = "adhoc")]
     pub task: CompareTaskKind,
     /// The split of --task sentence [default: test].

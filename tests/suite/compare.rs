@@ -1187,8 +1187,9 @@ fn agrees_with_eval(j: &Value, figures: &[Value; 2], metrics: &[&str], per_query
 /// reciprocal ranks average to its MRR, the per-word hits to its P@k, by
 /// the model's similarity or by CSLS), tested with the ad-hoc comparison's
 /// machinery; compare records no dictionary split in the sessions; a BM25
-/// session is left out of lexicon induction with the reason (an error as
-/// the baseline); options of another task are refused.
+/// session is compared on sentence retrieval by its own ranking and left
+/// out of lexicon induction with the reason (an error as the baseline);
+/// options of another task are refused.
 #[test]
 fn cli_compare_sessions_on_sentences_and_lexicon_induction() {
     let ws = tiny_with_training_pairs_as_test();
@@ -1199,22 +1200,15 @@ fn cli_compare_sessions_on_sentences_and_lexicon_induction() {
     train(cwd, &wsf, "cl-lsi", "sessions/lsi3", &["--dim", "3"]);
     train(cwd, &wsf, "bm25-dict", "sessions/dict", &[]);
     let fast = ["--permutations", "200", "--resamples", "200"];
-    let compare = |more: &[&str]| {
-        let mut a = vec![
-            "compare",
-            "--sessions",
-            "sessions/lsi2",
-            "sessions/lsi3",
-            "--test",
-            "randomization",
-            "--per-query",
-            "0",
-            "--json",
-        ];
+    let compare_of = |sessions: &[&str], more: &[&str]| {
+        let mut a = vec!["compare", "--sessions"];
+        a.extend_from_slice(sessions);
+        a.extend_from_slice(&["--test", "randomization", "--per-query", "0", "--json"]);
         a.extend_from_slice(&fast);
         a.extend_from_slice(more);
         json_of(cwd, &a)
     };
+    let compare = |more: &[&str]| compare_of(&["sessions/lsi2", "sessions/lsi3"], more);
     let eval = |s: &str, more: &[&str]| {
         let mut a = vec!["eval", "--session", s, "--json"];
         a.extend_from_slice(more);
@@ -1292,6 +1286,18 @@ fn cli_compare_sessions_on_sentences_and_lexicon_induction() {
             assert_eq!(j["systems"][0]["queries"], 28, "{j}");
         }
     }
+
+    // a BM25 baseline ranks the split's sentences itself: its per-pair
+    // ranks average to eval's MRR, and it pairs with the models' pairs
+    let j = compare_of(&["sessions/dict", "sessions/lsi2"], &["--task", "sentence"]);
+    assert!(j["skipped"].as_array().is_none_or(|s| s.is_empty()), "{j}");
+    assert!(
+        j["systems"][1]["tests"]["MRR"]["p_value"].is_number(),
+        "{j}"
+    );
+    let figures = ["dict", "lsi2"]
+        .map(|name| eval(&format!("sessions/{name}"), &["--task", "sentence"])["sentence"].clone());
+    agrees_with_eval(&j, &figures, &["MRR", "P@1"], "MRR");
 
     // BM25 has no term space: left out with the reason, never a figure
     let j = json_of(

@@ -1000,11 +1000,7 @@ impl PairedTask {
     /// task, if it cannot.
     pub fn lexical_reason(self, model: &str) -> Option<String> {
         match self {
-            PairedTask::Adhoc => None,
-            PairedTask::Sentence(_) => Some(format!(
-                "`{model}` is a BM25 baseline: its per-pair sentence ranks are not available \
-                 to compare (rosetta eval --task sentence gives its means)"
-            )),
+            PairedTask::Adhoc | PairedTask::Sentence(_) => None,
             PairedTask::Bli { .. } => Some(format!(
                 "`{model}` is a BM25 baseline: lexicon induction does not apply (it has no term space)"
             )),
@@ -1028,8 +1024,69 @@ pub struct PairedScores {
     pub texts: std::collections::BTreeMap<String, String>,
 }
 
-/// A trained session's per-query scores on `task` (sentence retrieval or
-/// lexicon induction; see [`PairedTask`]), the model loaded on the CPU.
+/// Per-pair scores of sentence retrieval from each usable pair's rank of
+/// its translation (ties against the answer, as `eval`'s MRR): `rows` the
+/// pairs' indices in a split of `pairs` pairs named `name`, `texts(i)` pair
+/// i's source and target text. The fingerprint covers every scored pair's
+/// index and texts, so only the same pairs are paired.
+fn sentence_paired<'a>(
+    model: &str,
+    name: &str,
+    pairs: usize,
+    rows: &[usize],
+    ranks: &[crate::eval::sentence::TiedRank],
+    texts: impl Fn(usize) -> [&'a str; 2],
+) -> Result<PairedScores> {
+    use crate::eval::compare::Task as Over;
+    if rows.is_empty() || rows.len() != ranks.len() {
+        return Err(Error::invalid(format!(
+            "the {name} split has no usable pairs: nothing to compare on"
+        )));
+    }
+    let width = pairs.saturating_sub(1).to_string().len();
+    let id = |i: usize| format!("{name}:{i:0width$}");
+    let mut h = blake3::Hasher::new();
+    for &i in rows {
+        h.update(&(i as u64).to_le_bytes());
+        for text in texts(i) {
+            h.update(&(text.len() as u64).to_le_bytes());
+            h.update(text.as_bytes());
+        }
+    }
+    let per_query = rows
+        .iter()
+        .zip(ranks)
+        .map(|(&i, r)| {
+            let first = f64::from(u8::from(r.against == 1));
+            let m = Metrics {
+                mrr: 1.0 / r.against as f64,
+                p1: first,
+                top1: first,
+                ..Default::default()
+            };
+            (id(i), m)
+        })
+        .collect();
+    Ok(PairedScores {
+        model: model.to_string(),
+        task: Over {
+            name: "parallel sentence retrieval".into(),
+            split: Some(name.to_string()),
+            queries: rows.len(),
+            judgements: h.finalize().to_hex()[..16].to_string(),
+        },
+        per_query,
+        texts: rows
+            .iter()
+            .map(|&i| (id(i), texts(i)[0].to_string()))
+            .collect(),
+    })
+}
+
+/// A session's per-query scores on `task` (sentence retrieval or lexicon
+/// induction; see [`PairedTask`]), a trained model loaded on the CPU; a
+/// BM25 baseline scores sentence retrieval only (its own ranking of the
+/// split, as `eval` computes it).
 /// What they are over ([`Task`](crate::eval::compare::Task)) names
 /// the task and split and fingerprints what pairs queries: for sentence
 /// retrieval the split's pairs (every pair's index, source and target text:
@@ -1038,7 +1095,7 @@ pub struct PairedScores {
 /// its translations), so two sessions pair only on the same pairs or the
 /// same test words. Writes nothing in the session folder (`rosetta eval`
 /// records the dictionary split; this does not). Errors for a lexical
-/// baseline (see [`PairedTask::lexical_reason`]), for the ad-hoc task (read
+/// baseline on lexicon induction (see [`PairedTask::lexical_reason`]), for the ad-hoc task (read
 /// it with [`super::Workbench::adhoc_scores`]), when the workspace changed
 /// since the session was made, and when nothing can be scored.
 pub fn paired_scores(
@@ -1049,6 +1106,33 @@ pub fn paired_scores(
     use crate::eval::compare::Task as Over;
     let session = Session::open(dir)?;
     if session.is_lexical() {
+        if let PairedTask::Sentence(which) = task {
+            // a BM25 baseline ranks the split's target sentences itself
+            progress(0.0, "ranking the split's sentences with BM25");
+            let ws =
+                Workspace::load_with_text(&session.config.workspace, session.config.text.as_ref())?;
+            session
+                .config
+                .check_workspace_hash(dir, &ws.content_hash()?)?;
+            let baseline = Bm25Baseline::new(
+                &session.config.model,
+                &Params::new(session.config.run_params()),
+            )?;
+            let name = which.name();
+            let split = ws.splits()?.get(name).cloned().ok_or_else(|| {
+                Error::file(&ws.path, format!("the workspace has no {name} split"))
+            })?;
+            let (rows, ranks) = baseline.sentence_ranks(&ws, &split)?;
+            let texts = |i: usize| [split.source[i].as_str(), split.target[i].as_str()];
+            return sentence_paired(
+                &session.config.model,
+                name,
+                split.len(),
+                &rows,
+                &ranks,
+                texts,
+            );
+        }
         let why = task
             .lexical_reason(&session.config.model)
             .unwrap_or_else(|| "a BM25 baseline's ad-hoc scores come from the workbench".into());
@@ -1085,44 +1169,8 @@ pub fn paired_scores(
             let (s, t) = encode_pairs(&l, &prepared, split, &rows)?;
             progress(0.8, "ranking");
             let ranks = crate::eval::sentence::aligned_ranks_both(&s, &t, l.model.similarity());
-            let width = split.pairs().saturating_sub(1).to_string().len();
-            let id = |i: usize| format!("{name}:{i:0width$}");
-            let mut h = blake3::Hasher::new();
-            for &i in &rows {
-                h.update(&(i as u64).to_le_bytes());
-                for text in [&split.src_text[i], &split.tgt_text[i]] {
-                    h.update(&(text.len() as u64).to_le_bytes());
-                    h.update(text.as_bytes());
-                }
-            }
-            let per_query = rows
-                .iter()
-                .zip(&ranks)
-                .map(|(&i, r)| {
-                    let first = f64::from(u8::from(r.against == 1));
-                    let m = Metrics {
-                        mrr: 1.0 / r.against as f64,
-                        p1: first,
-                        top1: first,
-                        ..Default::default()
-                    };
-                    (id(i), m)
-                })
-                .collect();
-            Ok(PairedScores {
-                model,
-                task: Over {
-                    name: "parallel sentence retrieval".into(),
-                    split: Some(name.to_string()),
-                    queries: rows.len(),
-                    judgements: h.finalize().to_hex()[..16].to_string(),
-                },
-                per_query,
-                texts: rows
-                    .iter()
-                    .map(|&i| (id(i), split.src_text[i].clone()))
-                    .collect(),
-            })
+            let texts = |i: usize| [split.src_text[i].as_str(), split.tgt_text[i].as_str()];
+            sentence_paired(&model, name, split.pairs(), &rows, &ranks, texts)
         }
         PairedTask::Bli { seed, csls } => {
             let Some(dict) = ws.read_dictionary()? else {

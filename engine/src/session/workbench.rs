@@ -316,8 +316,9 @@ impl Workbench {
     /// cached). A session is tested against the baseline only when both
     /// were scored on the same task (the same split's pairs, the same
     /// dictionary test part: see [`paired_scores`]), else shown untested
-    /// with the reason. A lexical baseline (BM25) on sentence retrieval or
-    /// lexicon induction is left out (`skipped`) with the reason
+    /// with the reason. A lexical baseline (BM25) is scored on sentence
+    /// retrieval by its own ranking; on lexicon induction it is left out
+    /// (`skipped`) with the reason
     /// ([`PairedTask::lexical_reason`]); as the baseline, an error. Errors
     /// when `options` names a metric the task does not score.
     pub fn compare_on(

@@ -135,6 +135,19 @@ impl Bm25Baseline {
         ws: &Workspace,
         split: &ParallelText,
     ) -> Result<SentenceScores> {
+        Ok(SentenceScores::from_ranks(
+            &self.sentence_ranks(ws, split)?.1,
+        ))
+    }
+
+    /// The ranks behind [`Bm25Baseline::sentence_retrieval`], one per usable
+    /// pair: the usable pairs' indices in the split and each source
+    /// sentence's rank of its translation (both tie conventions).
+    pub fn sentence_ranks(
+        &self,
+        ws: &Workspace,
+        split: &ParallelText,
+    ) -> Result<(Vec<usize>, Vec<TiedRank>)> {
         let rows = split.usable();
         let (_, tgt) = crate::corpus::workspace_analyzers(ws)?;
         let docs: Vec<Vec<String>> = rows
@@ -175,7 +188,7 @@ impl Bm25Baseline {
                 for_: 1 + above,
             });
         }
-        Ok(SentenceScores::from_ranks(&ranks))
+        Ok((rows, ranks))
     }
 }
 
