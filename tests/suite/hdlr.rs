@@ -635,14 +635,7 @@ fn the_same_with_any_thread_count() {
             let mut bits: Vec<(usize, String, Vec<u64>)> = Vec::new();
             for (i, ck) in rec.ckpts.iter().enumerate() {
                 for (k, t) in ck {
-                    let v = t
-                        .flatten_all()
-                        .unwrap()
-                        .to_dtype(candle_core::DType::F64)
-                        .unwrap()
-                        .to_vec1::<f64>()
-                        .unwrap();
-                    bits.push((i, k.clone(), v.iter().map(|x| x.to_bits()).collect()));
+                    bits.push((i, k.clone(), crate::common::tensor_bits(t)));
                 }
             }
             bits.sort();

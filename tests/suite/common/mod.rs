@@ -120,19 +120,23 @@ pub fn model_bits(model: &dyn rosetta::models::Model) -> Vec<(String, Vec<u64>)>
         .tensors()
         .unwrap()
         .into_iter()
-        .map(|(k, t)| {
-            let v = t
-                .flatten_all()
-                .unwrap()
-                .to_dtype(candle_core::DType::F64)
-                .unwrap()
-                .to_vec1::<f64>()
-                .unwrap();
-            (k, v.iter().map(|x| x.to_bits()).collect())
-        })
+        .map(|(k, t)| (k, tensor_bits(&t)))
         .collect();
     out.sort();
     out
+}
+
+/// A tensor's values, bit for bit (as f64: f32, u8 and i64 convert exactly).
+pub fn tensor_bits(t: &candle_core::Tensor) -> Vec<u64> {
+    t.flatten_all()
+        .unwrap()
+        .to_dtype(candle_core::DType::F64)
+        .unwrap()
+        .to_vec1::<f64>()
+        .unwrap()
+        .iter()
+        .map(|x| x.to_bits())
+        .collect()
 }
 
 /// The records of a session's `metrics.jsonl`, parsed.
