@@ -456,6 +456,22 @@ mod tests {
     }
 
     #[test]
+    fn a_one_thread_build_is_the_same_graph_every_time() {
+        // the levels come from a fixed seed; on one thread the insertion
+        // order is fixed too (on more, the links depend on interleaving)
+        let docs = rows(600, 21);
+        let p = HnswParams::default();
+        let one = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap();
+        let a = one.install(|| ApproxIndex::build(docs.clone(), p)).unwrap();
+        let b = one.install(|| ApproxIndex::build(docs.clone(), p)).unwrap();
+        assert_eq!(a.graph, b.graph);
+        assert_eq!(a.meta().rows_hash, b.meta().rows_hash);
+    }
+
+    #[test]
     fn a_deeper_list_than_ef_search_is_returned_whole() {
         let docs = rows(300, 3);
         let qs = rows(2, 4);

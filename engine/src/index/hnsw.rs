@@ -184,7 +184,7 @@ pub(crate) struct Rows<'a> {
 impl<'a> Rows<'a> {
     /// `data` holds rows of `dim` values (`dim > 0`).
     pub(crate) fn new(data: &'a [f32], dim: usize) -> Self {
-        debug_assert!(dim > 0 && data.len() % dim == 0);
+        debug_assert!(dim > 0 && data.len().is_multiple_of(dim));
         Rows { data, dim }
     }
 
@@ -318,16 +318,22 @@ struct Scratch {
     fresh: Vec<u32>,
 }
 
+/// What a walk needs: the kernel, the rows and the links.
+struct Walk<'a, K, L> {
+    k: K,
+    rows: Rows<'a>,
+    g: &'a L,
+}
+
 /// The best node of `level` reached greedily from `ep`.
 fn greedy<K: Kernel, L: Links>(
-    k: K,
-    rows: Rows,
-    g: &L,
+    w: &Walk<K, L>,
     q: &[f32],
     mut ep: Scored,
     level: usize,
     buf: &mut Vec<u32>,
 ) -> Scored {
+    let (k, rows, g) = (w.k, w.rows, w.g);
     loop {
         buf.clear();
         g.links(ep.id, level, buf);
@@ -354,15 +360,14 @@ fn greedy<K: Kernel, L: Links>(
 /// The `ef` best nodes of `level` found from the entry points `eps` (HNSW's
 /// SEARCH-LAYER), best first.
 fn search_layer<K: Kernel, L: Links>(
-    k: K,
-    rows: Rows,
-    g: &L,
+    w: &Walk<K, L>,
     q: &[f32],
     eps: &[Scored],
     ef: usize,
     level: usize,
     sc: &mut Scratch,
 ) -> Vec<Scored> {
+    let (k, rows, g) = (w.k, w.rows, w.g);
     sc.visited.reset();
     let mut cand: BinaryHeap<Scored> = BinaryHeap::with_capacity(ef * 4);
     let mut best: BinaryHeap<Worst> = BinaryHeap::with_capacity(ef + 1);
@@ -693,14 +698,19 @@ impl Graph {
             return Vec::new();
         }
         let mut sc = scratch(pool);
+        let w = Walk {
+            k: kern,
+            rows,
+            g: self,
+        };
         let mut ep = Scored {
             sim: kern.dot(q, rows.row(self.entry)),
             id: self.entry,
         };
         for level in (1..=self.max_level).rev() {
-            ep = greedy(kern, rows, self, q, ep, level, &mut sc.links);
+            ep = greedy(&w, q, ep, level, &mut sc.links);
         }
-        let mut found = search_layer(kern, rows, self, q, &[ep], ef.max(k), 0, &mut sc);
+        let mut found = search_layer(&w, q, &[ep], ef.max(k), 0, &mut sc);
         pool.give(sc.visited);
         found.truncate(k);
         found
@@ -802,7 +812,7 @@ impl Graph {
             entry: entry as u32,
             max_level: max_level as usize,
         };
-        g.check().map_err(|e| bad(e))?;
+        g.check().map_err(bad)?;
         Ok(g)
     }
 
@@ -882,6 +892,7 @@ fn insert<K: Kernel>(
 ) {
     let level = b.levels[node as usize] as usize;
     let q = rows.row(node);
+    let w = Walk { k, rows, g: b };
     // a node above the top holds the entry lock for its whole insertion
     let mut guard = Some(entry.lock().unwrap_or_else(|e| e.into_inner()));
     let top = **guard.as_ref().expect("held");
@@ -893,12 +904,12 @@ fn insert<K: Kernel>(
         id: top.node,
     };
     for l in (level + 1..=top.level).rev() {
-        ep = greedy(k, rows, b, q, ep, l, &mut sc.links);
+        ep = greedy(&w, q, ep, l, &mut sc.links);
     }
     let mut eps = vec![ep];
     let mut chosen = Vec::with_capacity(b.m);
     for l in (0..=level.min(top.level)).rev() {
-        let found = search_layer(k, rows, b, q, &eps, ef_c, l, sc);
+        let found = search_layer(&w, q, &eps, ef_c, l, sc);
         select(k, rows, &found, b.m, &mut chosen);
         b.add_links(k, rows, node, l, &chosen);
         for &nb in &chosen {
