@@ -565,6 +565,15 @@ mod tests {
                 "{what}: {e}"
             );
         }
+        // a checksum that matches but links that do not: node 0's count on
+        // layer 0 (after the 60-byte header and the 300 levels) past 2M
+        let mut body = good[..good.len() - 32].to_vec();
+        body[60 + 300..60 + 304].copy_from_slice(&999u32.to_le_bytes());
+        let hash = *blake3::hash(&body).as_bytes();
+        body.extend_from_slice(&hash);
+        std::fs::write(&path, &body).unwrap();
+        let e = ApproxIndex::load_for(&path, docs.clone()).unwrap_err();
+        assert!(e.to_string().contains("999 links on level 0"), "{e}");
         // a well-formed file for other rows (its description edited to
         // match): refused by the sizes it records
         let small = rows(100, 5);

@@ -780,8 +780,11 @@ impl Graph {
         }
         let m = m as usize;
         let n_l0 = n as u64 * (2 * m as u64 + 1);
-        let want = n as u64 + 4 * (n_l0 + n_upper);
-        if (r.b.len() - r.at) as u64 != want {
+        if entry >= len.max(1) {
+            return Err(bad(format!("entry point {entry} of {len} rows")));
+        }
+        let want = n as u128 + 4 * (u128::from(n_l0) + u128::from(n_upper));
+        if (r.b.len() - r.at) as u128 != want {
             return Err(bad(format!(
                 "{} bytes of levels and links, {want} expected",
                 r.b.len() - r.at
