@@ -643,7 +643,7 @@ pub struct SearchArgs {
     #[arg(long, value_name = "ID", conflicts_with_all = ["query", "full", "k", "fuse"])]
     pub show: Option<String>,
     /// Rank a trained model's documents through the session's HNSW graph,
-    /// building it and saving it in the session (`hnsw.usearch`) when it has
+    /// building it and saving it in the session (`hnsw.graph`) when it has
     /// none. Without this flag a session's saved graph is used when it was
     /// built from the same document embeddings (as in the workbench).
     #[arg(long, conflicts_with_all = ["exact", "show"])]

@@ -176,8 +176,8 @@ pub struct SearchArgs {
     /// normalised, as learned embeddings are: near a low-dimensional subspace.
     #[arg(long, default_value_t = 0)]
     pub intrinsic: usize,
-    /// Also build an HNSW graph (usearch) over the documents and report its
-    /// build time, memory, and per efSearch its queries per second and
+    /// Also build Rosetta's HNSW graph over the documents and report its
+    /// build time, memory (the graph's links; it searches the rows in place), and per efSearch its queries per second and
     /// recall@k against the exact results; with --faiss, faiss's HNSW (same
     /// M) on the same files too.
     #[arg(long)]
@@ -528,6 +528,8 @@ fn search(a: SearchArgs) -> anyhow::Result<()> {
         )
     });
     let gen_s = t.elapsed().as_secs_f64();
+    // shared with the HNSW graph, which searches the rows in place
+    let docs = std::sync::Arc::new(docs);
     if let Some(out) = &a.out {
         write_npy(&out.join("docs.npy"), &docs)?;
         write_npy(&out.join("queries.npy"), &queries)?;
@@ -659,12 +661,12 @@ fn run_faiss(
 fn approx_search(
     a: &SearchArgs,
     params: rosetta::index::HnswParams,
-    docs: &Array2<f32>,
+    docs: &std::sync::Arc<Array2<f32>>,
     queries: &Array2<f32>,
     exact: &[Vec<Hit>],
 ) -> anyhow::Result<serde_json::Value> {
     let rss_before = peak_rss_bytes();
-    let mut index = ApproxIndex::build(docs.view(), params)?;
+    let mut index = ApproxIndex::build(std::sync::Arc::clone(docs), params)?;
     let build_s = index.meta().build_seconds;
     let mut by_ef = Vec::new();
     for &ef in &a.ef_search {

@@ -256,7 +256,7 @@ impl Backend for Fake {
             // a session searching by its HNSW graph, in the engine's words
             approximate: query
                 .starts_with("approx")
-                .then(|| "usearch 2.26.6 HNSW (M 16, efSearch 100), the best 100 documents".into()),
+                .then(|| "rosetta-hnsw 1 HNSW (M 16, efSearch 100), the best 100 documents".into()),
         })
     }
     fn document(&self, _s: &str, docno: &str, query: Option<&str>) -> Result<Document> {

@@ -32,7 +32,7 @@ fn hnsw_graph_is_built_once_and_used_until_the_model_changes() {
     let root = ws.path();
     let wsf = root.join("workspace.toml");
     train(root, &wsf, "cl-lsi", "s", &["--dim", "4"]);
-    let graph = root.join("s/hnsw.usearch");
+    let graph = root.join("s/hnsw.graph");
 
     let exact = search(root, &["--k", "5"]);
     assert!(exact.get("approximate").is_none(), "{exact}");
@@ -45,7 +45,7 @@ fn hnsw_graph_is_built_once_and_used_until_the_model_changes() {
         .as_str()
         .unwrap_or_else(|| panic!("{approx}"));
     assert!(how.contains("HNSW") && how.contains("M 16"), "{how}");
-    assert!(graph.exists() && root.join("s/hnsw.usearch.json").exists());
+    assert!(graph.exists() && root.join("s/hnsw.graph.json").exists());
     assert_eq!(docnos(&approx), docnos(&exact));
 
     // the saved graph is used by default, not with --exact
@@ -61,12 +61,12 @@ fn hnsw_graph_is_built_once_and_used_until_the_model_changes() {
         root,
         &["search", "--session", "s", "--query", "the dog"],
     ));
-    assert!(text.contains("approximate: usearch"), "{text}");
+    assert!(text.contains("approximate: rosetta-hnsw"), "{text}");
 
     // another model (other dimension) has other embeddings: a graph built
     // for s is stale in its session and is not used
     train(root, &wsf, "cl-lsi", "t", &["--dim", "3"]);
-    for f in ["hnsw.usearch", "hnsw.usearch.json"] {
+    for f in ["hnsw.graph", "hnsw.graph.json"] {
         std::fs::copy(root.join("s").join(f), root.join("t").join(f)).unwrap();
     }
     let other: Value = serde_json::from_str(&ok(&rosetta(
@@ -82,7 +82,7 @@ fn hnsw_graph_is_built_once_and_used_until_the_model_changes() {
     let out = rosetta(root, &["search", "--session", "s", "--query", "the dog"]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("hnsw.usearch"), "{err}");
+    assert!(err.contains("hnsw.graph"), "{err}");
 }
 
 #[test]
@@ -103,7 +103,7 @@ fn invalid_approximate_requests_are_refused() {
         let out = rosetta(root, &all);
         assert!(!out.status.success(), "{args:?} was accepted");
         assert!(
-            !root.join("s/hnsw.usearch").exists(),
+            !root.join("s/hnsw.graph").exists(),
             "{args:?} wrote a graph"
         );
     }

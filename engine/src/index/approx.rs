@@ -1,29 +1,31 @@
-//! Approximate top-k over unit-row embeddings: an HNSW graph (the `usearch`
-//! crate) searched by inner product, for collections where one exact scan per
-//! query ([`super::dense`]) gets slow.
+//! Approximate top-k over unit-row embeddings: Rosetta's own HNSW graph
+//! ([`super::hnsw`]) searched by inner product, for collections where one
+//! exact scan per query ([`super::dense`]) gets slow.
 //!
-//! The graph is built once from the document rows and can be saved beside a
+//! The graph is built once from the document rows and searches them in place
+//! (it holds links only). It can be saved in its own file format beside a
 //! small JSON description ([`ApproxIndex::save`]) that records the rows'
 //! content hash: [`ApproxIndex::load_for`] only returns a saved graph built
 //! from the same rows, so a changed model or collection never answers from a
-//! stale graph. Scores are inner products (`1 − distance`); the hits a query
-//! gets back are sorted in the evaluator's order ([`TieOrder`]), but a
-//! document the graph search missed is simply absent.
+//! stale graph. Scores are inner products; the hits a query gets back are
+//! sorted in the evaluator's order ([`TieOrder`]), but a document the graph
+//! search missed is simply absent.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use ndarray::ArrayView2;
+use ndarray::{Array2, ArrayView2};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-use usearch::{Index, IndexOptions, MetricKind, ScalarKind};
 
+use super::hnsw::{Graph, Rows, VisitedPool, FORMAT_VERSION};
 use super::{Hit, TieOrder};
 use crate::{Error, Result};
 
 /// Settings of an HNSW graph.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HnswParams {
-    /// Links per node (HNSW's `M`).
+    /// Links per node (HNSW's `M`; twice as many on layer 0).
     pub m: usize,
     /// Candidate list length while inserting (`efConstruction`).
     pub ef_construction: usize,
@@ -62,12 +64,18 @@ impl HnswParams {
     }
 }
 
+/// The graph implementation and file format a description names
+/// ([`ApproxMeta::library`]); a saved graph naming another is stale.
+pub fn library() -> String {
+    format!("rosetta-hnsw {FORMAT_VERSION}")
+}
+
 /// What a saved graph was built from: written beside it as JSON.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ApproxMeta {
     /// Rosetta's version.
     pub rosetta: String,
-    /// The graph library and its version.
+    /// The graph implementation and its file format ([`library`]).
     pub library: String,
     /// Number of documents.
     pub docs: usize,
@@ -81,9 +89,11 @@ pub struct ApproxMeta {
     pub build_seconds: f64,
 }
 
-/// An HNSW graph over document rows.
+/// An HNSW graph over document rows, sharing the rows with its caller.
 pub struct ApproxIndex {
-    index: Index,
+    graph: Graph,
+    rows: Arc<Array2<f32>>,
+    visited: VisitedPool,
     dim: usize,
     len: usize,
     ties: TieOrder,
@@ -96,10 +106,6 @@ impl std::fmt::Debug for ApproxIndex {
             .field("meta", &self.meta)
             .finish_non_exhaustive()
     }
-}
-
-fn ffi<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> Error + '_ {
-    move |e| Error::invalid(format!("HNSW index: {what}: {e}"))
 }
 
 /// The content hash [`ApproxMeta::rows_hash`] records.
@@ -118,118 +124,6 @@ pub fn rows_hash(rows: ArrayView2<f32>) -> String {
     h.finalize().to_hex().to_string()
 }
 
-/// The inner product of two `f32` rows, in `f32` with independent partial
-/// sums: usearch's own kernel for `f32` (numkong, dispatched to its AVX2
-/// version on this machine) widens to `f64` and accumulates in one chain,
-/// which took 60% of a search's time. [`use_own_dot`] picks the kernel once.
-#[cfg(test)]
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    if avx2_fma() {
-        // SAFETY: the CPU has the features the function is compiled for.
-        return unsafe { dot_avx2(a, b) };
-    }
-    dot_portable(a, b)
-}
-
-fn avx2_fma() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
-}
-
-fn dot_portable(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0f32; 8];
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = ca
-        .remainder()
-        .iter()
-        .zip(cb.remainder())
-        .map(|(x, y)| x * y)
-        .sum();
-    for (x, y) in ca.zip(cb) {
-        for i in 0..8 {
-            acc[i] += x[i] * y[i];
-        }
-    }
-    acc.iter().sum::<f32>() + tail
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn dot_avx2(a: &[f32], b: &[f32]) -> f32 {
-    use std::arch::x86_64::*;
-    let n = a.len().min(b.len());
-    let (pa, pb) = (a.as_ptr(), b.as_ptr());
-    let mut s = [_mm256_setzero_ps(); 4];
-    let mut i = 0;
-    while i + 32 <= n {
-        for (j, acc) in s.iter_mut().enumerate() {
-            let o = i + 8 * j;
-            *acc = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(o)), _mm256_loadu_ps(pb.add(o)), *acc);
-        }
-        i += 32;
-    }
-    while i + 8 <= n {
-        s[0] = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i)), _mm256_loadu_ps(pb.add(i)), s[0]);
-        i += 8;
-    }
-    let v = _mm256_add_ps(_mm256_add_ps(s[0], s[1]), _mm256_add_ps(s[2], s[3]));
-    let mut lanes = [0f32; 8];
-    _mm256_storeu_ps(lanes.as_mut_ptr(), v);
-    let mut sum: f32 = lanes.iter().sum();
-    while i < n {
-        sum += *pa.add(i) * *pb.add(i);
-        i += 1;
-    }
-    sum
-}
-
-/// Gives the graph our inner product as its distance (`1 − a·b`, usearch's
-/// inner product distance), the kernel chosen once here, not per distance.
-fn use_own_dot(index: &mut Index, dim: usize) {
-    // SAFETY (both closures): usearch calls the metric with two rows of this
-    // index, each `dim` contiguous f32 values.
-    let rows = move |a: *const f32, b: *const f32| unsafe {
-        (
-            std::slice::from_raw_parts(a, dim),
-            std::slice::from_raw_parts(b, dim),
-        )
-    };
-    #[cfg(target_arch = "x86_64")]
-    if avx2_fma() {
-        index.change_metric::<f32>(Box::new(move |a: *const f32, b: *const f32| {
-            let (a, b) = rows(a, b);
-            // SAFETY: the CPU has AVX2 and FMA (checked above).
-            1.0 - unsafe { dot_avx2(a, b) }
-        }));
-        return;
-    }
-    index.change_metric::<f32>(Box::new(move |a: *const f32, b: *const f32| {
-        let (a, b) = rows(a, b);
-        1.0 - dot_portable(a, b)
-    }));
-}
-
-fn new_index(dim: usize, params: HnswParams) -> Result<Index> {
-    let opts = IndexOptions {
-        dimensions: dim,
-        metric: MetricKind::IP,
-        quantization: ScalarKind::F32,
-        connectivity: params.m,
-        expansion_add: params.ef_construction,
-        expansion_search: params.ef_search,
-        multi: false,
-    };
-    let mut index = Index::new(&opts).map_err(ffi("creating"))?;
-    use_own_dot(&mut index, dim);
-    Ok(index)
-}
-
 fn check_finite(rows: ArrayView2<f32>, what: &str) -> Result<()> {
     if let Some(pos) = rows.iter().position(|v| !v.is_finite()) {
         return Err(Error::invalid(format!(
@@ -240,46 +134,66 @@ fn check_finite(rows: ArrayView2<f32>, what: &str) -> Result<()> {
     Ok(())
 }
 
+/// The rows in standard (row-major, contiguous) layout, copied only when
+/// they are not.
+fn standard(rows: Arc<Array2<f32>>) -> Arc<Array2<f32>> {
+    if rows.is_standard_layout() {
+        rows
+    } else {
+        Arc::new(rows.as_standard_layout().into_owned())
+    }
+}
+
 impl ApproxIndex {
     /// Builds the graph over `docs` (unit rows, finite), inserting in
-    /// parallel on the current rayon pool. Ties among the hits a search
-    /// returns are broken by row (see [`ApproxIndex::with_docnos`]).
-    pub fn build(docs: ArrayView2<f32>, params: HnswParams) -> Result<Self> {
+    /// parallel on the current rayon pool; the graph keeps the rows (shared,
+    /// not copied, when they are in standard layout). Ties among the hits a
+    /// search returns are broken by row (see [`ApproxIndex::with_docnos`]).
+    pub fn build(docs: impl Into<Arc<Array2<f32>>>, params: HnswParams) -> Result<Self> {
         params.validate()?;
+        let docs = standard(docs.into());
         let (len, dim) = docs.dim();
         if dim == 0 {
             return Err(Error::invalid("HNSW index: rows of dimension 0"));
         }
-        check_finite(docs, "document embedding")?;
+        check_finite(docs.view(), "document embedding")?;
+        if len > u32::MAX as usize {
+            return Err(Error::invalid(format!(
+                "HNSW index: {len} rows, more than a graph of u32 links holds"
+            )));
+        }
         let start = std::time::Instant::now();
-        let index = new_index(dim, params)?;
-        index
-            .reserve_capacity_and_threads(len.max(1), rayon::current_num_threads())
-            .map_err(ffi("reserving"))?;
-        let docs = docs.as_standard_layout();
-        docs.axis_iter(ndarray::Axis(0))
-            .into_par_iter()
-            .enumerate()
-            .try_for_each(|(i, row)| {
-                let row = row.to_slice().expect("standard layout rows are contiguous");
-                index.add(i as u64, row).map_err(ffi("adding a row"))
-            })?;
+        let graph = Graph::build(Self::rows_of(&docs), params.m, params.ef_construction);
         let meta = ApproxMeta {
             rosetta: env!("CARGO_PKG_VERSION").to_string(),
-            library: format!("usearch {}", usearch::version()),
+            library: library(),
             docs: len,
             dim,
             params,
             rows_hash: rows_hash(docs.view()),
             build_seconds: start.elapsed().as_secs_f64(),
         };
-        Ok(ApproxIndex {
-            index,
-            dim,
-            len,
+        Ok(Self::assemble(graph, docs, meta))
+    }
+
+    fn rows_of(docs: &Array2<f32>) -> Rows<'_> {
+        Rows::new(
+            docs.as_slice()
+                .expect("standard layout rows are contiguous"),
+            docs.ncols(),
+        )
+    }
+
+    fn assemble(graph: Graph, rows: Arc<Array2<f32>>, meta: ApproxMeta) -> Self {
+        ApproxIndex {
+            visited: graph.visited_pool(),
+            graph,
+            dim: rows.ncols(),
+            len: rows.nrows(),
+            rows,
             ties: TieOrder::by_row(),
             meta,
-        })
+        }
     }
 
     /// Breaks ties among returned hits by these document ids (greater
@@ -311,9 +225,9 @@ impl ApproxIndex {
         &self.meta
     }
 
-    /// Bytes the graph and its copy of the rows hold (usearch's estimate).
+    /// Bytes the graph's links hold (the rows it searches are the caller's).
     pub fn memory_bytes(&self) -> usize {
-        self.index.memory_usage()
+        self.graph.memory_bytes()
     }
 
     /// Changes `efSearch` for later searches (a search for `k` documents
@@ -322,13 +236,13 @@ impl ApproxIndex {
         if ef == 0 {
             return Err(Error::invalid("HNSW efSearch must be positive"));
         }
-        self.index.change_expansion_search(ef);
         self.meta.params.ef_search = ef;
         Ok(())
     }
 
     /// The (approximately) `k` best documents of every query row, queries in
-    /// parallel, each list in evaluator order.
+    /// parallel on the current rayon pool, each list in evaluator order and
+    /// each document at most once.
     pub fn search(&self, queries: ArrayView2<f32>, k: usize) -> Result<Vec<Vec<Hit>>> {
         if queries.ncols() != self.dim {
             return Err(Error::invalid(format!(
@@ -342,27 +256,27 @@ impl ApproxIndex {
         if k == 0 {
             return Ok(vec![Vec::new(); queries.nrows()]);
         }
-        // usearch widens the candidate list to `k` when `k > efSearch`
+        let rows = Self::rows_of(&self.rows);
+        let ef = self.meta.params.ef_search;
         let queries = queries.as_standard_layout();
-        queries
+        Ok(queries
             .axis_iter(ndarray::Axis(0))
             .into_par_iter()
             .map(|q| {
                 let q = q.to_slice().expect("standard layout rows are contiguous");
-                let m = self.index.search(q, k).map_err(ffi("searching"))?;
-                let mut hits: Vec<Hit> = m
-                    .keys
-                    .iter()
-                    .zip(&m.distances)
-                    .map(|(&key, &d)| Hit {
-                        doc: key as u32,
-                        score: f64::from(1.0 - d),
+                let mut hits: Vec<Hit> = self
+                    .graph
+                    .search(rows, &self.visited, q, k, ef)
+                    .into_iter()
+                    .map(|s| Hit {
+                        doc: s.id,
+                        score: f64::from(s.sim),
                     })
                     .collect();
                 self.ties.sort(&mut hits);
-                Ok(hits)
+                hits
             })
-            .collect()
+            .collect())
     }
 
     /// The JSON description saved beside a graph file.
@@ -372,9 +286,10 @@ impl ApproxIndex {
         PathBuf::from(p)
     }
 
-    /// Saves the graph to `path` and its description to `path.json`, each
-    /// written to a temporary file first and renamed into place; the old
-    /// description goes first, so an interrupted save leaves no graph that
+    /// Saves the graph to `path` (Rosetta's graph format: links only, not
+    /// the rows) and its description to `path.json`, each written to a
+    /// temporary file first and renamed into place; the old description goes
+    /// first, so an interrupted save leaves no graph that
     /// [`ApproxIndex::load_for`] would take.
     pub fn save(&self, path: &Path) -> Result<()> {
         let meta_path = Self::meta_path(path);
@@ -384,14 +299,7 @@ impl ApproxIndex {
             }
             _ => {}
         }
-        let tmp = path.with_extension("partial");
-        let tmp_str = tmp
-            .to_str()
-            .ok_or_else(|| Error::file(&tmp, "the path is not UTF-8"))?;
-        self.index
-            .save(tmp_str)
-            .map_err(|e| Error::file(&tmp, format!("saving the HNSW index: {e}")))?;
-        std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))?;
+        crate::util::write_atomic(path, &self.graph.to_bytes(self.dim))?;
         crate::util::write_atomic(
             &meta_path,
             serde_json::to_string_pretty(&self.meta)
@@ -401,9 +309,10 @@ impl ApproxIndex {
     }
 
     /// Loads the graph saved at `path` if it was built from exactly these
-    /// rows; `Ok(None)` when there is none or it is stale (other rows, another
-    /// Rosetta version); an error when the file is unreadable or damaged.
-    pub fn load_for(path: &Path, docs: ArrayView2<f32>) -> Result<Option<Self>> {
+    /// rows (and searches them); `Ok(None)` when there is none or it is
+    /// stale (other rows, another Rosetta version or graph format); an error
+    /// naming the file when it is unreadable, truncated or damaged.
+    pub fn load_for(path: &Path, docs: impl Into<Arc<Array2<f32>>>) -> Result<Option<Self>> {
         let meta_path = Self::meta_path(path);
         if !path.exists() || !meta_path.exists() {
             return Ok(None);
@@ -412,42 +321,29 @@ impl ApproxIndex {
         let Ok(meta) = serde_json::from_str::<ApproxMeta>(&text) else {
             return Ok(None);
         };
+        let docs = standard(docs.into());
         if meta.rosetta != env!("CARGO_PKG_VERSION")
+            || meta.library != library()
             || meta.docs != docs.nrows()
             || meta.dim != docs.ncols()
-            || meta.rows_hash != rows_hash(docs)
+            || meta.params.validate().is_err()
+            || meta.rows_hash != rows_hash(docs.view())
         {
             return Ok(None);
         }
-        let mut index = new_index(meta.dim, meta.params)?;
-        let p = path
-            .to_str()
-            .ok_or_else(|| Error::file(path, "the path is not UTF-8"))?;
-        index
-            .load(p)
-            .map_err(|e| Error::file(path, format!("not a readable HNSW index: {e}")))?;
-        if index.size() != meta.docs || index.dimensions() != meta.dim {
+        let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        let graph = Graph::from_bytes(&bytes, path, meta.docs, meta.dim)?;
+        if graph.m() != meta.params.m {
             return Err(Error::file(
                 path,
                 format!(
-                    "the HNSW index holds {} rows of dimension {}, its description says {} of {}",
-                    index.size(),
-                    index.dimensions(),
-                    meta.docs,
-                    meta.dim
+                    "the HNSW graph has M {}, its description says {}",
+                    graph.m(),
+                    meta.params.m
                 ),
             ));
         }
-        // loading may restore the saved metric kind: the own kernel again
-        use_own_dot(&mut index, meta.dim);
-        index.change_expansion_search(meta.params.ef_search);
-        Ok(Some(ApproxIndex {
-            index,
-            dim: meta.dim,
-            len: meta.docs,
-            ties: TieOrder::by_row(),
-            meta,
-        }))
+        Ok(Some(Self::assemble(graph, docs, meta)))
     }
 }
 
@@ -472,37 +368,53 @@ pub fn recall_at_k(exact: &[Vec<Hit>], approx: &[Vec<Hit>]) -> f64 {
 mod tests {
     use super::*;
     use crate::index::dense::{top_k, Matmul};
-    use ndarray::Array2;
     use rand::SeedableRng;
     use rand_distr::{Distribution, StandardNormal};
 
-    /// Unit rows of intrinsic dimension 4 in 16 dimensions.
-    fn rows(n: usize, seed: u64) -> Array2<f32> {
+    /// Unit rows of intrinsic dimension `r` in `d` dimensions (a fixed
+    /// basis, noise of 0.1).
+    fn rows_in(n: usize, d: usize, r: usize, seed: u64) -> Array2<f32> {
         let mut a = rand_chacha::ChaCha8Rng::seed_from_u64(7);
-        let basis: Vec<f32> = (0..16 * 4).map(|_| StandardNormal.sample(&mut a)).collect();
+        let basis: Vec<f32> = (0..d * r).map(|_| StandardNormal.sample(&mut a)).collect();
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-        let mut m = Array2::<f32>::zeros((n, 16));
-        for mut r in m.rows_mut() {
-            let z: Vec<f32> = (0..4).map(|_| StandardNormal.sample(&mut rng)).collect();
-            for (j, x) in r.iter_mut().enumerate() {
+        let mut m = Array2::<f32>::zeros((n, d));
+        for mut row in m.rows_mut() {
+            let z: Vec<f32> = (0..r).map(|_| StandardNormal.sample(&mut rng)).collect();
+            for (j, x) in row.iter_mut().enumerate() {
                 let e: f32 = StandardNormal.sample(&mut rng);
-                *x = (0..4).map(|t| basis[j * 4 + t] * z[t]).sum::<f32>() + 0.1 * e;
+                *x = (0..r).map(|t| basis[j * r + t] * z[t]).sum::<f32>() + 0.1 * e;
             }
-            let n = r.dot(&r).sqrt();
-            r.mapv_inplace(|v| v / n);
+            let n = row.dot(&row).sqrt();
+            row.mapv_inplace(|v| v / n);
         }
         m
     }
 
-    #[test]
-    fn own_dot_kernel_is_the_inner_product() {
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
-        for n in [0usize, 1, 7, 8, 31, 32, 33, 128, 300] {
-            let a: Vec<f32> = (0..n).map(|_| StandardNormal.sample(&mut rng)).collect();
-            let b: Vec<f32> = (0..n).map(|_| StandardNormal.sample(&mut rng)).collect();
-            let want: f64 = a.iter().zip(&b).map(|(x, y)| *x as f64 * *y as f64).sum();
-            assert!((dot(&a, &b) as f64 - want).abs() < 1e-4, "n {n}");
-            assert!((dot_portable(&a, &b) as f64 - want).abs() < 1e-4, "n {n}");
+    /// Unit rows of intrinsic dimension 4 in 16 dimensions.
+    fn rows(n: usize, seed: u64) -> Array2<f32> {
+        rows_in(n, 16, 4, seed)
+    }
+
+    fn exact(docs: &Array2<f32>, qs: &Array2<f32>, k: usize) -> Vec<Vec<Hit>> {
+        top_k(docs.view(), qs.view(), k, &TieOrder::by_row(), Matmul::Faer).unwrap()
+    }
+
+    /// Every list sorted in evaluator order (score descending, ties by the
+    /// greater row), each document once, scores the inner products.
+    fn assert_well_formed(docs: &Array2<f32>, qs: &Array2<f32>, lists: &[Vec<Hit>]) {
+        for (q, hits) in lists.iter().enumerate() {
+            for w in hits.windows(2) {
+                assert!(
+                    w[0].score > w[1].score || (w[0].score == w[1].score && w[0].doc > w[1].doc),
+                    "query {q}: {w:?}"
+                );
+            }
+            let distinct: std::collections::HashSet<u32> = hits.iter().map(|h| h.doc).collect();
+            assert_eq!(distinct.len(), hits.len(), "query {q} repeats a document");
+            for h in hits {
+                let dot = docs.row(h.doc as usize).dot(&qs.row(q)) as f64;
+                assert!((dot - h.score).abs() < 1e-5);
+            }
         }
     }
 
@@ -510,27 +422,53 @@ mod tests {
     fn finds_what_exact_search_finds() {
         let docs = rows(2000, 1);
         let qs = rows(50, 2);
-        let idx = ApproxIndex::build(docs.view(), HnswParams::default()).unwrap();
-        let exact = top_k(
-            docs.view(),
-            qs.view(),
-            10,
-            &TieOrder::by_row(),
-            Matmul::Faer,
-        )
-        .unwrap();
+        let idx = ApproxIndex::build(docs.clone(), HnswParams::default()).unwrap();
         let approx = idx.search(qs.view(), 10).unwrap();
-        let r = recall_at_k(&exact, &approx);
+        let r = recall_at_k(&exact(&docs, &qs, 10), &approx);
         assert!(r > 0.95, "recall@10 {r}");
-        // scores are inner products, in evaluator order
-        for (q, hits) in approx.iter().enumerate() {
-            for w in hits.windows(2) {
-                assert!(w[0].score >= w[1].score);
-            }
-            let h = hits[0];
-            let dot = docs.row(h.doc as usize).dot(&qs.row(q)) as f64;
-            assert!((dot - h.score).abs() < 1e-5);
-        }
+        assert_well_formed(&docs, &qs, &approx);
+        assert!(idx.meta().library.starts_with("rosetta-hnsw"));
+    }
+
+    #[test]
+    fn finds_the_exact_top_10_in_128_dimensions_of_intrinsic_dimension_16() {
+        // the bench's shape, small: M 16, efConstruction 40 (faiss's)
+        let docs = rows_in(2000, 128, 16, 11);
+        let qs = rows_in(100, 128, 16, 12);
+        let p = HnswParams {
+            m: 16,
+            ef_construction: 40,
+            ef_search: 64,
+        };
+        let mut idx = ApproxIndex::build(docs.clone(), p).unwrap();
+        let want = exact(&docs, &qs, 10);
+        let got = idx.search(qs.view(), 10).unwrap();
+        let r = recall_at_k(&want, &got);
+        assert!(r >= 0.95, "recall@10 {r} at efSearch 64");
+        assert_well_formed(&docs, &qs, &got);
+        // a longer candidate list finds at least about as much
+        idx.set_ef_search(200).unwrap();
+        let r2 = recall_at_k(&want, &idx.search(qs.view(), 10).unwrap());
+        assert!(
+            r2 >= 0.99 && r2 + 0.01 >= r,
+            "recall@10 {r2} at efSearch 200"
+        );
+    }
+
+    #[test]
+    fn a_one_thread_build_is_the_same_graph_every_time() {
+        // the levels come from a fixed seed; on one thread the insertion
+        // order is fixed too (on more, the links depend on interleaving)
+        let docs = rows(600, 21);
+        let p = HnswParams::default();
+        let one = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap();
+        let a = one.install(|| ApproxIndex::build(docs.clone(), p)).unwrap();
+        let b = one.install(|| ApproxIndex::build(docs.clone(), p)).unwrap();
+        assert_eq!(a.graph, b.graph);
+        assert_eq!(a.meta().rows_hash, b.meta().rows_hash);
     }
 
     #[test]
@@ -541,68 +479,147 @@ mod tests {
             ef_search: 8,
             ..HnswParams::default()
         };
-        let idx = ApproxIndex::build(docs.view(), p).unwrap();
+        let idx = ApproxIndex::build(docs.clone(), p).unwrap();
         let hits = idx.search(qs.view(), 100).unwrap();
         assert!(hits.iter().all(|h| h.len() == 100));
         assert_eq!(idx.meta().params.ef_search, 8);
         // more than the collection: what the graph search reaches, each
         // document once (a graph walk need not reach every node)
-        let all = &idx.search(qs.view(), 1000).unwrap()[0];
-        let distinct: std::collections::HashSet<u32> = all.iter().map(|h| h.doc).collect();
-        assert!((250..=300).contains(&all.len()), "{}", all.len());
-        assert_eq!(distinct.len(), all.len());
+        let all = idx.search(qs.view(), 1000).unwrap();
+        assert!((250..=300).contains(&all[0].len()), "{}", all[0].len());
+        assert_well_formed(&docs, &qs, &all);
     }
 
     #[test]
     fn saved_graph_is_reused_only_for_the_same_rows() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("hnsw.usearch");
+        let path = dir.path().join("hnsw.graph");
         let docs = rows(500, 5);
-        let qs = rows(5, 6);
-        let idx = ApproxIndex::build(docs.view(), HnswParams::default()).unwrap();
+        let qs = rows(20, 6);
+        let idx = ApproxIndex::build(docs.clone(), HnswParams::default()).unwrap();
         idx.save(&path).unwrap();
-        let back = ApproxIndex::load_for(&path, docs.view()).unwrap().unwrap();
+        let back = ApproxIndex::load_for(&path, docs.clone()).unwrap().unwrap();
         assert_eq!(back.len(), 500);
-        assert_eq!(
-            idx.search(qs.view(), 5).unwrap(),
-            back.search(qs.view(), 5).unwrap()
+        assert_eq!(back.graph, idx.graph);
+        assert_eq!(back.meta(), idx.meta());
+        // the same answers, bit for bit
+        let (a, b) = (
+            idx.search(qs.view(), 10).unwrap(),
+            back.search(qs.view(), 10).unwrap(),
         );
+        assert_eq!(a.len(), b.len());
+        for (x, y) in a.iter().zip(&b) {
+            assert!(x
+                .iter()
+                .zip(y)
+                .all(|(x, y)| x.doc == y.doc && x.score.to_bits() == y.score.to_bits()));
+            assert_eq!(x.len(), y.len());
+        }
+        // other rows: stale, not used
         let mut other = docs.clone();
         other[[3, 0]] += 0.01;
-        assert!(ApproxIndex::load_for(&path, other.view())
+        assert!(ApproxIndex::load_for(&path, other).unwrap().is_none());
+        assert!(
+            ApproxIndex::load_for(&dir.path().join("none"), docs.clone())
+                .unwrap()
+                .is_none()
+        );
+        // a description from another graph format (usearch's): stale
+        let meta_path = ApproxIndex::meta_path(&path);
+        let text = std::fs::read_to_string(&meta_path).unwrap();
+        std::fs::write(&meta_path, text.replace("rosetta-hnsw 1", "usearch 2.26.6")).unwrap();
+        assert!(ApproxIndex::load_for(&path, docs.clone())
             .unwrap()
             .is_none());
-        assert!(ApproxIndex::load_for(&dir.path().join("none"), docs.view())
+        std::fs::write(&meta_path, &text).unwrap();
+        assert!(ApproxIndex::load_for(&path, docs.clone())
             .unwrap()
-            .is_none());
-        // a damaged graph is an error naming the file, not a silent rebuild
-        std::fs::write(&path, b"not a graph").unwrap();
-        let e = ApproxIndex::load_for(&path, docs.view()).unwrap_err();
-        assert!(e.to_string().contains("hnsw.usearch"), "{e}");
+            .is_some());
+    }
+
+    #[test]
+    fn a_damaged_graph_file_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("hnsw.graph");
+        let docs = rows(300, 5);
+        let idx = ApproxIndex::build(docs.clone(), HnswParams::default()).unwrap();
+        idx.save(&path).unwrap();
+        let good = std::fs::read(&path).unwrap();
+        let mut flipped = good.clone();
+        flipped[good.len() / 2] ^= 0x10;
+        let mut version = good.clone();
+        version[8] = 9;
+        for (what, bytes) in [
+            ("not a graph", b"not a graph".to_vec()),
+            ("empty", Vec::new()),
+            ("truncated", good[..good.len() - 100].to_vec()),
+            ("header only", good[..20].to_vec()),
+            ("a flipped bit", flipped),
+            ("another version", version),
+        ] {
+            std::fs::write(&path, &bytes).unwrap();
+            let e = ApproxIndex::load_for(&path, docs.clone()).unwrap_err();
+            let e = e.to_string();
+            assert!(
+                e.contains("hnsw.graph") && e.contains("HNSW graph"),
+                "{what}: {e}"
+            );
+        }
+        // a checksum that matches but links that do not: node 0's count on
+        // layer 0 (after the 60-byte header and the 300 levels) past 2M
+        let mut body = good[..good.len() - 32].to_vec();
+        body[60 + 300..60 + 304].copy_from_slice(&999u32.to_le_bytes());
+        let hash = *blake3::hash(&body).as_bytes();
+        body.extend_from_slice(&hash);
+        std::fs::write(&path, &body).unwrap();
+        let e = ApproxIndex::load_for(&path, docs.clone()).unwrap_err();
+        assert!(e.to_string().contains("999 links on level 0"), "{e}");
+        // a well-formed file for other rows (its description edited to
+        // match): refused by the sizes it records
+        let small = rows(100, 5);
+        let other = ApproxIndex::build(small, HnswParams::default()).unwrap();
+        std::fs::write(&path, other.graph.to_bytes(16)).unwrap();
+        let e = ApproxIndex::load_for(&path, docs.clone()).unwrap_err();
+        assert!(e.to_string().contains("100 rows"), "{e}");
     }
 
     #[test]
     fn bad_input_is_refused() {
         let mut docs = rows(10, 7);
-        assert!(ApproxIndex::build(
-            docs.view(),
-            HnswParams {
-                m: 1,
-                ..HnswParams::default()
-            }
-        )
-        .is_err());
-        let idx = ApproxIndex::build(docs.view(), HnswParams::default()).unwrap();
+        for (m, efc, efs) in [(1, 128, 64), (257, 128, 64), (16, 0, 64), (16, 128, 0)] {
+            let p = HnswParams {
+                m,
+                ef_construction: efc,
+                ef_search: efs,
+            };
+            assert!(p.validate().is_err(), "{p:?}");
+            assert!(ApproxIndex::build(docs.clone(), p).is_err(), "{p:?}");
+        }
+        let mut idx = ApproxIndex::build(docs.clone(), HnswParams::default()).unwrap();
+        assert!(idx.set_ef_search(0).is_err());
         let q = Array2::<f32>::zeros((1, 8));
         assert!(idx.search(q.view(), 3).is_err());
         let mut q = rows(1, 8);
         q[[0, 0]] = f32::NAN;
         assert!(idx.search(q.view(), 3).is_err());
         docs[[2, 2]] = f32::INFINITY;
-        let e = ApproxIndex::build(docs.view(), HnswParams::default()).unwrap_err();
+        let e = ApproxIndex::build(docs.clone(), HnswParams::default()).unwrap_err();
         assert!(e.to_string().contains("row 2"), "{e}");
         let empty = Array2::<f32>::zeros((0, 16));
-        let idx = ApproxIndex::build(empty.view(), HnswParams::default()).unwrap();
+        let idx = ApproxIndex::build(empty, HnswParams::default()).unwrap();
         assert_eq!(idx.search(rows(2, 9).view(), 5).unwrap(), vec![vec![]; 2]);
+    }
+
+    #[test]
+    fn rows_not_in_standard_layout_are_searched_as_their_values() {
+        let docs = rows(400, 13);
+        let qs = rows(10, 14);
+        let mut fortran = Array2::<f32>::zeros(ndarray::ShapeBuilder::f((400, 16)));
+        fortran.assign(&docs);
+        assert!(!fortran.is_standard_layout());
+        let idx = ApproxIndex::build(fortran, HnswParams::default()).unwrap();
+        let got = idx.search(qs.view(), 5).unwrap();
+        assert_well_formed(&docs, &qs, &got);
+        assert!(recall_at_k(&exact(&docs, &qs, 5), &got) > 0.9);
     }
 }

@@ -3,7 +3,7 @@
 //! ([`expand`]: Bo1, RM3), BM25 runs on a workspace's ad-hoc
 //! task ([`adhoc`]), pseudo-relevance mining for XCNN pre-initialisation
 //! ([`mining`]), exact dense top-k over embeddings ([`dense`]) and approximate
-//! top-k over an HNSW graph ([`approx`]).
+//! top-k over Rosetta's own HNSW graph ([`approx`], [`hnsw`]).
 //!
 //! Every ranked list here orders documents the way the evaluator does
 //! ([`crate::eval::trec::sorted_for_eval`]): score descending, ties by
@@ -16,6 +16,7 @@ pub mod bm25;
 pub mod dense;
 pub mod expand;
 pub mod fusion;
+pub mod hnsw;
 pub mod mining;
 pub mod translate;
 

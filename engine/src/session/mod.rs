@@ -93,6 +93,9 @@ pub const SESSION_FILES: &[&str] = &[
     runs::META_FILE,
     workbench::SCORES_CACHE,
     search::HNSW_FILE,
+    "hnsw.graph.json",
+    // the usearch graph of earlier versions
+    "hnsw.usearch",
     "hnsw.usearch.json",
     "hnsw.partial",
     // an encoder's term vectors (`loaded.rs`)

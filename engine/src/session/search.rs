@@ -466,7 +466,8 @@ enum Ranker {
     Dense {
         m: Box<Loaded>,
         dense: DenseIndex,
-        doc_emb: Array2<f32>,
+        /// Shared with the HNSW graph, which searches them in place.
+        doc_emb: Arc<Array2<f32>>,
         /// The session's HNSW graph, when it searches by one.
         approx: Option<Box<ApproxIndex>>,
     },
@@ -478,9 +479,9 @@ enum Ranker {
 }
 
 /// The file in a session folder holding its HNSW graph over the document
-/// embeddings (with its description beside it, `hnsw.usearch.json`); safe to
-/// delete.
-pub const HNSW_FILE: &str = "hnsw.usearch";
+/// embeddings, in Rosetta's graph format (with its description beside it,
+/// `hnsw.graph.json`); safe to delete.
+pub const HNSW_FILE: &str = "hnsw.graph";
 
 /// How many documents an approximate model ranking asks for: the `k` shown
 /// or this many, whichever is more (enough for fusion and a judged query's
@@ -564,8 +565,8 @@ impl Searcher {
             progress(0.45, "loading the model");
             let m = Loaded::open(dir, &candle_core::Device::Cpu)?;
             progress(0.6, "encoding documents");
-            let doc_emb = m.encode_collection(Side::Target, &corpus.doc_full)?;
-            let dense = DenseIndex::new(doc_emb.clone())?
+            let doc_emb = Arc::new(m.encode_collection(Side::Target, &corpus.doc_full)?);
+            let dense = DenseIndex::new(Array2::clone(&doc_emb))?
                 .with_docnos(&corpus.doc_ids)?
                 .with_similarity(m.model.similarity())?;
             let cosine = m.model.similarity() == crate::space::Similarity::Cosine;
@@ -575,7 +576,7 @@ impl Searcher {
                 DenseSearch::Saved if !cosine => None,
                 DenseSearch::Saved => {
                     progress(0.8, "reading the HNSW graph");
-                    ApproxIndex::load_for(&path, doc_emb.view())?
+                    ApproxIndex::load_for(&path, Arc::clone(&doc_emb))?
                 }
                 DenseSearch::Approx(_) if !cosine => {
                     return Err(Error::invalid(format!(
@@ -586,7 +587,7 @@ impl Searcher {
                 }
                 DenseSearch::Approx(p) => {
                     progress(0.8, "reading the HNSW graph");
-                    match ApproxIndex::load_for(&path, doc_emb.view())? {
+                    match ApproxIndex::load_for(&path, Arc::clone(&doc_emb))? {
                         Some(mut g) => {
                             g.set_ef_search(p.ef_search)?;
                             Some(g)
@@ -596,7 +597,7 @@ impl Searcher {
                                 0.8,
                                 &format!("building the HNSW graph ({} documents)", doc_emb.nrows()),
                             );
-                            let g = ApproxIndex::build(doc_emb.view(), p)?;
+                            let g = ApproxIndex::build(Arc::clone(&doc_emb), p)?;
                             g.save(&path)?;
                             Some(g)
                         }
