@@ -4,8 +4,9 @@
   python3 scripts/bench/faiss_hnsw_sweep.py --dir OUT --m 16 --ef-search 16,32,64,128 --threads 2 --repeat 2
 
 OUT is the folder `rosetta bench search --approx --out OUT --faiss ...` wrote: docs.npy and
-queries.npy (the rows both engines search) and faiss_ids.txt (faiss's exact top-k, which
-`same_ranked_lists` checked against Rosetta's). The index is built as ../shared/peers/faiss_search.py
+queries.npy (the rows both engines search) and the exact top-k to measure recall against:
+faiss_ids.txt (faiss's exact search, written with --faiss; `same_ranked_lists` checks it against
+Rosetta's), else rosetta_ids.txt (Rosetta's exact search, written without --faiss). The index is built as ../shared/peers/faiss_search.py
 builds it (IndexHNSWFlat(d, M, inner product), faiss's default efConstruction 40); each efSearch
 is timed as that script times a search (the whole query batch, best of --repeat), and recall@k is
 against the exact ids. Prints one JSON object.
@@ -31,9 +32,10 @@ def main():
     faiss.omp_set_num_threads(a.threads)
     docs = np.ascontiguousarray(np.load(os.path.join(a.dir, "docs.npy")), dtype=np.float32)
     queries = np.ascontiguousarray(np.load(os.path.join(a.dir, "queries.npy")), dtype=np.float32)
-    exact = np.loadtxt(os.path.join(a.dir, "faiss_ids.txt"), dtype=np.int64, ndmin=2)[:, : a.k]
-    if exact.shape[0] != queries.shape[0]:
-        raise SystemExit(f"{a.dir}/faiss_ids.txt has {exact.shape[0]} lists for {queries.shape[0]} queries")
+    name = "faiss_ids.txt" if os.path.exists(os.path.join(a.dir, "faiss_ids.txt")) else "rosetta_ids.txt"
+    exact = np.loadtxt(os.path.join(a.dir, name), dtype=np.int64, ndmin=2)[:, : a.k]
+    if exact.shape[0] != queries.shape[0] or exact.shape[1] != a.k:
+        raise SystemExit(f"{a.dir}/{name} has {exact.shape[0]} lists of {exact.shape[1]} for {queries.shape[0]} queries and k {a.k}")
     t = time.perf_counter()
     index = faiss.IndexHNSWFlat(docs.shape[1], a.m, faiss.METRIC_INNER_PRODUCT)
     index.add(docs)
@@ -50,7 +52,7 @@ def main():
         rows.append({"ef_search": ef, "search_s": round(best, 4),
                      "queries_per_s": round(queries.shape[0] / best, 1),
                      "recall_at_k": round(hits / exact.size, 4)})
-    print(json.dumps({"docs": docs.shape[0], "dim": docs.shape[1], "queries": queries.shape[0],
+    print(json.dumps({"exact_ids": name, "docs": docs.shape[0], "dim": docs.shape[1], "queries": queries.shape[0],
                       "k": a.k, "m": a.m, "ef_construction": index.hnsw.efConstruction,
                       "threads": a.threads, "build_s": round(build, 3), "by_ef_search": rows}))
 
