@@ -30,6 +30,11 @@ def main():
     p.add_argument("--repeat", type=int, default=2)
     a = p.parse_args()
     faiss.omp_set_num_threads(a.threads)
+    for f in ("docs.npy", "queries.npy"):
+        if not os.path.isfile(os.path.join(a.dir, f)):
+            raise SystemExit(f"{a.dir}/{f}: missing (run `rosetta bench search --approx --out {a.dir}` first)")
+    if not any(os.path.isfile(os.path.join(a.dir, f)) for f in ("faiss_ids.txt", "rosetta_ids.txt")):
+        raise SystemExit(f"{a.dir}: neither faiss_ids.txt nor rosetta_ids.txt (the exact top-k) is there")
     docs = np.ascontiguousarray(np.load(os.path.join(a.dir, "docs.npy")), dtype=np.float32)
     queries = np.ascontiguousarray(np.load(os.path.join(a.dir, "queries.npy")), dtype=np.float32)
     name = "faiss_ids.txt" if os.path.exists(os.path.join(a.dir, "faiss_ids.txt")) else "rosetta_ids.txt"
