@@ -66,13 +66,14 @@ fn adv_bilstm_streams_the_game_and_searches() {
 
 /// M_adv trains the discriminator only as a probe: the generator's loss is
 /// L_G alone, so it equals the sum of its weighted terms.
-#[test]
-fn without_the_adversary_the_loss_is_l_g() {
-    let ws = tiny_workspace();
-    let root = ws.path();
-    let dir = root.join("madv");
+/// Trains a QUICK model with `extra` settings into `root/name` and returns
+/// each step's (loss, sum of L_G's terms).
+fn losses_and_l_g(root: &std::path::Path, name: &str, extra: &[&str]) -> Vec<(f64, f64)> {
+    let dir = root.join(name);
     let mut args: Vec<&str> = QUICK.to_vec();
-    args.extend(["--set", "adversarial=false"]);
+    for kv in extra {
+        args.extend(["--set", kv]);
+    }
     train(
         root,
         &root.join("workspace.toml"),
@@ -80,15 +81,56 @@ fn without_the_adversary_the_loss_is_l_g() {
         &dir,
         &args,
     );
-    for s in metrics_records(&dir).iter().filter(|r| r["kind"] == "step") {
-        let p = &s["parts"];
-        let sum: f64 = ["L_tra", "L_matc", "L_matm", "L_reg"]
-            .iter()
-            .map(|k| p[k].as_f64().unwrap())
-            .sum();
-        let loss = s["loss"].as_f64().unwrap();
-        assert!((loss - sum).abs() < 1e-4 * (1.0 + sum.abs()), "{s}");
+    metrics_records(&dir)
+        .iter()
+        .filter(|r| r["kind"] == "step")
+        .map(|s| {
+            let p = &s["parts"];
+            let l_g: f64 = ["L_tra", "L_matc", "L_matm", "L_reg"]
+                .iter()
+                .map(|k| p[k].as_f64().unwrap())
+                .sum();
+            (s["loss"].as_f64().unwrap(), l_g)
+        })
+        .collect()
+}
+
+#[test]
+fn without_the_adversary_the_loss_is_l_g() {
+    let ws = tiny_workspace();
+    let steps = losses_and_l_g(ws.path(), "madv", &["adversarial=false"]);
+    assert!(!steps.is_empty());
+    for (loss, sum) in steps {
+        assert!(
+            (loss - sum).abs() < 1e-4 * (1.0 + sum.abs()),
+            "{loss} vs {sum}"
+        );
     }
+}
+
+/// With the confusion adversary the generator's loss is L_G plus λ times a
+/// term that is never negative (zero only where the discriminator's output is
+/// uniform): the step's loss is at least the sum of L_G's terms, and above it
+/// while the discriminator still tells the sources apart. The seed's minimax
+/// term is subtracted instead.
+#[test]
+fn the_confusion_adversary_adds_a_term_that_is_never_negative() {
+    let ws = tiny_workspace();
+    let root = ws.path();
+    let gaps = |name: &str, adv_loss: &str| -> Vec<f64> {
+        let kv = format!("adv_loss={adv_loss}");
+        losses_and_l_g(root, name, &[&kv, "adv_weight=2"])
+            .into_iter()
+            .map(|(loss, l_g)| loss - l_g)
+            .collect()
+    };
+    let confusion = gaps("confusion", "confusion");
+    assert!(!confusion.is_empty());
+    assert!(confusion.iter().all(|&g| g >= -1e-5), "{confusion:?}");
+    assert!(confusion.iter().any(|&g| g > 1e-4), "{confusion:?}");
+    // minimax: L_G − λ·CE, and a cross-entropy over three sources is positive
+    let minimax = gaps("minimax", "minimax");
+    assert!(minimax.iter().all(|&g| g < 0.0), "{minimax:?}");
 }
 
 #[test]
@@ -102,6 +144,7 @@ fn bad_adv_bilstm_settings_are_refused_before_anything_is_written() {
         ("vectors=only-one.vec", "SOURCE.vec,TARGET.vec"),
         ("vectors=a.vec,b.vec", "no such file"),
         ("hidden=0", "hidden"),
+        ("adv_loss=wasserstein", "expected minimax or confusion"),
     ] {
         let dir = root.join("refused");
         let out = rosetta(

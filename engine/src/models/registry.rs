@@ -923,7 +923,8 @@ pub static MODELS: &[ModelSpec] = &[
         runner: true,
         gpu: true,
         settings: &[
-            s("adv_weight", "1", Check::NonNegative, "weight λ of the discriminator's cross-entropy in the generator's loss"),
+            s("adv_loss", "minimax", Check::Choice(&["minimax", "confusion"]), "the generator's adversarial term: minimax (the seed's: maximise the discriminator's cross-entropy) or confusion (its cross-entropy against the uniform distribution over the three sources, bounded; Tzeng et al. 2015)"),
+            s("adv_weight", "1", Check::NonNegative, "weight λ of the adversarial term (adv_loss) in the generator's loss"),
             s("adversarial", "true", Check::Bool, "model M (true) or the ablation M_adv without the adversary (false)"),
             s("batch", "100", BATCH, "pairs per step"),
             s("beta_c", "10", Check::Positive, "β_c of the cross-language matching loss"),

@@ -7,7 +7,8 @@
 //! `dim`) giving z. The generator minimises
 //! `L_G = γ₁·L_tra + γ₂·L_matc + γ₃·L_matm + L_reg` and, for M, minus `λ`
 //! times the discriminator's cross-entropy (the log-likelihood of the true
-//! source of each z); the discriminator NN_adv (three feed-forward layers,
+//! source of each z; `adv_loss=confusion`: plus `λ` times the cross-entropy
+//! against the uniform distribution, [`AdvLoss`]); the discriminator NN_adv (three feed-forward layers,
 //! softmax over {q_s, q_t, d_t}) takes `disc_steps` steps per generator step
 //! on the same batch's codes (detached), alternating. The generator's
 //! gradients are clipped to a global norm (`clip`) to keep the game stable.
@@ -58,6 +59,8 @@ pub struct AdvConfig {
     pub adversarial: bool,
     /// Weight λ of the adversarial term in the generator's loss.
     pub adv_weight: f64,
+    /// The generator's adversarial term (`adv_loss`).
+    pub adv_loss: AdvLoss,
     /// Discriminator steps per generator step.
     pub disc_steps: usize,
     /// Width of the discriminator's two hidden layers.
@@ -107,6 +110,32 @@ pub struct AdvConfig {
     pub precision: crate::models::kit::precision::Precision,
 }
 
+/// What the generator of M does against the discriminator (`adv_loss`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdvLoss {
+    /// The seed's minimax game: the generator minimises `L_G − λ·CE`, the
+    /// discriminator's cross-entropy on the codes' true sources. Unbounded
+    /// below: the generator gains by making the discriminator confidently
+    /// wrong, not only unsure.
+    Minimax,
+    /// Domain confusion (Tzeng et al., "Simultaneous deep transfer across
+    /// domains and tasks", ICCV 2015): the generator minimises
+    /// `L_G + λ·(CE(uniform) − ln C)`, the cross-entropy of the
+    /// discriminator's output against the uniform distribution over the `C`
+    /// sources, less its minimum: zero exactly when the discriminator cannot
+    /// tell the sources apart, never negative.
+    Confusion,
+}
+
+/// The confusion term of [`AdvLoss::Confusion`] for discriminator `logits`
+/// (`n × C`): the mean over rows of `−(1/C)·Σ_c log softmax(logits)_c`,
+/// less `ln C`. Zero for rows of equal logits, positive otherwise.
+pub fn confusion_loss(logits: &Tensor) -> Result<Tensor> {
+    let c = logits.dim(D::Minus1)?;
+    let logp = candle_nn::ops::log_softmax(logits, D::Minus1)?;
+    Ok(((logp.mean_all()? * -1.0)? - (c as f64).ln())?)
+}
+
 fn widths(v: &str) -> std::result::Result<Vec<usize>, String> {
     let w: Vec<usize> = v
         .split(',')
@@ -154,6 +183,10 @@ impl AdvConfig {
             share_target: p.get("share_target")?,
             adversarial: p.get("adversarial")?,
             adv_weight: p.get("adv_weight")?,
+            adv_loss: match p.get::<String>("adv_loss")?.as_str() {
+                "confusion" => AdvLoss::Confusion,
+                _ => AdvLoss::Minimax,
+            },
             disc_steps: p.get("disc_steps")?,
             disc_hidden: p.get("disc_hidden")?,
             disc_lr: p.get("disc_lr")?,
@@ -1140,7 +1173,11 @@ impl Trainer for AdvTrainer {
         };
         hooks.log(&format!(
             "adv-bilstm: model {} ({} encoders), emb {}, BiLSTM {}×2, NN_dim {:?}→{}, batch {}, lr {}",
-            if cfg.adversarial { "M" } else { "M_adv (no adversary)" },
+            match (cfg.adversarial, cfg.adv_loss) {
+                (false, _) => "M_adv (no adversary)",
+                (true, AdvLoss::Minimax) => "M",
+                (true, AdvLoss::Confusion) => "M, confusion adversary",
+            },
             if model.dt.is_some() { 3 } else { 2 },
             cfg.emb,
             cfg.hidden,
@@ -1242,10 +1279,19 @@ impl Trainer for AdvTrainer {
                         .mean_all()?;
                     opt_d.backward_step(&d_loss)?;
                 }
-                // the generator: L_G, minus λ·CE of the updated discriminator (M)
+                // the generator: L_G, minus λ·CE of the updated discriminator
+                // (M, minimax), or plus λ·its confusion term
                 let loss = if cfg.adversarial {
-                    let ce = candle_nn::loss::cross_entropy(&model.disc.logits(&z)?, &labels)?;
-                    (&l_g - (ce * cfg.adv_weight)?)?
+                    let logits = model.disc.logits(&z)?;
+                    match cfg.adv_loss {
+                        AdvLoss::Minimax => {
+                            let ce = candle_nn::loss::cross_entropy(&logits, &labels)?;
+                            (&l_g - (ce * cfg.adv_weight)?)?
+                        }
+                        AdvLoss::Confusion => {
+                            (&l_g + (confusion_loss(&logits)? * cfg.adv_weight)?)?
+                        }
+                    }
                 } else {
                     l_g.clone()
                 };
@@ -1349,6 +1395,31 @@ impl Trainer for AdvTrainer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The confusion term is zero where the discriminator cannot tell the
+    /// sources apart, its closed form elsewhere, and its gradient moves the
+    /// logits towards equal values.
+    #[test]
+    fn confusion_loss_is_zero_only_at_uniform_output() {
+        let dev = Device::Cpu;
+        let even = Tensor::new(&[[0.0f64, 0.0, 0.0], [2.0, 2.0, 2.0]], &dev).unwrap();
+        let v: f64 = confusion_loss(&even).unwrap().to_scalar().unwrap();
+        assert!(v.abs() < 1e-12, "{v}");
+        // one row (a, 0, 0): −(1/3)·Σ log p − ln 3 with p = softmax
+        let a = 3.0f64;
+        let z = a.exp() + 2.0;
+        let want = -((a - z.ln()) + 2.0 * (-z.ln())) / 3.0 - 3f64.ln();
+        let x = Var::new(&[[a, 0.0, 0.0]], &dev).unwrap();
+        let l = confusion_loss(x.as_tensor()).unwrap();
+        let got: f64 = l.to_scalar().unwrap();
+        assert!((got - want).abs() < 1e-12, "{got} vs {want}");
+        assert!(got > 0.1);
+        let g = l.backward().unwrap();
+        let g = g.get(&x).unwrap().to_vec2::<f64>().unwrap();
+        // d/dx_c = p_c − 1/3: the large logit is pushed down, the others up
+        assert!(g[0][0] > 0.0 && g[0][1] < 0.0 && g[0][2] < 0.0, "{g:?}");
+        assert!((g[0][0] - (a.exp() / z - 1.0 / 3.0)).abs() < 1e-12);
+    }
 
     /// NN_dim starts as torch's `nn.Linear` (what `torch_ref.py --model
     /// bilstm` trains): weight and bias uniform in ±1/√fan_in, variance
