@@ -64,8 +64,6 @@ fn adv_bilstm_streams_the_game_and_searches() {
     assert_searchable(root, &dir, "the dog drinks water", "water");
 }
 
-/// M_adv trains the discriminator only as a probe: the generator's loss is
-/// L_G alone, so it equals the sum of its weighted terms.
 /// Trains a QUICK model with `extra` settings into `root/name` and returns
 /// each step's (loss, sum of L_G's terms).
 fn losses_and_l_g(root: &std::path::Path, name: &str, extra: &[&str]) -> Vec<(f64, f64)> {
@@ -95,6 +93,8 @@ fn losses_and_l_g(root: &std::path::Path, name: &str, extra: &[&str]) -> Vec<(f6
         .collect()
 }
 
+/// M_adv trains the discriminator only as a probe: the generator's loss is
+/// L_G alone, so it equals the sum of its weighted terms.
 #[test]
 fn without_the_adversary_the_loss_is_l_g() {
     let ws = tiny_workspace();
@@ -145,24 +145,28 @@ fn bad_adv_bilstm_settings_are_refused_before_anything_is_written() {
         ("vectors=a.vec,b.vec", "no such file"),
         ("hidden=0", "hidden"),
         ("adv_loss=wasserstein", "expected minimax or confusion"),
+        // two settings, space-separated: M_adv has no adversarial term to choose
+        (
+            "adversarial=false adv_loss=confusion",
+            "adversarial=false (M_adv) has none",
+        ),
     ] {
         let dir = root.join("refused");
-        let out = rosetta(
-            root,
-            &[
-                "train",
-                "--workspace",
-                wsf.to_str().unwrap(),
-                "--model",
-                "adv-bilstm",
-                "--device",
-                "cpu",
-                "--session",
-                dir.to_str().unwrap(),
-                "--set",
-                set,
-            ],
-        );
+        let mut args = vec![
+            "train",
+            "--workspace",
+            wsf.to_str().unwrap(),
+            "--model",
+            "adv-bilstm",
+            "--device",
+            "cpu",
+            "--session",
+            dir.to_str().unwrap(),
+        ];
+        for kv in set.split_whitespace() {
+            args.extend(["--set", kv]);
+        }
+        let out = rosetta(root, &args);
         assert!(!out.status.success(), "{set:?} was accepted");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(want), "{set:?}: {err}");

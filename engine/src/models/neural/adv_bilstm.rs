@@ -175,18 +175,30 @@ impl AdvConfig {
         let frozen_epochs: usize = p.get("frozen_epochs")?;
         let started = init.is_some() || vectors.is_some() || vectors_session.is_some();
         crate::models::kit::pretrained::check_frozen(NAME, frozen_epochs, started)?;
+        let adversarial: bool = p.get("adversarial")?;
+        let adv_loss = match p.get::<String>("adv_loss")?.as_str() {
+            "minimax" => AdvLoss::Minimax,
+            "confusion" => AdvLoss::Confusion,
+            other => {
+                return Err(Error::invalid(format!(
+                    "adv-bilstm: adv_loss: expected minimax or confusion, got `{other}`"
+                )))
+            }
+        };
+        if !adversarial && adv_loss == AdvLoss::Confusion {
+            return Err(Error::invalid(
+                "adv-bilstm: adv_loss=confusion chooses M's adversarial term, but adversarial=false (M_adv) has none; drop one of the two",
+            ));
+        }
         Ok(AdvConfig {
             emb: p.get("emb")?,
             hidden: p.get("hidden")?,
             nn_hidden,
             dim: p.get("dim")?,
             share_target: p.get("share_target")?,
-            adversarial: p.get("adversarial")?,
+            adversarial,
             adv_weight: p.get("adv_weight")?,
-            adv_loss: match p.get::<String>("adv_loss")?.as_str() {
-                "confusion" => AdvLoss::Confusion,
-                _ => AdvLoss::Minimax,
-            },
+            adv_loss,
             disc_steps: p.get("disc_steps")?,
             disc_hidden: p.get("disc_hidden")?,
             disc_lr: p.get("disc_lr")?,
