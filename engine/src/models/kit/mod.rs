@@ -7,6 +7,7 @@ mod bce;
 pub mod cca;
 pub mod implicit;
 pub mod linear;
+pub mod logit_bce;
 pub mod lstm;
 pub mod nn;
 pub mod optim;

@@ -384,19 +384,22 @@ pub fn bce_logits_sum(z: &Tensor, ones: &Tensor) -> Result<Tensor> {
 /// decoder (`codes` `r × k`, `w` `v × k`, `c` `v`; `ones` flat positions in
 /// `r × v`), as a scalar. On the CPU with f32 one fused op
 /// (`models/kit/bce.rs`) that builds no tensor the size of `z` besides its own
-/// gradient buffer; elsewhere, and under `precision=bf16` (whose product is
-/// [`super::precision::matmul`]'s), [`decoder_bce_sum_unfused`].
+/// gradient buffer; elsewhere (CUDA, f64, and `precision=bf16`, whose product
+/// is [`super::precision::matmul`]'s) the product, then one op that folds in
+/// the bias and builds only the product's gradient
+/// ([`super::logit_bce::bias_bce_sum`]).
 pub fn decoder_bce_sum(codes: &Tensor, w: &Tensor, c: &Tensor, ones: &Tensor) -> Result<Tensor> {
     let cpu32 = |t: &Tensor| t.device().is_cpu() && t.dtype() == DType::F32;
     let bf16 = super::precision::current() == super::precision::Precision::Bf16;
     if !bf16 && cpu32(codes) && cpu32(w) && cpu32(c) && ones.device().is_cpu() {
         return super::bce::decoder_bce_sum(codes, w, c, ones.to_vec1::<u32>()?);
     }
-    decoder_bce_sum_unfused(codes, w, c, ones)
+    let z = super::precision::matmul(codes, &w.t()?)?;
+    super::logit_bce::bias_bce_sum(&z, c, ones)
 }
 
 /// [`decoder_bce_sum`] as candle ops: a matmul, the bias added, then
-/// [`bce_logits_sum`] (the path of CUDA and f64).
+/// [`bce_logits_sum`]: the reference the fused paths are tested against.
 pub fn decoder_bce_sum_unfused(
     codes: &Tensor,
     w: &Tensor,
