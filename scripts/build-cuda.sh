@@ -3,6 +3,8 @@
 #
 #   scripts/build-cuda.sh            # CUDA_COMPUTE_CAP=90 (H100/H200) unless set
 #   CUDA_COMPUTE_CAP=80 scripts/build-cuda.sh
+#   ROSETTA_CUDNN=1 scripts/build-cuda.sh   # the `cudnn` feature too (the adversarial
+#                                           # BiLSTM's recurrence=cudnn), linking cuDNN 9
 #
 # What it does (each step is skipped when already done, so it can be run again):
 #  1. installs the CUDA 13.0 toolkit pieces from PyPI into .cuda/ (a venv; ignored by
@@ -39,6 +41,12 @@ PINS=(
     "nvidia-curand==10.4.0.*"
     "nvidia-cuda-cccl==13.0.*"
 )
+FEATURES=cuda
+if [ "${ROSETTA_CUDNN:-0}" = 1 ]; then
+    # cuDNN 9 (libcudnn.so.9, the ABI every 9.x shares; the GPU machines' PyTorch ships one)
+    PINS+=("nvidia-cudnn-cu13==9.13.*")
+    FEATURES=cudnn
+fi
 
 say() { printf 'build-cuda: %s\n' "$*" >&2; }
 
@@ -69,6 +77,12 @@ for l in cudart cublas cublasLt curand nvrtc; do
     [ -n "$so" ] || { say "lib$l.so.* missing in $C/lib"; exit 1; }
     ln -sfn "$so" "$CUDA_DIR/linklib/lib$l.so"
 done
+if [ "$FEATURES" = cudnn ]; then
+    D=$("$CUDA_DIR/bin/python" -c 'import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], "cudnn", "lib"))')
+    so=$(ls "$D"/libcudnn.so.9* 2>/dev/null | head -1)
+    [ -n "$so" ] || { say "libcudnn.so.9 missing in $D"; exit 1; }
+    ln -sfn "$so" "$CUDA_DIR/linklib/libcudnn.so"
+fi
 if [ ! -f Cargo.lock ] || ! grep -q '^name = "cudarc"' Cargo.lock; then
     say "Cargo.lock has no cudarc"
     exit 1
@@ -97,14 +111,17 @@ if [ "${1:-}" = test ]; then
 fi
 # the run-time libraries: this toolkit's, and the stub only where no driver gives libcuda.so.1
 run_libs="$C/lib"
+if [ "$FEATURES" = cudnn ]; then
+    run_libs="$run_libs:$D"
+fi
 if ! /sbin/ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1 '; then
     run_libs="$run_libs:$CUDA_DIR/stubs"
 fi
-say "cargo $cmd --release --features cuda $* (CUDA_COMPUTE_CAP=$CUDA_COMPUTE_CAP)"
+say "cargo $cmd --release --features $FEATURES $* (CUDA_COMPUTE_CAP=$CUDA_COMPUTE_CAP)"
 PATH="$C/bin:$PATH" CUDA_ROOT="$C" CUDA_PATH="$C" CUDA_HOME="$C" \
     LIBRARY_PATH="$CUDA_DIR/linklib:$CUDA_DIR/stubs:$C/lib${LIBRARY_PATH:+:$LIBRARY_PATH}" \
     LD_LIBRARY_PATH="$run_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-    cargo "$cmd" --release --features cuda "$@"
+    cargo "$cmd" --release --features "$FEATURES" "$@"
 [ "$cmd" = build ] || exit 0
 
 bin="${CARGO_TARGET_DIR:-$ROOT/target}/release/rosetta"
@@ -116,3 +133,6 @@ build-cuda: it needs libcuda.so.1, libcudart.so.13, libcublas.so.13, libcublasLt
   on a GPU machine (its driver gives libcuda.so.1; CUDA 13 libraries of its PyTorch, for example):
     export LD_LIBRARY_PATH=/path/to/site-packages/nvidia/cu13/lib
 EOF
+if [ "$FEATURES" = cudnn ]; then
+    echo "build-cuda: with cudnn it also needs libcudnn.so.9 (PyTorch's: site-packages/nvidia/cudnn/lib)."
+fi

@@ -257,6 +257,15 @@ fn check_request(req: &JobRequest) -> Result<(BTreeMap<String, String>, Workspac
             .map_err(Error::invalid)?
             .check_device(&req.model, req.device.runs_on(&req.model))?;
     }
+    if settings.get("recurrence").map(String::as_str) == Some("cudnn") {
+        let device = req.device.runs_on(&req.model);
+        if device.computes_on_cpu() {
+            return Err(Error::invalid(format!(
+                "{}: recurrence=cudnn runs on a CUDA GPU, and --device {device} computes on the CPU",
+                req.model
+            )));
+        }
+    }
     if let Some(init) = settings.get("init") {
         // a session folder with a best checkpoint, or (XCNN) a checkpoint file
         let p = Path::new(init);

@@ -8,7 +8,7 @@ cd "$(dirname "$0")"
 O=${OUT:-/tmp/gpu-out}; mkdir -p "$O"; W=/tmp/gpurun; rm -rf $W; mkdir -p $W/r $W/s
 exec > >(tee "$O/log.txt") 2>&1
 BUDGET=${BUDGET:-440}; TH=${TH:-8}
-SECTIONS=${SECTIONS:-"agree tp big e2e"}   # also: long (issue 16/17 runs)
+SECTIONS=${SECTIONS:-"kernels agree tp big e2e"}   # also: long (issue 16/17 runs)
 on() { case " $SECTIONS " in *" $1 "*) return 0;; esac; return 1; }
 . ./lib.sh
 [ "$DEV" = cuda ] && python3 -c "import torch,scipy,numpy;print('torch',torch.__version__,torch.cuda.is_available())"
@@ -33,6 +33,13 @@ run() {
 el "syn data ready"
 # 0. smoke
 run smoke 60 $R train --workspace ../tests/fixtures/corpus/tiny/workspace.toml --model s2net --dim 8 --epochs 2 --device $DEV --session $W/s/smoke
+# 0b. issue 41: the GPU-only unit tests of the carried test binary (prepare.sh's TESTBIN): BAE's
+# fused decoder loss against the CPU's, cuDNN's recurrence against the CPU's (a cudnn build)
+if on kernels && [ -f engine-tests.xz ]; then
+  xz -dc engine-tests.xz > /tmp/engine-tests && chmod +x /tmp/engine-tests
+  run kernels 120 /tmp/engine-tests --test-threads 1 --nocapture logit_bce cudnn_lstm
+  cat $W/r/kernels.out | grep -E "^test |test result"
+fi
 # 1. agreement: the CPU side of each line is run on the developer machine
 on agree && grep -v '^#' agree-cmds.sh | while read name rest; do
   left $((BUDGET - 300)) || { el "skip agree $name"; continue; }
@@ -45,6 +52,8 @@ BIL="--set nn_hidden=256 --set hidden=128 --set max_query_len=50 --set share_tar
 if on tp; then
 left $((BUDGET - 240)) && run tp-s2net 90 $R bench train --workspace ws-bench.toml --model s2net --set epochs=3 $B
 left $((BUDGET - 200)) && run tp-bilstm 120 $R bench train --workspace ws-bench2k.toml --model adv-bilstm --set epochs=3 $BIL $B
+# issue 41 item 1: cuDNN's recurrence (a build with the cudnn feature; refused otherwise)
+left $((BUDGET - 180)) && run tp-bilstm-cudnn 120 $R bench train --workspace ws-bench2k.toml --model adv-bilstm --set epochs=3 --set recurrence=cudnn $BIL $B
 left $((BUDGET - 160)) && run tp-xcnn 90 $R bench train --workspace ws-bench.toml --model xcnn --set mono_epochs=1 --set epochs=3 $B
 left $((BUDGET - 130)) && run tp-bae 90 $R bench train --workspace ws-bench.toml --model bae --set epochs=1 --set lr=0.01 $B
 fi

@@ -7,7 +7,8 @@ DEV=${DEV:-cuda}
 if [ -z "${R:-}" ]; then xz -dc rosetta.xz > /tmp/rosetta && chmod +x /tmp/rosetta; R=/tmp/rosetta; fi
 if [ "$DEV" = cuda ]; then
   libs=""
-  for l in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcurand.so.10; do
+  # libcudnn.so.9: a build with the cudnn feature (PyTorch ships it)
+  for l in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcurand.so.10 libcudnn.so.9; do
     f=$(find / -xdev \( -path /proc -o -path /sys \) -prune -o -name "$l" -print 2>/dev/null | grep -v '\.cuda/stubs' | head -1)
     [ -n "$f" ] && libs="$libs:$(dirname "$f")"
   done

@@ -3,6 +3,9 @@
 # Rust and no ../shared: the CUDA binary (stripped, xz), the data it reads (copied from
 # ../shared/data, never committed), torch_ref.py, tmux for the workbench check, the workspaces.
 #   scripts/gpu/prepare.sh [path/to/cuda/rosetta]     (default: target/release/rosetta)
+#   TESTBIN=target/release/deps/rosetta-HASH scripts/gpu/prepare.sh ...   also carries the engine's
+#     unit-test binary of a CUDA build, for gpu.sh's `kernels` section: `ROSETTA_CUDNN=1
+#     scripts/build-cuda.sh test -p rosetta-engine --lib --no-run` prints its path
 # Then, on the GPU machine, from the repository root:
 #   SECTIONS="agree tp big long e2e" bash .devrun/gpu.sh        ($OUT gets log.txt, results.tgz)
 #   TRAIN_S=400 bash .devrun/long.sh                         (issues 16 and 17: long runs)
@@ -41,4 +44,9 @@ readelf -d "$BIN" | grep -q 'libcuda.so' || { echo "prepare: $BIN is not a CUDA 
 strip -o /tmp/rosetta-cuda.$$ "$BIN"
 xz -T2 -6 -c /tmp/rosetta-cuda.$$ >$D/rosetta.xz
 rm -f /tmp/rosetta-cuda.$$
+if [ -n "${TESTBIN:-}" ]; then
+    strip -o /tmp/rosetta-tests.$$ "$TESTBIN"
+    xz -T2 -6 -c /tmp/rosetta-tests.$$ >$D/engine-tests.xz
+    rm -f /tmp/rosetta-tests.$$
+fi
 du -sh $D

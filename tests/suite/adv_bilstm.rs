@@ -145,6 +145,16 @@ fn bad_adv_bilstm_settings_are_refused_before_anything_is_written() {
         ("vectors=a.vec,b.vec", "no such file"),
         ("hidden=0", "hidden"),
         ("adv_loss=wasserstein", "expected minimax or confusion"),
+        ("recurrence=fused", "recurrence"),
+        // cuDNN's recurrence: not in a build without it, and never on the CPU
+        (
+            "recurrence=cudnn",
+            if cfg!(feature = "cudnn") {
+                "runs on a CUDA GPU"
+            } else {
+                "this build has no cuDNN"
+            },
+        ),
         // two settings, space-separated: M_adv has no adversarial term to choose
         (
             "adversarial=false adv_loss=confusion",

@@ -114,6 +114,17 @@ impl DeviceSpec {
             _ => self,
         }
     }
+
+    /// Whether a job asked to run on `self` will compute on the CPU for
+    /// certain: `cpu`, or `auto` in a build without CUDA (`auto` in a CUDA
+    /// build is known only when the device opens).
+    pub fn computes_on_cpu(self) -> bool {
+        match self {
+            DeviceSpec::Cpu => true,
+            DeviceSpec::Auto => !cfg!(feature = "cuda"),
+            DeviceSpec::Cuda(_) => false,
+        }
+    }
 }
 
 fn no_cuda_build(spec: DeviceSpec) -> Error {

@@ -956,6 +956,7 @@ pub static MODELS: &[ModelSpec] = &[
             s("max_query_len", "30", Check::Int { min: 1, max: 100_000 }, "tokens kept per query"),
             s("nn_hidden", "128", Check::Parse(adv_bilstm::check_widths), "NN_dim's tanh layer widths (one or two, comma-separated)"),
             PRECISION,
+            s("recurrence", "steps", Check::Choice(&["steps", "cudnn"]), "how the BiLSTM's recurrence runs: steps (Rosetta's own: one op over the sequence on the CPU, a fused cell per step on CUDA) or cudnn (cuDNN's RNN on CUDA, as PyTorch's nn.LSTM; needs a build with the cudnn feature)"),
             s("reg", "0.00001", Check::NonNegative, "coefficient of the weights' squared Frobenius norm (L_reg)"),
             s("share_target", "false", Check::Bool, "one encoder for target queries and documents"),
             s("vectors", "none", Check::Parse(super::pretrained::check_any), "a session (encoder or any model with a space) or SOURCE.vec,TARGET.vec whose vectors start the embeddings"),

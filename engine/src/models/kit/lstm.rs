@@ -158,6 +158,26 @@ impl BiLstm {
         self.recur(&proj.reshape((b, t, 8 * self.hidden()))?, mask)
     }
 
+    /// [`BiLstm::forward`] through cuDNN's RNN (`recurrence=cudnn`,
+    /// `models/kit/cudnn_lstm.rs`): `x` `(B, T, input)` f32 on CUDA, `mask`
+    /// `(B, T)` right-padded with the rows' real `lengths`. Under
+    /// `precision=tf32` cuDNN may use TF32 tensor cores. An error in a
+    /// build without the `cudnn` feature, or off CUDA.
+    pub fn forward_cudnn(&self, x: &Tensor, mask: &Tensor, lengths: &[usize]) -> Result<Tensor> {
+        #[cfg(feature = "cudnn")]
+        {
+            let tf32 = super::precision::current() == super::precision::Precision::Tf32;
+            let y = super::cudnn_lstm::forward(self, x, lengths, tf32)?;
+            let m = mask.detach().to_dtype(y.dtype())?.unsqueeze(2)?;
+            Ok(y.broadcast_mul(&m)?)
+        }
+        #[cfg(not(feature = "cudnn"))]
+        {
+            let _ = (x, mask, lengths);
+            Err(Error::invalid(NO_CUDNN))
+        }
+    }
+
     /// The input projection `x·W_ih + b` (`(N, 8H)`, both directions' gates)
     /// of inputs `x` `(N, input)`: what [`BiLstm::recur`] reads per step. A
     /// caller whose steps repeat inputs (the same word many times in a batch)
@@ -304,6 +324,34 @@ impl BiLstm {
         Ok(())
     }
 }
+
+/// How a model's BiLSTM runs its recurrence (the `recurrence` setting).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Recurrence {
+    /// Rosetta's own ([`BiLstm::forward`] / [`BiLstm::recur`]).
+    #[default]
+    Steps,
+    /// cuDNN's RNN on CUDA ([`BiLstm::forward_cudnn`]).
+    Cudnn,
+}
+
+impl std::str::FromStr for Recurrence {
+    type Err = Error;
+    /// `steps` or `cudnn`; `cudnn` only in a build with the `cudnn` feature.
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "steps" => Ok(Recurrence::Steps),
+            "cudnn" if cfg!(feature = "cudnn") => Ok(Recurrence::Cudnn),
+            "cudnn" => Err(Error::invalid(NO_CUDNN)),
+            other => Err(Error::invalid(format!(
+                "recurrence: expected steps or cudnn, got `{other}`"
+            ))),
+        }
+    }
+}
+
+/// Why `recurrence=cudnn` is refused in a build without cuDNN.
+const NO_CUDNN: &str = "recurrence=cudnn: this build has no cuDNN (build with `--features cudnn`, scripts/build-cuda.sh)";
 
 /// How [`BiLstm::recur_with`] runs the recurrence.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,6 +5,8 @@
 
 mod bce;
 pub mod cca;
+#[cfg(feature = "cudnn")]
+pub mod cudnn_lstm;
 pub mod implicit;
 pub mod linear;
 pub mod logit_bce;

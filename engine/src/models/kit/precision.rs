@@ -119,12 +119,7 @@ impl Precision {
         if self != Precision::Tf32 {
             return Ok(());
         }
-        let cpu = match device {
-            DeviceSpec::Cpu => true,
-            DeviceSpec::Auto => !cfg!(feature = "cuda"),
-            DeviceSpec::Cuda(_) => false,
-        };
-        if cpu {
+        if device.computes_on_cpu() {
             return Err(Error::invalid(format!(
                 "{model}: precision=tf32 needs a CUDA GPU (TF32 is a tensor-core format), and \
                  --device {device} computes on the CPU{}; use precision=bf16 or f32 on the CPU",

@@ -26,7 +26,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::index::bm25::{Bm25Index, Bm25Params, Query};
 use crate::models::kit::linear::{self, init_projections, PROJ_SOURCE};
-use crate::models::kit::lstm::{length_batches, max_pool, BiLstm, PaddedBatch};
+use crate::models::kit::lstm::{length_batches, max_pool, BiLstm, PaddedBatch, Recurrence};
 use crate::models::kit::nn::{
     check_loss, check_shape, epoch_rng, normal_tensor, to_array, uniform_tensor, unit_rows,
 };
@@ -108,6 +108,8 @@ pub struct AdvConfig {
     /// `precision`: the arithmetic of the encoders', the discriminator's and
     /// the in-batch loss's products.
     pub precision: crate::models::kit::precision::Precision,
+    /// `recurrence`: Rosetta's own steps or cuDNN's RNN (CUDA).
+    pub recurrence: Recurrence,
 }
 
 /// What the generator of M does against the discriminator (`adv_loss`).
@@ -225,6 +227,7 @@ impl AdvConfig {
             frozen_epochs,
             init_scale: p.get("init_scale")?,
             precision: crate::models::kit::precision::setting(&p)?,
+            recurrence: p.get::<String>("recurrence")?.parse()?,
         })
     }
 }
@@ -237,6 +240,9 @@ pub struct Encoder {
     pub lstm: BiLstm,
     /// NN_dim: `(weight in × out, bias out)` per layer; tanh between, the last linear.
     pub ff: Vec<(Var, Var)>,
+    /// How the BiLSTM runs ([`AdvModel::set_recurrence`]; Rosetta's own
+    /// steps when built from tensors).
+    pub recurrence: Recurrence,
 }
 
 impl Encoder {
@@ -271,6 +277,7 @@ impl Encoder {
             emb: Var::from_tensor(&table)?,
             lstm,
             ff,
+            recurrence: cfg.recurrence,
         })
     }
 
@@ -336,6 +343,7 @@ impl Encoder {
             emb: Var::from_tensor(&emb)?,
             lstm,
             ff,
+            recurrence: Recurrence::Steps,
         })
     }
 
@@ -351,11 +359,24 @@ impl Encoder {
     /// a zero row.
     fn forward(&self, pb: &PaddedBatch, words: &BatchWords) -> Result<Tensor> {
         let (b, t) = pb.ids.dims2()?;
-        // each distinct word of the batch is embedded and projected once
-        let x = crate::models::kit::rows::gather_rows(self.emb.as_tensor(), &words.uniq)?;
-        let proj = crate::models::kit::rows::gather_rows(&self.lstm.project(&x)?, &words.local)?
-            .reshape((b, t, 8 * self.lstm.hidden()))?;
-        let h = self.lstm.recur(&proj, &pb.mask)?;
+        let gather = crate::models::kit::rows::gather_rows;
+        // each distinct word of the batch is embedded (and projected) once
+        let x = gather(self.emb.as_tensor(), &words.uniq)?;
+        let h = match self.recurrence {
+            Recurrence::Steps => {
+                let proj = gather(&self.lstm.project(&x)?, &words.local)?.reshape((
+                    b,
+                    t,
+                    8 * self.lstm.hidden(),
+                ))?;
+                self.lstm.recur(&proj, &pb.mask)?
+            }
+            // cuDNN projects every step itself
+            Recurrence::Cudnn => {
+                let steps = gather(&x, &words.local)?.reshape((b, t, x.dim(1)?))?;
+                self.lstm.forward_cudnn(&steps, &pb.mask, &pb.lengths)?
+            }
+        };
         let mut z = max_pool(&h, &pb.mask)?;
         let last = self.ff.len() - 1;
         for (j, (w, bias)) in self.ff.iter().enumerate() {
@@ -521,6 +542,16 @@ impl AdvModel {
             v.extend(dt.named_vars("dt"));
         }
         v
+    }
+
+    /// Runs every encoder's BiLSTM by `r` (a model built from tensors runs
+    /// Rosetta's own steps until told otherwise).
+    pub fn set_recurrence(&mut self, r: Recurrence) {
+        self.qs.recurrence = r;
+        self.qt.recurrence = r;
+        if let Some(dt) = &mut self.dt {
+            dt.recurrence = r;
+        }
     }
 
     /// Rebuilds a model from its named tensors.
@@ -1043,7 +1074,7 @@ impl Trainer for AdvTrainer {
         let (vs, vt) = (data.vocabs.source.len(), data.vocabs.target.len());
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let (mut step, mut start) = (0usize, 0usize);
-        let model = match &resume {
+        let mut model = match &resume {
             Some(r) => {
                 if r.phase != "train" {
                     return Err(Error::invalid(format!(
@@ -1159,6 +1190,12 @@ impl Trainer for AdvTrainer {
                 }
             }
         };
+        if cfg.recurrence == Recurrence::Cudnn && !device.is_cuda() {
+            return Err(Error::invalid(
+                "adv-bilstm: recurrence=cudnn runs on a CUDA device; this job's device is the CPU",
+            ));
+        }
+        model.set_recurrence(cfg.recurrence);
         let gen_vars = model.generator_vars();
         // on the CPU, the encoder passes run on their own threads with
         // candle's kernels single-threaded: candle's spinning worker pool
@@ -1377,13 +1414,18 @@ impl Trainer for AdvTrainer {
         device: &Device,
     ) -> Result<Box<dyn Model>> {
         let cfg = AdvConfig::from_params(params)?;
-        let m = AdvModel::from_tensors(
+        let mut m = AdvModel::from_tensors(
             &tensors,
             cfg.max_query_len,
             cfg.max_doc_len,
             DType::F32,
             device,
         )?;
+        if device.is_cuda() {
+            // a session trained with cuDNN's recurrence encodes with it on
+            // a GPU, and with Rosetta's own elsewhere (the same function)
+            m.set_recurrence(cfg.recurrence);
+        }
         if m.qs.vocab() != vocabs.source.len() || m.qt.vocab() != vocabs.target.len() {
             return Err(Error::invalid(format!(
                 "adv-bilstm checkpoint has {} × {} terms but the vocabularies have {} × {}",
