@@ -9,11 +9,11 @@
 //! `cudnnRNNBackwardWeights_v8`. Padding is cuDNN's: each sequence runs for
 //! its own length (the backward direction starts at its last real step from
 //! zero state), padded steps output zeros and neither read nor receive
-//! anything, as in [`super::lstm::BiLstm::forward`].
+//! anything, as in the BiLSTM's own recurrence (`kit/lstm.rs`, whose
+//! `BiLstm::forward_cudnn` calls this module).
 //!
 //! The layer's parameters stay candle variables in Rosetta's layout
-//! ([`super::lstm::BiLstm`]: torch's gate order `i, f, g, o`, which is
-//! cuDNN's too); each forward pass packs them, transposed, into one flat
+//! (`BiLstm`'s: torch's gate order `i, f, g, o`, which is cuDNN's too); each forward pass packs them, transposed, into one flat
 //! tensor laid out as cuDNN's weight space (offsets asked of
 //! `cudnnGetRNNWeightParams` once per shape), so candle's autograd takes
 //! the weight-space gradient back to the variables. One bias per gate
@@ -33,19 +33,33 @@ use candle_core::cuda_backend::cudarc::driver::{CudaSlice, CudaStream, DevicePtr
 use candle_core::cuda_backend::CudaDevice;
 use candle_core::{CpuStorage, CudaStorage, CustomOp2, DType, Layout, Shape, Storage, Tensor};
 
-use super::lstm::BiLstm;
 use crate::{Error, Result};
+
+/// A BiLSTM layer's parameters in Rosetta's layout: `w_ih` `(input, 8H)`,
+/// `b` `(8H)`, `w_hh` `(2, H, 4H)` (forward direction, then backward; gates
+/// `i, f, g, o`).
+pub struct Weights<'a> {
+    pub w_ih: &'a Tensor,
+    pub b: &'a Tensor,
+    pub w_hh: &'a Tensor,
+}
+
+impl Weights<'_> {
+    fn hidden(&self) -> Result<usize> {
+        Ok(self.w_hh.dim(1)?)
+    }
+}
 
 /// Hidden states `(B, T, 2H)` of `x` `(B, T, input)` (f32 on CUDA) whose
 /// rows have the real lengths `lengths` (each at most `T`; a row of length 0
 /// runs one step, which the caller's mask zeroes), through cuDNN.
-pub fn forward(lstm: &BiLstm, x: &Tensor, lengths: &[usize], tf32: bool) -> Result<Tensor> {
+pub fn forward(lstm: &Weights, x: &Tensor, lengths: &[usize], tf32: bool) -> Result<Tensor> {
     let (b, t, d) = x.dims3()?;
-    let h = lstm.hidden();
-    if d != lstm.input() {
+    let h = lstm.hidden()?;
+    let input = lstm.w_ih.dim(0)?;
+    if d != input {
         return Err(Error::invalid(format!(
-            "BiLSTM input has {d} features per step, the layer expects {}",
-            lstm.input()
+            "BiLSTM input has {d} features per step, the layer expects {input}"
         )));
     }
     if lengths.len() != b || lengths.iter().any(|&n| n > t) {
@@ -482,14 +496,10 @@ fn piece(
 
 /// The layer's parameters as one flat tensor in cuDNN's weight layout (its
 /// gradient flows back to the variables).
-fn pack(lstm: &BiLstm, layout: &WeightLayout) -> Result<Tensor> {
+fn pack(lstm: &Weights, layout: &WeightLayout) -> Result<Tensor> {
     let (total, pieces) = layout;
-    let h = lstm.hidden();
-    let (w_ih, b, w_hh) = (
-        lstm.w_ih.as_tensor(),
-        lstm.b.as_tensor(),
-        lstm.w_hh.as_tensor(),
-    );
+    let h = lstm.hidden()?;
+    let (w_ih, b, w_hh) = (lstm.w_ih, lstm.b, lstm.w_hh);
     let dev = w_ih.device();
     let mut parts: Vec<Tensor> = Vec::with_capacity(2 * pieces.len() + 1);
     let mut at = 0usize;
@@ -797,87 +807,5 @@ impl CustomOp2 for RnnGrad {
             CudaStorage::wrap_cuda_slice(out, dev.clone()),
             Shape::from(nx + nw),
         ))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use candle_core::{DType, Device, Tensor};
-    use rand::SeedableRng;
-
-    use crate::models::kit::lstm::BiLstm;
-
-    /// On a GPU (a build with `cudnn`, run where one is present): cuDNN's
-    /// outputs and the gradients of every parameter and input agree with the
-    /// CPU's recurrence, on right-padded rows of different lengths (one of
-    /// length 0).
-    #[test]
-    fn cudnn_matches_the_cpu_recurrence() {
-        if !candle_core::utils::cuda_is_available() {
-            eprintln!("no GPU: the cuDNN recurrence was not run");
-            return;
-        }
-        let gpu = Device::new_cuda(0).unwrap();
-        let (b, t, d, h) = (4usize, 5usize, 3usize, 6usize);
-        let lengths = [5usize, 2, 0, 4];
-        let mut mask = vec![0f32; b * t];
-        for (r, &n) in lengths.iter().enumerate() {
-            mask[r * t..r * t + n].fill(1.0);
-        }
-        let xv: Vec<f32> = (0..b * t * d).map(|i| ((i as f32) * 0.37).sin()).collect();
-        let run = |dev: &Device, cudnn: bool| -> Vec<Vec<f32>> {
-            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
-            let l = BiLstm::new(d, h, &mut rng, DType::F32, dev).unwrap();
-            let x = candle_core::Var::from_tensor(
-                &Tensor::from_vec(xv.clone(), (b, t, d), dev).unwrap(),
-            )
-            .unwrap();
-            let m = Tensor::from_vec(mask.clone(), (b, t), dev).unwrap();
-            let out = if cudnn {
-                super::forward(&l, x.as_tensor(), &lengths, false)
-                    .unwrap()
-                    .broadcast_mul(&m.unsqueeze(2).unwrap())
-                    .unwrap()
-            } else {
-                l.forward(x.as_tensor(), &m).unwrap()
-            };
-            let wts: Vec<f32> = (0..b * t * 2 * h)
-                .map(|i| ((i as f32) * 0.11).cos())
-                .collect();
-            let wts = Tensor::from_vec(wts, (b, t, 2 * h), dev).unwrap();
-            let g = (&out * &wts)
-                .unwrap()
-                .sum_all()
-                .unwrap()
-                .backward()
-                .unwrap();
-            let flat = |t: &Tensor| {
-                t.flatten_all()
-                    .unwrap()
-                    .to_device(&Device::Cpu)
-                    .unwrap()
-                    .to_vec1::<f32>()
-                    .unwrap()
-            };
-            let mut v = vec![flat(&out)];
-            for var in [
-                x.as_tensor(),
-                l.w_ih.as_tensor(),
-                l.b.as_tensor(),
-                l.w_hh.as_tensor(),
-            ] {
-                v.push(flat(g.get(var).unwrap()));
-            }
-            v
-        };
-        let (a, c) = (run(&gpu, true), run(&Device::Cpu, false));
-        for (part, (a, c)) in a.iter().zip(&c).enumerate() {
-            for (x, y) in a.iter().zip(c) {
-                assert!(
-                    (x - y).abs() <= 1e-4 * (1.0 + y.abs()),
-                    "part {part}: {x} vs {y}"
-                );
-            }
-        }
     }
 }
