@@ -257,6 +257,10 @@ fn check_request(req: &JobRequest) -> Result<(BTreeMap<String, String>, Workspac
             .map_err(Error::invalid)?
             .check_device(&req.model, req.device.runs_on(&req.model))?;
     }
+    if let Some(r) = settings.get("recurrence") {
+        r.parse::<crate::models::kit::lstm::Recurrence>()?
+            .check_build()?;
+    }
     if settings.get("recurrence").map(String::as_str) == Some("cudnn") {
         let device = req.device.runs_on(&req.model);
         if device.computes_on_cpu() {

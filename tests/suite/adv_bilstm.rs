@@ -233,3 +233,42 @@ fn the_discriminator_reaches_the_encoders_only_in_m() {
     let d = vectors("m-b", "true", "0.1");
     assert!(c != d, "M's encoders ignore the discriminator");
 }
+
+/// A session trained with `recurrence=cudnn` loads in every build: on the
+/// CPU (and in a build without cuDNN) it encodes with Rosetta's own
+/// recurrence, the same function, so its figures are those of the steps.
+#[test]
+fn a_cudnn_session_evaluates_on_the_cpu_with_the_steps() {
+    let ws = tiny_workspace();
+    let root = ws.path();
+    let wsf = root.join("workspace.toml");
+    let dir = root.join("trained");
+    train(root, &wsf, "adv-bilstm", &dir, &QUICK);
+    let sentence = |dir: &std::path::Path| -> Value {
+        let o = rosetta(
+            root,
+            &[
+                "eval",
+                "--session",
+                dir.to_str().unwrap(),
+                "--task",
+                "sentence",
+                "--json",
+                "--device",
+                "cpu",
+            ],
+        );
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice::<Value>(&o.stdout).unwrap()["sentence"].clone()
+    };
+    let steps = sentence(&dir);
+    let cfg = dir.join("config.toml");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    assert!(text.contains("recurrence = \"steps\""), "{text}");
+    std::fs::write(
+        &cfg,
+        text.replace("recurrence = \"steps\"", "recurrence = \"cudnn\""),
+    )
+    .unwrap();
+    assert_eq!(sentence(&dir), steps);
+}

@@ -342,15 +342,36 @@ pub enum Recurrence {
 
 impl std::str::FromStr for Recurrence {
     type Err = Error;
-    /// `steps` or `cudnn`; `cudnn` only in a build with the `cudnn` feature.
+    /// `steps` or `cudnn`, in every build: a session trained with cuDNN
+    /// loads anywhere (it encodes with Rosetta's own steps where cuDNN is
+    /// not there); training with it is refused by [`Recurrence::check_build`].
     fn from_str(s: &str) -> Result<Self> {
         match s {
             "steps" => Ok(Recurrence::Steps),
-            "cudnn" if cfg!(feature = "cudnn") => Ok(Recurrence::Cudnn),
-            "cudnn" => Err(Error::invalid(NO_CUDNN)),
+            "cudnn" => Ok(Recurrence::Cudnn),
             other => Err(Error::invalid(format!(
                 "recurrence: expected steps or cudnn, got `{other}`"
             ))),
+        }
+    }
+}
+
+impl Recurrence {
+    /// Refuses to train with `cudnn` in a build without the `cudnn` feature.
+    pub fn check_build(self) -> Result<()> {
+        if self == Recurrence::Cudnn && !cfg!(feature = "cudnn") {
+            return Err(Error::invalid(NO_CUDNN));
+        }
+        Ok(())
+    }
+
+    /// What a loaded model runs on `device`: `cudnn` only on CUDA in a
+    /// build with cuDNN, Rosetta's own steps elsewhere (the same function).
+    pub fn on(self, device: &Device) -> Recurrence {
+        if self == Recurrence::Cudnn && device.is_cuda() && cfg!(feature = "cudnn") {
+            Recurrence::Cudnn
+        } else {
+            Recurrence::Steps
         }
     }
 }

@@ -1190,6 +1190,7 @@ impl Trainer for AdvTrainer {
                 }
             }
         };
+        cfg.recurrence.check_build()?;
         if cfg.recurrence == Recurrence::Cudnn && !device.is_cuda() {
             return Err(Error::invalid(
                 "adv-bilstm: recurrence=cudnn runs on a CUDA device; this job's device is the CPU",
@@ -1421,11 +1422,9 @@ impl Trainer for AdvTrainer {
             DType::F32,
             device,
         )?;
-        if device.is_cuda() {
-            // a session trained with cuDNN's recurrence encodes with it on
-            // a GPU, and with Rosetta's own elsewhere (the same function)
-            m.set_recurrence(cfg.recurrence);
-        }
+        // a session trained with cuDNN's recurrence encodes with it on a GPU
+        // of a cuDNN build, and with Rosetta's own elsewhere
+        m.set_recurrence(cfg.recurrence.on(device));
         if m.qs.vocab() != vocabs.source.len() || m.qt.vocab() != vocabs.target.len() {
             return Err(Error::invalid(format!(
                 "adv-bilstm checkpoint has {} × {} terms but the vocabularies have {} × {}",
