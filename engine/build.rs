@@ -1,12 +1,12 @@
 //! With the `cuda` feature, compiles `src/models/kit/kernels/*.cu` (`rows.cu`, `act.cu`,
-//! `lstm.cu`, `bce.cu`) to PTX with nvcc (the toolkit candle's kernels need too);
+//! `lstm.cu`, `bce.cu`, `tf.cu`) to PTX with nvcc (the toolkit candle's kernels need too);
 //! without it, does nothing.
 //! The architecture is `CUDA_COMPUTE_CAP` (as for candle's kernels, default
 //! 75, the oldest CUDA 13 supports); the driver compiles the PTX for the GPU
 //! it runs on.
 
 fn main() {
-    const KERNELS: [&str; 4] = ["rows", "lstm", "act", "bce"];
+    const KERNELS: [&str; 5] = ["rows", "lstm", "act", "bce", "tf"];
     for k in KERNELS {
         println!("cargo:rerun-if-changed=src/models/kit/kernels/{k}.cu");
     }

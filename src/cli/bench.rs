@@ -104,8 +104,9 @@ pub struct TrainBenchArgs {
     /// give its configuration: `--set nn_hidden=256 --set hidden=128 --set
     /// max_query_len=50 --set share_target=true --set gamma_matc=0 --set
     /// gamma_matm=0 --set gamma_inbatch=1 --set adversarial=false --set
-    /// clip=0 --set reg=0`).
-    #[arg(long, value_parser = ["xcnn", "s2net", "bae", "adv-bilstm"])]
+    /// clip=0 --set reg=0`) or encoder (fine-tuning a pretrained encoder:
+    /// `--set weights=DIR --set epochs=1`, against `--encoder-ref`).
+    #[arg(long, value_parser = ["xcnn", "s2net", "bae", "adv-bilstm", "encoder"])]
     pub model: String,
     /// Model settings, KEY=VALUE (repeatable), as `rosetta train --set`.
     #[arg(long = "set", value_name = "KEY=VALUE")]
@@ -121,7 +122,14 @@ pub struct TrainBenchArgs {
     /// splits must be file pairs).
     #[arg(long, value_name = "SCRIPT")]
     pub torch_ref: Option<PathBuf>,
-    /// Python interpreter for --torch-ref.
+    /// encoder_ref.py (PyTorch + transformers) to fine-tune the same encoder
+    /// folder on the same first pairs (`max_pairs`), with the same batch,
+    /// epochs, lr, temperature, token cut (`train_max_len`) and seed; `--amp
+    /// bf16` when `precision=bf16`; `--group-by-length` on the CPU. Only with
+    /// `--model encoder`.
+    #[arg(long, value_name = "SCRIPT", conflicts_with = "torch_ref")]
+    pub encoder_ref: Option<PathBuf>,
+    /// Python interpreter for --torch-ref and --encoder-ref.
     #[arg(long, default_value = "python3")]
     pub python: PathBuf,
     /// Device to train on: auto, cpu, cuda or cuda:<i> (as `rosetta train
@@ -868,7 +876,11 @@ impl rosetta::models::Hooks for LoopTimer {
     fn epoch_start(&mut self, _phase: &str, _epoch: usize) {
         self.mark = Instant::now();
     }
-    fn log(&mut self, _msg: &str) {}
+    /// The trainer's log lines go to standard error (standard output is the
+    /// JSON report): an encoder's `ROSETTA_STEP_PROFILE=1` phase times.
+    fn log(&mut self, msg: &str) {
+        eprintln!("{msg}");
+    }
 }
 
 /// `rosetta bench train`.
@@ -878,9 +890,20 @@ fn train(a: TrainBenchArgs) -> anyhow::Result<()> {
     use rosetta::text::Side;
     // the device first: a GPU that does not answer fails before any work
     a.device.check_for(&a.model)?;
+    if a.model == "encoder" && a.torch_ref.is_some() {
+        bail!("--torch-ref has no encoder: pair --model encoder with --encoder-ref encoder_ref.py");
+    }
+    if a.model != "encoder" && a.encoder_ref.is_some() {
+        bail!("--encoder-ref times an encoder's fine-tuning: it needs --model encoder");
+    }
+    if let Some(script) = &a.encoder_ref {
+        if !script.is_file() {
+            bail!("--encoder-ref {}: no such file", script.display());
+        }
+    }
     let (device, device_name) = rosetta::models::select_device(a.device)?;
     // the peer's files first, so a workspace it cannot read fails before training
-    let peer_files = match &a.torch_ref {
+    let peer_files = match a.torch_ref.as_ref().or(a.encoder_ref.as_ref()) {
         None => None,
         Some(_) => {
             let ws = Workspace::load(&a.workspace)?;
@@ -966,17 +989,42 @@ fn train(a: TrainBenchArgs) -> anyhow::Result<()> {
         "peak_rss_mb": peak_rss_bytes().map(|b| round(b as f64 / 1048576.0, 1)),
         "epochs": timer.epochs,
     });
-    if let Some(((train, test), vocab)) = &peer_files {
-        let script = a
-            .torch_ref
-            .as_ref()
-            .expect("peer files only with --torch-ref");
-        let get = |k: &str| -> anyhow::Result<String> {
-            settings
-                .get(k)
-                .cloned()
-                .ok_or_else(|| anyhow::anyhow!("{}: setting {k} unknown", a.model))
-        };
+    let get = |k: &str| -> anyhow::Result<String> {
+        settings
+            .get(k)
+            .cloned()
+            .ok_or_else(|| anyhow::anyhow!("{}: setting {k} unknown", a.model))
+    };
+    if let (Some(script), Some(((train, test), _))) = (&a.encoder_ref, &peer_files) {
+        let mut cmd = std::process::Command::new(&a.python);
+        cmd.arg(script)
+            .args(["--model", &get("weights")?])
+            .args(["--device", if device.is_cpu() { "cpu" } else { "cuda" }])
+            .args(["--threads", &a.threads.to_string()])
+            .args(["--max-len", &get("train_max_len")?])
+            .arg("finetune")
+            .arg("--train")
+            .args(train)
+            .arg("--test")
+            .args(test)
+            .args(["--epochs", &get("epochs")?, "--batch", &get("batch")?])
+            .args(["--lr", &get("lr")?, "--temperature", &get("temperature")?])
+            .args(["--max-pairs", &get("max_pairs")?])
+            .args(["--seed", &a.seed.to_string()]);
+        if get("precision")? == "bf16" {
+            cmd.args(["--amp", "bf16"]);
+        }
+        if device.is_cpu() {
+            cmd.arg("--group-by-length");
+        }
+        let theirs = peer_json(&mut cmd, script)?;
+        let their_rate = theirs["pairs_per_s"]
+            .as_f64()
+            .context("encoder_ref JSON lacks pairs_per_s")?;
+        report["pairs_per_s_over_encoder_ref"] = json!(round(pairs_per_s / their_rate, 3));
+        report["encoder_ref"] = theirs;
+    }
+    if let (Some(script), Some(((train, test), vocab))) = (&a.torch_ref, &peer_files) {
         let peer_model = match a.model.as_str() {
             "adv-bilstm" => {
                 // torch_ref's bilstm: NN_dim of one tanh layer of 256, the

@@ -6,16 +6,18 @@
 //! layer norm is candle-nn's fused `ops::layer_norm` and its attention
 //! uses no padding-aware positions for XLM-R, and the fused layer norm has no
 //! backward pass in candle-nn 0.11, so a model built from it cannot be
-//! fine-tuned. This file keeps the fused kernels (layer norm, soft-max over
-//! the last axis) for inference and switches to differentiable ops while
-//! training; the weight names and the arithmetic are `transformers`' own
+//! fine-tuned. This file keeps candle's fused kernels (layer norm, soft-max
+//! over the last axis) for inference and trains through Rosetta's fused ops
+//! with their gradients (`kit/fused.rs`: the masked soft-max, layer norm and
+//! GELU one kernel each way on a GPU), with `precision=bf16` as autocast
+//! runs it; the weight names and the arithmetic are `transformers`' own
 //! (`modeling_bert.py`), so any BERT or XLM-R folder loads.
 
 use candle_core::{DType, Device, Module, Tensor, D};
 use candle_nn::{Embedding, Linear, VarBuilder};
 use serde::Deserialize;
 
-use crate::models::kit::precision;
+use crate::models::kit::{fused, precision, rows};
 use crate::{Error, Result};
 
 /// The subset of a Hugging Face `config.json` the encoder reads.
@@ -102,7 +104,8 @@ impl Config {
 }
 
 /// A layer norm with weight and bias: candle-nn's fused kernel for
-/// inference, plain (differentiable) ops while training.
+/// inference, Rosetta's fused op with its gradient ([`fused::layer_norm`])
+/// while training.
 #[derive(Debug, Clone)]
 struct LayerNorm {
     weight: Tensor,
@@ -120,7 +123,10 @@ impl LayerNorm {
     }
 
     fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor> {
-        if !train && x.is_contiguous() {
+        if train {
+            return fused::layer_norm(x, &self.weight, &self.bias, self.eps);
+        }
+        if x.is_contiguous() {
             return Ok(candle_nn::ops::layer_norm(
                 x,
                 &self.weight,
@@ -269,14 +275,20 @@ impl Bert {
         let pos: Vec<u32> = (off as u32..(off + t) as u32).collect();
         let pos = Tensor::new(pos.as_slice(), &self.device)?;
         let h = self.config.hidden_size;
-        let mut x = table
-            .index_select(&ids.flatten_all()?, 0)?
-            .reshape((b, t, h))?;
+        // the gather whose gradient scatters in parallel on a GPU
+        let mut x = rows::gather_rows(table, &ids.flatten_all()?)?.reshape((b, t, h))?;
         x = x.broadcast_add(&self.position.forward(&pos)?)?;
         if let Some(tt) = &self.token_type {
             x = x.broadcast_add(&tt.narrow(0, 0, 1)?)?;
         }
         let mut x = self.emb_norm.forward(&x, train)?;
+        if train {
+            let half = precision::current() == precision::Precision::Bf16;
+            for layer in &self.layers {
+                x = self.train_layer(layer, &x, mask, half)?;
+            }
+            return Ok(x);
+        }
         let nh = self.config.num_attention_heads;
         let hd = h / nh;
         // additive mask: 0 for tokens, a large negative for padding
@@ -295,17 +307,13 @@ impl Bert {
             let k = heads(&layer.key)?;
             let v = heads(&layer.value)?;
             let scores = precision::matmul(&q, &k.t()?)?.broadcast_add(&neg)?;
-            let p = if train {
-                candle_nn::ops::softmax(&scores, D::Minus1)?
-            } else {
-                candle_nn::ops::softmax_last_dim(&scores)?
-            };
+            let p = candle_nn::ops::softmax_last_dim(&scores)?;
             let ctx = precision::matmul(&p, &v)?
                 .transpose(1, 2)?
                 .contiguous()?
                 .reshape((b, t, h))?;
             let a = dense(&layer.attn_out, &ctx)?;
-            x = layer.attn_norm.forward(&(a + &x)?, train)?;
+            x = layer.attn_norm.forward(&(a + &x)?, false)?;
             let mid = dense(&layer.inter, &x)?;
             let mid = match self.config.hidden_act.as_str() {
                 "relu" => mid.relu()?,
@@ -313,10 +321,92 @@ impl Bert {
                 _ => mid.gelu_erf()?,
             };
             let o = dense(&layer.out, &mid)?;
-            x = layer.out_norm.forward(&(o + &x)?, train)?;
+            x = layer.out_norm.forward(&(o + &x)?, false)?;
         }
         Ok(x)
     }
+
+    /// One transformer layer as training runs it (`x`: `[batch, tokens,
+    /// hidden]`, `f32`): every dense product one 2-D matrix product of the
+    /// batch's token rows (its weight's gradient one product too, not one
+    /// per text summed), the attention's scaled, masked soft-max, the layer
+    /// norms and the GELU each one fused op with its gradient
+    /// ([`fused`]). With `half` (`precision=bf16`) the products, the
+    /// attention and the GELU run on bfloat16 activations (cast from the
+    /// `f32` weights, which keep their `f32` gradients) and the residual
+    /// stream and layer norms stay `f32`: PyTorch's autocast.
+    fn train_layer(&self, layer: &Layer, x: &Tensor, mask: &Tensor, half: bool) -> Result<Tensor> {
+        let (b, t, h) = x.dims3()?;
+        let nh = self.config.num_attention_heads;
+        let hd = h / nh;
+        let inner = if half { DType::BF16 } else { x.dtype() };
+        let xi = x.to_dtype(inner)?;
+        let heads = |lin: &Linear| -> Result<Tensor> {
+            Ok(rows_dense(lin, &xi, half)?
+                .reshape((b, t, nh, hd))?
+                .transpose(1, 2)?
+                .contiguous()?)
+        };
+        let mm = |a: &Tensor, b: &Tensor| -> Result<Tensor> {
+            if half {
+                precision::bf16_matmul(a, b)
+            } else {
+                Ok(a.matmul(b)?)
+            }
+        };
+        let (q, k, v) = (
+            heads(&layer.query)?,
+            heads(&layer.key)?,
+            heads(&layer.value)?,
+        );
+        let scores = mm(&q, &k.t()?)?;
+        let p = fused::masked_softmax(&scores, mask, 1.0 / (hd as f64).sqrt())?;
+        let ctx = mm(&p, &v)?
+            .transpose(1, 2)?
+            .contiguous()?
+            .reshape((b, t, h))?;
+        let a = rows_dense(&layer.attn_out, &ctx, half)?.to_dtype(x.dtype())?;
+        let n = &layer.attn_norm;
+        let x = fused::layer_norm(&(a + x)?, &n.weight, &n.bias, n.eps)?;
+        let mid = rows_dense(&layer.inter, &x.to_dtype(inner)?, half)?;
+        let mid = match self.config.hidden_act.as_str() {
+            "relu" => mid.relu()?,
+            "gelu_new" => mid.gelu()?,
+            _ => fused::gelu_erf(&mid)?,
+        };
+        let o = rows_dense(&layer.out, &mid, half)?.to_dtype(x.dtype())?;
+        let n = &layer.out_norm;
+        fused::layer_norm(&(o + &x)?, &n.weight, &n.bias, n.eps)
+    }
+}
+
+/// `lin`'s `x · Wᵀ + b` over the rows of `x` (`[.., in]`) as one 2-D
+/// product, in bfloat16 with `half` (the weight and bias cast, the result
+/// bfloat16), in `x`'s dtype otherwise.
+fn rows_dense(lin: &Linear, x: &Tensor, half: bool) -> Result<Tensor> {
+    let dims = x.dims().to_vec();
+    let inner = *dims.last().unwrap_or(&1);
+    let rows = x.elem_count() / inner.max(1);
+    let x2 = x.reshape((rows, inner))?;
+    let (y, bias) = if half {
+        let y = precision::bf16_matmul(&x2, &lin.weight().t()?)?;
+        let bias = match lin.bias() {
+            Some(b) => Some(b.to_dtype(DType::BF16)?),
+            None => None,
+        };
+        (y, bias)
+    } else {
+        (x2.matmul(&lin.weight().t()?)?, lin.bias().cloned())
+    };
+    let mut shape = dims;
+    if let Some(last) = shape.last_mut() {
+        *last = y.dim(1)?;
+    }
+    let y = match bias {
+        Some(b) => y.broadcast_add(&b)?,
+        None => y,
+    };
+    Ok(y.reshape(shape)?)
 }
 
 /// `lin`'s `x · Wᵀ + b` at the thread's precision ([`precision::matmul`]):

@@ -770,6 +770,7 @@ impl Trainer for EncoderTrainer {
                 ))
             };
         let phases = self.plan(data, params)?;
+        let mut prof = StepProfile::from_env();
         let mut order: Vec<usize> = (0..n).collect();
         let mut done_before = true;
         for ph in &phases {
@@ -800,6 +801,7 @@ impl Trainer for EncoderTrainer {
                         (&word_var, frozen),
                         &mut opt,
                         device,
+                        &mut prof,
                     )?;
                     step += 1;
                     let flow =
@@ -807,6 +809,9 @@ impl Trainer for EncoderTrainer {
                     if flow == Flow::Stop {
                         return Ok(Box::new(model_of(enc, &vars)?.0));
                     }
+                }
+                if let Some(line) = prof.take_line() {
+                    hooks.log(&format!("encoder {} epoch {epoch} {line}", ph.name));
                 }
                 // the network reads the variables' current values
                 enc = Encoder::from_tensors(
@@ -871,7 +876,9 @@ impl EncoderTrainer {
         (word, frozen): (&(String, Var), bool),
         opt: &mut Adam,
         device: &Device,
+        prof: &mut StepProfile,
     ) -> Result<Tensor> {
+        prof.start();
         let mk = |ids: &[Vec<u32>]| -> Vec<Window> {
             let picked: Vec<Vec<u32>> = chunk.iter().map(|&i| ids[i].clone()).collect();
             enc.windows(picked, s.train_max_len, true)
@@ -906,15 +913,105 @@ impl EncoderTrainer {
             leaf.as_tensor().clone()
         };
         let overhead = group_overhead(device);
-        let es = enc.train_embed(&relabel(&ws), &table, overhead)?;
-        let et = enc.train_embed(&relabel(&wt), &table, overhead)?;
+        let (ws, wt) = (relabel(&ws), relabel(&wt));
+        prof.mark(StepPhase::Batching, device)?;
+        let es = enc.train_embed(&ws, &table, overhead)?;
+        let et = enc.train_embed(&wt, &table, overhead)?;
+        prof.mark(StepPhase::Forward, device)?;
         let loss = match s.loss.as_str() {
             "pairwise" => crate::models::kit::nn::s2net_loss(&es, &et, s.gamma)?,
             _ => info_nce(&es, &et, s.temperature)?,
         };
+        prof.mark(StepPhase::Loss, device)?;
+        let grads = loss.backward()?;
+        prof.mark(StepPhase::Backward, device)?;
         // frozen: the rows were detached, so the table gets no gradient
-        opt.backward_step_rows(&loss, &[(&word.0, &uniq_t, &leaf)])?;
+        opt.step_rows(&grads, &[(&word.0, &uniq_t, &leaf)])?;
+        prof.mark(StepPhase::Optimiser, device)?;
         Ok(loss)
+    }
+}
+
+/// The phases of a fine-tuning step that [`StepProfile`] times.
+#[derive(Debug, Clone, Copy)]
+enum StepPhase {
+    /// On the host: windows, the batch's rows of the table, local ids.
+    Batching,
+    /// Both sides' embeddings.
+    Forward,
+    /// The contrastive loss.
+    Loss,
+    /// The gradients.
+    Backward,
+    /// The Adam update.
+    Optimiser,
+}
+
+const STEP_PHASES: [&str; 5] = ["batching", "forward", "loss", "backward", "optimiser"];
+
+/// Per-phase time of the fine-tuning steps, kept when the environment sets
+/// `ROSETTA_STEP_PROFILE=1`: the device is synchronised at the end of each
+/// phase (so a GPU's queued kernels are charged to the phase that queued
+/// them; the synchronisations themselves slow the step a little), and each
+/// epoch's log gets one `profile` line of milliseconds per step. Off (the
+/// default), [`StepProfile::mark`] does nothing.
+struct StepProfile {
+    on: bool,
+    mark: std::time::Instant,
+    totals: [f64; 5],
+    steps: usize,
+}
+
+impl StepProfile {
+    fn from_env() -> StepProfile {
+        StepProfile {
+            on: std::env::var("ROSETTA_STEP_PROFILE").as_deref() == Ok("1"),
+            mark: std::time::Instant::now(),
+            totals: [0.0; 5],
+            steps: 0,
+        }
+    }
+
+    /// Starts a step's clock.
+    fn start(&mut self) {
+        if self.on {
+            self.mark = std::time::Instant::now();
+            self.steps += 1;
+        }
+    }
+
+    /// Charges the time since the last mark to `phase` (after the device
+    /// finishes what it was given).
+    fn mark(&mut self, phase: StepPhase, device: &Device) -> Result<()> {
+        if self.on {
+            device.synchronize()?;
+            let now = std::time::Instant::now();
+            self.totals[phase as usize] += (now - self.mark).as_secs_f64();
+            self.mark = now;
+        }
+        Ok(())
+    }
+
+    /// The log line of the steps so far (then cleared), or none when off.
+    fn take_line(&mut self) -> Option<String> {
+        if !self.on || self.steps == 0 {
+            return None;
+        }
+        let n = self.steps as f64;
+        let parts: Vec<String> = STEP_PHASES
+            .iter()
+            .zip(self.totals)
+            .map(|(name, t)| format!("{name} {:.2}", 1e3 * t / n))
+            .collect();
+        let line = format!(
+            "profile: {} steps, ms per step: {} (total {:.2})",
+            self.steps,
+            parts.join(", "),
+            1e3 * self.totals.iter().sum::<f64>() / n
+        );
+        self.totals = [0.0; 5];
+        self.steps = 0;
+        Some(line)
     }
 }
 

@@ -7,6 +7,7 @@ mod bce;
 pub mod cca;
 #[cfg(feature = "cudnn")]
 pub mod cudnn_lstm;
+pub mod fused;
 pub mod implicit;
 pub mod linear;
 pub mod logit_bce;

@@ -191,6 +191,12 @@ impl Adam {
         rows: &[(&str, &Tensor, &Var)],
     ) -> Result<()> {
         let grads = loss.backward()?;
+        self.step_rows(&grads, rows)
+    }
+
+    /// [`Adam::backward_step_rows`] from gradients already computed (a
+    /// caller that times the backward pass apart from the update).
+    pub fn step_rows(&mut self, grads: &GradStore, rows: &[(&str, &Tensor, &Var)]) -> Result<()> {
         self.t += 1;
         for (name, theta, m, v) in self.live() {
             match rows.iter().find(|r| r.0 == name) {

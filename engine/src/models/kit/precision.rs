@@ -197,6 +197,16 @@ fn product(a: &Tensor, b: &Tensor, p: Precision, broadcast: bool) -> Result<Tens
     Ok(out)
 }
 
+/// `a · b` in bfloat16 with a bfloat16 result (`f32` operands are rounded
+/// first; their gradients come back `f32` through the conversion): the
+/// products of a model that keeps its activations in bfloat16 under
+/// `precision=bf16` (the encoder's training), counted by [`bf16_products`].
+pub fn bf16_matmul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    let out = operand(a, Precision::Bf16)?.matmul(&operand(b, Precision::Bf16)?)?;
+    BF16_PRODUCTS.fetch_add(1, Ordering::Relaxed);
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Issue 51's GPU rows in one run on the device machine (after scripts/gpu/encoder-prep.sh), from the
+# repository root: bash .devrun/encoder.sh      (about 6 minutes on an H200)
+#   1. the fused kernels' GPU tests (kit/fused.rs gpu_tests) from the carried engine test binary;
+#   2. one fine-tuning step's phases (ROSETTA_STEP_PROFILE=1: forward, loss, backward, optimiser);
+#   3. `rosetta bench train --model encoder --encoder-ref encoder_ref.py`, paired in one call each:
+#      f32 and bf16 (peer: --amp bf16), batch 32 and 128, with each process's peak GPU memory
+#      (nvidia-smi's per-process figure, sampled every 100 ms).
+# Writes $OUT/log.txt and one JSON line a bench in $OUT/NAME.json.
+set -u
+cd "$(dirname "$0")"
+O=${OUT:-/tmp/enc-out}
+mkdir -p "$O"
+exec > >(tee "$O/log.txt") 2>&1
+SECTIONS=${SECTIONS:-"kernels profile pair"}
+on() { case " $SECTIONS " in *" $1 "*) return 0 ;; esac; return 1; }
+. ./lib.sh
+uptime
+python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__, torch.cuda.get_device_name(0))"
+# PyTorch's own cuDNN first (the cudnn build links libcudnn.so.9)
+CUDNN=$(python3 -c "import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], 'lib'))" 2>/dev/null) &&
+    export LD_LIBRARY_PATH=$CUDNN:$LD_LIBRARY_PATH
+[ -f enc/model.safetensors ] || python3 random_encoder.py enc
+el "encoder folder ready"
+
+if on kernels && [ -f engine-tests.xz ]; then
+    xz -dc engine-tests.xz >/tmp/engine-tests && chmod +x /tmp/engine-tests
+    ROSETTA_REQUIRE_GPU=1 timeout 180 /tmp/engine-tests --test-threads 1 fused:: >$O/kernels.txt 2>&1
+    el "kernels rc=$?"
+    grep -E "^test |test result|panicked|gpu \[|cpu " $O/kernels.txt | head -40
+fi
+
+# bench NAME TIMEOUT [ARGS...]: rosetta bench train on the encoder, with per-process GPU memory peaks
+bench() {
+    local name=$1 t=$2
+    shift 2
+    nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits -lms 100 >$O/$name.smi 2>/dev/null &
+    local smi=$!
+    local t1=$(date +%s.%N)
+    timeout "$t" $R bench train --workspace ws-enc.toml --model encoder --device cuda --threads 8 \
+        --set weights=enc --set epochs=1 "$@" >$O/$name.json 2>$O/$name.err &
+    local pid=$!
+    wait $pid
+    local rc=$?
+    local t2=$(date +%s.%N)
+    kill $smi 2>/dev/null
+    local ours=$(awk -F', ' -v p=$pid '$1==p && $2>m {m=$2} END {print m+0}' $O/$name.smi)
+    local theirs=$(awk -F', ' -v p=$pid '$1!=p && $2>m {m=$2} END {print m+0}' $O/$name.smi)
+    el "$name rc=$rc wall=$(awk "BEGIN{printf \"%.1f\", $t2 - $t1}")s gpu_mem_peak_MiB rosetta=$ours peer=$theirs"
+    [ $rc = 0 ] || tail -5 $O/$name.err
+    grep -h "profile" $O/$name.err
+    python3 - "$O/$name.json" "$ours" "$theirs" <<'EOF'
+import json, sys
+try:
+    r = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+except Exception as e:
+    print("  no JSON:", e); sys.exit(0)
+p = r.get("encoder_ref", {})
+s = r.get("settings", {})
+print(f"  batch {s.get('batch')} {s.get('precision')} pairs {r.get('examples')}: rosetta {r.get('pairs_per_s')} pairs/s, "
+      f"peer {p.get('pairs_per_s') and round(p['pairs_per_s'], 1)} pairs/s, ratio {r.get('pairs_per_s_over_encoder_ref')}; "
+      f"test MRR rosetta {r.get('test_mrr')} (ties for {r.get('test_mrr_ties_for')}) peer {p.get('test_mrr_after')}; "
+      f"peak GPU MiB rosetta {sys.argv[2]} peer {sys.argv[3]}")
+EOF
+}
+
+if on profile; then
+    ROSETTA_STEP_PROFILE=1 bench prof-b32 90 --set batch=32 --set max_pairs=640
+    ROSETTA_STEP_PROFILE=1 bench prof-b128 90 --set batch=128 --set max_pairs=1280
+    ROSETTA_STEP_PROFILE=1 bench prof-b128-bf16 90 --set batch=128 --set max_pairs=1280 --set precision=bf16
+fi
+if on pair; then
+    P="--encoder-ref encoder_ref.py"
+    bench f32-b32 120 --set batch=32 --set max_pairs=1600 $P
+    bench f32-b128 120 --set batch=128 --set max_pairs=3200 $P
+    bench bf16-b32 120 --set batch=32 --set max_pairs=1600 --set precision=bf16 $P
+    bench bf16-b128 120 --set batch=128 --set max_pairs=3200 --set precision=bf16 $P
+    bench tf32-b128 60 --set batch=128 --set max_pairs=3200 --set precision=tf32
+fi
+uptime
+el "done"
