@@ -403,7 +403,7 @@ fn rows_dense(lin: &Linear, x: &Tensor, half: bool) -> Result<Tensor> {
         *last = y.dim(1)?;
     }
     let y = match bias {
-        Some(b) => y.broadcast_add(&b)?,
+        Some(b) => fused::add_bias(&y, &b)?,
         None => y,
     };
     Ok(y.reshape(shape)?)

@@ -1,6 +1,7 @@
 //! A transformer layer's row operations as one op each way, with their
 //! gradients: the attention's scaled, masked soft-max ([`masked_softmax`]),
-//! the layer norm ([`layer_norm`]) and the erf GELU ([`gelu_erf`]).
+//! the layer norm ([`layer_norm`]), the erf GELU ([`gelu_erf`]) and a dense
+//! layer's bias ([`add_bias`]).
 //!
 //! Built from candle's element-wise ops, each of these is five to ten
 //! passes over its tensor forward and as many backward, every one a kernel
@@ -72,6 +73,23 @@ pub fn layer_norm(x: &Tensor, weight: &Tensor, bias: &Tensor, eps: f64) -> Resul
     )?)
 }
 
+/// `y + bias` over the rows of `y` (`[rows, cols]`, `bias` `[cols]`, one
+/// dtype): a dense layer's bias. The bias's gradient, the column sums of
+/// the incoming gradient, is one product with a row of ones (cuBLAS on a
+/// GPU), where candle's broadcast add sums a strided column per block.
+pub fn add_bias(y: &Tensor, bias: &Tensor) -> Result<Tensor> {
+    let (_, cols) = y.dims2()?;
+    if bias.dims1()? != cols || bias.dtype() != y.dtype() {
+        return Err(Error::invalid(format!(
+            "bias: {} values of {:?} for rows of {cols} {:?}",
+            bias.dims1()?,
+            bias.dtype(),
+            y.dtype()
+        )));
+    }
+    Ok(y.contiguous()?.apply_op2(&bias.contiguous()?, AddBias)?)
+}
+
 /// GELU with the exact normal CDF: `x · Φ(x)` (`transformers`' `gelu`).
 pub fn gelu_erf(x: &Tensor) -> Result<Tensor> {
     Ok(x.contiguous()?.apply_op1(Gelu)?)
@@ -95,6 +113,7 @@ struct LayerNormGrad {
 }
 struct Gelu;
 struct GeluGrad;
+struct AddBias;
 
 /// The working arithmetic of the CPU loops: `f64` for `f64` storage,
 /// `f32` otherwise.
@@ -330,6 +349,19 @@ fn gelu_grad_vals<T: Num>(x: &[T], g: &[T]) -> Vec<T> {
             g * (cdf + v * pdf)
         })
         .collect()
+}
+
+fn bias_rows<T: Num>(y: &[T], b: &[T]) -> Vec<T> {
+    let cols = b.len();
+    let mut out = y.to_vec();
+    if cols > 0 {
+        out.par_chunks_mut(cols).for_each(|r| {
+            for (v, &c) in r.iter_mut().zip(b) {
+                *v = *v + c;
+            }
+        });
+    }
+    out
 }
 
 fn same_count(l1: &Layout, l2: &Layout, op: &str) -> candle_core::Result<()> {
@@ -600,6 +632,48 @@ impl CustomOp2 for GeluGrad {
     }
 }
 
+impl CustomOp2 for AddBias {
+    fn name(&self) -> &'static str {
+        "rosetta-add-bias"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let out = cpu_pair!("bias", s1, l1, s2, l2, |y, b| bias_rows(y, b));
+        Ok((out, l1.shape().clone()))
+    }
+
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        s1: &candle_core::CudaStorage,
+        l1: &Layout,
+        s2: &candle_core::CudaStorage,
+        l2: &Layout,
+    ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
+        Ok((gpu::add_bias((s1, l1), (s2, l2))?, l1.shape().clone()))
+    }
+
+    fn bwd(
+        &self,
+        y: &Tensor,
+        _b: &Tensor,
+        _res: &Tensor,
+        grad: &Tensor,
+    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>)> {
+        let (rows, cols) = y.dims2()?;
+        let g = grad.to_dtype(y.dtype())?;
+        let ones = Tensor::ones((1, rows), y.dtype(), y.device())?;
+        let db = ones.matmul(&g.contiguous()?)?.reshape(cols)?;
+        Ok((Some(g), Some(db)))
+    }
+}
+
 /// Launching `kernels/tf.cu` (built into PTX by build.rs).
 #[cfg(feature = "cuda")]
 mod gpu {
@@ -774,6 +848,40 @@ mod gpu {
             candle_core::bail!("layer norm gradient: f32 values expected on a GPU");
         }
         norm(x, w, dy, eps, true)
+    }
+
+    /// `y + b` row by row.
+    pub fn add_bias(y: Arg, b: Arg) -> candle_core::Result<CudaStorage> {
+        let op = "bias";
+        let dev = y.0.device.clone();
+        let (yr, br) = (range(y, op)?, range(b, op)?);
+        let (n, cols) = (yr.len(), br.len());
+        let (n64, cols32) = (n as u64, cols as u32);
+        macro_rules! run {
+            ($t:ty, $s:literal) => {{
+                let yv = y.0.as_cuda_slice::<$t>()?.slice(yr.clone());
+                let bv = b.0.as_cuda_slice::<$t>()?.slice(br.clone());
+                // SAFETY: the kernel writes every one of the n values.
+                let mut out = unsafe { dev.alloc::<$t>(n) }?;
+                if n > 0 && cols > 0 {
+                    let f = dev.get_or_load_custom_func(concat!("bias_add_", $s), MODULE, PTX)?;
+                    let mut bld = f.builder();
+                    bld.arg(&yv);
+                    bld.arg(&bv);
+                    bld.arg(&mut out);
+                    bld.arg(&n64);
+                    bld.arg(&cols32);
+                    // SAFETY: y and out hold n values, b cols (n a multiple of cols).
+                    unsafe { bld.launch(launch_cfg(n)) }.w()?;
+                }
+                CudaStorage::wrap_cuda_slice(out, dev.clone())
+            }};
+        }
+        Ok(match &y.0.slice {
+            CudaStorageSlice::F32(_) => run!(f32, "f32"),
+            CudaStorageSlice::BF16(_) => run!(bf16, "bf16"),
+            _ => candle_core::bail!("{op}: f32 or bf16 values expected on a GPU"),
+        })
     }
 
     /// GELU of `x`, or with `g` its gradient times `g`.
@@ -1012,6 +1120,28 @@ mod tests {
         }
     }
 
+    #[test]
+    fn add_bias_matches_broadcast_add_and_its_gradients() {
+        let dev = Device::Cpu;
+        let y = Var::from_tensor(&Tensor::from_vec(vals(24, 1.5), (4, 6), &dev).unwrap()).unwrap();
+        let b = Var::from_tensor(&Tensor::from_vec(vals(6, 8.0), 6, &dev).unwrap()).unwrap();
+        let fused = add_bias(y.as_tensor(), b.as_tensor()).unwrap();
+        let want = y.as_tensor().broadcast_add(b.as_tensor()).unwrap();
+        close(&v(&fused), &v(&want), 0.0, "bias");
+        let g1 = probe(&fused, 2.0).backward().unwrap();
+        let g2 = probe(&want, 2.0).backward().unwrap();
+        for (t, what) in [(&y, "rows"), (&b, "bias")] {
+            close(
+                &v(g1.get(t.as_tensor()).unwrap()),
+                &v(g2.get(t.as_tensor()).unwrap()),
+                1e-12,
+                what,
+            );
+        }
+        let short = Tensor::zeros(5, DType::F64, &dev).unwrap();
+        assert!(add_bias(y.as_tensor(), &short).is_err());
+    }
+
     /// bfloat16 storage (the encoder's `precision=bf16`): f32 arithmetic,
     /// results within bfloat16's rounding of the f32 op's, the dtype kept.
     #[test]
@@ -1139,6 +1269,28 @@ mod gpu_tests {
             let [cpu, gpu] = both(&dev, dtype, &[s.clone()], &|t| gelu_erf(&t[0]).unwrap());
             close(&gpu.0, &cpu.0, tol, &format!("gelu {dtype:?}"));
             close(&gpu.1, &cpu.1, tol, &format!("gelu gradient {dtype:?}"));
+        }
+        let rows: Vec<f32> = (0..70 * 96).map(|i| ((i as f32) * 0.21).sin()).collect();
+        let rows = Tensor::from_vec(rows, (70, 96), &Device::Cpu).unwrap();
+        let bias = Tensor::from_vec(
+            (0..96)
+                .map(|i| (i as f32 * 0.3).cos())
+                .collect::<Vec<f32>>(),
+            96,
+            &Device::Cpu,
+        )
+        .unwrap();
+        for (dtype, tol) in [(DType::F32, 1e-5f32), (DType::BF16, 2e-2)] {
+            let [cpu, gpu] = both(&dev, dtype, &[rows.clone(), bias.clone()], &|t| {
+                add_bias(&t[0], &t[1].to_dtype(t[0].dtype()).unwrap()).unwrap()
+            });
+            close(&gpu.0, &cpu.0, tol, &format!("bias {dtype:?}"));
+            close(
+                &gpu.1,
+                &cpu.1,
+                tol,
+                &format!("bias rows' gradient {dtype:?}"),
+            );
         }
         let cols = 384;
         let x: Vec<f32> = (0..50 * cols)

@@ -180,3 +180,17 @@ extern "C" __global__ void gelu_bwd_bf16(const __nv_bfloat16 *x, const __nv_bflo
                                          __nv_bfloat16 *out, uint64_t n) {
     gelu_bwd(x, g, out, n);
 }
+
+// out[r, j] = y[r, j] + b[j]: a dense layer's bias (its gradient, the column sums, is a product)
+template <typename T>
+__device__ void bias_add(const T *y, const T *b, T *out, uint64_t n, uint32_t cols) {
+    GRID_LOOP(i, n) st(out, i, ld(y, i) + ld(b, i % cols));
+}
+extern "C" __global__ void bias_add_f32(const float *y, const float *b, float *out, uint64_t n,
+                                        uint32_t cols) {
+    bias_add(y, b, out, n, cols);
+}
+extern "C" __global__ void bias_add_bf16(const __nv_bfloat16 *y, const __nv_bfloat16 *b,
+                                         __nv_bfloat16 *out, uint64_t n, uint32_t cols) {
+    bias_add(y, b, out, n, cols);
+}
