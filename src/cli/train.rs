@@ -1022,6 +1022,8 @@ fn jobs_action(action: JobsAction) -> anyhow::Result<()> {
             println!("{}: note saved", session.display());
         }
         JobsAction::Delete { session, yes } => {
+            // a link to a session, `DIR/.`: refused before anything is read
+            runs::session_folder_path(&session, "deleted")?;
             let st = rosetta::session::read_status(&session).ok();
             if !yes {
                 use std::io::{BufRead, IsTerminal, Write};

@@ -472,6 +472,52 @@ pub(crate) fn json_error(path: &Path, e: serde_json::Error) -> Error {
     }
 }
 
+/// What a job killed while making session folder `dir` left in it, to be
+/// removed before the folder is used: the temporary files of session files
+/// (`.NAME.tmp.PID.…`, NAME one of [`SESSION_FILES`]) whose process is gone,
+/// and `checkpoints/` when it is an empty folder. An error, with nothing
+/// removed, when `dir` holds anything else (it is not ours, or is a
+/// session: `rosetta train --resume` continues one).
+fn killed_leftovers(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    let mut other = Vec::new();
+    for e in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+        let e = e.map_err(|e| Error::io(dir, e))?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        let t = e.file_type().map_err(|x| Error::io(e.path(), x))?;
+        let dead_temp = t.is_file()
+            && !SESSION_FILES.contains(&name.as_str())
+            && runs::is_own_file(&name, SESSION_FILES)
+            && name
+                .split_once(".tmp.")
+                .and_then(|(_, r)| r.split('.').next())
+                .and_then(|p| p.parse::<u32>().ok())
+                .is_some_and(|pid| !crate::util::pid_alive(pid, None));
+        let empty_ck = name == CHECKPOINT_DIR
+            && t.is_dir()
+            && std::fs::read_dir(e.path()).is_ok_and(|mut r| r.next().is_none());
+        if dead_temp || empty_ck {
+            out.push(e.path());
+        } else {
+            other.push(name);
+        }
+    }
+    if !other.is_empty() {
+        other.sort();
+        let shown: Vec<&str> = other.iter().take(5).map(String::as_str).collect();
+        return Err(Error::file(
+            dir,
+            format!(
+                "session folder exists and is not empty (it holds {}{}): give a new or empty \
+                 folder, or use `rosetta train --resume` to continue a session; nothing touched",
+                shown.join(", "),
+                if other.len() > 5 { ", …" } else { "" }
+            ),
+        ));
+    }
+    Ok(out)
+}
+
 /// An open session folder.
 #[derive(Debug, Clone)]
 pub struct Session {
@@ -486,21 +532,30 @@ pub struct Session {
 
 impl Session {
     /// Makes a new session folder (it must not exist, or be empty) with its
-    /// config and a `queued` status.
+    /// config and a `queued` status. An existing folder is looked at before
+    /// anything in it is touched: it must not be a symbolic link, and it
+    /// may hold only what a job killed while making the folder leaves (the
+    /// temporary files of a session file, `.NAME.tmp.PID.…`, of a dead
+    /// process, and an empty `checkpoints/`), which are then removed;
+    /// anything else refuses it with nothing removed.
     pub fn create(dir: &Path, mut config: SessionConfig) -> Result<Session> {
         config.resolve()?;
-        if dir.exists() {
-            // what a job killed while making the folder left (temporary
-            // files of dead processes, an empty checkpoints folder) does
-            // not block the name
-            crate::util::sweep_temp_files(dir);
-            let _ = std::fs::remove_dir(dir.join(CHECKPOINT_DIR));
-            let mut rd = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
-            if rd.next().is_some() {
-                return Err(Error::file(
-                    dir,
-                    "session folder exists and is not empty (use `rosetta train --resume` to continue it)",
-                ));
+        let link = std::fs::symlink_metadata(dir).map(|m| m.file_type().is_symlink());
+        if link.as_ref().is_ok_and(|l| *l) {
+            return Err(Error::file(
+                dir,
+                "is a symbolic link: a new session is made in a folder of its own,                  never through a link; nothing touched",
+            ));
+        }
+        if link.is_ok() {
+            let leftovers = killed_leftovers(dir)?;
+            for p in &leftovers {
+                let r = if p.file_name().is_some_and(|n| n == CHECKPOINT_DIR) {
+                    std::fs::remove_dir(p)
+                } else {
+                    std::fs::remove_file(p)
+                };
+                r.map_err(|e| Error::io(p, e))?;
             }
         } else {
             if let Some(p) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
