@@ -272,7 +272,21 @@ pub fn train(args: TrainArgs) -> anyhow::Result<()> {
     }
     if on_slurm {
         let exe = args.slurm.exe()?;
-        let base = slurm_rec.map(|r| r.options).unwrap_or_default();
+        // what the record may give a resubmission, never its extra arguments
+        let base = match slurm_rec {
+            Some(r) => {
+                let (base, dropped) = r.resubmit_options();
+                if !dropped.is_empty() && args.slurm.sbatch_arg.is_empty() {
+                    eprintln!(
+                        "note: not replaying the sbatch arguments recorded in slurm.json ({}); \
+                         give them again with --sbatch-arg",
+                        clean(&dropped.join(" "))
+                    );
+                }
+                base
+            }
+            None => SlurmOptions::default(),
+        };
         let launcher = Launcher::Slurm(args.slurm.options(base));
         let launched = match &args.resume {
             Some(dir) => jobs::resume_on(dir, &exe, &launcher)?,
