@@ -1519,3 +1519,244 @@ fn wrong_optimiser_moments_are_refused_on_resume() {
         "{err}"
     );
 }
+
+// ------------------------------------------------------------ issue 54: session files are data
+
+/// `rosetta ARGS` in `cwd`, which must end within `secs` seconds (else it
+/// is killed and the test fails: a read that waits on a FIFO, or never
+/// ends on a device, hangs).
+fn rosetta_within(cwd: &Path, args: &[&str], secs: u64) -> std::process::Output {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rosetta"))
+        .current_dir(cwd)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "rosetta {args:?} still running after {secs} s (a hang)\nstderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+fn both(o: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Replaces `p` with a FIFO (nobody writes it: a read of it waits forever).
+fn plant_fifo(p: &Path) {
+    let _ = std::fs::remove_file(p);
+    let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo on a valid C string.
+    assert_eq!(
+        unsafe { libc::mkfifo(c.as_ptr(), 0o644) },
+        0,
+        "{}",
+        p.display()
+    );
+}
+
+/// An `.npy` whose header declares `shape` of float32, followed by `data`
+/// bytes (whatever the shape says).
+fn forged_npy(shape: (u64, u64), data: usize) -> Vec<u8> {
+    let mut h = format!(
+        "{{'descr': '<f4', 'fortran_order': False, 'shape': ({}, {}), }}",
+        shape.0, shape.1
+    );
+    while (10 + h.len() + 1) % 64 != 0 {
+        h.push(' ');
+    }
+    h.push('\n');
+    let mut b = b"\x93NUMPY\x01\x00".to_vec();
+    b.extend((h.len() as u16).to_le_bytes());
+    b.extend(h.as_bytes());
+    b.extend(std::iter::repeat_n(0u8, data));
+    b
+}
+
+/// Issue 54, findings 3, 4 and 6 on an encoder session: cached tables whose
+/// `.npy` header declares (2⁴⁰, dim) rows, or that are cut short, are
+/// rebuilt (never a petabyte allocation); the caches' descriptions, the
+/// HNSW graph's and the ad-hoc scores as FIFOs end every command; a cache
+/// hard-linked outside the session is replaced, the file outside kept.
+#[test]
+fn forged_linked_and_fifo_caches_neither_crash_hang_nor_write_outside() {
+    let ws = common::tiny_workspace();
+    let cwd = ws.path();
+    let enc = cwd.join("enc");
+    common::encoder::tiny_encoder_folder(cwd, &enc, 5);
+    let wsf = cwd.join("workspace.toml");
+    let weights = format!("weights={}", enc.display());
+    common::train(
+        cwd,
+        &wsf,
+        "encoder",
+        "s",
+        &["--set", &weights, "--epochs", "0"],
+    );
+    common::train(cwd, &wsf, "bm25", "b", &[]);
+    let s = cwd.join("s");
+    let search = [
+        "search",
+        "--session",
+        "s",
+        "--query",
+        "dog water",
+        "--k",
+        "3",
+        "--json",
+    ];
+    let neighbours = ["neighbours", "--session", "s", "--term", "dog", "--json"];
+    let hits = |o: &std::process::Output| {
+        assert!(o.status.success(), "{}", both(o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["docno"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    let near = |o: &std::process::Output| {
+        assert!(o.status.success(), "{}", both(o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["cross"].to_string()
+    };
+    let want_hits = hits(&rosetta_within(cwd, &search, 120));
+    let want_near = near(&rosetta_within(cwd, &neighbours, 120));
+    let tables = [
+        "doc-embeddings.target.npy",
+        "term-vectors.source.npy",
+        "term-vectors.target.npy",
+    ];
+    for t in tables {
+        assert!(s.join(t).is_file(), "{t} not cached");
+    }
+    // finding 3: a header declaring 2^40 rows, then one declaring the right
+    // shape over a file cut short
+    let dim = {
+        let m: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(s.join("doc-embeddings.target.json")).unwrap())
+                .unwrap();
+        m["dim"].as_u64().unwrap()
+    };
+    let rows = |t: &str| {
+        let m: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(s.join(t.replace(".npy", ".json"))).unwrap())
+                .unwrap();
+        m["rows"].as_u64().unwrap()
+    };
+    for forged in [
+        |_: u64, d: u64| forged_npy((1 << 40, d), 64),
+        |r: u64, d: u64| forged_npy((r, d), 8),
+    ] {
+        for t in tables {
+            std::fs::write(s.join(t), forged(rows(t), dim)).unwrap();
+        }
+        let o = rosetta_within(cwd, &search, 120);
+        assert_eq!(hits(&o), want_hits);
+        let o = rosetta_within(cwd, &neighbours, 120);
+        assert_eq!(near(&o), want_near);
+    }
+    // finding 4: the caches' descriptions as FIFOs
+    for f in [
+        "doc-embeddings.target.json",
+        "term-vectors.source.json",
+        "term-vectors.target.json",
+    ] {
+        plant_fifo(&s.join(f));
+    }
+    assert_eq!(hits(&rosetta_within(cwd, &search, 120)), want_hits);
+    assert_eq!(near(&rosetta_within(cwd, &neighbours, 120)), want_near);
+    // the HNSW graph's description, once the graph is saved
+    let mut approx = search.to_vec();
+    approx.push("--approx");
+    assert!(rosetta_within(cwd, &approx, 120).status.success());
+    assert!(s.join("hnsw.graph.json").is_file());
+    plant_fifo(&s.join("hnsw.graph.json"));
+    let o = rosetta_within(cwd, &search, 120);
+    assert!(
+        o.status.success() || both(&o).contains("hnsw.graph.json"),
+        "{}",
+        both(&o)
+    );
+    std::fs::remove_file(s.join("hnsw.graph.json")).unwrap();
+    // the ad-hoc scores `compare` caches
+    let compare = ["compare", "--sessions", "s", "b", "--json"];
+    let first = rosetta_within(cwd, &compare, 300);
+    assert!(first.status.success(), "{}", both(&first));
+    assert!(s.join("adhoc-scores.json").is_file());
+    plant_fifo(&s.join("adhoc-scores.json"));
+    let o = rosetta_within(cwd, &compare, 300);
+    assert!(o.status.success(), "{}", both(&o));
+
+    // finding 6: a cache hard-linked outside the session is replaced when
+    // rewritten, never written in place
+    let victim = cwd.join("victim.npy");
+    let cache = s.join("doc-embeddings.target.npy");
+    std::fs::hard_link(&cache, &victim).unwrap();
+    std::fs::write(&victim, b"someone else's bytes").unwrap();
+    assert_eq!(std::fs::read(&cache).unwrap(), b"someone else's bytes");
+    assert_eq!(hits(&rosetta_within(cwd, &search, 120)), want_hits);
+    assert_eq!(std::fs::read(&victim).unwrap(), b"someone else's bytes");
+    assert_ne!(std::fs::read(&cache).unwrap(), b"someone else's bytes");
+}
+
+/// Issue 54, finding 4: `slurm.json` and `sweep.json` as FIFOs, and
+/// `slurm.json` linked to /dev/zero, end `jobs`, `jobs show` and `cancel`
+/// at once: listed or refused, the refusal naming the file.
+#[test]
+fn fifo_and_device_session_records_end_every_jobs_command() {
+    let root = tempfile::tempdir().unwrap();
+    let cwd = root.path();
+    let ws = common::tiny_workspace();
+    let wsf = ws.path().join("workspace.toml");
+    common::train(cwd, &wsf, "bm25", "sessions/b", &[]);
+    let b = cwd.join("sessions/b");
+    for (file, kind) in [
+        ("slurm.json", "fifo"),
+        ("sweep.json", "fifo"),
+        ("slurm.json", "zero"),
+    ] {
+        let p = b.join(file);
+        if kind == "fifo" {
+            plant_fifo(&p);
+        } else {
+            std::os::unix::fs::symlink("/dev/zero", &p).unwrap();
+        }
+        for args in [
+            vec!["jobs"],
+            vec!["jobs", "--json"],
+            vec!["jobs", "show", "sessions/b"],
+            vec!["cancel", "sessions/b", "--timeout", "1"],
+        ] {
+            let o = rosetta_within(cwd, &args, 30);
+            if !o.status.success() {
+                assert!(
+                    both(&o).contains(file),
+                    "{args:?} {file} {kind}: {}",
+                    both(&o)
+                );
+            }
+        }
+        std::fs::remove_file(&p).unwrap();
+    }
+}
+

@@ -86,15 +86,20 @@ struct TableCache {
 
 impl TableCache {
     /// The cached table, when its meta file says what is wanted and its
-    /// shape is right.
+    /// shape is right. Both files are read as regular files only, never
+    /// through a link (a FIFO or device is no cache), the meta within a
+    /// small file's limit, and the table's header is checked against the
+    /// shape wanted and the file's size before anything is allocated
+    /// ([`crate::index::dense::read_npy_checked`]); anything else is no
+    /// cache, and the table is computed again.
     fn read(&self) -> Option<Array2<f32>> {
-        let meta = std::fs::read(&self.meta).ok()?;
+        use crate::util::{read_regular, Links, SMALL_FILE_LIMIT};
+        let meta = read_regular(&self.meta, Links::Refuse, SMALL_FILE_LIMIT).ok()?;
         let meta: serde_json::Value = serde_json::from_slice(&meta).ok()?;
         if meta != self.want {
             return None;
         }
-        let v = crate::index::dense::read_npy(&self.npy).ok()?;
-        (v.dim() == self.shape).then_some(v)
+        crate::index::dense::read_npy_checked(&self.npy, Links::Refuse, Some(self.shape)).ok()
     }
 
     /// Keeps `v` for next time; a cache that cannot be written (a read-only

@@ -217,7 +217,9 @@ impl Workbench {
     pub fn adhoc_scores(&self, dir: &Path, progress: &dyn Fn(f64, &str)) -> Result<AdhocScores> {
         let key = ScoresKey::of(dir)?;
         let path = dir.join(SCORES_CACHE);
-        if let Some(c) = std::fs::read(&path)
+        // a regular file only, never through a link, within a bound: a
+        // FIFO or a device there is no cache (and never a read that waits)
+        if let Some(c) = crate::util::read_regular(&path, crate::util::Links::Refuse, 256 << 20)
             .ok()
             .and_then(|b| serde_json::from_slice::<CachedScores>(&b).ok())
             .filter(|c| c.key == key)
