@@ -110,15 +110,60 @@ pub fn create_new_nofollow(path: &Path) -> std::io::Result<std::fs::File> {
 /// Opens `path` for appending (created when missing) without following a
 /// symbolic link: a link planted in a session folder (`log.txt`,
 /// `metrics.jsonl`) is an error, never a way to write elsewhere.
+/// [`open_append_own`] without reading.
 pub fn open_append_nofollow(path: &Path) -> Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o644)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| nofollow_error(path, e))
+    open_append_own(path, false)
+}
+
+/// Opens `path` for appending (and reading, with `read`), created when
+/// missing, so that what is appended lands in this file alone: a symbolic
+/// link there is an error, so is anything but a regular file (a FIFO is
+/// an error at once, never an open that waits for a reader), and a file
+/// with other hard links (a session copied with `cp -al`) is first
+/// replaced by a copy of itself ([`write_atomic`]), so the other names
+/// keep their content.
+pub fn open_append_own(path: &Path, read: bool) -> Result<std::fs::File> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    use std::os::unix::io::AsRawFd;
+    for first in [true, false] {
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .read(read)
+            .mode(0o644)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+            .open(path)
+            .map_err(|e| nofollow_error(path, e))?;
+        let m = f.metadata().map_err(|e| Error::io(path, e))?;
+        if !m.is_file() {
+            return Err(Error::file(
+                path,
+                "is not a regular file: session files are only written as regular files \
+                 (remove it)",
+            ));
+        }
+        if m.nlink() <= 1 {
+            // back to blocking writes (a regular file's are anyway), so a
+            // child given this file as its output sees an ordinary one
+            // SAFETY: fcntl on a descriptor this function owns.
+            unsafe {
+                let fl = libc::fcntl(f.as_raw_fd(), libc::F_GETFL);
+                if fl >= 0 {
+                    libc::fcntl(f.as_raw_fd(), libc::F_SETFL, fl & !libc::O_NONBLOCK);
+                }
+            }
+            return Ok(f);
+        }
+        if first {
+            drop(f);
+            let bytes = read_regular(path, Links::Refuse, u64::MAX)?;
+            write_atomic(path, &bytes)?;
+        }
+    }
+    Err(Error::file(
+        path,
+        "still has other hard links after it was replaced by a copy of itself: not appended to",
+    ))
 }
 
 /// Opens `path` for reading without following a symbolic link.

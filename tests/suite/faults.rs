@@ -1760,3 +1760,45 @@ fn fifo_and_device_session_records_end_every_jobs_command() {
     }
 }
 
+/// Issue 54, finding 6: appending to a session's `metrics.jsonl` or
+/// `log.txt` that has another hard link (a session copied with `cp -al`)
+/// writes into the session's own copy; the other name keeps its bytes.
+#[test]
+fn appends_never_reach_another_hard_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let orig = dir.path().join("orig");
+    let copy = dir.path().join("copy");
+    std::fs::create_dir_all(&orig).unwrap();
+    std::fs::create_dir_all(&copy).unwrap();
+    for name in [METRICS_FILE, LOG_FILE] {
+        std::fs::write(orig.join(name), "{\"old\":1}\n").unwrap();
+        std::fs::hard_link(orig.join(name), copy.join(name)).unwrap();
+    }
+    let mut w = rosetta::session::metrics::MetricsWriter::open(&copy.join(METRICS_FILE)).unwrap();
+    w.append(&rosetta::session::MetricRecord::event(
+        "resume",
+        "resumed",
+        Some(1),
+        Some(1),
+    ))
+    .unwrap();
+    drop(w);
+    {
+        use std::io::Write;
+        let mut f = rosetta::util::open_append_nofollow(&copy.join(LOG_FILE)).unwrap();
+        writeln!(f, "resumed").unwrap();
+    }
+    for name in [METRICS_FILE, LOG_FILE] {
+        assert_eq!(
+            std::fs::read_to_string(orig.join(name)).unwrap(),
+            "{\"old\":1}\n",
+            "{name} of the original changed"
+        );
+        let mine = std::fs::read_to_string(copy.join(name)).unwrap();
+        assert!(
+            mine.starts_with("{\"old\":1}\n") && mine.len() > 10,
+            "{mine}"
+        );
+    }
+}
+
