@@ -1802,3 +1802,99 @@ fn appends_never_reach_another_hard_link() {
     }
 }
 
+/// Issue 54, finding 3: an encoder folder's `config.json` that is not a
+/// JSON object makes `encoder trim` refuse it by name (never a panic, nor
+/// a trimmed folder missing its fields), and one declaring sizes its
+/// weights do not hold (10¹⁵ or 10¹⁸ layers, another vocabulary size) is
+/// refused by `train` before a session is made (never an allocation of
+/// petabytes).
+#[test]
+fn encoder_configs_that_are_not_their_weights_are_refused() {
+    let ws = common::tiny_workspace();
+    let cwd = ws.path();
+    let enc = cwd.join("enc");
+    common::encoder::tiny_encoder_folder(cwd, &enc, 5);
+    let cfg = enc.join("config.json");
+    let good = std::fs::read_to_string(&cfg).unwrap();
+    let out = cwd.join("trimmed");
+    let trim = || {
+        rosetta_within(
+            cwd,
+            &[
+                "encoder",
+                "trim",
+                "--weights",
+                enc.to_str().unwrap(),
+                "--workspace",
+                "workspace.toml",
+                "--out",
+                out.to_str().unwrap(),
+            ],
+            300,
+        )
+    };
+    for bad in ["[1,2]", "\"x\"", "42", "true", "null"] {
+        std::fs::write(&cfg, bad).unwrap();
+        let o = trim();
+        assert!(!o.status.success(), "{bad}: {}", both(&o));
+        assert_ne!(o.status.code(), Some(101), "{bad}: a panic: {}", both(&o));
+        assert!(
+            both(&o).contains("config.json") && both(&o).contains("not a JSON object"),
+            "{bad}: {}",
+            both(&o)
+        );
+        assert!(
+            !out.join("config.json").exists(),
+            "{bad}: a config was written"
+        );
+    }
+    let weights = format!("weights={}", enc.display());
+    let edited = |key: &str, v: u64| {
+        let mut c: serde_json::Value = serde_json::from_str(&good).unwrap();
+        c[key] = serde_json::json!(v);
+        std::fs::write(&cfg, c.to_string()).unwrap();
+    };
+    let vocab = serde_json::from_str::<serde_json::Value>(&good).unwrap()["vocab_size"]
+        .as_u64()
+        .unwrap();
+    for (key, v) in [
+        ("num_hidden_layers", 1_000_000_000_000_000u64),
+        ("num_hidden_layers", 1_000_000_000_000_000_000),
+        ("vocab_size", vocab + 1),
+    ] {
+        edited(key, v);
+        let o = rosetta_within(
+            cwd,
+            &[
+                "train",
+                "--workspace",
+                "workspace.toml",
+                "--model",
+                "encoder",
+                "--device",
+                "cpu",
+                "--session",
+                "sx",
+                "--set",
+                &weights,
+                "--epochs",
+                "0",
+            ],
+            300,
+        );
+        assert!(!o.status.success(), "{key}={v}: {}", both(&o));
+        assert_eq!(o.status.code(), Some(1), "{key}={v}: {}", both(&o));
+        let t = both(&o);
+        assert!(
+            t.contains("config.json") && t.contains(key) && t.contains("model.safetensors"),
+            "{key}={v}: {t}"
+        );
+        assert!(!cwd.join("sx").exists(), "{key}={v}: a session was made");
+    }
+    // the folder's own config trims
+    std::fs::write(&cfg, &good).unwrap();
+    let o = trim();
+    assert!(o.status.success(), "{}", both(&o));
+    assert!(out.join("config.json").is_file());
+}
+
