@@ -1898,3 +1898,68 @@ fn encoder_configs_that_are_not_their_weights_are_refused() {
     assert!(out.join("config.json").is_file());
 }
 
+/// Issue 54, finding 8: a workspace's name, its documents' and queries'
+/// texts holding terminal sequences (OSC 52 writing the clipboard, CSI 2J
+/// clearing the screen) are shown without them by `compare` (its header
+/// and `--per-query`), `search` (default, `--full`, `--show`); the text
+/// around them still shows.
+#[test]
+fn workspace_text_never_reaches_the_terminal_as_escapes() {
+    let ws = common::tiny_workspace();
+    let cwd = ws.path();
+    let wsf = cwd.join("workspace.toml");
+    let osc = "\u{1b}]52;c;ZXZpbA==\u{7}";
+    let cls = "\u{1b}[2J";
+    let toml = std::fs::read_to_string(&wsf).unwrap().replace(
+        "name = \"tiny-en-es\"",
+        "name = \"tiny\\u001b]52;c;ZXZpbA==\\u0007\\u001b[2Jnamed\"",
+    );
+    std::fs::write(&wsf, toml).unwrap();
+    let edit = |file: &str, from: &str, to: &str| {
+        let p = cwd.join(file);
+        let t = std::fs::read_to_string(&p).unwrap();
+        assert!(t.contains(from), "{file}");
+        std::fs::write(&p, t.replacen(from, to, 1)).unwrap();
+    };
+    edit(
+        "docs.es.tsv",
+        "El perro y el gato",
+        &format!("El perro{osc}{cls}marcado y el gato"),
+    );
+    edit(
+        "queries.en.tsv",
+        "dog drinks water",
+        &format!("dog{cls}{osc}flagged drinks water"),
+    );
+    common::train(cwd, &wsf, "bm25", "a", &[]);
+    common::train(cwd, &wsf, "bm25-dict", "b", &[]);
+    let runs: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["compare", "--sessions", "a", "b"], "tinynamed"),
+        (
+            vec!["compare", "--sessions", "a", "b", "--per-query", "5"],
+            "dogflagged",
+        ),
+        (
+            vec!["search", "--session", "b", "--query", "dog cat"],
+            "perromarcado",
+        ),
+        (
+            vec!["search", "--session", "b", "--query", "dog cat", "--full"],
+            "perromarcado",
+        ),
+        (
+            vec!["search", "--session", "b", "--show", "d01"],
+            "perromarcado",
+        ),
+    ];
+    for (args, shown) in runs {
+        let o = rosetta_within(cwd, &args, 300);
+        assert!(o.status.success(), "{args:?}: {}", both(&o));
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            !out.contains('\u{1b}') && !out.contains('\u{7}'),
+            "{args:?}: {out:?}"
+        );
+        assert!(out.contains(shown), "{args:?}: {shown} not shown: {out}");
+    }
+}
