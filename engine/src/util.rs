@@ -48,6 +48,52 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     sync_dir(dir.unwrap_or(Path::new(".")))
 }
 
+/// Writes `bytes` to `path` only when nothing is there yet, all at once:
+/// a temp file as in [`write_atomic`], then a hard link to it at `path`,
+/// which the system makes only when the name is free. Of several
+/// processes writing the same new `path`, exactly one succeeds; the others
+/// get an error saying the file exists (`AlreadyExists`), and nothing of
+/// theirs is left behind.
+pub fn write_new(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty());
+    let name = path
+        .file_name()
+        .ok_or_else(|| Error::file(path, "not a file path"))?
+        .to_string_lossy();
+    let (tmp, mut f) = loop {
+        let tmp = path.with_file_name(format!(
+            ".{name}.tmp.{}.{:016x}",
+            std::process::id(),
+            rand::random::<u64>()
+        ));
+        match create_new_nofollow(&tmp) {
+            Ok(f) => break (tmp, f),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(Error::io(&tmp, e)),
+        }
+    };
+    let written = f
+        .write_all(bytes)
+        .and_then(|_| f.sync_all())
+        .map_err(|e| Error::io(&tmp, e));
+    drop(f);
+    let done = written.and_then(|_| {
+        std::fs::hard_link(&tmp, path).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                Error::file(
+                    path,
+                    "exists already: another process made it first (nothing written)",
+                )
+            } else {
+                Error::io(path, e)
+            }
+        })
+    });
+    let _ = std::fs::remove_file(&tmp);
+    done?;
+    sync_dir(dir.unwrap_or(Path::new(".")))
+}
+
 /// Bytes of memory this process may use at most: the machine's
 /// (`MemTotal` of `/proc/meminfo`) or, when lower, its control group's limit
 /// (`memory.max`, cgroup v2; `memory.limit_in_bytes`, v1). `None` when

@@ -1963,3 +1963,44 @@ fn workspace_text_never_reaches_the_terminal_as_escapes() {
         assert!(out.contains(shown), "{args:?}: {shown} not shown: {out}");
     }
 }
+
+/// Issue 54, finding 7: jobs started at once into one empty folder (eight
+/// threads making the session, fifty times): exactly one makes it, its
+/// config is the one recorded, the others are refused.
+#[test]
+fn jobs_started_at_once_into_one_empty_folder_make_one_session() {
+    let root = tempfile::tempdir().unwrap();
+    for round in 0..50 {
+        let dir = root.path().join(format!("s{round}"));
+        std::fs::create_dir(&dir).unwrap();
+        let barrier = Arc::new(std::sync::Barrier::new(8));
+        let handles: Vec<_> = (1..=8u64)
+            .map(|seed| {
+                let (dir, barrier) = (dir.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    let mut cfg = config(Path::new("/w"), "h", "test", &[]);
+                    cfg.seed = seed;
+                    barrier.wait();
+                    Session::create(&dir, cfg).map(|s| s.config.seed)
+                })
+            })
+            .collect();
+        let made: Vec<u64> = handles
+            .into_iter()
+            .filter_map(|h| h.join().unwrap().ok())
+            .collect();
+        assert_eq!(
+            made.len(),
+            1,
+            "round {round}: sessions made with seeds {made:?}"
+        );
+        let on_disk = SessionConfig::read(&dir).unwrap();
+        assert_eq!(on_disk.seed, made[0], "round {round}");
+        let names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(names.iter().all(|n| !n.contains(".tmp.")), "{names:?}");
+    }
+}
+

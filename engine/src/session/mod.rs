@@ -207,6 +207,25 @@ impl SessionConfig {
         write_atomic(&path, text.as_bytes())
     }
 
+    /// Writes the `config.toml` of a new session: only when the folder has
+    /// none yet ([`crate::util::write_new`]), so that of several jobs
+    /// started into one empty folder at once exactly one makes the session
+    /// and the others are refused.
+    fn write_first(&self, dir: &Path) -> Result<()> {
+        let path = dir.join(CONFIG_FILE);
+        let text = toml::to_string_pretty(self)
+            .map_err(|e| Error::file(&path, format!("cannot serialise config: {e}")))?;
+        crate::util::write_new(&path, text.as_bytes()).map_err(|e| {
+            Error::file(
+                dir,
+                format!(
+                    "another job made a session in this folder at the same time ({e}); \
+                     nothing written: give another folder"
+                ),
+            )
+        })
+    }
+
     /// Checks the config before a session folder is made, and resolves its
     /// settings: for a registered model every `--set` key and value is
     /// checked by the model registry and `params` gets every setting the
@@ -567,9 +586,11 @@ impl Session {
     }
 
     fn init(dir: &Path, config: SessionConfig) -> Result<Session> {
+        // the config first, made only where there is none: it claims the
+        // folder for this job
+        config.write_first(dir)?;
         let ck = dir.join(CHECKPOINT_DIR);
         std::fs::create_dir_all(&ck).map_err(|e| Error::io(&ck, e))?;
-        config.write(dir)?;
         let status = JobLife::create(dir, &config)?.into_status();
         Ok(Session {
             dir: dir.to_path_buf(),
