@@ -2004,3 +2004,84 @@ fn jobs_started_at_once_into_one_empty_folder_make_one_session() {
     }
 }
 
+/// Issue 54, finding 5 (the caches): a session's cached table whose rows
+/// were reordered, or that was copied from another session's folder,
+/// without its meta naming it, is encoded again (the same ranking and
+/// neighbours as before); an `adhoc-scores.json` claiming figures no
+/// evaluation gives (an MRR of 2.3) is scored again.
+#[test]
+fn caches_edited_behind_their_meta_are_not_used() {
+    let ws = common::tiny_workspace();
+    let cwd = ws.path();
+    let wsf = cwd.join("workspace.toml");
+    for (name, seed) in [("s", 5), ("t", 6)] {
+        let enc = cwd.join(format!("enc-{name}"));
+        common::encoder::tiny_encoder_folder(cwd, &enc, seed);
+        let weights = format!("weights={}", enc.display());
+        common::train(
+            cwd,
+            &wsf,
+            "encoder",
+            name,
+            &["--set", &weights, "--epochs", "0"],
+        );
+    }
+    common::train(cwd, &wsf, "bm25", "b", &[]);
+    let (s, t) = (cwd.join("s"), cwd.join("t"));
+    let run = |args: &[&str]| {
+        let o = rosetta_within(cwd, args, 300);
+        assert!(o.status.success(), "{args:?}: {}", both(&o));
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()
+    };
+    let search = |who: &str| {
+        let v = run(&[
+            "search",
+            "--session",
+            who,
+            "--query",
+            "dog water",
+            "--k",
+            "8",
+            "--json",
+        ]);
+        v["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["docno"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    let neighbours = |who: &str| {
+        run(&["neighbours", "--session", who, "--term", "dog", "--json"])["cross"].to_string()
+    };
+    let (hits, near) = (search("s"), neighbours("s"));
+    assert_ne!(near, neighbours("t"), "the two encoders agree: no test");
+    // the collection's embeddings, rows reversed
+    let docs = s.join("doc-embeddings.target.npy");
+    let a: ndarray::Array2<f32> = ndarray_npy::read_npy(&docs).unwrap();
+    let reversed = a.slice(ndarray::s![..;-1, ..]).to_owned();
+    assert_ne!(a, reversed);
+    ndarray_npy::write_npy(&docs, &reversed).unwrap();
+    assert_eq!(search("s"), hits);
+    // the other session's term vectors, copied over this one's
+    for side in ["source", "target"] {
+        let f = format!("term-vectors.{side}.npy");
+        std::fs::copy(t.join(&f), s.join(&f)).unwrap();
+    }
+    assert_eq!(neighbours("s"), near);
+    // ad-hoc scores edited to an MRR of 2.3
+    let compare = ["compare", "--sessions", "s", "b", "--json"];
+    let first = run(&compare).to_string();
+    let cache = s.join("adhoc-scores.json");
+    let mut c: serde_json::Value = serde_json::from_slice(&std::fs::read(&cache).unwrap()).unwrap();
+    for q in c["scores"]["per_query"]
+        .as_object_mut()
+        .unwrap()
+        .values_mut()
+    {
+        q["MRR"] = serde_json::json!(2.3);
+    }
+    std::fs::write(&cache, c.to_string()).unwrap();
+    let again = run(&compare).to_string();
+    assert_eq!(again, first);
+}

@@ -560,11 +560,17 @@ pub fn read_npy_checked(
 /// replacing it ([`crate::util::write_atomic`]): a file at `path` that is
 /// a link or has other hard links is replaced, never written through.
 pub fn write_npy(path: &Path, a: &Array2<f32>) -> Result<()> {
+    let bytes = npy_bytes(a).map_err(|e| Error::file(path, e.to_string()))?;
+    crate::util::write_atomic(path, &bytes)
+}
+
+/// The bytes of `a` as a `float32` `.npy` file.
+pub fn npy_bytes(a: &Array2<f32>) -> Result<Vec<u8>> {
     use ndarray_npy::WriteNpyExt;
     let mut bytes = Vec::with_capacity(a.len() * 4 + 128);
     a.write_npy(&mut bytes)
-        .map_err(|e| Error::file(path, format!("writing .npy: {e}")))?;
-    crate::util::write_atomic(path, &bytes)
+        .map_err(|e| Error::invalid(format!("writing .npy: {e}")))?;
+    Ok(bytes)
 }
 
 /// The mean of the `k` largest values of `c` (reordered), 0 when empty.

@@ -222,7 +222,7 @@ impl Workbench {
         if let Some(c) = crate::util::read_regular(&path, crate::util::Links::Refuse, 256 << 20)
             .ok()
             .and_then(|b| serde_json::from_slice::<CachedScores>(&b).ok())
-            .filter(|c| c.key == key)
+            .filter(|c| c.key == key && c.scores.plausible())
         {
             progress(1.0, "read from the cache");
             return Ok(AdhocScores {
@@ -443,6 +443,26 @@ pub struct AdhocScores {
     /// Why they could not be cached, if they could not.
     #[serde(skip)]
     pub cache_note: Option<String>,
+}
+
+impl AdhocScores {
+    /// Whether these scores could have been computed: one set of figures
+    /// per judged query the task counts, each figure finite and within
+    /// [0, 1] (every metric is a rate). A cache failing this (an edited
+    /// `adhoc-scores.json` claiming an MRR of 2.3) is computed again.
+    fn plausible(&self) -> bool {
+        self.per_query.len() == self.task.queries
+            && self.per_query.values().all(|m| {
+                serde_json::to_value(m).is_ok_and(|v| {
+                    v.as_object().is_some_and(|o| {
+                        o.values().all(|x| {
+                            x.as_f64()
+                                .is_some_and(|f| f.is_finite() && (0.0..=1.0).contains(&f))
+                        })
+                    })
+                })
+            })
+    }
 }
 
 /// What the cached scores were computed from.
