@@ -2085,3 +2085,50 @@ fn caches_edited_behind_their_meta_are_not_used() {
     let again = run(&compare).to_string();
     assert_eq!(again, first);
 }
+
+/// Issue 54, finding 5 (the checkpoints): `best` and `last` copied from a
+/// session of another `dim` into this one are refused by `eval`, naming
+/// the checkpoint and the setting, instead of reporting the other
+/// session's figures as this one's.
+#[test]
+fn checkpoints_of_another_session_are_not_evaluated_as_this_ones() {
+    let ws = common::tiny_workspace();
+    let cwd = ws.path();
+    let wsf = cwd.join("workspace.toml");
+    for (name, dim) in [("d4", "4"), ("d8", "8")] {
+        common::train(
+            cwd,
+            &wsf,
+            "s2net",
+            name,
+            &[
+                "--set",
+                &format!("dim={dim}"),
+                "--set",
+                "epochs=1",
+                "--set",
+                "batch=10",
+            ],
+        );
+    }
+    let eval = |who: &str| {
+        rosetta_within(
+            cwd,
+            &["eval", "--session", who, "--task", "sentence", "--json"],
+            300,
+        )
+    };
+    assert!(eval("d8").status.success());
+    for f in [BEST_CHECKPOINT, LAST_CHECKPOINT] {
+        if cwd.join("d4").join(f).exists() {
+            std::fs::copy(cwd.join("d4").join(f), cwd.join("d8").join(f)).unwrap();
+        }
+    }
+    let o = eval("d8");
+    assert!(!o.status.success(), "{}", both(&o));
+    let t = both(&o);
+    assert!(
+        t.contains("checkpoints/") && t.contains("dim=4") && t.contains("dim=8"),
+        "{t}"
+    );
+}

@@ -712,6 +712,48 @@ impl Session {
         self.load_model_from(device).map(|(m, v, _)| (m, v))
     }
 
+    /// Error unless checkpoint `ck` (read from `path`) is one this
+    /// session's job wrote: its model is the session's, and every setting
+    /// it records has the value `config.toml` records (a checkpoint copied
+    /// in from a session of another `dim` would otherwise be loaded, and
+    /// evaluated, as this one's). The error names the checkpoint and the
+    /// settings that differ.
+    fn check_checkpoint_is_ours(&self, ck: &Checkpoint, path: &Path) -> Result<()> {
+        if !ck.meta.kind.is_empty() && ck.meta.kind != self.config.model {
+            return Err(Error::file(
+                path,
+                format!(
+                    "holds a {} model, but the session trains {} ({CONFIG_FILE}): not this \
+                     session's checkpoint (remove it, or resume the session to write its own)",
+                    ck.meta.kind, self.config.model
+                ),
+            ));
+        }
+        let recorded = self.config.run_params();
+        let differ: Vec<String> = ck
+            .meta
+            .params
+            .iter()
+            .filter_map(|(k, v)| {
+                recorded
+                    .get(k)
+                    .filter(|r| *r != v)
+                    .map(|r| format!("{k}={v} (config: {k}={r})"))
+            })
+            .collect();
+        if !differ.is_empty() {
+            return Err(Error::file(
+                path,
+                format!(
+                    "was trained with {}, not this session's settings ({CONFIG_FILE}): not this \
+                     session's checkpoint (remove it, or resume the session to write its own)",
+                    differ.join(", ")
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// [`Session::load_model`], saying which checkpoint the model came
     /// from and, when it is not the best one the status names, why.
     pub fn load_model_from(
@@ -749,6 +791,7 @@ impl Session {
                 ),
             ));
         };
+        self.check_checkpoint_is_ours(&ck, if which == "best" { &best } else { &last })?;
         let vocabs = self.vocabs()?;
         let trainer = crate::models::trainer(&self.config.model)?;
         let params = crate::models::Params::new(ck.meta.params.clone());
