@@ -570,6 +570,7 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<()> {
             split: None,
             queries: qrels.judgements.len(),
             judgements: compare::judgements_fingerprint(&qrels.judgements, &BTreeMap::new()),
+            collection: String::new(),
         };
         let (texts, query_labels) = match &args.workspace {
             Some(w) => workspace_queries(w, &qrels)?,

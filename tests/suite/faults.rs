@@ -2132,3 +2132,61 @@ fn checkpoints_of_another_session_are_not_evaluated_as_this_ones() {
         "{t}"
     );
 }
+
+/// Issue 54, finding 5 (pairing): sessions on two workspaces of one name,
+/// with the same queries and judgements but the documents' texts moved
+/// between ids, are not paired in `compare`: their collections differ.
+#[test]
+fn compare_never_pairs_workspaces_whose_documents_differ() {
+    let (one, two) = (common::tiny_workspace(), common::tiny_workspace());
+    let docs = two.path().join("docs.es.tsv");
+    let text = std::fs::read_to_string(&docs).unwrap();
+    let rows: Vec<(&str, &str)> = text.lines().map(|l| l.split_once('\t').unwrap()).collect();
+    let moved: String = rows
+        .iter()
+        .enumerate()
+        .map(|(i, (id, _))| format!("{id}\t{}\n", rows[(i + 1) % rows.len()].1))
+        .collect();
+    std::fs::write(&docs, moved).unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let cwd = root.path();
+    common::train(cwd, &one.path().join("workspace.toml"), "bm25", "a", &[]);
+    common::train(
+        cwd,
+        &one.path().join("workspace.toml"),
+        "bm25-dict",
+        "same",
+        &[],
+    );
+    common::train(
+        cwd,
+        &two.path().join("workspace.toml"),
+        "bm25-dict",
+        "moved",
+        &[],
+    );
+    let o = rosetta_within(
+        cwd,
+        &[
+            "compare",
+            "--sessions",
+            "a",
+            "same",
+            "moved",
+            "--metrics",
+            "MRR",
+            "--json",
+        ],
+        300,
+    );
+    assert!(o.status.success(), "{}", both(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let sys = j["systems"].as_array().unwrap();
+    assert!(sys[1]["tests"]["MRR"]["p_value"].is_number(), "{j}");
+    assert_eq!(sys[2]["tests"], serde_json::json!({}), "paired: {j}");
+    let note = sys[2]["note"].as_str().unwrap_or("");
+    assert!(
+        note.contains("not tested") && note.contains("collection"),
+        "{note}"
+    );
+}

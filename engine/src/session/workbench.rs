@@ -257,6 +257,7 @@ impl Workbench {
                     &s.corpus.qrels.judgements,
                     &judged.iter().cloned().collect(),
                 ),
+                collection: s.corpus.collection_fingerprint(),
             },
             per_query,
             labels: judged
@@ -407,7 +408,7 @@ impl Workbench {
 pub const SCORES_CACHE: &str = "adhoc-scores.json";
 
 /// The layout of [`SCORES_CACHE`]; raised when what it holds changes.
-const SCORES_FORMAT: u32 = 2;
+const SCORES_FORMAT: u32 = 3;
 
 /// Files of a session whose change makes its cached scores stale.
 const SCORED_FILES: [&str; 7] = [
