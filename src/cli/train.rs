@@ -949,13 +949,29 @@ fn jobs_action(action: JobsAction) -> anyhow::Result<()> {
                     );
                     println!(
                         "slurm    job {} (submitted {})",
-                        v.describe(),
-                        v.record.submitted
+                        clean(&v.describe()),
+                        clean(&v.record.submitted)
                     );
                     if !v.record.previous.is_empty() {
                         let p: Vec<String> =
                             v.record.previous.iter().map(|j| j.to_string()).collect();
                         println!("         earlier jobs {}", p.join(", "));
+                    }
+                    // what slurm.json records, extra arguments included (a
+                    // resubmission replays none of those)
+                    let o = &v.record.options;
+                    let mut args: Vec<String> = [
+                        ("--partition", &o.partition),
+                        ("--gres", &o.gres),
+                        ("--time", &o.time),
+                        ("--account", &o.account),
+                    ]
+                    .iter()
+                    .filter_map(|(f, v)| v.as_ref().map(|v| format!("{f}={v}")))
+                    .collect();
+                    args.extend(o.extra.iter().cloned());
+                    if !args.is_empty() {
+                        println!("         sbatch options {}", clean(&args.join(" ")));
                     }
                 }
                 None => println!("state    {}", clean(&d.state)),

@@ -696,6 +696,14 @@ fn a_tampered_slurm_record_adds_nothing_to_the_resubmission() {
             "previous": []
         }),
     );
+    // `jobs show` shows what the record holds, extra arguments included
+    let o = rosetta_faked(&bin, root.path(), &["jobs", "show", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text_of(&o));
+    assert!(
+        text_of(&o).contains("sbatch options --partition=debug --export=ALL,LD_PRELOAD"),
+        "{}",
+        text_of(&o)
+    );
     let o = rosetta_faked(
         &bin,
         root.path(),
