@@ -121,6 +121,12 @@ pub const SESSION_FILES: &[&str] = &[
     ".lock",
 ];
 
+/// Settings that choose how a model computes, not what its checkpoint
+/// holds: the BiLSTM's recurrence (cuDNN's or Rosetta's steps, the same
+/// function) and the training precision. A checkpoint recording other
+/// values of these than `config.toml` is still the session's.
+pub const COMPUTE_ONLY_SETTINGS: &[&str] = &["recurrence", "precision"];
+
 /// Every file name [`CHECKPOINT_DIR`] may hold (besides temporary files).
 pub const CHECKPOINT_FILES: &[&str] = &["best.safetensors", "last.safetensors"];
 
@@ -716,8 +722,9 @@ impl Session {
     /// session's job wrote: its model is the session's, and every setting
     /// it records has the value `config.toml` records (a checkpoint copied
     /// in from a session of another `dim` would otherwise be loaded, and
-    /// evaluated, as this one's). The error names the checkpoint and the
-    /// settings that differ.
+    /// evaluated, as this one's), except the settings that say how a model
+    /// computes rather than what it holds ([`COMPUTE_ONLY_SETTINGS`]). The
+    /// error names the checkpoint and the settings that differ.
     fn check_checkpoint_is_ours(&self, ck: &Checkpoint, path: &Path) -> Result<()> {
         if !ck.meta.kind.is_empty() && ck.meta.kind != self.config.model {
             return Err(Error::file(
@@ -734,6 +741,7 @@ impl Session {
             .meta
             .params
             .iter()
+            .filter(|(k, _)| !COMPUTE_ONLY_SETTINGS.contains(&k.as_str()))
             .filter_map(|(k, v)| {
                 recorded
                     .get(k)
