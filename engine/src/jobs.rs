@@ -444,10 +444,12 @@ pub fn start(req: &JobRequest, exe: &Path) -> Result<Launched> {
 /// Continues the stopped job of session folder `dir` in the background
 /// from its last checkpoint (or starts a queued one): [`launch`], refused
 /// for a session that is done or whose job is running. A Slurm session is
-/// resubmitted with the options it was submitted with ([`resume_on`]).
+/// resubmitted ([`resume_on`]) with the partition, GRES, time and account
+/// its record gives ([`slurm::SlurmRecord::resubmit_options`]), never with
+/// extra `sbatch` arguments read back from the record.
 pub fn resume(dir: &Path, exe: &Path) -> Result<Launched> {
     match slurm::SlurmRecord::read(dir)? {
-        Some(rec) => resume_on(dir, exe, &Launcher::Slurm(rec.options)),
+        Some(rec) => resume_on(dir, exe, &Launcher::Slurm(rec.resubmit_options().0)),
         None => resume_on(dir, exe, &Launcher::Local),
     }
 }

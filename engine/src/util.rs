@@ -48,6 +48,52 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     sync_dir(dir.unwrap_or(Path::new(".")))
 }
 
+/// Writes `bytes` to `path` only when nothing is there yet, all at once:
+/// a temp file as in [`write_atomic`], then a hard link to it at `path`,
+/// which the system makes only when the name is free. Of several
+/// processes writing the same new `path`, exactly one succeeds; the others
+/// get an error saying the file exists (`AlreadyExists`), and nothing of
+/// theirs is left behind.
+pub fn write_new(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty());
+    let name = path
+        .file_name()
+        .ok_or_else(|| Error::file(path, "not a file path"))?
+        .to_string_lossy();
+    let (tmp, mut f) = loop {
+        let tmp = path.with_file_name(format!(
+            ".{name}.tmp.{}.{:016x}",
+            std::process::id(),
+            rand::random::<u64>()
+        ));
+        match create_new_nofollow(&tmp) {
+            Ok(f) => break (tmp, f),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(Error::io(&tmp, e)),
+        }
+    };
+    let written = f
+        .write_all(bytes)
+        .and_then(|_| f.sync_all())
+        .map_err(|e| Error::io(&tmp, e));
+    drop(f);
+    let done = written.and_then(|_| {
+        std::fs::hard_link(&tmp, path).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                Error::file(
+                    path,
+                    "exists already: another process made it first (nothing written)",
+                )
+            } else {
+                Error::io(path, e)
+            }
+        })
+    });
+    let _ = std::fs::remove_file(&tmp);
+    done?;
+    sync_dir(dir.unwrap_or(Path::new(".")))
+}
+
 /// Bytes of memory this process may use at most: the machine's
 /// (`MemTotal` of `/proc/meminfo`) or, when lower, its control group's limit
 /// (`memory.max`, cgroup v2; `memory.limit_in_bytes`, v1). `None` when
@@ -110,15 +156,60 @@ pub fn create_new_nofollow(path: &Path) -> std::io::Result<std::fs::File> {
 /// Opens `path` for appending (created when missing) without following a
 /// symbolic link: a link planted in a session folder (`log.txt`,
 /// `metrics.jsonl`) is an error, never a way to write elsewhere.
+/// [`open_append_own`] without reading.
 pub fn open_append_nofollow(path: &Path) -> Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o644)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| nofollow_error(path, e))
+    open_append_own(path, false)
+}
+
+/// Opens `path` for appending (and reading, with `read`), created when
+/// missing, so that what is appended lands in this file alone: a symbolic
+/// link there is an error, so is anything but a regular file (a FIFO is
+/// an error at once, never an open that waits for a reader), and a file
+/// with other hard links (a session copied with `cp -al`) is first
+/// replaced by a copy of itself ([`write_atomic`]), so the other names
+/// keep their content.
+pub fn open_append_own(path: &Path, read: bool) -> Result<std::fs::File> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    use std::os::unix::io::AsRawFd;
+    for first in [true, false] {
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .read(read)
+            .mode(0o644)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+            .open(path)
+            .map_err(|e| nofollow_error(path, e))?;
+        let m = f.metadata().map_err(|e| Error::io(path, e))?;
+        if !m.is_file() {
+            return Err(Error::file(
+                path,
+                "is not a regular file: session files are only written as regular files \
+                 (remove it)",
+            ));
+        }
+        if m.nlink() <= 1 {
+            // back to blocking writes (a regular file's are anyway), so a
+            // child given this file as its output sees an ordinary one
+            // SAFETY: fcntl on a descriptor this function owns.
+            unsafe {
+                let fl = libc::fcntl(f.as_raw_fd(), libc::F_GETFL);
+                if fl >= 0 {
+                    libc::fcntl(f.as_raw_fd(), libc::F_SETFL, fl & !libc::O_NONBLOCK);
+                }
+            }
+            return Ok(f);
+        }
+        if first {
+            drop(f);
+            let bytes = read_regular(path, Links::Refuse, u64::MAX)?;
+            write_atomic(path, &bytes)?;
+        }
+    }
+    Err(Error::file(
+        path,
+        "still has other hard links after it was replaced by a copy of itself: not appended to",
+    ))
 }
 
 /// Opens `path` for reading without following a symbolic link.

@@ -672,16 +672,33 @@ pub struct SearchArgs {
 
 /// Prints a document's label, id, whole text and aligned source text,
 /// each text on its own lines after a `lang:` heading.
+/// `println!` of text holding workspace or session data (document and
+/// query text, names): its terminal control sequences are removed
+/// ([`rosetta::util::strip_controls`]), so a document cannot clear the
+/// screen or write the clipboard.
+macro_rules! say {
+    ($($t:tt)*) => {
+        println!("{}", rosetta::util::strip_controls(&format!($($t)*)))
+    };
+}
+
+/// [`say!`] without the newline.
+macro_rules! say_part {
+    ($($t:tt)*) => {
+        print!("{}", rosetta::util::strip_controls(&format!($($t)*)))
+    };
+}
+
 fn print_document(d: &rosetta::session::search::Document, indent: &str) {
     let label = if d.label == d.docno {
         d.label.clone()
     } else {
         format!("{} ({})", d.label, d.docno)
     };
-    println!("{indent}{label}");
-    println!("{indent}  {}: {}", d.lang, d.text.replace('\n', " "));
+    say!("{indent}{label}");
+    say!("{indent}  {}: {}", d.lang, d.text.replace('\n', " "));
     if let Some(src) = &d.source {
-        println!("{indent}  {}: {}", d.source_lang, src.replace('\n', " "));
+        say!("{indent}  {}: {}", d.source_lang, src.replace('\n', " "));
     }
 }
 
@@ -693,7 +710,7 @@ pub fn search(args: SearchArgs) -> anyhow::Result<()> {
     if args.history {
         let path = QueryHistory::default_path();
         for q in QueryHistory::load(&path)?.queries {
-            println!("{q}");
+            say!("{q}");
         }
         return Ok(());
     }
@@ -720,7 +737,7 @@ pub fn search(args: SearchArgs) -> anyhow::Result<()> {
     if let Some(name) = &args.show {
         let d = s.document(name, None)?;
         if args.json {
-            println!("{}", serde_json::to_value(&d)?);
+            say!("{}", serde_json::to_value(&d)?);
         } else {
             print_document(&d, "");
         }
@@ -745,7 +762,7 @@ pub fn search(args: SearchArgs) -> anyhow::Result<()> {
         if args.full {
             v["documents"] = serde_json::to_value(&docs)?;
         }
-        println!("{v}");
+        say!("{v}");
     }
     if let Some(why) = &r.unanswerable {
         // with --json the object above carries the reason too
@@ -759,7 +776,7 @@ pub fn search(args: SearchArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let dropped = r.query.dropped_summary();
-    println!(
+    say!(
         "{} ({}), {}, {} documents; searched with: {}{}",
         session.display(),
         s.session.config.model,
@@ -779,7 +796,7 @@ pub fn search(args: SearchArgs) -> anyhow::Result<()> {
         }
     );
     if let Some(a) = &r.approximate {
-        println!("{a}");
+        say!("{a}");
     }
     if let Some(j) = &r.judged {
         let name = if j.label == j.qid {
@@ -787,9 +804,11 @@ pub fn search(args: SearchArgs) -> anyhow::Result<()> {
         } else {
             format!("{} ({})", j.label, j.qid)
         };
-        println!(
+        say!(
             "judged query {name}: RR {:.4}, AP {:.4}, {} relevant",
-            j.rr, j.ap, j.relevant
+            j.rr,
+            j.ap,
+            j.relevant
         );
     }
     for (i, h) in r.hits.iter().enumerate() {
@@ -798,7 +817,7 @@ pub fn search(args: SearchArgs) -> anyhow::Result<()> {
             _ => " ",
         };
         if let Some(d) = docs.get(i) {
-            print!("{:>3}{mark} {:.4}  ", h.rank, h.score);
+            say_part!("{:>3}{mark} {:.4}  ", h.rank, h.score);
             print_document(d, "");
         } else {
             let name = if h.label == h.docno {
@@ -811,7 +830,7 @@ pub fn search(args: SearchArgs) -> anyhow::Result<()> {
                 Some((at, _)) => format!("{}…", text[..at].trim_end_matches('…')),
                 None => text,
             };
-            println!("{:>3}{mark} {:.4}  {name}  {snippet}", h.rank, h.score);
+            say!("{:>3}{mark} {:.4}  {name}  {snippet}", h.rank, h.score);
         }
         if !h.contributions.is_empty() {
             let mut c: Vec<String> = h
@@ -823,7 +842,7 @@ pub fn search(args: SearchArgs) -> anyhow::Result<()> {
             if let Some(r) = h.rest.filter(|r| r.abs() >= 0.0005) {
                 c.push(format!("(together) {r:+.3}"));
             }
-            println!("       query terms: {}", c.join(", "));
+            say!("       query terms: {}", c.join(", "));
         }
     }
     Ok(())

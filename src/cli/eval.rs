@@ -570,6 +570,7 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<()> {
             split: None,
             queries: qrels.judgements.len(),
             judgements: compare::judgements_fingerprint(&qrels.judgements, &BTreeMap::new()),
+            collection: String::new(),
         };
         let (texts, query_labels) = match &args.workspace {
             Some(w) => workspace_queries(w, &qrels)?,
@@ -621,6 +622,12 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<()> {
             table.render(format),
             render_drill_downs(d, format)
         ),
+    };
+    // names, query and document texts come from workspaces and sessions:
+    // their terminal control sequences go (JSON escapes them already)
+    let text = match format {
+        TableFormat::Json => text,
+        _ => rosetta::util::strip_controls(&text).into_owned(),
     };
     match &args.out {
         Some(p) => {
@@ -692,10 +699,18 @@ fn print_rankings(
             println!("{}", json!({ "query": qid, "systems": v }));
         }
         TableFormat::Text => {
+            // workspace texts and names, their control sequences removed
+            let mut out = String::new();
+            macro_rules! out_line {
+                ($($t:tt)*) => {{
+                    out.push_str(&format!($($t)*));
+                    out.push('\n');
+                }};
+            }
             for (l, r) in &all {
-                println!("{l}: {} ({}) {}", r.label, r.qid, r.text);
+                out_line!("{l}: {} ({}) {}", r.label, r.qid, r.text);
                 for h in &r.hits {
-                    println!(
+                    out_line!(
                         "  {:>3} {} {:.4}  {}",
                         h.rank,
                         if h.relevant { "✓" } else { "·" },
@@ -711,8 +726,9 @@ fn print_rankings(
                         None => format!("{d} below {}", r.depth),
                     })
                     .collect();
-                println!("  relevant: {}\n", where_.join(", "));
+                out_line!("  relevant: {}\n", where_.join(", "));
             }
+            print!("{}", rosetta::util::strip_controls(&out));
         }
         _ => bail!("--rankings prints text or JSON"),
     }

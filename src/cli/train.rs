@@ -272,7 +272,21 @@ pub fn train(args: TrainArgs) -> anyhow::Result<()> {
     }
     if on_slurm {
         let exe = args.slurm.exe()?;
-        let base = slurm_rec.map(|r| r.options).unwrap_or_default();
+        // what the record may give a resubmission, never its extra arguments
+        let base = match slurm_rec {
+            Some(r) => {
+                let (base, dropped) = r.resubmit_options();
+                if !dropped.is_empty() && args.slurm.sbatch_arg.is_empty() {
+                    eprintln!(
+                        "note: not replaying the sbatch arguments recorded in slurm.json ({}); \
+                         give them again with --sbatch-arg",
+                        clean(&dropped.join(" "))
+                    );
+                }
+                base
+            }
+            None => SlurmOptions::default(),
+        };
         let launcher = Launcher::Slurm(args.slurm.options(base));
         let launched = match &args.resume {
             Some(dir) => jobs::resume_on(dir, &exe, &launcher)?,
@@ -935,13 +949,29 @@ fn jobs_action(action: JobsAction) -> anyhow::Result<()> {
                     );
                     println!(
                         "slurm    job {} (submitted {})",
-                        v.describe(),
-                        v.record.submitted
+                        clean(&v.describe()),
+                        clean(&v.record.submitted)
                     );
                     if !v.record.previous.is_empty() {
                         let p: Vec<String> =
                             v.record.previous.iter().map(|j| j.to_string()).collect();
                         println!("         earlier jobs {}", p.join(", "));
+                    }
+                    // what slurm.json records, extra arguments included (a
+                    // resubmission replays none of those)
+                    let o = &v.record.options;
+                    let mut args: Vec<String> = [
+                        ("--partition", &o.partition),
+                        ("--gres", &o.gres),
+                        ("--time", &o.time),
+                        ("--account", &o.account),
+                    ]
+                    .iter()
+                    .filter_map(|(f, v)| v.as_ref().map(|v| format!("{f}={v}")))
+                    .collect();
+                    args.extend(o.extra.iter().cloned());
+                    if !args.is_empty() {
+                        println!("         sbatch options {}", clean(&args.join(" ")));
                     }
                 }
                 None => println!("state    {}", clean(&d.state)),
@@ -1022,6 +1052,8 @@ fn jobs_action(action: JobsAction) -> anyhow::Result<()> {
             println!("{}: note saved", session.display());
         }
         JobsAction::Delete { session, yes } => {
+            // a link to a session, `DIR/.`: refused before anything is read
+            runs::session_folder_path(&session, "deleted")?;
             let st = rosetta::session::read_status(&session).ok();
             if !yes {
                 use std::io::{BufRead, IsTerminal, Write};

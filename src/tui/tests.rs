@@ -427,6 +427,7 @@ impl Backend for Fake {
                     split: Some("test".into()),
                     queries: 4,
                     judgements: String::new(),
+                    collection: String::new(),
                 },
                 texts: (0..4)
                     .map(|q| (format!("q{q}"), format!("query text {q}")))

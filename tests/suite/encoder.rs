@@ -419,7 +419,21 @@ fn zero_shot_session_searches_evaluates_and_lists_neighbours() {
             m["dim"].as_u64().unwrap() as usize,
         )
     };
+    // a table other than the one its meta names (edited, reordered, copied
+    // from another session) is not used: encoded afresh (issue 54)
     ndarray_npy::write_npy(&docs, &ndarray::Array2::<f32>::zeros(n)).unwrap();
+    let redone = search();
+    assert!((redone["hits"][0]["score"].as_f64().unwrap() - first_score).abs() < 1e-6);
+    assert_eq!(std::fs::read(&docs).unwrap(), kept);
+    // the same table with a meta naming it is read, not encoded again
+    ndarray_npy::write_npy(&docs, &ndarray::Array2::<f32>::zeros(n)).unwrap();
+    let named = {
+        let mut m: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&meta).unwrap()).unwrap();
+        m["npy_blake3"] = rosetta::util::hash_file(&docs).unwrap().into();
+        m.to_string()
+    };
+    std::fs::write(&meta, named).unwrap();
     let zeroed = search();
     assert_eq!(
         zeroed["hits"][0]["score"].as_f64().unwrap(),

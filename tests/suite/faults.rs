@@ -1519,3 +1519,674 @@ fn wrong_optimiser_moments_are_refused_on_resume() {
         "{err}"
     );
 }
+
+// ------------------------------------------------------------ issue 54: session files are data
+
+/// `rosetta ARGS` in `cwd`, which must end within `secs` seconds (else it
+/// is killed and the test fails: a read that waits on a FIFO, or never
+/// ends on a device, hangs).
+fn rosetta_within(cwd: &Path, args: &[&str], secs: u64) -> std::process::Output {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rosetta"))
+        .current_dir(cwd)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "rosetta {args:?} still running after {secs} s (a hang)\nstderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+fn both(o: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Replaces `p` with a FIFO (nobody writes it: a read of it waits forever).
+fn plant_fifo(p: &Path) {
+    let _ = std::fs::remove_file(p);
+    let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo on a valid C string.
+    assert_eq!(
+        unsafe { libc::mkfifo(c.as_ptr(), 0o644) },
+        0,
+        "{}",
+        p.display()
+    );
+}
+
+/// An `.npy` whose header declares `shape` of float32, followed by `data`
+/// bytes (whatever the shape says).
+fn forged_npy(shape: (u64, u64), data: usize) -> Vec<u8> {
+    let mut h = format!(
+        "{{'descr': '<f4', 'fortran_order': False, 'shape': ({}, {}), }}",
+        shape.0, shape.1
+    );
+    while (10 + h.len() + 1) % 64 != 0 {
+        h.push(' ');
+    }
+    h.push('\n');
+    let mut b = b"\x93NUMPY\x01\x00".to_vec();
+    b.extend((h.len() as u16).to_le_bytes());
+    b.extend(h.as_bytes());
+    b.extend(std::iter::repeat_n(0u8, data));
+    b
+}
+
+/// Issue 54, findings 3, 4 and 6 on an encoder session: cached tables whose
+/// `.npy` header declares (2⁴⁰, dim) rows, or that are cut short, are
+/// rebuilt (never a petabyte allocation); the caches' descriptions, the
+/// HNSW graph's and the ad-hoc scores as FIFOs end every command; a cache
+/// hard-linked outside the session is replaced, the file outside kept.
+#[test]
+fn forged_linked_and_fifo_caches_neither_crash_hang_nor_write_outside() {
+    let ws = common::tiny_workspace();
+    let cwd = ws.path();
+    let enc = cwd.join("enc");
+    common::encoder::tiny_encoder_folder(cwd, &enc, 5);
+    let wsf = cwd.join("workspace.toml");
+    let weights = format!("weights={}", enc.display());
+    common::train(
+        cwd,
+        &wsf,
+        "encoder",
+        "s",
+        &["--set", &weights, "--epochs", "0"],
+    );
+    common::train(cwd, &wsf, "bm25", "b", &[]);
+    let s = cwd.join("s");
+    let search = [
+        "search",
+        "--session",
+        "s",
+        "--query",
+        "dog water",
+        "--k",
+        "3",
+        "--json",
+    ];
+    let neighbours = ["neighbours", "--session", "s", "--term", "dog", "--json"];
+    let hits = |o: &std::process::Output| {
+        assert!(o.status.success(), "{}", both(o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["docno"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    let near = |o: &std::process::Output| {
+        assert!(o.status.success(), "{}", both(o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["cross"].to_string()
+    };
+    let want_hits = hits(&rosetta_within(cwd, &search, 120));
+    let want_near = near(&rosetta_within(cwd, &neighbours, 120));
+    let tables = [
+        "doc-embeddings.target.npy",
+        "term-vectors.source.npy",
+        "term-vectors.target.npy",
+    ];
+    for t in tables {
+        assert!(s.join(t).is_file(), "{t} not cached");
+    }
+    // finding 3: a header declaring 2^40 rows, then one declaring the right
+    // shape over a file cut short
+    let dim = {
+        let m: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(s.join("doc-embeddings.target.json")).unwrap())
+                .unwrap();
+        m["dim"].as_u64().unwrap()
+    };
+    let rows = |t: &str| {
+        let m: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(s.join(t.replace(".npy", ".json"))).unwrap())
+                .unwrap();
+        m["rows"].as_u64().unwrap()
+    };
+    for forged in [
+        |_: u64, d: u64| forged_npy((1 << 40, d), 64),
+        |r: u64, d: u64| forged_npy((r, d), 8),
+    ] {
+        for t in tables {
+            std::fs::write(s.join(t), forged(rows(t), dim)).unwrap();
+        }
+        let o = rosetta_within(cwd, &search, 120);
+        assert_eq!(hits(&o), want_hits);
+        let o = rosetta_within(cwd, &neighbours, 120);
+        assert_eq!(near(&o), want_near);
+    }
+    // finding 4: the caches' descriptions as FIFOs
+    for f in [
+        "doc-embeddings.target.json",
+        "term-vectors.source.json",
+        "term-vectors.target.json",
+    ] {
+        plant_fifo(&s.join(f));
+    }
+    assert_eq!(hits(&rosetta_within(cwd, &search, 120)), want_hits);
+    assert_eq!(near(&rosetta_within(cwd, &neighbours, 120)), want_near);
+    // the HNSW graph's description, once the graph is saved
+    let mut approx = search.to_vec();
+    approx.push("--approx");
+    assert!(rosetta_within(cwd, &approx, 120).status.success());
+    assert!(s.join("hnsw.graph.json").is_file());
+    plant_fifo(&s.join("hnsw.graph.json"));
+    let o = rosetta_within(cwd, &search, 120);
+    assert!(
+        o.status.success() || both(&o).contains("hnsw.graph.json"),
+        "{}",
+        both(&o)
+    );
+    std::fs::remove_file(s.join("hnsw.graph.json")).unwrap();
+    // the ad-hoc scores `compare` caches
+    let compare = ["compare", "--sessions", "s", "b", "--json"];
+    let first = rosetta_within(cwd, &compare, 300);
+    assert!(first.status.success(), "{}", both(&first));
+    assert!(s.join("adhoc-scores.json").is_file());
+    plant_fifo(&s.join("adhoc-scores.json"));
+    let o = rosetta_within(cwd, &compare, 300);
+    assert!(o.status.success(), "{}", both(&o));
+
+    // finding 6: a cache hard-linked outside the session is replaced when
+    // rewritten, never written in place
+    let victim = cwd.join("victim.npy");
+    let cache = s.join("doc-embeddings.target.npy");
+    std::fs::hard_link(&cache, &victim).unwrap();
+    std::fs::write(&victim, b"someone else's bytes").unwrap();
+    assert_eq!(std::fs::read(&cache).unwrap(), b"someone else's bytes");
+    assert_eq!(hits(&rosetta_within(cwd, &search, 120)), want_hits);
+    assert_eq!(std::fs::read(&victim).unwrap(), b"someone else's bytes");
+    assert_ne!(std::fs::read(&cache).unwrap(), b"someone else's bytes");
+}
+
+/// Issue 54, finding 4: `slurm.json` and `sweep.json` as FIFOs, and
+/// `slurm.json` linked to /dev/zero, end `jobs`, `jobs show` and `cancel`
+/// at once: listed or refused, the refusal naming the file.
+#[test]
+fn fifo_and_device_session_records_end_every_jobs_command() {
+    let root = tempfile::tempdir().unwrap();
+    let cwd = root.path();
+    let ws = common::tiny_workspace();
+    let wsf = ws.path().join("workspace.toml");
+    common::train(cwd, &wsf, "bm25", "sessions/b", &[]);
+    let b = cwd.join("sessions/b");
+    for (file, kind) in [
+        ("slurm.json", "fifo"),
+        ("sweep.json", "fifo"),
+        ("slurm.json", "zero"),
+    ] {
+        let p = b.join(file);
+        if kind == "fifo" {
+            plant_fifo(&p);
+        } else {
+            std::os::unix::fs::symlink("/dev/zero", &p).unwrap();
+        }
+        for args in [
+            vec!["jobs"],
+            vec!["jobs", "--json"],
+            vec!["jobs", "show", "sessions/b"],
+            vec!["cancel", "sessions/b", "--timeout", "1"],
+        ] {
+            let o = rosetta_within(cwd, &args, 30);
+            if !o.status.success() {
+                assert!(
+                    both(&o).contains(file),
+                    "{args:?} {file} {kind}: {}",
+                    both(&o)
+                );
+            }
+        }
+        std::fs::remove_file(&p).unwrap();
+    }
+}
+
+/// Issue 54, finding 6: appending to a session's `metrics.jsonl` or
+/// `log.txt` that has another hard link (a session copied with `cp -al`)
+/// writes into the session's own copy; the other name keeps its bytes.
+#[test]
+fn appends_never_reach_another_hard_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let orig = dir.path().join("orig");
+    let copy = dir.path().join("copy");
+    std::fs::create_dir_all(&orig).unwrap();
+    std::fs::create_dir_all(&copy).unwrap();
+    for name in [METRICS_FILE, LOG_FILE] {
+        std::fs::write(orig.join(name), "{\"old\":1}\n").unwrap();
+        std::fs::hard_link(orig.join(name), copy.join(name)).unwrap();
+    }
+    let mut w = rosetta::session::metrics::MetricsWriter::open(&copy.join(METRICS_FILE)).unwrap();
+    w.append(&rosetta::session::MetricRecord::event(
+        "resume",
+        "resumed",
+        Some(1),
+        Some(1),
+    ))
+    .unwrap();
+    drop(w);
+    {
+        use std::io::Write;
+        let mut f = rosetta::util::open_append_nofollow(&copy.join(LOG_FILE)).unwrap();
+        writeln!(f, "resumed").unwrap();
+    }
+    for name in [METRICS_FILE, LOG_FILE] {
+        assert_eq!(
+            std::fs::read_to_string(orig.join(name)).unwrap(),
+            "{\"old\":1}\n",
+            "{name} of the original changed"
+        );
+        let mine = std::fs::read_to_string(copy.join(name)).unwrap();
+        assert!(
+            mine.starts_with("{\"old\":1}\n") && mine.len() > 10,
+            "{mine}"
+        );
+    }
+}
+
+/// Issue 54, finding 3: an encoder folder's `config.json` that is not a
+/// JSON object makes `encoder trim` refuse it by name (never a panic, nor
+/// a trimmed folder missing its fields), and one declaring sizes its
+/// weights do not hold (10¹⁵ or 10¹⁸ layers, another vocabulary size) is
+/// refused by `train` before a session is made (never an allocation of
+/// petabytes).
+#[test]
+fn encoder_configs_that_are_not_their_weights_are_refused() {
+    let ws = common::tiny_workspace();
+    let cwd = ws.path();
+    let enc = cwd.join("enc");
+    common::encoder::tiny_encoder_folder(cwd, &enc, 5);
+    let cfg = enc.join("config.json");
+    let good = std::fs::read_to_string(&cfg).unwrap();
+    let out = cwd.join("trimmed");
+    let trim = || {
+        rosetta_within(
+            cwd,
+            &[
+                "encoder",
+                "trim",
+                "--weights",
+                enc.to_str().unwrap(),
+                "--workspace",
+                "workspace.toml",
+                "--out",
+                out.to_str().unwrap(),
+            ],
+            300,
+        )
+    };
+    for bad in ["[1,2]", "\"x\"", "42", "true", "null"] {
+        std::fs::write(&cfg, bad).unwrap();
+        let o = trim();
+        assert!(!o.status.success(), "{bad}: {}", both(&o));
+        assert_ne!(o.status.code(), Some(101), "{bad}: a panic: {}", both(&o));
+        assert!(
+            both(&o).contains("config.json") && both(&o).contains("not a JSON object"),
+            "{bad}: {}",
+            both(&o)
+        );
+        assert!(
+            !out.join("config.json").exists(),
+            "{bad}: a config was written"
+        );
+    }
+    let weights = format!("weights={}", enc.display());
+    let edited = |key: &str, v: u64| {
+        let mut c: serde_json::Value = serde_json::from_str(&good).unwrap();
+        c[key] = serde_json::json!(v);
+        std::fs::write(&cfg, c.to_string()).unwrap();
+    };
+    let vocab = serde_json::from_str::<serde_json::Value>(&good).unwrap()["vocab_size"]
+        .as_u64()
+        .unwrap();
+    for (key, v) in [
+        ("num_hidden_layers", 1_000_000_000_000_000u64),
+        ("num_hidden_layers", 1_000_000_000_000_000_000),
+        ("vocab_size", vocab + 1),
+    ] {
+        edited(key, v);
+        let o = rosetta_within(
+            cwd,
+            &[
+                "train",
+                "--workspace",
+                "workspace.toml",
+                "--model",
+                "encoder",
+                "--device",
+                "cpu",
+                "--session",
+                "sx",
+                "--set",
+                &weights,
+                "--epochs",
+                "0",
+            ],
+            300,
+        );
+        assert!(!o.status.success(), "{key}={v}: {}", both(&o));
+        assert_eq!(o.status.code(), Some(1), "{key}={v}: {}", both(&o));
+        let t = both(&o);
+        assert!(
+            t.contains("config.json") && t.contains(key) && t.contains("model.safetensors"),
+            "{key}={v}: {t}"
+        );
+        assert!(!cwd.join("sx").exists(), "{key}={v}: a session was made");
+    }
+    // the folder's own config trims
+    std::fs::write(&cfg, &good).unwrap();
+    let o = trim();
+    assert!(o.status.success(), "{}", both(&o));
+    assert!(out.join("config.json").is_file());
+}
+
+/// Issue 54, finding 8: a workspace's name, its documents' and queries'
+/// texts holding terminal sequences (OSC 52 writing the clipboard, CSI 2J
+/// clearing the screen) are shown without them by `compare` (its header
+/// and `--per-query`), `search` (default, `--full`, `--show`); the text
+/// around them still shows.
+#[test]
+fn workspace_text_never_reaches_the_terminal_as_escapes() {
+    let ws = common::tiny_workspace();
+    let cwd = ws.path();
+    let wsf = cwd.join("workspace.toml");
+    let osc = "\u{1b}]52;c;ZXZpbA==\u{7}";
+    let cls = "\u{1b}[2J";
+    let toml = std::fs::read_to_string(&wsf).unwrap().replace(
+        "name = \"tiny-en-es\"",
+        "name = \"tiny\\u001b]52;c;ZXZpbA==\\u0007\\u001b[2Jnamed\"",
+    );
+    std::fs::write(&wsf, toml).unwrap();
+    let edit = |file: &str, from: &str, to: &str| {
+        let p = cwd.join(file);
+        let t = std::fs::read_to_string(&p).unwrap();
+        assert!(t.contains(from), "{file}");
+        std::fs::write(&p, t.replacen(from, to, 1)).unwrap();
+    };
+    edit(
+        "docs.es.tsv",
+        "El perro y el gato",
+        &format!("El perro{osc}{cls}marcado y el gato"),
+    );
+    edit(
+        "queries.en.tsv",
+        "dog drinks water",
+        &format!("dog{cls}{osc}flagged drinks water"),
+    );
+    common::train(cwd, &wsf, "bm25", "a", &[]);
+    common::train(cwd, &wsf, "bm25-dict", "b", &[]);
+    let runs: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["compare", "--sessions", "a", "b"], "tinynamed"),
+        (
+            vec!["compare", "--sessions", "a", "b", "--per-query", "5"],
+            "dogflagged",
+        ),
+        (
+            vec!["search", "--session", "b", "--query", "dog cat"],
+            "perromarcado",
+        ),
+        (
+            vec!["search", "--session", "b", "--query", "dog cat", "--full"],
+            "perromarcado",
+        ),
+        (
+            vec!["search", "--session", "b", "--show", "d01"],
+            "perromarcado",
+        ),
+    ];
+    for (args, shown) in runs {
+        let o = rosetta_within(cwd, &args, 300);
+        assert!(o.status.success(), "{args:?}: {}", both(&o));
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            !out.contains('\u{1b}') && !out.contains('\u{7}'),
+            "{args:?}: {out:?}"
+        );
+        assert!(out.contains(shown), "{args:?}: {shown} not shown: {out}");
+    }
+}
+
+/// Issue 54, finding 7: jobs started at once into one empty folder (eight
+/// threads making the session, fifty times): exactly one makes it, its
+/// config is the one recorded, the others are refused.
+#[test]
+fn jobs_started_at_once_into_one_empty_folder_make_one_session() {
+    let root = tempfile::tempdir().unwrap();
+    for round in 0..50 {
+        let dir = root.path().join(format!("s{round}"));
+        std::fs::create_dir(&dir).unwrap();
+        let barrier = Arc::new(std::sync::Barrier::new(8));
+        let handles: Vec<_> = (1..=8u64)
+            .map(|seed| {
+                let (dir, barrier) = (dir.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    let mut cfg = config(Path::new("/w"), "h", "test", &[]);
+                    cfg.seed = seed;
+                    barrier.wait();
+                    Session::create(&dir, cfg).map(|s| s.config.seed)
+                })
+            })
+            .collect();
+        let made: Vec<u64> = handles
+            .into_iter()
+            .filter_map(|h| h.join().unwrap().ok())
+            .collect();
+        assert_eq!(
+            made.len(),
+            1,
+            "round {round}: sessions made with seeds {made:?}"
+        );
+        let on_disk = SessionConfig::read(&dir).unwrap();
+        assert_eq!(on_disk.seed, made[0], "round {round}");
+        let names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(names.iter().all(|n| !n.contains(".tmp.")), "{names:?}");
+    }
+}
+
+/// Issue 54, finding 5 (the caches): a session's cached table whose rows
+/// were reordered, or that was copied from another session's folder,
+/// without its meta naming it, is encoded again (the same ranking and
+/// neighbours as before); an `adhoc-scores.json` claiming figures no
+/// evaluation gives (an MRR of 2.3) is scored again.
+#[test]
+fn caches_edited_behind_their_meta_are_not_used() {
+    let ws = common::tiny_workspace();
+    let cwd = ws.path();
+    let wsf = cwd.join("workspace.toml");
+    for (name, seed) in [("s", 5), ("t", 6)] {
+        let enc = cwd.join(format!("enc-{name}"));
+        common::encoder::tiny_encoder_folder(cwd, &enc, seed);
+        let weights = format!("weights={}", enc.display());
+        common::train(
+            cwd,
+            &wsf,
+            "encoder",
+            name,
+            &["--set", &weights, "--epochs", "0"],
+        );
+    }
+    common::train(cwd, &wsf, "bm25", "b", &[]);
+    let (s, t) = (cwd.join("s"), cwd.join("t"));
+    let run = |args: &[&str]| {
+        let o = rosetta_within(cwd, args, 300);
+        assert!(o.status.success(), "{args:?}: {}", both(&o));
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()
+    };
+    let search = |who: &str| {
+        let v = run(&[
+            "search",
+            "--session",
+            who,
+            "--query",
+            "dog water",
+            "--k",
+            "8",
+            "--json",
+        ]);
+        v["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["docno"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    let neighbours = |who: &str| {
+        run(&["neighbours", "--session", who, "--term", "dog", "--json"])["cross"].to_string()
+    };
+    let (hits, near) = (search("s"), neighbours("s"));
+    assert_ne!(near, neighbours("t"), "the two encoders agree: no test");
+    // the collection's embeddings, rows reversed
+    let docs = s.join("doc-embeddings.target.npy");
+    let a: ndarray::Array2<f32> = ndarray_npy::read_npy(&docs).unwrap();
+    let reversed = a.slice(ndarray::s![..;-1, ..]).to_owned();
+    assert_ne!(a, reversed);
+    ndarray_npy::write_npy(&docs, &reversed).unwrap();
+    assert_eq!(search("s"), hits);
+    // the other session's term vectors, copied over this one's
+    for side in ["source", "target"] {
+        let f = format!("term-vectors.{side}.npy");
+        std::fs::copy(t.join(&f), s.join(&f)).unwrap();
+    }
+    assert_eq!(neighbours("s"), near);
+    // ad-hoc scores edited to an MRR of 2.3
+    let compare = ["compare", "--sessions", "s", "b", "--json"];
+    let first = run(&compare).to_string();
+    let cache = s.join("adhoc-scores.json");
+    let mut c: serde_json::Value = serde_json::from_slice(&std::fs::read(&cache).unwrap()).unwrap();
+    for q in c["scores"]["per_query"]
+        .as_object_mut()
+        .unwrap()
+        .values_mut()
+    {
+        q["MRR"] = serde_json::json!(2.3);
+    }
+    std::fs::write(&cache, c.to_string()).unwrap();
+    let again = run(&compare).to_string();
+    assert_eq!(again, first);
+}
+
+/// Issue 54, finding 5 (the checkpoints): `best` and `last` copied from a
+/// session of another `dim` into this one are refused by `eval`, naming
+/// the checkpoint and the setting, instead of reporting the other
+/// session's figures as this one's.
+#[test]
+fn checkpoints_of_another_session_are_not_evaluated_as_this_ones() {
+    let ws = common::tiny_workspace();
+    let cwd = ws.path();
+    let wsf = cwd.join("workspace.toml");
+    for (name, dim) in [("d4", "4"), ("d8", "8")] {
+        common::train(
+            cwd,
+            &wsf,
+            "s2net",
+            name,
+            &[
+                "--set",
+                &format!("dim={dim}"),
+                "--set",
+                "epochs=1",
+                "--set",
+                "batch=10",
+            ],
+        );
+    }
+    let eval = |who: &str| {
+        rosetta_within(
+            cwd,
+            &["eval", "--session", who, "--task", "sentence", "--json"],
+            300,
+        )
+    };
+    assert!(eval("d8").status.success());
+    for f in [BEST_CHECKPOINT, LAST_CHECKPOINT] {
+        if cwd.join("d4").join(f).exists() {
+            std::fs::copy(cwd.join("d4").join(f), cwd.join("d8").join(f)).unwrap();
+        }
+    }
+    let o = eval("d8");
+    assert!(!o.status.success(), "{}", both(&o));
+    let t = both(&o);
+    assert!(
+        t.contains("checkpoints/") && t.contains("dim=4") && t.contains("dim=8"),
+        "{t}"
+    );
+}
+
+/// Issue 54, finding 5 (pairing): sessions on two workspaces of one name,
+/// with the same queries and judgements but the documents' texts moved
+/// between ids, are not paired in `compare`: their collections differ.
+#[test]
+fn compare_never_pairs_workspaces_whose_documents_differ() {
+    let (one, two) = (common::tiny_workspace(), common::tiny_workspace());
+    let docs = two.path().join("docs.es.tsv");
+    let text = std::fs::read_to_string(&docs).unwrap();
+    let rows: Vec<(&str, &str)> = text.lines().map(|l| l.split_once('\t').unwrap()).collect();
+    let moved: String = rows
+        .iter()
+        .enumerate()
+        .map(|(i, (id, _))| format!("{id}\t{}\n", rows[(i + 1) % rows.len()].1))
+        .collect();
+    std::fs::write(&docs, moved).unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let cwd = root.path();
+    common::train(cwd, &one.path().join("workspace.toml"), "bm25", "a", &[]);
+    common::train(
+        cwd,
+        &one.path().join("workspace.toml"),
+        "bm25-dict",
+        "same",
+        &[],
+    );
+    common::train(
+        cwd,
+        &two.path().join("workspace.toml"),
+        "bm25-dict",
+        "moved",
+        &[],
+    );
+    let o = rosetta_within(
+        cwd,
+        &[
+            "compare",
+            "--sessions",
+            "a",
+            "same",
+            "moved",
+            "--metrics",
+            "MRR",
+            "--json",
+        ],
+        300,
+    );
+    assert!(o.status.success(), "{}", both(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let sys = j["systems"].as_array().unwrap();
+    assert!(sys[1]["tests"]["MRR"]["p_value"].is_number(), "{j}");
+    assert_eq!(sys[2]["tests"], serde_json::json!({}), "paired: {j}");
+    let note = sys[2]["note"].as_str().unwrap_or("");
+    assert!(
+        note.contains("not tested") && note.contains("collection"),
+        "{note}"
+    );
+}

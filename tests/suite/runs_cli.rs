@@ -365,3 +365,79 @@ fn delete_removes_only_rosetta_sessions_and_their_own_files() {
     assert!(o.status.success(), "{}", text(&o));
     assert!(!a.exists());
 }
+
+/// Issue 54, finding 1: a path that reaches a session through a link
+/// (`link/`, whose trailing slash makes the system follow it) or ends in
+/// `.` deletes nothing, and `train --session` into an existing folder that
+/// is not a session touches nothing in it before refusing.
+#[test]
+fn deletes_never_go_through_a_link_or_a_dot_and_train_touches_no_foreign_folder() {
+    let root = tempfile::tempdir().unwrap();
+    let real = session(root.path(), "real", &[], 0.9);
+    std::os::unix::fs::symlink("real", root.path().join("link")).unwrap();
+    let files = |d: &Path| std::fs::read_dir(d).unwrap().count();
+    let before = files(&real);
+    assert!(before >= 3 && real.join("config.toml").exists());
+    let link = format!("{}/link", root.path().display());
+    for p in [
+        format!("{link}/"),
+        link.clone(),
+        format!("{link}//"),
+        format!("{}/./", real.display()),
+        format!("{}/.", real.display()),
+        format!("{}/checkpoints/..", real.display()),
+    ] {
+        let o = rosetta(&["jobs", "delete", &p, "--yes"]);
+        assert!(!o.status.success(), "{p}: {}", text(&o));
+        assert!(text(&o).contains("nothing deleted"), "{p}: {}", text(&o));
+        assert_eq!(files(&real), before, "{p}: files of the real session went");
+        assert!(real.join("config.toml").exists() && real.join("checkpoints").is_dir());
+    }
+    // the folder itself is still deletable
+    let o = rosetta(&["jobs", "delete", real.to_str().unwrap(), "--yes"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(!real.exists());
+
+    // train into a folder that is not a session: refused, nothing removed
+    let ws = crate::common::tiny_workspace();
+    let wsf = ws.path().join("workspace.toml");
+    let mine = root.path().join("mine");
+    std::fs::create_dir_all(mine.join("checkpoints")).unwrap();
+    std::fs::write(mine.join(".x.tmp.999999999.y"), "keep").unwrap();
+    std::fs::write(mine.join(".config.toml.tmp.999999999.y"), "keep").unwrap();
+    let o = rosetta(&[
+        "train",
+        "--workspace",
+        wsf.to_str().unwrap(),
+        "--model",
+        "s2net",
+        "--device",
+        "cpu",
+        "--session",
+        mine.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("not empty"), "{}", text(&o));
+    assert!(mine.join(".x.tmp.999999999.y").exists());
+    assert!(mine.join(".config.toml.tmp.999999999.y").exists());
+    assert!(mine.join("checkpoints").is_dir());
+    // a link to an empty folder is no session folder either
+    let empty = root.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    std::os::unix::fs::symlink("empty", root.path().join("to-empty")).unwrap();
+    let to_empty = root.path().join("to-empty");
+    let o = rosetta(&[
+        "train",
+        "--workspace",
+        wsf.to_str().unwrap(),
+        "--model",
+        "s2net",
+        "--device",
+        "cpu",
+        "--session",
+        to_empty.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("symbolic link"), "{}", text(&o));
+    assert_eq!(files(&empty), 0);
+}

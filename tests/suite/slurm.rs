@@ -590,3 +590,227 @@ fn the_workbench_launches_and_follows_slurm_jobs_and_a_sweep() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+// ------------------------------------------------------------ issue 54: a tampered record
+
+/// Fake `sbatch`, `squeue`, `sacct` and `scancel` in a folder of their own:
+/// each records its arguments (one a line, `--` after each call) under
+/// `log/`, `sbatch` answers job 4242, `squeue` prints `log/squeue.out`.
+/// They stand in for Slurm where what is checked is what Rosetta asks of
+/// it, not what Slurm does.
+fn fake_slurm(root: &Path) -> (PathBuf, PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = root.join("bin");
+    let log = root.join("log");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::create_dir_all(&log).unwrap();
+    let rec = |name: &str| {
+        format!(
+            "printf '%s\\n' \"$@\" -- >> '{}/{name}.args'\n",
+            log.display()
+        )
+    };
+    for (name, body) in [
+        ("sbatch", format!("{}echo 4242\n", rec("sbatch"))),
+        (
+            "squeue",
+            format!(
+                "{}cat '{}/squeue.out' 2>/dev/null\nexit 0\n",
+                rec("squeue"),
+                log.display()
+            ),
+        ),
+        ("sacct", "exit 0\n".to_string()),
+        ("scancel", rec("scancel")),
+    ] {
+        let p = bin.join(name);
+        std::fs::write(&p, format!("#!/bin/sh\n{body}")).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    (bin, log)
+}
+
+/// `rosetta ARGS` in `cwd` with the fake Slurm tools first on PATH.
+fn rosetta_faked(bin: &Path, cwd: &Path, args: &[&str]) -> Output {
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    Command::new(env!("CARGO_BIN_EXE_rosetta"))
+        .current_dir(cwd)
+        .args(args)
+        .env("PATH", path)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// A queued session `name` under `root` (not a registered model: nothing
+/// trains) with `slurm.json` recording `record`.
+fn queued_slurm_session(root: &Path, name: &str, record: serde_json::Value) -> PathBuf {
+    use rosetta::session::{Session, SessionConfig};
+    let cfg = SessionConfig {
+        rosetta_version: "0".into(),
+        model: "test".into(),
+        workspace: PathBuf::from("/w/workspace.toml"),
+        workspace_hash: "h".into(),
+        seed: 1,
+        device_request: rosetta::models::DeviceSpec::Cpu,
+        device: "cpu".into(),
+        given: Default::default(),
+        params: Default::default(),
+        created: "2026-11-28T18:00:00Z".into(),
+        text: None,
+    };
+    let dir = root.join(name);
+    Session::create(&dir, cfg).unwrap();
+    std::fs::write(dir.join("slurm.json"), record.to_string()).unwrap();
+    dir.canonicalize().unwrap()
+}
+
+fn text_of(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Issue 54, finding 2: `train --resume` of a Slurm session whose
+/// `slurm.json` was edited to add `--export=…LD_PRELOAD=…` and its own
+/// `--output` resubmits with neither (the record's extra arguments are
+/// never replayed, and Rosetta's own `--output`/`--chdir` come last); the
+/// same options given on the command line are refused.
+#[test]
+fn a_tampered_slurm_record_adds_nothing_to_the_resubmission() {
+    let root = tempfile::tempdir().unwrap();
+    let (bin, log) = fake_slurm(root.path());
+    let dir = queued_slurm_session(
+        root.path(),
+        "s",
+        serde_json::json!({
+            "options": {"partition": "debug", "extra": [
+                "--export=ALL,LD_PRELOAD=/tmp/evil.so", "--output=/tmp/elsewhere.log", "--mem=1G"]},
+            "exe": "/tmp/evil", "job_id": "77", "submitted": "2026-11-28T18:00:00Z",
+            "previous": []
+        }),
+    );
+    // `jobs show` shows what the record holds, extra arguments included
+    let o = rosetta_faked(&bin, root.path(), &["jobs", "show", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text_of(&o));
+    assert!(
+        text_of(&o).contains("sbatch options --partition=debug --export=ALL,LD_PRELOAD"),
+        "{}",
+        text_of(&o)
+    );
+    let o = rosetta_faked(
+        &bin,
+        root.path(),
+        &["train", "--resume", dir.to_str().unwrap()],
+    );
+    assert!(o.status.success(), "{}", text_of(&o));
+    assert!(text_of(&o).contains("not replaying"), "{}", text_of(&o));
+    let args = std::fs::read_to_string(log.join("sbatch.args")).unwrap();
+    let submit: Vec<&str> = args
+        .split("--\n")
+        .find(|c| c.lines().any(|l| l == "--parsable"))
+        .unwrap_or_else(|| panic!("no submission: {args}"))
+        .lines()
+        .collect();
+    assert!(
+        !args.contains("LD_PRELOAD") && !args.contains("elsewhere"),
+        "{args}"
+    );
+    assert!(
+        !args.contains("/tmp/evil") && !args.contains("--mem"),
+        "{args}"
+    );
+    assert!(submit.contains(&"--partition=debug"), "{submit:?}");
+    let out = format!("--output={}", dir.join("log.txt").display());
+    let pos = |a: &str| submit.iter().position(|l| *l == a);
+    assert!(pos(&out).is_some(), "{submit:?}");
+    assert!(pos(&out) > pos("--partition=debug"), "{submit:?}");
+    assert!(
+        submit.contains(&format!("--chdir={}", dir.display()).as_str()),
+        "{submit:?}"
+    );
+    let rec: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("slurm.json")).unwrap()).unwrap();
+    assert_eq!(rec["job_id"], "4242");
+    assert!(
+        rec["options"]["extra"]
+            .as_array()
+            .is_none_or(|a| a.is_empty()),
+        "{rec}"
+    );
+    // the same, given by hand: refused before Slurm is asked
+    std::fs::remove_file(log.join("sbatch.args")).unwrap();
+    for bad in [
+        "--export=ALL,LD_PRELOAD=/tmp/evil.so",
+        "--output=/tmp/x",
+        "-D/tmp",
+        "--chdir=/tmp",
+    ] {
+        let arg = format!("--sbatch-arg={bad}");
+        let o = rosetta_faked(
+            &bin,
+            root.path(),
+            &["train", "--resume", dir.to_str().unwrap(), &arg],
+        );
+        assert!(!o.status.success(), "{bad}: {}", text_of(&o));
+        assert!(
+            text_of(&o).contains("not an extra option"),
+            "{bad}: {}",
+            text_of(&o)
+        );
+    }
+    assert!(!log.join("sbatch.args").exists());
+}
+
+/// Issue 54, finding 2: `cancel` of a session whose `slurm.json` names
+/// another session's job does not `scancel` it (Slurm says that job's name
+/// and folder are the other session's); the other session's own cancel
+/// does.
+#[test]
+fn cancel_scancels_only_the_sessions_own_job() {
+    let root = tempfile::tempdir().unwrap();
+    let (bin, log) = fake_slurm(root.path());
+    let rec = serde_json::json!({
+        "options": {}, "exe": "/x", "job_id": "555",
+        "submitted": "2026-11-28T18:00:00Z", "previous": [],
+        // a state the record claims: never what cancel goes by
+        "last_seen": {"state": "RUNNING", "reason": "", "node": "n1",
+                      "name": "rosetta:decoy", "workdir": "/nowhere"}
+    });
+    let victim = queued_slurm_session(root.path(), "victim", rec.clone());
+    let decoy = queued_slurm_session(root.path(), "decoy", rec);
+    std::fs::write(
+        log.join("squeue.out"),
+        format!(
+            "555|RUNNING|None|n1|rosetta:victim|{}/slurm.sh|{}\n",
+            victim.display(),
+            victim.display()
+        ),
+    )
+    .unwrap();
+    let o = rosetta_faked(&bin, root.path(), &["cancel", decoy.to_str().unwrap()]);
+    assert!(!o.status.success(), "{}", text_of(&o));
+    assert!(
+        text_of(&o).contains("not this session's"),
+        "{}",
+        text_of(&o)
+    );
+    assert!(
+        !log.join("scancel.args").exists(),
+        "scancel ran for the decoy"
+    );
+    // the job's own session cancels it (the fake job never ends: waited 1 s)
+    let o = rosetta_faked(
+        &bin,
+        root.path(),
+        &["cancel", victim.to_str().unwrap(), "--timeout", "1"],
+    );
+    let sc = std::fs::read_to_string(log.join("scancel.args")).unwrap_or_default();
+    assert_eq!(sc.lines().next(), Some("555"), "{}", text_of(&o));
+}

@@ -46,7 +46,13 @@ fn different_tasks(t: &Task, base: &Task) -> String {
         }
     };
     let (a, z) = (what(t), what(base));
-    let (a, z) = if a == z {
+    let (a, z) = if a == z && t.judgements == base.judgements {
+        // same name, size and judgements: the documents differ
+        (
+            format!("{a} (collection {})", t.collection),
+            format!("{z} (collection {})", base.collection),
+        )
+    } else if a == z {
         // same name and size: the judgements (or the texts) differ
         (
             format!("{a} (judgements {})", t.judgements),
@@ -91,6 +97,25 @@ pub struct Task {
     /// same name but different fingerprints are different tasks.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub judgements: String,
+    /// A fingerprint of the collection the queries were run against (its
+    /// documents' ids and texts, [`collection_fingerprint`]); empty when
+    /// unknown (runs read from files). Two workspaces of one name, queries
+    /// and judgements over other documents are different tasks.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub collection: String,
+}
+
+/// A short fingerprint (16 hex digits of BLAKE3) of a collection: its
+/// documents' ids and texts, in order.
+pub fn collection_fingerprint<S: AsRef<str>>(ids: &[S], texts: &[S]) -> String {
+    let mut h = blake3::Hasher::new();
+    for (i, t) in ids.iter().zip(texts) {
+        h.update(i.as_ref().as_bytes());
+        h.update(&[0]);
+        h.update(t.as_ref().as_bytes());
+        h.update(&[0]);
+    }
+    h.finalize().to_hex()[..16].to_string()
 }
 
 /// A short fingerprint (16 hex digits of BLAKE3) of judged queries, their
@@ -1453,6 +1478,7 @@ mod tests {
             name: "qrels q.txt".into(),
             split: None,
             queries: 4,
+            collection: String::new(),
             judgements: String::new(),
         };
         let systems = [("base", base), ("sys", sys)].map(|(name, r)| System {
@@ -1550,6 +1576,7 @@ mod tests {
             split: Some("test".into()),
             queries: 4,
             judgements: "b1".into(),
+            collection: String::new(),
         };
         let mut qrels2 = systems[1].clone();
         qrels2.name = "other-qrels".into();
@@ -1640,6 +1667,7 @@ mod tests {
             name: "ws: derived ad-hoc task".into(),
             split: Some("test".into()),
             queries: 3,
+            collection: String::new(),
             judgements: String::new(),
         };
         assert!(two.task().is_none());

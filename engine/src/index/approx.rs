@@ -314,10 +314,14 @@ impl ApproxIndex {
     /// naming the file when it is unreadable, truncated or damaged.
     pub fn load_for(path: &Path, docs: impl Into<Arc<Array2<f32>>>) -> Result<Option<Self>> {
         let meta_path = Self::meta_path(path);
-        if !path.exists() || !meta_path.exists() {
+        let here = |p: &Path| std::fs::symlink_metadata(p).is_ok();
+        if !here(path) || !here(&meta_path) {
             return Ok(None);
         }
-        let text = std::fs::read_to_string(&meta_path).map_err(|e| Error::io(&meta_path, e))?;
+        // regular files only, never through a link (a FIFO is an error
+        // naming it, not a read that waits for a writer)
+        use crate::util::{read_regular, read_regular_text, Links, SMALL_FILE_LIMIT};
+        let text = read_regular_text(&meta_path, Links::Refuse, SMALL_FILE_LIMIT)?;
         let Ok(meta) = serde_json::from_str::<ApproxMeta>(&text) else {
             return Ok(None);
         };
@@ -331,7 +335,7 @@ impl ApproxIndex {
         {
             return Ok(None);
         }
-        let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        let bytes = read_regular(path, Links::Refuse, u64::MAX)?;
         let graph = Graph::from_bytes(&bytes, path, meta.docs, meta.dim)?;
         if graph.m() != meta.params.m {
             return Err(Error::file(

@@ -56,10 +56,43 @@ pub struct SlurmOptions {
     pub extra: Vec<String>,
 }
 
+/// `sbatch` options an extra argument may not give: Rosetta's own (the
+/// job's name, output, folder, array, the script), and those that change
+/// what the job runs with (its environment). Each as `--long` and, where
+/// sbatch has one, its `-x` short form.
+const RESERVED_SBATCH: &[(&str, Option<&str>)] = &[
+    ("--job-name", Some("-J")),
+    ("--output", Some("-o")),
+    ("--error", Some("-e")),
+    ("--input", Some("-i")),
+    ("--chdir", Some("-D")),
+    ("--open-mode", None),
+    ("--array", Some("-a")),
+    ("--wrap", None),
+    ("--parsable", None),
+    ("--test-only", None),
+    ("--export", None),
+    ("--export-file", None),
+    ("--get-user-env", None),
+];
+
+/// Whether `v` is a plain value of a Slurm option (a partition, account,
+/// GRES or time limit: `gpu`, `gpu:a100:2`, `1-02:00:00`, `lab_x`): ASCII
+/// letters, digits and `_ - . : , + = / @ ( )`, not starting with `-`.
+fn plain_slurm_word(v: &str) -> bool {
+    !v.is_empty()
+        && !v.starts_with('-')
+        && v.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-.:,+=/@()".contains(c))
+}
+
 impl SlurmOptions {
-    /// The `sbatch` arguments of these options; an empty value, a control
-    /// character, or an extra argument that is not an option (it would be
-    /// taken for the script) is an error.
+    /// The `sbatch` arguments of these options. An error: a value that is
+    /// not a plain Slurm word ([`plain_slurm_word`]: no spaces, quotes or
+    /// control characters), an extra argument that is not an option (it
+    /// would be taken for the script), or one that sets what Rosetta sets
+    /// itself or the job's environment ([`RESERVED_SBATCH`]: `--output`,
+    /// `--chdir`, `--export`...).
     pub fn sbatch_args(&self) -> Result<Vec<String>> {
         let mut out = Vec::new();
         for (flag, v) in [
@@ -70,8 +103,10 @@ impl SlurmOptions {
         ] {
             if let Some(v) = v {
                 let v = v.trim();
-                if v.is_empty() || v.chars().any(char::is_control) {
-                    return Err(Error::invalid(format!("{flag}: {v:?} is not a value")));
+                if !plain_slurm_word(v) {
+                    return Err(Error::invalid(format!(
+                        "{flag}: {v:?} is not a value (letters, digits and _-.:,+=/@() only)"
+                    )));
                 }
                 out.push(format!("{flag}={v}"));
             }
@@ -80,6 +115,19 @@ impl SlurmOptions {
             if !a.starts_with('-') || a.chars().any(char::is_control) {
                 return Err(Error::invalid(format!(
                     "--sbatch-arg {a:?}: expected one sbatch option (e.g. --mem=8G)"
+                )));
+            }
+            let name = a.split('=').next().unwrap_or(a);
+            let reserved = RESERVED_SBATCH.iter().find(|(long, short)| {
+                // `--exp` is sbatch's abbreviation of `--export`
+                (name.starts_with("--") && name.len() > 3 && long.starts_with(name))
+                    || short.is_some_and(|s| a.starts_with(s))
+            });
+            if let Some((long, _)) = reserved {
+                return Err(Error::invalid(format!(
+                    "--sbatch-arg {a:?}: {long} is not an extra option (Rosetta sets the job's \
+                     name, output, folder and script itself, and a job runs with the \
+                     environment of its submission)"
                 )));
             }
             out.push(a.clone());
@@ -141,7 +189,7 @@ impl From<SlurmId> for String {
 /// Slurm's view of one job: its state word (`PENDING`, `RUNNING`,
 /// `COMPLETED`, `TIMEOUT`, `OUT_OF_MEMORY`...), the pending reason, the
 /// node(s).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SlurmState {
     /// Slurm's state, upper case, one word.
     pub state: String,
@@ -151,6 +199,16 @@ pub struct SlurmState {
     /// The node list once it runs.
     #[serde(default)]
     pub node: String,
+    /// The job's name (`rosetta:FOLDER`, `rosetta-sweep`), where `squeue`
+    /// said it; empty otherwise.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    /// The job's batch script, where `squeue` said it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub command: String,
+    /// The job's working folder, where `squeue` said it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub workdir: String,
 }
 
 impl SlurmState {
@@ -208,9 +266,41 @@ pub struct SlurmRecord {
 
 impl SlurmRecord {
     /// Reads `slurm.json` of session folder `dir`; `None` for a local
-    /// session (no such file).
+    /// session (no such file). The file is data, not instructions: read
+    /// only as a regular file of at most [`crate::util::SMALL_FILE_LIMIT`]
+    /// bytes, never through a link; [`SlurmRecord::resubmit_options`] is
+    /// all of it a resubmission uses.
     pub fn read(dir: &Path) -> Result<Option<SlurmRecord>> {
         read_json_if_any(&dir.join(SLURM_FILE))
+    }
+
+    /// The options a resubmission of the session takes from this record:
+    /// the partition, GRES, time limit and account, each kept only when it
+    /// is a plain Slurm word ([`plain_slurm_word`]). Extra `sbatch`
+    /// arguments are never replayed from the file (an edited record must
+    /// not add `--export=LD_PRELOAD=…` to the job): they are given again
+    /// with the resubmission, or left out. The second value lists what was
+    /// recorded and is not used, for the caller to say.
+    pub fn resubmit_options(&self) -> (SlurmOptions, Vec<String>) {
+        let mut dropped = Vec::new();
+        let mut keep = |flag: &str, v: &Option<String>| match v {
+            Some(v) if plain_slurm_word(v.trim()) => Some(v.trim().to_string()),
+            Some(v) => {
+                dropped.push(format!("{flag}={v:?}"));
+                None
+            }
+            None => None,
+        };
+        let o = &self.options;
+        let opts = SlurmOptions {
+            partition: keep("--partition", &o.partition),
+            gres: keep("--gres", &o.gres),
+            time: keep("--time", &o.time),
+            account: keep("--account", &o.account),
+            extra: Vec::new(),
+        };
+        dropped.extend(o.extra.iter().cloned());
+        (opts, dropped)
     }
 
     /// Writes `slurm.json` atomically.
@@ -243,13 +333,16 @@ impl ToolError {
 
 /// A JSON file of a session parsed, or `None` when it does not exist; a
 /// malformed one is an error with its path and line.
+/// Read as a regular file only (a FIFO or device is an error, never a
+/// read that blocks or never ends), never through a symbolic link, and at
+/// most [`crate::util::SMALL_FILE_LIMIT`] bytes.
 pub(crate) fn read_json_if_any<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>> {
-    match std::fs::read(path) {
-        Ok(b) => serde_json::from_slice(&b)
+    use crate::util::{read_regular_if_exists, Links, SMALL_FILE_LIMIT};
+    match read_regular_if_exists(path, Links::Refuse, SMALL_FILE_LIMIT)? {
+        Some(b) => serde_json::from_slice(&b)
             .map(Some)
             .map_err(|e| crate::session::json_error(path, e)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(Error::io(path, e)),
+        None => Ok(None),
     }
 }
 
@@ -333,10 +426,12 @@ pub fn check_path(p: &Path) -> Result<()> {
 
 /// Submits `script` with `sbatch --parsable` and the options; returns the
 /// job id.
+/// Rosetta's own arguments (`head`) come after the options, so that
+/// sbatch, where the last of an option wins, keeps them.
 fn sbatch(script: &Path, opts: &SlurmOptions, head: &[String]) -> Result<SlurmId> {
     let mut args = vec!["--parsable".to_string()];
-    args.extend(head.iter().cloned());
     args.extend(opts.sbatch_args()?);
+    args.extend(head.iter().cloned());
     args.push(utf8(script)?.to_string());
     let out = run_tool("sbatch", &args).map_err(|e| e.into_error("Slurm refuses the job: "))?;
     out.lines()
@@ -461,25 +556,39 @@ pub fn query(ids: &[SlurmId]) -> Result<BTreeMap<SlurmId, SlurmState>> {
         .map(|i| i.to_string())
         .collect::<Vec<_>>()
         .join(",");
-    let args: Vec<String> = ["-h", "-r", "-t", "all", "-o", "%i|%T|%r|%N", "-j", &list]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let args: Vec<String> = [
+        "-h",
+        "-r",
+        "-t",
+        "all",
+        "-o",
+        "%i|%T|%r|%N|%j|%o|%Z",
+        "-j",
+        &list,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     match tool("squeue", &args) {
         Ok(text) => {
             for l in text.lines() {
-                let f: Vec<&str> = l.trim().split('|').collect();
-                if let [id, state, reason, node] = f[..] {
-                    if let Ok(id) = id.parse::<SlurmId>() {
-                        out.insert(
-                            id,
-                            SlurmState {
-                                state: state.trim().to_string(),
-                                reason: reason.trim().to_string(),
-                                node: node.trim().to_string(),
-                            },
-                        );
-                    }
+                let f: Vec<&str> = l.trim().splitn(7, '|').collect();
+                if f.len() < 4 {
+                    continue;
+                }
+                let field = |i: usize| f.get(i).map(|s| s.trim().to_string()).unwrap_or_default();
+                if let Ok(id) = f[0].parse::<SlurmId>() {
+                    out.insert(
+                        id,
+                        SlurmState {
+                            state: field(1),
+                            reason: field(2),
+                            node: field(3),
+                            name: field(4),
+                            command: field(5),
+                            workdir: field(6),
+                        },
+                    );
                 }
             }
         }
@@ -519,6 +628,9 @@ pub fn query(ids: &[SlurmId]) -> Result<BTreeMap<SlurmId, SlurmState>> {
                                 state,
                                 reason: String::new(),
                                 node: node.trim().to_string(),
+                                name: String::new(),
+                                command: String::new(),
+                                workdir: String::new(),
                             },
                         );
                     }
@@ -708,14 +820,63 @@ pub fn check_not_active(dir: &Path) -> Result<()> {
 /// `scancel`s the Slurm job of session folder `dir`; the job receives
 /// SIGTERM (Slurm's `KillWait` later, SIGKILL), keeps its checkpoints and
 /// records `cancelled`. Returns the job id, or `None` when Slurm has ended
-/// the job already.
+/// the job already. The job id `slurm.json` records is not trusted alone:
+/// the job is cancelled only when Slurm says it is this session's
+/// ([`check_job_is_session`]), else an error and nothing cancelled.
 pub fn cancel(dir: &Path) -> Result<Option<SlurmId>> {
-    let v = view(dir)?.ok_or_else(|| Error::file(dir, "not a Slurm session"))?;
-    if !v.slurm.as_ref().is_some_and(|s| s.is_active()) {
+    let rec = SlurmRecord::read(dir)?.ok_or_else(|| Error::file(dir, "not a Slurm session"))?;
+    // Slurm's own word, never the state the record says it last saw
+    let known = query(&[rec.job_id])?;
+    let Some(s) = known.get(&rec.job_id).filter(|s| s.is_active()) else {
         return Ok(None);
+    };
+    check_job_is_session(dir, rec.job_id, s)?;
+    tool("scancel", &[rec.job_id.to_string()])?;
+    Ok(Some(rec.job_id))
+}
+
+/// Error unless Slurm job `id`, as `squeue` describes it (`s`), is the
+/// job Rosetta submitted for session folder `dir`: a session's own job is
+/// named `rosetta:FOLDER` and runs in the session folder; a sweep's task
+/// is named `rosetta-sweep` and its array script runs `dir` as task `id`'s
+/// session. A `slurm.json` edited to name another job (another session's,
+/// someone else's) fails this.
+pub fn check_job_is_session(dir: &Path, id: SlurmId, s: &SlurmState) -> Result<()> {
+    let canon = std::fs::canonicalize(dir).map_err(|e| Error::io(dir, e))?;
+    let same_dir = |p: &str| !p.is_empty() && std::fs::canonicalize(p).is_ok_and(|p| p == canon);
+    let ours = match id.task {
+        None => {
+            let folder = canon
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            s.name == format!("rosetta:{folder}") && same_dir(&s.workdir)
+        }
+        Some(task) => {
+            let line = format!("{task}) d={} ;;", sh_quote(utf8(&canon)?));
+            s.name == "rosetta-sweep"
+                && !s.command.is_empty()
+                && crate::util::read_regular_text(
+                    Path::new(&s.command),
+                    crate::util::Links::Follow,
+                    crate::util::SMALL_FILE_LIMIT,
+                )
+                .is_ok_and(|t| t.lines().any(|l| l == line))
+        }
+    };
+    if ours {
+        return Ok(());
     }
-    tool("scancel", &[v.record.job_id.to_string()])?;
-    Ok(Some(v.record.job_id))
+    Err(Error::file(
+        dir.join(SLURM_FILE),
+        format!(
+            "records Slurm job {id}, but Slurm says that job is not this session's \
+             (its name {:?}, its folder {:?}): the record may have been edited; \
+             nothing cancelled (cancel the job with scancel yourself if it is yours)",
+            crate::util::strip_controls(&s.name),
+            crate::util::strip_controls(&s.workdir),
+        ),
+    ))
 }
 
 /// Waits until the job of Slurm session `dir` has ended: its status
@@ -763,6 +924,7 @@ mod tests {
             state: state.into(),
             reason: reason.into(),
             node: "n1".into(),
+            ..Default::default()
         }
     }
 

@@ -1074,6 +1074,7 @@ fn sentence_paired<'a>(
             split: Some(name.to_string()),
             queries: rows.len(),
             judgements: h.finalize().to_hex()[..16].to_string(),
+            collection: String::new(),
         },
         per_query,
         texts: rows
@@ -1246,6 +1247,7 @@ pub fn paired_scores(
                     split: Some(format!("dictionary seed-{seed} test")),
                     queries: split.test.len(),
                     judgements: h.finalize().to_hex()[..16].to_string(),
+                    collection: String::new(),
                 },
                 per_query,
                 texts,

@@ -68,7 +68,7 @@ pub fn read(given: &Path) -> Result<InitWeights> {
             "init=: no checkpoint here (expected the folder of a trained session, or a checkpoint file)",
         ));
     }
-    let bytes = std::fs::read(&ck).map_err(|e| Error::io(&ck, e))?;
+    let bytes = crate::util::read_regular(&ck, crate::util::Links::Follow, u64::MAX)?;
     let tensors = candle_core::safetensors::load_buffer(&bytes, &Device::Cpu)
         .map_err(|e| Error::file(&ck, format!("init=: cannot read checkpoint: {e}")))?;
     let kind = safetensors::SafeTensors::read_metadata(&bytes)

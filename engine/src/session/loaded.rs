@@ -86,22 +86,42 @@ struct TableCache {
 
 impl TableCache {
     /// The cached table, when its meta file says what is wanted and its
-    /// shape is right.
+    /// shape is right. Both files are read as regular files only, never
+    /// through a link (a FIFO or device is no cache), the meta within a
+    /// small file's limit, and the table's header is checked against the
+    /// shape wanted and the file's size before anything is allocated
+    /// ([`crate::index::dense::read_npy_checked`]); anything else is no
+    /// cache, and the table is computed again.
+    ///
+    /// The meta file also names the BLAKE3 of the `.npy` it was written
+    /// with (`npy_blake3`): a table edited, reordered or copied from another
+    /// session without its meta is no cache either.
     fn read(&self) -> Option<Array2<f32>> {
-        let meta = std::fs::read(&self.meta).ok()?;
-        let meta: serde_json::Value = serde_json::from_slice(&meta).ok()?;
-        if meta != self.want {
+        use crate::util::{read_regular, Links, SMALL_FILE_LIMIT};
+        let meta = read_regular(&self.meta, Links::Refuse, SMALL_FILE_LIMIT).ok()?;
+        let mut meta: serde_json::Value = serde_json::from_slice(&meta).ok()?;
+        let npy_hash = meta.as_object_mut()?.remove("npy_blake3")?;
+        if meta != self.want || npy_hash.as_str()? != crate::util::hash_file(&self.npy).ok()? {
             return None;
         }
-        let v = crate::index::dense::read_npy(&self.npy).ok()?;
-        (v.dim() == self.shape).then_some(v)
+        crate::index::dense::read_npy_checked(&self.npy, Links::Refuse, Some(self.shape)).ok()
     }
 
-    /// Keeps `v` for next time; a cache that cannot be written (a read-only
-    /// session) is no error.
+    /// Keeps `v` for next time, its meta naming the table's BLAKE3; a cache
+    /// that cannot be written (a read-only session) is no error.
     fn write(&self, v: &Array2<f32>) {
-        if crate::index::dense::write_npy(&self.npy, v).is_ok() {
-            let _ = crate::util::write_atomic(&self.meta, self.want.to_string().as_bytes());
+        let Ok(bytes) = crate::index::dense::npy_bytes(v) else {
+            return;
+        };
+        let mut meta = self.want.clone();
+        if let Some(o) = meta.as_object_mut() {
+            o.insert(
+                "npy_blake3".into(),
+                blake3::hash(&bytes).to_hex().to_string().into(),
+            );
+        }
+        if crate::util::write_atomic(&self.npy, &bytes).is_ok() {
+            let _ = crate::util::write_atomic(&self.meta, meta.to_string().as_bytes());
         }
     }
 }

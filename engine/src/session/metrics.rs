@@ -694,24 +694,9 @@ impl MetricsWriter {
     /// job), a newline is added first, so the cut line stays one corrupt
     /// line and does not swallow the next record.
     pub fn open(path: &Path) -> Result<Self> {
-        let mut file = {
-            use std::os::unix::fs::OpenOptionsExt;
-            // never appended through a symbolic link planted in the folder
-            std::fs::OpenOptions::new()
-                .create(true)
-                .read(true)
-                .append(true)
-                .mode(0o644)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-                .open(path)
-                .map_err(|e| {
-                    if e.raw_os_error() == Some(libc::ELOOP) {
-                        Error::file(path, "is a symbolic link: not written through")
-                    } else {
-                        Error::io(path, e)
-                    }
-                })?
-        };
+        // never appended through a symbolic link planted in the folder, nor
+        // into the file of another session through a hard link
+        let mut file = crate::util::open_append_own(path, true)?;
         let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
         if len > 0 {
             let mut last = [0u8; 1];

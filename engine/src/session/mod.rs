@@ -121,6 +121,12 @@ pub const SESSION_FILES: &[&str] = &[
     ".lock",
 ];
 
+/// Settings that choose how a model computes, not what its checkpoint
+/// holds: the BiLSTM's recurrence (cuDNN's or Rosetta's steps, the same
+/// function) and the training precision. A checkpoint recording other
+/// values of these than `config.toml` is still the session's.
+pub const COMPUTE_ONLY_SETTINGS: &[&str] = &["recurrence", "precision"];
+
 /// Every file name [`CHECKPOINT_DIR`] may hold (besides temporary files).
 pub const CHECKPOINT_FILES: &[&str] = &["best.safetensors", "last.safetensors"];
 
@@ -205,6 +211,25 @@ impl SessionConfig {
         let text = toml::to_string_pretty(self)
             .map_err(|e| Error::file(&path, format!("cannot serialise config: {e}")))?;
         write_atomic(&path, text.as_bytes())
+    }
+
+    /// Writes the `config.toml` of a new session: only when the folder has
+    /// none yet ([`crate::util::write_new`]), so that of several jobs
+    /// started into one empty folder at once exactly one makes the session
+    /// and the others are refused.
+    fn write_first(&self, dir: &Path) -> Result<()> {
+        let path = dir.join(CONFIG_FILE);
+        let text = toml::to_string_pretty(self)
+            .map_err(|e| Error::file(&path, format!("cannot serialise config: {e}")))?;
+        crate::util::write_new(&path, text.as_bytes()).map_err(|e| {
+            Error::file(
+                dir,
+                format!(
+                    "another job made a session in this folder at the same time ({e}); \
+                     nothing written: give another folder"
+                ),
+            )
+        })
     }
 
     /// Checks the config before a session folder is made, and resolves its
@@ -472,6 +497,52 @@ pub(crate) fn json_error(path: &Path, e: serde_json::Error) -> Error {
     }
 }
 
+/// What a job killed while making session folder `dir` left in it, to be
+/// removed before the folder is used: the temporary files of session files
+/// (`.NAME.tmp.PID.…`, NAME one of [`SESSION_FILES`]) whose process is gone,
+/// and `checkpoints/` when it is an empty folder. An error, with nothing
+/// removed, when `dir` holds anything else (it is not ours, or is a
+/// session: `rosetta train --resume` continues one).
+fn killed_leftovers(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    let mut other = Vec::new();
+    for e in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+        let e = e.map_err(|e| Error::io(dir, e))?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        let t = e.file_type().map_err(|x| Error::io(e.path(), x))?;
+        let dead_temp = t.is_file()
+            && !SESSION_FILES.contains(&name.as_str())
+            && runs::is_own_file(&name, SESSION_FILES)
+            && name
+                .split_once(".tmp.")
+                .and_then(|(_, r)| r.split('.').next())
+                .and_then(|p| p.parse::<u32>().ok())
+                .is_some_and(|pid| !crate::util::pid_alive(pid, None));
+        let empty_ck = name == CHECKPOINT_DIR
+            && t.is_dir()
+            && std::fs::read_dir(e.path()).is_ok_and(|mut r| r.next().is_none());
+        if dead_temp || empty_ck {
+            out.push(e.path());
+        } else {
+            other.push(name);
+        }
+    }
+    if !other.is_empty() {
+        other.sort();
+        let shown: Vec<&str> = other.iter().take(5).map(String::as_str).collect();
+        return Err(Error::file(
+            dir,
+            format!(
+                "session folder exists and is not empty (it holds {}{}): give a new or empty \
+                 folder, or use `rosetta train --resume` to continue a session; nothing touched",
+                shown.join(", "),
+                if other.len() > 5 { ", …" } else { "" }
+            ),
+        ));
+    }
+    Ok(out)
+}
+
 /// An open session folder.
 #[derive(Debug, Clone)]
 pub struct Session {
@@ -486,21 +557,30 @@ pub struct Session {
 
 impl Session {
     /// Makes a new session folder (it must not exist, or be empty) with its
-    /// config and a `queued` status.
+    /// config and a `queued` status. An existing folder is looked at before
+    /// anything in it is touched: it must not be a symbolic link, and it
+    /// may hold only what a job killed while making the folder leaves (the
+    /// temporary files of a session file, `.NAME.tmp.PID.…`, of a dead
+    /// process, and an empty `checkpoints/`), which are then removed;
+    /// anything else refuses it with nothing removed.
     pub fn create(dir: &Path, mut config: SessionConfig) -> Result<Session> {
         config.resolve()?;
-        if dir.exists() {
-            // what a job killed while making the folder left (temporary
-            // files of dead processes, an empty checkpoints folder) does
-            // not block the name
-            crate::util::sweep_temp_files(dir);
-            let _ = std::fs::remove_dir(dir.join(CHECKPOINT_DIR));
-            let mut rd = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
-            if rd.next().is_some() {
-                return Err(Error::file(
-                    dir,
-                    "session folder exists and is not empty (use `rosetta train --resume` to continue it)",
-                ));
+        let link = std::fs::symlink_metadata(dir).map(|m| m.file_type().is_symlink());
+        if link.as_ref().is_ok_and(|l| *l) {
+            return Err(Error::file(
+                dir,
+                "is a symbolic link: a new session is made in a folder of its own,                  never through a link; nothing touched",
+            ));
+        }
+        if link.is_ok() {
+            let leftovers = killed_leftovers(dir)?;
+            for p in &leftovers {
+                let r = if p.file_name().is_some_and(|n| n == CHECKPOINT_DIR) {
+                    std::fs::remove_dir(p)
+                } else {
+                    std::fs::remove_file(p)
+                };
+                r.map_err(|e| Error::io(p, e))?;
             }
         } else {
             if let Some(p) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
@@ -512,9 +592,11 @@ impl Session {
     }
 
     fn init(dir: &Path, config: SessionConfig) -> Result<Session> {
+        // the config first, made only where there is none: it claims the
+        // folder for this job
+        config.write_first(dir)?;
         let ck = dir.join(CHECKPOINT_DIR);
         std::fs::create_dir_all(&ck).map_err(|e| Error::io(&ck, e))?;
-        config.write(dir)?;
         let status = JobLife::create(dir, &config)?.into_status();
         Ok(Session {
             dir: dir.to_path_buf(),
@@ -636,6 +718,50 @@ impl Session {
         self.load_model_from(device).map(|(m, v, _)| (m, v))
     }
 
+    /// Error unless checkpoint `ck` (read from `path`) is one this
+    /// session's job wrote: its model is the session's, and every setting
+    /// it records has the value `config.toml` records (a checkpoint copied
+    /// in from a session of another `dim` would otherwise be loaded, and
+    /// evaluated, as this one's), except the settings that say how a model
+    /// computes rather than what it holds ([`COMPUTE_ONLY_SETTINGS`]). The
+    /// error names the checkpoint and the settings that differ.
+    fn check_checkpoint_is_ours(&self, ck: &Checkpoint, path: &Path) -> Result<()> {
+        if !ck.meta.kind.is_empty() && ck.meta.kind != self.config.model {
+            return Err(Error::file(
+                path,
+                format!(
+                    "holds a {} model, but the session trains {} ({CONFIG_FILE}): not this \
+                     session's checkpoint (remove it, or resume the session to write its own)",
+                    ck.meta.kind, self.config.model
+                ),
+            ));
+        }
+        let recorded = self.config.run_params();
+        let differ: Vec<String> = ck
+            .meta
+            .params
+            .iter()
+            .filter(|(k, _)| !COMPUTE_ONLY_SETTINGS.contains(&k.as_str()))
+            .filter_map(|(k, v)| {
+                recorded
+                    .get(k)
+                    .filter(|r| *r != v)
+                    .map(|r| format!("{k}={v} (config: {k}={r})"))
+            })
+            .collect();
+        if !differ.is_empty() {
+            return Err(Error::file(
+                path,
+                format!(
+                    "was trained with {}, not this session's settings ({CONFIG_FILE}): not this \
+                     session's checkpoint (remove it, or resume the session to write its own)",
+                    differ.join(", ")
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// [`Session::load_model`], saying which checkpoint the model came
     /// from and, when it is not the best one the status names, why.
     pub fn load_model_from(
@@ -673,6 +799,7 @@ impl Session {
                 ),
             ));
         };
+        self.check_checkpoint_is_ours(&ck, if which == "best" { &best } else { &last })?;
         let vocabs = self.vocabs()?;
         let trainer = crate::models::trainer(&self.config.model)?;
         let params = crate::models::Params::new(ck.meta.params.clone());

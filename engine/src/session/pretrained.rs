@@ -149,10 +149,11 @@ fn encoded_words(
         .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
         .is_some_and(|m| m == want);
     if fresh {
-        if let Ok(v) = crate::index::dense::read_npy(&npy) {
-            if v.dim() == (words.len(), loaded.model.dim()) {
-                return Ok(v);
-            }
+        let shape = (words.len(), loaded.model.dim());
+        if let Ok(v) =
+            crate::index::dense::read_npy_checked(&npy, crate::util::Links::Refuse, Some(shape))
+        {
+            return Ok(v);
         }
     }
     let v = loaded.model.encode_raw(side, TextRole::Query, words)?;

@@ -163,21 +163,18 @@ pub fn set_tags(dir: &Path, text: &str) -> Result<RunMeta> {
 /// session's), for a folder holding anything else (a file or folder a
 /// session does not write: it is not ours to delete), and for a job that
 /// may be running: its status is not final and its process is alive, or
-/// someone holds its lock (cancel it first). Links are removed, never
-/// followed.
+/// someone holds its lock (cancel it first). Refused too, before anything
+/// is looked at, for a path [`session_folder_path`] refuses (a link to a
+/// folder, with or without a trailing slash, or a path ending in `.` or
+/// `..`). Links inside the folder are removed, never followed.
 pub fn delete(dir: &Path) -> Result<()> {
+    let dir: &Path = &session_folder_path(dir, "deleted")?;
     let not_session = |e: Error| {
         Error::file(
             dir,
             format!("not a Rosetta session folder ({e}); nothing deleted"),
         )
     };
-    if std::fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink()) {
-        return Err(Error::file(
-            dir,
-            "is a symbolic link: give the session folder itself; nothing deleted",
-        ));
-    }
     check_session_dir(dir)?;
     SessionConfig::read(dir).map_err(not_session)?;
     let st = read_status(dir).map_err(not_session)?;
@@ -249,9 +246,79 @@ pub fn delete(dir: &Path) -> Result<()> {
     std::fs::remove_dir(dir).map_err(|e| Error::io(dir, e))
 }
 
+/// The session folder `dir` names, as a path with no symbolic link in it:
+/// its parent canonicalised (links above the session folder, a sessions
+/// root on another disk, are the user's choice and are resolved) and its
+/// own name, which must be a plain name of a folder that is not a symbolic
+/// link. A path whose last component is `.` or `..` (`rep/real/.`), that
+/// holds `..` anywhere, or whose last component is a link (`rep/link`,
+/// `rep/link/`: a trailing slash would make the system follow it) is an
+/// error naming the path and saying what to give instead, with `what`
+/// (`deleted`, `touched`) said as not done.
+pub fn session_folder_path(dir: &Path, what: &str) -> Result<PathBuf> {
+    use std::path::Component;
+    let raw = dir.as_os_str().as_encoded_bytes();
+    let trimmed = {
+        let mut t = raw;
+        while t.len() > 1 && t.ends_with(b"/") {
+            t = &t[..t.len() - 1];
+        }
+        t
+    };
+    let ends_dot = trimmed == b"." || trimmed.ends_with(b"/.");
+    if ends_dot || dir.components().any(|c| c == Component::ParentDir) {
+        return Err(Error::file(
+            dir,
+            format!(
+                "a session folder is named by a path without `.` or `..` at its end or `..`                  inside (give the folder's own path, e.g. sessions/NAME); nothing {what}"
+            ),
+        ));
+    }
+    let name = match dir.components().next_back() {
+        Some(Component::Normal(n)) => n.to_os_string(),
+        _ => {
+            return Err(Error::file(
+                dir,
+                format!("does not name a session folder; nothing {what}"),
+            ))
+        }
+    };
+    let parent = dir
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let parent = std::fs::canonicalize(parent).map_err(|e| Error::io(parent, e))?;
+    let path = parent.join(&name);
+    let meta = std::fs::symlink_metadata(&path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            Error::file(
+                dir,
+                format!("not a session folder (nothing is there); nothing {what}"),
+            )
+        } else {
+            Error::io(dir, e)
+        }
+    })?;
+    if meta.file_type().is_symlink() {
+        return Err(Error::file(
+            dir,
+            format!(
+                "is a symbolic link (to {}): give the session folder itself, not a link to it;                  nothing {what}",
+                std::fs::read_link(&path)
+                    .map(|t| t.display().to_string())
+                    .unwrap_or_else(|_| "?".into())
+            ),
+        ));
+    }
+    if !meta.is_dir() {
+        return Err(Error::file(dir, format!("is not a folder; nothing {what}")));
+    }
+    Ok(path)
+}
+
 /// Whether `name` is one of `known`, or a temporary file of one
 /// (`.NAME.tmp.…`, [`crate::util::write_atomic`]).
-fn is_own_file(name: &str, known: &[&str]) -> bool {
+pub(crate) fn is_own_file(name: &str, known: &[&str]) -> bool {
     let bli_split = |n: &str| {
         n.strip_prefix("bli-split-")
             .and_then(|r| r.strip_suffix(".json"))

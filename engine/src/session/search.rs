@@ -162,6 +162,12 @@ impl Corpus {
             .collect()
     }
 
+    /// The collection's fingerprint ([`crate::eval::compare::collection_fingerprint`]):
+    /// what tells two workspaces of one name but other documents apart.
+    pub fn collection_fingerprint(&self) -> String {
+        crate::eval::compare::collection_fingerprint(&self.doc_ids, &self.doc_full)
+    }
+
     /// Number of documents.
     pub fn len(&self) -> usize {
         self.doc_ids.len()

@@ -217,10 +217,12 @@ impl Workbench {
     pub fn adhoc_scores(&self, dir: &Path, progress: &dyn Fn(f64, &str)) -> Result<AdhocScores> {
         let key = ScoresKey::of(dir)?;
         let path = dir.join(SCORES_CACHE);
-        if let Some(c) = std::fs::read(&path)
+        // a regular file only, never through a link, within a bound: a
+        // FIFO or a device there is no cache (and never a read that waits)
+        if let Some(c) = crate::util::read_regular(&path, crate::util::Links::Refuse, 256 << 20)
             .ok()
             .and_then(|b| serde_json::from_slice::<CachedScores>(&b).ok())
-            .filter(|c| c.key == key)
+            .filter(|c| c.key == key && c.scores.plausible())
         {
             progress(1.0, "read from the cache");
             return Ok(AdhocScores {
@@ -255,6 +257,7 @@ impl Workbench {
                     &s.corpus.qrels.judgements,
                     &judged.iter().cloned().collect(),
                 ),
+                collection: s.corpus.collection_fingerprint(),
             },
             per_query,
             labels: judged
@@ -405,7 +408,7 @@ impl Workbench {
 pub const SCORES_CACHE: &str = "adhoc-scores.json";
 
 /// The layout of [`SCORES_CACHE`]; raised when what it holds changes.
-const SCORES_FORMAT: u32 = 2;
+const SCORES_FORMAT: u32 = 3;
 
 /// Files of a session whose change makes its cached scores stale.
 const SCORED_FILES: [&str; 7] = [
@@ -441,6 +444,26 @@ pub struct AdhocScores {
     /// Why they could not be cached, if they could not.
     #[serde(skip)]
     pub cache_note: Option<String>,
+}
+
+impl AdhocScores {
+    /// Whether these scores could have been computed: one set of figures
+    /// per judged query the task counts, each figure finite and within
+    /// [0, 1] (every metric is a rate). A cache failing this (an edited
+    /// `adhoc-scores.json` claiming an MRR of 2.3) is computed again.
+    fn plausible(&self) -> bool {
+        self.per_query.len() == self.task.queries
+            && self.per_query.values().all(|m| {
+                serde_json::to_value(m).is_ok_and(|v| {
+                    v.as_object().is_some_and(|o| {
+                        o.values().all(|x| {
+                            x.as_f64()
+                                .is_some_and(|f| f.is_finite() && (0.0..=1.0).contains(&f))
+                        })
+                    })
+                })
+            })
+    }
 }
 
 /// What the cached scores were computed from.

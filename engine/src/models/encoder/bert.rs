@@ -199,7 +199,8 @@ impl Bert {
             None
         };
         let emb_norm = LayerNorm::load(h, config.layer_norm_eps, e.pp("LayerNorm"))?;
-        let mut layers = Vec::with_capacity(config.num_hidden_layers);
+        // grown layer by layer: a size no weights hold is never allocated
+        let mut layers = Vec::new();
         for l in 0..config.num_hidden_layers {
             let v = vb.pp(format!("encoder.layer.{l}"));
             let a = v.pp("attention");

@@ -124,13 +124,119 @@ fn download(cache: &hf_hub::Cache, id: &str, f: &str) -> Result<std::path::PathB
 }
 
 impl Folder {
-    /// The parsed and checked `config.json`.
+    /// The parsed and checked `config.json`: a regular file of at most
+    /// [`crate::util::SMALL_FILE_LIMIT`] bytes, its shape fields consistent
+    /// ([`Config::check`]) and matched against the tensors
+    /// `model.safetensors` declares ([`Folder::check_weights`]), so that
+    /// sizes the weights do not hold (10¹⁵ layers) are refused before
+    /// anything is allocated for them.
     pub fn config(&self) -> Result<Config> {
-        let bytes = std::fs::read(&self.config).map_err(|e| Error::io(&self.config, e))?;
+        use crate::util::{read_regular, Links, SMALL_FILE_LIMIT};
+        let bytes = read_regular(&self.config, Links::Follow, SMALL_FILE_LIMIT)?;
         let c: Config = serde_json::from_slice(&bytes)
             .map_err(|e| Error::parse(&self.config, e.line(), e.to_string()))?;
         c.check().map_err(|e| Error::file(&self.config, e))?;
+        self.check_weights(&c)?;
         Ok(c)
+    }
+
+    /// Error unless `model.safetensors` declares the tensors `c` says (read
+    /// from its header alone): the word, position and token-type tables of
+    /// `c`'s sizes, layers `encoder.layer.0` to `num_hidden_layers - 1` and
+    /// no more, and layer 0's feed-forward of `intermediate_size`. The
+    /// error names both files and the size that differs.
+    pub fn check_weights(&self, c: &Config) -> Result<()> {
+        use std::collections::{BTreeMap, BTreeSet};
+        use std::io::Read;
+        let w = &self.weights;
+        let bad = |m: String| Error::file(w, m);
+        let mut f = crate::util::open_regular(w, crate::util::Links::Follow)?;
+        let mut n = [0u8; 8];
+        f.read_exact(&mut n)
+            .map_err(|_| bad("shorter than a safetensors header".into()))?;
+        let n = u64::from_le_bytes(n);
+        if n > 100 << 20 {
+            return Err(bad(format!(
+                "declares a header of {n} bytes: not a safetensors file"
+            )));
+        }
+        let mut h = vec![0u8; n as usize];
+        f.read_exact(&mut h)
+            .map_err(|_| bad("shorter than its safetensors header says".into()))?;
+        let h: BTreeMap<String, serde_json::Value> = serde_json::from_slice(&h)
+            .map_err(|e| bad(format!("not a safetensors header: {e}")))?;
+        let shape = |suffix: &str| -> Option<Vec<u64>> {
+            h.iter()
+                .find(|(k, _)| k.as_str() == suffix || k.ends_with(&format!(".{suffix}")))
+                .and_then(|(_, v)| v.get("shape"))
+                .and_then(|s| s.as_array())
+                .map(|s| s.iter().map(|d| d.as_u64().unwrap_or(u64::MAX)).collect())
+        };
+        let mismatch = |what: &str, keys: &str, want: Vec<u64>, got: Option<Vec<u64>>| {
+            Error::file(
+                &self.config,
+                format!(
+                    "declares {keys} {want:?} for {what}, but {} holds {}: the config and the \
+                     weights do not belong together (use the config.json that came with them)",
+                    w.display(),
+                    match got {
+                        Some(g) => format!("{g:?}"),
+                        None => "no such tensor".into(),
+                    }
+                ),
+            )
+        };
+        let (v, hd) = (c.vocab_size as u64, c.hidden_size as u64);
+        let mut want = vec![
+            (
+                "embeddings.word_embeddings.weight",
+                "vocab_size × hidden_size",
+                vec![v, hd],
+            ),
+            (
+                "embeddings.position_embeddings.weight",
+                "max_position_embeddings × hidden_size",
+                vec![c.max_position_embeddings as u64, hd],
+            ),
+            (
+                "encoder.layer.0.intermediate.dense.weight",
+                "intermediate_size × hidden_size",
+                vec![c.intermediate_size as u64, hd],
+            ),
+        ];
+        if c.type_vocab_size > 0 {
+            want.push((
+                "embeddings.token_type_embeddings.weight",
+                "type_vocab_size × hidden_size",
+                vec![c.type_vocab_size as u64, hd],
+            ));
+        }
+        for (name, keys, dims) in want {
+            let got = shape(name);
+            if got.as_ref() != Some(&dims) {
+                return Err(mismatch(name, keys, dims, got));
+            }
+        }
+        let layers: BTreeSet<u64> = h
+            .keys()
+            .filter_map(|k| {
+                let (_, rest) = k.split_once("encoder.layer.")?;
+                rest.split('.').next()?.parse().ok()
+            })
+            .collect();
+        let n = c.num_hidden_layers as u64;
+        if layers.len() as u64 != n || layers.iter().next_back().is_some_and(|l| *l + 1 != n) {
+            return Err(Error::file(
+                &self.config,
+                format!(
+                    "declares num_hidden_layers {n}, but {} holds {} layer(s): the config and \
+                     the weights do not belong together",
+                    w.display(),
+                    layers.len()
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// The tokenizer.

@@ -39,9 +39,33 @@ pub struct TrimReport {
     pub bytes_after: u64,
 }
 
+/// A JSON object read from `path` (a regular file; links followed, as the
+/// folder is one the user names): anything else (`null`, a list, a
+/// string, a number) is an error naming the file, never a panic on
+/// editing it or a file written without its fields.
 fn read_json(path: &Path) -> Result<Value> {
-    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-    serde_json::from_slice(&bytes).map_err(|e| Error::parse(path, e.line(), e.to_string()))
+    use crate::util::{read_regular, Links};
+    let bytes = read_regular(path, Links::Follow, u64::MAX)?;
+    let v: Value =
+        serde_json::from_slice(&bytes).map_err(|e| Error::parse(path, e.line(), e.to_string()))?;
+    if !v.is_object() {
+        let kind = match &v {
+            Value::Null => "null",
+            Value::Bool(_) => "a boolean",
+            Value::Number(_) => "a number",
+            Value::String(_) => "a string",
+            Value::Array(_) => "a list",
+            Value::Object(_) => "an object",
+        };
+        return Err(Error::file(
+            path,
+            format!(
+                "is {kind}, not a JSON object: an encoder folder's JSON files are objects \
+                 (use the file that came with the weights)"
+            ),
+        ));
+    }
+    Ok(v)
 }
 
 /// Every text of the workspaces: pairs of every split, documents, queries.
@@ -86,9 +110,11 @@ pub fn trim_for_texts(
             "already holds a model.safetensors; choose an empty or new folder",
         ));
     }
+    let mut config = read_json(&f.config)?;
+    // its fields, and that the weights hold what it says
+    f.config()?;
     let tok = f.tokenizer()?;
     let mut tj = read_json(&f.tokenizer)?;
-    let mut config = read_json(&f.config)?;
     let model = tj
         .get("model")
         .filter(|m| m.get("type").and_then(Value::as_str) == Some("Unigram"))
