@@ -615,7 +615,7 @@ impl CustomOp2 for GeluGrad {
         l2: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
         same_count(l1, l2, "gelu gradient")?;
-        let out = cpu_pair!("gelu gradient", s1, l1, s2, l2, |x, g| gelu_grad_vals(x, g));
+        let out = cpu_pair!("gelu gradient", s1, l1, s2, l2, gelu_grad_vals);
         Ok((out, l1.shape().clone()))
     }
 
@@ -644,7 +644,7 @@ impl CustomOp2 for AddBias {
         s2: &CpuStorage,
         l2: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let out = cpu_pair!("bias", s1, l1, s2, l2, |y, b| bias_rows(y, b));
+        let out = cpu_pair!("bias", s1, l1, s2, l2, bias_rows);
         Ok((out, l1.shape().clone()))
     }
 
@@ -1086,7 +1086,8 @@ mod tests {
         let (s, mask) = softmax_inputs(&dev, false);
         let w = Tensor::from_vec(vals(5, 5.0), 5, &dev).unwrap();
         let b = Tensor::from_vec(vals(5, 9.0), 5, &dev).unwrap();
-        let ops: Vec<(&str, Box<dyn Fn(&Tensor) -> Tensor>)> = vec![
+        type Op<'a> = (&'a str, Box<dyn Fn(&Tensor) -> Tensor + 'a>);
+        let ops: Vec<Op> = vec![
             (
                 "soft-max",
                 Box::new(|t: &Tensor| masked_softmax(t, &mask, 0.3).unwrap()),
