@@ -16,28 +16,8 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     if let Some(d) = dir {
         std::fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;
     }
-    let name = path
-        .file_name()
-        .ok_or_else(|| Error::file(path, "not a file path"))?
-        .to_string_lossy();
-    let (tmp, mut f) = loop {
-        let tmp = path.with_file_name(format!(
-            ".{name}.tmp.{}.{:016x}",
-            std::process::id(),
-            rand::random::<u64>()
-        ));
-        match create_new_nofollow(&tmp) {
-            Ok(f) => break (tmp, f),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(Error::io(&tmp, e)),
-        }
-    };
-    let written = f
-        .write_all(bytes)
-        .and_then(|_| f.sync_all())
-        .map_err(|e| Error::io(&tmp, e));
-    drop(f);
-    let done = written.and_then(|_| std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e)));
+    let tmp = temp_written_beside(path, bytes)?;
+    let done = std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e));
     if done.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
@@ -48,14 +28,10 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     sync_dir(dir.unwrap_or(Path::new(".")))
 }
 
-/// Writes `bytes` to `path` only when nothing is there yet, all at once:
-/// a temp file as in [`write_atomic`], then a hard link to it at `path`,
-/// which the system makes only when the name is free. Of several
-/// processes writing the same new `path`, exactly one succeeds; the others
-/// get an error saying the file exists (`AlreadyExists`), and nothing of
-/// theirs is left behind.
-pub fn write_new(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty());
+/// A temp file beside `path` (`.NAME.tmp.PID.RANDOM`, created exclusively,
+/// never through a link) holding `bytes`, synced; removed again when the
+/// write fails.
+fn temp_written_beside(path: &Path, bytes: &[u8]) -> Result<std::path::PathBuf> {
     let name = path
         .file_name()
         .ok_or_else(|| Error::file(path, "not a file path"))?
@@ -77,17 +53,31 @@ pub fn write_new(path: &Path, bytes: &[u8]) -> Result<()> {
         .and_then(|_| f.sync_all())
         .map_err(|e| Error::io(&tmp, e));
     drop(f);
-    let done = written.and_then(|_| {
-        std::fs::hard_link(&tmp, path).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::AlreadyExists {
-                Error::file(
-                    path,
-                    "exists already: another process made it first (nothing written)",
-                )
-            } else {
-                Error::io(path, e)
-            }
-        })
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    Ok(tmp)
+}
+
+/// Writes `bytes` to `path` only when nothing is there yet, all at once:
+/// a temp file as in [`write_atomic`], then a hard link to it at `path`,
+/// which the system makes only when the name is free. Of several
+/// processes writing the same new `path`, exactly one succeeds; the others
+/// get an error saying the file exists (`AlreadyExists`), and nothing of
+/// theirs is left behind.
+pub fn write_new(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty());
+    let tmp = temp_written_beside(path, bytes)?;
+    let done = std::fs::hard_link(&tmp, path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::AlreadyExists {
+            Error::file(
+                path,
+                "exists already: another process made it first (nothing written)",
+            )
+        } else {
+            Error::io(path, e)
+        }
     });
     let _ = std::fs::remove_file(&tmp);
     done?;

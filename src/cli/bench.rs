@@ -125,8 +125,8 @@ pub struct TrainBenchArgs {
     /// encoder_ref.py (PyTorch + transformers) to fine-tune the same encoder
     /// folder on the same first pairs (`max_pairs`), with the same batch,
     /// epochs, lr, temperature, token cut (`train_max_len`) and seed; `--amp
-    /// bf16` when `precision=bf16`; `--group-by-length` on the CPU. Only with
-    /// `--model encoder`.
+    /// bf16` when `precision=bf16`; `--group-by-length` when
+    /// `group_by_length=true`. Only with `--model encoder`.
     #[arg(long, value_name = "SCRIPT", conflicts_with = "torch_ref")]
     pub encoder_ref: Option<PathBuf>,
     /// Python interpreter for --torch-ref and --encoder-ref.
@@ -1014,7 +1014,7 @@ fn train(a: TrainBenchArgs) -> anyhow::Result<()> {
         if get("precision")? == "bf16" {
             cmd.args(["--amp", "bf16"]);
         }
-        if device.is_cpu() {
+        if get("group_by_length")? == "true" {
             cmd.arg("--group-by-length");
         }
         let theirs = peer_json(&mut cmd, script)?;

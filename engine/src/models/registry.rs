@@ -977,6 +977,7 @@ pub static MODELS: &[ModelSpec] = &[
             s("epochs", "0", Check::Int { min: 0, max: 1_000_000 }, "fine-tuning epochs (0: the pretrained space, zero-shot)"),
             s("frozen_epochs", "0", COUNT, "first epochs with the word-embedding table frozen (phase `frozen`)"),
             s("gamma", "10", Check::Positive, "loss=pairwise: scale of the cosine margins"),
+            s("group_by_length", "false", Check::Bool, "batches of similar lengths: the shuffled pairs sorted by length in groups of 50 batches (transformers' LengthGroupedSampler)"),
             s("loss", "infonce", Check::Choice(&["infonce", "pairwise"]), "in-batch contrastive loss (both ways) or the seeds' pairwise logistic loss"),
             s("lr", "0.00002", Check::Positive, "Adam learning rate"),
             s("max_len", "auto", Check::Parse(encoder::check_max_len), "tokens per window, auto: the model's positions (longer texts: several windows, averaged)"),

@@ -494,6 +494,24 @@ struct Settings {
     /// WiSE-FT's mixing weight: the model is `pretrained + wise ×
     /// (fine-tuned − pretrained)`.
     wise: f64,
+    /// Batches of similar lengths ([`length_sorted`]).
+    group_by_length: bool,
+}
+
+/// How many batches `transformers`' `LengthGroupedSampler` sorts together.
+const MEGABATCH: usize = 50;
+
+/// `group_by_length=true`: the shuffled order cut into mega-batches of
+/// [`MEGABATCH`] batches, each sorted by the pair's length (both texts'
+/// pieces), longest first (`transformers`' `LengthGroupedSampler`, as
+/// `encoder_ref.py --group-by-length` runs it). A batch then holds texts of
+/// similar lengths and pads little; which pairs share a batch (the
+/// in-batch negatives) follows the shuffle less closely. A stable sort: the
+/// same order for the same seed.
+fn length_sorted(order: &mut [usize], batch: usize, len: impl Fn(usize) -> usize) {
+    for mega in order.chunks_mut(MEGABATCH * batch.max(1)) {
+        mega.sort_by_key(|&i| std::cmp::Reverse(len(i)));
+    }
 }
 
 impl Settings {
@@ -515,6 +533,7 @@ impl Settings {
             max_pairs: p.get("max_pairs")?,
             precision: crate::models::kit::precision::setting(&p)?,
             wise: p.get("wise")?,
+            group_by_length: p.get("group_by_length")?,
         };
         let opts = EncodeOptions::from_params(params)?;
         Ok((s, weights, opts))
@@ -789,6 +808,9 @@ impl Trainer for EncoderTrainer {
                 );
                 order.sort_unstable();
                 order.shuffle(&mut rng);
+                if s.group_by_length {
+                    length_sorted(&mut order, s.batch, |i| src_ids[i].len() + tgt_ids[i].len());
+                }
                 for chunk in order.chunks(s.batch) {
                     if chunk.len() < 2 {
                         continue;
@@ -1025,6 +1047,30 @@ fn group_overhead(device: &Device) -> usize {
         32
     } else {
         usize::MAX
+    }
+}
+
+#[cfg(test)]
+mod length_tests {
+    /// Mega-batches of 50 batches sorted longest first, stably, and every
+    /// pair kept.
+    #[test]
+    fn length_sorted_sorts_each_megabatch_longest_first() {
+        let lens: Vec<usize> = (0..230).map(|i| (i * 37) % 11).collect();
+        let mut order: Vec<usize> = (0..230).rev().collect();
+        super::length_sorted(&mut order, 2, |i| lens[i]);
+        for mega in order.chunks(100) {
+            assert!(mega.windows(2).all(|w| lens[w[0]] >= lens[w[1]]));
+            // stable: equal lengths keep the shuffled (here descending) order
+            assert!(mega
+                .windows(2)
+                .all(|w| lens[w[0]] != lens[w[1]] || w[0] > w[1]));
+        }
+        let mut all = order.clone();
+        all.sort_unstable();
+        assert_eq!(all, (0..230).collect::<Vec<_>>());
+        // the first mega-batch holds the first 100 of the given order
+        assert!(order[..100].iter().all(|&i| i >= 130));
     }
 }
 
