@@ -536,3 +536,84 @@ mod tests {
         );
     }
 }
+
+/// The candidate `word` was most likely meant as: a known alias of a
+/// common spelling (`learning_rate` for `lr`, `batch_size` for `batch`…)
+/// when that candidate exists, otherwise the nearest candidate by edit
+/// distance within a third of the word's length (at least 1). `None` when
+/// nothing is near. For "did you mean" in errors.
+pub fn closest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    const ALIASES: &[(&str, &str)] = &[
+        ("learning_rate", "lr"),
+        ("learning-rate", "lr"),
+        ("learningrate", "lr"),
+        ("batch_size", "batch"),
+        ("batchsize", "batch"),
+        ("epoch", "epochs"),
+        ("num_epochs", "epochs"),
+        ("n_epochs", "epochs"),
+        ("dimension", "dim"),
+        ("dimensions", "dim"),
+        ("dims", "dim"),
+        ("embedding_dim", "dim"),
+        ("hidden_size", "dim"),
+        ("temp", "temperature"),
+        ("tau", "temperature"),
+        ("wd", "weight_decay"),
+        ("max_length", "max_len"),
+        ("max_seq_length", "max_len"),
+        ("optimizer", "optim"),
+        ("optimiser", "optim"),
+    ];
+    let w = word.trim().to_lowercase();
+    if let Some(hit) = ALIASES
+        .iter()
+        .filter(|(a, _)| *a == w)
+        .find_map(|(_, k)| candidates.iter().find(|c| *c == k))
+    {
+        return Some(hit);
+    }
+    let limit = (w.chars().count() / 3).max(1);
+    candidates
+        .iter()
+        .map(|c| (edit_distance(&w, &c.to_lowercase()), *c))
+        .filter(|(d, _)| *d <= limit)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+/// Levenshtein distance in characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
+#[cfg(test)]
+mod closest_tests {
+    use super::closest;
+
+    #[test]
+    fn typos_and_common_spellings_find_their_key() {
+        let models = ["cl-lsi", "s2net", "xcnn", "bae", "encoder"];
+        assert_eq!(closest("s2nett", &models), Some("s2net"));
+        assert_eq!(closest("encodr", &models), Some("encoder"));
+        assert_eq!(closest("xyzzy", &models), None);
+        let keys = ["batch", "dim", "epochs", "lr", "weight_decay"];
+        assert_eq!(closest("learning_rate", &keys), Some("lr"));
+        assert_eq!(closest("batch_size", &keys), Some("batch"));
+        assert_eq!(closest("epoch", &keys), Some("epochs"));
+        assert_eq!(closest("weight_decy", &keys), Some("weight_decay"));
+        // an alias whose key the model lacks suggests nothing
+        assert_eq!(closest("temp", &keys), None);
+    }
+}

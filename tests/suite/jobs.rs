@@ -100,6 +100,19 @@ fn refused_requests_write_nothing() {
             request(ws.path(), &sessions, "s2net", &[("no_such", "1")]),
             "no model reads it",
         ),
+        // what was meant, and the model's own keys (issue 55)
+        (
+            request(ws.path(), &sessions, "s2nett", &[]),
+            "unknown model `s2nett` (did you mean `s2net`?)",
+        ),
+        (
+            request(ws.path(), &sessions, "s2net", &[("learning_rate", "0.01")]),
+            "did you mean `lr`? (s2net's settings: batch, beta, dim",
+        ),
+        (
+            request(ws.path(), &sessions, "s2net", &[("weight_decy", "0.1")]),
+            "did you mean `weight_decay`?",
+        ),
         (
             request(ws.path(), &sessions, "s2net", &[("dim", "0")]),
             "dim: 0 is out of range",

@@ -1133,11 +1133,25 @@ const LEXICAL_TEXT: &[(&str, &str)] = &[("stopwords", "true"), ("oov_ngrams", "0
 /// The registry row of `name`; an unknown name is an error listing the known ones.
 pub fn spec(name: &str) -> crate::Result<&'static ModelSpec> {
     MODELS.iter().find(|m| m.name == name).ok_or_else(|| {
+        let known: Vec<&str> = names().collect();
+        let hint = crate::util::closest(name, &known)
+            .map(|m| format!(" (did you mean `{m}`?)"))
+            .unwrap_or_default();
         crate::Error::invalid(format!(
-            "unknown model `{name}`; known models: {}",
-            names().collect::<Vec<_>>().join(", ")
+            "unknown model `{name}`{hint}; known models: {}",
+            known.join(", ")
         ))
     })
+}
+
+/// `; did you mean `KEY`?` for a key `model` lacks, where one of its own
+/// keys is near (empty otherwise), then the list of its keys.
+fn key_hint(spec: &ModelSpec, key: &str) -> String {
+    let keys: Vec<&str> = spec.all_settings().map(|s| s.key).collect();
+    let mean = crate::util::closest(key, &keys)
+        .map(|k| format!("; did you mean `{k}`?"))
+        .unwrap_or_default();
+    format!("{mean} ({}'s settings: {})", spec.name, keys.join(", "))
 }
 
 /// Every model name, in registry order.
@@ -1166,13 +1180,20 @@ pub fn validate_settings<'a>(
     if unknown.is_empty() {
         Ok(())
     } else {
+        let keys: Vec<&str> = spec.all_settings().map(|s| s.key).collect();
+        let means: Vec<String> = unknown
+            .iter()
+            .filter_map(|u| crate::util::closest(u, &keys).map(|k| format!("`{k}` for `{u}`")))
+            .collect();
+        let mean = if means.is_empty() {
+            String::new()
+        } else {
+            format!("; did you mean {}?", means.join(", "))
+        };
         Err(crate::Error::invalid(format!(
-            "unknown setting(s) for {model}: {} (its settings: {})",
+            "unknown setting(s) for {model}: {}{mean} (its settings: {})",
             unknown.join(", "),
-            spec.all_settings()
-                .map(|s| s.key)
-                .collect::<Vec<_>>()
-                .join(", ")
+            keys.join(", ")
         )))
     }
 }
@@ -1181,17 +1202,19 @@ pub fn validate_settings<'a>(
 /// (or, for trained models, the runner) reads `key`, and the value passes
 /// the key's check. Returns the value as it will be recorded (trimmed).
 pub fn check_setting(model: &str, key: &str, value: &str) -> crate::Result<String> {
-    let Some(setting) = spec(model)?.setting(key) else {
+    let spec = spec(model)?;
+    let Some(setting) = spec.setting(key) else {
         let readers: Vec<&str> = MODELS
             .iter()
             .filter(|m| m.setting(key).is_some())
             .map(|m| m.name)
             .collect();
+        let hint = key_hint(spec, key);
         return Err(crate::Error::invalid(if readers.is_empty() {
-            format!("{model} does not take {key} (no model reads it)")
+            format!("{model} does not take {key} (no model reads it){hint}")
         } else {
             format!(
-                "{model} does not take {key} (read by {})",
+                "{model} does not take {key} (read by {}){hint}",
                 readers.join(", ")
             )
         }));
