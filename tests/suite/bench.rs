@@ -86,6 +86,65 @@ fn bench_train_hands_the_same_settings_to_the_peer() {
     assert!((ratio - ours / 1000.0).abs() < 1e-3, "{ratio} vs {ours}");
 }
 
+/// `--model encoder --encoder-ref`: the peer fine-tunes the same folder on
+/// the same first pairs with the same batch, epochs, lr, temperature, token
+/// cut and seed; `--amp bf16` exactly under `precision=bf16`,
+/// `--group-by-length` exactly under `group_by_length=true`.
+#[test]
+fn bench_train_hands_the_encoder_ref_the_same_fine_tuning() {
+    let ws = tiny_workspace();
+    let folder = ws.path().join("tiny-encoder");
+    common::encoder::tiny_encoder_folder(ws.path(), &folder, 1);
+    let script = std::env::current_dir()
+        .unwrap()
+        .join("tests/fixtures/bench/fake_encoder_ref.sh");
+    let run = |extra: &str| {
+        let j = json(&bench_train(
+            ws.path(),
+            &format!(
+                "--workspace workspace.toml --model encoder --set weights={} --set epochs=1 \
+                 --set batch=4 --set max_pairs=8 --set lr=0.001 --set temperature=0.1 \
+                 --set train_max_len=16 --threads 1 --seed 3 --encoder-ref {} --python sh {extra}",
+                folder.display(),
+                script.display()
+            ),
+        ));
+        assert_eq!(j["examples"], 8, "{j}");
+        let ratio = j["pairs_per_s_over_encoder_ref"].as_f64().unwrap();
+        let ours = j["pairs_per_s"].as_f64().unwrap();
+        assert!((ratio - ours / 500.0).abs() < 1e-3, "{ratio} vs {ours}");
+        j["encoder_ref"]["args"].as_str().unwrap().to_string()
+    };
+    let args = run("");
+    for want in [
+        &format!("--model {}", folder.display()) as &str,
+        "--device cpu",
+        "--threads 1",
+        "--max-len 16 finetune",
+        "--epochs 1",
+        "--batch 4",
+        "--lr 0.001",
+        "--temperature 0.1",
+        "--max-pairs 8",
+        "--seed 3",
+    ] {
+        assert!(args.contains(want), "{want} missing from {args}");
+    }
+    assert!(
+        args.contains("train.en") && args.contains("test.es"),
+        "{args}"
+    );
+    assert!(
+        !args.contains("--amp") && !args.contains("--group-by-length"),
+        "{args}"
+    );
+    let args = run("--set precision=bf16 --set group_by_length=true");
+    assert!(
+        args.contains("--amp bf16") && args.contains("--group-by-length"),
+        "{args}"
+    );
+}
+
 #[test]
 fn bench_train_refuses_what_it_cannot_do() {
     let ws = tiny_workspace();
@@ -105,6 +164,16 @@ fn bench_train_refuses_what_it_cannot_do() {
     assert!(e.contains("--torch-ref needs"), "{e}");
     let e = run("--workspace missing.toml --model s2net");
     assert!(e.contains("missing.toml"), "{e}");
+    // each peer times its own models
+    let e = run("--workspace workspace.toml --model s2net --encoder-ref x.py");
+    assert!(
+        e.contains("--encoder-ref times an encoder's fine-tuning"),
+        "{e}"
+    );
+    let e = run("--workspace workspace.toml --model encoder --torch-ref x.py");
+    assert!(e.contains("--torch-ref has no encoder"), "{e}");
+    let e = run("--workspace workspace.toml --model encoder --encoder-ref x.py");
+    assert!(e.contains("--encoder-ref x.py: no such file"), "{e}");
 }
 
 /// The bench reads the workspace as `rosetta train` does: a model's own
