@@ -496,6 +496,15 @@ struct Settings {
     wise: f64,
     /// Batches of similar lengths ([`length_sorted`]).
     group_by_length: bool,
+    /// `loss=infonce+distill`: the distillation term's weight.
+    distill_weight: f64,
+}
+
+impl Settings {
+    /// Whether the loss holds the distillation term ([`distill_loss`]).
+    fn distils(&self) -> bool {
+        matches!(self.loss.as_str(), "distill" | "infonce+distill")
+    }
 }
 
 /// How many batches `transformers`' `LengthGroupedSampler` sorts together.
@@ -534,6 +543,7 @@ impl Settings {
             precision: crate::models::kit::precision::setting(&p)?,
             wise: p.get("wise")?,
             group_by_length: p.get("group_by_length")?,
+            distill_weight: p.get("distill_weight")?,
         };
         let opts = EncodeOptions::from_params(params)?;
         Ok((s, weights, opts))
@@ -608,6 +618,54 @@ pub fn info_nce(s: &Tensor, t: &Tensor, temperature: f64) -> Result<Tensor> {
     let a = candle_nn::loss::cross_entropy(&logits, &labels)?;
     let c = candle_nn::loss::cross_entropy(&logits.t()?.contiguous()?, &labels)?;
     Ok(((a + c)? * 0.5)?)
+}
+
+/// Multilingual knowledge distillation (Reimers & Gurevych, EMNLP 2020):
+/// both the source sentence's embedding `s` and its translation's `t`
+/// drawn to the frozen start's embedding of the source sentence `teacher`
+/// (rows paired), as the mean over the rows of ½(‖s − teacher‖² +
+/// ‖t − teacher‖²). On unit vectors each term is 2 − 2·cos, so the loss
+/// lies in [0, 4], on InfoNCE's scale.
+pub fn distill_loss(s: &Tensor, t: &Tensor, teacher: &Tensor) -> Result<Tensor> {
+    let sq = |x: &Tensor| -> Result<Tensor> { Ok((x - teacher)?.sqr()?.sum(1)?.mean(0)?) };
+    Ok(((sq(s)? + sq(t)?)? * 0.5)?)
+}
+
+/// The frozen start's unit-length embeddings `[n, hidden]` of `texts` (the
+/// teacher of [`distill_loss`]), computed as training computes the
+/// student's (read as queries, cut to `max_len` tokens), in batches of
+/// `batch`, with `log` told the progress. The weights are the folder's own,
+/// whatever a resumed checkpoint holds.
+fn teacher_embeddings(
+    folder: &folder::Folder,
+    opts: &EncodeOptions,
+    texts: &[String],
+    max_len: usize,
+    device: &Device,
+    log: &mut dyn FnMut(&str),
+) -> Result<Tensor> {
+    let (teacher, _) = Encoder::open(folder, opts.clone(), &HashMap::new(), device)?;
+    let overhead = group_overhead(device);
+    let step = opts.batch.max(1) * 8;
+    let started = std::time::Instant::now();
+    let mut told = started;
+    let mut parts = Vec::new();
+    for (k, chunk) in texts.chunks(step).enumerate() {
+        let e = teacher.embed_for_training(chunk, TextRole::Query, max_len, None, overhead)?;
+        parts.push(e.detach());
+        let done = ((k + 1) * step).min(texts.len());
+        // a line every 10 s, and the last
+        if done == texts.len() || told.elapsed().as_secs() >= 10 {
+            told = std::time::Instant::now();
+            let rate = done as f64 / started.elapsed().as_secs_f64().max(1e-9);
+            log(&format!(
+                "encoder: distillation targets {done}/{} ({rate:.1} texts/s, {:.0} s left)",
+                texts.len(),
+                (texts.len() - done) as f64 / rate.max(1e-9)
+            ));
+        }
+    }
+    Ok(Tensor::cat(&parts, 0)?)
 }
 
 impl Trainer for EncoderTrainer {
@@ -747,6 +805,18 @@ impl Trainer for EncoderTrainer {
         let n = s.pairs(data);
         let src_ids = enc.content_ids(&texts.train_src[..n], TextRole::Query)?;
         let tgt_ids = enc.content_ids(&texts.train_tgt[..n], TextRole::Query)?;
+        let teacher = if s.distils() {
+            Some(teacher_embeddings(
+                &folder,
+                &opts,
+                &texts.train_src[..n],
+                s.train_max_len,
+                device,
+                &mut |m| hooks.log(m),
+            )?)
+        } else {
+            None
+        };
         let snapshot = |vars: &[(String, Var)]| -> Result<Vec<(String, Tensor)>> {
             vars.iter()
                 .map(|(n, v)| Ok((n.clone(), v.as_tensor().copy()?)))
@@ -821,6 +891,7 @@ impl Trainer for EncoderTrainer {
                         chunk,
                         (&src_ids, &tgt_ids),
                         (&word_var, frozen),
+                        teacher.as_ref(),
                         &mut opt,
                         device,
                         &mut prof,
@@ -896,6 +967,7 @@ impl EncoderTrainer {
         chunk: &[usize],
         (src_ids, tgt_ids): (&[Vec<u32>], &[Vec<u32>]),
         (word, frozen): (&(String, Var), bool),
+        teacher: Option<&Tensor>,
         opt: &mut Adam,
         device: &Device,
         prof: &mut StepProfile,
@@ -940,8 +1012,20 @@ impl EncoderTrainer {
         let es = enc.train_embed(&ws, &table, overhead)?;
         let et = enc.train_embed(&wt, &table, overhead)?;
         prof.mark(StepPhase::Forward, device)?;
+        let distilled = |teacher: Option<&Tensor>| -> Result<Tensor> {
+            let teacher = teacher.ok_or_else(|| {
+                Error::invalid("encoder: loss=distill without the teacher's embeddings")
+            })?;
+            let rows: Vec<u32> = chunk.iter().map(|&i| i as u32).collect();
+            let rows = Tensor::from_vec(rows, chunk.len(), device)?;
+            distill_loss(&es, &et, &teacher.index_select(&rows, 0)?)
+        };
         let loss = match s.loss.as_str() {
             "pairwise" => crate::models::kit::nn::s2net_loss(&es, &et, s.gamma)?,
+            "distill" => distilled(teacher)?,
+            "infonce+distill" => {
+                (info_nce(&es, &et, s.temperature)? + (distilled(teacher)? * s.distill_weight)?)?
+            }
             _ => info_nce(&es, &et, s.temperature)?,
         };
         prof.mark(StepPhase::Loss, device)?;
