@@ -516,8 +516,11 @@ pub struct EvalArgs {
     pub depth: u64,
     /// Also score the ad-hoc run fused with BM25 over translated queries:
     /// `bm25:auto` (λ chosen for MAP on a seeded half of the judged
-    /// queries), `bm25:λ`, `rrf` or `rrf:K`. Fused, model and BM25 figures
-    /// are all on the other half of the queries.
+    /// queries), `bm25:λ`, `rrf` or `rrf:K`; `auto` also chooses, on that
+    /// half, among BM25 over the queries as translated, expanded by Bo1 and
+    /// by RM3, each with and without the model's run on the translated
+    /// queries (β tuned with λ). Fused, model and BM25 figures are all on
+    /// the other half of the queries.
     #[arg(long, value_name = "FUSION")]
     pub fuse: Option<rosetta::index::fusion::FusionSpec>,
     /// Seed of the validation/test split of the queries for --fuse.

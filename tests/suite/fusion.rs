@@ -200,3 +200,86 @@ fn fused_queries_through_apertium_when_installed() {
         }
     }
 }
+
+/// `--fuse auto` tries six signal sets (BM25 over the translated queries as
+/// they are, with Bo1, with RM3; each without and with the model's
+/// translated-query run) and reports the one with the best tuning-half MAP:
+/// the same figures as asking for that set by its flags.
+#[test]
+fn fuse_auto_chooses_the_signal_set_on_the_tuning_half() {
+    let ws = tiny_workspace();
+    let wsf = ws.path().join("workspace.toml");
+    let root = tempfile::tempdir().unwrap();
+    let s2 = root.path().join("s2net");
+    train(
+        root.path(),
+        &wsf,
+        "s2net",
+        &s2,
+        &["--dim", "4", "--epochs", "2"],
+    );
+    let eval = |more: &[&str]| {
+        let mut args = vec![
+            "eval",
+            "--session",
+            s2.to_str().unwrap(),
+            "--task",
+            "adhoc",
+            "--json",
+        ];
+        args.extend_from_slice(more);
+        json(&rosetta(root.path(), &args))["adhoc_fused"].clone()
+    };
+    let f = eval(&["--fuse", "auto"]);
+    let tried = f["auto"].as_array().unwrap();
+    let sets: Vec<(String, bool)> = tried
+        .iter()
+        .map(|c| {
+            (
+                c["bm25_run"].as_str().unwrap().to_string(),
+                c["beta"] == true,
+            )
+        })
+        .collect();
+    let want: Vec<(String, bool)> = ["bm25-dict", "bm25-dict-bo1", "bm25-dict-rm3"]
+        .iter()
+        .flat_map(|r| [(r.to_string(), false), (r.to_string(), true)])
+        .collect();
+    assert_eq!(sets, want);
+    let chosen: Vec<&serde_json::Value> = tried.iter().filter(|c| c["chosen"] == true).collect();
+    assert_eq!(chosen.len(), 1, "{f}");
+    let best = tried
+        .iter()
+        .map(|c| c["tuning_map"].as_f64().unwrap())
+        .fold(f64::NEG_INFINITY, f64::max);
+    assert_eq!(chosen[0]["tuning_map"].as_f64().unwrap(), best);
+    assert_eq!(f["fused_tuning"]["MAP"].as_f64().unwrap(), best);
+    // the chosen set asked for by its flags gives the same figures
+    let mut flags = vec!["--fuse", "bm25:auto"];
+    let run = chosen[0]["bm25_run"].as_str().unwrap();
+    if let Some(e) = run.strip_prefix("bm25-dict-") {
+        flags.extend(["--fuse-expand", e]);
+    }
+    if chosen[0]["beta"] == true {
+        flags.extend(["--beta", "auto"]);
+    }
+    let same = eval(&flags);
+    for k in ["fused", "model", "bm25", "fusion", "beta"] {
+        assert_eq!(f[k], same[k], "{k}");
+    }
+    // auto chooses β and the expansion itself
+    let out = rosetta(
+        root.path(),
+        &[
+            "eval",
+            "--session",
+            s2.to_str().unwrap(),
+            "--fuse",
+            "auto",
+            "--beta",
+            "auto",
+        ],
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--fuse auto chooses"));
+}

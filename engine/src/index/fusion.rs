@@ -484,14 +484,37 @@ pub enum FusionSpec {
     Fixed(Fusion),
     /// [`Fusion::Linear`] with λ from [`tune_lambda`] over [`LAMBDA_GRID`] (MAP).
     TunedLinear,
+    /// `auto`: [`FusionSpec::TunedLinear`] over each of several signal
+    /// sets (BM25's query expansion, the model's translated-query run with
+    /// β), the set chosen by the fused MAP on the tuning half; the caller
+    /// enumerates the sets ([`AutoCandidate`]). Evaluated alone it is
+    /// [`FusionSpec::TunedLinear`].
+    Auto,
+}
+
+/// One signal set `--fuse auto` tried, with its fused MAP on the tuning
+/// half of the queries (the figure it is chosen by).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct AutoCandidate {
+    /// The BM25 run's tag (`bm25-dict`, `bm25-dict-rm3`, ...).
+    pub bm25_run: String,
+    /// Whether the model's run on the translated queries took part (β tuned).
+    pub beta: bool,
+    /// The fused MAP on the tuning half with λ (and β) chosen there.
+    pub tuning_map: f64,
+    /// The one chosen (the best tuning MAP; the first such in the order
+    /// tried on a tie).
+    pub chosen: bool,
 }
 
 impl FromStr for FusionSpec {
     type Err = Error;
 
-    /// `bm25:auto`, or anything [`Fusion::from_str`] reads.
+    /// `auto`, `bm25:auto`, or anything [`Fusion::from_str`] reads.
     fn from_str(s: &str) -> crate::Result<FusionSpec> {
-        if s.trim() == "bm25:auto" {
+        if s.trim() == "auto" {
+            Ok(FusionSpec::Auto)
+        } else if s.trim() == "bm25:auto" {
             Ok(FusionSpec::TunedLinear)
         } else {
             Ok(FusionSpec::Fixed(s.parse()?))
@@ -567,6 +590,9 @@ pub struct FusedEvaluation {
     pub bm25: Metrics,
     /// The fused run on those queries.
     pub fused: Metrics,
+    /// `--fuse auto`: every signal set tried, in order, the chosen one marked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auto: Option<Vec<AutoCandidate>>,
     /// The BM25 run and the fused run restricted to the held-out queries,
     /// and those queries' qrels (for writing out and significance tests),
     /// not serialised.
@@ -637,8 +663,8 @@ pub fn evaluate_fusion_with(
         }
     }
     let lambdas: Vec<f64> = match spec {
-        FusionSpec::TunedLinear if tr.is_some() => LAMBDA_GRID_FINE.to_vec(),
-        FusionSpec::TunedLinear => LAMBDA_GRID.to_vec(),
+        FusionSpec::TunedLinear | FusionSpec::Auto if tr.is_some() => LAMBDA_GRID_FINE.to_vec(),
+        FusionSpec::TunedLinear | FusionSpec::Auto => LAMBDA_GRID.to_vec(),
         FusionSpec::Fixed(Fusion::Linear { lambda }) => vec![lambda],
         FusionSpec::Fixed(_) => Vec::new(),
     };
@@ -647,7 +673,8 @@ pub fn evaluate_fusion_with(
         BetaSpec::Fixed(b) => vec![b],
         BetaSpec::Tuned => BETA_GRID.to_vec(),
     };
-    let tuned = matches!(spec, FusionSpec::TunedLinear) || matches!(beta, BetaSpec::Tuned);
+    let tuned = matches!(spec, FusionSpec::TunedLinear | FusionSpec::Auto)
+        || matches!(beta, BetaSpec::Tuned);
     let (fusion, beta_used, tuning) = match spec {
         FusionSpec::Fixed(f) if !tuned => {
             (f, betas.first().copied().filter(|_| tr.is_some()), None)
@@ -686,6 +713,7 @@ pub fn evaluate_fusion_with(
             .as_ref()
             .map(|_| evaluate_rankings(&fused.results, &qrels.restricted_to(&valid)).mean),
         tuning,
+        auto: None,
         split_seed: seed,
         queries: held_out.judgements.len(),
         model: score(source),

@@ -353,6 +353,25 @@ impl EvalReport {
             }
         }
         if let Some(f) = &self.adhoc_fused {
+            if let Some(tried) = &f.auto {
+                let list: Vec<String> = tried
+                    .iter()
+                    .map(|c| {
+                        format!(
+                            "{}{}{} {:.4}",
+                            if c.chosen { "*" } else { "" },
+                            c.bm25_run,
+                            if c.beta { "+β" } else { "" },
+                            c.tuning_map
+                        )
+                    })
+                    .collect();
+                out.push(format!(
+                    "--fuse auto: {} signal sets, fused MAP on the tuning half: {} (* chosen)",
+                    tried.len(),
+                    list.join(", ")
+                ));
+            }
             out.push(format!(
                 "fused with {} ({}{}{}{}; {} held-out queries): MAP {:.4} (model {:.4}, BM25 {:.4})  MRR {:.4} (model {:.4}, BM25 {:.4})  nDCG@10 {:.4} (model {:.4}, BM25 {:.4})",
                 f.bm25_run,
@@ -438,6 +457,14 @@ impl EvalRequest {
                 "the fusion's queries are translated by dict or mt, not none",
             ));
         }
+        if self.fuse == Some(FusionSpec::Auto)
+            && (o.beta != BetaSpec::Source || o.expansion != FuseOptions::default().expansion)
+        {
+            return Err(Error::invalid(
+                "--fuse auto chooses β and the query expansion itself: leave out --beta and \
+                 --fuse-expand, or give --fuse bm25:auto with them",
+            ));
+        }
         o.expansion.validate()?;
         Ok(())
     }
@@ -469,8 +496,10 @@ pub fn evaluate(req: &EvalRequest) -> Result<EvalReport> {
     if req.wants(Task::Adhoc) {
         let tag = session_tag(&l.session.dir);
         let other = req.adhoc.as_deref().map(other_task).transpose()?;
-        // with β, the documents' embeddings serve the translated queries too
-        let keep_docs = req.fuse.is_some() && req.fuse_options.beta != BetaSpec::Source;
+        // with β (tried by `--fuse auto` too), the documents' embeddings
+        // serve the translated queries too
+        let keep_docs = req.fuse == Some(FusionSpec::Auto)
+            || (req.fuse.is_some() && req.fuse_options.beta != BetaSpec::Source);
         let mut doc_side: Option<(ndarray::Array2<f32>, Vec<String>)> = None;
         let (run, qrels, derived, docs, empty) = match &other {
             Some(task) => {
@@ -562,15 +591,20 @@ pub fn evaluate(req: &EvalRequest) -> Result<EvalReport> {
                 }
                 None => None,
             };
-            let f = fused_adhoc(
-                &lex,
-                &task,
-                &run,
-                translated.as_ref(),
-                spec,
-                o,
-                req.fuse_seed,
-            )?;
+            let f = match spec {
+                FusionSpec::Auto => {
+                    fused_auto(&lex, &task, &run, translated.as_ref(), o, req.fuse_seed)?
+                }
+                _ => fused_adhoc(
+                    &lex,
+                    &task,
+                    &run,
+                    translated.as_ref(),
+                    spec,
+                    o,
+                    req.fuse_seed,
+                )?,
+            };
             if let Some(p) = &req.fuse_run {
                 // the held-out queries' qrels always go beside: the runs
                 // hold those queries only
@@ -882,6 +916,71 @@ fn fused_adhoc(
     if f.beta.is_some() {
         f.query_translation = Some(o.translation.name().to_string());
     }
+    Ok(f)
+}
+
+/// `--fuse auto`: λ-tuned linear fusion of the model with BM25 over the
+/// translated queries as they are, expanded by Bo1 and by RM3, each with
+/// the model's source-query run alone and with its translated-query run
+/// mixed in (β tuned with λ): the set with the best fused MAP on the tuning
+/// half is reported on the other half, every set's tuning MAP beside it.
+/// Nothing is chosen on the held-out queries.
+fn fused_auto(
+    lex: &Workspace,
+    task: &AdhocTask,
+    run: &crate::eval::Run,
+    translated: Option<&crate::eval::Run>,
+    o: FuseOptions,
+    seed: u64,
+) -> Result<FusedEvaluation> {
+    use crate::index::expand::Expansion;
+    use crate::index::fusion::AutoCandidate;
+    let betas: Vec<BetaSpec> = match translated {
+        Some(_) => vec![BetaSpec::Source, BetaSpec::Tuned],
+        None => vec![BetaSpec::Source],
+    };
+    let mut best: Option<FusedEvaluation> = None;
+    let mut tried = Vec::new();
+    for expansion in [Expansion::None, Expansion::bo1(), Expansion::rm3()] {
+        for &beta in &betas {
+            let opts = FuseOptions {
+                beta,
+                expansion,
+                ..o
+            };
+            let f = fused_adhoc(
+                lex,
+                task,
+                run,
+                translated,
+                FusionSpec::TunedLinear,
+                opts,
+                seed,
+            )?;
+            let score = f.fused_tuning.map_or(f64::NEG_INFINITY, |m| m.map);
+            tried.push(AutoCandidate {
+                bm25_run: f.bm25_run.clone(),
+                beta: beta != BetaSpec::Source,
+                tuning_map: score,
+                chosen: false,
+            });
+            let better = best
+                .as_ref()
+                .is_none_or(|b| score > b.fused_tuning.map_or(f64::NEG_INFINITY, |m| m.map));
+            if better {
+                best = Some(f);
+            }
+        }
+    }
+    let mut f = best.ok_or_else(|| Error::invalid("--fuse auto: no signal set to try"))?;
+    let at = f.fused_tuning.map_or(f64::NEG_INFINITY, |m| m.map);
+    if let Some(c) = tried
+        .iter_mut()
+        .find(|c| c.tuning_map == at && c.bm25_run == f.bm25_run && c.beta == f.beta.is_some())
+    {
+        c.chosen = true;
+    }
+    f.auto = Some(tried);
     Ok(f)
 }
 
