@@ -22,7 +22,7 @@ use crate::index::{ApproxIndex, Bm25Index, DenseIndex, HnswParams, Query};
 use crate::models::bm25::Bm25Baseline;
 use crate::models::Params;
 use crate::session::retrieval::RUN_DEPTH;
-use crate::session::{Loaded, Session};
+use crate::session::{collection, Loaded, Session};
 use crate::text::{Analyzer, Dropped, QueryWords, Side};
 use crate::{Error, Result};
 
@@ -98,6 +98,21 @@ impl Searcher {
         mode: DenseSearch,
         progress: &dyn Fn(f64, &str),
     ) -> Result<Searcher> {
+        Searcher::open_within(dir, corpus, mode, None, progress)
+    }
+
+    /// [`Searcher::open_with`] starting no encoding of the collection
+    /// estimated ([`collection::estimate`], on a sample) to take more than
+    /// `max_encode_s` seconds: that is an error giving the estimate and the
+    /// `rosetta index build` command. `None`: any encoding, in the
+    /// foreground, reported through `progress` batch by batch.
+    pub fn open_within(
+        dir: &Path,
+        corpus: Arc<Corpus>,
+        mode: DenseSearch,
+        max_encode_s: Option<f64>,
+        progress: &dyn Fn(f64, &str),
+    ) -> Result<Searcher> {
         let session = Session::open(dir)?;
         if let DenseSearch::Approx(p) = mode {
             p.validate()?;
@@ -131,8 +146,33 @@ impl Searcher {
         } else {
             progress(0.45, "loading the model");
             let m = Loaded::open(dir, &candle_core::Device::Cpu)?;
+            let texts = &corpus.doc_full;
+            if let Some(limit) = max_encode_s {
+                if m.collection_needs_encoding(Side::Target, texts)? {
+                    progress(0.5, "timing the encoder on a sample of the documents");
+                    let e = collection::estimate(&m, Side::Target, texts)?;
+                    if e.seconds > limit {
+                        return Err(collection::too_long(dir, &e));
+                    }
+                }
+            }
             progress(0.6, "encoding documents");
-            let doc_emb = Arc::new(m.encode_collection(Side::Target, &corpus.doc_full)?);
+            let report = |p: &collection::BuildProgress| {
+                let frac = p.done as f64 / p.total.max(1) as f64;
+                progress(0.6 + 0.2 * frac, &p.describe("encoding documents"));
+            };
+            let built = collection::build(
+                &m,
+                Side::Target,
+                texts,
+                collection::BuildOptions::default(),
+                &mut { report },
+                &std::sync::atomic::AtomicBool::new(false),
+            )?;
+            let collection::Built::Done(doc_emb) = built else {
+                return Err(Error::invalid("encoding the documents was cancelled"));
+            };
+            let doc_emb = Arc::new(doc_emb);
             let dense = DenseIndex::new(Array2::clone(&doc_emb))?
                 .with_docnos(&corpus.doc_ids)?
                 .with_similarity(m.model.similarity())?;
@@ -207,10 +247,12 @@ impl Searcher {
         })
     }
 
-    /// Opens a session with its own corpus, searching as `mode` says.
+    /// Opens a session with its own corpus, searching as `mode` says,
+    /// encoding as [`Searcher::open_within`] allows.
     pub fn open_alone(
         dir: &Path,
         mode: DenseSearch,
+        max_encode_s: Option<f64>,
         progress: &dyn Fn(f64, &str),
     ) -> Result<Searcher> {
         let session = Session::open(dir)?;
@@ -219,7 +261,7 @@ impl Searcher {
             session.config.text.as_ref(),
             progress,
         )?);
-        Searcher::open_with(dir, corpus, mode, progress)
+        Searcher::open_within(dir, corpus, mode, max_encode_s, progress)
     }
 
     /// The HNSW graph a trained model's ranking comes from, if it searches
