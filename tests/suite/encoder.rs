@@ -1176,7 +1176,15 @@ fn index_build_encodes_the_collection_once_with_progress_and_search_reads_it() {
         ok(&rosetta_in(
             ws.path(),
             &[
-                "index", "build", "--session", "s0", "--device", "cpu", "--chunk", "2", "--batch",
+                "index",
+                "build",
+                "--session",
+                "s0",
+                "--device",
+                "cpu",
+                "--chunk",
+                "2",
+                "--batch",
                 "1",
             ],
         ))
@@ -1194,7 +1202,10 @@ fn index_build_encodes_the_collection_once_with_progress_and_search_reads_it() {
     assert_eq!(st["texts_reused"], 0);
     assert_eq!(st["chunks"].as_u64().unwrap() as usize, total.div_ceil(2));
     assert!(st["texts_per_s"].as_f64().unwrap() > 0.0, "{st}");
-    assert!(!s.join("index/chunks-target").exists(), "chunks go once cached");
+    assert!(
+        !s.join("index/chunks-target").exists(),
+        "chunks go once cached"
+    );
     // the cache holds what encoding the whole collection at once gives
     let cached: ndarray::Array2<f32> =
         ndarray_npy::read_npy(s.join("doc-embeddings.target.npy")).unwrap();
@@ -1212,7 +1223,11 @@ fn index_build_encodes_the_collection_once_with_progress_and_search_reads_it() {
     // `rosetta jobs` lists the build
     let jobs = ok(&rosetta_in(ws.path(), &["jobs", "--root", "."]));
     assert!(jobs.contains("index builds"), "{jobs}");
-    assert!(jobs.lines().any(|l| l.starts_with("s0") && l.contains("done")), "{jobs}");
+    assert!(
+        jobs.lines()
+            .any(|l| l.starts_with("s0") && l.contains("done")),
+        "{jobs}"
+    );
     // a search reads the index
     let r = json(&rosetta_in(
         ws.path(),

@@ -15,7 +15,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::corpus::Workspace;
 use crate::models::DeviceSpec;
-use crate::session::collection::{self, build_command, BuildOptions, BuildProgress, Built, INDEX_DIR};
+use crate::session::collection::{
+    self, build_command, BuildOptions, BuildProgress, Built, INDEX_DIR,
+};
 use crate::session::{fmt_utc, now_unix, Loaded, Session};
 use crate::text::Side;
 use crate::{Error, Result};
@@ -99,10 +101,7 @@ impl IndexStatus {
         } else {
             100.0 * self.texts_done as f64 / self.texts_total as f64
         };
-        let mut s = format!(
-            "{}/{} texts ({pct:.1}%)",
-            self.texts_done, self.texts_total
-        );
+        let mut s = format!("{}/{} texts ({pct:.1}%)", self.texts_done, self.texts_total);
         if let Some(r) = self.texts_per_s {
             s.push_str(&format!(", {r:.1} texts/s"));
         }

@@ -139,7 +139,11 @@ impl Loaded {
     /// Whether `texts` of `side` need encoding before a search: the model
     /// reads raw text (an encoder) and the session holds no valid cache of
     /// them. Other models encode a collection in moments.
-    pub fn collection_needs_encoding<S: AsRef<str>>(&self, side: Side, texts: &[S]) -> Result<bool> {
+    pub fn collection_needs_encoding<S: AsRef<str>>(
+        &self,
+        side: Side,
+        texts: &[S],
+    ) -> Result<bool> {
         if !self.model.reads_text() {
             return Ok(false);
         }
@@ -534,7 +538,10 @@ mod tests {
         assert!(first.is_none(), "cancelled");
         assert_eq!(*encoded.borrow(), vec![0..2, 2..4, 4..6]);
         assert!(chunk_path(&dir, 0).is_file());
-        assert!(!chunk_path(&dir, 1).exists(), "a partial chunk is never written");
+        assert!(
+            !chunk_path(&dir, 1).exists(),
+            "a partial chunk is never written"
+        );
         // second run: chunk 0 read back, the rest encoded
         encoded.borrow_mut().clear();
         let cancel = AtomicBool::new(false);
@@ -558,7 +565,10 @@ mod tests {
         assert_eq!(reports[0].reused, 4);
         assert_eq!(reports[0].done, 4);
         let last = reports.last().unwrap();
-        assert_eq!((last.done, last.total, last.chunks_done, last.chunks), (10, 10, 3, 3));
+        assert_eq!(
+            (last.done, last.total, last.chunks_done, last.chunks),
+            (10, 10, 3, 3)
+        );
         assert!(last.texts_per_s.unwrap() > 0.0);
         // another collection: nothing is reused
         encoded.borrow_mut().clear();
@@ -587,9 +597,17 @@ mod tests {
         let want = serde_json::json!({"rows": 6});
         let opt = BuildOptions { chunk: 3, batch: 3 };
         let cancel = AtomicBool::new(false);
-        build_chunks(&dir, &want, (6, 3), opt, &mut |r| Ok(rows(r)), &mut |_| {}, &cancel)
-            .unwrap()
-            .unwrap();
+        build_chunks(
+            &dir,
+            &want,
+            (6, 3),
+            opt,
+            &mut |r| Ok(rows(r)),
+            &mut |_| {},
+            &cancel,
+        )
+        .unwrap()
+        .unwrap();
         crate::index::dense::write_npy(&chunk_path(&dir, 1), &rows(0..2)).unwrap();
         let mut encoded = Vec::new();
         let out = build_chunks(
