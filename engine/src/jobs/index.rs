@@ -206,7 +206,7 @@ pub fn run(
                 st.chunks_done = p.chunks_done;
                 st.chunks = p.chunks;
                 // the file at most twice a second (and at every chunk)
-                let chunk_end = p.done == p.total || p.done % opt.chunk == 0;
+                let chunk_end = p.done == p.total || p.done.is_multiple_of(opt.chunk);
                 if chunk_end || last_write.elapsed().as_secs_f64() >= 0.5 {
                     let _ = st.write(dir);
                     last_write = std::time::Instant::now();
