@@ -25,6 +25,7 @@
 //! Layering: this module uses `session`, `train`, `models` and `corpus`;
 //! nothing below it uses it.
 
+pub mod index;
 pub mod slurm;
 pub mod sweep;
 
@@ -372,7 +373,6 @@ pub fn create(req: &JobRequest) -> Result<Session> {
 /// running. The child is reaped by a thread of this process, so a
 /// long-lived caller (the workbench) keeps no zombies.
 pub fn launch(dir: &Path, exe: &Path) -> Result<Launched> {
-    use std::os::unix::process::CommandExt;
     let dir = std::fs::canonicalize(dir).map_err(|e| Error::io(dir, e))?;
     let session = Session::open(&dir)?;
     check_not_running(&dir, &session.status)?;
@@ -383,15 +383,35 @@ pub fn launch(dir: &Path, exe: &Path) -> Result<Launched> {
              (it is resubmitted)",
         ));
     }
-    let log_path = dir.join(LOG_FILE);
+    let args: [std::ffi::OsString; 4] = [
+        "train".into(),
+        "--resume".into(),
+        dir.as_os_str().into(),
+        "--background".into(),
+    ];
+    let pid = spawn_detached(exe, &args, &dir.join(LOG_FILE))?;
+    Ok(Launched {
+        dir,
+        pid,
+        slurm: None,
+    })
+}
+
+/// Starts `exe ARGS` detached: a session of its own (it survives the
+/// terminal), stdin null, stdout and stderr appended to `log` (never
+/// through a link); the child is reaped by a thread of this process, so a
+/// long-lived caller (the workbench) keeps no zombies. Returns its pid.
+pub(crate) fn spawn_detached(
+    exe: &Path,
+    args: &[std::ffi::OsString],
+    log_path: &Path,
+) -> Result<u32> {
+    use std::os::unix::process::CommandExt;
     // never through a planted symbolic link
-    let log = crate::util::open_append_nofollow(&log_path)?;
-    let log2 = log.try_clone().map_err(|e| Error::io(&log_path, e))?;
+    let log = crate::util::open_append_nofollow(log_path)?;
+    let log2 = log.try_clone().map_err(|e| Error::io(log_path, e))?;
     let mut cmd = std::process::Command::new(exe);
-    cmd.arg("train")
-        .arg("--resume")
-        .arg(&dir)
-        .arg("--background")
+    cmd.args(args)
         .stdin(std::process::Stdio::null())
         .stdout(log2)
         .stderr(log);
@@ -415,11 +435,7 @@ pub fn launch(dir: &Path, exe: &Path) -> Result<Launched> {
     std::thread::spawn(move || {
         let _ = child.wait();
     });
-    Ok(Launched {
-        dir,
-        pid,
-        slurm: None,
-    })
+    Ok(pid)
 }
 
 fn check_not_running(dir: &Path, st: &Status) -> Result<()> {

@@ -625,6 +625,12 @@ pub struct SearchArgs {
     /// Session folder (a trained model or a BM25 baseline).
     #[arg(long, value_name = "DIR", required_unless_present = "history")]
     pub session: Option<PathBuf>,
+    /// Encode the collection in the foreground (with progress) when the
+    /// session has no index yet and that would take more than 10 s;
+    /// without it such a search is refused with the estimate and the
+    /// `rosetta index build` command.
+    #[arg(long)]
+    pub build: bool,
     /// Query text in the source language.
     #[arg(long, required_unless_present_any = ["show", "history"])]
     pub query: Option<String>,
@@ -735,7 +741,12 @@ pub fn search(args: SearchArgs) -> anyhow::Result<()> {
     };
     let s = {
         let p = super::progress::Progress::start(format!("opening {}", session.display()));
-        rosetta::session::search::Searcher::open_alone(&session, mode, &|f, l| p.update(f, l))?
+        rosetta::session::search::Searcher::open_alone(
+            &session,
+            mode,
+            (!args.build).then_some(rosetta::session::collection::SILENT_LIMIT_S),
+            &|f, l| p.update(f, l),
+        )?
     };
     if let Some(name) = &args.show {
         let d = s.document(name, None)?;

@@ -13,6 +13,7 @@ mod assoc;
 mod data;
 mod encoder;
 mod eval;
+mod index;
 mod plot;
 mod progress;
 mod sweep;
@@ -79,6 +80,10 @@ pub enum Command {
     /// usable word gets no ranking: exit 1 with the reason (with --json, the
     /// object with `"unanswerable"` is printed first).
     Search(apply::SearchArgs),
+    /// Encode a session's collection once, as a job (`index build`: progress,
+    /// cancel, resume from its last chunk), so that searches take moments.
+    #[command(subcommand)]
+    Index(index::IndexCommand),
     /// Inspect a workspace's data.
     #[command(subcommand)]
     Data(data::DataCommand),
@@ -126,6 +131,7 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
         Command::Export(a) => apply::export(a),
         Command::Eval(a) => apply::eval(a),
         Command::Search(a) => apply::search(a),
+        Command::Index(c) => index::run(c),
         Command::Data(c) => data::run_data(c),
         Command::Setup(a) => data::run_setup(a),
         Command::Bm25(a) => bm25::run(a),

@@ -762,6 +762,13 @@ pub fn jobs(args: JobsArgs) -> anyhow::Result<()> {
         println!();
         print_sweeps(&sweeps);
     }
+    let builds = super::index::jobs_lines(&args.root)?;
+    if !builds.is_empty() {
+        println!("\nindex builds");
+        for l in builds {
+            println!("{l}");
+        }
+    }
     Ok(())
 }
 
@@ -880,7 +887,7 @@ fn print_table(rows: &[Vec<String>], indent: &str) {
 
 /// Stored text as it may be printed: terminal control sequences removed
 /// ([`rosetta::util::strip_controls`]).
-fn clean(s: &str) -> std::borrow::Cow<'_, str> {
+pub(super) fn clean(s: &str) -> std::borrow::Cow<'_, str> {
     rosetta::util::strip_controls(s)
 }
 

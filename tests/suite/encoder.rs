@@ -1239,4 +1239,76 @@ fn distillation_draws_translations_to_the_starts_source_embeddings() {
             assert!(after_src < after_tgt, "sources drifted: {after_src}");
         }
     }
+
+#[test]
+fn index_build_encodes_the_collection_once_with_progress_and_search_reads_it() {
+    let ws = tiny_workspace();
+    let (_, w) = zero_shot_session(ws.path(), 5, "s0");
+    let s = ws.path().join("s0");
+    let build = || {
+        ok(&rosetta_in(
+            ws.path(),
+            &[
+                "index",
+                "build",
+                "--session",
+                "s0",
+                "--device",
+                "cpu",
+                "--chunk",
+                "2",
+                "--batch",
+                "1",
+            ],
+        ))
+    };
+    let out = build();
+    assert!(out.starts_with("done: "), "{out}");
+    let status = || -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(s.join("index/status.json")).unwrap()).unwrap()
+    };
+    let st = status();
+    let total = st["texts_total"].as_u64().unwrap() as usize;
+    assert!(total > 2, "{st}");
+    assert_eq!(st["state"], "done");
+    assert_eq!(st["texts_done"].as_u64().unwrap() as usize, total);
+    assert_eq!(st["texts_reused"], 0);
+    assert_eq!(st["chunks"].as_u64().unwrap() as usize, total.div_ceil(2));
+    assert!(st["texts_per_s"].as_f64().unwrap() > 0.0, "{st}");
+    assert!(
+        !s.join("index/chunks-target").exists(),
+        "chunks go once cached"
+    );
+    // the cache holds what encoding the whole collection at once gives
+    let cached: ndarray::Array2<f32> =
+        ndarray_npy::read_npy(s.join("doc-embeddings.target.npy")).unwrap();
+    let l = rosetta::session::Loaded::open(&s, &Device::Cpu).unwrap();
+    let wsp = Workspace::load(&w).unwrap();
+    let docs = wsp.adhoc().unwrap().docs.texts;
+    let whole = l.encode_texts(rosetta::text::Side::Target, &docs).unwrap();
+    assert_eq!(cached.dim(), whole.dim());
+    let diff = (&cached - &whole).iter().fold(0f32, |m, x| m.max(x.abs()));
+    assert!(diff < 1e-5, "chunked and whole encodings differ by {diff}");
+    // built again: every text from the cache, nothing encoded
+    build();
+    let st = status();
+    assert_eq!(st["texts_reused"].as_u64().unwrap() as usize, total, "{st}");
+    // `rosetta jobs` lists the build
+    let jobs = ok(&rosetta_in(ws.path(), &["jobs", "--root", "."]));
+    assert!(jobs.contains("index builds"), "{jobs}");
+    assert!(
+        jobs.lines()
+            .any(|l| l.starts_with("s0") && l.contains("done")),
+        "{jobs}"
+    );
+    // a search reads the index
+    let r = json(&rosetta_in(
+        ws.path(),
+        &["search", "--session", "s0", "--query", "dog", "--json"],
+    ));
+    assert!(!r["hits"].as_array().unwrap().is_empty(), "{r}");
+    // cancelling a build that is not running says so
+    let out = rosetta_in(ws.path(), &["index", "cancel", "--session", "s0"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no index build is running"));
 }

@@ -94,7 +94,7 @@ fn search_labels_results_and_shows_whole_documents() {
     let en = lines(root, "kjv.en");
     let es = lines(root, "sparv.es");
 
-    let s = Searcher::open_alone(&session, DenseSearch::Saved, &|_, _| {}).unwrap();
+    let s = Searcher::open_alone(&session, DenseSearch::Saved, None, &|_, _| {}).unwrap();
     let r = s.search("light witness", 13, Fusion::Model).unwrap();
     assert!(!r.hits.is_empty());
     for h in &r.hits {

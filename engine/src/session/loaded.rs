@@ -10,6 +10,7 @@ use candle_core::Device;
 use ndarray::{Array1, Array2, ArrayView1, Axis};
 use serde::Serialize;
 
+use super::collection::TableCache;
 use super::Session;
 use crate::models::{encode_texts, Model, TextRole, TextRows};
 use crate::space::Similarity;
@@ -73,57 +74,6 @@ pub struct Neighbours {
     pub cross: Vec<Neighbour>,
     /// Nearest terms of the same language (the word itself left out).
     pub same: Vec<Neighbour>,
-}
-
-/// Where a session keeps a table it computed (term vectors, a collection's
-/// embeddings), and what its meta file must say for the table to be used.
-struct TableCache {
-    npy: std::path::PathBuf,
-    meta: std::path::PathBuf,
-    want: serde_json::Value,
-    shape: (usize, usize),
-}
-
-impl TableCache {
-    /// The cached table, when its meta file says what is wanted and its
-    /// shape is right. Both files are read as regular files only, never
-    /// through a link (a FIFO or device is no cache), the meta within a
-    /// small file's limit, and the table's header is checked against the
-    /// shape wanted and the file's size before anything is allocated
-    /// ([`crate::index::dense::read_npy_checked`]); anything else is no
-    /// cache, and the table is computed again.
-    ///
-    /// The meta file also names the BLAKE3 of the `.npy` it was written
-    /// with (`npy_blake3`): a table edited, reordered or copied from another
-    /// session without its meta is no cache either.
-    fn read(&self) -> Option<Array2<f32>> {
-        use crate::util::{read_regular, Links, SMALL_FILE_LIMIT};
-        let meta = read_regular(&self.meta, Links::Refuse, SMALL_FILE_LIMIT).ok()?;
-        let mut meta: serde_json::Value = serde_json::from_slice(&meta).ok()?;
-        let npy_hash = meta.as_object_mut()?.remove("npy_blake3")?;
-        if meta != self.want || npy_hash.as_str()? != crate::util::hash_file(&self.npy).ok()? {
-            return None;
-        }
-        crate::index::dense::read_npy_checked(&self.npy, Links::Refuse, Some(self.shape)).ok()
-    }
-
-    /// Keeps `v` for next time, its meta naming the table's BLAKE3; a cache
-    /// that cannot be written (a read-only session) is no error.
-    fn write(&self, v: &Array2<f32>) {
-        let Ok(bytes) = crate::index::dense::npy_bytes(v) else {
-            return;
-        };
-        let mut meta = self.want.clone();
-        if let Some(o) = meta.as_object_mut() {
-            o.insert(
-                "npy_blake3".into(),
-                blake3::hash(&bytes).to_hex().to_string().into(),
-            );
-        }
-        if crate::util::write_atomic(&self.npy, &bytes).is_ok() {
-            let _ = crate::util::write_atomic(&self.meta, meta.to_string().as_bytes());
-        }
-    }
 }
 
 fn idx(side: Side) -> usize {
@@ -339,7 +289,7 @@ impl Loaded {
     /// BLAKE3 of the checkpoint the model came from (best, else last).
     /// Hashed once per loaded session: a fine-tuned encoder's checkpoint is
     /// hundreds of megabytes, and every search of the workbench asks.
-    fn checkpoint_hash(&self) -> Result<String> {
+    pub(crate) fn checkpoint_hash(&self) -> Result<String> {
         if let Some(h) = self.checkpoint_hash.get() {
             return Ok(h.clone());
         }
@@ -363,27 +313,7 @@ impl Loaded {
         if !self.model.reads_text() {
             return self.encode_texts(side, texts);
         }
-        let mut h = blake3::Hasher::new();
-        for t in texts {
-            h.update(t.as_ref().as_bytes());
-            h.update(&[0]);
-        }
-        let name = match side {
-            Side::Source => "source",
-            Side::Target => "target",
-        };
-        let shape = (texts.len(), self.model.dim());
-        let cache = TableCache {
-            npy: self.session.dir.join(format!("doc-embeddings.{name}.npy")),
-            meta: self.session.dir.join(format!("doc-embeddings.{name}.json")),
-            want: serde_json::json!({
-                "checkpoint_blake3": self.checkpoint_hash()?,
-                "texts_blake3": h.finalize().to_hex().to_string(),
-                "rows": shape.0,
-                "dim": shape.1,
-            }),
-            shape,
-        };
+        let cache = self.collection_cache(side, texts)?;
         if let Some(v) = cache.read() {
             return Ok(v);
         }

@@ -25,6 +25,7 @@
 
 pub mod associations;
 pub mod checkpoint;
+pub mod collection;
 pub mod evaluate;
 pub mod init;
 pub mod life;

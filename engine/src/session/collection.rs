@@ -1,0 +1,641 @@
+//! A session's encoded collection: the document embeddings an encoder
+//! (a model that reads raw text) computes once and keeps in the session
+//! (`doc-embeddings.SIDE.npy`, tied by `doc-embeddings.SIDE.json` to the
+//! checkpoint's and the texts' BLAKE3), built in chunks that survive a
+//! kill, timed on a sample before anything long starts, and locked so that
+//! two processes never encode the same collection at once.
+//!
+//! `rosetta index build` ([`crate::jobs::index`]) and the searcher
+//! ([`super::search::Searcher`]) both build through [`build`].
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use ndarray::{concatenate, Array2, Axis};
+
+use super::Loaded;
+use crate::text::Side;
+use crate::{Error, Result};
+
+/// Folder of a session holding an index build's chunks (and its status,
+/// [`crate::jobs::index`]).
+pub const INDEX_DIR: &str = "index";
+/// Texts a chunk file holds by default: what a killed build loses at most.
+pub const DEFAULT_CHUNK: usize = 1024;
+/// Texts encoded between two progress reports by default.
+pub const DEFAULT_BATCH: usize = 32;
+/// Seconds of encoding a front-end starts without asking ([`Estimate`]).
+pub const SILENT_LIMIT_S: f64 = 10.0;
+/// Texts a sample for [`estimate`] encodes at most.
+const SAMPLE: usize = 16;
+
+/// Where a session keeps a table it computed (term vectors, a collection's
+/// embeddings), and what its meta file must say for the table to be used.
+pub(crate) struct TableCache {
+    pub(crate) npy: PathBuf,
+    pub(crate) meta: PathBuf,
+    pub(crate) want: serde_json::Value,
+    pub(crate) shape: (usize, usize),
+}
+
+impl TableCache {
+    /// The cached table, when its meta file says what is wanted and its
+    /// shape is right. Both files are read as regular files only, never
+    /// through a link (a FIFO or device is no cache), the meta within a
+    /// small file's limit, and the table's header is checked against the
+    /// shape wanted and the file's size before anything is allocated
+    /// ([`crate::index::dense::read_npy_checked`]); anything else is no
+    /// cache, and the table is computed again.
+    ///
+    /// The meta file also names the BLAKE3 of the `.npy` it was written
+    /// with (`npy_blake3`): a table edited, reordered or copied from another
+    /// session without its meta is no cache either.
+    pub(crate) fn read(&self) -> Option<Array2<f32>> {
+        self.valid()?;
+        crate::index::dense::read_npy_checked(
+            &self.npy,
+            crate::util::Links::Refuse,
+            Some(self.shape),
+        )
+        .ok()
+    }
+
+    /// Whether the meta file names what is wanted and the table's BLAKE3
+    /// (the table is not read into memory).
+    pub(crate) fn valid(&self) -> Option<()> {
+        use crate::util::{read_regular, Links, SMALL_FILE_LIMIT};
+        let meta = read_regular(&self.meta, Links::Refuse, SMALL_FILE_LIMIT).ok()?;
+        let mut meta: serde_json::Value = serde_json::from_slice(&meta).ok()?;
+        let npy_hash = meta.as_object_mut()?.remove("npy_blake3")?;
+        (meta == self.want && npy_hash.as_str()? == crate::util::hash_file(&self.npy).ok()?)
+            .then_some(())
+    }
+
+    /// Keeps `v` for next time, its meta naming the table's BLAKE3; a cache
+    /// that cannot be written (a read-only session) is no error.
+    pub(crate) fn write(&self, v: &Array2<f32>) {
+        let _ = self.try_write(v);
+    }
+
+    /// [`TableCache::write`], saying why it failed.
+    pub(crate) fn try_write(&self, v: &Array2<f32>) -> Result<()> {
+        let bytes = crate::index::dense::npy_bytes(v)?;
+        let mut meta = self.want.clone();
+        if let Some(o) = meta.as_object_mut() {
+            o.insert(
+                "npy_blake3".into(),
+                blake3::hash(&bytes).to_hex().to_string().into(),
+            );
+        }
+        crate::util::write_atomic(&self.npy, &bytes)?;
+        crate::util::write_atomic(&self.meta, meta.to_string().as_bytes())
+    }
+}
+
+/// The name of `side` in cache file names.
+fn side_name(side: Side) -> &'static str {
+    match side {
+        Side::Source => "source",
+        Side::Target => "target",
+    }
+}
+
+/// BLAKE3 of a list of texts (each followed by a NUL).
+pub fn texts_hash<S: AsRef<str>>(texts: &[S]) -> String {
+    let mut h = blake3::Hasher::new();
+    for t in texts {
+        h.update(t.as_ref().as_bytes());
+        h.update(&[0]);
+    }
+    h.finalize().to_hex().to_string()
+}
+
+impl Loaded {
+    /// The session's cache of the embeddings of collection `texts` of
+    /// `side`: `doc-embeddings.SIDE.npy`, used while `doc-embeddings.SIDE.json`
+    /// names the current checkpoint's BLAKE3, the texts' BLAKE3 and the shape.
+    pub(crate) fn collection_cache<S: AsRef<str>>(
+        &self,
+        side: Side,
+        texts: &[S],
+    ) -> Result<TableCache> {
+        let name = side_name(side);
+        let shape = (texts.len(), self.model.dim());
+        Ok(TableCache {
+            npy: self.session.dir.join(format!("doc-embeddings.{name}.npy")),
+            meta: self.session.dir.join(format!("doc-embeddings.{name}.json")),
+            want: serde_json::json!({
+                "checkpoint_blake3": self.checkpoint_hash()?,
+                "texts_blake3": texts_hash(texts),
+                "rows": shape.0,
+                "dim": shape.1,
+            }),
+            shape,
+        })
+    }
+
+    /// Whether `texts` of `side` need encoding before a search: the model
+    /// reads raw text (an encoder) and the session holds no valid cache of
+    /// them. Other models encode a collection in moments.
+    pub fn collection_needs_encoding<S: AsRef<str>>(
+        &self,
+        side: Side,
+        texts: &[S],
+    ) -> Result<bool> {
+        if !self.model.reads_text() {
+            return Ok(false);
+        }
+        Ok(self.collection_cache(side, texts)?.valid().is_none())
+    }
+}
+
+/// How long encoding a collection would take, measured on a sample.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Estimate {
+    /// Texts of the collection.
+    pub texts: usize,
+    /// Texts the sample encoded.
+    pub sample: usize,
+    /// Texts per second on the sample.
+    pub texts_per_s: f64,
+    /// Estimated seconds for the whole collection.
+    pub seconds: f64,
+}
+
+/// Times the encoding of up to 16 texts spread evenly over `texts` and
+/// extrapolates to all of them (the sample's first batch pays any warm-up,
+/// so the estimate errs long).
+pub fn estimate<S: AsRef<str>>(m: &Loaded, side: Side, texts: &[S]) -> Result<Estimate> {
+    let n = texts.len();
+    let k = n.min(SAMPLE);
+    if k == 0 {
+        return Ok(Estimate {
+            texts: 0,
+            sample: 0,
+            texts_per_s: 0.0,
+            seconds: 0.0,
+        });
+    }
+    let sample: Vec<&str> = (0..k).map(|i| texts[i * n / k].as_ref()).collect();
+    let t = Instant::now();
+    m.encode_texts(side, &sample)?;
+    let secs = t.elapsed().as_secs_f64().max(1e-6);
+    let rate = k as f64 / secs;
+    Ok(Estimate {
+        texts: n,
+        sample: k,
+        texts_per_s: rate,
+        seconds: n as f64 / rate,
+    })
+}
+
+/// Where a build stands, as [`build`] reports it after every batch.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct BuildProgress {
+    /// Texts encoded (those of chunks kept from an earlier run included).
+    pub done: usize,
+    /// Texts of the collection.
+    pub total: usize,
+    /// Texts taken from chunks an earlier, interrupted run wrote.
+    pub reused: usize,
+    /// Texts per second encoded by this run (`None` before its first batch).
+    pub texts_per_s: Option<f64>,
+    /// Estimated seconds left.
+    pub eta_s: Option<f64>,
+    /// Chunk files written (kept ones included) of `chunks`.
+    pub chunks_done: usize,
+    /// Chunk files of the whole collection.
+    pub chunks: usize,
+}
+
+impl BuildProgress {
+    /// One line for people: `WHAT 1200/31084 (3.9%), 16.2 texts/s, ETA 30m41s`.
+    pub fn describe(&self, what: &str) -> String {
+        let pct = 100.0 * self.done as f64 / self.total.max(1) as f64;
+        let mut s = format!("{what} {}/{} ({pct:.1}%)", self.done, self.total);
+        if let (Some(r), Some(e)) = (self.texts_per_s, self.eta_s) {
+            s.push_str(&format!(
+                ", {r:.1} texts/s, ETA {}",
+                crate::util::fmt_duration(e)
+            ));
+        }
+        s
+    }
+}
+
+/// The command that builds session `dir`'s index in the background, as a
+/// person types it.
+pub fn build_command(dir: &Path) -> String {
+    let d = dir.display().to_string();
+    let safe = |c: char| c.is_ascii_alphanumeric() || "/._-+:@%=,".contains(c);
+    let word = if !d.is_empty() && d.chars().all(safe) {
+        d
+    } else {
+        format!("'{}'", d.replace('\'', "'\\''"))
+    };
+    format!("rosetta index build --session {word} --detach")
+}
+
+/// The refusal of an encoding estimated at `e`: the estimate and the
+/// command that builds the index as a job.
+pub fn too_long(dir: &Path, e: &Estimate) -> Error {
+    Error::file(
+        dir,
+        format!(
+            "the session's collection is not encoded yet: {} documents, about {} on this CPU \
+             ({:.1} texts/s measured on {} of them). Build its index as a job: `{}` (`rosetta \
+             jobs` shows its progress; a search afterwards takes moments), or encode in the \
+             foreground with --build",
+            e.texts,
+            crate::util::fmt_duration(e.seconds),
+            e.texts_per_s,
+            e.sample,
+            build_command(dir)
+        ),
+    )
+}
+
+/// How [`build`] cuts its work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BuildOptions {
+    /// Texts per chunk file (what a kill loses at most).
+    pub chunk: usize,
+    /// Texts per encoding call (one progress report each).
+    pub batch: usize,
+}
+
+impl Default for BuildOptions {
+    fn default() -> Self {
+        BuildOptions {
+            chunk: DEFAULT_CHUNK,
+            batch: DEFAULT_BATCH,
+        }
+    }
+}
+
+/// How a [`build`] ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Built {
+    /// Every chunk encoded and the cache written.
+    Done(Array2<f32>),
+    /// Stopped by the cancel flag after its last whole chunk (kept).
+    Cancelled(BuildProgress),
+}
+
+/// The file naming what the chunks under a chunk folder were encoded for.
+const CHUNKS_META: &str = "chunks.json";
+
+/// Chunk file `i` of a chunk folder.
+fn chunk_path(dir: &Path, i: usize) -> PathBuf {
+    dir.join(format!("chunk-{i:06}.npy"))
+}
+
+/// Encodes `n` texts of width `dim` in chunks of `opt.chunk` under `dir`,
+/// calling `encode` on ranges of at most `opt.batch` texts and `report`
+/// after each; chunks a previous run wrote for the same `want` (checkpoint,
+/// texts, shape, chunk size: `chunks.json`) are read back, not encoded
+/// again. A chunk file of the wrong shape, a link or unreadable, and every
+/// chunk after it, is encoded again. With `cancel` set the build stops
+/// after the batch under way, keeping the whole chunks written. The
+/// concatenated table is returned once complete; the caller writes the
+/// cache and removes `dir`.
+pub fn build_chunks(
+    dir: &Path,
+    want: &serde_json::Value,
+    (n, dim): (usize, usize),
+    opt: BuildOptions,
+    encode: &mut dyn FnMut(Range<usize>) -> Result<Array2<f32>>,
+    report: &mut dyn FnMut(&BuildProgress),
+    cancel: &AtomicBool,
+) -> Result<Option<Array2<f32>>> {
+    use crate::util::{read_regular, Links, SMALL_FILE_LIMIT};
+    if opt.chunk == 0 || opt.batch == 0 {
+        return Err(Error::invalid("chunk and batch sizes must be at least 1"));
+    }
+    let mut want = want.clone();
+    if let Some(o) = want.as_object_mut() {
+        o.insert("chunk".into(), opt.chunk.into());
+    }
+    let meta_path = dir.join(CHUNKS_META);
+    let same = read_regular(&meta_path, Links::Refuse, SMALL_FILE_LIMIT)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .is_some_and(|m| m == want);
+    if !same {
+        // chunks of another checkpoint or collection are of no use
+        // (a link planted here is removed itself, never followed)
+        if dir.symlink_metadata().is_ok() {
+            std::fs::remove_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        }
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        crate::util::write_atomic(&meta_path, want.to_string().as_bytes())?;
+    }
+    let chunks = n.div_ceil(opt.chunk);
+    let rows_of = |i: usize| (i * opt.chunk)..((i + 1) * opt.chunk).min(n);
+    let mut parts: Vec<Array2<f32>> = Vec::with_capacity(chunks);
+    for i in 0..chunks {
+        let r = rows_of(i);
+        match crate::index::dense::read_npy_checked(
+            &chunk_path(dir, i),
+            Links::Refuse,
+            Some((r.len(), dim)),
+        ) {
+            Ok(a) => parts.push(a),
+            Err(_) => break,
+        }
+    }
+    let reused = parts.iter().map(|p| p.nrows()).sum::<usize>();
+    let mut p = BuildProgress {
+        done: reused,
+        total: n,
+        reused,
+        chunks_done: parts.len(),
+        chunks,
+        ..Default::default()
+    };
+    report(&p);
+    let t0 = Instant::now();
+    for i in parts.len()..chunks {
+        if cancel.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        let r = rows_of(i);
+        let mut batches = Vec::new();
+        let mut at = r.start;
+        while at < r.end {
+            let b = at..(at + opt.batch).min(r.end);
+            let e = encode(b.clone())?;
+            if e.dim() != (b.len(), dim) {
+                return Err(Error::invalid(format!(
+                    "encoding texts {}..{} gave shape {:?}, not ({}, {dim})",
+                    b.start,
+                    b.end,
+                    e.dim(),
+                    b.len()
+                )));
+            }
+            batches.push(e);
+            at = b.end;
+            p.done += b.len();
+            let secs = t0.elapsed().as_secs_f64().max(1e-9);
+            let rate = (p.done - reused) as f64 / secs;
+            p.texts_per_s = Some(rate);
+            p.eta_s = Some((n - p.done) as f64 / rate);
+            report(&p);
+            if cancel.load(Ordering::Relaxed) && at < r.end {
+                // the partial chunk is dropped: the next run starts it again
+                return Ok(None);
+            }
+        }
+        let views: Vec<_> = batches.iter().map(|b| b.view()).collect();
+        let chunk = concatenate(Axis(0), &views)
+            .map_err(|e| Error::invalid(format!("joining a chunk: {e}")))?;
+        crate::index::dense::write_npy(&chunk_path(dir, i), &chunk)?;
+        parts.push(chunk);
+        p.chunks_done += 1;
+        report(&p);
+    }
+    if parts.is_empty() {
+        return Ok(Some(Array2::zeros((0, dim))));
+    }
+    let views: Vec<_> = parts.iter().map(|b| b.view()).collect();
+    Ok(Some(concatenate(Axis(0), &views).map_err(|e| {
+        Error::invalid(format!("joining the chunks: {e}"))
+    })?))
+}
+
+/// An exclusive lock on a session's collection cache of one side
+/// (`doc-embeddings.SIDE.lock`, a `flock`), held while a process encodes
+/// it: a second front-end is told, not left to encode the same texts.
+#[derive(Debug)]
+pub struct CacheLock {
+    _file: std::fs::File,
+}
+
+impl CacheLock {
+    /// Takes the lock of `side`'s collection cache of session `dir`, or
+    /// fails saying another process is encoding it.
+    pub fn acquire(dir: &Path, side: Side) -> Result<CacheLock> {
+        use std::os::unix::fs::OpenOptionsExt;
+        use std::os::unix::io::AsRawFd;
+        let path = dir.join(format!("doc-embeddings.{}.lock", side_name(side)));
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+            .map_err(|e| Error::io(&path, e))?;
+        // SAFETY: flock on a valid open descriptor.
+        let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if r != 0 {
+            return Err(Error::file(
+                dir,
+                "another process is encoding this session's collection (an `rosetta index build`, \
+                 or a search or comparison opening it): wait for it (see `rosetta jobs`), then try \
+                 again; its embeddings are kept in the session",
+            ));
+        }
+        Ok(CacheLock { _file: file })
+    }
+}
+
+/// Encodes collection `texts` of `side` with `m` into the session's cache
+/// ([`Loaded::collection_cache`]) in chunks under `index/chunks-SIDE`
+/// ([`build_chunks`]), holding the cache's lock ([`CacheLock`]); a cache
+/// already valid is read and returned at once. A model that does not read
+/// raw text encodes at once and keeps nothing.
+pub fn build<S: AsRef<str>>(
+    m: &Loaded,
+    side: Side,
+    texts: &[S],
+    opt: BuildOptions,
+    report: &mut dyn FnMut(&BuildProgress),
+    cancel: &AtomicBool,
+) -> Result<Built> {
+    if !m.model.reads_text() {
+        return Ok(Built::Done(m.encode_texts(side, texts)?));
+    }
+    let cache = m.collection_cache(side, texts)?;
+    let _lock = CacheLock::acquire(&m.session.dir, side)?;
+    if let Some(v) = cache.read() {
+        let n = texts.len();
+        report(&BuildProgress {
+            done: n,
+            total: n,
+            reused: n,
+            chunks_done: n.div_ceil(opt.chunk.max(1)),
+            chunks: n.div_ceil(opt.chunk.max(1)),
+            ..Default::default()
+        });
+        return Ok(Built::Done(v));
+    }
+    let dir = m
+        .session
+        .dir
+        .join(INDEX_DIR)
+        .join(format!("chunks-{}", side_name(side)));
+    let mut last = BuildProgress::default();
+    let out = build_chunks(
+        &dir,
+        &cache.want,
+        cache.shape,
+        opt,
+        &mut |r| m.encode_texts(side, &texts[r]),
+        &mut |p| {
+            last = *p;
+            report(p)
+        },
+        cancel,
+    )?;
+    match out {
+        None => Ok(Built::Cancelled(last)),
+        Some(v) => {
+            cache.try_write(&v)?;
+            // the chunks are in the cache now
+            let _ = std::fs::remove_dir_all(&dir);
+            Ok(Built::Done(v))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+
+    fn rows(r: Range<usize>) -> Array2<f32> {
+        Array2::from_shape_fn((r.len(), 3), |(i, j)| ((r.start + i) * 10 + j) as f32)
+    }
+
+    #[test]
+    fn a_cancelled_build_resumes_from_its_last_chunk_without_encoding_it_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("chunks");
+        let want = serde_json::json!({"texts_blake3": "t", "rows": 10, "dim": 3});
+        let opt = BuildOptions { chunk: 4, batch: 2 };
+        let encoded = RefCell::new(Vec::new());
+        let cancel = AtomicBool::new(false);
+        // first run: cancelled during chunk 1 (texts 4..8), after its first batch
+        let first = build_chunks(
+            &dir,
+            &want,
+            (10, 3),
+            opt,
+            &mut |r| {
+                encoded.borrow_mut().push(r.clone());
+                if r.start == 4 {
+                    cancel.store(true, Ordering::Relaxed);
+                }
+                Ok(rows(r))
+            },
+            &mut |_| {},
+            &cancel,
+        )
+        .unwrap();
+        assert!(first.is_none(), "cancelled");
+        assert_eq!(*encoded.borrow(), vec![0..2, 2..4, 4..6]);
+        assert!(chunk_path(&dir, 0).is_file());
+        assert!(
+            !chunk_path(&dir, 1).exists(),
+            "a partial chunk is never written"
+        );
+        // second run: chunk 0 read back, the rest encoded
+        encoded.borrow_mut().clear();
+        let cancel = AtomicBool::new(false);
+        let mut reports = Vec::new();
+        let out = build_chunks(
+            &dir,
+            &want,
+            (10, 3),
+            opt,
+            &mut |r| {
+                encoded.borrow_mut().push(r.clone());
+                Ok(rows(r))
+            },
+            &mut |p| reports.push(*p),
+            &cancel,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(*encoded.borrow(), vec![4..6, 6..8, 8..10]);
+        assert_eq!(out, rows(0..10));
+        assert_eq!(reports[0].reused, 4);
+        assert_eq!(reports[0].done, 4);
+        let last = reports.last().unwrap();
+        assert_eq!(
+            (last.done, last.total, last.chunks_done, last.chunks),
+            (10, 10, 3, 3)
+        );
+        assert!(last.texts_per_s.unwrap() > 0.0);
+        // another collection: nothing is reused
+        encoded.borrow_mut().clear();
+        let other = serde_json::json!({"texts_blake3": "u", "rows": 10, "dim": 3});
+        build_chunks(
+            &dir,
+            &other,
+            (10, 3),
+            opt,
+            &mut |r| {
+                encoded.borrow_mut().push(r.clone());
+                Ok(rows(r))
+            },
+            &mut |_| {},
+            &cancel,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(encoded.borrow().len(), 5, "every batch encoded again");
+    }
+
+    #[test]
+    fn a_wrong_shaped_chunk_is_encoded_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("chunks");
+        let want = serde_json::json!({"rows": 6});
+        let opt = BuildOptions { chunk: 3, batch: 3 };
+        let cancel = AtomicBool::new(false);
+        build_chunks(
+            &dir,
+            &want,
+            (6, 3),
+            opt,
+            &mut |r| Ok(rows(r)),
+            &mut |_| {},
+            &cancel,
+        )
+        .unwrap()
+        .unwrap();
+        crate::index::dense::write_npy(&chunk_path(&dir, 1), &rows(0..2)).unwrap();
+        let mut encoded = Vec::new();
+        let out = build_chunks(
+            &dir,
+            &want,
+            (6, 3),
+            opt,
+            &mut |r| {
+                encoded.push(r.clone());
+                Ok(rows(r))
+            },
+            &mut |_| {},
+            &cancel,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(encoded, vec![3..6]);
+        assert_eq!(out, rows(0..6));
+    }
+
+    #[test]
+    fn a_second_lock_on_the_same_cache_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let a = CacheLock::acquire(tmp.path(), Side::Target).unwrap();
+        let e = CacheLock::acquire(tmp.path(), Side::Target).unwrap_err();
+        assert!(e.to_string().contains("another process is encoding"), "{e}");
+        let _b = CacheLock::acquire(tmp.path(), Side::Source).unwrap();
+        drop(a);
+        CacheLock::acquire(tmp.path(), Side::Target).unwrap();
+    }
+}

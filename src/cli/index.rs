@@ -1,0 +1,132 @@
+//! `rosetta index`: a session's collection encoded once, as a job.
+
+use std::path::PathBuf;
+
+use anyhow::bail;
+use clap::{Args, Subcommand};
+use rosetta::jobs::index::{self, IndexStatus};
+use rosetta::session::collection::{BuildOptions, DEFAULT_BATCH, DEFAULT_CHUNK};
+
+/// What `rosetta index` does.
+#[derive(Debug, Subcommand)]
+pub enum IndexCommand {
+    /// Encode a session's collection (its workspace's ad-hoc documents) with
+    /// its best checkpoint into the session, in chunks: progress (texts done
+    /// of total, texts/s, ETA) in index/status.json and `rosetta jobs`;
+    /// killed or cancelled, building again continues from the last chunk.
+    Build(BuildArgs),
+    /// Stop a session's running index build (SIGTERM; it keeps its chunks).
+    Cancel(CancelArgs),
+}
+
+/// `rosetta index build`.
+#[derive(Debug, Args)]
+pub struct BuildArgs {
+    /// Session folder (a model that reads raw text: an encoder).
+    #[arg(long, value_name = "DIR")]
+    pub session: PathBuf,
+    /// Device: auto, cpu, cuda or cuda:N.
+    #[arg(long, default_value = "auto")]
+    pub device: String,
+    /// Run in the background (own session, survives the terminal; output
+    /// in DIR/index/log.txt): print its pid and return.
+    #[arg(long)]
+    pub detach: bool,
+    /// Texts per chunk file (what a killed build loses at most).
+    #[arg(long, default_value_t = DEFAULT_CHUNK, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub chunk: usize,
+    /// Texts per encoding call (one progress report each).
+    #[arg(long, default_value_t = DEFAULT_BATCH, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub batch: usize,
+    /// The detached process itself (progress as log lines).
+    #[arg(long, hide = true)]
+    pub background: bool,
+}
+
+/// `rosetta index cancel`.
+#[derive(Debug, Args)]
+pub struct CancelArgs {
+    /// Session folder.
+    #[arg(long, value_name = "DIR")]
+    pub session: PathBuf,
+}
+
+/// Runs an `index` subcommand.
+pub fn run(cmd: IndexCommand) -> anyhow::Result<()> {
+    match cmd {
+        IndexCommand::Build(a) => build(a),
+        IndexCommand::Cancel(a) => {
+            let pid = index::cancel(&a.session)?;
+            println!(
+                "sent SIGTERM to the index build (pid {pid}); it stops after its batch and keeps its chunks"
+            );
+            Ok(())
+        }
+    }
+}
+
+fn build(a: BuildArgs) -> anyhow::Result<()> {
+    let device = rosetta::jobs::check_device(&a.device)?;
+    let opt = BuildOptions {
+        chunk: a.chunk,
+        batch: a.batch,
+    };
+    if a.detach {
+        let exe = std::env::current_exe()?;
+        let pid = index::launch(&a.session, &exe, device, opt)?;
+        println!(
+            "index build started (pid {pid}); progress: `rosetta jobs` or {}",
+            a.session.join(index::INDEX_STATUS).display()
+        );
+        return Ok(());
+    }
+    let cancel = rosetta::train::runner::cancel_on_signals()?;
+    let bar = (!a.background)
+        .then(|| super::progress::Progress::start(format!("indexing {}", a.session.display())));
+    let mut last_line = std::time::Instant::now();
+    let mut first = true;
+    let st = index::run(&a.session, device, opt, &cancel, &mut |st: &IndexStatus| {
+        if let Some(b) = &bar {
+            let frac = st.texts_done as f64 / st.texts_total.max(1) as f64;
+            b.update(frac, &format!("encoding {}", st.describe()));
+        } else if first || last_line.elapsed().as_secs_f64() >= 5.0 {
+            // a log line at most every 5 s
+            eprintln!("{} index {}", st.updated, st.describe());
+            last_line = std::time::Instant::now();
+            first = false;
+        }
+    })?;
+    drop(bar);
+    match st.state.as_str() {
+        "done" => {
+            println!("done: {} ({})", a.session.display(), st.describe());
+            Ok(())
+        }
+        "cancelled" => {
+            println!(
+                "cancelled: {} ({}); {}",
+                a.session.display(),
+                st.describe(),
+                st.error.unwrap_or_default()
+            );
+            Ok(())
+        }
+        s => bail!("index build ended {s}: {}", st.error.unwrap_or_default()),
+    }
+}
+
+/// The index builds under `root`, as lines for `rosetta jobs` (none when
+/// no session has had one).
+pub fn jobs_lines(root: &std::path::Path) -> anyhow::Result<Vec<String>> {
+    let mut out = Vec::new();
+    for (dir, st) in index::list(root)? {
+        out.push(format!(
+            "{:<32} {:<9} {:<8} {}",
+            super::train::clean(&dir.file_name().unwrap_or_default().to_string_lossy()),
+            st.shown_state(),
+            super::train::clean(&st.device),
+            st.describe()
+        ));
+    }
+    Ok(out)
+}
