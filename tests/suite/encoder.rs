@@ -1239,6 +1239,7 @@ fn distillation_draws_translations_to_the_starts_source_embeddings() {
             assert!(after_src < after_tgt, "sources drifted: {after_src}");
         }
     }
+}
 
 #[test]
 fn index_build_encodes_the_collection_once_with_progress_and_search_reads_it() {
