@@ -226,7 +226,7 @@ pub fn check_device(spec: &str) -> Result<DeviceSpec> {
 pub use crate::models::registry::check_setting;
 
 /// Checks `req` as far as possible without writing anything: model, device
-/// (a model that computes on the CPU only, its registry row's `gpu` false,
+/// (a model that computes on the CPU only, its definition's `gpu` false,
 /// refuses `cuda`, and so does a build without CUDA; the device is opened
 /// once, where the job runs), every setting against the model, the
 /// `init` session, the workspace, the memory the job needs
@@ -244,14 +244,15 @@ fn check_request(req: &JobRequest) -> Result<(BTreeMap<String, String>, Workspac
     // the model's typed settings, read once as the job will read them
     let params = crate::models::Params::new(settings.clone());
     let config = def.config(&params)?;
+    let trainer = def.trainer.map(|make| make());
     {
         // combinations checked, and a given key that nothing reads refused
-        match def.trainer {
+        match &trainer {
             None => {
                 crate::models::bm25::Bm25Baseline::new(&req.model, &params)?;
             }
             Some(trainer) => {
-                trainer().check(&params)?;
+                trainer.check(&params)?;
                 registry::RunnerSettings::from_params(&params)?;
             }
         }
@@ -280,8 +281,8 @@ fn check_request(req: &JobRequest) -> Result<(BTreeMap<String, String>, Workspac
             )));
         }
         // its tensors, checked by the trainer (kind, shapes, dimension)
-        if let Some(trainer) = def.trainer {
-            crate::session::init::check(trainer().as_ref(), &params, init)?;
+        if let Some(trainer) = &trainer {
+            crate::session::init::check(trainer.as_ref(), &params, init)?;
         }
     }
     if let Some(v) = vectors_session(config.as_ref())? {
@@ -316,11 +317,11 @@ fn check_request(req: &JobRequest) -> Result<(BTreeMap<String, String>, Workspac
         // read now, so a missing or unreadable dictionary writes nothing
         ws_dictionary(&ws, &ws_path)?;
     }
-    if let Some(trainer) = def.trainer {
+    if let Some(trainer) = &trainer {
         // a job that cannot fit in memory is refused here, with the figure
         crate::models::check_memory(
             &req.model,
-            trainer().as_ref(),
+            trainer.as_ref(),
             &params,
             req.max_memory,
             || {

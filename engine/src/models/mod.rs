@@ -301,7 +301,7 @@ impl Params {
 
     /// The value of `key` parsed as `T`, or `default`, with no registry
     /// check; the choice is recorded. For trainers outside the registry
-    /// (test doubles); registered models read through [`Params::of`].
+    /// (test doubles); registered models read their typed `Config` ([`settings::Settings`]).
     pub fn get_or<T>(&self, key: &str, default: T) -> Result<T>
     where
         T: std::str::FromStr + ToString,

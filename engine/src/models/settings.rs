@@ -190,14 +190,6 @@ impl Spec {
     pub const fn check(self, check: Check) -> Spec {
         Spec { check, ..self }
     }
-
-    /// The same setting with another default.
-    pub const fn default(self, default: &'static str) -> Spec {
-        Spec {
-            default: Some(default),
-            ..self
-        }
-    }
 }
 
 /// A setting with a default.

@@ -359,7 +359,7 @@ struct Record<'a> {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ProcrustesTrainer;
 
-/// The map's settings, read once from its registry row.
+/// The map's settings, read once from its typed [`Config`].
 #[derive(Debug, Clone)]
 struct MapConfig {
     /// `vectors`: the session whose term vectors are mapped (required).

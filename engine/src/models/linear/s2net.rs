@@ -88,7 +88,7 @@ fn random_init(rows: usize, k: usize, scale: f64, rng: &mut impl rand::Rng) -> A
 #[derive(Debug, Clone, Copy, Default)]
 pub struct S2NetTrainer;
 
-/// S2Net's settings, read once from its registry row.
+/// S2Net's settings, read once from its typed [`Config`].
 #[derive(Debug, Clone)]
 pub struct S2NetConfig {
     /// `dim`: the shared space's dimension.

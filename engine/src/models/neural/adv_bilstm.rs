@@ -47,7 +47,7 @@ pub const NAME: &str = "adv-bilstm";
 /// Texts encoded per forward pass at inference.
 const ENCODE_CHUNK: usize = 256;
 
-/// Settings of `adv-bilstm` (registry row `adv-bilstm`).
+/// Settings of `adv-bilstm`, built from its typed [`Config`].
 #[derive(Debug, Clone)]
 pub struct AdvConfig {
     /// Word-embedding size.
