@@ -10,116 +10,11 @@
 //! in [`MODELS`]. Adding a setting to a model: one line in its `Config`
 //! (see [`super::settings`]); nothing here changes.
 
-use super::settings::{ModelConfig, Settings};
 use super::{
-    adv_bilstm, bae, bm25, cca, cl_lsi, dbn_cca, encoder, hdlr, opca, plsa, procrustes, s2net,
-    xcnn, Params, Trainer,
+    adv_bilstm, bae, bm25, cca, cl_lsi, dbn_cca, encoder, hdlr, opca, plsa, procrustes, s2net, xcnn,
 };
 
-pub use super::settings::{Check, Setting};
-
-/// One model: its name, what it is, its capabilities and its typed
-/// settings. Capabilities that come with a value (an `init=` start, a
-/// `vectors=` start, the dictionary split it fits on, a recurrence, a
-/// precision) are asked of the typed config ([`ModelDef::config`]), which
-/// answers `None` for a model without them.
-#[derive(Clone, Copy)]
-pub struct ModelDef {
-    /// Registry name (`--model`).
-    pub name: &'static str,
-    /// One line: what the model is, and its paper.
-    pub summary: &'static str,
-    /// Whether texts and terms are mapped into a space (neighbours, export,
-    /// lexicon induction); false for the lexical baselines.
-    pub space: bool,
-    /// Whether the job runner's settings ([`RUNNER_SETTINGS`]) apply.
-    pub runner: bool,
-    /// Whether its trainer computes on the device asked for (`--device
-    /// cuda` trains on a GPU); false for a model that runs on the CPU
-    /// whatever is asked (the closed-form fits, the topic models, the
-    /// lexical baselines): `--device cuda` is refused for it before a
-    /// session is written, and `auto` runs it on the CPU.
-    pub gpu: bool,
-    /// Whether its `vectors=` also reads word2vec files (`SOURCE.vec,TARGET.vec`),
-    /// not only a session.
-    pub word2vec: bool,
-    /// The model's own settings: its `Config`'s [`Settings::SETTINGS`].
-    pub settings: &'static [Setting],
-    /// Its typed settings read from a job's [`Params`] (named for errors):
-    /// [`settings::boxed`](super::settings::boxed)`::<Config>`.
-    pub read: fn(&Params, &str) -> crate::Result<Box<dyn ModelConfig>>,
-    /// Its trainer; `None` for the lexical baselines (run by their own job).
-    pub trainer: Option<fn() -> Box<dyn Trainer>>,
-    /// Its own `[text]` defaults, as `(key, value)` in the workspace TOML's
-    /// syntax: they replace the global defaults for a workspace that does
-    /// not set the key (measured: `docs/results.md`, "Text defaults").
-    pub text: &'static [(&'static str, &'static str)],
-}
-
-/// The name the registry's rows had before they were typed definitions.
-pub type ModelSpec = ModelDef;
-
-impl std::fmt::Debug for ModelDef {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ModelDef")
-            .field("name", &self.name)
-            .field("space", &self.space)
-            .finish_non_exhaustive()
-    }
-}
-
-impl ModelDef {
-    /// The setting `key`, the runner's included where they apply.
-    pub fn setting(&self, key: &str) -> Option<&'static Setting> {
-        self.all_settings().find(|s| s.key == key)
-    }
-
-    /// Every setting the model reads: its own, then the runner's.
-    pub fn all_settings(&self) -> impl Iterator<Item = &'static Setting> {
-        let runner: &'static [Setting] = if self.runner { RUNNER_SETTINGS } else { &[] };
-        self.settings.iter().chain(runner.iter())
-    }
-
-    /// The model's typed settings read from `params` (each given value
-    /// checked, defaults filled in, every value recorded).
-    pub fn config(&self, params: &Params) -> crate::Result<Box<dyn ModelConfig>> {
-        (self.read)(params, self.name)
-    }
-}
-
-super::settings::model_config! {
-    /// The job runner's settings, read for every trained model (not the
-    /// lexical baselines).
-    pub struct RunnerSettings {
-        patience: usize = super::settings::s(
-            "5",
-            Check::Int { min: 1, max: u64::MAX },
-            "epochs without a better validation MRR before early stopping",
-        ),
-        log_every: usize = super::settings::s(
-            "10",
-            Check::Int { min: 1, max: u64::MAX },
-            "a step record every N optimiser steps",
-        ),
-        step_delay_ms: u64 = super::settings::s(
-            "0",
-            super::settings::COUNT,
-            "test only: sleep after every step",
-        ),
-    }
-}
-
-/// Settings the job runner reads for every trained model (not the lexical
-/// baselines): [`RunnerSettings`]'.
-pub const RUNNER_SETTINGS: &[Setting] = RunnerSettings::SETTINGS;
-
-impl RunnerSettings {
-    /// Reads (and records) every runner setting: the given values or the
-    /// defaults.
-    pub fn from_params(params: &Params) -> crate::Result<RunnerSettings> {
-        Self::read(&params.runner())
-    }
-}
+pub use super::settings::{Check, ModelDef, ModelSpec, RunnerSettings, Setting, RUNNER_SETTINGS};
 
 /// Every model, in the order `rosetta train --help` lists them: the models
 /// with a space, then the lexical baselines.
@@ -343,6 +238,10 @@ pub fn markdown_table() -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
+    use super::super::settings::Settings;
+    use super::super::Params;
     use super::*;
 
     #[test]
@@ -414,5 +313,39 @@ mod tests {
             }
         }
         assert!(h.contains("[lazy-adam]") && h.contains("[random:1]"));
+    }
+
+    /// The toy model (`models/toy.rs`, in tests only): one file and one
+    /// line in [`MODELS`] make it known everywhere.
+    fn given(k: &str, v: &str) -> std::collections::BTreeMap<String, String> {
+        std::collections::BTreeMap::from([(k.to_string(), v.to_string())])
+    }
+
+    #[test]
+    fn a_model_in_the_list_is_known_everywhere() {
+        assert!(names().any(|n| n == "toy"));
+        // validation, from its Config alone
+        let e = validate_settings("toy", &given("width", "10"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--set width=10") && e.contains("1..=9"), "{e}");
+        let e = check_setting("toy", "wdth", "2").unwrap_err().to_string();
+        assert!(e.contains("did you mean `width`?"), "{e}");
+        assert_eq!(check_setting("toy", "shape", " square ").unwrap(), "square");
+        // the help and the README's table
+        let help = settings_help();
+        assert!(help.contains("toy: a model added in tests only"), "{help}");
+        assert!(help.contains(&format!("{:<18} [3] how wide the toy is", "width")));
+        assert!(markdown_table().contains("`width=3` `shape=round` `bli_seed=4`"));
+        // config.toml's resolved settings, and the typed config read back
+        let resolved = resolve_settings("toy", &given("shape", "square")).unwrap();
+        assert_eq!(resolved.len(), super::super::toy::Config::SETTINGS.len());
+        let params = Params::with_recorded(BTreeMap::new(), resolved);
+        let c = super::super::toy::Config::from_params(&params, "toy").unwrap();
+        assert_eq!((c.width, c.shape.as_str(), c.bli_seed), (3, "square", 4));
+        // capabilities, asked of the typed config
+        let cfg = spec("toy").unwrap().config(&params).unwrap();
+        assert!(cfg.needs_dictionary() && cfg.init().is_none());
+        assert_eq!(cfg.bli_seed(), Some(4));
     }
 }

@@ -18,7 +18,7 @@
 //! --help` and `config.toml` pick it up (the README's model table is
 //! checked against the registry by a test: paste the new table).
 
-use super::{ModelParams, Params};
+use super::{ModelParams, Params, Trainer};
 use crate::Result;
 
 /// What a setting's value must be. Every check refuses NaN and infinities.
@@ -281,7 +281,7 @@ pub trait ModelConfig: std::fmt::Debug {
 }
 
 /// [`Settings::from_params`] as a boxed [`ModelConfig`], for
-/// [`ModelDef::config`](super::registry::ModelDef::config).
+/// [`ModelDef::config`].
 pub fn boxed<C: Settings + ModelConfig + 'static>(
     params: &Params,
     model: &str,
@@ -385,6 +385,109 @@ macro_rules! model_config {
     };
 }
 pub(crate) use model_config;
+
+/// One model: its name, what it is, its capabilities and its typed
+/// settings. Capabilities that come with a value (an `init=` start, a
+/// `vectors=` start, the dictionary split it fits on, a recurrence, a
+/// precision) are asked of the typed config ([`ModelDef::config`]), which
+/// answers `None` for a model without them.
+#[derive(Clone, Copy)]
+pub struct ModelDef {
+    /// Registry name (`--model`).
+    pub name: &'static str,
+    /// One line: what the model is, and its paper.
+    pub summary: &'static str,
+    /// Whether texts and terms are mapped into a space (neighbours, export,
+    /// lexicon induction); false for the lexical baselines.
+    pub space: bool,
+    /// Whether the job runner's settings ([`RUNNER_SETTINGS`]) apply.
+    pub runner: bool,
+    /// Whether its trainer computes on the device asked for (`--device
+    /// cuda` trains on a GPU); false for a model that runs on the CPU
+    /// whatever is asked (the closed-form fits, the topic models, the
+    /// lexical baselines): `--device cuda` is refused for it before a
+    /// session is written, and `auto` runs it on the CPU.
+    pub gpu: bool,
+    /// Whether its `vectors=` also reads word2vec files (`SOURCE.vec,TARGET.vec`),
+    /// not only a session.
+    pub word2vec: bool,
+    /// The model's own settings: its `Config`'s [`Settings::SETTINGS`].
+    pub settings: &'static [Setting],
+    /// Its typed settings read from a job's [`Params`] (named for errors):
+    /// [`boxed`]`::<Config>`.
+    pub read: fn(&Params, &str) -> crate::Result<Box<dyn ModelConfig>>,
+    /// Its trainer; `None` for the lexical baselines (run by their own job).
+    pub trainer: Option<fn() -> Box<dyn Trainer>>,
+    /// Its own `[text]` defaults, as `(key, value)` in the workspace TOML's
+    /// syntax: they replace the global defaults for a workspace that does
+    /// not set the key (measured: `docs/results.md`, "Text defaults").
+    pub text: &'static [(&'static str, &'static str)],
+}
+
+/// The name the registry's rows had before they were typed definitions.
+pub type ModelSpec = ModelDef;
+
+impl std::fmt::Debug for ModelDef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelDef")
+            .field("name", &self.name)
+            .field("space", &self.space)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ModelDef {
+    /// The setting `key`, the runner's included where they apply.
+    pub fn setting(&self, key: &str) -> Option<&'static Setting> {
+        self.all_settings().find(|s| s.key == key)
+    }
+
+    /// Every setting the model reads: its own, then the runner's.
+    pub fn all_settings(&self) -> impl Iterator<Item = &'static Setting> {
+        let runner: &'static [Setting] = if self.runner { RUNNER_SETTINGS } else { &[] };
+        self.settings.iter().chain(runner.iter())
+    }
+
+    /// The model's typed settings read from `params` (each given value
+    /// checked, defaults filled in, every value recorded).
+    pub fn config(&self, params: &Params) -> crate::Result<Box<dyn ModelConfig>> {
+        (self.read)(params, self.name)
+    }
+}
+
+model_config! {
+    /// The job runner's settings, read for every trained model (not the
+    /// lexical baselines).
+    pub struct RunnerSettings {
+        patience: usize = s(
+            "5",
+            Check::Int { min: 1, max: u64::MAX },
+            "epochs without a better validation MRR before early stopping",
+        ),
+        log_every: usize = s(
+            "10",
+            Check::Int { min: 1, max: u64::MAX },
+            "a step record every N optimiser steps",
+        ),
+        step_delay_ms: u64 = s(
+            "0",
+            COUNT,
+            "test only: sleep after every step",
+        ),
+    }
+}
+
+/// Settings the job runner reads for every trained model (not the lexical
+/// baselines): [`RunnerSettings`]'.
+pub const RUNNER_SETTINGS: &[Setting] = RunnerSettings::SETTINGS;
+
+impl RunnerSettings {
+    /// Reads (and records) every runner setting: the given values or the
+    /// defaults.
+    pub fn from_params(params: &Params) -> crate::Result<RunnerSettings> {
+        Self::read(&params.runner())
+    }
+}
 
 // --- settings several models share -------------------------------------
 

@@ -35,7 +35,7 @@ use rand::SeedableRng;
 use self::bert::{Bert, Config as BertConfig};
 use crate::models::kit::nn::report_step;
 use crate::models::kit::optim::Adam;
-use crate::models::registry::ModelDef;
+use crate::models::settings::ModelDef;
 use crate::models::settings::{
     self, boxed, model_config, s, unset, Check, ModelConfig, Settings as _, COUNT, PRECISION,
 };

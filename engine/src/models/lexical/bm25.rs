@@ -17,7 +17,7 @@ use crate::eval::Qrels;
 use crate::index::adhoc::{bm25_run, build_queries, Bm25Run, Bm25RunConfig, Translation};
 use crate::index::expand::{expand_many, Expansion, RM3_ORIGINAL_WEIGHT};
 use crate::index::{Bm25Index, Bm25Params, Query};
-use crate::models::registry::ModelDef;
+use crate::models::settings::ModelDef;
 use crate::models::settings::{
     boxed, model_config, s, Check, ModelConfig, Settings, Spec, BM25_B, BM25_K1,
 };

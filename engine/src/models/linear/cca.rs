@@ -9,7 +9,7 @@ use candle_core::{Device, Tensor};
 pub use crate::models::kit::cca::{fit, fit_up_to, CcaFit};
 use crate::models::kit::implicit;
 use crate::models::kit::linear::{closed_form_input, logging_warnings, subspace_opts, LinearModel};
-use crate::models::registry::ModelDef;
+use crate::models::settings::ModelDef;
 use crate::models::settings::{
     boxed, model_config, s, Check, ModelConfig, Settings, CG_TOL, DIM, MAX_CG_ITERS, OVERSAMPLE,
     POWER_ITERS_6, SOLVER,

@@ -11,7 +11,7 @@ use candle_core::{Device, Tensor};
 use crate::models::kit::linear::{
     check_rank, closed_form_input, hconcat, randomized_svd, split_joint, CsrOp, LinearModel,
 };
-use crate::models::registry::ModelDef;
+use crate::models::settings::ModelDef;
 use crate::models::settings::{
     boxed, model_config, s, ModelConfig, Settings, COUNT, DIM, OVERSAMPLE,
 };

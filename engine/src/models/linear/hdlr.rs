@@ -25,7 +25,7 @@ use crate::models::kit::linear::{
     PROJ_SOURCE, PROJ_TARGET,
 };
 use crate::models::linear::opca;
-use crate::models::registry::ModelDef;
+use crate::models::settings::ModelDef;
 use crate::models::settings::{
     self, boxed, model_config, s, Check, ModelConfig, Settings, CG_TOL, CONSTRAINTS, DIM, EPOCHS,
     INIT, MAX_CG_ITERS, OVERSAMPLE, PERCENT, POWER_ITERS_6, SOLVER,

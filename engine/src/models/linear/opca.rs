@@ -18,7 +18,7 @@ use crate::models::kit::linear::{
     csr_t_mul, hconcat, logging_warnings, mean_diag, randomized_svd, solve_lower, solve_lower_t,
     split_joint, subspace_opts, vstack_joint, LinOp, LinearModel,
 };
-use crate::models::registry::ModelDef;
+use crate::models::settings::ModelDef;
 use crate::models::settings::{
     boxed, model_config, s, Check, ModelConfig, Settings, CG_TOL, DIM, MAX_CG_ITERS, OVERSAMPLE,
     POWER_ITERS_6, SOLVER,

@@ -41,7 +41,7 @@ use serde::Serialize;
 use crate::corpus::BliSplit;
 use crate::models::kit::linear::{fix_parallelism, LinearModel};
 use crate::models::kit::pretrained::{self, VectorsSetting};
-use crate::models::registry::ModelDef;
+use crate::models::settings::ModelDef;
 use crate::models::settings::{boxed, model_config, s, unset, Check, ModelConfig, Settings};
 use crate::models::{Hooks, Model, Params, Phase, PretrainedVectors, Resume, TrainData, Trainer};
 use crate::space::Similarity;

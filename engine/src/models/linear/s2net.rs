@@ -18,7 +18,7 @@ use crate::models::kit::linear::{
     check_fit_sizes, init_projections, rescale, weighted, LinearModel, PROJ_SOURCE, PROJ_TARGET,
 };
 use crate::models::kit::optim::Adam;
-use crate::models::registry::ModelDef;
+use crate::models::settings::ModelDef;
 use crate::models::settings::{
     self, boxed, model_config, s, Check, ModelConfig, Settings, DIM, EPOCHS, INIT, OPTIM,
     PRECISION, VECTORS, WEIGHT_DECAY,

@@ -31,7 +31,7 @@ use crate::models::kit::nn::{
     check_loss, check_shape, epoch_rng, normal_tensor, to_array, uniform_tensor, unit_rows,
 };
 use crate::models::kit::optim::Adam;
-use crate::models::registry::ModelDef;
+use crate::models::settings::ModelDef;
 use crate::models::settings::{
     self, boxed, model_config, s, Check, ModelConfig, Settings, BATCH, DIM, EPOCHS, FROZEN_EPOCHS,
     INIT, PRECISION, VECTORS,

@@ -20,7 +20,7 @@ use crate::models::kit::nn::{
     epoch_rng, normal_tensor, report_step, to_array, unit_rows, valid_mrr, SparseBatch,
 };
 use crate::models::kit::optim::Adam;
-use crate::models::registry::ModelDef;
+use crate::models::settings::ModelDef;
 use crate::models::settings::{
     self, boxed, model_config, s, Check, ModelConfig, Settings, BATCH, DIM, EPOCHS, FROZEN_EPOCHS,
     OPTIM, PRECISION, VALID_MAX, VECTORS, WEIGHT_DECAY,

@@ -31,7 +31,7 @@ use rand_chacha::ChaCha8Rng;
 use crate::models::kit::nn::{epoch_rng, report_step, to_array, unit_rows, SparseBatch};
 use crate::models::kit::optim::Adam;
 use crate::models::kit::rbm::{CdConfig, Increments, Rbm, Visible};
-use crate::models::registry::ModelDef;
+use crate::models::settings::ModelDef;
 use crate::models::settings::{
     self, boxed, model_config, s, Check, ModelConfig, Settings, BATCH, BM25_B, BM25_K1, COUNT, DIM,
     PRECISION, VALID_MAX,

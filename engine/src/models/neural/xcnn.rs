@@ -24,7 +24,7 @@ use crate::models::kit::nn::{
     unit_rows, valid_mrr, SparseBatch,
 };
 use crate::models::kit::optim::Adam;
-use crate::models::registry::ModelDef;
+use crate::models::settings::ModelDef;
 use crate::models::settings::{
     self, boxed, model_config, s, Check, ModelConfig, Settings, BATCH, COUNT, DIM, INIT, OPTIM,
     PRECISION, VALID_MAX, VECTORS, WEIGHT_DECAY,

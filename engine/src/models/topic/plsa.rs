@@ -36,7 +36,7 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
 use crate::models::kit::linear::check_fit_sizes;
-use crate::models::registry::ModelDef;
+use crate::models::settings::ModelDef;
 use crate::models::settings::{
     boxed, model_config, s, Check, ModelConfig, Settings, Spec, DIM, EPOCHS,
 };
