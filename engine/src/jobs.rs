@@ -36,6 +36,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::corpus::{Prepared, Workspace};
+use crate::models::settings::ModelConfig;
 use crate::models::{is_lexical, registry, DeviceSpec, TrainData};
 use crate::session::retrieval::adhoc_validation;
 use crate::session::{
@@ -226,7 +227,7 @@ pub fn check_device(spec: &str) -> Result<DeviceSpec> {
 pub use crate::models::registry::check_setting;
 
 /// Checks `req` as far as possible without writing anything: model, device
-/// (a model that computes on the CPU only, its registry row's `gpu` false,
+/// (a model that computes on the CPU only, its definition's `gpu` false,
 /// refuses `cuda`, and so does a build without CUDA; the device is opened
 /// once, where the job runs), every setting against the model, the
 /// `init` session, the workspace, the memory the job needs
@@ -236,58 +237,56 @@ pub use crate::models::registry::check_setting;
 fn check_request(req: &JobRequest) -> Result<(BTreeMap<String, String>, Workspace, PathBuf)> {
     check_model(&req.model)?;
     req.device.check_for(&req.model)?;
+    let def = registry::spec(&req.model)?;
     let mut settings = BTreeMap::new();
     for (k, v) in &req.settings {
         settings.insert(k.clone(), check_setting(&req.model, k, v)?);
     }
+    // the model's typed settings, read once as the job will read them
+    let params = crate::models::Params::new(settings.clone());
+    let config = def.config(&params)?;
+    let trainer = def.trainer.map(|make| make());
     {
-        // every setting read as the job will read it: combinations checked,
-        // and a given key that nothing reads refused
-        let params = crate::models::Params::new(settings.clone());
-        if is_lexical(&req.model) {
-            crate::models::bm25::Bm25Baseline::new(&req.model, &params)?;
-        } else {
-            crate::models::trainer(&req.model)?.check(&params)?;
-            registry::RunnerSettings::from_params(&params)?;
+        // combinations checked, and a given key that nothing reads refused
+        match &trainer {
+            None => {
+                crate::models::bm25::Bm25Baseline::new(&req.model, &params)?;
+            }
+            Some(trainer) => {
+                trainer.check(&params)?;
+                registry::RunnerSettings::from_params(&params)?;
+            }
         }
         params.check_unused()?;
     }
-    if let Some(p) = settings.get(crate::models::precision::KEY) {
+    if let Some(p) = config.precision()? {
         // tf32 where the job would compute on the CPU
-        p.parse::<crate::models::precision::Precision>()
-            .map_err(Error::invalid)?
-            .check_device(&req.model, req.device.runs_on(&req.model))?;
+        p.check_device(&req.model, req.device.runs_on(&req.model))?;
     }
-    if let Some(r) = settings.get("recurrence") {
-        r.parse::<crate::models::kit::lstm::Recurrence>()?
-            .check_build()?;
-    }
-    if settings.get("recurrence").map(String::as_str) == Some("cudnn") {
+    if let Some(r) = config.recurrence()? {
+        r.check_build()?;
         let device = req.device.runs_on(&req.model);
-        if device.computes_on_cpu() {
+        if r == crate::models::kit::lstm::Recurrence::Cudnn && device.computes_on_cpu() {
             return Err(Error::invalid(format!(
                 "{}: recurrence=cudnn runs on a CUDA GPU, and --device {device} computes on the CPU",
                 req.model
             )));
         }
     }
-    if let Some(init) = settings.get("init") {
+    if let Some(init) = config.init() {
         // a session folder with a best checkpoint, or (XCNN) a checkpoint file
-        let p = Path::new(init);
-        if !p.is_file() && !p.join(BEST_CHECKPOINT).is_file() {
+        if !init.is_file() && !init.join(BEST_CHECKPOINT).is_file() {
             return Err(Error::invalid(format!(
-                "init={init}: not a trained session (no {BEST_CHECKPOINT}) or a checkpoint"
+                "init={}: not a trained session (no {BEST_CHECKPOINT}) or a checkpoint",
+                init.display()
             )));
         }
         // its tensors, checked by the trainer (kind, shapes, dimension)
-        let params = crate::models::Params::new(settings.clone());
-        crate::session::init::check(
-            &req.model,
-            crate::models::trainer(&req.model)?.as_ref(),
-            &params,
-        )?;
+        if let Some(trainer) = &trainer {
+            crate::session::init::check(trainer.as_ref(), &params, init)?;
+        }
     }
-    if let Some(v) = vectors_session(&req.model, &crate::models::Params::new(settings.clone()))? {
+    if let Some(v) = vectors_session(config.as_ref())? {
         // a session folder with a model to give vectors (checked, not loaded)
         if !v.join(crate::session::CONFIG_FILE).is_file()
             || !(v.join(BEST_CHECKPOINT).is_file()
@@ -297,7 +296,7 @@ fn check_request(req: &JobRequest) -> Result<(BTreeMap<String, String>, Workspac
                 "vectors={}: not a trained session (no config.toml and checkpoint){}",
                 v.display(),
                 // a model that also reads word2vec files
-                if registry::check_setting(&req.model, "vectors", "a.vec,b.vec").is_ok() {
+                if def.word2vec {
                     "; word2vec files are given as SOURCE.vec,TARGET.vec"
                 } else {
                     ""
@@ -306,21 +305,21 @@ fn check_request(req: &JobRequest) -> Result<(BTreeMap<String, String>, Workspac
         }
         // recorded absolute: the job may run elsewhere (a Slurm node)
         let abs = std::fs::canonicalize(&v).map_err(|e| Error::io(&v, e))?;
-        settings.insert("vectors".into(), abs.display().to_string());
+        settings.insert(
+            crate::models::pretrained::KEY.into(),
+            abs.display().to_string(),
+        );
     }
     let ws_path = std::fs::canonicalize(&req.workspace)
         .map_err(|e| Error::file(&req.workspace, format!("cannot open workspace: {e}")))?;
     // a model's own [text] defaults apply where the workspace is silent
-    let text = crate::models::registry::spec(&req.model)?.text;
-    let ws = Workspace::load(&ws_path)?.with_model_text(text)?;
-    if fits_on_dictionary(&req.model) {
+    let ws = Workspace::load(&ws_path)?.with_model_text(def.text)?;
+    if config.needs_dictionary() {
         // read now, so a missing or unreadable dictionary writes nothing
         ws_dictionary(&ws, &ws_path)?;
     }
-    if !is_lexical(&req.model) {
+    if let Some(trainer) = &trainer {
         // a job that cannot fit in memory is refused here, with the figure
-        let trainer = crate::models::trainer(&req.model)?;
-        let params = crate::models::Params::new(settings.clone());
         crate::models::check_memory(
             &req.model,
             trainer.as_ref(),
@@ -528,22 +527,12 @@ pub fn start_on(req: &JobRequest, exe: &Path, launcher: &Launcher) -> Result<Lau
     }
 }
 
-/// The session folder `model`'s `vectors` setting names, if any
+/// The session folder a model's `vectors=` setting names, if any
 /// ([`crate::models::pretrained::VectorsSetting`]).
-fn vectors_session(model: &str, params: &crate::models::Params) -> Result<Option<PathBuf>> {
-    if !crate::models::takes_setting(model, "vectors") {
-        return Ok(None);
-    }
-    let p = params.of(model)?;
-    Ok(crate::models::pretrained::setting(&p)?
-        .session()
-        .map(Path::to_path_buf))
-}
-
-/// Whether `model` fits on the workspace's dictionary (its registry row
-/// has `bli_seed`: `procrustes`), so its job is handed the dictionary.
-fn fits_on_dictionary(model: &str) -> bool {
-    crate::models::takes_setting(model, "bli_seed")
+fn vectors_session(config: &dyn ModelConfig) -> Result<Option<PathBuf>> {
+    Ok(config
+        .vectors()?
+        .and_then(|v| v.session().map(Path::to_path_buf)))
 }
 
 /// The dictionary of `ws` (at `path`), its file and entries; an error
@@ -632,6 +621,9 @@ pub fn run(
         session.transition(|l| l.take())?;
     }
     let loaded = crate::models::trainer(&session.config.model).and_then(|t| {
+        let params = session.config.run_settings();
+        // the model's typed settings, read once
+        let config = registry::spec(&session.config.model)?.config(&params)?;
         let (prepared, mut data, hash) =
             load_workspace(&session.config.workspace, session.config.text.as_ref())?;
         // settings edited since the session was made are estimated again
@@ -639,20 +631,19 @@ pub fn run(
             source_terms: data.vocabs.source.len(),
             target_terms: data.vocabs.target.len(),
         };
-        let params = session.config.run_settings();
         crate::models::check_memory(&session.config.model, t.as_ref(), &params, None, || {
             Ok(sizes)
         })?;
         // `vectors=SESSION`: that session's term vectors for this vocabulary
-        if let Some(dir) = vectors_session(&session.config.model, &params)? {
+        if let Some(dir) = vectors_session(config.as_ref())? {
             data.pretrained = Some(crate::session::pretrained::term_vectors_for(
                 &dir,
                 &data.vocabs,
             )?);
         }
         // `init=SESSION`: that session's checkpoint, checked against this vocabulary
-        data.init = crate::session::init::resolve(&session.config.model, &params, &data.vocabs)?;
-        if fits_on_dictionary(&session.config.model) {
+        data.init = crate::session::init::resolve(config.init(), &data.vocabs)?;
+        if config.needs_dictionary() {
             data.dictionary = Some(training_dictionary(
                 &session.config.workspace,
                 session.config.text.as_ref(),

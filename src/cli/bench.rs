@@ -339,9 +339,14 @@ fn projected_mrr(ts: &CsrMatrix, tt: &CsrMatrix, ps: &Array2<f32>, pt: &Array2<f
 
 fn fit(a: FitBenchArgs) -> anyhow::Result<()> {
     use rosetta::models::linear::{split_joint, subspace_opts};
+    use rosetta::models::settings::Settings;
     use rosetta::models::{cca, cl_lsi, opca, Params};
     let params = Params::new(rosetta::jobs::parse_settings(&a.set)?);
-    let p = params.of(&a.model)?;
+    // the model's typed settings read its `dim` too: the bench's is --dim
+    anyhow::ensure!(
+        !params.is_given("dim"),
+        "bench fit: give the dimension as --dim, not --set dim"
+    );
     let pool = pool(a.threads)?;
     let t_data = Instant::now();
     let [xs, xt, ts, tt] = parallel_corpus(&a)?;
@@ -358,15 +363,24 @@ fn fit(a: FitBenchArgs) -> anyhow::Result<()> {
     let (ps, pt, solver) = pool.install(|| -> anyhow::Result<_> {
         Ok(match a.model.as_str() {
             "cl-lsi" => {
-                let (os, it) = (p.get("oversample")?, p.get("power_iters")?);
+                let c = cl_lsi::Config::from_params(&params, &a.model)?;
+                let (os, it) = (c.oversample, c.power_iters);
                 params.check_unused()?;
                 let f = cl_lsi::fit(&xs, &xt, k, os, it, a.seed)?;
                 let (s, t) = split_joint(&f.joint, xs.n_cols);
                 (s, t, "randomised svd".to_string())
             }
             "opca" => {
-                let ridge: f64 = p.get("ridge")?;
-                let opts = subspace_opts(&p, a.seed)?;
+                let c = opca::Config::from_params(&params, &a.model)?;
+                let ridge = c.ridge;
+                let opts = subspace_opts(
+                    &c.solver,
+                    c.oversample,
+                    c.power_iters,
+                    c.cg_tol,
+                    c.max_cg_iters,
+                    a.seed,
+                )?;
                 params.check_unused()?;
                 let f = opca::fit(&xs, &xt, k, ridge, &opts, &mut warn)?;
                 let (s, t) = split_joint(&f.joint, xs.n_cols);
@@ -377,8 +391,16 @@ fn fit(a: FitBenchArgs) -> anyhow::Result<()> {
                 )
             }
             _ => {
-                let reg: f64 = p.get("reg")?;
-                let opts = subspace_opts(&p, a.seed)?;
+                let c = cca::Config::from_params(&params, &a.model)?;
+                let reg = c.reg;
+                let opts = subspace_opts(
+                    &c.solver,
+                    c.oversample,
+                    c.power_iters,
+                    c.cg_tol,
+                    c.max_cg_iters,
+                    a.seed,
+                )?;
                 params.check_unused()?;
                 let f = cca::fit(&xs, &xt, k, reg, &opts, &mut warn)?;
                 (

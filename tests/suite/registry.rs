@@ -390,3 +390,62 @@ fn a_cpu_only_model_refuses_a_gpu_before_writing_anything() {
     );
     assert!(!dir.exists());
 }
+
+/// `config.toml` files written before the settings were typed (by the code
+/// of 7692ff6, one per model, under `tests/fixtures/configs/`) still load:
+/// each model's typed settings read from them, and resolving their given
+/// settings again gives exactly the values recorded (no default moved).
+#[test]
+fn config_files_written_before_typed_settings_still_load() {
+    use rosetta::models::registry;
+    use rosetta::session::SessionConfig;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/configs");
+    for def in rosetta::models::MODELS {
+        let dir = root.join(def.name);
+        let cfg = SessionConfig::read(&dir).unwrap_or_else(|e| panic!("{}: {e}", def.name));
+        assert_eq!(cfg.model, def.name);
+        let params = cfg.run_settings();
+        let typed = def
+            .config(&params)
+            .unwrap_or_else(|e| panic!("{}: {e}", def.name));
+        if def.runner {
+            registry::RunnerSettings::from_params(&params).unwrap();
+        } else {
+            rosetta::models::bm25::Bm25Baseline::new(def.name, &params).unwrap();
+        }
+        // every value the typed settings read is the one recorded
+        for (k, v) in params.resolved() {
+            assert_eq!(cfg.params.get(&k), Some(&v), "{}: {k}", def.name);
+        }
+        let mut again = cfg.clone();
+        again.params.clear();
+        again.resolve().unwrap();
+        assert_eq!(again.params, cfg.params, "{}: a default moved", def.name);
+        // the capabilities the job layer asks of the typed settings
+        assert_eq!(
+            typed.needs_dictionary(),
+            def.name == "procrustes",
+            "{}",
+            def.name
+        );
+        assert_eq!(
+            typed.precision().unwrap().is_some(),
+            def.gpu,
+            "{}",
+            def.name
+        );
+        assert_eq!(
+            typed.recurrence().unwrap().is_some(),
+            def.name == "adv-bilstm",
+            "{}",
+            def.name
+        );
+        let vectors = typed.vectors().unwrap();
+        assert_eq!(
+            vectors.as_ref().and_then(|v| v.session()).is_some(),
+            def.name == "procrustes",
+            "{}",
+            def.name
+        );
+    }
+}

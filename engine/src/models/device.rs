@@ -87,7 +87,7 @@ impl DeviceSpec {
     }
 
     /// Error when it names a GPU for `model`, which computes on the CPU
-    /// only (its registry row's `gpu` is false): `auto` and `cpu` are fine.
+    /// only (its definition's `gpu` is false): `auto` and `cpu` are fine.
     pub fn check_for(self, model: &str) -> Result<()> {
         let spec = super::registry::spec(model)?;
         if self.is_cuda() && !spec.gpu {

@@ -267,26 +267,41 @@ impl Params {
             .insert(key.to_string(), v.to_string());
     }
 
-    /// The settings of model `name` as read through its registry row
-    /// (defaults and checks from [`registry::MODELS`]).
+    /// The settings of model `name` as read through its definition
+    /// (defaults and checks from its `Config`, the runner's included).
     pub fn of(&self, name: &str) -> Result<ModelParams<'_>> {
+        let def = registry::spec(name)?;
         Ok(ModelParams {
             params: self,
-            spec: registry::spec(name)?,
+            name: def.name,
+            settings: def.settings,
+            runner: def.runner,
         })
     }
 
     /// The job runner's settings ([`registry::RUNNER_SETTINGS`]), whatever the model.
     pub fn runner(&self) -> ModelParams<'_> {
+        self.with_settings("runner", registry::RUNNER_SETTINGS)
+    }
+
+    /// These parameters read as the settings `settings` of model `name`
+    /// (a typed `Config`'s [`settings::Settings::SETTINGS`]).
+    pub fn with_settings<'a>(
+        &'a self,
+        name: &'a str,
+        settings: &'static [Setting],
+    ) -> ModelParams<'a> {
         ModelParams {
             params: self,
-            spec: &registry::RUNNER,
+            name,
+            settings,
+            runner: false,
         }
     }
 
     /// The value of `key` parsed as `T`, or `default`, with no registry
     /// check; the choice is recorded. For trainers outside the registry
-    /// (test doubles); registered models read through [`Params::of`].
+    /// (test doubles); registered models read their typed `Config` ([`settings::Settings`]).
     pub fn get_or<T>(&self, key: &str, default: T) -> Result<T>
     where
         T: std::str::FromStr + ToString,
@@ -337,25 +352,40 @@ impl Params {
 }
 
 pub mod registry;
+pub mod settings;
+#[cfg(test)]
+mod toy;
 
-pub use registry::{ModelSpec, Setting, MODELS};
+pub use registry::{ModelDef, ModelSpec, Setting, MODELS};
 
 /// One model's view of [`Params`]: values are checked and defaulted by the
-/// model's registry row, and every value read is recorded.
+/// model's settings, and every value read is recorded.
 #[derive(Debug, Clone, Copy)]
 pub struct ModelParams<'a> {
     params: &'a Params,
-    spec: &'static ModelSpec,
+    name: &'a str,
+    settings: &'static [Setting],
+    /// Whether the runner's settings are read through it too.
+    runner: bool,
 }
 
 impl ModelParams<'_> {
     fn setting(&self, key: &str) -> Result<&'static Setting> {
-        self.spec.setting(key).ok_or_else(|| {
-            crate::Error::invalid(format!(
-                "{}: `{key}` is not in the model's registry row",
-                self.spec.name
-            ))
-        })
+        let runner: &'static [Setting] = if self.runner {
+            registry::RUNNER_SETTINGS
+        } else {
+            &[]
+        };
+        self.settings
+            .iter()
+            .chain(runner)
+            .find(|s| s.key == key)
+            .ok_or_else(|| {
+                crate::Error::invalid(format!(
+                    "{}: `{key}` is not one of the model's settings",
+                    self.name
+                ))
+            })
     }
 
     /// The value of `key` parsed as `T`: the given one (checked by the
@@ -366,7 +396,7 @@ impl ModelParams<'_> {
         T::Err: std::fmt::Display,
     {
         let setting = self.setting(key)?;
-        let name = self.spec.name;
+        let name = self.name;
         let (value, given) = match self.params.lookup(key) {
             Some(v) => (v.as_str(), true),
             None => (
@@ -399,7 +429,7 @@ impl ModelParams<'_> {
             None => Ok(None),
             Some(v) => {
                 setting.check.check(v).map_err(|e| {
-                    crate::Error::invalid(format!("{}: --set {key}={v}: {e}", self.spec.name))
+                    crate::Error::invalid(format!("{}: --set {key}={v}: {e}", self.name))
                 })?;
                 self.params.record(key, v);
                 Ok(Some(v.clone()))

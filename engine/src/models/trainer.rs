@@ -44,7 +44,7 @@ pub struct TrainData {
     /// none (a trainer given `vectors=SESSION` without them refuses to start).
     pub pretrained: Option<PretrainedVectors>,
     /// The workspace's bilingual dictionary, for a model that fits on it
-    /// (a registry row with a `bli_seed` setting: `procrustes`); filled by
+    /// (a model whose typed settings answer `needs_dictionary`: `procrustes`); filled by
     /// the job layer ([`crate::jobs::training_dictionary`]), `None` for
     /// every other model.
     pub dictionary: Option<TrainDictionary>,
@@ -465,14 +465,15 @@ pub trait Trainer: Send + Sync {
     }
 
     /// Builds the trainer's typed settings from `params`, as `plan`,
-    /// `train` and `load` do (every setting of its registry row that
-    /// applies, read through [`Params::of`]), and checks those that depend
-    /// on each other (each value alone was checked by the registry). No
-    /// training data is read; files a setting names (an `init` session, an
-    /// encoder's weights) may be. [`crate::jobs::create`] calls it, then
-    /// refuses any given key it left unread, before a session is written;
-    /// the registry test builds every model's settings from its defaults
-    /// this way and fails unless they read exactly the registry row's keys.
+    /// `train` and `load` do (its model's `Config`,
+    /// [`settings::Settings::from_params`](super::settings::Settings::from_params)),
+    /// and checks those that depend on each other (each value alone was
+    /// checked by the registry). No training data is read; files a setting
+    /// names (an `init` session, an encoder's weights) may be.
+    /// [`crate::jobs::create`] calls it, then refuses any given key it left
+    /// unread, before a session is written; the registry test builds every
+    /// model's settings from its defaults this way and fails unless they
+    /// read exactly its definition's keys.
     fn check(&self, params: &Params) -> Result<()>;
 
     /// Checks the start an `init=` setting names against the settings (its

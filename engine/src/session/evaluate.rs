@@ -213,13 +213,11 @@ pub struct BliSplitReport {
 /// The dictionary split whose training part a session's model was fitted
 /// on (its `bli_seed` setting: `procrustes`), if any.
 fn fitted_bli_seed(config: &super::SessionConfig) -> Option<u64> {
-    if !crate::models::takes_setting(&config.model, "bli_seed") {
-        return None;
-    }
-    config
-        .params
-        .get("bli_seed")
-        .and_then(|s| s.trim().parse().ok())
+    let recorded = Params::with_recorded(Default::default(), config.params.clone());
+    crate::models::registry::spec(&config.model)
+        .and_then(|def| def.config(&recorded))
+        .ok()?
+        .bli_seed()
 }
 
 /// Why lexicon induction on the test part of the dictionary's split

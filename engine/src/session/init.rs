@@ -19,15 +19,6 @@ use crate::models::{InitWeights, Params, Trainer};
 use crate::text::{Vocabs, Vocabulary};
 use crate::{Error, Result};
 
-/// The `init` setting of `model` in `params`, if the model takes one and
-/// it is given.
-pub fn setting(model: &str, params: &Params) -> Result<Option<PathBuf>> {
-    if !crate::models::takes_setting(model, "init") {
-        return Ok(None);
-    }
-    Ok(params.of(model)?.get_opt("init")?.map(PathBuf::from))
-}
-
 /// The checkpoint `given` names (a file, or a session folder's best
 /// checkpoint) and the session folder it belongs to.
 fn locate(given: &Path) -> (PathBuf, PathBuf) {
@@ -111,20 +102,15 @@ pub fn for_job(given: &Path, vocabs: &Vocabs) -> Result<InitWeights> {
     Ok(init)
 }
 
-/// The start of `model`'s `init` setting for a job with vocabularies
+/// The start an `init` setting names, for a job with vocabularies
 /// `vocabs` ([`for_job`]), or `None` when it has none.
-pub fn resolve(model: &str, params: &Params, vocabs: &Vocabs) -> Result<Option<InitWeights>> {
-    setting(model, params)?
-        .map(|dir| for_job(&dir, vocabs))
-        .transpose()
+pub fn resolve(init: Option<&Path>, vocabs: &Vocabs) -> Result<Option<InitWeights>> {
+    init.map(|dir| for_job(dir, vocabs)).transpose()
 }
 
-/// Checks the start of `model`'s `init` setting before a job is written:
-/// read ([`read`]) and checked by the trainer ([`Trainer::check_init`]:
-/// kind, shapes, dimension). Nothing to check without `init`.
-pub fn check(model: &str, trainer: &dyn Trainer, params: &Params) -> Result<()> {
-    match setting(model, params)? {
-        Some(dir) => trainer.check_init(params, &read(&dir)?),
-        None => Ok(()),
-    }
+/// Checks the start an `init` setting names (`init`, from the model's
+/// typed settings) before a job is written: read ([`read`]) and checked by
+/// the trainer ([`Trainer::check_init`]: kind, shapes, dimension).
+pub fn check(trainer: &dyn Trainer, params: &Params, init: &Path) -> Result<()> {
+    trainer.check_init(params, &read(init)?)
 }

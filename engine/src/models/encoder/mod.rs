@@ -32,9 +32,13 @@ use ndarray::Array2;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 
-use self::bert::{Bert, Config};
+use self::bert::{Bert, Config as BertConfig};
 use crate::models::kit::nn::report_step;
 use crate::models::kit::optim::Adam;
+use crate::models::settings::ModelDef;
+use crate::models::settings::{
+    self, boxed, model_config, s, unset, Check, ModelConfig, Settings as _, COUNT, PRECISION,
+};
 use crate::models::{Flow, Hooks, Model, Params, Phase, Resume, TextRole, TrainData, Trainer};
 use crate::text::{CsrMatrix, Side, Vocabs};
 use crate::{Error, Result};
@@ -71,26 +75,82 @@ pub enum Pooling {
     Cls,
 }
 
+model_config! {
+    /// The encoder's settings, as given (`--set`) and recorded (`config.toml`).
+    pub struct Config {
+        batch: usize = s("32", Check::Int { min: 2, max: 100_000 }, "pairs per fine-tuning step (the others are the negatives)"),
+        distill_weight: f64 = s("1", Check::Positive, "loss=infonce+distill: weight of the distillation term"),
+        doc_prefix: String = s("passage:", Check::Parse(check_prefix), "word put before each document (none: nothing)"),
+        encode_batch: usize = s("32", Check::Int { min: 1, max: 100_000 }, "windows per forward pass when encoding"),
+        epochs: usize = s("0", Check::Int { min: 0, max: 1_000_000 }, "fine-tuning epochs (0: the pretrained space, zero-shot)"),
+        frozen_epochs: usize = s("0", COUNT, "first epochs with the word-embedding table frozen (phase `frozen`)"),
+        gamma: f64 = s("10", Check::Positive, "loss=pairwise: scale of the cosine margins"),
+        group_by_length: bool = s("false", Check::Bool, "batches of similar lengths: the shuffled pairs sorted by length in groups of 50 batches (transformers' LengthGroupedSampler)"),
+        loss: String = s("infonce", Check::Choice(&["infonce", "pairwise", "distill", "infonce+distill"]), "in-batch contrastive loss (both ways), the seeds' pairwise logistic loss, multilingual distillation (both texts of a pair drawn to the frozen start's embedding of the source text: Reimers & Gurevych 2020) or both"),
+        lr: f64 = s("0.00002", Check::Positive, "Adam learning rate"),
+        max_len: String = s("auto", Check::Parse(check_max_len), "tokens per window, auto: the model's positions (longer texts: several windows, averaged)"),
+        max_pairs: usize = s("0", COUNT, "fine-tune on the first N training pairs (0: all)"),
+        pooling: String = s("mean", Check::Choice(&["mean", "cls"]), "a window's vector: mean of its tokens or the first token"),
+        precision: String = PRECISION,
+        query_prefix: String = s("query:", Check::Parse(check_prefix), "word put before each query and sentence (none: nothing)"),
+        temperature: f64 = s("0.05", Check::Positive, "loss=infonce: softmax temperature"),
+        train_max_len: usize = s("128", Check::Int { min: 3, max: 100_000 }, "tokens kept per text while fine-tuning"),
+        weight_decay: f64 = s("0.01", Check::NonNegative, "decoupled weight decay (AdamW)"),
+        weights: Option<String> = unset(Check::Path, "the encoder: a Hugging Face layout folder (config.json, model.safetensors, tokenizer.json) or a hub id"),
+        wise: f64 = s("1", Check::Range { min: 0.0, max: 1.0, open: false }, "WiSE-FT: the model is pretrained + wise × (fine-tuned − pretrained); validation, checkpoints' model and evaluation use the mix, training steps the fine-tuned weights (1: the fine-tuned weights)"),
+    }
+}
+
+impl ModelConfig for Config {
+    fn precision(&self) -> Result<Option<crate::models::kit::precision::Precision>> {
+        settings::precision(&self.precision)
+    }
+}
+
+/// The pretrained encoder in the registry.
+pub static DEF: ModelDef = ModelDef {
+    name: KIND,
+    summary: "a pretrained transformer encoder (multilingual-e5, any BERT/XLM-R in Hugging Face layout): zero-shot (epochs=0) or fine-tuned contrastively",
+    space: true,
+    runner: true,
+    gpu: true,
+    word2vec: false,
+    settings: Config::SETTINGS,
+    read: boxed::<Config>,
+    trainer: Some(|| Box::new(EncoderTrainer)),
+    text: &[],
+};
+
 impl EncodeOptions {
     /// The options as recorded in `params`.
     pub fn from_params(params: &Params) -> Result<EncodeOptions> {
-        let p = params.of(KIND)?;
-        let pooling = match p.get::<String>("pooling")?.as_str() {
+        Self::from_config(&Config::from_params(params, KIND)?)
+    }
+
+    /// The options of the typed settings `p`.
+    fn from_config(p: &Config) -> Result<EncodeOptions> {
+        let pooling = match p.pooling.as_str() {
             "cls" => Pooling::Cls,
             _ => Pooling::Mean,
         };
-        let prefix = |v: String| if v == "none" { String::new() } else { v };
+        let prefix = |v: &str| {
+            if v == "none" {
+                String::new()
+            } else {
+                v.to_string()
+            }
+        };
         Ok(EncodeOptions {
             pooling,
-            query_prefix: prefix(p.get("query_prefix")?),
-            doc_prefix: prefix(p.get("doc_prefix")?),
-            max_len: match p.get::<String>("max_len")?.as_str() {
+            query_prefix: prefix(&p.query_prefix),
+            doc_prefix: prefix(&p.doc_prefix),
+            max_len: match p.max_len.as_str() {
                 "auto" => 0,
                 v => v
                     .parse()
                     .map_err(|_| Error::invalid(format!("encoder: max_len={v}")))?,
             },
-            batch: p.get("encode_batch")?,
+            batch: p.encode_batch,
         })
     }
 
@@ -202,7 +262,7 @@ impl Encoder {
 
     fn from_tensors(
         tensors: &HashMap<String, Tensor>,
-        config: &Config,
+        config: &BertConfig,
         tokenizer: tokenizers::Tokenizer,
         opts: EncodeOptions,
         device: &Device,
@@ -525,27 +585,27 @@ fn length_sorted(order: &mut [usize], batch: usize, len: impl Fn(usize) -> usize
 
 impl Settings {
     fn read(params: &Params) -> Result<(Settings, String, EncodeOptions)> {
-        let p = params.of(KIND)?;
-        let weights = p.get_opt("weights")?.ok_or_else(|| {
+        let p = Config::from_params(params, KIND)?;
+        let weights = p.weights.clone().ok_or_else(|| {
             Error::invalid("encoder: set weights=DIR (a Hugging Face layout folder or hub id)")
         })?;
         let s = Settings {
-            epochs: p.get("epochs")?,
-            frozen_epochs: p.get("frozen_epochs")?,
-            batch: p.get("batch")?,
-            lr: p.get("lr")?,
-            weight_decay: p.get("weight_decay")?,
-            temperature: p.get("temperature")?,
-            loss: p.get("loss")?,
-            gamma: p.get("gamma")?,
-            train_max_len: p.get("train_max_len")?,
-            max_pairs: p.get("max_pairs")?,
-            precision: crate::models::kit::precision::setting(&p)?,
-            wise: p.get("wise")?,
-            group_by_length: p.get("group_by_length")?,
-            distill_weight: p.get("distill_weight")?,
+            epochs: p.epochs,
+            frozen_epochs: p.frozen_epochs,
+            batch: p.batch,
+            lr: p.lr,
+            weight_decay: p.weight_decay,
+            temperature: p.temperature,
+            loss: p.loss.clone(),
+            gamma: p.gamma,
+            train_max_len: p.train_max_len,
+            max_pairs: p.max_pairs,
+            precision: crate::models::kit::precision::setting(&p.precision)?,
+            wise: p.wise,
+            group_by_length: p.group_by_length,
+            distill_weight: p.distill_weight,
         };
-        let opts = EncodeOptions::from_params(params)?;
+        let opts = EncodeOptions::from_config(&p)?;
         Ok((s, weights, opts))
     }
 

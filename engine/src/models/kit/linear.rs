@@ -251,8 +251,9 @@ impl Model for LinearModel {
 }
 
 /// The start every closed-form fit (CL-LSI, OPCA, CCA) shares: a note that
-/// a resume fits again, `dim` (default 128) and the model's own settings
-/// (read by `own`, before unknown settings are refused), the size check,
+/// a resume fits again, the dimension and the model's own settings (read
+/// by `own` from its typed `Config`, before unknown settings are refused),
+/// the size check,
 /// and both sides' training matrices weighted for the fit.
 pub fn closed_form_input<T>(
     kind: &str,
@@ -260,32 +261,19 @@ pub fn closed_form_input<T>(
     params: &crate::models::Params,
     resume: bool,
     hooks: &mut dyn crate::models::Hooks,
-    own: impl FnOnce(&crate::models::ModelParams<'_>) -> Result<T>,
+    own: impl FnOnce() -> Result<(usize, T)>,
 ) -> Result<(usize, T, CsrMatrix, CsrMatrix)> {
     if resume {
         hooks.log(&format!(
             "{kind}: a closed-form fit has no partial state to resume; fitting again (seeded, same result)"
         ));
     }
-    let (k, settings) = closed_form_settings(kind, params, own)?;
+    let (k, settings) = own()?;
     params.check_unused()?;
     check_fit_sizes(kind, data, k)?;
     let xs = weighted(&data.train_src, &data.vocabs, Side::Source);
     let xt = weighted(&data.train_tgt, &data.vocabs, Side::Target);
     Ok((k, settings, xs, xt))
-}
-
-/// A closed-form fit's settings, read once: `dim` and the model's own
-/// (read by `own`). What [`closed_form_input`] reads, and what the fits'
-/// `Trainer::check` reads before a session is written.
-pub fn closed_form_settings<T>(
-    kind: &str,
-    params: &crate::models::Params,
-    own: impl FnOnce(&crate::models::ModelParams<'_>) -> Result<T>,
-) -> Result<(usize, T)> {
-    let p = params.of(kind)?;
-    let k: usize = p.get("dim")?;
-    Ok((k, own(&p)?))
 }
 
 /// Workers faer splits a dense operation into (products, QR, SVD,
@@ -313,18 +301,21 @@ pub fn fix_parallelism() {
 /// CCA, HDLR's OPCA start) reads: `solver`, `oversample`, `power_iters`,
 /// `cg_tol`, `max_cg_iters`.
 pub fn subspace_opts(
-    p: &crate::models::ModelParams<'_>,
+    solver: &str,
+    oversample: usize,
+    power_iters: usize,
+    cg_tol: f64,
+    max_cg_iters: usize,
     seed: u64,
 ) -> Result<crate::models::kit::implicit::SubspaceOpts> {
     fix_parallelism();
-    let solver: String = p.get("solver")?;
     Ok(crate::models::kit::implicit::SubspaceOpts {
-        solver: crate::models::kit::implicit::Solver::parse(&solver)?,
-        oversample: p.get("oversample")?,
-        power_iters: p.get("power_iters")?,
+        solver: crate::models::kit::implicit::Solver::parse(solver)?,
+        oversample,
+        power_iters,
         seed,
-        tol: p.get("cg_tol")?,
-        max_cg_iters: p.get("max_cg_iters")?,
+        tol: cg_tol,
+        max_cg_iters,
     })
 }
 

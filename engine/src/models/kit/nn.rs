@@ -181,8 +181,8 @@ pub fn single_threaded_candle() {
 
 /// The `optim` setting of a model trained with [`Adam`](super::optim::Adam): `adam` (dense) or
 /// `lazy-adam` (row-sparse, [`Adam::backward_step_rows`](super::optim::Adam::backward_step_rows)); true for lazy.
-pub fn lazy_optim(p: &crate::models::ModelParams<'_>) -> Result<bool> {
-    Ok(p.get::<String>("optim")? == "lazy-adam")
+pub fn lazy_optim(optim: &str) -> bool {
+    optim == "lazy-adam"
 }
 
 /// A generator for one (phase, epoch), so a resumed job draws what the

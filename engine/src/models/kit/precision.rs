@@ -70,9 +70,8 @@ impl std::fmt::Display for Precision {
     }
 }
 
-/// The `precision` setting of a model's registry row, read (and recorded).
-pub fn setting(p: &crate::models::ModelParams<'_>) -> Result<Precision> {
-    let v: String = p.get(KEY)?;
+/// A model's `precision` setting.
+pub fn setting(v: &str) -> Result<Precision> {
     v.parse().map_err(Error::invalid)
 }
 

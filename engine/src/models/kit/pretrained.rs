@@ -16,7 +16,7 @@ use rand::Rng;
 use rand_distr::{Distribution, Normal};
 use serde::Serialize;
 
-use crate::models::{ModelParams, PretrainedVectors};
+use crate::models::PretrainedVectors;
 use crate::{Error, Result};
 
 /// File in a session folder that records its pretrained start.
@@ -80,10 +80,13 @@ pub fn check_any(v: &str) -> std::result::Result<(), String> {
     VectorsSetting::parse(v).map(|_| ())
 }
 
-/// The `vectors` setting of a model's parameters (default `none`).
-pub fn setting(p: &ModelParams<'_>) -> Result<VectorsSetting> {
-    let v: String = p.get("vectors")?;
-    VectorsSetting::parse(&v).map_err(|e| Error::invalid(format!("--set vectors={v}: {e}")))
+/// The key of the `vectors` setting: a model's `Config` field of that name
+/// (the job layer records it as an absolute path).
+pub const KEY: &str = "vectors";
+
+/// A model's `vectors` setting (default `none`).
+pub fn setting(v: &str) -> Result<VectorsSetting> {
+    VectorsSetting::parse(v).map_err(|e| Error::invalid(format!("--set {KEY}={v}: {e}")))
 }
 
 /// Refuses `frozen_epochs > 0` without a start to hold.

@@ -17,10 +17,128 @@ use crate::eval::Qrels;
 use crate::index::adhoc::{bm25_run, build_queries, Bm25Run, Bm25RunConfig, Translation};
 use crate::index::expand::{expand_many, Expansion, RM3_ORIGINAL_WEIGHT};
 use crate::index::{Bm25Index, Bm25Params, Query};
+use crate::models::settings::ModelDef;
+use crate::models::settings::{
+    boxed, model_config, s, Check, ModelConfig, Settings, Spec, BM25_B, BM25_K1,
+};
 use crate::models::Params;
 use crate::text::Analyzer;
 use crate::text::Side;
 use crate::{Error, Result};
+
+const EXPAND: Spec = s(
+    "none",
+    Check::Choice(&["none", "bo1", "rm3"]),
+    "pseudo-relevance feedback: Terrier's Bo1 or Anserini's RM3",
+);
+const FB_DOCS: Spec = s(
+    "auto",
+    Check::Parse(auto_count),
+    "feedback documents (auto: 3 for bo1, 10 for rm3)",
+);
+const FB_TERMS: Spec = s(
+    "auto",
+    Check::Parse(auto_count),
+    "expansion terms (auto: 10)",
+);
+const RM3_WEIGHT: Spec = s(
+    "0.5",
+    Check::Range {
+        min: 0.0,
+        max: 1.0,
+        open: false,
+    },
+    "RM3: weight of the original query",
+);
+
+fn auto_count(v: &str) -> std::result::Result<(), String> {
+    match v.parse::<u64>() {
+        _ if v == "auto" => Ok(()),
+        Ok(n) if (1..=100_000).contains(&n) => Ok(()),
+        _ => Err(format!(
+            "expected auto or a whole number in 1..=100000, got `{v}`"
+        )),
+    }
+}
+
+model_config! {
+    /// The settings of `bm25` and `bm25-mt`.
+    pub struct Bm25Settings {
+        b: f64 = BM25_B,
+        expand: String = EXPAND,
+        fb_docs: String = FB_DOCS,
+        fb_terms: String = FB_TERMS,
+        k1: f64 = BM25_K1,
+        rm3_weight: f64 = RM3_WEIGHT,
+    }
+}
+
+model_config! {
+    /// The settings of `bm25-dict`: `bm25`'s and what to do with words the
+    /// dictionary lacks.
+    pub struct Bm25DictSettings {
+        b: f64 = BM25_B,
+        expand: String = EXPAND,
+        fb_docs: String = FB_DOCS,
+        fb_terms: String = FB_TERMS,
+        k1: f64 = BM25_K1,
+        keep_untranslated: bool = s("false", Check::Bool, "keep words the dictionary lacks"),
+        rm3_weight: f64 = RM3_WEIGHT,
+    }
+}
+
+impl ModelConfig for Bm25Settings {}
+impl ModelConfig for Bm25DictSettings {}
+
+/// The lexical baselines' own `[text]` defaults: the settings they were
+/// compared under. Measured on enhi (docs/results.md, "Text defaults"):
+/// stop words kept cost `bm25-dict` XQuAD MAP 0.4354 -> 0.3603 (English
+/// stop words translate to Hindi words in every paragraph), though on the
+/// Bible it gains (0.2931 -> 0.5175); `stopwords = false` in a workspace
+/// gives that.
+const LEXICAL_TEXT: &[(&str, &str)] = &[("stopwords", "true"), ("oov_ngrams", "0")];
+
+/// `bm25` in the registry.
+pub static BM25: ModelDef = ModelDef {
+    name: "bm25",
+    summary: "BM25 with untranslated queries (lexical baseline)",
+    space: false,
+    runner: false,
+    gpu: false,
+    word2vec: false,
+    settings: Bm25Settings::SETTINGS,
+    read: boxed::<Bm25Settings>,
+    trainer: None,
+    text: LEXICAL_TEXT,
+};
+
+/// `bm25-dict` in the registry.
+pub static BM25_DICT: ModelDef = ModelDef {
+    name: "bm25-dict",
+    summary: "BM25 over dictionary-translated queries (lexical baseline)",
+    space: false,
+    runner: false,
+    gpu: false,
+    word2vec: false,
+    settings: Bm25DictSettings::SETTINGS,
+    read: boxed::<Bm25DictSettings>,
+    trainer: None,
+    text: LEXICAL_TEXT,
+};
+
+/// `bm25-mt` in the registry.
+pub static BM25_MT: ModelDef = ModelDef {
+    name: "bm25-mt",
+    summary: "BM25 over machine-translated queries (Apertium; lexical baseline)",
+    space: false,
+    runner: false,
+    gpu: false,
+    word2vec: false,
+    settings: Bm25Settings::SETTINGS,
+    read: boxed::<Bm25Settings>,
+    trainer: None,
+    text: LEXICAL_TEXT,
+};
 
 /// A BM25 baseline: how queries are translated and BM25's parameters.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -50,29 +168,36 @@ impl Bm25Baseline {
                 )))
             }
         };
-        let p = params.of(name)?;
-        let bm = Bm25Params {
-            k1: p.get("k1")?,
-            b: p.get("b")?,
-        };
-        bm.validate()?;
-        let keep_untranslated = if translation == Translation::Dict {
-            p.get("keep_untranslated")?
+        let (p, keep_untranslated) = if translation == Translation::Dict {
+            let d = Bm25DictSettings::from_params(params, name)?;
+            let shared = Bm25Settings {
+                b: d.b,
+                expand: d.expand,
+                fb_docs: d.fb_docs,
+                fb_terms: d.fb_terms,
+                k1: d.k1,
+                rm3_weight: d.rm3_weight,
+            };
+            (shared, d.keep_untranslated)
         } else {
-            false
+            (Bm25Settings::from_params(params, name)?, false)
         };
-        let method: String = p.get("expand")?;
-        let count = |key: &str| -> Result<Option<usize>> {
-            let v: String = p.get(key)?;
+        let bm = Bm25Params { k1: p.k1, b: p.b };
+        bm.validate()?;
+        let method = p.expand;
+        let count = |what: &str, v: &str| -> Result<Option<usize>> {
             if v == "auto" {
                 return Ok(None);
             }
             v.parse().map(Some).map_err(|_| {
-                Error::invalid(format!("{name}: {key}={v}: expected auto or a number"))
+                Error::invalid(format!("{name}: {what}={v}: expected auto or a number"))
             })
         };
-        let (fb_docs, fb_terms) = (count("fb_docs")?, count("fb_terms")?);
-        let w: f64 = p.get("rm3_weight")?;
+        let (fb_docs, fb_terms) = (
+            count("fb_docs", &p.fb_docs)?,
+            count("fb_terms", &p.fb_terms)?,
+        );
+        let w = p.rm3_weight;
         // the default weight is recorded for every baseline; another one
         // applies to rm3 only
         let rm3_weight = (method == "rm3" || w != RM3_ORIGINAL_WEIGHT).then_some(w);

@@ -24,6 +24,12 @@ use crate::models::kit::linear::{
     array_to_tensor, check_fit_sizes, init_projections, to_faer, to_ndarray, weighted, LinearModel,
     PROJ_SOURCE, PROJ_TARGET,
 };
+use crate::models::linear::opca;
+use crate::models::settings::ModelDef;
+use crate::models::settings::{
+    self, boxed, model_config, s, Check, ModelConfig, Settings, CG_TOL, CONSTRAINTS, DIM, EPOCHS,
+    INIT, MAX_CG_ITERS, OVERSAMPLE, PERCENT, POWER_ITERS_6, SOLVER,
+};
 use crate::models::{
     Flow, Hooks, InitWeights, LogOnly, Phase, Resume, StepReport, TrainData, Trainer,
 };
@@ -44,15 +50,89 @@ pub const STEP_CONSTRAINTS: usize = 1000;
 /// Random non-aligned pairs whose start distances give `u` and `l`.
 pub const BOUND_SAMPLE: usize = 10_000;
 
-/// OPCA's settings, read only when the job fits its own start.
-const OPCA_SETTINGS: [&str; 6] = [
-    "oversample",
-    "power_iters",
-    "ridge",
-    "solver",
-    "cg_tol",
-    "max_cg_iters",
-];
+model_config! {
+    /// HDLR's settings: ITML's, and those of the OPCA start it fits
+    /// without `init` (OPCA's own, with their own defaults).
+    pub struct Config {
+        cg_tol: f64 = CG_TOL.help(
+            "OPCA start (no init), implicit solver: conjugate-gradient relative residual",
+        ),
+        dim: usize = DIM,
+        dissimilar_pct: f64 = s(
+            "95",
+            PERCENT,
+            "l: random pairs' start-distance percentile dissimilar pairs must exceed",
+        ),
+        epochs: usize = s("10", EPOCHS, "ITML passes over the constraints"),
+        gamma: f64 = s("1", Check::Positive, "ITML slack trade-off (large: hard constraints)"),
+        init: Option<String> = INIT.help(
+            "start from a linear model's session (opca); unset: fit OPCA first",
+        ),
+        max_cg_iters: usize = MAX_CG_ITERS.help(
+            "OPCA start (no init), implicit solver: most conjugate-gradient iterations per solve",
+        ),
+        negatives: usize = s(
+            "10000",
+            CONSTRAINTS,
+            "dissimilar constraints: random non-aligned pairs",
+        ),
+        oversample: usize = OVERSAMPLE.help(
+            "OPCA start (no init): randomised SVD's extra sketch columns",
+        ),
+        positives: usize = s(
+            "10000",
+            CONSTRAINTS,
+            "similar constraints: aligned training pairs (repeated beyond their number)",
+        ),
+        power_iters: usize = POWER_ITERS_6.help(
+            "OPCA start (no init): randomised SVD's power iterations",
+        ),
+        ridge: f64 = s("0.1", Check::NonNegative, "OPCA start (no init): ridge on the noise covariance"),
+        similar_pct: f64 = s(
+            "5",
+            PERCENT,
+            "u: random pairs' start-distance percentile similar pairs must stay below",
+        ),
+        solver: String = SOLVER.help(
+            "OPCA start (no init): implicit (matrix-free) or dense (V × V) eigensolver",
+        ),
+    }
+}
+
+impl ModelConfig for Config {
+    fn init(&self) -> Option<&std::path::Path> {
+        settings::init(&self.init)
+    }
+}
+
+/// HDLR in the registry.
+pub static DEF: ModelDef = ModelDef {
+    name: KIND,
+    summary: "high-dimension low-rank metric learning: ITML on A = U Uᵀ from an OPCA start (Yih et al., CoNLL 2011)",
+    space: true,
+    runner: true,
+    gpu: false,
+    word2vec: false,
+    settings: Config::SETTINGS,
+    read: boxed::<Config>,
+    trainer: Some(|| Box::new(HdlrTrainer)),
+    text: &[],
+};
+
+impl Config {
+    /// The OPCA start's settings: OPCA's, as HDLR's were given.
+    fn opca(&self) -> opca::Config {
+        opca::Config {
+            cg_tol: self.cg_tol,
+            dim: self.dim,
+            max_cg_iters: self.max_cg_iters,
+            oversample: self.oversample,
+            power_iters: self.power_iters,
+            ridge: self.ridge,
+            solver: self.solver.clone(),
+        }
+    }
+}
 
 // extra checkpoint tensors (a resume continues exactly)
 const T_U0_SOURCE: &str = "hdlr.u0.source";
@@ -417,7 +497,7 @@ pub fn check_init(init: &InitWeights, dim: usize) -> Result<InitInfo> {
 
 /// HDLR's settings, as the registry checks them.
 #[derive(Debug, Clone)]
-struct Config {
+struct HdlrConfig {
     k: usize,
     epochs: usize,
     gamma: f64,
@@ -426,36 +506,27 @@ struct Config {
     negatives: usize,
     similar_pct: f64,
     dissimilar_pct: f64,
-    /// The OPCA start's settings (`dim` and HDLR's [`OPCA_SETTINGS`]), as
-    /// given to the registry's OPCA; `None` with `init`, which gives the
-    /// start (`check` refuses them given with it).
+    /// The OPCA start's settings, as given to the registry's OPCA; `None`
+    /// with `init`, which gives the start (`check` refuses them given with it).
     opca: Option<BTreeMap<String, String>>,
 }
 
-impl Config {
-    fn from_params(params: &Params) -> Result<Config> {
-        let p = params.of(KIND)?;
-        let init = p.get_opt("init")?;
-        let k: usize = p.get("dim")?;
-        let opca = match init {
+impl HdlrConfig {
+    fn from_params(params: &Params) -> Result<HdlrConfig> {
+        let c = Config::from_params(params, KIND)?;
+        let opca = match c.init {
             Some(_) => None,
-            None => {
-                let mut given = BTreeMap::from([("dim".to_string(), k.to_string())]);
-                for key in OPCA_SETTINGS {
-                    given.insert(key.to_string(), p.get::<String>(key)?);
-                }
-                Some(given)
-            }
+            None => Some(settings::to_given(&c.opca())?),
         };
-        Ok(Config {
-            k,
-            epochs: p.get("epochs")?,
-            gamma: p.get("gamma")?,
-            init,
-            positives: p.get("positives")?,
-            negatives: p.get("negatives")?,
-            similar_pct: p.get("similar_pct")?,
-            dissimilar_pct: p.get("dissimilar_pct")?,
+        Ok(HdlrConfig {
+            k: c.dim,
+            epochs: c.epochs,
+            gamma: c.gamma,
+            init: c.init,
+            positives: c.positives,
+            negatives: c.negatives,
+            similar_pct: c.similar_pct,
+            dissimilar_pct: c.dissimilar_pct,
             opca,
         })
     }
@@ -492,7 +563,7 @@ impl Config {
 /// The start `U₀` (f32, as checkpointed, so a resume reads back the very
 /// values) from the `init` session or an OPCA fit.
 fn start_projection(
-    cfg: &Config,
+    cfg: &HdlrConfig,
     data: &TrainData,
     params: &Params,
     seed: u64,
@@ -585,12 +656,14 @@ impl Trainer for HdlrTrainer {
     /// Settings that depend on each other, and the `init` session (a
     /// linear model's, of this `dim`), before the job's session is written.
     fn check(&self, params: &Params) -> Result<()> {
-        let cfg = Config::from_params(params)?;
+        let cfg = HdlrConfig::from_params(params)?;
         cfg.check()?;
         if let Some(dir) = &cfg.init {
-            let given: Vec<&str> = OPCA_SETTINGS
-                .into_iter()
-                .filter(|k| params.is_given(k))
+            // OPCA's settings but the space's dimension only apply to its start
+            let given: Vec<&str> = opca::Config::SETTINGS
+                .iter()
+                .filter(|s| s.help != DIM.help && params.is_given(s.key))
+                .map(|s| s.key)
                 .collect();
             if !given.is_empty() {
                 return Err(Error::invalid(format!(
@@ -606,7 +679,7 @@ impl Trainer for HdlrTrainer {
 
     /// The `init` start: a linear model's projections of this `dim`.
     fn check_init(&self, params: &Params, init: &InitWeights) -> Result<()> {
-        check_init(init, Config::from_params(params)?.k).map(|_| ())
+        check_init(init, HdlrConfig::from_params(params)?.k).map(|_| ())
     }
 
     /// The start (`opca`: OPCA fitted here; `init`: read from a session),
@@ -614,7 +687,7 @@ impl Trainer for HdlrTrainer {
     /// checkpoint stays the start when ITML never beats it; then `itml`,
     /// `epochs` passes over the constraints, early-stopped on MRR.
     fn plan(&self, data: &TrainData, params: &Params) -> Result<Vec<Phase>> {
-        let cfg = Config::from_params(params)?;
+        let cfg = HdlrConfig::from_params(params)?;
         Ok(vec![
             Phase::new(cfg.start_phase(), 1, data.train_src.n_rows()),
             Phase::new(PHASE_ITML, cfg.epochs, cfg.positives + cfg.negatives),
@@ -632,7 +705,7 @@ impl Trainer for HdlrTrainer {
     ) -> Result<Box<dyn Model>> {
         // faer's dense work split the same way whatever the thread count
         crate::models::kit::linear::fix_parallelism();
-        let cfg = Config::from_params(params)?;
+        let cfg = HdlrConfig::from_params(params)?;
         cfg.check()?;
         data.check_shapes(KIND)?;
         let k = cfg.k;
@@ -642,7 +715,7 @@ impl Trainer for HdlrTrainer {
         let (u0, mut itml_from, mut step) = match &resume {
             None => (start_projection(&cfg, data, params, seed, hooks)?, None, 0),
             Some(r) => {
-                // OPCA's settings (read by Config) were used when the job began
+                // OPCA's settings (read by HdlrConfig) were used when the job began
                 params.check_unused()?;
                 let u0 = (
                     array_from(&r.tensors, T_U0_SOURCE, (vs, k))?,

@@ -18,6 +18,11 @@ use crate::models::kit::linear::{
     csr_t_mul, hconcat, logging_warnings, mean_diag, randomized_svd, solve_lower, solve_lower_t,
     split_joint, subspace_opts, vstack_joint, LinOp, LinearModel,
 };
+use crate::models::settings::ModelDef;
+use crate::models::settings::{
+    boxed, model_config, s, Check, ModelConfig, Settings, CG_TOL, DIM, MAX_CG_ITERS, OVERSAMPLE,
+    POWER_ITERS_6, SOLVER,
+};
 use crate::models::{Hooks, Phase, Resume, TrainData, Trainer};
 use crate::models::{Model, Params};
 use crate::text::CsrMatrix;
@@ -183,18 +188,56 @@ fn fit_dense(
 #[derive(Debug, Clone, Copy, Default)]
 pub struct OpcaTrainer;
 
-/// The fit's own settings (`dim` apart): `ridge` and the eigensolver's.
+model_config! {
+    /// OPCA's settings.
+    pub struct Config {
+        cg_tol: f64 = CG_TOL,
+        dim: usize = DIM,
+        max_cg_iters: usize = MAX_CG_ITERS,
+        oversample: usize = OVERSAMPLE,
+        power_iters: usize = POWER_ITERS_6,
+        ridge: f64 = s("0.1", Check::NonNegative, "ridge on the noise covariance"),
+        solver: String = SOLVER,
+    }
+}
+
+impl ModelConfig for Config {}
+
+/// OPCA in the registry.
+pub static DEF: ModelDef = ModelDef {
+    name: KIND,
+    summary: "oriented PCA: generalised eigenproblem of translation-noise covariance (Yih et al., CoNLL 2011)",
+    space: true,
+    runner: true,
+    gpu: false,
+    word2vec: false,
+    settings: Config::SETTINGS,
+    read: boxed::<Config>,
+    trainer: Some(|| Box::new(OpcaTrainer)),
+    text: &[],
+};
+
+/// The fit's dimension and own settings: `ridge` and the eigensolver's.
 fn settings(
-    p: &crate::models::ModelParams<'_>,
+    params: &Params,
     seed: u64,
-) -> Result<(f64, crate::models::implicit::SubspaceOpts)> {
-    Ok((p.get("ridge")?, subspace_opts(p, seed)?))
+) -> Result<(usize, (f64, crate::models::implicit::SubspaceOpts))> {
+    let c = Config::from_params(params, KIND)?;
+    let opts = subspace_opts(
+        &c.solver,
+        c.oversample,
+        c.power_iters,
+        c.cg_tol,
+        c.max_cg_iters,
+        seed,
+    )?;
+    Ok((c.dim, (c.ridge, opts)))
 }
 
 impl Trainer for OpcaTrainer {
     /// Reads the settings before the session is written.
     fn check(&self, params: &Params) -> Result<()> {
-        crate::models::linear::closed_form_settings(KIND, params, |p| settings(p, 0)).map(|_| ())
+        settings(params, 0).map(|_| ())
     }
 
     fn plan(&self, data: &TrainData, _params: &Params) -> Result<Vec<Phase>> {
@@ -211,8 +254,8 @@ impl Trainer for OpcaTrainer {
         hooks: &mut dyn Hooks,
     ) -> Result<Box<dyn Model>> {
         let (k, (ridge, opts), xs, xt) =
-            closed_form_input(KIND, data, params, resume.is_some(), hooks, |p| {
-                settings(p, seed)
+            closed_form_input(KIND, data, params, resume.is_some(), hooks, || {
+                settings(params, seed)
             })?;
         let v = xs.n_cols + xt.n_cols;
         if opts.solver == Solver::Dense {

@@ -41,6 +41,8 @@ use serde::Serialize;
 use crate::corpus::BliSplit;
 use crate::models::kit::linear::{fix_parallelism, LinearModel};
 use crate::models::kit::pretrained::{self, VectorsSetting};
+use crate::models::settings::ModelDef;
+use crate::models::settings::{boxed, model_config, s, unset, Check, ModelConfig, Settings};
 use crate::models::{Hooks, Model, Params, Phase, PretrainedVectors, Resume, TrainData, Trainer};
 use crate::space::Similarity;
 use crate::text::{Vocabs, Vocabulary};
@@ -263,11 +265,65 @@ pub fn frequent_words(vocab: &Vocabulary, found: &[bool], n: usize) -> Vec<usize
     ids
 }
 
+model_config! {
+    /// The Procrustes map's settings, as given (`--set`) and recorded
+    /// (`config.toml`).
+    pub struct Config {
+        bli_seed: u64 = s(
+            "1",
+            Check::Int { min: 0, max: u64::MAX },
+            "which split of the workspace's dictionary it fits on (the training part); must match eval's --bli-seed",
+        ),
+        csls_k: usize = s(
+            "10",
+            Check::Int { min: 1, max: 10_000 },
+            "refinement: nearest terms in CSLS's hub penalty",
+        ),
+        refine: usize = s(
+            "5",
+            Check::Int { min: 0, max: 1_000 },
+            "refinement rounds on the mutual CSLS neighbours (0: plain Procrustes)",
+        ),
+        refine_words: usize = s(
+            "15000",
+            Check::Int { min: 1, max: 100_000_000 },
+            "refinement: the most frequent words per language it pairs up",
+        ),
+        vectors: Option<String> = unset(
+            Check::Parse(pretrained::check_session_only),
+            "required: the session (an encoder, or any model with a space) whose term vectors it maps",
+        ),
+    }
+}
+
+impl ModelConfig for Config {
+    fn vectors(&self) -> Result<Option<VectorsSetting>> {
+        vectors_setting(&self.vectors).map(Some)
+    }
+    fn bli_seed(&self) -> Option<u64> {
+        Some(self.bli_seed)
+    }
+}
+
+/// Procrustes in the registry.
+pub static DEF: ModelDef = ModelDef {
+    name: KIND,
+    summary: "orthogonal Procrustes map between another session's term vectors of the two languages, fitted on the dictionary's training part and refined by CSLS (MUSE, Conneau et al., ICLR 2018)",
+    space: true,
+    runner: true,
+    gpu: false,
+    word2vec: false,
+    settings: Config::SETTINGS,
+    read: boxed::<Config>,
+    trainer: Some(|| Box::new(ProcrustesTrainer)),
+    text: &[],
+};
+
 /// The `vectors` setting as given (no default: `None` when absent).
-fn vectors_setting(p: &crate::models::ModelParams<'_>) -> Result<VectorsSetting> {
-    match p.get_opt("vectors")? {
+fn vectors_setting(v: &Option<String>) -> Result<VectorsSetting> {
+    match v {
         None => Ok(VectorsSetting::None),
-        Some(v) => VectorsSetting::parse(&v)
+        Some(v) => VectorsSetting::parse(v)
             .map_err(|e| Error::invalid(format!("{KIND}: --set vectors={v}: {e}"))),
     }
 }
@@ -303,9 +359,9 @@ struct Record<'a> {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ProcrustesTrainer;
 
-/// The map's settings, read once from its registry row.
+/// The map's settings, read once from its typed [`Config`].
 #[derive(Debug, Clone)]
-struct Config {
+struct MapConfig {
     /// `vectors`: the session whose term vectors are mapped (required).
     vectors: VectorsSetting,
     /// `bli_seed`: the dictionary split fitted on.
@@ -318,16 +374,16 @@ struct Config {
     csls_k: usize,
 }
 
-impl Config {
+impl MapConfig {
     /// Reads every setting; `vectors` must name a session.
-    fn from_params(params: &Params) -> Result<Config> {
-        let p = params.of(KIND)?;
-        let cfg = Config {
-            vectors: vectors_setting(&p)?,
-            bli_seed: p.get("bli_seed")?,
-            refine: p.get("refine")?,
-            refine_words: p.get("refine_words")?,
-            csls_k: p.get("csls_k")?,
+    fn from_params(params: &Params) -> Result<MapConfig> {
+        let p = Config::from_params(params, KIND)?;
+        let cfg = MapConfig {
+            vectors: vectors_setting(&p.vectors)?,
+            bli_seed: p.bli_seed,
+            refine: p.refine,
+            refine_words: p.refine_words,
+            csls_k: p.csls_k,
         };
         vectors_dir(&cfg.vectors)?;
         Ok(cfg)
@@ -336,7 +392,7 @@ impl Config {
 
 impl Trainer for ProcrustesTrainer {
     fn check(&self, params: &Params) -> Result<()> {
-        Config::from_params(params).map(|_| ())
+        MapConfig::from_params(params).map(|_| ())
     }
 
     fn plan(&self, data: &TrainData, _params: &Params) -> Result<Vec<Phase>> {
@@ -358,13 +414,13 @@ impl Trainer for ProcrustesTrainer {
                 "{KIND}: a closed-form fit has no partial state to resume; fitting again (same result)"
             ));
         }
-        let Config {
+        let MapConfig {
             vectors: setting,
             bli_seed,
             refine,
             refine_words,
             csls_k: k,
-        } = Config::from_params(params)?;
+        } = MapConfig::from_params(params)?;
         let dir = vectors_dir(&setting)?;
         params.check_unused()?;
         let v = pretrained::require(data.pretrained.as_ref(), dir, KIND)?;

@@ -18,6 +18,11 @@ use crate::models::kit::linear::{
     check_fit_sizes, init_projections, rescale, weighted, LinearModel, PROJ_SOURCE, PROJ_TARGET,
 };
 use crate::models::kit::optim::Adam;
+use crate::models::settings::ModelDef;
+use crate::models::settings::{
+    self, boxed, model_config, s, Check, ModelConfig, Settings, DIM, EPOCHS, INIT, OPTIM,
+    PRECISION, VECTORS, WEIGHT_DECAY,
+};
 use crate::models::{Flow, Hooks, Phase, Resume, TrainData, Trainer};
 use crate::models::{Model, Params};
 use crate::text::{Side, Vocabs};
@@ -83,7 +88,7 @@ fn random_init(rows: usize, k: usize, scale: f64, rng: &mut impl rand::Rng) -> A
 #[derive(Debug, Clone, Copy, Default)]
 pub struct S2NetTrainer;
 
-/// S2Net's settings, read once from its registry row.
+/// S2Net's settings, read once from its typed [`Config`].
 #[derive(Debug, Clone)]
 pub struct S2NetConfig {
     /// `dim`: the shared space's dimension.
@@ -112,24 +117,73 @@ pub struct S2NetConfig {
     pub precision: crate::models::kit::precision::Precision,
 }
 
+model_config! {
+    /// S2Net's settings, as given (`--set`) and recorded (`config.toml`).
+    pub struct Config {
+        batch: usize = s(
+            "100",
+            Check::Int { min: 2, max: 1_000_000 },
+            "pairs per minibatch (the others are the negatives)",
+        ),
+        beta: f64 = s("0", Check::NonNegative, "pull towards the start (needs optim=adam)"),
+        dim: usize = DIM,
+        epochs: usize = s("10", EPOCHS, "training epochs"),
+        gamma: f64 = s("10", Check::Positive, "scale of the cosine margins"),
+        init: Option<String> = INIT,
+        init_scale: f64 = s("0.01", Check::Positive, "std of the random start"),
+        lr: f64 = s("0.001", Check::Positive, "Adam learning rate"),
+        optim: String = s("adam", OPTIM, "dense Adam or row-sparse lazy Adam"),
+        precision: String = PRECISION,
+        vectors: String = VECTORS,
+        weight_decay: f64 = WEIGHT_DECAY,
+    }
+}
+
+impl ModelConfig for Config {
+    fn init(&self) -> Option<&std::path::Path> {
+        settings::init(&self.init)
+    }
+    fn vectors(&self) -> Result<Option<crate::models::kit::pretrained::VectorsSetting>> {
+        settings::vectors(&self.vectors)
+    }
+    fn precision(&self) -> Result<Option<crate::models::kit::precision::Precision>> {
+        settings::precision(&self.precision)
+    }
+}
+
+/// S2Net in the registry.
+pub static DEF: ModelDef = ModelDef {
+    name: KIND,
+    summary:
+        "Siamese linear projection trained on in-batch cosine margins (Yih et al., CoNLL 2011)",
+    space: true,
+    runner: true,
+    gpu: true,
+    word2vec: false,
+    settings: Config::SETTINGS,
+    read: boxed::<Config>,
+    trainer: Some(|| Box::new(S2NetTrainer)),
+    text: &[],
+};
+
 impl S2NetConfig {
     /// Reads every setting and refuses combinations that cannot train
     /// (`init` with `vectors`; `optim=lazy-adam` with `beta > 0`).
     pub fn from_params(params: &Params) -> Result<Self> {
-        let p = params.of(KIND)?;
+        let c = Config::from_params(params, KIND)?;
         let cfg = S2NetConfig {
-            dim: p.get("dim")?,
-            batch: p.get("batch")?,
-            lr: p.get("lr")?,
-            epochs: p.get("epochs")?,
-            gamma: p.get("gamma")?,
-            weight_decay: p.get("weight_decay")?,
-            init_scale: p.get("init_scale")?,
-            beta: p.get("beta")?,
-            lazy: crate::models::kit::nn::lazy_optim(&p)?,
-            init: p.get_opt("init")?,
-            vectors: crate::models::kit::pretrained::setting(&p)?,
-            precision: crate::models::kit::precision::setting(&p)?,
+            dim: c.dim,
+            batch: c.batch,
+            lr: c.lr,
+            epochs: c.epochs,
+            gamma: c.gamma,
+            weight_decay: c.weight_decay,
+            init_scale: c.init_scale,
+            beta: c.beta,
+            lazy: crate::models::kit::nn::lazy_optim(&c.optim),
+            init: c.init,
+            vectors: crate::models::kit::pretrained::setting(&c.vectors)?,
+            precision: crate::models::kit::precision::setting(&c.precision)?,
         };
         if cfg.init.is_some() && cfg.vectors.session().is_some() {
             return Err(init_and_vectors());

@@ -31,6 +31,11 @@ use crate::models::kit::nn::{
     check_loss, check_shape, epoch_rng, normal_tensor, to_array, uniform_tensor, unit_rows,
 };
 use crate::models::kit::optim::Adam;
+use crate::models::settings::ModelDef;
+use crate::models::settings::{
+    self, boxed, model_config, s, Check, ModelConfig, Settings, BATCH, DIM, EPOCHS, FROZEN_EPOCHS,
+    INIT, PRECISION, VECTORS,
+};
 use crate::models::{
     Flow, Hooks, InitWeights, Model, Params, Phase, Resume, StepReport, TrainData, Trainer,
 };
@@ -42,7 +47,7 @@ pub const NAME: &str = "adv-bilstm";
 /// Texts encoded per forward pass at inference.
 const ENCODE_CHUNK: usize = 256;
 
-/// Settings of `adv-bilstm` (registry row `adv-bilstm`).
+/// Settings of `adv-bilstm`, built from its typed [`Config`].
 #[derive(Debug, Clone)]
 pub struct AdvConfig {
     /// Word-embedding size.
@@ -157,28 +162,99 @@ pub fn check_widths(v: &str) -> std::result::Result<(), String> {
     widths(v).map(|_| ())
 }
 
+model_config! {
+    /// The adversarial BiLSTM's settings, as given (`--set`) and recorded
+    /// (`config.toml`).
+    pub struct Config {
+        adv_loss: String = s("minimax", Check::Choice(&["minimax", "confusion"]), "the generator's adversarial term: minimax (the seed's: maximise the discriminator's cross-entropy) or confusion (its cross-entropy against the uniform distribution over the three sources, bounded; Tzeng et al. 2015)"),
+        adv_weight: f64 = s("1", Check::NonNegative, "weight λ of the adversarial term (adv_loss) in the generator's loss"),
+        adversarial: bool = s("true", Check::Bool, "model M (true) or the ablation M_adv without the adversary (false)"),
+        batch: usize = s("100", BATCH, "pairs per step"),
+        beta_c: f64 = s("10", Check::Positive, "β_c of the cross-language matching loss"),
+        beta_inbatch: f64 = s("10", Check::Positive, "β of the in-batch loss"),
+        beta_m: f64 = s("10", Check::Positive, "β_m of the monolingual matching loss"),
+        clip: f64 = s("1", Check::NonNegative, "largest global norm of the generator's gradient (0: none)"),
+        dim: usize = DIM,
+        disc_hidden: usize = s("128", Check::Int { min: 1, max: 65_536 }, "width of the discriminator's two hidden layers"),
+        disc_lr: f64 = s("0.001", Check::Positive, "discriminator's Adam learning rate"),
+        disc_steps: usize = s("1", Check::Int { min: 1, max: 100 }, "discriminator steps per generator step"),
+        emb: usize = s("512", Check::Int { min: 1, max: 65_536 }, "word-embedding size"),
+        encoder_threads: usize = s("2", Check::Int { min: 1, max: 64 }, "CPU: encoder passes on parallel threads, candle's kernels single-threaded (1: in order, candle's own threads)"),
+        epochs: usize = s("10", EPOCHS, "training epochs"),
+        frozen_epochs: usize = FROZEN_EPOCHS,
+        gamma_inbatch: f64 = s("0", Check::NonNegative, "weight of an in-batch pairwise loss over the translation pairs (torch_ref's bilstm)"),
+        gamma_matc: f64 = s("1", Check::NonNegative, "γ₂: weight of the cross-language matching loss"),
+        gamma_matm: f64 = s("1", Check::NonNegative, "γ₃: weight of the monolingual matching loss"),
+        gamma_tra: f64 = s("1", Check::NonNegative, "γ₁: weight of the translation loss"),
+        hidden: usize = s("256", Check::Int { min: 1, max: 65_536 }, "LSTM units per direction"),
+        init: Option<String> = INIT.help("start the embeddings from a trained session's term vectors (linear model or xcnn)"),
+        init_scale: f64 = s("1", Check::Positive, "std of the random embeddings (torch's N(0,1))"),
+        lr: f64 = s("0.001", Check::Positive, "generator's Adam learning rate"),
+        max_doc_len: usize = s("300", Check::Int { min: 1, max: 100_000 }, "tokens kept per document"),
+        max_query_len: usize = s("30", Check::Int { min: 1, max: 100_000 }, "tokens kept per query"),
+        nn_hidden: String = s("128", Check::Parse(check_widths), "NN_dim's tanh layer widths (one or two, comma-separated)"),
+        precision: String = PRECISION,
+        recurrence: String = s("steps", Check::Choice(&["steps", "cudnn"]), "how the BiLSTM's recurrence runs: steps (Rosetta's own: one op over the sequence on the CPU, a fused cell per step on CUDA) or cudnn (cuDNN's RNN on CUDA, as PyTorch's nn.LSTM; needs a build with the cudnn feature)"),
+        reg: f64 = s("0.00001", Check::NonNegative, "coefficient of the weights' squared Frobenius norm (L_reg)"),
+        share_target: bool = s("false", Check::Bool, "one encoder for target queries and documents"),
+        vectors: String = VECTORS
+            .check(Check::Parse(crate::models::kit::pretrained::check_any))
+            .help("a session (encoder or any model with a space) or SOURCE.vec,TARGET.vec whose vectors start the embeddings"),
+    }
+}
+
+impl ModelConfig for Config {
+    fn init(&self) -> Option<&Path> {
+        settings::init(&self.init)
+    }
+    fn vectors(&self) -> Result<Option<crate::models::kit::pretrained::VectorsSetting>> {
+        settings::vectors(&self.vectors)
+    }
+    fn precision(&self) -> Result<Option<crate::models::kit::precision::Precision>> {
+        settings::precision(&self.precision)
+    }
+    fn recurrence(&self) -> Result<Option<Recurrence>> {
+        self.recurrence.parse().map(Some)
+    }
+}
+
+/// The adversarial BiLSTM in the registry.
+pub static DEF: ModelDef = ModelDef {
+    name: NAME,
+    summary: "BiLSTM encoders with an adversarial discriminator (M of the paper “Adversarial learning of task-specific text representations for CLIR”; adversarial=false: M_adv)",
+    space: true,
+    runner: true,
+    gpu: true,
+    word2vec: true,
+    settings: Config::SETTINGS,
+    read: boxed::<Config>,
+    trainer: Some(adv_bilstm_trainer),
+    text: &[],
+};
+
 impl AdvConfig {
-    /// The settings from `p` (defaults and checks from the registry).
+    /// The settings from `p` (defaults and checks from the definition).
     pub fn from_params(p: &Params) -> Result<Self> {
-        let p = p.of(NAME)?;
-        let nn_hidden = widths(&p.get::<String>("nn_hidden")?).map_err(Error::invalid)?;
+        let p = Config::from_params(p, NAME)?;
+        let nn_hidden = widths(&p.nn_hidden).map_err(Error::invalid)?;
         use crate::models::kit::pretrained::VectorsSetting;
-        let (vectors, vectors_session) = match crate::models::kit::pretrained::setting(&p)? {
+        let (vectors, vectors_session) = match crate::models::kit::pretrained::setting(&p.vectors)?
+        {
             VectorsSetting::None => (None, None),
             VectorsSetting::Files(a, b) => (Some((a, b)), None),
             VectorsSetting::Session(d) => (None, Some(d)),
         };
-        let init = p.get_opt("init")?.map(PathBuf::from);
+        let init = p.init.as_deref().map(PathBuf::from);
         if init.is_some() && (vectors.is_some() || vectors_session.is_some()) {
             return Err(Error::invalid(
                 "adv-bilstm: give `init` (a session) or `vectors` (a session or .vec files), not both",
             ));
         }
-        let frozen_epochs: usize = p.get("frozen_epochs")?;
+        let frozen_epochs = p.frozen_epochs;
         let started = init.is_some() || vectors.is_some() || vectors_session.is_some();
         crate::models::kit::pretrained::check_frozen(NAME, frozen_epochs, started)?;
-        let adversarial: bool = p.get("adversarial")?;
-        let adv_loss = match p.get::<String>("adv_loss")?.as_str() {
+        let adversarial = p.adversarial;
+        let adv_loss = match p.adv_loss.as_str() {
             "minimax" => AdvLoss::Minimax,
             "confusion" => AdvLoss::Confusion,
             other => {
@@ -193,41 +269,37 @@ impl AdvConfig {
             ));
         }
         Ok(AdvConfig {
-            emb: p.get("emb")?,
-            hidden: p.get("hidden")?,
+            emb: p.emb,
+            hidden: p.hidden,
             nn_hidden,
-            dim: p.get("dim")?,
-            share_target: p.get("share_target")?,
+            dim: p.dim,
+            share_target: p.share_target,
             adversarial,
-            adv_weight: p.get("adv_weight")?,
+            adv_weight: p.adv_weight,
             adv_loss,
-            disc_steps: p.get("disc_steps")?,
-            disc_hidden: p.get("disc_hidden")?,
-            disc_lr: p.get("disc_lr")?,
-            lr: p.get("lr")?,
-            beta_c: p.get("beta_c")?,
-            beta_m: p.get("beta_m")?,
-            gamma: [
-                p.get("gamma_tra")?,
-                p.get("gamma_matc")?,
-                p.get("gamma_matm")?,
-            ],
-            gamma_inbatch: p.get("gamma_inbatch")?,
-            beta_inbatch: p.get("beta_inbatch")?,
-            threads: p.get("encoder_threads")?,
-            reg: p.get("reg")?,
-            clip: p.get("clip")?,
-            batch: p.get("batch")?,
-            epochs: p.get("epochs")?,
-            max_query_len: p.get("max_query_len")?,
-            max_doc_len: p.get("max_doc_len")?,
+            disc_steps: p.disc_steps,
+            disc_hidden: p.disc_hidden,
+            disc_lr: p.disc_lr,
+            lr: p.lr,
+            beta_c: p.beta_c,
+            beta_m: p.beta_m,
+            gamma: [p.gamma_tra, p.gamma_matc, p.gamma_matm],
+            gamma_inbatch: p.gamma_inbatch,
+            beta_inbatch: p.beta_inbatch,
+            threads: p.encoder_threads,
+            reg: p.reg,
+            clip: p.clip,
+            batch: p.batch,
+            epochs: p.epochs,
+            max_query_len: p.max_query_len,
+            max_doc_len: p.max_doc_len,
             init,
             vectors,
             vectors_session,
             frozen_epochs,
-            init_scale: p.get("init_scale")?,
-            precision: crate::models::kit::precision::setting(&p)?,
-            recurrence: p.get::<String>("recurrence")?.parse()?,
+            init_scale: p.init_scale,
+            precision: crate::models::kit::precision::setting(&p.precision)?,
+            recurrence: p.recurrence.parse()?,
         })
     }
 }

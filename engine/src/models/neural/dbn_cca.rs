@@ -31,6 +31,11 @@ use rand_chacha::ChaCha8Rng;
 use crate::models::kit::nn::{epoch_rng, report_step, to_array, unit_rows, SparseBatch};
 use crate::models::kit::optim::Adam;
 use crate::models::kit::rbm::{CdConfig, Increments, Rbm, Visible};
+use crate::models::settings::ModelDef;
+use crate::models::settings::{
+    self, boxed, model_config, s, Check, ModelConfig, Settings, BATCH, BM25_B, BM25_K1, COUNT, DIM,
+    PRECISION, VALID_MAX,
+};
 use crate::models::{Flow, Hooks, Model, Params, Phase, Resume, TrainData, Trainer};
 use crate::text::weight::bm25_idf;
 use crate::text::{CsrMatrix, Side, Vocabs};
@@ -90,36 +95,89 @@ pub struct DbnConfig {
     pub precision: crate::models::kit::precision::Precision,
 }
 
+model_config! {
+    /// DBN-CCA's settings, as given (`--set`) and recorded (`config.toml`).
+    pub struct Config {
+        b: f32 = BM25_B,
+        batch: usize = s("100", BATCH, "texts per minibatch (pre-training and fine-tuning)"),
+        cd_k: usize = s("1", Check::Int { min: 1, max: 100 }, "Gibbs steps of contrastive divergence (CD-k)"),
+        dim: usize = DIM.help("dimension of the CCA space (at most the code size)"),
+        epochs: usize = s("50", COUNT, "pre-training epochs per RBM"),
+        finetune_epochs: usize = s("20", COUNT, "autoencoder fine-tuning epochs (0: CCA on the pre-trained stacks)"),
+        finetune_lr: f64 = s("0.001", Check::Positive, "Adam learning rate of fine-tuning"),
+        init_scale: f64 = s("0.1", Check::Positive, "std of the RBM weights' random start (Hinton & Salakhutdinov's 0.1)"),
+        input_terms: usize = s("10000", Check::Int { min: 1, max: 1_000_000 }, "input terms per language (the most frequent)"),
+        k1: f32 = BM25_K1,
+        layers: String = s("500,500,3000,128", Check::Parse(check_layers), "hidden layer sizes, bottom up (the last is the code)"),
+        length_ratio: f64 = s("3", Check::NonNegative, "drop training pairs with D_src >= ratio * D_tgt (0: keep all)"),
+        lr: f64 = s("0.1", Check::Positive, "learning rate of the binary RBMs"),
+        lr_rsm: f64 = s("0.0001", Check::Positive, "learning rate of the replicated softmax layer"),
+        momentum: f64 = s("0.9", Check::Range { min: 0.0, max: 1.0, open: true }, "momentum of the RBM updates"),
+        momentum_warmup: usize = s("0", COUNT, "first epochs of each RBM at momentum 0.5"),
+        precision: String = PRECISION,
+        reg: f64 = s("0.1", Check::NonNegative, "CCA ridge relative to the codes' mean variance"),
+        upper_data: String = s("probs", Check::Choice(&["probs", "states"]), "an upper RBM's data: the layer below's probabilities, or binary states drawn from them"),
+        valid_max: usize = VALID_MAX,
+        visible: String = s("sample", Check::Choice(&["sample", "mean"]), "replicated softmax reconstruction: draw D words, or mean-field"),
+        weight_decay: f64 = s("0.0002", Check::NonNegative, "weight decay of the RBMs"),
+    }
+}
+
+impl ModelConfig for Config {
+    fn precision(&self) -> Result<Option<crate::models::kit::precision::Precision>> {
+        settings::precision(&self.precision)
+    }
+}
+
+/// DBN-CCA in the registry.
+pub static DEF: ModelDef = ModelDef {
+    name: KIND,
+    summary: "deep belief network per language (replicated softmax + RBMs), CCA on the codes (Kim, Nam and Gurevych, COLING 2012)",
+    space: true,
+    runner: true,
+    gpu: true,
+    word2vec: false,
+    settings: Config::SETTINGS,
+    read: boxed::<Config>,
+    trainer: Some(dbn_cca_trainer),
+    // a bag of the most frequent words, as the paper: stop words
+    // removed (they would fill the 10,000 inputs), no n-gram units
+    text: &[("stopwords", "true"), ("oov_ngrams", "0")],
+};
+
+fn check_layers(v: &str) -> std::result::Result<(), String> {
+    parse_layers(v).map(|_| ())
+}
+
 impl DbnConfig {
     /// Reads (and records) every setting.
     pub fn from_params(p: &Params) -> Result<Self> {
-        let p = p.of(KIND)?;
-        let layers: String = p.get("layers")?;
-        let visible: String = p.get("visible")?;
+        let p = Config::from_params(p, KIND)?;
+        let layers = &p.layers;
         let cfg = DbnConfig {
-            layers: parse_layers(&layers)
+            layers: parse_layers(layers)
                 .map_err(|e| Error::invalid(format!("{KIND}: --set layers={layers}: {e}")))?,
-            input_terms: p.get("input_terms")?,
-            length_ratio: p.get("length_ratio")?,
-            k1: p.get("k1")?,
-            b: p.get("b")?,
-            cd_k: p.get("cd_k")?,
-            batch: p.get("batch")?,
-            epochs: p.get("epochs")?,
-            lr: p.get("lr")?,
-            lr_rsm: p.get("lr_rsm")?,
-            weight_decay: p.get("weight_decay")?,
-            momentum: p.get("momentum")?,
-            momentum_warmup: p.get("momentum_warmup")?,
-            sample_visible: visible == "sample",
-            upper_states: p.get::<String>("upper_data")? == "states",
-            init_scale: p.get("init_scale")?,
-            finetune_epochs: p.get("finetune_epochs")?,
-            finetune_lr: p.get("finetune_lr")?,
-            dim: p.get("dim")?,
-            reg: p.get("reg")?,
-            valid_max: p.get("valid_max")?,
-            precision: crate::models::kit::precision::setting(&p)?,
+            input_terms: p.input_terms,
+            length_ratio: p.length_ratio,
+            k1: p.k1,
+            b: p.b,
+            cd_k: p.cd_k,
+            batch: p.batch,
+            epochs: p.epochs,
+            lr: p.lr,
+            lr_rsm: p.lr_rsm,
+            weight_decay: p.weight_decay,
+            momentum: p.momentum,
+            momentum_warmup: p.momentum_warmup,
+            sample_visible: p.visible == "sample",
+            upper_states: p.upper_data == "states",
+            init_scale: p.init_scale,
+            finetune_epochs: p.finetune_epochs,
+            finetune_lr: p.finetune_lr,
+            dim: p.dim,
+            reg: p.reg,
+            valid_max: p.valid_max,
+            precision: crate::models::kit::precision::setting(&p.precision)?,
         };
         let top = *cfg.layers.last().expect("parse_layers gives ≥ 1 layer");
         if cfg.dim > top {

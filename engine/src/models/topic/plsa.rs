@@ -36,6 +36,10 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
 use crate::models::kit::linear::check_fit_sizes;
+use crate::models::settings::ModelDef;
+use crate::models::settings::{
+    boxed, model_config, s, Check, ModelConfig, Settings, Spec, DIM, EPOCHS,
+};
 use crate::models::{Flow, Hooks, Model, Params, Phase, Resume, StepReport, TrainData, Trainer};
 use crate::space::Similarity;
 use crate::text::{CsrMatrix, Side, Vocabs};
@@ -88,26 +92,134 @@ pub struct PlsaConfig {
     pub pr: Option<PrConfig>,
 }
 
+const PRIOR: Check = Check::Range {
+    min: 1.0,
+    max: 1e6,
+    open: false,
+};
+const ALPHA: Spec = s(
+    "1.1",
+    PRIOR,
+    "Dirichlet prior on each pair's topic distribution θ (MAP: α − 1 pseudo-counts)",
+);
+const BETA: Spec = s(
+    "1.01",
+    PRIOR,
+    "Dirichlet prior on each topic's word distribution φ (MAP: β − 1 pseudo-counts)",
+);
+const TOPICS: Spec = DIM.help("number of topics K (--dim)");
+const EM_EPOCHS: Spec = s("50", EPOCHS, "EM iterations (one epoch each)");
+const FOLD_IN: Spec = s(
+    "10",
+    Check::Int {
+        min: 1,
+        max: 10_000,
+    },
+    "EM iterations folding in a text's θ (the seed's 10)",
+);
+const FOLD_IN_ALPHA: Spec = s(
+    "1.001",
+    PRIOR,
+    "Dirichlet prior on a folded-in text's θ (short texts want it near 1)",
+);
+/// The topic models' `[text]` defaults: PLSA models every token, so stop
+/// words (which would fill the topics) are removed, and a text is its
+/// known words (no n-gram units).
+const PLSA_TEXT: &[(&str, &str)] = &[("stopwords", "true"), ("oov_ngrams", "0")];
+
+model_config! {
+    /// JPLSA's settings, as given (`--set`) and recorded (`config.toml`).
+    pub struct JplsaSettings {
+        alpha: f64 = ALPHA,
+        beta: f64 = BETA,
+        dim: usize = TOPICS,
+        epochs: usize = EM_EPOCHS,
+        fold_in: usize = FOLD_IN,
+        fold_in_alpha: f64 = FOLD_IN_ALPHA,
+    }
+}
+
+model_config! {
+    /// CPLSA's settings: JPLSA's and its constraint's.
+    pub struct CplsaSettings {
+        alpha: f64 = ALPHA,
+        beta: f64 = BETA,
+        dim: usize = TOPICS,
+        epochs: usize = EM_EPOCHS,
+        fold_in: usize = FOLD_IN,
+        fold_in_alpha: f64 = FOLD_IN_ALPHA,
+        pr_epsilon: f64 = s(
+            "0",
+            Check::Range { min: 0.0, max: 1.0, open: false },
+            "largest allowed gap between a pair's sides' expected fractions of a topic",
+        ),
+        pr_steps: usize = s(
+            "5",
+            Check::Int { min: 0, max: 1000 },
+            "proximal-gradient steps on each pair's dual per E-step (0: JPLSA's E-step)",
+        ),
+    }
+}
+
+impl ModelConfig for JplsaSettings {}
+impl ModelConfig for CplsaSettings {}
+
+/// JPLSA in the registry.
+pub static JPLSA_DEF: ModelDef = ModelDef {
+    name: JPLSA,
+    summary: "joint PLSA: bilingual topic model, one θ per pair, φ per language, MAP by EM (Yih et al., CoNLL 2011)",
+    space: true,
+    runner: true,
+    gpu: false,
+    word2vec: false,
+    settings: JplsaSettings::SETTINGS,
+    read: boxed::<JplsaSettings>,
+    trainer: Some(jplsa_trainer),
+    text: PLSA_TEXT,
+};
+
+/// CPLSA in the registry.
+pub static CPLSA_DEF: ModelDef = ModelDef {
+    name: CPLSA,
+    summary: "coupled PLSA: JPLSA with posterior regularisation of the pair's topic fractions (Yih et al., CoNLL 2011)",
+    space: true,
+    runner: true,
+    gpu: false,
+    word2vec: false,
+    settings: CplsaSettings::SETTINGS,
+    read: boxed::<CplsaSettings>,
+    trainer: Some(cplsa_trainer),
+    text: PLSA_TEXT,
+};
+
 impl PlsaConfig {
     /// Reads (and records) the settings of `kind` (`jplsa` or `cplsa`).
     pub fn from_params(kind: &str, params: &Params) -> Result<Self> {
-        let p = params.of(kind)?;
-        let pr = if kind == CPLSA {
-            Some(PrConfig {
-                epsilon: p.get("pr_epsilon")?,
-                steps: p.get("pr_steps")?,
-            })
+        let c = if kind == CPLSA {
+            let p = CplsaSettings::from_params(params, kind)?;
+            PlsaConfig {
+                topics: p.dim,
+                alpha: p.alpha,
+                beta: p.beta,
+                epochs: p.epochs,
+                fold_in: p.fold_in,
+                fold_in_alpha: p.fold_in_alpha,
+                pr: Some(PrConfig {
+                    epsilon: p.pr_epsilon,
+                    steps: p.pr_steps,
+                }),
+            }
         } else {
-            None
-        };
-        let c = PlsaConfig {
-            topics: p.get("dim")?,
-            alpha: p.get("alpha")?,
-            beta: p.get("beta")?,
-            epochs: p.get("epochs")?,
-            fold_in: p.get("fold_in")?,
-            fold_in_alpha: p.get("fold_in_alpha")?,
-            pr,
+            let p = JplsaSettings::from_params(params, kind)?;
+            PlsaConfig {
+                topics: p.dim,
+                alpha: p.alpha,
+                beta: p.beta,
+                epochs: p.epochs,
+                fold_in: p.fold_in,
+                fold_in_alpha: p.fold_in_alpha,
+                pr: None,
+            }
         };
         c.check(kind)?;
         Ok(c)
