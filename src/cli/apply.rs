@@ -188,7 +188,9 @@ pub enum ExportPart {
     /// The test split's and the ad-hoc collection's embeddings (`.npy`,
     /// with their ids in `.ids.txt`).
     Embeddings,
-    /// The ad-hoc TREC run, `adhoc.run` (`--depth` documents per query).
+    /// The ad-hoc TREC run, `adhoc.run` (`--depth` documents per query);
+    /// for a task derived from the parallel test split also its judgements,
+    /// `adhoc.run.qrels`, so that the run can be scored elsewhere.
     Run,
 }
 
@@ -436,8 +438,10 @@ fn export_workspace(
         l.model.similarity(),
     )?;
     let p = out.join("adhoc.run");
-    run.write(&p)?;
+    // a derived task's judgements live in no file: written beside the run
+    let qrels = rosetta::eval::trec::write_run(&run, &p, &a.qrels, a.derived)?;
     written.push(p);
+    written.extend(qrels);
     Ok(written)
 }
 

@@ -380,17 +380,11 @@ fn export_skips_a_word_the_format_cannot_hold() {
     let vocab = session.join("vocab.target.json");
     let original = std::fs::read_to_string(&vocab).unwrap();
     let clean = root.path().join("clean");
-    ok(&rosetta(
+    ok(&crate::common::export(
         root.path(),
-        &[
-            "export",
-            "--session",
-            session.to_str().unwrap(),
-            "--out",
-            clean.to_str().unwrap(),
-            "--write",
-            "vectors",
-        ],
+        &session,
+        &clean,
+        "vectors",
     ));
     let (all, _) = read_word2vec(&clean.join("terms.es.vec"));
     for bad in [" \u{903}", "two words"] {
@@ -399,18 +393,7 @@ fn export_skips_a_word_the_format_cannot_hold() {
         v["surface"][2] = Value::String(bad.into());
         std::fs::write(&vocab, serde_json::to_string(&v).unwrap()).unwrap();
         let out = root.path().join(format!("export-{}", bad.len()));
-        let o = rosetta(
-            root.path(),
-            &[
-                "export",
-                "--session",
-                session.to_str().unwrap(),
-                "--out",
-                out.to_str().unwrap(),
-                "--write",
-                "vectors",
-            ],
-        );
+        let o = crate::common::export(root.path(), &session, &out, "vectors");
         ok(&o);
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(

@@ -76,18 +76,7 @@ fn lone_signs_after_a_space_are_no_words_and_the_export_writes() {
         }
     }
     let out = dir.path().join("export");
-    let o = rosetta(
-        dir.path(),
-        &[
-            "export",
-            "--session",
-            session.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-            "--write",
-            "vectors",
-        ],
-    );
+    let o = crate::common::export(dir.path(), &session, &out, "vectors");
     ok(&o);
     assert!(
         !String::from_utf8_lossy(&o.stderr).contains("left out:"),
