@@ -8,8 +8,7 @@ use crate::common;
 #[test]
 fn reference_model_table_is_the_registry() {
     let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/cli/train.md"))
-            .unwrap();
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/cli/train.md")).unwrap();
     let table = rosetta::models::registry::markdown_table();
     assert!(
         readme.contains(&table),
