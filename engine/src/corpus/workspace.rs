@@ -530,7 +530,12 @@ impl Workspace {
             .position(|l| !l.trim_start().starts_with('#') && names(l));
         let folder = f.parent().unwrap_or(Path::new("."));
         let name = f.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        let hint = match crate::util::closest_entry(folder, name, false) {
+        // a file the workspace names already (test.en for a missing test.es)
+        // is not what was meant
+        let named = self.data_files();
+        let near = crate::util::closest_entry(folder, name, false)
+            .filter(|n| !named.contains(&folder.join(n)));
+        let hint = match near {
             Some(n) => format!("did you mean {}? ", folder.join(&n).display()),
             None if !folder.is_dir() => format!("(no folder {}) ", folder.display()),
             None => String::new(),
