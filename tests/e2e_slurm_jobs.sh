@@ -13,7 +13,7 @@
 #
 # Usage: tests/e2e_slurm_jobs.sh [path/to/rosetta]   (default: target/debug/rosetta)
 # E2E_SIZE=COLSxROWS sets the terminal (default 100x32); E2E_SCREENS=DIR keeps
-# the Jobs screen there (jobs-slurm.txt, jobs-slurm-sweep.txt: the README's
+# the Jobs screen there (jobs-slurm.txt, jobs-slurm-sweep.txt: docs/slurm.md's
 # captures). Needs tmux and Slurm's tools with a cluster that has partition
 # `debug` (SLURM_CONF is passed on; default /tmp/rosetta-slurm/slurm.conf).
 set -euo pipefail

@@ -8,7 +8,7 @@
 #   look up a term's neighbours, compare the two runs per query on the Compare
 #   screen and open one query's two rankings side by side (also at 80x24), quit, check that the terminal is sane again (canonical mode, echo,
 #   main screen), and compare the two runs per query with `rosetta compare` as
-#   the README's quick tour does.
+#   docs/tour.md's quick tour does.
 #
 # Usage: tests/e2e_tui.sh [path/to/rosetta]   (default: target/debug/rosetta)
 # E2E_DEVICE=cuda types that device into the form (default cpu; docs/gpu.md);

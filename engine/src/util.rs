@@ -582,6 +582,20 @@ pub fn closest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
         .map(|(_, c)| c)
 }
 
+/// The entry of `folder` nearest to `name` ([`closest`]), folders only when
+/// `dirs_only`; `None` when nothing is near or the folder cannot be read.
+/// For "did you mean" after a mistyped path.
+pub fn closest_entry(folder: &Path, name: &str, dirs_only: bool) -> Option<String> {
+    let entries: Vec<String> = std::fs::read_dir(folder)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .filter(|e| !dirs_only || e.path().is_dir())
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .collect();
+    let names: Vec<&str> = entries.iter().map(String::as_str).collect();
+    closest(name, &names).map(str::to_string)
+}
+
 /// Levenshtein distance in characters.
 fn edit_distance(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();

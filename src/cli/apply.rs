@@ -188,7 +188,9 @@ pub enum ExportPart {
     /// The test split's and the ad-hoc collection's embeddings (`.npy`,
     /// with their ids in `.ids.txt`).
     Embeddings,
-    /// The ad-hoc TREC run, `adhoc.run` (`--depth` documents per query).
+    /// The ad-hoc TREC run, `adhoc.run` (`--depth` documents per query);
+    /// for a task derived from the parallel test split also its judgements,
+    /// `adhoc.run.qrels`, so that the run can be scored elsewhere.
     Run,
 }
 
@@ -225,26 +227,22 @@ pub struct ExportArgs {
 }
 
 /// Writes vectors in word2vec text format (`N D` header, then `word v1 ..
-/// vD` per row): `rows` are `(row of v, word)`. Refuses, naming the row, a
-/// word that the format cannot carry (empty or holding whitespace: a reader
-/// would split it) or a vector that is not finite, rather than write a file
-/// no reader parses back.
-pub fn write_vec(
+/// vD` per row): `rows` are `(row of v, word)`. A word that the format
+/// cannot carry (empty or holding whitespace: a reader would split it) is
+/// left out, and the words left out are returned (term id and word), so
+/// that one odd word never ends an export; a vector that is not finite is
+/// refused, naming the row, rather than written into a file no reader
+/// parses back.
+pub fn write_vec<'a>(
     path: &Path,
-    lang: &str,
-    rows: &[(u32, &str)],
+    rows: &[(u32, &'a str)],
     v: &ndarray::Array2<f32>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Vec<(u32, &'a str)>> {
+    let writable = |w: &str| !w.is_empty() && !w.contains(char::is_whitespace);
+    let (rows, skipped): (Vec<_>, Vec<_>) = rows.iter().copied().partition(|(_, w)| writable(w));
     let mut s = String::with_capacity(rows.len() * v.ncols() * 10);
     writeln!(s, "{} {}", rows.len(), v.ncols())?;
-    for &(i, term) in rows {
-        if term.is_empty() || term.chars().any(char::is_whitespace) {
-            anyhow::bail!(
-                "{}: term {i} of the {lang} vocabulary ({term:?}) is {}; the word2vec text format cannot hold it",
-                path.display(),
-                if term.is_empty() { "empty" } else { "not one word (it contains whitespace)" }
-            );
-        }
+    for (i, term) in rows {
         let row = v.row(i as usize);
         if let Some(x) = row.iter().find(|x| !x.is_finite()) {
             anyhow::bail!(
@@ -259,7 +257,7 @@ pub fn write_vec(
         s.push('\n');
     }
     rosetta::util::write_atomic(path, s.as_bytes())?;
-    Ok(())
+    Ok(skipped)
 }
 
 /// `out/STEM.LANG.EXT`, once `lang` is checked to be a language code: a
@@ -317,7 +315,16 @@ pub fn export(args: ExportArgs) -> anyhow::Result<()> {
         let vocab = l.vocabs.side(*side);
         let tv = l.term_vectors(*side)?;
         let path = lang_file(&args.out, "terms", &vocab.lang, "vec")?;
-        write_vec(&path, &vocab.lang, rows, tv)?;
+        let skipped = write_vec(&path, rows, tv)?;
+        if let Some((i, w)) = skipped.first() {
+            eprintln!(
+                "warning: {}: {} {} word{} left out: the word2vec text format cannot hold a word that is empty or holds whitespace (the first: term {i}, {w:?})",
+                path.display(),
+                skipped.len(),
+                vocab.lang,
+                if skipped.len() == 1 { "" } else { "s" }
+            );
+        }
         let left = vocab.len() - rows.len();
         if left > 0 {
             eprintln!(
@@ -386,6 +393,7 @@ fn export_workspace(
     l.session
         .config
         .check_workspace_hash(&l.session.dir, &prepared.hash)?;
+    rosetta::session::check_same_terms(&l.session.dir, &l.vocabs, &prepared.vocabs)?;
     let mut written = Vec::new();
     let test = &prepared.test;
     let sides = [
@@ -430,8 +438,10 @@ fn export_workspace(
         l.model.similarity(),
     )?;
     let p = out.join("adhoc.run");
-    run.write(&p)?;
+    // a derived task's judgements live in no file: written beside the run
+    let qrels = rosetta::eval::trec::write_run(&run, &p, &a.qrels, a.derived)?;
     written.push(p);
+    written.extend(qrels);
     Ok(written)
 }
 

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
+use anyhow::Context;
 use clap::{Args, ValueEnum};
 use serde_json::json;
 
@@ -99,14 +100,40 @@ pub struct Bm25Args {
     /// tenth and moves no query's AP by more than 1/101.
     #[arg(long, default_value_t = 1000)]
     pub depth: usize,
-    /// Where to write the TREC run file (and, for a task derived from
-    /// parallel data, its qrels to RUN.qrels); without it the figures are
-    /// computed and printed and no file is written.
-    #[arg(long, value_name = "FILE")]
-    pub run: Option<PathBuf>,
+    /// Write the TREC run file (and, for a task derived from parallel data,
+    /// its qrels to RUN.qrels): to FILE, or with `--run` alone to
+    /// `sessions/runs/<workspace name>.<tag>.run` (inside the git-ignored
+    /// sessions folder, never the current folder: a run at depth 1000 is
+    /// 120 MB for the Bible). Without `--run` the figures are computed and
+    /// printed and no file is written.
+    #[arg(long, value_name = "FILE", num_args = 0..=1)]
+    pub run: Option<Option<PathBuf>>,
     /// Print one JSON object (metrics, query statistics) instead of a table.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Where `--run` alone writes: `sessions/runs/<workspace>.<tag>.run`, the
+/// workspace name kept to letters, digits, `-`, `_` and `.` (so it names no
+/// other folder); the folder is made.
+fn default_run_path(workspace: &str, tag: &str) -> anyhow::Result<PathBuf> {
+    let name: String = workspace
+        .chars()
+        .map(|c| {
+            if c.is_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let name = name.trim_start_matches('.');
+    let dir = PathBuf::from("sessions").join("runs");
+    std::fs::create_dir_all(&dir).with_context(|| format!("{}: cannot create", dir.display()))?;
+    Ok(dir.join(format!(
+        "{}.{tag}.run",
+        if name.is_empty() { "workspace" } else { name }
+    )))
 }
 
 /// Runs `rosetta bm25`.
@@ -136,6 +163,14 @@ pub fn run(a: Bm25Args) -> anyhow::Result<()> {
         keep_untranslated: a.keep_untranslated,
         expansion: Expansion::from_parts(a.expand.name(), a.fb_docs, a.fb_terms, a.rm3_weight)?,
     };
+    let run_path = match &a.run {
+        Some(Some(path)) => Some(path.clone()),
+        Some(None) => Some(default_run_path(
+            &ws.name,
+            &rosetta::index::adhoc::run_tag(&cfg),
+        )?),
+        None => None,
+    };
     let out = {
         let _p = super::progress::Progress::start(format!(
             "{model}: {} queries against {} documents",
@@ -144,7 +179,7 @@ pub fn run(a: Bm25Args) -> anyhow::Result<()> {
         ));
         bm25_run(&ws, &task, &cfg)?
     };
-    let qrels = match &a.run {
+    let qrels = match &run_path {
         Some(path) => rosetta::eval::trec::write_run(&out.run, path, &task.qrels, task.derived)?,
         None => None,
     };
@@ -153,7 +188,7 @@ pub fn run(a: Bm25Args) -> anyhow::Result<()> {
     if a.json {
         let mut v = json!({
             "workspace": a.workspace.display().to_string(),
-            "run": a.run.as_ref().map(|r| r.display().to_string()),
+            "run": run_path.as_ref().map(|r| r.display().to_string()),
             "qrels": qrels.as_ref().map(|q| q.display().to_string()),
             "tag": out.run.tag,
             "queries": match cfg.queries { Side::Source => "source", Side::Target => "target" },
@@ -181,9 +216,9 @@ pub fn run(a: Bm25Args) -> anyhow::Result<()> {
             s.queries,
             s.without_results,
             task.docs.len(),
-            match &a.run {
+            match &run_path {
                 Some(r) => format!("run written to {}", r.display()),
-                None => "no run file written (--run FILE writes one)".into(),
+                None => "no run file written (--run [FILE] writes one)".into(),
             },
             qrels
                 .map(|q| format!(" (the derived task's qrels to {})", q.display()))

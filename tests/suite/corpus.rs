@@ -547,7 +547,11 @@ fn missing_file() {
     std::fs::remove_file(dir.path().join("test.es")).unwrap();
     inspect_fails(
         &dir.path().join("workspace.toml"),
-        &["test.es", "No such file"],
+        &[
+            "workspace.toml:",
+            "test.es does not exist",
+            "correct the path",
+        ],
     );
     inspect_fails(
         &dir.path().join("nope.toml"),

@@ -433,7 +433,7 @@ pub fn setup(dir: &Path, log: &mut dyn FnMut(&str)) -> Result<SetupReport> {
     if has_dict {
         toml.push_str(&format!("\n[dictionary]\npath = \"{FREEDICT_ENG_SPA}\"\n"));
     }
-    // the other [text] keys take the defaults (README, "Workspaces")
+    // the other [text] keys take the defaults (docs/workspaces.md)
     toml.push_str("\n[text]\nvocab_per_language = 10000\n");
     crate::util::write_atomic(&ws, toml.as_bytes())?;
     Ok(SetupReport {

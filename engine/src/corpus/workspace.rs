@@ -496,6 +496,62 @@ impl Workspace {
         Ok(self)
     }
 
+    /// Error for the first data file (or `[parallel] labels` file) that does
+    /// not exist, naming the workspace file and the line that names it, the
+    /// path it was read as (relative paths are read from the workspace's
+    /// folder) and the fix; a folder's files nearest the name are offered.
+    pub fn check_data_files(&self) -> Result<()> {
+        let files = self.data_files().into_iter().chain(self.labels.clone());
+        for f in files {
+            if std::fs::metadata(&f).is_err() {
+                return Err(self.missing_file(&f));
+            }
+        }
+        Ok(())
+    }
+
+    fn missing_file(&self, f: &Path) -> Error {
+        let written = f
+            .strip_prefix(&self.dir)
+            .unwrap_or(f)
+            .to_string_lossy()
+            .into_owned();
+        // the line whose quoted string ends in the path as resolved
+        let text = std::fs::read_to_string(&self.path).unwrap_or_default();
+        let names = |l: &str| {
+            l.match_indices(written.as_str()).any(|(i, _)| {
+                let before = l[..i].chars().next_back();
+                let after = l[i + written.len()..].chars().next();
+                matches!(before, Some('"' | '\'' | '/')) && matches!(after, Some('"' | '\''))
+            })
+        };
+        let line = text
+            .lines()
+            .position(|l| !l.trim_start().starts_with('#') && names(l));
+        let folder = f.parent().unwrap_or(Path::new("."));
+        let name = f.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        // a file the workspace names already (test.en for a missing test.es)
+        // is not what was meant
+        let named = self.data_files();
+        let near = crate::util::closest_entry(folder, name, false)
+            .filter(|n| !named.contains(&folder.join(n)));
+        let hint = match near {
+            Some(n) => format!("did you mean {}? ", folder.join(&n).display()),
+            None if !folder.is_dir() => format!("(no folder {}) ", folder.display()),
+            None => String::new(),
+        };
+        let msg = format!(
+            "data file {} does not exist (relative paths are read from the workspace's folder, {}); \
+             {hint}correct the path in the workspace file or put the file there",
+            f.display(),
+            self.dir.display()
+        );
+        match line {
+            Some(i) => Error::parse(&self.path, i + 1, msg),
+            None => Error::file(&self.path, msg),
+        }
+    }
+
     /// Every data file the workspace reads (a dictd `.index` brings its
     /// `.dict.dz` / `.dict`), in a fixed order.
     pub fn data_files(&self) -> Vec<PathBuf> {
@@ -544,6 +600,7 @@ impl Workspace {
                 _ => {}
             }
         }
+        self.check_data_files()?;
         let mut h = blake3::Hasher::new();
         let mut data = serde_json::json!({
             "parallel": self.parallel,

@@ -210,7 +210,7 @@ pub fn settings_help() -> String {
     out
 }
 
-/// The README's model table (Markdown): every model with its summary,
+/// The model table of docs/cli/train.md (Markdown): every model with its summary,
 /// whether it has a space, and its settings with defaults. A test keeps the
 /// README's copy equal to this.
 pub fn markdown_table() -> String {

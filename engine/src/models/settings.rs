@@ -15,7 +15,7 @@
 //! Adding a setting to a model is one line in its `Config`:
 //! `name: Type = s("default", Check::..., "help"),` (or a shared [`Spec`]
 //! such as [`DIM`]); the registry, `--set` validation, `rosetta train
-//! --help` and `config.toml` pick it up (the README's model table is
+//! --help` and `config.toml` pick it up (docs/cli/train.md's model table is
 //! checked against the registry by a test: paste the new table).
 
 use super::{ModelParams, Params, Trainer};

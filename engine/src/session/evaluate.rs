@@ -483,6 +483,7 @@ pub fn evaluate(req: &EvalRequest) -> Result<EvalReport> {
     l.session
         .config
         .check_workspace_hash(&req.session, &prepared.hash)?;
+    super::check_same_terms(&req.session, &l.vocabs, &prepared.vocabs)?;
     let mut report = EvalReport::empty(&req.session, &l.session.config.model);
     report.checkpoint = l.checkpoint.clone();
     report
@@ -1242,6 +1243,7 @@ pub fn paired_scores(
         Workspace::load_with_text(&l.session.config.workspace, l.session.config.text.as_ref())?;
     let prepared = Prepared::load_or_build(&ws)?;
     l.session.config.check_workspace_hash(dir, &prepared.hash)?;
+    super::check_same_terms(dir, &l.vocabs, &prepared.vocabs)?;
     let model = l.session.config.model.clone();
     match task {
         PairedTask::Adhoc => Err(Error::invalid(

@@ -299,6 +299,51 @@ impl SessionConfig {
     }
 }
 
+/// Error when the vocabularies a session was trained with (`saved`) hold
+/// other terms, or terms in another order, than the workspace's prepared
+/// data (`prepared`): its term ids would then count other words, and every
+/// figure would be silently wrong. The workspace hash cannot see this: it
+/// covers the data and settings, not the analysis, which a newer Rosetta may
+/// do differently (a lone vowel sign after a space was a term of its own
+/// before issue 55).
+pub fn check_same_terms(dir: &Path, saved: &Vocabs, prepared: &Vocabs) -> Result<()> {
+    for (side, file, a, b) in [
+        ("source", VOCAB_SOURCE, &saved.source, &prepared.source),
+        ("target", VOCAB_TARGET, &saved.target, &prepared.target),
+    ] {
+        if a.terms == b.terms {
+            continue;
+        }
+        let first = a
+            .terms
+            .iter()
+            .zip(&b.terms)
+            .position(|(x, y)| x != y)
+            .unwrap_or(a.terms.len().min(b.terms.len()));
+        let at = |v: &Vocabulary| {
+            v.terms
+                .get(first)
+                .map_or("(none)".to_string(), |t| format!("{t:?}"))
+        };
+        return Err(Error::file(
+            dir.join(file),
+            format!(
+                "the {side} ({}) vocabulary this session was trained with ({} terms) differs from \
+                 the workspace's as this Rosetta analyses it ({} terms; first at term {first}: \
+                 {} saved, {} now): the text analysis changed since the session was made, and \
+                 its term ids no longer match the data; train a new session (or evaluate it with \
+                 the Rosetta that made it)",
+                a.lang,
+                a.terms.len(),
+                b.terms.len(),
+                at(a),
+                at(b)
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn short(h: &str) -> &str {
     &h[..h.len().min(12)]
 }

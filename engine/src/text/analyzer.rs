@@ -192,10 +192,20 @@ pub fn normalize(text: &str) -> String {
 }
 
 /// A word as UAX #29 gives it, without apostrophes at either end (`gods'`
-/// is `gods`); `None` when nothing is left.
+/// is `gods`) and without the white space and combining marks that lead it;
+/// `None` when nothing is left.
+///
+/// UAX #29 keeps a combining mark with the character before it, so a vowel
+/// sign or visarga after a space (`"राम ा"`, `" ः"`) is a "word" of its own
+/// made of the space and the mark: such a sign carries no letter to be read
+/// and is not a word, and no word ever holds white space.
 fn trim_word(w: &str) -> Option<&str> {
-    let w = w.trim_matches('\'');
-    (!w.is_empty()).then_some(w)
+    let w = w
+        .trim_start_matches(|c: char| {
+            c == '\'' || c.is_whitespace() || unicode_normalization::char::is_combining_mark(c)
+        })
+        .trim_end_matches('\'');
+    (!w.is_empty() && !w.contains(char::is_whitespace)).then_some(w)
 }
 
 impl Analyzer {
@@ -432,27 +442,35 @@ mod tests {
 
     #[test]
     fn no_empty_or_spaced_term() {
-        // a vowel sign after a space (as enhi-nmt-sample-18k has: "... ा")
-        // is a UAX #29 "word" of its own, " ा", which the Hindi stemmer
-        // stems to " ": the term is the sign alone, never blank
-        let text = "राम ा सीता \u{947} के";
+        // a vowel sign, anusvara or visarga after a space (as
+        // enhi-nmt-sample-18k has: "... ा", " ः") is a UAX #29 "word" of its
+        // own, " ा": it is no word, and neither term nor surface form
+        let text = "राम ा सीता \u{947} के \u{903} \u{902}\u{93E} 'ा दुःख";
         let unstemmed = TextConfig {
             stem: false,
             ..TextConfig::default()
         };
         for cfg in [TextConfig::default(), unstemmed] {
             let a = Analyzer::new("hi", &cfg).unwrap();
-            let terms = a.analyze(text);
-            assert!(terms.contains(&"ा".to_string()), "{terms:?}");
-            for t in &terms {
-                assert!(
-                    !t.is_empty() && !t.contains(char::is_whitespace),
-                    "{terms:?}"
-                );
+            let pairs = a.analyze_pairs(text);
+            assert_eq!(pairs.len(), 4, "{pairs:?}");
+            for (w, t) in &pairs {
+                for s in [w, t] {
+                    assert!(
+                        !s.is_empty()
+                            && !s.contains(char::is_whitespace)
+                            && !s.starts_with(unicode_normalization::char::is_combining_mark),
+                        "{pairs:?}"
+                    );
+                }
             }
+            assert_eq!(a.analyze(text).len(), 4);
         }
         let a = Analyzer::new("hi", &TextConfig::default()).unwrap();
         assert_eq!(a.term("'"), None);
+        assert_eq!(a.term(" \u{903}"), None);
+        // a sign inside a word stays in it (दुःख: visarga after a letter)
+        assert_eq!(Analyzer::words("दुःख ः"), vec!["दुःख".to_string()]);
     }
 
     #[test]

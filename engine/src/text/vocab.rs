@@ -251,12 +251,16 @@ impl Vocabulary {
 
     /// Records the most frequent word behind each term from `(word, term)`
     /// pairs of the training texts ([`Analyzer::analyze_pairs`]); a term
-    /// never seen keeps itself as its surface form.
+    /// never seen keeps itself as its surface form. A surface form is never
+    /// empty and never holds white space: such a word is not counted.
     ///
     /// [`Analyzer::analyze_pairs`]: super::Analyzer::analyze_pairs
     pub fn set_surface<'a>(&mut self, pairs: impl IntoIterator<Item = (&'a str, &'a str)>) {
         let mut counts: HashMap<u32, HashMap<&'a str, u32>> = HashMap::new();
         for (w, t) in pairs {
+            if w.is_empty() || w.contains(char::is_whitespace) {
+                continue;
+            }
             if let Some(id) = self.id(t) {
                 *counts.entry(id).or_default().entry(w).or_insert(0) += 1;
             }
@@ -571,7 +575,14 @@ mod tests {
         let docs = vec![vec!["", "a b", "run"], vec!["run", " "]];
         let mut v = Vocabulary::build("xx", &docs, 10, 1);
         assert_eq!(v.terms, vec!["run"]);
-        v.set_surface([("running", "run"), ("runs", "run"), ("running", "run")]);
+        v.set_surface([
+            ("running", "run"),
+            ("runs", "run"),
+            ("running", "run"),
+            (" run", "run"),
+            (" run", "run"),
+            (" run", "run"),
+        ]);
         assert_eq!(v.display(0), "running");
         // saved and read back: surface forms and reasons survive
         let dir = tempfile::tempdir().unwrap();

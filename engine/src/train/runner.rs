@@ -363,6 +363,13 @@ fn prepare_and_train(
         )));
     }
 
+    // a session holding a checkpoint continues with the vocabularies it was
+    // trained with, never with another analysis of the same data
+    if std::fs::symlink_metadata(dir.join(LAST_CHECKPOINT)).is_ok() {
+        if let Ok(saved) = session.vocabs() {
+            crate::session::check_same_terms(&dir, &saved, &data.vocabs)?;
+        }
+    }
     // vocabularies, so new text can be encoded
     for (name, v) in [
         (VOCAB_SOURCE, &data.vocabs.source),

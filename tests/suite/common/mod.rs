@@ -72,6 +72,24 @@ pub fn train(cwd: &Path, ws: &Path, model: &str, dir: impl AsRef<Path>, more: &[
     ok(&rosetta_in(cwd, &args));
 }
 
+/// `rosetta export --session SESSION --out OUT --write WRITE` run in `cwd`
+/// (its output, succeeded or not).
+#[allow(dead_code)]
+pub fn export(cwd: &Path, session: &Path, out: &Path, write: &str) -> Output {
+    rosetta_in(
+        cwd,
+        &[
+            "export",
+            "--session",
+            session.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--write",
+            write,
+        ],
+    )
+}
+
 /// A trained session answers `search` with finite scores, has `k` = 3
 /// cross-language neighbours of `term`, and evaluates to a finite, positive
 /// sentence MRR and a finite ad-hoc MAP (`rosetta eval --task all`).

@@ -66,12 +66,46 @@ pub fn resolve(weights: &str) -> Result<Folder> {
             tokenizer: p.join(FILES[2]),
         });
     }
-    if !looks_like_hub_id(weights) {
-        return Err(Error::invalid(format!(
-            "weights={weights}: no such folder, and not a hub id (owner/name)"
-        )));
+    if !looks_like_hub_id(weights) || looks_local(p) {
+        return Err(no_such_folder(weights, p));
     }
     from_hub(weights)
+}
+
+/// Whether `p`, which is no folder, was meant as a local path rather than
+/// a hub id: it starts with `.`, `/` or `~`, or its first part is a folder
+/// here (`models/multilingual-e5-smal` with a `models/` folder: a typo, not
+/// the hub's user `models`).
+fn looks_local(p: &Path) -> bool {
+    let s = p.to_string_lossy();
+    s.starts_with(['.', '/', '~'])
+        || p.components()
+            .next()
+            .is_some_and(|c| Path::new(c.as_os_str()).is_dir())
+}
+
+/// "No such folder", naming the nearest folder beside where `p` would be
+/// when there is one (a typo's likely meaning).
+fn no_such_folder(weights: &str, p: &Path) -> Error {
+    let parent = p
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let hint = match crate::util::closest_entry(parent, name, true) {
+        Some(near) => format!("; did you mean weights={}?", parent.join(&near).display()),
+        None if parent.is_dir() => format!(
+            "; {} holds no folder near `{name}` (`rosetta setup --encoder` fetches one)",
+            parent.display()
+        ),
+        None => format!("; {} does not exist either", parent.display()),
+    };
+    let why = if looks_like_hub_id(weights) {
+        "read as a local path, not a hub id: it starts with `.`, `/` or `~`, or its first part is a folder here"
+    } else {
+        "and not a hub id owner/name"
+    };
+    Error::invalid(format!("weights={weights}: no such folder ({why}){hint}"))
 }
 
 fn from_hub(id: &str) -> Result<Folder> {

