@@ -122,9 +122,9 @@ pub fn jobs_lines(root: &std::path::Path) -> anyhow::Result<Vec<String>> {
     for (dir, st) in index::list(root)? {
         out.push(format!(
             "{:<32} {:<9} {:<8} {}",
-            super::train::clean(&dir.file_name().unwrap_or_default().to_string_lossy()),
+            rosetta::util::strip_controls(&dir.file_name().unwrap_or_default().to_string_lossy()),
             st.shown_state(),
-            super::train::clean(&st.device),
+            rosetta::util::strip_controls(&st.device),
             st.describe()
         ));
     }

@@ -414,14 +414,35 @@ fn config_files_written_before_typed_settings_still_load() {
         } else {
             rosetta::models::bm25::Bm25Baseline::new(def.name, &params).unwrap();
         }
-        // every value the typed settings read is the one recorded
+        // every value the typed settings read is the one recorded, or, for a
+        // setting added since the file was written, its default
+        let default_of = |k: &str| {
+            def.settings
+                .iter()
+                .find(|s| s.key == k)
+                .and_then(|s| s.default)
+                .map(str::to_string)
+        };
         for (k, v) in params.resolved() {
-            assert_eq!(cfg.params.get(&k), Some(&v), "{}: {k}", def.name);
+            match cfg.params.get(&k) {
+                Some(rec) => assert_eq!(rec, &v, "{}: {k}", def.name),
+                None => assert_eq!(default_of(&k), Some(v), "{}: new {k}", def.name),
+            }
         }
         let mut again = cfg.clone();
         again.params.clear();
         again.resolve().unwrap();
-        assert_eq!(again.params, cfg.params, "{}: a default moved", def.name);
+        for (k, v) in &again.params {
+            match cfg.params.get(k) {
+                Some(rec) => assert_eq!(rec, v, "{}: a default moved ({k})", def.name),
+                None => assert_eq!(default_of(k).as_ref(), Some(v), "{}: new {k}", def.name),
+            }
+        }
+        assert!(
+            cfg.params.keys().all(|k| again.params.contains_key(k)),
+            "{}: a recorded setting is no longer resolved",
+            def.name
+        );
         // the capabilities the job layer asks of the typed settings
         assert_eq!(
             typed.needs_dictionary(),
