@@ -754,7 +754,7 @@ fn reexports(code: &str) -> Vec<UsePath> {
     for (start, end) in reexport_spans(code) {
         let mut i = 0;
         out.extend(
-            use_tree(code[start..end].as_bytes(), &mut i)
+            use_tree(&code.as_bytes()[start..end], &mut i)
                 .into_iter()
                 .filter(|(p, _)| p.last().is_some_and(|l| l != "*")),
         );
