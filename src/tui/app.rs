@@ -15,12 +15,13 @@ use super::config::Settings;
 use super::keymap::{Action, Context};
 pub use super::screens::compare::CompareScreen;
 pub use super::screens::data::DataScreen;
-pub use super::screens::jobs::{JobForm, JobsScreen};
+pub use super::screens::jobs::JobsScreen;
 pub use super::screens::neighbours::NeighScreen;
 #[cfg(test)]
 pub use super::screens::search::IndexState;
 pub use super::screens::search::SearchScreen;
-use super::screens::{compare, data, jobs, neighbours, search, Screen};
+use super::screens::{compare, data, jobs, neighbours, search, Ctx, Modal, Screen, Sessions};
+pub use super::screens::{Message, PickFor, Popup};
 use super::state::{self, UiState};
 
 /// The five screens.
@@ -72,49 +73,65 @@ impl Tab {
     }
 }
 
-/// A [`Ctx`](super::screens::Ctx) from the app's fields (borrowed one by
-/// one, so that a screen can be borrowed mutably beside it), with `$jobs`
-/// the Jobs screen as the handled screen sees it.
-macro_rules! cx {
-    ($app:ident, $jobs:expr) => {
-        super::screens::Ctx {
-            settings: &$app.settings,
-            jobs: $jobs,
-            popup: &mut $app.popup,
-            message: &mut $app.message,
-            started: &mut $app.started,
-            full_redraw: &mut $app.full_redraw,
-            bell: &mut $app.bell,
-            outbox: &mut $app.outbox,
-        }
-    };
+/// Runs `$body` with `$cx` a [`Ctx`] made of the app's fields (borrowed
+/// one by one, so that a screen can be borrowed mutably beside it), with
+/// `$sessions` the sessions as the handled screen sees them; the requests
+/// the body queues are wrapped into the app's [`Request`].
+macro_rules! with_cx {
+    ($app:ident, $sessions:expr, |$cx:ident| $body:expr) => {{
+        let mut outbox = Vec::new();
+        let out = {
+            let $cx = &mut Ctx {
+                settings: &$app.settings,
+                sessions: $sessions,
+                popup: &mut $app.popup,
+                message: &mut $app.message,
+                started: &mut $app.started,
+                full_redraw: &mut $app.full_redraw,
+                bell: &mut $app.bell,
+                outbox: &mut outbox,
+            };
+            $body
+        };
+        $app.outbox.extend(outbox.into_iter().map(Request::from));
+        out
+    }};
+}
+
+/// The sessions the Jobs screen `j` scanned and its selection, as the other
+/// screens see them.
+fn sessions_of(j: &JobsScreen) -> Sessions<'_> {
+    Sessions {
+        list: &j.sessions,
+        selected: j.selected.as_deref(),
+        shown: j.selected_session(),
+    }
 }
 
 /// Runs `$body` with `$s` the current screen (a [`Screen`]) and `$cx` its
-/// [`Ctx`](super::screens::Ctx): the shell's one place that names every
-/// screen.
+/// [`Ctx`]: the shell's one place that names every screen.
 macro_rules! with_screen {
     ($app:ident, |$s:ident, $cx:ident| $body:expr) => {
         match $app.tab {
             Tab::Jobs => {
-                let ($s, $cx) = (&mut $app.jobs, &mut cx!($app, None));
-                $body
+                let $s = &mut $app.jobs;
+                with_cx!($app, Sessions::default(), |$cx| $body)
             }
             Tab::Search => {
-                let ($s, $cx) = (&mut $app.search, &mut cx!($app, Some(&$app.jobs)));
-                $body
+                let $s = &mut $app.search;
+                with_cx!($app, sessions_of(&$app.jobs), |$cx| $body)
             }
             Tab::Neighbours => {
-                let ($s, $cx) = (&mut $app.neigh, &mut cx!($app, Some(&$app.jobs)));
-                $body
+                let $s = &mut $app.neigh;
+                with_cx!($app, sessions_of(&$app.jobs), |$cx| $body)
             }
             Tab::Compare => {
-                let ($s, $cx) = (&mut $app.compare, &mut cx!($app, Some(&$app.jobs)));
-                $body
+                let $s = &mut $app.compare;
+                with_cx!($app, sessions_of(&$app.jobs), |$cx| $body)
             }
             Tab::Data => {
-                let ($s, $cx) = (&mut $app.data, &mut cx!($app, Some(&$app.jobs)));
-                $body
+                let $s = &mut $app.data;
+                with_cx!($app, sessions_of(&$app.jobs), |$cx| $body)
             }
         }
     };
@@ -220,60 +237,14 @@ pub fn execute(
     }
 }
 
-/// A line of feedback at the bottom of the screen.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Message {
-    /// Something happened.
-    Info(String),
-    /// Something failed.
-    Error(String),
-}
-
-/// What a session picker chooses for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PickFor {
-    /// The Search screen's session.
-    Search,
-    /// A Neighbours pane (0 left, 1 right).
-    Neighbours(usize),
-}
-
-/// Popups over the current screen.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Popup {
-    /// Key help, scrolled by `scroll` lines.
-    Help { scroll: u16 },
-    /// The new-job form.
-    Form(JobForm),
-    /// Jobs started here still run: leave or cancel them?
-    ConfirmQuit(Vec<String>),
-    /// Really cancel this job?
-    ConfirmCancel(String),
-    /// Choose a session.
-    Picker { purpose: PickFor, selected: usize },
-    /// A session's details, scrolled by `scroll` lines (`None` while loading).
-    Detail {
-        session: String,
-        scroll: u16,
-        detail: Option<Result<Box<RunDetail>, String>>,
-    },
-    /// Really delete this session?
-    ConfirmDelete(String),
-    /// Editing a session's name, tags or note.
-    EditMeta {
-        session: String,
-        field: MetaField,
-        value: String,
-    },
-}
-
 /// The whole workbench state.
 pub struct App {
     /// Theme, keymap and defaults.
     pub settings: Settings,
     /// Current screen.
     pub tab: Tab,
-    /// Open popup.
+    /// The shell's open popup (the Jobs screen's own are
+    /// [`JobsScreen::popup`]).
     pub popup: Option<Popup>,
     /// Set when the app should exit.
     pub quit: bool,
@@ -372,6 +343,8 @@ impl App {
         if running.is_empty() || matches!(self.popup, Some(Popup::ConfirmQuit(_))) {
             self.quit = true;
         } else {
+            // the question replaces any popup open
+            self.jobs.popup = None;
             self.popup = Some(Popup::ConfirmQuit(running));
         }
     }
@@ -389,7 +362,7 @@ impl App {
     /// Handles a mouse event: tab clicks and the wheel.
     pub fn on_mouse(&mut self, m: MouseEvent) {
         match m.kind {
-            MouseEventKind::Down(MouseButton::Left) if m.row == 0 && self.popup.is_none() => {
+            MouseEventKind::Down(MouseButton::Left) if m.row == 0 && !self.popup_open() => {
                 if let Some(i) = self
                     .tab_hits
                     .iter()
@@ -416,7 +389,7 @@ impl App {
             self.suspend = true;
             return;
         }
-        if self.popup.is_some() {
+        if self.popup_open() {
             self.popup_key(k);
             return;
         }
@@ -427,6 +400,11 @@ impl App {
         if let Some(a) = self.settings.keymap.lookup(self.tab.context(), &k) {
             self.on_action(a);
         }
+    }
+
+    /// Whether a popup is open: the shell's, or one of the Jobs screen's.
+    pub fn popup_open(&self) -> bool {
+        self.popup.is_some() || self.jobs.popup.is_some()
     }
 
     fn editing(&self) -> bool {
@@ -461,7 +439,14 @@ impl App {
 
     /// `Y`: what the screen has selected, for the clipboard.
     fn copy_selection(&mut self) {
-        let text = with_screen!(self, |s, _cx| s.copy_text()).filter(|t| !t.is_empty());
+        let text = match self.tab {
+            Tab::Jobs => self.jobs.copy_text(),
+            Tab::Search => self.search.copy_text(),
+            Tab::Neighbours => self.neigh.copy_text(),
+            Tab::Compare => self.compare.copy_text(),
+            Tab::Data => self.data.copy_text(),
+        }
+        .filter(|t| !t.is_empty());
         match text {
             Some(t) => {
                 self.info(format!("copied {t:?} (terminal clipboard)"));
@@ -487,7 +472,7 @@ impl App {
                 self.poll_sessions();
                 self.poll_metrics();
                 if self.tab == Tab::Compare {
-                    self.compare.on_show(&mut cx!(self, Some(&self.jobs)));
+                    with_cx!(self, sessions_of(&self.jobs), |cx| self.compare.on_show(cx));
                 }
             }
             Action::Close => with_screen!(self, |s, cx| s.on_close(cx)),
@@ -497,13 +482,13 @@ impl App {
 
     /// Queues a rescan of the sessions root (unless one is in flight).
     pub fn poll_sessions(&mut self) {
-        self.jobs.poll_sessions(&mut cx!(self, None));
+        with_cx!(self, Sessions::default(), |cx| self.jobs.poll_sessions(cx));
     }
 
     /// Queues metrics tails for the sessions Jobs shows, and the selected
     /// session's log when the log pane shows.
     pub fn poll_metrics(&mut self) {
-        self.jobs.poll_metrics(&mut cx!(self, None));
+        with_cx!(self, Sessions::default(), |cx| self.jobs.poll_metrics(cx));
     }
 
     /// Restores the marks and the Compare baseline remembered for this
@@ -545,17 +530,30 @@ impl App {
         }
     }
 
+    /// The sessions Jobs scanned and its selection, as the other screens
+    /// see them.
+    pub fn sessions(&self) -> Sessions<'_> {
+        sessions_of(&self.jobs)
+    }
+
     /// Sessions a picker offers: done first, then the rest, as scanned.
     pub fn pickable(&self) -> Vec<&SessionSummary> {
-        super::screens::pickable(&self.jobs)
+        sessions_of(&self.jobs).pickable()
     }
 
     fn popup_key(&mut self, k: KeyEvent) {
+        let action = self.settings.keymap.lookup(Context::Global, &k);
         let Some(popup) = self.popup.take() else {
+            // a Jobs popup: it checks names against the sessions Jobs shows
+            if let Some(p) = self.jobs.popup.take() {
+                let list = Sessions {
+                    list: &self.jobs.sessions,
+                    ..Sessions::default()
+                };
+                self.jobs.popup = with_cx!(self, list, |cx| p.key(k, action, cx));
+            }
             return;
         };
-        let km = &self.settings.keymap;
-        let action = km.lookup(Context::Global, &k);
         self.popup = match popup {
             Popup::Help { scroll } => match (k.code, action) {
                 (KeyCode::Esc, _) | (_, Some(Action::Help)) | (_, Some(Action::Quit)) => None,
@@ -586,15 +584,6 @@ impl App {
                 KeyCode::Esc => None,
                 _ => Some(Popup::ConfirmQuit(running)),
             },
-            Popup::ConfirmCancel(id) => match k.code {
-                KeyCode::Char('y') | KeyCode::Char('Y') | KeyCode::Enter => {
-                    self.info(format!("cancelling {id}…"));
-                    self.outbox.push(jobs::Request::Cancel(id).into());
-                    None
-                }
-                KeyCode::Esc | KeyCode::Char('n') | KeyCode::Char('N') => None,
-                _ => Some(Popup::ConfirmCancel(id)),
-            },
             Popup::Picker { purpose, selected } => {
                 let n = self.pickable().len();
                 match (k.code, action) {
@@ -617,17 +606,19 @@ impl App {
                     _ => Some(Popup::Picker { purpose, selected }),
                 }
             }
-            Popup::Form(form) => self.jobs.form_key(form, k, &mut cx!(self, None)),
-            p @ (Popup::Detail { .. } | Popup::ConfirmDelete(_) | Popup::EditMeta { .. }) => {
-                self.jobs.popup_key(p, k, action, &mut cx!(self, None))
-            }
         };
     }
 
     fn picked(&mut self, purpose: PickFor, id: String) {
         match purpose {
-            PickFor::Search => self.search.pick(id, &mut cx!(self, Some(&self.jobs))),
-            PickFor::Neighbours(p) => self.neigh.pick(p, id, &mut cx!(self, Some(&self.jobs))),
+            PickFor::Search => {
+                with_cx!(self, sessions_of(&self.jobs), |cx| self.search.pick(id, cx))
+            }
+            PickFor::Neighbours(p) => {
+                with_cx!(self, sessions_of(&self.jobs), |cx| self
+                    .neigh
+                    .pick(p, id, cx))
+            }
         }
     }
 
@@ -650,11 +641,36 @@ impl App {
     /// shown changed (stale or empty answers).
     fn apply_reply(&mut self, r: Reply) -> bool {
         match r {
-            Reply::Jobs(r) => self.jobs.on_reply(r, &mut cx!(self, None)),
-            Reply::Search(r) => self.search.on_reply(r, &mut cx!(self, Some(&self.jobs))),
-            Reply::Neighbours(r) => self.neigh.on_reply(r, &mut cx!(self, Some(&self.jobs))),
-            Reply::Compare(r) => self.compare.on_reply(r, &mut cx!(self, Some(&self.jobs))),
-            Reply::Data(r) => self.data.on_reply(r, &mut cx!(self, Some(&self.jobs))),
+            Reply::Jobs(r) => {
+                let had = self.jobs.popup.is_some();
+                let changed = with_cx!(self, Sessions::default(), |cx| self.jobs.on_reply(r, cx));
+                if !had && self.jobs.popup.is_some() {
+                    // a popup the answer opened (the form to duplicate a
+                    // job) replaces the shell's
+                    self.popup = None;
+                }
+                changed
+            }
+            Reply::Search(r) => {
+                with_cx!(self, sessions_of(&self.jobs), |cx| self
+                    .search
+                    .on_reply(r, cx))
+            }
+            Reply::Neighbours(r) => {
+                with_cx!(self, sessions_of(&self.jobs), |cx| self
+                    .neigh
+                    .on_reply(r, cx))
+            }
+            Reply::Compare(r) => {
+                with_cx!(self, sessions_of(&self.jobs), |cx| self
+                    .compare
+                    .on_reply(r, cx))
+            }
+            Reply::Data(r) => {
+                with_cx!(self, sessions_of(&self.jobs), |cx| self
+                    .data
+                    .on_reply(r, cx))
+            }
             Reply::UiStateSaved(Ok(())) => false,
             Reply::UiStateSaved(Err(e)) => {
                 self.error(format!("marks not remembered: {e}"));

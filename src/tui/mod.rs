@@ -17,6 +17,7 @@ pub mod log;
 pub mod screens;
 pub mod state;
 pub mod ui;
+pub mod widgets;
 
 use std::io::IsTerminal;
 use std::path::Path;

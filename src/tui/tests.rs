@@ -10,6 +10,7 @@ use crate::tui::app::{App, IndexState, Popup, Request, Tab};
 use crate::tui::backend::*;
 use crate::tui::config::{ConfigFile, Settings};
 use crate::tui::keymap::{Key, Keymap};
+use crate::tui::screens::jobs::JobsPopup;
 use crate::tui::ui;
 use crossterm::event::{
     Event, KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
@@ -1022,7 +1023,7 @@ fn quit_asks_when_started_jobs_run_then_cancels() {
     press(&mut app, &fake, "q");
     assert!(matches!(app.popup, Some(Popup::ConfirmQuit(_))));
     press_code(&mut app, &fake, KeyCode::Esc);
-    assert!(app.popup.is_none() && !app.quit);
+    assert!(!app.popup_open() && !app.quit);
     press(&mut app, &fake, "q");
     app.on_key(key('c'));
     assert!(app.quit);
@@ -1049,7 +1050,7 @@ fn form_validates_then_launches_with_args() {
     let fake = Fake::with(vec![done()]);
     let mut app = app_with(&fake);
     press(&mut app, &fake, "n");
-    let Some(Popup::Form(f)) = &app.popup else {
+    let Some(JobsPopup::Form(f)) = &app.jobs.popup else {
         panic!("no form")
     };
     assert_eq!(
@@ -1064,7 +1065,7 @@ fn form_validates_then_launches_with_args() {
     app.on_key(KeyEvent::new(KeyCode::Char('u'), KeyModifiers::CONTROL));
     press(&mut app, &fake, "gpu");
     press_code(&mut app, &fake, KeyCode::Enter);
-    let Some(Popup::Form(f)) = &app.popup else {
+    let Some(JobsPopup::Form(f)) = &app.jobs.popup else {
         panic!("form closed")
     };
     assert!(f.fields[0].error.is_some());
@@ -1081,7 +1082,7 @@ fn form_validates_then_launches_with_args() {
     press_code(&mut app, &fake, KeyCode::Tab);
     press(&mut app, &fake, "s2net-done");
     press_code(&mut app, &fake, KeyCode::Enter);
-    assert!(app.popup.is_none(), "form closes after launch");
+    assert!(!app.popup_open(), "form closes after launch");
     let launched = fake.launched.lock().unwrap().clone();
     assert_eq!(launched.len(), 1);
     let spec = &launched[0];
@@ -1114,7 +1115,7 @@ fn duplicate_prefills_from_session() {
     });
     let mut app = app_with(&fake);
     press(&mut app, &fake, "d");
-    let Some(Popup::Form(f)) = &app.popup else {
+    let Some(JobsPopup::Form(f)) = &app.jobs.popup else {
         panic!("no form")
     };
     assert_eq!(f.fields[0].value, "w.toml");
@@ -1127,11 +1128,11 @@ fn detail_pane_opens_on_enter_scrolls_and_closes() {
     let fake = Fake::with(vec![done(), failed()]);
     let mut app = app_with(&fake);
     press_code(&mut app, &fake, KeyCode::Enter);
-    let Some(Popup::Detail {
+    let Some(JobsPopup::Detail {
         session, detail, ..
-    }) = &app.popup
+    }) = &app.jobs.popup
     else {
-        panic!("Enter opens the detail pane: {:?}", app.popup);
+        panic!("Enter opens the detail pane: {:?}", app.jobs.popup);
     };
     assert_eq!(session, "s2net-done");
     assert!(matches!(detail, Some(Ok(_))));
@@ -1144,12 +1145,15 @@ fn detail_pane_opens_on_enter_scrolls_and_closes() {
     insta::assert_snapshot!(screen);
     // j scrolls (it is not typed anywhere), G goes to the log's end
     press(&mut app, &fake, "jjj");
-    assert!(matches!(app.popup, Some(Popup::Detail { scroll: 3, .. })));
+    assert!(matches!(
+        app.jobs.popup,
+        Some(JobsPopup::Detail { scroll: 3, .. })
+    ));
     press(&mut app, &fake, "G");
     let screen = render(&mut app, 80, 24);
     assert!(screen.contains("epoch 30: loss 0.30"), "{screen}");
     press_code(&mut app, &fake, KeyCode::Esc);
-    assert!(app.popup.is_none());
+    assert!(!app.popup_open());
     assert_eq!(
         app.jobs.selected.as_deref(),
         Some("s2net-done"),
@@ -1163,17 +1167,20 @@ fn delete_asks_first_and_refuses_a_running_job() {
     let mut app = app_with(&fake);
     press(&mut app, &fake, "D");
     assert!(
-        app.popup.is_none(),
+        !app.popup_open(),
         "a running job is not offered for deletion"
     );
     assert!(
         matches!(&app.message, Some(crate::tui::app::Message::Error(m)) if m.contains("cancel"))
     );
     press(&mut app, &fake, "jD");
-    assert_eq!(app.popup, Some(Popup::ConfirmDelete("s2net-done".into())));
+    assert_eq!(
+        app.jobs.popup,
+        Some(JobsPopup::ConfirmDelete("s2net-done".into()))
+    );
     insta::assert_snapshot!(render(&mut app, 80, 24));
     press(&mut app, &fake, "n");
-    assert!(app.popup.is_none() && fake.deleted.lock().unwrap().is_empty());
+    assert!(!app.popup_open() && fake.deleted.lock().unwrap().is_empty());
     press(&mut app, &fake, " D");
     assert!(app.jobs.marked.contains("s2net-done"));
     press(&mut app, &fake, "y");
@@ -1191,8 +1198,8 @@ fn rename_tag_and_note_go_to_the_engine_and_names_show() {
     let mut app = app_with(&fake);
     press(&mut app, &fake, "R");
     assert!(matches!(
-        app.popup,
-        Some(Popup::EditMeta {
+        app.jobs.popup,
+        Some(JobsPopup::EditMeta {
             field: MetaField::Name,
             ..
         })
@@ -1476,7 +1483,7 @@ fn cancel_asks_and_resume_only_stopped() {
     let fake = Fake::with(vec![running(), failed(), done()]);
     let mut app = app_with(&fake);
     press(&mut app, &fake, "c");
-    assert!(matches!(app.popup, Some(Popup::ConfirmCancel(_))));
+    assert!(matches!(app.jobs.popup, Some(JobsPopup::ConfirmCancel(_))));
     press(&mut app, &fake, "y");
     assert_eq!(
         *fake.cancelled.lock().unwrap(),
@@ -1493,7 +1500,7 @@ fn cancel_asks_and_resume_only_stopped() {
         vec!["cl-lsi-failed".to_string()]
     );
     press(&mut app, &fake, "jc");
-    assert!(app.popup.is_none(), "a done job cannot be cancelled");
+    assert!(!app.popup_open(), "a done job cannot be cancelled");
 }
 
 #[test]
@@ -2181,7 +2188,7 @@ fn help_lists_every_binding_with_a_description() {
     assert!(screen.contains("quit (asks if jobs you started still run)"));
     assert!(screen.contains("new training job (form)"));
     press_code(&mut app, &fake, KeyCode::Esc);
-    assert!(app.popup.is_none());
+    assert!(!app.popup_open());
 }
 
 #[test]
@@ -2195,9 +2202,9 @@ fn keymap_overrides_rebind_and_reject_unknown() {
     let mut app = App::new(s);
     app.pump_sync(&fake);
     app.on_key(key('n'));
-    assert!(app.popup.is_none());
+    assert!(!app.popup_open());
     app.on_key(KeyEvent::new(KeyCode::Char('n'), KeyModifiers::CONTROL));
-    assert!(matches!(app.popup, Some(Popup::Form(_))));
+    assert!(matches!(app.jobs.popup, Some(JobsPopup::Form(_))));
     o.insert("no_such".into(), vec!["x".into()]);
     assert!(Keymap::with_overrides(&o).unwrap_err().contains("no_such"));
     let mut o = BTreeMap::new();
@@ -2382,18 +2389,18 @@ fn downsample_keeps_extremes_and_ema_smooths() {
     let pts: Vec<(f64, f64)> = (0..1000)
         .map(|i| (i as f64, if i == 500 { 9.0 } else { 1.0 }))
         .collect();
-    let d = ui::downsample(&pts, 100);
+    let d = crate::tui::widgets::downsample(&pts, 100);
     assert!(d.len() <= 100);
     assert!(d.iter().any(|p| p.1 == 9.0), "the spike survives");
     let e = rosetta::plot::ema(&[(0.0, 1.0), (1.0, 3.0)], 0.5);
     assert_eq!(e[0].1, 1.0, "debiased first value");
     assert!(e[1].1 > 1.0 && e[1].1 < 3.0);
-    assert_eq!(ui::fmt_duration(3725.0), "1h02m");
+    assert_eq!(crate::tui::widgets::fmt_duration(3725.0), "1h02m");
 }
 
 #[test]
 fn form_checks_model_specific_settings() {
-    use crate::tui::app::JobForm;
+    use crate::tui::screens::jobs::JobForm;
     let sessions = vec![done(), running()];
     let mut f = JobForm::new("t", &JobSpec::default());
     f.fields[0].value = "ws.toml".into();
@@ -2718,8 +2725,8 @@ fn loss_chart_shows_the_discriminators_game() {
 
 #[test]
 fn wrapping_keeps_every_character_within_the_width() {
-    use crate::tui::ui::width;
-    use crate::tui::ui::wrap_ranges;
+    use crate::tui::widgets::width;
+    use crate::tui::widgets::wrap_ranges;
     let text = "En el principio era el Verbo,  y el Verbo era con Dios.\n\nनदी के किनारे एक पुराना मंदिर है Donaudampfschifffahrtsgesellschaftskapitän";
     for w in [1, 7, 12, 30, 200] {
         let lines = wrap_ranges(text, w);
@@ -2754,7 +2761,7 @@ fn wrapping_keeps_every_character_within_the_width() {
 
 /// Focuses form field `i` (from the first) and replaces its text.
 fn set_field(app: &mut App, fake: &Fake, i: usize, text: &str) {
-    let Some(Popup::Form(f)) = &app.popup else {
+    let Some(JobsPopup::Form(f)) = &app.jobs.popup else {
         panic!("no form")
     };
     let n = f.fields.len();
@@ -2783,7 +2790,7 @@ fn form_launches_a_slurm_sweep_from_the_remembered_launcher() {
     };
     let mut app = app_with(&fake);
     press(&mut app, &fake, "n");
-    let Some(Popup::Form(f)) = &app.popup else {
+    let Some(JobsPopup::Form(f)) = &app.jobs.popup else {
         panic!("no form")
     };
     let value = |label: &str| {
@@ -2802,7 +2809,7 @@ fn form_launches_a_slurm_sweep_from_the_remembered_launcher() {
     set_field(&mut app, &fake, 14, "dim=4,8 lr=0.1,0.01");
     set_field(&mut app, &fake, 15, "1,x");
     press_code(&mut app, &fake, KeyCode::Enter);
-    let Some(Popup::Form(f)) = &app.popup else {
+    let Some(JobsPopup::Form(f)) = &app.jobs.popup else {
         panic!("form closed")
     };
     assert!(f.fields[14].error.as_deref().unwrap().contains("dim"));
@@ -2845,19 +2852,19 @@ fn form_launcher_toggles_and_seeds_need_a_grid() {
     press(&mut app, &fake, "n");
     set_field(&mut app, &fake, 9, "");
     press_code(&mut app, &fake, KeyCode::Right);
-    let Some(Popup::Form(f)) = &app.popup else {
+    let Some(JobsPopup::Form(f)) = &app.jobs.popup else {
         panic!("no form")
     };
     assert_eq!(f.fields[9].value, "local");
     press_code(&mut app, &fake, KeyCode::Right);
-    let Some(Popup::Form(f)) = &app.popup else {
+    let Some(JobsPopup::Form(f)) = &app.jobs.popup else {
         panic!("no form")
     };
     assert_eq!(f.fields[9].value, "slurm");
     press_code(&mut app, &fake, KeyCode::Left);
     set_field(&mut app, &fake, 15, "1,2");
     press_code(&mut app, &fake, KeyCode::Enter);
-    let Some(Popup::Form(f)) = &app.popup else {
+    let Some(JobsPopup::Form(f)) = &app.jobs.popup else {
         panic!("form closed")
     };
     assert!(f.fields[15].error.as_deref().unwrap().contains("grid"));
@@ -2913,7 +2920,7 @@ fn a_sweep_is_one_collapsible_row_with_mean_and_sd() {
     assert!(render(&mut app, 120, 30).contains("a sweep's row: Enter opens it"));
     assert!(fake.cancelled.lock().unwrap().is_empty());
     press_code(&mut app, &fake, KeyCode::Enter);
-    assert!(app.popup.is_none(), "no detail popup for a sweep");
+    assert!(!app.popup_open(), "no detail popup for a sweep");
     assert_eq!(app.jobs.rows().len(), 2 + 2 + 4, "points and sessions");
     let screen = render(&mut app, 160, 48);
     assert!(screen.contains("▾ s2net-sweep-x (4)"), "{screen}");

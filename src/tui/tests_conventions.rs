@@ -1,9 +1,10 @@
 //! Workbench conventions without a backend: suspend, the new-job form's
 //! choices, defaults and live re-checking.
 
-use crate::tui::app::{App, Popup};
+use crate::tui::app::App;
 use crate::tui::backend::JobSpec;
 use crate::tui::config::{ConfigFile, Settings};
+use crate::tui::screens::jobs::JobsPopup;
 use crate::tui::screens::jobs::{draw_form, JobForm};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::backend::TestBackend;
@@ -25,13 +26,13 @@ fn form_app(model: &str) -> App {
         dim: None,
         ..JobSpec::default()
     };
-    a.popup = Some(Popup::Form(JobForm::new("New training job", &spec)));
+    a.jobs.popup = Some(JobsPopup::Form(JobForm::new("New training job", &spec)));
     a
 }
 
 fn form(a: &App) -> &JobForm {
-    match &a.popup {
-        Some(Popup::Form(f)) => f,
+    match &a.jobs.popup {
+        Some(JobsPopup::Form(f)) => f,
         other => panic!("no form open: {other:?}"),
     }
 }

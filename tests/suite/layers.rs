@@ -211,15 +211,17 @@ fn paths_after(code: &str, prefix: &str) -> Vec<String> {
 }
 
 /// The code of a Rust file that can import: comments cut, and the file's
-/// own unit tests (`#[cfg(test)] mod tests`, at its end) left out.
+/// own unit tests (`#[cfg(test)] mod tests` or any other inline
+/// `#[cfg(test)] mod NAME {`, at its end) left out.
 fn import_code(text: &str) -> String {
     let lines: Vec<&str> = text.lines().collect();
     let end = (0..lines.len())
         .find(|&i| {
             lines[i].trim() == "#[cfg(test)]"
-                && lines
-                    .get(i + 1)
-                    .is_some_and(|l| l.trim().starts_with("mod tests"))
+                && lines.get(i + 1).is_some_and(|l| {
+                    let l = l.trim();
+                    l.starts_with("mod tests") || (l.starts_with("mod ") && l.ends_with('{'))
+                })
         })
         .unwrap_or(lines.len());
     let code: Vec<&str> = lines[..end]
@@ -417,96 +419,476 @@ fn the_models_layering_check_finds_each_breach() {
     );
 }
 
-/// Every import cycle between sibling files of one folder under `root`
-/// (`engine/src` or the binary's `src`): a file naming a sibling (through
-/// `crate::PATH::sibling` or `super::sibling`) that names it back, directly
-/// or through other siblings. `mod.rs` (which declares its siblings), comments
-/// and a file's own `#[cfg(test)] mod tests` are not imports.
-fn sibling_cycles(root: &Path) -> Vec<String> {
-    let mut dirs = Vec::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                dirs.push(p.clone());
-                stack.push(p);
+/// One parsed path of a `use` tree or an expression: its segments and the
+/// name it binds (the last segment, or the alias after `as`).
+type UsePath = (Vec<String>, String);
+
+/// The paths of the use tree (or plain path) starting at byte `i` of `s`:
+/// `a::{b, c::d as e, f::*}` gives `a::b`, `a::c::d` (bound as `e`) and
+/// `a::f::*`.
+fn use_tree(s: &[u8], i: &mut usize) -> Vec<UsePath> {
+    let ws = |i: &mut usize| {
+        while *i < s.len() && s[*i].is_ascii_whitespace() {
+            *i += 1;
+        }
+    };
+    ws(i);
+    if *i < s.len() && s[*i] == b'{' {
+        *i += 1;
+        let mut out = Vec::new();
+        loop {
+            ws(i);
+            if *i >= s.len() {
+                break;
             }
+            if s[*i] == b'}' {
+                *i += 1;
+                break;
+            }
+            let before = *i;
+            out.extend(use_tree(s, i));
+            ws(i);
+            if *i < s.len() && s[*i] == b',' {
+                *i += 1;
+            } else if *i < s.len() && s[*i] == b'}' {
+                *i += 1;
+                break;
+            } else if *i == before {
+                break;
+            }
+        }
+        return out;
+    }
+    let start = *i;
+    if *i < s.len() && s[*i] == b'*' {
+        *i += 1;
+    } else {
+        while *i < s.len() && (s[*i].is_ascii_alphanumeric() || s[*i] == b'_') {
+            *i += 1;
         }
     }
-    let mut bad = Vec::new();
-    for dir in dirs {
-        let module = dir
-            .strip_prefix(root)
-            .unwrap()
-            .components()
-            .map(|c| c.as_os_str().to_string_lossy().to_string())
-            .collect::<Vec<_>>()
-            .join("::");
-        let mut files = BTreeMap::new();
-        for e in std::fs::read_dir(&dir).unwrap() {
-            let p = e.unwrap().path();
-            let stem = p.file_stem().unwrap().to_string_lossy().to_string();
-            if p.extension().is_some_and(|x| x == "rs") && stem != "mod" {
-                files.insert(stem, std::fs::read_to_string(&p).unwrap());
-            }
-        }
-        let mut graph: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
-        for (me, text) in &files {
-            let code = import_code(text);
-            let mut named = paths_after(&code, &format!("crate::{module}::"));
-            named.extend(paths_after(&code, "super::"));
-            for p in named {
-                let first = p.split("::").next().unwrap_or("").to_string();
-                if first != *me && files.contains_key(&first) {
-                    graph.entry(me.as_str()).or_default().insert(first);
-                }
-            }
-        }
-        for start in graph.keys() {
-            let mut seen = BTreeSet::new();
-            let mut todo: Vec<&String> = graph[start].iter().collect();
-            while let Some(n) = todo.pop() {
-                if n == start {
-                    bad.push(format!(
-                        "{}: `{start}` imports a sibling that imports it back",
-                        dir.display()
-                    ));
-                    break;
-                }
-                if seen.insert(n) {
-                    todo.extend(graph.get(n.as_str()).into_iter().flatten());
-                }
-            }
-        }
+    let seg = String::from_utf8_lossy(&s[start..*i]).to_string();
+    if seg.is_empty() {
+        return Vec::new();
     }
-    bad.sort();
-    bad
+    if s[*i..].starts_with(b"::") {
+        *i += 2;
+        let subs = use_tree(s, i);
+        if subs.is_empty() {
+            return vec![(vec![seg.clone()], seg)];
+        }
+        return subs
+            .into_iter()
+            .map(|(mut p, b)| {
+                p.insert(0, seg.clone());
+                (p, b)
+            })
+            .collect();
+    }
+    let mut bind = seg.clone();
+    let mut j = *i;
+    while j < s.len() && s[j].is_ascii_whitespace() {
+        j += 1;
+    }
+    if s[j..].starts_with(b"as ") {
+        j += 3;
+        let a = j;
+        while j < s.len() && (s[j].is_ascii_alphanumeric() || s[j] == b'_') {
+            j += 1;
+        }
+        bind = String::from_utf8_lossy(&s[a..j]).to_string();
+        *i = j;
+    }
+    vec![(vec![seg], bind)]
 }
 
-/// No file of any folder, in the engine or the binary, imports a sibling
-/// that imports it back.
-#[test]
-fn no_folder_has_an_import_cycle_between_its_files() {
-    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-    for root in [here.join("engine/src"), here.join("src")] {
-        let bad = sibling_cycles(&root);
-        assert!(bad.is_empty(), "import cycles:\n{}", bad.join("\n"));
+/// A crate's files by module path (`a/b.rs` and `a/b/mod.rs` are `a::b`,
+/// the root file is the empty path) with their import code (see
+/// [`import_code`]).
+struct CrateFiles {
+    root: PathBuf,
+    files: BTreeMap<Vec<String>, (PathBuf, String)>,
+}
+
+impl CrateFiles {
+    fn read(root: &Path, root_file: &str) -> CrateFiles {
+        let mut paths = Vec::new();
+        rust_files(root, &mut paths);
+        let mut files = BTreeMap::new();
+        for p in paths {
+            let rel = p.strip_prefix(root).unwrap();
+            let mut module: Vec<String> = rel
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().to_string())
+                .collect();
+            let last = module.pop().unwrap();
+            let stem = last.trim_end_matches(".rs");
+            if stem != "mod" && !(module.is_empty() && stem == root_file) {
+                module.push(stem.to_string());
+            }
+            let code = import_code(&std::fs::read_to_string(&p).unwrap());
+            files.insert(module, (rel.to_path_buf(), code));
+        }
+        CrateFiles {
+            root: root.to_path_buf(),
+            files,
+        }
     }
-    // the check finds a cycle through a third file, and only that one
+
+    /// The first segment's base module for a path written in module `m`:
+    /// `crate`, `super` (repeated), `self` or a child module of `m`; `None`
+    /// for another crate's path.
+    fn base(&self, m: &[String], path: &[String]) -> Option<(Vec<String>, usize)> {
+        let mut at = m.to_vec();
+        let mut k = 0;
+        match path.first().map(String::as_str) {
+            Some("crate") => {
+                at.clear();
+                k = 1;
+            }
+            Some("self") => k = 1,
+            Some("super") => {
+                while path.get(k).is_some_and(|s| s == "super") {
+                    at.pop()?;
+                    k += 1;
+                }
+            }
+            Some(first) => {
+                let mut child = m.to_vec();
+                child.push(first.to_string());
+                if !self.files.contains_key(&child) {
+                    return None;
+                }
+            }
+            None => return None,
+        }
+        Some((at, k))
+    }
+
+    /// The file (module path) that defines what `path`, written in module
+    /// `m`, names: the deepest file module on the path, through the named
+    /// re-exports (`pub use x::Y`) of the file it ends in.
+    fn resolve(&self, m: &[String], path: &[String], depth: usize) -> Option<Vec<String>> {
+        let (mut at, mut k) = self.base(m, path)?;
+        while k < path.len() {
+            let mut next = at.clone();
+            next.push(path[k].clone());
+            if !self.files.contains_key(&next) {
+                break;
+            }
+            at = next;
+            k += 1;
+        }
+        if let Some(name) = path.get(k).filter(|_| depth < 8) {
+            let code = &self.files.get(&at)?.1;
+            for (p, bind) in reexports(code) {
+                if &bind == name {
+                    if let Some(t) = self.resolve(&at, &p, depth + 1) {
+                        return Some(t);
+                    }
+                }
+            }
+        }
+        Some(at)
+    }
+
+    /// The files each file imports (by module path), itself left out.
+    fn imports(&self) -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
+        let mut out: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
+        for (m, (_, code)) in &self.files {
+            let children: Vec<String> = self
+                .files
+                .keys()
+                .filter(|c| c.len() == m.len() + 1 && c.starts_with(m))
+                .map(|c| c.last().unwrap().clone())
+                .collect();
+            // a named re-export passes its item through: whoever names the
+            // item imports the file that defines it, the re-exporting file
+            // only when its own code uses the name
+            let mut code = code.clone();
+            for (start, end) in reexport_spans(&code.clone()) {
+                let p = &code[start..end];
+                if !p.contains('*') {
+                    code.replace_range(start..end, &" ".repeat(end - start));
+                }
+            }
+            let b = code.as_bytes();
+            let mut targets = BTreeSet::new();
+            let word = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+            for (p, bind) in reexports(&self.files[m].1) {
+                let used = code.match_indices(bind.as_str()).any(|(i, _)| {
+                    (i == 0 || !word(b[i - 1])) && b.get(i + bind.len()).is_none_or(|c| !word(*c))
+                });
+                if let Some(t) = used.then(|| self.resolve(m, &p, 0)).flatten() {
+                    if &t != m {
+                        targets.insert(t);
+                    }
+                }
+            }
+            let mut i = 0;
+            while i < b.len() {
+                let boundary = i == 0
+                    || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_' || b[i - 1] == b':');
+                let rest = &b[i..];
+                let starts = boundary
+                    && (["crate::", "super::", "self::"]
+                        .iter()
+                        .any(|t| rest.starts_with(t.as_bytes()))
+                        || children
+                            .iter()
+                            .any(|c| rest.starts_with(format!("{c}::").as_bytes())));
+                if !starts {
+                    i += 1;
+                    continue;
+                }
+                let mut j = i;
+                for (p, _) in use_tree(b, &mut j) {
+                    if let Some(t) = self.resolve(m, &p, 0) {
+                        if &t != m {
+                            targets.insert(t);
+                        }
+                    }
+                }
+                i = j.max(i + 1);
+            }
+            out.insert(m.clone(), targets);
+        }
+        out
+    }
+
+    /// Every import cycle: each group of files that import one another,
+    /// directly or through others (a strongly connected set of two or more
+    /// files), as `root: a.rs -> b.rs -> a.rs` with one cycle through its
+    /// first file, and the group's other files.
+    fn cycles(&self) -> Vec<String> {
+        let graph = self.imports();
+        let reach = |from: &Vec<String>| {
+            let mut seen = BTreeSet::new();
+            let mut todo: Vec<&Vec<String>> = graph[from].iter().collect();
+            while let Some(n) = todo.pop() {
+                if seen.insert(n.clone()) {
+                    todo.extend(graph.get(n).into_iter().flatten());
+                }
+            }
+            seen
+        };
+        let reaches: BTreeMap<&Vec<String>, BTreeSet<Vec<String>>> =
+            graph.keys().map(|m| (m, reach(m))).collect();
+        let name = |m: &Vec<String>| self.files[m].0.display().to_string();
+        let mut done = BTreeSet::new();
+        let mut bad = Vec::new();
+        for (m, r) in &reaches {
+            if done.contains(*m) || !r.contains(*m) {
+                continue;
+            }
+            let group: BTreeSet<Vec<String>> = r
+                .iter()
+                .filter(|n| reaches[n].contains(*m))
+                .cloned()
+                .collect();
+            // one shortest cycle from `m` back to itself, inside the group
+            let mut prev: BTreeMap<Vec<String>, Vec<String>> = BTreeMap::new();
+            let mut queue = std::collections::VecDeque::from([(*m).clone()]);
+            'bfs: while let Some(n) = queue.pop_front() {
+                for t in &graph[&n] {
+                    if !group.contains(t) || prev.contains_key(t) {
+                        continue;
+                    }
+                    prev.insert(t.clone(), n.clone());
+                    if t == *m {
+                        break 'bfs;
+                    }
+                    queue.push_back(t.clone());
+                }
+            }
+            let mut path = vec![(*m).clone()];
+            let mut at = prev[*m].clone();
+            while &at != *m {
+                path.push(at.clone());
+                at = prev[&at].clone();
+            }
+            path.push((*m).clone());
+            path.reverse();
+            let shown: Vec<String> = path.iter().map(name).collect();
+            let others: Vec<String> = group
+                .iter()
+                .filter(|g| !path.contains(g))
+                .map(name)
+                .collect();
+            bad.push(format!(
+                "{}: {}{}",
+                self.root.display(),
+                shown.join(" -> "),
+                if others.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (with {})", others.join(", "))
+                }
+            ));
+            done.extend(group);
+        }
+        bad
+    }
+}
+
+/// The byte spans of a file's re-exports (`pub use ...;`,
+/// `pub(crate) use ...;`), each from the path after `use` to the `;`.
+fn reexport_spans(code: &str) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    for p in ["pub use ", "pub(crate) use ", "pub(super) use "] {
+        let mut from = 0;
+        while let Some(i) = code[from..].find(p) {
+            let start = from + i + p.len();
+            let end = code[start..].find(';').map_or(code.len(), |e| start + e);
+            out.push((start, end));
+            from = end;
+        }
+    }
+    out
+}
+
+/// The named re-exports of a file's code: `pub use a::{B, c::D as E};`
+/// gives `a::B` bound as `B` and `a::c::D` bound as `E`.
+fn reexports(code: &str) -> Vec<UsePath> {
+    let mut out = Vec::new();
+    for (start, end) in reexport_spans(code) {
+        let mut i = 0;
+        out.extend(
+            use_tree(&code.as_bytes()[start..end], &mut i)
+                .into_iter()
+                .filter(|(p, _)| p.last().is_some_and(|l| l != "*")),
+        );
+    }
+    out
+}
+
+/// Cycles the engine still has, each left to the work that reshapes its
+/// folder (folder, why): a cycle is let pass only when all its files lie in
+/// such a folder, and each folder listed must still have one (drop it here
+/// once its cycle is gone).
+const KNOWN_CYCLES: &[(&str, &str)] = &[
+    (
+        "models/",
+        "`models/mod.rs` (the `Params` contract every model reads) looks \
+         settings up in `registry.rs`, which names every model: issue 50 \
+         item 1 turns the registry into a list of typed model definitions",
+    ),
+    (
+        "session/",
+        "`session/mod.rs` lists the session files (`SESSION_FILES`) by \
+         names `runs.rs`, `workbench.rs` and `search.rs` define, and they \
+         import `Session` and the checkpoint names from it: `search.rs` is \
+         being rewritten (issue 50 item 3)",
+    ),
+];
+
+/// No file of the engine (`engine/src`) or of the binary (`src`) imports a
+/// file that imports it back, directly or through others, in one folder or
+/// across folders, `mod.rs` included (but for [`KNOWN_CYCLES`]). An import
+/// is a `crate::`, `super::`, `self::` or child-module path (in a `use` or
+/// in code) and goes to the file that defines what it names (through named
+/// `pub use` re-exports, which import nothing themselves); declaring a
+/// module (`mod x;`), comments and a file's own `#[cfg(test)] mod tests`
+/// are not imports.
+#[test]
+fn no_file_imports_a_file_that_imports_it_back() {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (root, root_file) in [(here.join("src"), "main"), (here.join("engine/src"), "lib")] {
+        let files = CrateFiles::read(&root, root_file);
+        assert!(files.files.len() > 20, "{} files read", files.files.len());
+        let prefix = format!("{}: ", root.display());
+        let mut bad = Vec::new();
+        let mut known_seen = BTreeSet::new();
+        for c in files.cycles() {
+            let Some(path) = c.strip_prefix(&prefix) else {
+                bad.push(c);
+                continue;
+            };
+            let names: Vec<&str> = path
+                .split([' ', ',', '(', ')'])
+                .filter(|w| w.ends_with(".rs"))
+                .collect();
+            let known = KNOWN_CYCLES
+                .iter()
+                .find(|(folder, _)| names.iter().all(|n| n.starts_with(folder)));
+            match known {
+                Some((folder, _)) if root_file == "lib" => {
+                    known_seen.insert(*folder);
+                }
+                _ => bad.push(c),
+            }
+        }
+        assert!(bad.is_empty(), "import cycles:\n{}", bad.join("\n"));
+        if root_file == "lib" {
+            for (folder, why) in KNOWN_CYCLES {
+                assert!(
+                    known_seen.contains(folder),
+                    "engine/src/{folder} has no import cycle any more: drop it from KNOWN_CYCLES ({why})"
+                );
+            }
+        }
+    }
+}
+
+/// The cycle check finds a cycle through a third file across folders and
+/// through `mod.rs`, follows re-exports to the file that defines an item, and
+/// counts neither module declarations nor test code.
+#[test]
+fn the_cycle_check_finds_cycles_across_folders() {
     let dir = tempfile::tempdir().unwrap();
-    let f = dir.path().join("text");
-    std::fs::create_dir_all(&f).unwrap();
-    let write = |name: &str, text: &str| std::fs::write(f.join(name), text).unwrap();
-    write("mod.rs", "pub mod a; pub mod b; pub mod c; pub mod d;\n");
-    write("a.rs", "use super::b::X;\n");
-    write("b.rs", "use crate::text::c::Y; // not super::d\n");
-    write("c.rs", "use super::{a, d};\n");
+    let write = |rel: &str, text: &str| {
+        let p = dir.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    let cycles = || CrateFiles::read(dir.path(), "main").cycles();
+    write("main.rs", "mod app; mod screens; mod ui;\nuse app::App;\n");
+    write("app.rs", "use crate::screens::{jobs::Jobs, Screen};\n");
     write(
-        "d.rs",
-        "#[cfg(test)]\nmod tests {\n    use super::super::a;\n}\n",
+        "screens/mod.rs",
+        "pub mod jobs;\npub use jobs::Jobs as J;\n// use crate::app::App;\npub trait Screen {}\n",
     );
-    let bad = sibling_cycles(dir.path());
-    assert_eq!(bad.len(), 3, "{bad:?}");
-    assert!(bad.iter().all(|b| !b.contains("`d`")), "{bad:?}");
+    write(
+        "screens/jobs.rs",
+        "use super::Screen;\nfn f() { crate::ui::draw() }\n#[cfg(test)]\nmod tests {\n    use crate::app::App;\n}\n",
+    );
+    write("ui.rs", "use crate::screens::J;\npub fn draw() {}\n");
+    // jobs -> ui -> (J re-exported from) jobs; mod.rs only declares jobs and
+    // passes it through: not part of the cycle
+    assert_eq!(
+        cycles(),
+        [format!(
+            "{}: screens/jobs.rs -> ui.rs -> screens/jobs.rs",
+            dir.path().display()
+        )]
+    );
+    write("ui.rs", "pub fn draw() {}\n");
+    assert_eq!(cycles(), Vec::<String>::new());
+    // mod.rs using the item it re-exports imports its file
+    write(
+        "screens/mod.rs",
+        "pub mod jobs;\npub use jobs::Jobs as J;\npub trait Screen {}\nfn f(_: J) {}\n",
+    );
+    assert_eq!(
+        cycles(),
+        [format!(
+            "{}: screens/mod.rs -> screens/jobs.rs -> screens/mod.rs",
+            dir.path().display()
+        )]
+    );
+    // a screen naming the shell, through `super::super`, closes a circle of
+    // three across folders with mod.rs in it
+    write("screens/jobs.rs", "use super::super::app::App;\n");
+    write("app.rs", "use crate::screens::{Screen};\n");
+    write(
+        "screens/mod.rs",
+        "pub mod jobs;\nuse jobs::Jobs;\npub trait Screen {}\n",
+    );
+    assert_eq!(
+        cycles(),
+        [format!(
+            "{}: app.rs -> screens/mod.rs -> screens/jobs.rs -> app.rs",
+            dir.path().display()
+        )]
+    );
 }

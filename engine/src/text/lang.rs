@@ -1,8 +1,7 @@
-//! The two languages of a workspace and their vocabularies.
+//! The two languages of a workspace: which side a text is in, and the
+//! language codes they are named by.
 
 use serde::{Deserialize, Serialize};
-
-use super::Vocabulary;
 
 /// Which language of a workspace a text is in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -20,25 +19,6 @@ impl Side {
         match self {
             Side::Source => Side::Target,
             Side::Target => Side::Source,
-        }
-    }
-}
-
-/// Vocabularies of both sides, as a model was trained with them.
-#[derive(Debug, Clone)]
-pub struct Vocabs {
-    /// Query-language vocabulary.
-    pub source: Vocabulary,
-    /// Document-language vocabulary.
-    pub target: Vocabulary,
-}
-
-impl Vocabs {
-    /// The vocabulary of `side`.
-    pub fn side(&self, side: Side) -> &Vocabulary {
-        match side {
-            Side::Source => &self.source,
-            Side::Target => &self.target,
         }
     }
 }

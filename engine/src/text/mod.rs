@@ -20,10 +20,10 @@ mod vocab;
 pub mod weight;
 
 pub use analyzer::{Analyzer, TextConfig, TextSettings};
-pub use lang::{check_lang, Side, Vocabs, MAX_LANG_LEN};
+pub use lang::{check_lang, Side, MAX_LANG_LEN};
 pub use query::{Dropped, QueryWord, QueryWords};
 pub use sequence::Sequences;
 pub use sparse::CsrMatrix;
 pub use units::{UnitModel, Units};
 pub use vectors::{read_vec, VecTable};
-pub use vocab::{Encoded, Fallback, LeftOut, Unknown, Vocabulary};
+pub use vocab::{Encoded, Fallback, LeftOut, Unknown, Vocabs, Vocabulary};

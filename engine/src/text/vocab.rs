@@ -3,8 +3,27 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::{units, CsrMatrix};
+use super::{units, CsrMatrix, Side};
 use crate::{Error, Result};
+
+/// Vocabularies of both sides, as a model was trained with them.
+#[derive(Debug, Clone)]
+pub struct Vocabs {
+    /// Query-language vocabulary.
+    pub source: Vocabulary,
+    /// Document-language vocabulary.
+    pub target: Vocabulary,
+}
+
+impl Vocabs {
+    /// The vocabulary of `side`.
+    pub fn side(&self, side: Side) -> &Vocabulary {
+        match side {
+            Side::Source => &self.source,
+            Side::Target => &self.target,
+        }
+    }
+}
 
 /// The terms of one language that a model knows: the top-k by document
 /// frequency on the training texts. Saved with every model (`vocab.<lang>.json`).

@@ -17,7 +17,7 @@ use rosetta::eval::Metric;
 use super::{Ctx, Screen, View};
 use crate::tui::backend::*;
 use crate::tui::keymap::{Action, Context, Keymap};
-use crate::tui::ui::*;
+use crate::tui::widgets::*;
 
 /// Compare screen state.
 #[derive(Debug, Clone, Default)]
@@ -167,12 +167,10 @@ pub enum Reply {
 }
 
 impl CompareScreen {
-    fn request(&mut self, cx: &mut Ctx<'_>) {
-        let Some(jobs) = cx.jobs else {
-            return;
-        };
-        let ids: Vec<String> = jobs
+    fn request(&mut self, cx: &mut Ctx<'_, Request>) {
+        let ids: Vec<String> = cx
             .sessions
+            .list
             .iter()
             .filter(|s| s.state == State::Done || s.best_mrr.is_some())
             .map(|s| s.id.clone())
@@ -181,7 +179,8 @@ impl CompareScreen {
             return;
         }
         // rows named as everywhere else: by the session's name
-        let sessions: Vec<(String, String)> = ids.iter().cloned().zip(jobs.names(&ids)).collect();
+        let sessions: Vec<(String, String)> =
+            ids.iter().cloned().zip(cx.sessions.names(&ids)).collect();
         if self.pending {
             self.again = true;
             return;
@@ -194,7 +193,7 @@ impl CompareScreen {
         });
     }
 
-    fn action(&mut self, a: Action, cx: &mut Ctx<'_>) {
+    fn action(&mut self, a: Action, cx: &mut Ctx<'_, Request>) {
         if self.rankings.is_some() {
             return self.rankings_action(a);
         }
@@ -270,7 +269,7 @@ impl CompareScreen {
     }
 
     /// Keys of the open drill-down: scroll, ←→ another metric, Enter or Esc closes.
-    fn drill_action(&mut self, a: Action, cx: &mut Ctx<'_>) {
+    fn drill_action(&mut self, a: Action, cx: &mut Ctx<'_, Request>) {
         let page = 10;
         let Some(d) = self.drill.as_mut() else {
             return;
@@ -309,7 +308,7 @@ impl CompareScreen {
 
     /// Enter on the drill-down's first row: both sessions' rankings of
     /// that query, asked of the backend.
-    fn open_rankings(&mut self, cx: &mut Ctx<'_>) {
+    fn open_rankings(&mut self, cx: &mut Ctx<'_, Request>) {
         let Some(d) = self.drill.as_ref() else {
             return;
         };
@@ -359,7 +358,7 @@ impl CompareScreen {
     }
 
     /// A key while the export path is typed: Enter writes, Esc cancels.
-    fn export_key(&mut self, k: KeyEvent, cx: &mut Ctx<'_>) {
+    fn export_key(&mut self, k: KeyEvent, cx: &mut Ctx<'_, Request>) {
         let Some(p) = self.export.as_mut() else {
             return;
         };
@@ -392,7 +391,7 @@ impl CompareScreen {
         }
     }
 
-    fn reply(&mut self, r: Reply, cx: &mut Ctx<'_>) -> bool {
+    fn reply(&mut self, r: Reply, cx: &mut Ctx<'_, Request>) -> bool {
         let mut changed = true;
         match r {
             Reply::Progress { fraction, what } => {
@@ -495,19 +494,19 @@ impl Screen for CompareScreen {
         }
     }
 
-    fn on_reply(&mut self, r: Reply, cx: &mut Ctx<'_>) -> bool {
+    fn on_reply(&mut self, r: Reply, cx: &mut Ctx<'_, Request>) -> bool {
         self.reply(r, cx)
     }
 
-    fn on_action(&mut self, a: Action, cx: &mut Ctx<'_>) {
+    fn on_action(&mut self, a: Action, cx: &mut Ctx<'_, Request>) {
         self.action(a, cx)
     }
 
-    fn on_show(&mut self, cx: &mut Ctx<'_>) {
+    fn on_show(&mut self, cx: &mut Ctx<'_, Request>) {
         self.request(cx)
     }
 
-    fn on_close(&mut self, cx: &mut Ctx<'_>) {
+    fn on_close(&mut self, cx: &mut Ctx<'_, Request>) {
         *cx.message = None;
         // one level back: rankings to queries, queries to the table
         if self.rankings.take().is_none() {
@@ -519,7 +518,7 @@ impl Screen for CompareScreen {
         self.export.is_some()
     }
 
-    fn edit_key(&mut self, k: KeyEvent, cx: &mut Ctx<'_>) {
+    fn edit_key(&mut self, k: KeyEvent, cx: &mut Ctx<'_, Request>) {
         self.export_key(k, cx)
     }
 

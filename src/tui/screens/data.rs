@@ -9,7 +9,7 @@ use ratatui::Frame;
 use super::{Ctx, Screen, View};
 use crate::tui::backend::*;
 use crate::tui::keymap::{Action, Context, Keymap};
-use crate::tui::ui::*;
+use crate::tui::widgets::*;
 
 /// Data screen state.
 #[derive(Debug, Clone, Default)]
@@ -42,7 +42,7 @@ pub enum Reply {
 }
 
 impl DataScreen {
-    fn request(&mut self, cx: &mut Ctx<'_>) {
+    fn request(&mut self, cx: &mut Ctx<'_, Request>) {
         let ws = cx
             .selected_session()
             .map(|s| s.workspace.clone())
@@ -88,7 +88,7 @@ impl Screen for DataScreen {
         }
     }
 
-    fn on_reply(&mut self, r: Reply, _cx: &mut Ctx<'_>) -> bool {
+    fn on_reply(&mut self, r: Reply, _cx: &mut Ctx<'_, Request>) -> bool {
         let Reply::Stats { workspace, result } = r;
         if self.workspace.as_deref() == Some(workspace.as_str()) {
             self.pending = false;
@@ -103,14 +103,14 @@ impl Screen for DataScreen {
         true
     }
 
-    fn on_action(&mut self, a: Action, cx: &mut Ctx<'_>) {
+    fn on_action(&mut self, a: Action, cx: &mut Ctx<'_, Request>) {
         if a == Action::Refresh {
             self.stats = None;
             self.request(cx);
         }
     }
 
-    fn on_show(&mut self, cx: &mut Ctx<'_>) {
+    fn on_show(&mut self, cx: &mut Ctx<'_, Request>) {
         self.request(cx);
     }
 

@@ -6,6 +6,12 @@
 //! answers and frames to them, wrapping each screen's requests and replies in
 //! one variant of its routing enums; `ui.rs` draws the frame around them.
 //!
+//! Nothing here or in a screen imports the shell or the frame: a screen
+//! reaches outside itself only through its [`Ctx`] (typed by its own
+//! requests) and reads the sessions the Jobs screen scanned as a plain
+//! [`Sessions`] list. A screen's own popups are its own [`Modal`]s; the
+//! shell's (help, quit, the session picker) are [`Popup`]s.
+//!
 //! Adding a backend call to a screen touches the screen's file (a request
 //! variant, its reply, `execute`, `failed` and `on_reply`) and the backend.
 
@@ -22,17 +28,62 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::layout::Rect;
 use ratatui::Frame;
 
-use super::app::{Message, Popup, Request};
 use super::backend::{Backend, SessionSummary, State};
 use super::config::Settings;
 use super::keymap::{Action, Keymap};
-use jobs::JobsScreen;
+
+/// A line of feedback at the bottom of the screen.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Message {
+    /// Something happened.
+    Info(String),
+    /// Something failed.
+    Error(String),
+}
+
+/// What a session picker chooses for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PickFor {
+    /// The Search screen's session.
+    Search,
+    /// A Neighbours pane (0 left, 1 right).
+    Neighbours(usize),
+}
+
+/// The shell's popups over the current screen (a screen's own popups are
+/// its [`Modal`]s).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Popup {
+    /// Key help, scrolled by `scroll` lines.
+    Help { scroll: u16 },
+    /// Jobs started here still run: leave or cancel them?
+    ConfirmQuit(Vec<String>),
+    /// Choose a session.
+    Picker { purpose: PickFor, selected: usize },
+}
+
+/// A screen's popup (helix's compositor layer): while open it takes every
+/// key and draws over the frame.
+pub trait Modal: Sized {
+    /// The requests its keys may send (its screen's).
+    type Request;
+    /// A key, with the global action it is bound to: the popup as it stays
+    /// open, or `None` when the key closes it.
+    fn key(
+        self,
+        k: KeyEvent,
+        action: Option<Action>,
+        cx: &mut Ctx<'_, Self::Request>,
+    ) -> Option<Self>;
+    /// Draws the popup over the frame.
+    fn draw(&self, f: &mut Frame, v: &View<'_>);
+}
 
 /// The contract of a screen: state, messages, keys and drawing in one type.
 pub trait Screen {
-    /// Work this screen asks of the backend (wrapped by the app's
-    /// [`Request`]).
-    type Request: Debug + Clone + PartialEq + Into<Request>;
+    /// Work this screen asks of the backend (the shell wraps it in its own
+    /// routing enum).
+    type Request: Debug + Clone + PartialEq;
     /// The backend's answers to [`Screen::Request`].
     type Reply: Debug + Clone + PartialEq;
 
@@ -49,18 +100,18 @@ pub trait Screen {
 
     /// Applies an answer; `false` when nothing shown changed (a stale or
     /// empty answer), so the shell need not redraw.
-    fn on_reply(&mut self, r: Self::Reply, cx: &mut Ctx<'_>) -> bool;
+    fn on_reply(&mut self, r: Self::Reply, cx: &mut Ctx<'_, Self::Request>) -> bool;
 
     /// Runs an action of this screen's key context (global actions are the
     /// shell's).
-    fn on_action(&mut self, a: Action, cx: &mut Ctx<'_>);
+    fn on_action(&mut self, a: Action, cx: &mut Ctx<'_, Self::Request>);
 
     /// The screen became the current one: ask for what it shows.
-    fn on_show(&mut self, _cx: &mut Ctx<'_>) {}
+    fn on_show(&mut self, _cx: &mut Ctx<'_, Self::Request>) {}
 
     /// `Esc` on the screen: close one level of what is open, else clear
     /// the status line.
-    fn on_close(&mut self, cx: &mut Ctx<'_>) {
+    fn on_close(&mut self, cx: &mut Ctx<'_, Self::Request>) {
         *cx.message = None;
     }
 
@@ -70,7 +121,7 @@ pub trait Screen {
     }
 
     /// A key while [`Screen::editing`].
-    fn edit_key(&mut self, _k: KeyEvent, _cx: &mut Ctx<'_>) {}
+    fn edit_key(&mut self, _k: KeyEvent, _cx: &mut Ctx<'_, Self::Request>) {}
 
     /// Leaves any text field (the screen is left or a popup opens).
     fn stop_editing(&mut self) {}
@@ -88,15 +139,15 @@ pub trait Screen {
 }
 
 /// What a screen may touch outside itself while it handles an action or an
-/// answer: the settings, the Jobs screen's sessions, the popup, the status
-/// line and the requests for the backend.
-pub struct Ctx<'a> {
+/// answer: the settings, the sessions Jobs scanned, the shell's popup, the
+/// status line and the requests (`R`, the screen's own) for the backend.
+pub struct Ctx<'a, R> {
     /// Theme, keymap and defaults.
     pub settings: &'a Settings,
-    /// The Jobs screen (its sessions and selection); `None` while the Jobs
-    /// screen itself is handled.
-    pub jobs: Option<&'a JobsScreen>,
-    /// The open popup.
+    /// The sessions the Jobs screen scanned and its selection (empty while
+    /// the Jobs screen itself is handled: it has its own).
+    pub sessions: Sessions<'a>,
+    /// The shell's open popup.
     pub popup: &'a mut Option<Popup>,
     /// The status line.
     pub message: &'a mut Option<Message>,
@@ -107,13 +158,13 @@ pub struct Ctx<'a> {
     /// Ring the terminal bell.
     pub bell: &'a mut bool,
     /// Requests for the event loop to run.
-    pub outbox: &'a mut Vec<Request>,
+    pub outbox: &'a mut Vec<R>,
 }
 
-impl Ctx<'_> {
+impl<R> Ctx<'_, R> {
     /// Queues a request for the backend.
-    pub fn send(&mut self, r: impl Into<Request>) {
-        self.outbox.push(r.into());
+    pub fn send(&mut self, r: R) {
+        self.outbox.push(r);
     }
     /// Shows `s` on the status line.
     pub fn info(&mut self, s: impl Into<String>) {
@@ -127,15 +178,15 @@ impl Ctx<'_> {
     }
     /// The session selected on Jobs.
     pub fn selected_session(&self) -> Option<&SessionSummary> {
-        self.jobs.and_then(|j| j.selected_session())
+        self.sessions.shown
     }
-    /// Where a session picker opens (see [`pickable`]).
+    /// Where a session picker opens (see [`Sessions::picker_start`]).
     pub fn picker_start(&self) -> usize {
-        self.jobs.map(picker_start).unwrap_or(0)
+        self.sessions.picker_start()
     }
-    /// See [`jobs_choice`].
+    /// See [`Sessions::jobs_choice`].
     pub fn jobs_choice(&self) -> Option<String> {
-        self.jobs.and_then(jobs_choice)
+        self.sessions.jobs_choice()
     }
 }
 
@@ -143,53 +194,79 @@ impl Ctx<'_> {
 pub struct View<'a> {
     /// Theme, keymap and defaults.
     pub settings: &'a Settings,
-    /// The Jobs screen (its sessions and their names).
-    pub jobs: &'a JobsScreen,
+    /// The sessions the Jobs screen scanned and its selection.
+    pub sessions: Sessions<'a>,
 }
 
 impl View<'_> {
     /// The name a session is shown by (its display name, a name several
     /// share with its folder name added), for session `id`.
     pub fn session_name(&self, id: &str) -> String {
-        session_name(self.jobs, id)
+        self.sessions
+            .names(&[id.to_string()])
+            .pop()
+            .unwrap_or_else(|| id.to_string())
     }
 }
 
-/// See [`View::session_name`].
-pub fn session_name(jobs: &JobsScreen, id: &str) -> String {
-    jobs.names(&[id.to_string()])
-        .pop()
-        .unwrap_or_else(|| id.to_string())
+/// The sessions as the Jobs screen scanned them, with its selection: what
+/// the other screens and the pickers read of it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Sessions<'a> {
+    /// The sessions, as scanned.
+    pub list: &'a [SessionSummary],
+    /// The key of the row selected on Jobs (a session id or a sweep's key).
+    pub selected: Option<&'a str>,
+    /// The selected session, when its row shows on Jobs.
+    pub shown: Option<&'a SessionSummary>,
 }
 
-/// Sessions a picker offers: done first, then the rest, as scanned.
-pub fn pickable(jobs: &JobsScreen) -> Vec<&SessionSummary> {
-    let mut v: Vec<&SessionSummary> = jobs
-        .sessions
-        .iter()
-        .filter(|s| s.state == State::Done)
-        .collect();
-    v.extend(jobs.sessions.iter().filter(|s| s.state != State::Done));
-    v
-}
+impl<'a> Sessions<'a> {
+    /// Names of `ids` that tell them apart, whole: display names, a name
+    /// two sessions share with its folder name added (the engine's
+    /// `unique_names`). The Compare table's systems are named so.
+    pub fn names(&self, ids: &[String]) -> Vec<String> {
+        let names: Vec<String> = ids
+            .iter()
+            .map(|id| {
+                self.list
+                    .iter()
+                    .find(|s| &s.id == id)
+                    .map_or(id.clone(), |s| s.label().to_string())
+            })
+            .collect();
+        rosetta::session::runs::unique_names(&names, ids)
+    }
 
-/// Where a session picker opens: on the session selected on Jobs, else the
-/// first.
-pub fn picker_start(jobs: &JobsScreen) -> usize {
-    pickable(jobs)
-        .iter()
-        .position(|s| Some(&s.id) == jobs.selected.as_ref())
-        .unwrap_or(0)
-}
+    /// Sessions a picker offers: done first, then the rest, as scanned.
+    pub fn pickable(&self) -> Vec<&'a SessionSummary> {
+        let mut v: Vec<&SessionSummary> = self
+            .list
+            .iter()
+            .filter(|s| s.state == State::Done)
+            .collect();
+        v.extend(self.list.iter().filter(|s| s.state != State::Done));
+        v
+    }
 
-/// The session selected on Jobs, when it can be searched (finished, or with
-/// a checkpoint): where Search and Neighbours start.
-pub fn jobs_choice(jobs: &JobsScreen) -> Option<String> {
-    jobs.sessions
-        .iter()
-        .find(|s| Some(&s.id) == jobs.selected.as_ref())
-        .filter(|s| s.state == State::Done || s.best_mrr.is_some())
-        .map(|s| s.id.clone())
+    /// Where a session picker opens: on the session selected on Jobs, else
+    /// the first.
+    pub fn picker_start(&self) -> usize {
+        self.pickable()
+            .iter()
+            .position(|s| Some(s.id.as_str()) == self.selected)
+            .unwrap_or(0)
+    }
+
+    /// The session selected on Jobs, when it can be searched (finished, or
+    /// with a checkpoint): where Search and Neighbours start.
+    pub fn jobs_choice(&self) -> Option<String> {
+        self.list
+            .iter()
+            .find(|s| Some(s.id.as_str()) == self.selected)
+            .filter(|s| s.state == State::Done || s.best_mrr.is_some())
+            .map(|s| s.id.clone())
+    }
 }
 
 /// Applies a key to a text field being typed: Backspace, Ctrl-U (clear) and

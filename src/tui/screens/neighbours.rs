@@ -11,10 +11,10 @@ use ratatui::Frame;
 use crossterm::event::{KeyCode, KeyEvent};
 
 use super::{edit_text, Ctx, Screen, View};
-use crate::tui::app::{PickFor, Popup};
+use super::{PickFor, Popup};
 use crate::tui::backend::*;
 use crate::tui::keymap::{Action, Context, Keymap};
-use crate::tui::ui::*;
+use crate::tui::widgets::*;
 use rosetta::text::Side;
 
 /// One Neighbours pane.
@@ -193,7 +193,7 @@ pub enum Reply {
 
 impl NeighScreen {
     /// Looks `term` up in both panes; `record` adds it to the history.
-    fn lookup(&mut self, cx: &mut Ctx<'_>, term: String, side: Side, record: bool) {
+    fn lookup(&mut self, cx: &mut Ctx<'_, Request>, term: String, side: Side, record: bool) {
         if term.is_empty() {
             return;
         }
@@ -234,7 +234,7 @@ impl NeighScreen {
 
     /// Enter while typing: runs the lookup, or (association mode) keeps
     /// the filter or writes the export file.
-    fn submit(&mut self, input: Option<AssocInput>, cx: &mut Ctx<'_>) {
+    fn submit(&mut self, input: Option<AssocInput>, cx: &mut Ctx<'_, Request>) {
         match input {
             Some(AssocInput::Filter) => self.assoc.selected = 0,
             Some(AssocInput::Path) => self.export_associations(cx),
@@ -248,7 +248,7 @@ impl NeighScreen {
 
     /// Asks for the association table of the focused pane's session with
     /// the current kind and CSLS setting, unless it is already shown or asked.
-    fn request_associations(&mut self, cx: &mut Ctx<'_>) {
+    fn request_associations(&mut self, cx: &mut Ctx<'_, Request>) {
         let Some(session) = self.panes[self.pane].session.clone() else {
             cx.error("choose a session first (s)");
             return;
@@ -274,7 +274,7 @@ impl NeighScreen {
         });
     }
 
-    fn export_associations(&mut self, cx: &mut Ctx<'_>) {
+    fn export_associations(&mut self, cx: &mut Ctx<'_, Request>) {
         let path = self.assoc.path.trim().to_string();
         if path.is_empty() {
             cx.error("no file given: nothing exported");
@@ -291,7 +291,7 @@ impl NeighScreen {
         });
     }
 
-    fn assoc_action(&mut self, a: Action, cx: &mut Ctx<'_>) {
+    fn assoc_action(&mut self, a: Action, cx: &mut Ctx<'_, Request>) {
         let n = self.assoc.shown().len();
         let last = n.saturating_sub(1);
         let av = &mut self.assoc;
@@ -359,7 +359,7 @@ impl NeighScreen {
         }
     }
 
-    fn action(&mut self, a: Action, cx: &mut Ctx<'_>) {
+    fn action(&mut self, a: Action, cx: &mut Ctx<'_, Request>) {
         if self.assoc.on {
             return self.assoc_action(a, cx);
         }
@@ -446,7 +446,7 @@ impl NeighScreen {
         }
     }
 
-    fn reply(&mut self, r: Reply, cx: &mut Ctx<'_>) -> bool {
+    fn reply(&mut self, r: Reply, cx: &mut Ctx<'_, Request>) -> bool {
         match r {
             Reply::Associations { seq, result } => {
                 let a = &mut self.assoc;
@@ -496,7 +496,7 @@ impl NeighScreen {
 
     /// The session chosen for pane `p` in the picker (or on Jobs): look the
     /// term up there.
-    pub(crate) fn pick(&mut self, p: usize, id: String, cx: &mut Ctx<'_>) {
+    pub(crate) fn pick(&mut self, p: usize, id: String, cx: &mut Ctx<'_, Request>) {
         self.panes[p] = NeighPane::new(id);
         let q = self.query.trim().to_string();
         if !q.is_empty() {
@@ -571,15 +571,15 @@ impl Screen for NeighScreen {
         }
     }
 
-    fn on_reply(&mut self, r: Reply, cx: &mut Ctx<'_>) -> bool {
+    fn on_reply(&mut self, r: Reply, cx: &mut Ctx<'_, Request>) -> bool {
         self.reply(r, cx)
     }
 
-    fn on_action(&mut self, a: Action, cx: &mut Ctx<'_>) {
+    fn on_action(&mut self, a: Action, cx: &mut Ctx<'_, Request>) {
         self.action(a, cx)
     }
 
-    fn on_show(&mut self, cx: &mut Ctx<'_>) {
+    fn on_show(&mut self, cx: &mut Ctx<'_, Request>) {
         // with none chosen yet, start on the session selected on Jobs
         if self.panes[0].session.is_none() {
             if let Some(id) = cx.jobs_choice() {
@@ -592,7 +592,7 @@ impl Screen for NeighScreen {
         self.editing || self.assoc.input.is_some()
     }
 
-    fn edit_key(&mut self, k: KeyEvent, cx: &mut Ctx<'_>) {
+    fn edit_key(&mut self, k: KeyEvent, cx: &mut Ctx<'_, Request>) {
         match k.code {
             KeyCode::Esc => self.stop_editing(),
             KeyCode::Enter => {

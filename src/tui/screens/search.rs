@@ -12,11 +12,11 @@ use ratatui::Frame;
 use crossterm::event::{KeyCode, KeyEvent};
 
 use super::{edit_text, Ctx, Screen, View};
-use crate::tui::app::{PickFor, Popup};
+use super::{PickFor, Popup};
 use crate::tui::backend::*;
 use crate::tui::config::Theme;
 use crate::tui::keymap::{Action, Context, Keymap};
-use crate::tui::ui::*;
+use crate::tui::widgets::*;
 use rosetta::session::search::QueryHistory;
 
 /// The document view: one result's whole document, scrolled.
@@ -171,7 +171,7 @@ pub enum Reply {
 }
 
 impl SearchScreen {
-    fn run(&mut self, cx: &mut Ctx<'_>) {
+    fn run(&mut self, cx: &mut Ctx<'_, Request>) {
         let q = self.query.trim().to_string();
         if q.is_empty() {
             return;
@@ -229,7 +229,7 @@ impl SearchScreen {
     }
 
     /// Opens the document view on result `i` and asks for its document.
-    fn open_document(&mut self, cx: &mut Ctx<'_>, i: usize) {
+    fn open_document(&mut self, cx: &mut Ctx<'_, Request>, i: usize) {
         let Some(h) = self.result.as_ref().and_then(|r| r.hits.get(i)) else {
             return;
         };
@@ -256,7 +256,7 @@ impl SearchScreen {
 
     /// Keys in the document view; `false` when the key is not the view's
     /// (the view is closed and the key applies to the results).
-    fn doc_action(&mut self, a: Action, cx: &mut Ctx<'_>) -> bool {
+    fn doc_action(&mut self, a: Action, cx: &mut Ctx<'_, Request>) -> bool {
         let n = self.result.as_ref().map_or(0, |r| r.hits.len());
         let Some(v) = self.doc.as_mut() else {
             return false;
@@ -290,7 +290,7 @@ impl SearchScreen {
         true
     }
 
-    fn action(&mut self, a: Action, cx: &mut Ctx<'_>) {
+    fn action(&mut self, a: Action, cx: &mut Ctx<'_, Request>) {
         if self.doc_action(a, cx) {
             return;
         }
@@ -350,13 +350,13 @@ impl SearchScreen {
         }
     }
 
-    fn rerun(&mut self, cx: &mut Ctx<'_>) {
+    fn rerun(&mut self, cx: &mut Ctx<'_, Request>) {
         if !self.query.trim().is_empty() && matches!(self.index, IndexState::Ready(_)) {
             self.run(cx);
         }
     }
 
-    fn reply(&mut self, r: Reply, cx: &mut Ctx<'_>) -> bool {
+    fn reply(&mut self, r: Reply, cx: &mut Ctx<'_, Request>) -> bool {
         match r {
             Reply::IndexProgress {
                 session,
@@ -426,7 +426,7 @@ impl SearchScreen {
     }
 
     /// The session chosen in the picker (or on Jobs): load its index.
-    pub(crate) fn pick(&mut self, id: String, cx: &mut Ctx<'_>) {
+    pub(crate) fn pick(&mut self, id: String, cx: &mut Ctx<'_, Request>) {
         if self.session.as_deref() == Some(id.as_str())
             && matches!(
                 self.index,
@@ -515,15 +515,15 @@ impl Screen for SearchScreen {
         }
     }
 
-    fn on_reply(&mut self, r: Reply, cx: &mut Ctx<'_>) -> bool {
+    fn on_reply(&mut self, r: Reply, cx: &mut Ctx<'_, Request>) -> bool {
         self.reply(r, cx)
     }
 
-    fn on_action(&mut self, a: Action, cx: &mut Ctx<'_>) {
+    fn on_action(&mut self, a: Action, cx: &mut Ctx<'_, Request>) {
         self.action(a, cx)
     }
 
-    fn on_show(&mut self, cx: &mut Ctx<'_>) {
+    fn on_show(&mut self, cx: &mut Ctx<'_, Request>) {
         // with none chosen yet, start on the session selected on Jobs
         if self.session.is_none() {
             if let Some(id) = cx.jobs_choice() {
@@ -532,7 +532,7 @@ impl Screen for SearchScreen {
         }
     }
 
-    fn on_close(&mut self, cx: &mut Ctx<'_>) {
+    fn on_close(&mut self, cx: &mut Ctx<'_, Request>) {
         if self.doc.take().is_none() {
             *cx.message = None;
         }
@@ -542,7 +542,7 @@ impl Screen for SearchScreen {
         self.editing
     }
 
-    fn edit_key(&mut self, k: KeyEvent, cx: &mut Ctx<'_>) {
+    fn edit_key(&mut self, k: KeyEvent, cx: &mut Ctx<'_, Request>) {
         match k.code {
             KeyCode::Esc => self.editing = false,
             KeyCode::Enter => {

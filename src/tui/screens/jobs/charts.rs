@@ -8,9 +8,10 @@ use ratatui::text::Span;
 use ratatui::widgets::{Axis, Chart, Dataset, GraphType, LegendPosition, Paragraph};
 use ratatui::Frame;
 
-use super::View;
+use super::model::JobsScreen;
 use crate::tui::config::Theme;
-use crate::tui::ui::*;
+use crate::tui::screens::View;
+use crate::tui::widgets::*;
 use rosetta::plot::{self, PlotOptions, XAxis};
 use rosetta::session::runs::elide_middle;
 
@@ -18,8 +19,7 @@ use rosetta::session::runs::elide_middle;
 /// epochs or times they span).
 pub const RECENT_POINTS: usize = 500;
 
-fn chart_sessions(view: &View<'_>) -> Vec<String> {
-    let j = &view.jobs;
+fn chart_sessions(j: &JobsScreen) -> Vec<String> {
     let mut v: Vec<String> = j.marked.iter().cloned().collect();
     if let Some(s) = &j.selected {
         if !v.contains(s) && j.selected_session().is_some() {
@@ -193,19 +193,17 @@ fn label_ticks(b: [f64; 2]) -> Vec<f64> {
 
 /// Overlay labels of `ids`: display names, shared prefix elided, then cut
 /// in the middle to `n` characters.
-fn overlay_labels(view: &View<'_>, ids: &[String], n: usize) -> Vec<String> {
-    view.jobs
-        .labels(ids)
+fn overlay_labels(j: &JobsScreen, ids: &[String], n: usize) -> Vec<String> {
+    j.labels(ids)
         .into_iter()
         .map(|l| elide_middle(&l, n))
         .collect()
 }
 
-pub(super) fn draw_loss_chart(f: &mut Frame, view: &View<'_>, area: Rect) {
+pub(super) fn draw_loss_chart(f: &mut Frame, j: &JobsScreen, view: &View<'_>, area: Rect) {
     let th = &view.settings.theme;
-    let j = &view.jobs;
     let max_pts = (area.width as usize).saturating_sub(10).max(8) * 2;
-    let ids = chart_sessions(view);
+    let ids = chart_sessions(j);
     let overlay = !j.marked.is_empty();
     let opts = PlotOptions {
         metric: "loss".into(),
@@ -219,7 +217,7 @@ pub(super) fn draw_loss_chart(f: &mut Frame, view: &View<'_>, area: Rect) {
             return draw_parts_chart(f, view, area, &s.curves, &opts, max_pts);
         }
     }
-    let labels = overlay_labels(view, &ids, 18);
+    let labels = overlay_labels(j, &ids, 18);
     let mut lines: Vec<plot::Line> = Vec::new();
     let mut phase_title = String::new();
     let mut phase_short = String::new();
@@ -353,13 +351,12 @@ fn draw_parts_chart(
     );
 }
 
-pub(super) fn draw_valid_chart(f: &mut Frame, view: &View<'_>, area: Rect) {
+pub(super) fn draw_valid_chart(f: &mut Frame, j: &JobsScreen, view: &View<'_>, area: Rect) {
     let th = &view.settings.theme;
-    let j = &view.jobs;
-    let ids = chart_sessions(view);
+    let ids = chart_sessions(j);
     let overlay = !j.marked.is_empty();
     let metric = j.chart_metric.clone().unwrap_or_else(|| "MRR".into());
-    let labels = overlay_labels(view, &ids, 18);
+    let labels = overlay_labels(j, &ids, 18);
     let mut lines = Vec::new();
     for (id, label) in ids.iter().zip(labels) {
         let Some(s) = j.series.get(id) else { continue };

@@ -8,11 +8,11 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph, Wrap};
 use ratatui::Frame;
 
-use super::{Ctx, JobsScreen, Request};
-use crate::tui::app::Popup;
+use super::request::Request;
 use crate::tui::backend::*;
 use crate::tui::config::Theme;
-use crate::tui::ui::*;
+use crate::tui::screens::Ctx;
+use crate::tui::widgets::*;
 use rosetta::jobs;
 
 /// The fields of the new-job form, in the order shown.
@@ -412,21 +412,18 @@ impl JobForm {
     }
 }
 
-impl JobsScreen {
+impl JobForm {
     /// A key in the new-job form: the form as it stays open, or `None`
-    /// when it closes.
-    pub(crate) fn form_key(
-        &mut self,
-        mut form: JobForm,
-        k: KeyEvent,
-        cx: &mut Ctx<'_>,
-    ) -> Option<Popup> {
+    /// when it closes (`cx`'s sessions are the ones names are checked
+    /// against).
+    pub(super) fn key(mut self, k: KeyEvent, cx: &mut Ctx<'_, Request>) -> Option<JobForm> {
+        let form = &mut self;
         if form.submitting {
             // Only Esc (close, the launch still completes) while waiting.
             return if k.code == KeyCode::Esc {
                 None
             } else {
-                Some(Popup::Form(form))
+                Some(self)
             };
         }
         let nf = form.fields.len();
@@ -468,7 +465,7 @@ impl JobsScreen {
                 form.fields[form.focus].value.push(c)
             }
             KeyCode::Enter => {
-                if let Some(spec) = form.validate(&self.sessions) {
+                if let Some(spec) = form.validate(cx.sessions.list) {
                     form.submitting = true;
                     form.error = None;
                     cx.send(Request::Launch(Box::new(spec)));
@@ -486,9 +483,9 @@ impl JobsScreen {
         );
         if edited && (form.error.is_some() || form.fields.iter().any(|f| f.error.is_some())) {
             form.error = None;
-            form.validate(&self.sessions);
+            form.validate(cx.sessions.list);
         }
-        Some(Popup::Form(form))
+        Some(self)
     }
 }
 

@@ -1,411 +1,48 @@
 //! The Jobs screen: training sessions, their curves and the new-job form —
-//! state, key handling, backend answers and drawing, as a [`Screen`]. The
-//! table, the new-job form, the charts and the detail panes (selection,
-//! log, details popup) each have their own file.
+//! key handling, backend answers and drawing, as a [`Screen`]. Its state
+//! (`model.rs`), requests and replies (`request.rs`), popups (`popup.rs`, a
+//! [`Modal`](crate::tui::screens::Modal) it owns), the table, the new-job
+//! form, the charts, the log pane and the details popup each have their own
+//! file; none of them imports this one.
 
 mod charts;
 mod detail;
 mod form;
+mod log;
+mod model;
+mod popup;
+mod request;
 mod table;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
-use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use crossterm::event::{KeyCode, KeyEvent};
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
-pub use detail::{draw_detail, draw_edit_meta};
-pub use form::{draw_form, JobForm};
+#[cfg(test)]
+pub use form::draw_form;
+pub use form::JobForm;
+pub use model::{sweep_key, JobRow, JobsScreen, SMOOTHING};
+pub use popup::JobsPopup;
+pub use request::{Reply, Request};
 
 use super::{edit_text, Ctx, Screen, View};
-use crate::tui::app::Popup;
 use crate::tui::backend::*;
 use crate::tui::keymap::{Action, Context, Keymap};
-use crate::tui::state::UiState;
-use crate::tui::ui::*;
+use crate::tui::widgets::*;
 use charts::{draw_loss_chart, draw_valid_chart};
-use detail::{detail_lines_len, draw_log_pane};
-use rosetta::jobs;
-use rosetta::plot::XAxis;
-use rosetta::session::runs::{distinct_labels, RunFilter};
-use rosetta::session::Curves;
+use log::draw_log_pane;
 use table::{counts_text, draw_table, k_sweep};
-
-/// A session's curves as tailed so far (the engine's [`Curves`]).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Series {
-    /// Bytes of `metrics.jsonl` read so far.
-    pub offset: u64,
-    /// Malformed lines seen.
-    pub bad_lines: usize,
-    /// The curves.
-    pub curves: Curves,
-}
-
-impl Series {
-    fn apply(&mut self, chunk: MetricsChunk) {
-        if chunk.reset {
-            *self = Series::default();
-        }
-        self.offset = chunk.next_offset;
-        self.bad_lines += chunk.bad_lines;
-        for r in &chunk.records {
-            self.curves.push(r);
-        }
-    }
-}
-
-/// Jobs screen state.
-#[derive(Debug, Clone, Default)]
-pub struct JobsScreen {
-    /// Sessions as last scanned.
-    pub sessions: Vec<SessionSummary>,
-    /// At least one scan came back.
-    pub scanned: bool,
-    /// Scan error, if the last one failed.
-    pub error: Option<String>,
-    /// Selected session id.
-    pub selected: Option<String>,
-    /// List filter text.
-    pub filter: String,
-    /// Typing into the filter.
-    pub editing_filter: bool,
-    /// Sessions marked for overlaid charts.
-    pub marked: BTreeSet<String>,
-    /// Curves per session.
-    pub series: HashMap<String, Series>,
-    /// Charts show all steps (else the recent window).
-    pub full_history: bool,
-    /// The training phase the loss chart shows (index into the selected
-    /// session's phases); `None` follows the latest.
-    pub loss_phase: Option<usize>,
-    /// The loss chart shows the step records' named parts (loss terms, a
-    /// discriminator's loss and accuracy) instead of the loss.
-    pub show_parts: bool,
-    /// The loss chart's y axis is logarithmic.
-    pub log_loss: bool,
-    /// The charts' x axis.
-    pub x_axis: XAxis,
-    /// Index into [`SMOOTHING`] of the charts' EMA factor.
-    pub smoothing: usize,
-    /// The right chart's figure (`None`: validation MRR).
-    pub chart_metric: Option<String>,
-    /// Marks and baseline as last remembered (`None`: not remembered).
-    pub persisted: Option<UiState>,
-    /// The log pane beside the curves is shown.
-    pub show_log: bool,
-    /// The log pane's session and its last lines (or why they cannot be
-    /// read).
-    pub log: Option<(String, Result<Vec<String>, String>)>,
-    /// The table's sort: a column (`name`, `model`, `state`, `best MRR`
-    /// or a setting) and whether descending; `None`: folder order.
-    pub sort: Option<(String, bool)>,
-    /// The launcher last used under the sessions root: where the new-job
-    /// form starts.
-    pub launcher: LauncherMemory,
-    /// Sweeps shown open (their points and sessions under their row).
-    pub expanded: BTreeSet<String>,
-    /// Requests in flight.
-    pending_scan: bool,
-    pending_tail: BTreeSet<String>,
-    pending_log: bool,
-}
 
 /// Lines of `log.txt` the log pane asks for (more than any pane is high).
 const LOG_PANE_LINES: usize = 200;
 
-/// The EMA factors `s` steps through (0: no smoothing).
-pub const SMOOTHING: [f64; 5] = [0.9, 0.95, 0.99, 0.0, 0.6];
-
-impl JobsScreen {
-    /// The filter as the engine parses it, or why it does not parse (then
-    /// nothing is filtered out).
-    pub fn run_filter(&self) -> Result<RunFilter, String> {
-        self.filter.parse::<RunFilter>().map_err(|e| e.to_string())
-    }
-    /// Sessions passing the filter (the engine's [`RunFilter`]: words,
-    /// `lr=0.01`, `mrr>0.5`, `tag=x`), in table order.
-    pub fn visible(&self) -> Vec<&SessionSummary> {
-        let f = self.run_filter().unwrap_or_default();
-        let mut v: Vec<&SessionSummary> = self.sessions.iter().filter(|s| f.matches(*s)).collect();
-        if let Some((key, desc)) = &self.sort {
-            // numbers as numbers, missing values last whatever the direction
-            let value = |s: &SessionSummary| -> Option<String> {
-                match key.as_str() {
-                    "name" => Some(s.label().to_string()),
-                    "model" => Some(s.model.clone()),
-                    "state" => Some(s.state.as_str().to_string()),
-                    "best MRR" => s.best_mrr.map(|m| m.to_string()),
-                    k => s.settings.get(k).cloned(),
-                }
-            };
-            rosetta::session::runs::sort_by_column(&mut v, *desc, |s| value(s));
-        }
-        v
-    }
-    /// The columns `S` steps through: name, model, state, best MRR, then
-    /// each setting that differs between the listed sessions.
-    pub fn sort_keys(&self) -> Vec<String> {
-        let f = self.run_filter().unwrap_or_default();
-        let maps: Vec<&std::collections::BTreeMap<String, String>> = self
-            .sessions
-            .iter()
-            .filter(|s| f.matches(*s))
-            .map(|s| &s.settings)
-            .collect();
-        let mut keys: Vec<String> = ["name", "model", "state", "best MRR"]
-            .map(String::from)
-            .to_vec();
-        keys.extend(
-            rosetta::session::runs::differing_keys(&maps)
-                .into_iter()
-                .filter(|k| k != "model"),
-        );
-        keys
-    }
-    /// The EMA factor of the charts.
-    pub fn smooth(&self) -> f64 {
-        SMOOTHING[self.smoothing % SMOOTHING.len()]
-    }
-    /// Labels of `ids` that tell them apart: display names (a name two
-    /// sessions share gets its folder name added) with their shared prefix
-    /// elided (the engine's `distinct_labels`).
-    pub fn labels(&self, ids: &[String]) -> Vec<String> {
-        distinct_labels(&self.names(ids))
-    }
-    /// Names of `ids` that tell them apart, whole: display names, a name
-    /// two sessions share with its folder name added (the engine's
-    /// `unique_names`). The Compare table's systems are named so.
-    pub fn names(&self, ids: &[String]) -> Vec<String> {
-        let names: Vec<String> = ids
-            .iter()
-            .map(|id| {
-                self.sessions
-                    .iter()
-                    .find(|s| &s.id == id)
-                    .map_or(id.clone(), |s| s.label().to_string())
-            })
-            .collect();
-        rosetta::session::runs::unique_names(&names, ids)
-    }
-    /// The table's rows in order: sessions, and each sweep as one row
-    /// where its first session would be (the engine's grouping,
-    /// [`jobs::sweep::group`]), with its points and their sessions under it
-    /// when it is open.
-    pub fn rows(&self) -> Vec<JobRow<'_>> {
-        let visible = self.visible();
-        let members = visible
-            .iter()
-            .filter_map(|s| {
-                Some((
-                    s.sweep.clone()?,
-                    jobs::sweep::MemberFigures {
-                        dir: s.dir.clone(),
-                        model: s.model.clone(),
-                        state: s.state,
-                        best: s.best.clone(),
-                    },
-                ))
-            })
-            .collect();
-        let sweeps = jobs::sweep::group(members);
-        let mut out = Vec::new();
-        let mut shown = BTreeSet::new();
-        for s in &visible {
-            let Some(m) = &s.sweep else {
-                out.push(JobRow::Session(s, 0));
-                continue;
-            };
-            if !shown.insert(m.id.clone()) {
-                continue;
-            }
-            let Some(sw) = sweeps.iter().find(|x| x.id == m.id) else {
-                continue;
-            };
-            out.push(JobRow::Sweep(sw.clone()));
-            if self.expanded.contains(&sw.id) {
-                for (i, p) in sw.points.iter().enumerate() {
-                    out.push(JobRow::Point {
-                        sweep: sw.id.clone(),
-                        index: i,
-                        label: sw.point_label(i),
-                        point: p.clone(),
-                    });
-                    for d in &p.dirs {
-                        if let Some(x) = visible.iter().find(|v| &v.dir == d) {
-                            out.push(JobRow::Session(x, 2));
-                        }
-                    }
-                }
-            }
-        }
-        out
-    }
-    /// The selected session, when its row shows.
-    pub fn selected_session(&self) -> Option<&SessionSummary> {
-        let id = self.selected.as_ref()?;
-        self.rows().into_iter().find_map(|r| match r {
-            JobRow::Session(s, _) if &s.id == id => Some(s),
-            _ => None,
-        })
-    }
-    /// The sweep whose row (or point row) is selected.
-    pub fn selected_sweep(&self) -> Option<String> {
-        let key = self.selected.as_ref()?;
-        self.rows().into_iter().find_map(|r| match &r {
-            JobRow::Sweep(_) | JobRow::Point { .. } if r.key() == *key => {
-                Some(r.sweep_id().to_string())
-            }
-            _ => None,
-        })
-    }
-    /// Index of the selection among the rows.
-    pub fn selected_index(&self) -> Option<usize> {
-        let id = self.selected.as_ref()?;
-        self.rows().iter().position(|r| &r.key() == id)
-    }
-    /// Selects the first row when the selection is not shown.
-    pub fn keep_selection_shown(&mut self) {
-        if self.selected_index().is_none() {
-            if let Some(k) = self.rows().first().map(JobRow::key) {
-                self.selected = Some(k);
-            }
-        }
-    }
-    fn move_sel(&mut self, delta: isize) {
-        let v: Vec<String> = self.rows().iter().map(JobRow::key).collect();
-        if v.is_empty() {
-            return;
-        }
-        let cur = self.selected_index().map(|i| i as isize).unwrap_or(-1);
-        let n = v.len() as isize;
-        let i = (cur + delta).clamp(0, n - 1) as usize;
-        self.selected = Some(v[i].clone());
-    }
-}
-
-/// One row of the Jobs table.
-#[derive(Debug, Clone)]
-pub enum JobRow<'a> {
-    /// A session; indented by `depth` under its sweep's point.
-    Session(&'a SessionSummary, usize),
-    /// A sweep: its sessions as one group (mean ± sd over seeds).
-    Sweep(SweepSummary),
-    /// One point of an open sweep.
-    Point {
-        /// The sweep id.
-        sweep: String,
-        /// The point's index in the sweep.
-        index: usize,
-        /// Its varying settings (`dim=64 lr=0.01`).
-        label: String,
-        /// Its sessions and figures.
-        point: jobs::sweep::PointSummary,
-    },
-}
-
-impl JobRow<'_> {
-    /// The row's selection key: a session's id; a sweep's (or its
-    /// point's) starts with `.`, which no session name does.
-    pub fn key(&self) -> String {
-        match self {
-            JobRow::Session(s, _) => s.id.clone(),
-            JobRow::Sweep(sw) => sweep_key(&sw.id),
-            JobRow::Point { sweep, index, .. } => format!("{}/{index}", sweep_key(sweep)),
-        }
-    }
-    fn sweep_id(&self) -> &str {
-        match self {
-            JobRow::Session(s, _) => s.sweep.as_ref().map_or("", |m| m.id.as_str()),
-            JobRow::Sweep(sw) => &sw.id,
-            JobRow::Point { sweep, .. } => sweep,
-        }
-    }
-}
-
-/// The selection key of sweep `id`'s row.
-pub fn sweep_key(id: &str) -> String {
-    format!(".sweep/{id}")
-}
-
-/// Work the Jobs screen asks of the backend.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Request {
-    /// Rescan the sessions root.
-    ListSessions,
-    /// Read new metrics records.
-    TailMetrics { session: String, offset: u64 },
-    /// Read a session's settings (duplicate-with-changes).
-    SessionSpec { session: String },
-    /// Start a job.
-    Launch(Box<JobSpec>),
-    /// Read the launcher last used under the sessions root.
-    LauncherMemory,
-    /// Stop a job.
-    Cancel(String),
-    /// Restart a job from its checkpoint.
-    Resume(String),
-    /// A session's details (the details popup).
-    SessionDetail(String),
-    /// The last `lines` lines of a session's log (the log pane).
-    LogTail { session: String, lines: usize },
-    /// Set a session's name, tags or note.
-    SetMeta {
-        session: String,
-        field: MetaField,
-        value: String,
-    },
-    /// Delete a session.
-    Delete(String),
-}
-
-/// The backend's answers to [`Request`].
-#[derive(Debug, Clone, PartialEq)]
-pub enum Reply {
-    Sessions(Result<Vec<SessionSummary>, String>),
-    Metrics {
-        session: String,
-        offset: u64,
-        chunk: Result<MetricsChunk, String>,
-    },
-    Spec {
-        session: String,
-        spec: Result<Box<JobSpec>, String>,
-    },
-    Launched(Result<Launched, String>),
-    LauncherMemory(Result<LauncherMemory, String>),
-    Cancelled {
-        session: String,
-        result: Result<(), String>,
-    },
-    Resumed {
-        session: String,
-        result: Result<Launched, String>,
-    },
-    Detail {
-        session: String,
-        result: Result<Box<RunDetail>, String>,
-    },
-    LogTail {
-        session: String,
-        result: Result<Vec<String>, String>,
-    },
-    MetaSet {
-        session: String,
-        field: MetaField,
-        result: Result<(), String>,
-    },
-    Deleted {
-        session: String,
-        result: Result<(), String>,
-    },
-}
-
 impl JobsScreen {
     /// Queues a rescan of the sessions root (unless one is in flight).
-    pub fn poll_sessions(&mut self, cx: &mut Ctx<'_>) {
+    pub fn poll_sessions(&mut self, cx: &mut Ctx<'_, Request>) {
         if !self.pending_scan {
             self.pending_scan = true;
             cx.send(Request::ListSessions);
@@ -414,7 +51,7 @@ impl JobsScreen {
 
     /// Queues metrics tails for the selected and marked sessions, and the
     /// selected session's log when the log pane shows.
-    pub fn poll_metrics(&mut self, cx: &mut Ctx<'_>) {
+    pub fn poll_metrics(&mut self, cx: &mut Ctx<'_, Request>) {
         // a sweep's row has no curves nor log of its own
         let session = self.selected_session().map(|s| s.id.clone());
         if let (true, false, Some(s)) = (self.show_log, self.pending_log, session.clone()) {
@@ -441,7 +78,7 @@ impl JobsScreen {
         }
     }
 
-    fn action(&mut self, a: Action, cx: &mut Ctx<'_>) {
+    fn action(&mut self, a: Action, cx: &mut Ctx<'_, Request>) {
         match a {
             Action::Up => self.move_sel(-1),
             Action::Down => self.move_sel(1),
@@ -466,7 +103,7 @@ impl JobsScreen {
                     launcher: self.launcher.clone(),
                     ..Default::default()
                 };
-                *cx.popup = Some(Popup::Form(JobForm::new("New training job", &spec)));
+                self.popup = Some(JobsPopup::Form(JobForm::new("New training job", &spec)));
             }
             Action::DuplicateJob => {
                 if let Some(s) = self.selected_session() {
@@ -478,7 +115,7 @@ impl JobsScreen {
             }
             Action::CancelJob => match self.selected_session() {
                 Some(s) if !s.state.is_final() => {
-                    *cx.popup = Some(Popup::ConfirmCancel(s.id.clone()));
+                    self.popup = Some(JobsPopup::ConfirmCancel(s.id.clone()));
                 }
                 Some(s) => {
                     let m = format!("{} is {}: nothing to cancel", s.id, s.state.as_str());
@@ -580,7 +217,7 @@ impl JobsScreen {
                 }
                 Some(s) => {
                     let session = s.id.clone();
-                    *cx.popup = Some(Popup::Detail {
+                    self.popup = Some(JobsPopup::Detail {
                         session: session.clone(),
                         scroll: 0,
                         detail: None,
@@ -598,7 +235,7 @@ impl JobsScreen {
                     );
                     cx.error(m)
                 }
-                Some(s) => *cx.popup = Some(Popup::ConfirmDelete(s.id.clone())),
+                Some(s) => self.popup = Some(JobsPopup::ConfirmDelete(s.id.clone())),
                 None => self.no_job_selected(cx),
             },
             Action::RenameJob | Action::TagJob | Action::NoteJob => match self.selected_session() {
@@ -608,7 +245,7 @@ impl JobsScreen {
                         Action::TagJob => (MetaField::Tags, s.tags.join(" ")),
                         _ => (MetaField::Note, s.note.clone()),
                     };
-                    *cx.popup = Some(Popup::EditMeta {
+                    self.popup = Some(JobsPopup::EditMeta {
                         session: s.id.clone(),
                         field,
                         value,
@@ -648,85 +285,9 @@ impl JobsScreen {
         }
     }
 
-    /// A key in a Jobs popup (details, delete confirmation, name/tags/note
-    /// editor): the popup as it stays open, or `None` when it closes.
-    pub(crate) fn popup_key(
-        &mut self,
-        p: Popup,
-        k: KeyEvent,
-        action: Option<Action>,
-        cx: &mut Ctx<'_>,
-    ) -> Option<Popup> {
-        match p {
-            Popup::Detail {
-                session,
-                scroll,
-                detail,
-            } => {
-                let scroll = match (k.code, action) {
-                    (KeyCode::Esc, _) | (_, Some(Action::Quit)) => return None,
-                    (_, Some(Action::Down)) => scroll.saturating_add(1),
-                    (_, Some(Action::Up)) => scroll.saturating_sub(1),
-                    (_, Some(Action::PageDown)) => scroll.saturating_add(10),
-                    (_, Some(Action::PageUp)) => scroll.saturating_sub(10),
-                    (_, Some(Action::Top)) => 0,
-                    (_, Some(Action::Bottom)) => detail_lines_len(&detail) as u16,
-                    _ => scroll,
-                };
-                Some(Popup::Detail {
-                    session,
-                    scroll,
-                    detail,
-                })
-            }
-            Popup::ConfirmDelete(id) => match k.code {
-                KeyCode::Char('y') | KeyCode::Char('Y') => {
-                    cx.info(format!("deleting {id}…"));
-                    cx.send(Request::Delete(id));
-                    None
-                }
-                KeyCode::Esc | KeyCode::Char('n') | KeyCode::Char('N') => None,
-                _ => Some(Popup::ConfirmDelete(id)),
-            },
-            Popup::EditMeta {
-                session,
-                field,
-                mut value,
-            } => {
-                match k.code {
-                    KeyCode::Esc => return None,
-                    KeyCode::Enter => {
-                        cx.send(Request::SetMeta {
-                            session,
-                            field,
-                            value,
-                        });
-                        return None;
-                    }
-                    KeyCode::Backspace => {
-                        value.pop();
-                    }
-                    KeyCode::Char('u') if k.modifiers.contains(KeyModifiers::CONTROL) => {
-                        value.clear()
-                    }
-                    KeyCode::Char(c) if !k.modifiers.contains(KeyModifiers::CONTROL) => {
-                        value.push(c)
-                    }
-                    _ => {}
-                }
-                Some(Popup::EditMeta {
-                    session,
-                    field,
-                    value,
-                })
-            }
-            other => Some(other),
-        }
-    }
-
     /// The error of an action on one job with none selected (a sweep's
     /// row is no job: its sessions are, once it is open).
-    fn no_job_selected(&self, cx: &mut Ctx<'_>) {
+    fn no_job_selected(&self, cx: &mut Ctx<'_, Request>) {
         if self.selected_sweep().is_some() {
             cx.error("a sweep's row: Enter opens it, then select one of its sessions");
         } else {
@@ -736,7 +297,7 @@ impl JobsScreen {
 
     /// A job alert on the status line, with the terminal bell when the
     /// settings ask for it.
-    fn alert(&self, msg: String, bad: bool, cx: &mut Ctx<'_>) {
+    fn alert(&self, msg: String, bad: bool, cx: &mut Ctx<'_, Request>) {
         crate::tui::log::info(&format!("alert: {msg}"));
         if bad {
             cx.error(msg);
@@ -748,7 +309,7 @@ impl JobsScreen {
 
     /// Alerts for the jobs whose state changed between two scans: finished,
     /// failed, cancelled, their process gone, or their loss diverging.
-    fn job_alerts(&self, old: &[SessionSummary], cx: &mut Ctx<'_>) {
+    fn job_alerts(&self, old: &[SessionSummary], cx: &mut Ctx<'_, Request>) {
         let mut alerts = Vec::new();
         for s in &self.sessions {
             let Some(o) = old.iter().find(|o| o.id == s.id) else {
@@ -778,7 +339,7 @@ impl JobsScreen {
         }
     }
 
-    fn reply(&mut self, r: Reply, cx: &mut Ctx<'_>) -> bool {
+    fn reply(&mut self, r: Reply, cx: &mut Ctx<'_, Request>) -> bool {
         let mut changed = true;
         match r {
             Reply::Sessions(res) => {
@@ -829,7 +390,7 @@ impl JobsScreen {
                         launcher: self.launcher.clone(),
                         ..*spec
                     };
-                    *cx.popup = Some(Popup::Form(JobForm::new(
+                    self.popup = Some(JobsPopup::Form(JobForm::new(
                         format!("New job from {session}"),
                         &spec,
                     )))
@@ -844,11 +405,11 @@ impl JobsScreen {
                 Err(e) => cx.error(format!("launcher not recalled: {e}")),
             },
             Reply::Launched(res) => {
-                let form_open = matches!(cx.popup, Some(Popup::Form(_)));
+                let form_open = matches!(self.popup, Some(JobsPopup::Form(_)));
                 match res {
                     Ok(l) => {
                         if form_open {
-                            *cx.popup = None;
+                            self.popup = None;
                         }
                         let on = l
                             .slurm_job
@@ -875,7 +436,7 @@ impl JobsScreen {
                         self.poll_sessions(cx);
                     }
                     Err(e) => {
-                        if let Some(Popup::Form(f)) = cx.popup {
+                        if let Some(JobsPopup::Form(f)) = &mut self.popup {
                             f.submitting = false;
                             f.error = Some(e.clone());
                         }
@@ -890,8 +451,8 @@ impl JobsScreen {
                 }
                 Err(e) => cx.error(e),
             },
-            Reply::Detail { session, result } => match cx.popup {
-                Some(Popup::Detail {
+            Reply::Detail { session, result } => match &mut self.popup {
+                Some(JobsPopup::Detail {
                     session: open,
                     detail,
                     ..
@@ -1046,15 +607,15 @@ impl Screen for JobsScreen {
         }
     }
 
-    fn on_reply(&mut self, r: Reply, cx: &mut Ctx<'_>) -> bool {
+    fn on_reply(&mut self, r: Reply, cx: &mut Ctx<'_, Request>) -> bool {
         self.reply(r, cx)
     }
 
-    fn on_action(&mut self, a: Action, cx: &mut Ctx<'_>) {
+    fn on_action(&mut self, a: Action, cx: &mut Ctx<'_, Request>) {
         self.action(a, cx)
     }
 
-    fn on_close(&mut self, cx: &mut Ctx<'_>) {
+    fn on_close(&mut self, cx: &mut Ctx<'_, Request>) {
         *cx.message = None;
         self.filter.clear();
     }
@@ -1063,7 +624,7 @@ impl Screen for JobsScreen {
         self.editing_filter
     }
 
-    fn edit_key(&mut self, k: KeyEvent, _cx: &mut Ctx<'_>) {
+    fn edit_key(&mut self, k: KeyEvent, _cx: &mut Ctx<'_, Request>) {
         match k.code {
             KeyCode::Esc | KeyCode::Enter => self.editing_filter = false,
             _ => {
@@ -1083,8 +644,7 @@ impl Screen for JobsScreen {
     }
 
     fn draw(&self, f: &mut Frame, area: Rect, view: &View<'_>) {
-        // `view.jobs` is this screen
-        draw(f, view, area)
+        draw(f, self, view, area)
     }
 
     fn hints(&self, km: &Keymap) -> String {
@@ -1094,9 +654,8 @@ impl Screen for JobsScreen {
 
 /// Draws the Jobs screen: the sessions table, the selection's details and
 /// the curves.
-fn draw(f: &mut Frame, view: &View<'_>, area: Rect) {
+fn draw(f: &mut Frame, j: &JobsScreen, view: &View<'_>, area: Rect) {
     let th = &view.settings.theme;
-    let j = view.jobs;
     let visible = j.visible();
     let rows = j.rows();
     let table_h = ((rows.len().max(1) + 3) as u16).clamp(5, (area.height * 2 / 5).max(5));
@@ -1106,7 +665,7 @@ fn draw(f: &mut Frame, view: &View<'_>, area: Rect) {
         Constraint::Min(6),
     ])
     .areas(area);
-    draw_table(f, view, ta, &visible, &rows);
+    draw_table(f, j, view, ta, &visible, &rows);
     let wide = area.width >= 110;
     let sel = j.selected_session();
     let series = sel.and_then(|s| j.series.get(&s.id));
@@ -1188,8 +747,8 @@ fn draw(f: &mut Frame, view: &View<'_>, area: Rect) {
     if !j.show_log {
         let [lc, vc] =
             Layout::horizontal([Constraint::Percentage(55), Constraint::Percentage(45)]).areas(ca);
-        draw_loss_chart(f, view, lc);
-        draw_valid_chart(f, view, vc);
+        draw_loss_chart(f, j, view, lc);
+        draw_valid_chart(f, j, view, vc);
     } else if area.width >= 140 {
         let [lc, vc, gc] = Layout::horizontal([
             Constraint::Percentage(40),
@@ -1197,15 +756,15 @@ fn draw(f: &mut Frame, view: &View<'_>, area: Rect) {
             Constraint::Percentage(32),
         ])
         .areas(ca);
-        draw_loss_chart(f, view, lc);
-        draw_valid_chart(f, view, vc);
-        draw_log_pane(f, view, gc);
+        draw_loss_chart(f, j, view, lc);
+        draw_valid_chart(f, j, view, vc);
+        draw_log_pane(f, j, view, gc);
     } else {
         // narrow: the log takes the validation chart's place
         let [lc, gc] =
             Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(ca);
-        draw_loss_chart(f, view, lc);
-        draw_log_pane(f, view, gc);
+        draw_loss_chart(f, j, view, lc);
+        draw_log_pane(f, j, view, gc);
     }
 }
 

@@ -7,10 +7,11 @@ use ratatui::text::Span;
 use ratatui::widgets::{Cell, Paragraph, Row, Table, TableState};
 use ratatui::Frame;
 
-use super::{JobRow, View};
+use super::model::{JobRow, JobsScreen};
 use crate::tui::backend::*;
 use crate::tui::keymap::{Action, Context};
-use crate::tui::ui::*;
+use crate::tui::screens::View;
+use crate::tui::widgets::*;
 use rosetta::jobs;
 use rosetta::session::runs::elide_middle;
 
@@ -68,13 +69,13 @@ fn states_cell(states: &[State]) -> String {
 /// as mean ± sd); open, its points follow with their sessions.
 pub(super) fn draw_table(
     f: &mut Frame,
+    j: &JobsScreen,
     view: &View<'_>,
     area: Rect,
     visible: &[&SessionSummary],
     table_rows: &[JobRow],
 ) {
     let th = &view.settings.theme;
-    let j = &view.jobs;
     let wide = area.width >= 110;
     let maps: Vec<&std::collections::BTreeMap<String, String>> =
         visible.iter().map(|s| &s.settings).collect();
