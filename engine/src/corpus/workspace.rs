@@ -496,13 +496,15 @@ impl Workspace {
         Ok(self)
     }
 
-    /// Error for the first data file (or `[parallel] labels` file) that does
-    /// not exist, naming the workspace file and the line that names it, the
-    /// path it was read as (relative paths are read from the workspace's
-    /// folder) and the fix; a folder's files nearest the name are offered.
+    /// Error for the first data file that does not exist, naming the
+    /// workspace file and the line that names it, the path it was read as
+    /// (relative paths are read from the workspace's folder) and the fix; a
+    /// folder's files nearest the name are offered. The `[parallel] labels`
+    /// file is display only (it stays out of the content hash, so a session
+    /// stays valid when it is added): [`Workspace::read_labels`] gives the
+    /// same error when it reads a missing one.
     pub fn check_data_files(&self) -> Result<()> {
-        let files = self.data_files().into_iter().chain(self.labels.clone());
-        for f in files {
+        for f in self.data_files() {
             if std::fs::metadata(&f).is_err() {
                 return Err(self.missing_file(&f));
             }
@@ -641,6 +643,9 @@ impl Workspace {
         let Some(path) = &self.labels else {
             return Ok(None);
         };
+        if std::fs::metadata(path).is_err() {
+            return Err(self.missing_file(path));
+        }
         let lines = crate::text::io::read_lines(path)?;
         if lines.len() != pairs {
             return Err(Error::file(

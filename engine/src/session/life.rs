@@ -452,7 +452,9 @@ mod owner {
         assert!(files.len() > 20, "{}", src.display());
         let mut found = Vec::new();
         for (path, code) in &files {
-            if path.ends_with("session/life.rs") {
+            // an index build's status is another file (`index/status.json`)
+            // with its one writer, the build itself
+            if path.ends_with("session/life.rs") || path.ends_with("jobs/index.rs") {
                 continue;
             }
             for (i, line) in code.lines().enumerate() {
