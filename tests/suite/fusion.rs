@@ -12,6 +12,38 @@ fn json(out: &std::process::Output) -> Value {
     serde_json::from_str(ok(out).trim()).unwrap()
 }
 
+/// A small S2Net session on the tiny workspace: the workspace (kept alive),
+/// the folder the session is in and the session.
+fn s2net_session() -> (tempfile::TempDir, tempfile::TempDir, std::path::PathBuf) {
+    let ws = tiny_workspace();
+    let wsf = ws.path().join("workspace.toml");
+    let root = tempfile::tempdir().unwrap();
+    let s2 = root.path().join("s2net");
+    train(
+        root.path(),
+        &wsf,
+        "s2net",
+        &s2,
+        &["--dim", "4", "--epochs", "2"],
+    );
+    (ws, root, s2)
+}
+
+/// `rosetta eval --session S2 --task adhoc --json` with `more`: its
+/// `adhoc_fused` report.
+fn fused(root: &tempfile::TempDir, s2: &std::path::Path, more: &[&str]) -> Value {
+    let mut args = vec![
+        "eval",
+        "--session",
+        s2.to_str().unwrap(),
+        "--task",
+        "adhoc",
+        "--json",
+    ];
+    args.extend_from_slice(more);
+    json(&rosetta(root.path(), &args))["adhoc_fused"].clone()
+}
+
 #[test]
 fn dictionary_translations_become_target_text() {
     use rosetta::corpus::Workspace;
@@ -27,29 +59,8 @@ fn dictionary_translations_become_target_text() {
 
 #[test]
 fn beta_auto_tunes_beta_and_lambda_and_beta_one_is_the_old_fusion() {
-    let ws = tiny_workspace();
-    let wsf = ws.path().join("workspace.toml");
-    let root = tempfile::tempdir().unwrap();
-    let s2 = root.path().join("s2net");
-    train(
-        root.path(),
-        &wsf,
-        "s2net",
-        &s2,
-        &["--dim", "4", "--epochs", "2"],
-    );
-    let eval = |more: &[&str]| {
-        let mut args = vec![
-            "eval",
-            "--session",
-            s2.to_str().unwrap(),
-            "--task",
-            "adhoc",
-            "--json",
-        ];
-        args.extend_from_slice(more);
-        json(&rosetta(root.path(), &args))["adhoc_fused"].clone()
-    };
+    let (_ws, root, s2) = s2net_session();
+    let eval = |more: &[&str]| fused(&root, &s2, more);
     let old = eval(&["--fuse", "bm25:auto"]);
     assert!(old.get("beta").is_none(), "{old}");
     assert_eq!(old["tuning"]["tried"].as_array().unwrap().len(), 11);
@@ -207,29 +218,8 @@ fn fused_queries_through_apertium_when_installed() {
 /// the same figures as asking for that set by its flags.
 #[test]
 fn fuse_auto_chooses_the_signal_set_on_the_tuning_half() {
-    let ws = tiny_workspace();
-    let wsf = ws.path().join("workspace.toml");
-    let root = tempfile::tempdir().unwrap();
-    let s2 = root.path().join("s2net");
-    train(
-        root.path(),
-        &wsf,
-        "s2net",
-        &s2,
-        &["--dim", "4", "--epochs", "2"],
-    );
-    let eval = |more: &[&str]| {
-        let mut args = vec![
-            "eval",
-            "--session",
-            s2.to_str().unwrap(),
-            "--task",
-            "adhoc",
-            "--json",
-        ];
-        args.extend_from_slice(more);
-        json(&rosetta(root.path(), &args))["adhoc_fused"].clone()
-    };
+    let (_ws, root, s2) = s2net_session();
+    let eval = |more: &[&str]| fused(&root, &s2, more);
     let f = eval(&["--fuse", "auto"]);
     let tried = f["auto"].as_array().unwrap();
     let sets: Vec<(String, bool)> = tried

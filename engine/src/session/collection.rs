@@ -292,6 +292,34 @@ fn chunk_path(dir: &Path, i: usize) -> PathBuf {
     dir.join(format!("chunk-{i:06}.npy"))
 }
 
+/// The BLAKE3 (hex) of chunk `i`'s bytes as written, beside it: a chunk
+/// whose bytes no longer hash to it (edited, truncated, copied in) is
+/// encoded again, never reused.
+fn chunk_hash_path(dir: &Path, i: usize) -> PathBuf {
+    dir.join(format!("chunk-{i:06}.npy.blake3"))
+}
+
+/// Chunk `i` of `rows` texts of width `dim`, when it and its checksum are
+/// regular files (never through a link), the checksum is its bytes' and
+/// the header declares that shape; `None` otherwise.
+fn read_chunk(dir: &Path, i: usize, rows: usize, dim: usize) -> Option<Array2<f32>> {
+    use crate::util::{read_regular, Links, SMALL_FILE_LIMIT};
+    let recorded = read_regular(&chunk_hash_path(dir, i), Links::Refuse, SMALL_FILE_LIMIT).ok()?;
+    let path = chunk_path(dir, i);
+    if recorded != crate::util::hash_file(&path).ok()?.as_bytes() {
+        return None;
+    }
+    crate::index::dense::read_npy_checked(&path, Links::Refuse, Some((rows, dim))).ok()
+}
+
+/// Writes chunk `i` and then its checksum (each by temp file + rename).
+fn write_chunk(dir: &Path, i: usize, chunk: &Array2<f32>) -> Result<()> {
+    let bytes = crate::index::dense::npy_bytes(chunk)?;
+    crate::util::write_atomic(&chunk_path(dir, i), &bytes)?;
+    let hash = blake3::hash(&bytes).to_hex().to_string();
+    crate::util::write_atomic(&chunk_hash_path(dir, i), hash.as_bytes())
+}
+
 /// Encodes `n` texts of width `dim` in chunks of `opt.chunk` under `dir`,
 /// calling `encode` on ranges of at most `opt.batch` texts and `report`
 /// after each; chunks a previous run wrote for the same `want` (checkpoint,
@@ -336,14 +364,9 @@ pub fn build_chunks(
     let rows_of = |i: usize| (i * opt.chunk)..((i + 1) * opt.chunk).min(n);
     let mut parts: Vec<Array2<f32>> = Vec::with_capacity(chunks);
     for i in 0..chunks {
-        let r = rows_of(i);
-        match crate::index::dense::read_npy_checked(
-            &chunk_path(dir, i),
-            Links::Refuse,
-            Some((r.len(), dim)),
-        ) {
-            Ok(a) => parts.push(a),
-            Err(_) => break,
+        match read_chunk(dir, i, rows_of(i).len(), dim) {
+            Some(a) => parts.push(a),
+            None => break,
         }
     }
     let reused = parts.iter().map(|p| p.nrows()).sum::<usize>();
@@ -392,7 +415,7 @@ pub fn build_chunks(
         let views: Vec<_> = batches.iter().map(|b| b.view()).collect();
         let chunk = concatenate(Axis(0), &views)
             .map_err(|e| Error::invalid(format!("joining a chunk: {e}")))?;
-        crate::index::dense::write_npy(&chunk_path(dir, i), &chunk)?;
+        write_chunk(dir, i, &chunk)?;
         parts.push(chunk);
         p.chunks_done += 1;
         report(&p);
@@ -608,7 +631,7 @@ mod tests {
         )
         .unwrap()
         .unwrap();
-        crate::index::dense::write_npy(&chunk_path(&dir, 1), &rows(0..2)).unwrap();
+        write_chunk(&dir, 1, &rows(0..2)).unwrap();
         let mut encoded = Vec::new();
         let out = build_chunks(
             &dir,
@@ -626,6 +649,46 @@ mod tests {
         .unwrap();
         assert_eq!(encoded, vec![3..6]);
         assert_eq!(out, rows(0..6));
+    }
+
+    /// A chunk of the right shape whose bytes are not the ones written (its
+    /// checksum differs) is encoded again, and the chunks after it too.
+    #[test]
+    fn an_altered_chunk_is_encoded_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("chunks");
+        let want = serde_json::json!({"rows": 9});
+        let opt = BuildOptions { chunk: 3, batch: 3 };
+        let cancel = AtomicBool::new(false);
+        let build = |encoded: &mut Vec<std::ops::Range<usize>>| {
+            build_chunks(
+                &dir,
+                &want,
+                (9, 3),
+                opt,
+                &mut |r| {
+                    encoded.push(r.clone());
+                    Ok(rows(r))
+                },
+                &mut |_| {},
+                &cancel,
+            )
+            .unwrap()
+            .unwrap()
+        };
+        build(&mut Vec::new());
+        // the same shape, other values, written without its checksum
+        let mut other = rows(3..6);
+        other[[0, 0]] += 1.0;
+        crate::index::dense::write_npy(&chunk_path(&dir, 1), &other).unwrap();
+        let mut encoded = Vec::new();
+        let out = build(&mut encoded);
+        assert_eq!(encoded, vec![3..6, 6..9]);
+        assert_eq!(out, rows(0..9));
+        // untouched, everything is reused
+        let mut encoded = Vec::new();
+        build(&mut encoded);
+        assert!(encoded.is_empty(), "{encoded:?}");
     }
 
     #[test]
