@@ -902,16 +902,21 @@ fn fused_adhoc(
         ..Default::default()
     };
     let bm = bm25_run(lex, task, &cfg)?;
-    let mut f = evaluate_fusion_with(
-        run,
-        translated,
-        &bm.run,
-        &task.qrels,
-        spec,
-        o.beta,
-        o.norm,
-        seed,
-    )?;
+    fused_with(task, run, translated, &bm.run, spec, o, seed)
+}
+
+/// [`fused_adhoc`] with the BM25 run `bm` already made (with `o`'s
+/// translation and expansion).
+fn fused_with(
+    task: &AdhocTask,
+    run: &crate::eval::Run,
+    translated: Option<&crate::eval::Run>,
+    bm: &crate::eval::Run,
+    spec: FusionSpec,
+    o: FuseOptions,
+    seed: u64,
+) -> Result<FusedEvaluation> {
+    let mut f = evaluate_fusion_with(run, translated, bm, &task.qrels, spec, o.beta, o.norm, seed)?;
     if f.beta.is_some() {
         f.query_translation = Some(o.translation.name().to_string());
     }
@@ -941,17 +946,24 @@ fn fused_auto(
     let mut best: Option<FusedEvaluation> = None;
     let mut tried = Vec::new();
     for expansion in [Expansion::None, Expansion::bo1(), Expansion::rm3()] {
+        // one BM25 run per expansion, fused without and with β
+        let cfg = crate::index::adhoc::Bm25RunConfig {
+            translation: o.translation,
+            expansion,
+            ..Default::default()
+        };
+        let bm = crate::index::adhoc::bm25_run(lex, task, &cfg)?;
         for &beta in &betas {
             let opts = FuseOptions {
                 beta,
                 expansion,
                 ..o
             };
-            let f = fused_adhoc(
-                lex,
+            let f = fused_with(
                 task,
                 run,
                 translated,
+                &bm.run,
                 FusionSpec::TunedLinear,
                 opts,
                 seed,
