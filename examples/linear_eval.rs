@@ -218,7 +218,7 @@ fn main() -> anyhow::Result<()> {
         given.insert(k.to_string(), v.to_string());
     }
     let params = Params::new(given);
-    let trainer = rosetta::models::trainer(&a.model)?;
+    let trainer = rosetta::models::registry::trainer(&a.model)?;
     let mut hooks = EvalHooks {
         valid: (&data.valid_src, &data.valid_tgt),
         no_valid: a.no_valid,

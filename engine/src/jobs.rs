@@ -236,7 +236,7 @@ pub use crate::models::registry::check_setting;
 /// recorded ([`check_setting`]), the loaded workspace and its canonical path.
 fn check_request(req: &JobRequest) -> Result<(BTreeMap<String, String>, Workspace, PathBuf)> {
     check_model(&req.model)?;
-    req.device.check_for(&req.model)?;
+    registry::check_device(&req.model, req.device)?;
     let def = registry::spec(&req.model)?;
     let mut settings = BTreeMap::new();
     for (k, v) in &req.settings {
@@ -261,11 +261,11 @@ fn check_request(req: &JobRequest) -> Result<(BTreeMap<String, String>, Workspac
     }
     if let Some(p) = config.precision()? {
         // tf32 where the job would compute on the CPU
-        p.check_device(&req.model, req.device.runs_on(&req.model))?;
+        p.check_device(&req.model, registry::runs_on(&req.model, req.device))?;
     }
     if let Some(r) = config.recurrence()? {
         r.check_build()?;
-        let device = req.device.runs_on(&req.model);
+        let device = registry::runs_on(&req.model, req.device);
         if r == crate::models::kit::lstm::Recurrence::Cudnn && device.computes_on_cpu() {
             return Err(Error::invalid(format!(
                 "{}: recurrence=cudnn runs on a CUDA GPU, and --device {device} computes on the CPU",
@@ -339,7 +339,7 @@ fn check_request(req: &JobRequest) -> Result<(BTreeMap<String, String>, Workspac
 
 /// Makes the session folder of `req` (state `queued`) after checking the
 /// request ([`check_model`], the device for the model
-/// ([`DeviceSpec::check_for`]), [`check_setting`] for every setting and the
+/// ([`registry::check_device`]), [`check_setting`] for every setting and the
 /// settings the model's trainer reads, the `init` checkpoint, the
 /// workspace); a refused request writes nothing. A named session
 /// (`req.session` is `None`) never reuses a folder: two requests in the
@@ -620,7 +620,7 @@ pub fn run(
         // when it dies while loading the data
         session.transition(|l| l.take())?;
     }
-    let loaded = crate::models::trainer(&session.config.model).and_then(|t| {
+    let loaded = crate::models::registry::trainer(&session.config.model).and_then(|t| {
         let params = session.config.run_settings();
         // the model's typed settings, read once
         let config = registry::spec(&session.config.model)?.config(&params)?;

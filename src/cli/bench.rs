@@ -911,7 +911,7 @@ fn train(a: TrainBenchArgs) -> anyhow::Result<()> {
     use rosetta::models::Params;
     use rosetta::text::Side;
     // the device first: a GPU that does not answer fails before any work
-    a.device.check_for(&a.model)?;
+    rosetta::models::registry::check_device(&a.model, a.device)?;
     if a.model == "encoder" && a.torch_ref.is_some() {
         bail!("--torch-ref has no encoder: pair --model encoder with --encoder-ref encoder_ref.py");
     }
@@ -966,7 +966,7 @@ fn train(a: TrainBenchArgs) -> anyhow::Result<()> {
         .text;
     let (prepared, data, _) = rosetta::jobs::load_workspace(&a.workspace, Some(&text))?;
     let params = Params::new(rosetta::jobs::parse_settings(&a.set)?);
-    let trainer = rosetta::models::trainer(&a.model)?;
+    let trainer = rosetta::models::registry::trainer(&a.model)?;
     trainer.check(&params)?;
     let mut timer = LoopTimer {
         examples: 0,

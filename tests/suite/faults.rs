@@ -86,7 +86,7 @@ fn parsers() -> Vec<(&'static str, &'static str, Parse)> {
             let params = rosetta::models::Params::new(ck.meta.params.clone());
             let mut msgs = Vec::new();
             for model in ["xcnn", "bae", "s2net", "cl-lsi"] {
-                if let Err(e) = rosetta::models::trainer(model).unwrap().load(
+                if let Err(e) = rosetta::models::registry::trainer(model).unwrap().load(
                     &vocabs,
                     ck.model_tensors(),
                     &params,
@@ -396,7 +396,7 @@ fn malformed_checkpoint_shapes_are_named_not_panics() {
             .into_iter()
             .map(|(n, t)| (n.to_string(), t))
             .collect();
-        let e = rosetta::models::trainer("xcnn")
+        let e = rosetta::models::registry::trainer("xcnn")
             .unwrap()
             .load(&vocabs, map, &params, &Device::Cpu)
             .err()
@@ -405,7 +405,7 @@ fn malformed_checkpoint_shapes_are_named_not_panics() {
         assert!(e.contains(name), "{name}: {e}");
     }
     // BAE with a rank-0 bias: named, no panic
-    let e = rosetta::models::trainer("bae")
+    let e = rosetta::models::registry::trainer("bae")
         .unwrap()
         .load(
             &vocabs,
@@ -509,7 +509,7 @@ fn config(ws_dir: &Path, hash: &str, model: &str, kv: &[(&str, &str)]) -> Sessio
 
 fn run(dir: &Path, data: &TrainData, hash: &str, resume: bool) -> rosetta::train::runner::Outcome {
     let mut s = Session::open(dir).unwrap();
-    let trainer = rosetta::models::trainer(&s.config.model).unwrap();
+    let trainer = rosetta::models::registry::trainer(&s.config.model).unwrap();
     run_job(
         &mut s,
         trainer.as_ref(),
@@ -531,7 +531,7 @@ fn run_cancelled_after(
     epochs: usize,
 ) -> rosetta::train::runner::Outcome {
     let mut s = Session::open(dir).unwrap();
-    let trainer = rosetta::models::trainer(&s.config.model).unwrap();
+    let trainer = rosetta::models::registry::trainer(&s.config.model).unwrap();
     let cancel = Arc::new(AtomicBool::new(false));
     let mut obs = StopAfter {
         left: epochs,
@@ -1016,7 +1016,7 @@ fn planted_symlinks_are_not_written_through() {
         // opened before the link is planted: the job itself refuses it
         let mut s = Session::open(&dir).unwrap();
         std::os::unix::fs::symlink(&victim, dir.join(name)).unwrap();
-        let trainer = rosetta::models::trainer("s2net").unwrap();
+        let trainer = rosetta::models::registry::trainer("s2net").unwrap();
         let r = run_job(
             &mut s,
             trainer.as_ref(),
@@ -1059,7 +1059,7 @@ fn a_linked_checkpoints_folder_or_session_file_is_refused() {
     let elsewhere = root.path().join("elsewhere");
     std::fs::rename(dir.join("checkpoints"), &elsewhere).unwrap();
     std::os::unix::fs::symlink(&elsewhere, dir.join("checkpoints")).unwrap();
-    let trainer = rosetta::models::trainer("s2net").unwrap();
+    let trainer = rosetta::models::registry::trainer("s2net").unwrap();
     let r = run_job(
         &mut s,
         trainer.as_ref(),

@@ -18,7 +18,7 @@ use faer::Mat;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rosetta::models::hdlr::Itml;
-use rosetta::models::trainer;
+use rosetta::models::registry::trainer;
 use rosetta::models::{Flow, Hooks, Model, Params, Resume, StepReport, TrainData};
 use rosetta::session::State;
 use rosetta::text::{CsrMatrix, Side};

@@ -612,6 +612,11 @@ impl CrateFiles {
                     code.replace_range(start..end, &" ".repeat(end - start));
                 }
             }
+            // a module's declaration (`pub mod x;`) names the module, not a
+            // re-exported item of the same name (`pub use x::x;`)
+            for (start, end) in mod_declarations(&code.clone()) {
+                code.replace_range(start..end, &" ".repeat(end - start));
+            }
             let b = code.as_bytes();
             let mut targets = BTreeSet::new();
             let word = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
@@ -731,6 +736,31 @@ impl CrateFiles {
     }
 }
 
+/// The byte spans of a file's module declarations (`mod x;`, `pub mod x;`,
+/// `pub(crate) mod x;`), each from `mod` to the `;`.
+fn mod_declarations(code: &str) -> Vec<(usize, usize)> {
+    let b = code.as_bytes();
+    let word = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let mut out = Vec::new();
+    for (i, _) in code.match_indices("mod ") {
+        if i > 0 && word(b[i - 1]) {
+            continue;
+        }
+        let mut j = i + 4;
+        while j < b.len() && b[j] == b' ' {
+            j += 1;
+        }
+        let name = j;
+        while j < b.len() && word(b[j]) {
+            j += 1;
+        }
+        if j > name && b.get(j) == Some(&b';') {
+            out.push((i, j + 1));
+        }
+    }
+    out
+}
+
 /// The byte spans of a file's re-exports (`pub use ...;`,
 /// `pub(crate) use ...;`), each from the path after `use` to the `;`.
 fn reexport_spans(code: &str) -> Vec<(usize, usize)> {
@@ -762,29 +792,9 @@ fn reexports(code: &str) -> Vec<UsePath> {
     out
 }
 
-/// Cycles the engine still has, each left to the work that reshapes its
-/// folder (folder, why): a cycle is let pass only when all its files lie in
-/// such a folder, and each folder listed must still have one (drop it here
-/// once its cycle is gone).
-const KNOWN_CYCLES: &[(&str, &str)] = &[
-    (
-        "models/",
-        "`models/mod.rs` (the `Params` contract every model reads) looks \
-         settings up in `registry.rs`, which names every model: issue 50 \
-         item 1 turns the registry into a list of typed model definitions",
-    ),
-    (
-        "session/",
-        "`session/mod.rs` lists the session files (`SESSION_FILES`) by \
-         names `runs.rs`, `workbench.rs` and `search.rs` define, and they \
-         import `Session` and the checkpoint names from it: `search.rs` is \
-         being rewritten (issue 50 item 3)",
-    ),
-];
-
 /// No file of the engine (`engine/src`) or of the binary (`src`) imports a
 /// file that imports it back, directly or through others, in one folder or
-/// across folders, `mod.rs` included (but for [`KNOWN_CYCLES`]). An import
+/// across folders, `mod.rs` included. An import
 /// is a `crate::`, `super::`, `self::` or child-module path (in a `use` or
 /// in code) and goes to the file that defines what it names (through named
 /// `pub use` re-exports, which import nothing themselves); declaring a
@@ -796,37 +806,8 @@ fn no_file_imports_a_file_that_imports_it_back() {
     for (root, root_file) in [(here.join("src"), "main"), (here.join("engine/src"), "lib")] {
         let files = CrateFiles::read(&root, root_file);
         assert!(files.files.len() > 20, "{} files read", files.files.len());
-        let prefix = format!("{}: ", root.display());
-        let mut bad = Vec::new();
-        let mut known_seen = BTreeSet::new();
-        for c in files.cycles() {
-            let Some(path) = c.strip_prefix(&prefix) else {
-                bad.push(c);
-                continue;
-            };
-            let names: Vec<&str> = path
-                .split([' ', ',', '(', ')'])
-                .filter(|w| w.ends_with(".rs"))
-                .collect();
-            let known = KNOWN_CYCLES
-                .iter()
-                .find(|(folder, _)| names.iter().all(|n| n.starts_with(folder)));
-            match known {
-                Some((folder, _)) if root_file == "lib" => {
-                    known_seen.insert(*folder);
-                }
-                _ => bad.push(c),
-            }
-        }
-        assert!(bad.is_empty(), "import cycles:\n{}", bad.join("\n"));
-        if root_file == "lib" {
-            for (folder, why) in KNOWN_CYCLES {
-                assert!(
-                    known_seen.contains(folder),
-                    "engine/src/{folder} has no import cycle any more: drop it from KNOWN_CYCLES ({why})"
-                );
-            }
-        }
+        let cycles = files.cycles();
+        assert!(cycles.is_empty(), "import cycles:\n{}", cycles.join("\n"));
     }
 }
 
@@ -868,6 +849,25 @@ fn the_cycle_check_finds_cycles_across_folders() {
     write(
         "screens/mod.rs",
         "pub mod jobs;\npub use jobs::Jobs as J;\npub trait Screen {}\nfn f(_: J) {}\n",
+    );
+    assert_eq!(
+        cycles(),
+        [format!(
+            "{}: screens/mod.rs -> screens/jobs.rs -> screens/mod.rs",
+            dir.path().display()
+        )]
+    );
+    // a module declared under the name of the item it re-exports
+    // (`pub mod jobs; pub use jobs::jobs;`) does not use the item
+    write("screens/jobs.rs", "use super::Screen;\npub fn jobs() {}\n");
+    write(
+        "screens/mod.rs",
+        "pub mod jobs;\npub use jobs::jobs;\npub trait Screen {}\n",
+    );
+    assert_eq!(cycles(), Vec::<String>::new());
+    write(
+        "screens/mod.rs",
+        "pub mod jobs;\npub use jobs::jobs;\npub trait Screen {}\nfn f() { jobs() }\n",
     );
     assert_eq!(
         cycles(),

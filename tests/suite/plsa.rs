@@ -327,7 +327,7 @@ fn config(ws_dir: &Path, hash: &str, model: &str, kv: &[(&str, &str)]) -> Sessio
 
 fn run(dir: &Path, data: &TrainData, hash: &str, resume: bool, obs: &mut dyn Observer) -> Outcome {
     let mut s = Session::open(dir).unwrap();
-    let trainer = rosetta::models::trainer(&s.config.model).unwrap();
+    let trainer = rosetta::models::registry::trainer(&s.config.model).unwrap();
     let cancel = Arc::new(AtomicBool::new(false));
     run_job(&mut s, trainer.as_ref(), data, hash, resume, cancel, obs).unwrap()
 }
@@ -384,7 +384,7 @@ fn resume_after_any_iteration_is_the_same_run() {
             let part = root.path().join(format!("part{stop_after}"));
             Session::create(&part, config(ws.path(), &hash, model, &kv)).unwrap();
             let mut s = Session::open(&part).unwrap();
-            let trainer = rosetta::models::trainer(model).unwrap();
+            let trainer = rosetta::models::registry::trainer(model).unwrap();
             let cancel = Arc::new(AtomicBool::new(false));
             let mut obs = StopAfter {
                 left: stop_after,

@@ -69,7 +69,7 @@ fn train(model: &str, data: &TrainData, kv: &[(&str, &str)]) -> Run {
             .collect(),
     );
     let mut hooks = Losses(Vec::new());
-    let m = models::trainer(model)
+    let m = models::registry::trainer(model)
         .unwrap()
         .train(data, &params, &Device::Cpu, 7, None, &mut hooks)
         .unwrap_or_else(|e| panic!("{model} {kv:?}: {e}"));
@@ -244,7 +244,7 @@ fn encoder_bf16_agrees_with_f32() {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect(),
     );
-    let e = models::trainer("encoder")
+    let e = models::registry::trainer("encoder")
         .unwrap()
         .check(&zero)
         .unwrap_err()

@@ -187,7 +187,7 @@ fn every_trainer_opens_each_epoch_before_its_steps() {
         }
         let mut order = Order::default();
         let params = rosetta::models::Params::new(kv.into_iter().collect());
-        rosetta::models::trainer(spec.name)
+        rosetta::models::registry::trainer(spec.name)
             .unwrap()
             .train(
                 &data,
@@ -278,7 +278,7 @@ fn every_model_config_reads_exactly_its_registry_row() {
         let params = Params::new(given.iter().cloned().collect());
         let built = match spec.trainer {
             None => rosetta::models::bm25::Bm25Baseline::new(spec.name, &params).map(|_| ()),
-            Some(_) => rosetta::models::trainer(spec.name)
+            Some(_) => rosetta::models::registry::trainer(spec.name)
                 .unwrap()
                 .check(&params)
                 .and_then(|()| registry::RunnerSettings::from_params(&params).map(|_| ())),

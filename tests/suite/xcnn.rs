@@ -985,7 +985,7 @@ fn init_from_a_linear_session_starts_both_networks_at_its_projection() {
         target: spread("hi"),
     };
     let (linear, _) = trained(
-        rosetta::models::trainer("opca").unwrap(),
+        rosetta::models::registry::trainer("opca").unwrap(),
         &d,
         &[("dim", "8")],
         1,

@@ -86,35 +86,6 @@ impl DeviceSpec {
         Ok(())
     }
 
-    /// Error when it names a GPU for `model`, which computes on the CPU
-    /// only (its definition's `gpu` is false): `auto` and `cpu` are fine.
-    pub fn check_for(self, model: &str) -> Result<()> {
-        let spec = super::registry::spec(model)?;
-        if self.is_cuda() && !spec.gpu {
-            return Err(Error::invalid(format!(
-                "--device {self}: {model} {} runs on the CPU only; use --device cpu or auto",
-                if spec.trainer.is_none() {
-                    "is a lexical baseline and"
-                } else {
-                    "computes in closed form or by CPU code, and"
-                }
-            )));
-        }
-        self.check_build()
-    }
-
-    /// The device a job of `model` opens when `self` was asked: the CPU for
-    /// a model that computes on the CPU only (so `auto` never opens a GPU
-    /// it would not use, and a session recorded as `cuda` before such
-    /// models refused it still runs), else `self`. A name outside the
-    /// registry (a test's trainer) gets `self`.
-    pub fn runs_on(self, model: &str) -> DeviceSpec {
-        match super::registry::spec(model) {
-            Ok(spec) if !spec.gpu => DeviceSpec::Cpu,
-            _ => self,
-        }
-    }
-
     /// Whether a job asked to run on `self` will compute on the CPU for
     /// certain: `cpu`, or `auto` in a build without CUDA (`auto` in a CUDA
     /// build is known only when the device opens).
@@ -242,31 +213,6 @@ mod tests {
             assert!(e.contains("no CUDA support"), "{e}");
             let e = DeviceSpec::Cuda(0).check_build().unwrap_err().to_string();
             assert!(e.contains("no CUDA support"), "{e}");
-        }
-    }
-
-    #[test]
-    fn cpu_only_models_refuse_a_gpu_and_take_auto() {
-        for m in [
-            "cl-lsi",
-            "opca",
-            "cca",
-            "hdlr",
-            "jplsa",
-            "cplsa",
-            "procrustes",
-            "bm25",
-        ] {
-            let e = DeviceSpec::Cuda(0).check_for(m).unwrap_err().to_string();
-            assert!(e.contains("CPU only") && e.contains(m), "{m}: {e}");
-            DeviceSpec::Auto.check_for(m).unwrap();
-            DeviceSpec::Cpu.check_for(m).unwrap();
-            assert_eq!(DeviceSpec::Auto.runs_on(m), DeviceSpec::Cpu, "{m}");
-        }
-        for m in ["s2net", "xcnn", "bae", "dbn-cca", "adv-bilstm", "encoder"] {
-            let r = DeviceSpec::Cuda(0).check_for(m);
-            assert_eq!(r.is_ok(), cfg!(feature = "cuda"), "{m}: {r:?}");
-            assert_eq!(DeviceSpec::Auto.runs_on(m), DeviceSpec::Auto, "{m}");
         }
     }
 }

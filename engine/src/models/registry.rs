@@ -14,6 +14,8 @@ use super::{
     adv_bilstm, bae, bm25, cca, cl_lsi, dbn_cca, encoder, hdlr, opca, plsa, procrustes, s2net, xcnn,
 };
 
+use super::{DeviceSpec, Trainer};
+
 pub use super::settings::{Check, ModelDef, ModelSpec, RunnerSettings, Setting, RUNNER_SETTINGS};
 
 /// Every model, in the order `rosetta train --help` lists them: the models
@@ -236,6 +238,59 @@ pub fn markdown_table() -> String {
     out
 }
 
+/// Whether `model` reads the `--set` key `key` (runner keys included for
+/// trained models); false for an unknown model.
+pub fn takes_setting(model: &str, key: &str) -> bool {
+    spec(model).is_ok_and(|m| m.setting(key).is_some())
+}
+
+/// Whether `name` is a lexical baseline (no trainer, no space).
+pub fn is_lexical(name: &str) -> bool {
+    spec(name).is_ok_and(|m| m.trainer.is_none())
+}
+
+/// The trainer of model `name`; an unknown name is an error listing the
+/// known ones, a lexical baseline one saying it has no trainer.
+pub fn trainer(name: &str) -> crate::Result<Box<dyn Trainer>> {
+    let spec = spec(name)?;
+    match spec.trainer {
+        Some(make) => Ok(make()),
+        None => Err(crate::Error::invalid(format!(
+            "`{name}` is a lexical baseline: it has no trainer or embedding space"
+        ))),
+    }
+}
+
+/// Error when `device` names a GPU for `model`, which computes on the CPU
+/// only (its definition's `gpu` is false): `auto` and `cpu` are fine; then
+/// [`DeviceSpec::check_build`].
+pub fn check_device(model: &str, device: DeviceSpec) -> crate::Result<()> {
+    let def = spec(model)?;
+    if device.is_cuda() && !def.gpu {
+        return Err(crate::Error::invalid(format!(
+            "--device {device}: {model} {} runs on the CPU only; use --device cpu or auto",
+            if def.trainer.is_none() {
+                "is a lexical baseline and"
+            } else {
+                "computes in closed form or by CPU code, and"
+            }
+        )));
+    }
+    device.check_build()
+}
+
+/// The device a job of `model` opens when `asked` was asked: the CPU for a
+/// model that computes on the CPU only (so `auto` never opens a GPU it
+/// would not use, and a session recorded as `cuda` before such models
+/// refused it still runs), else `asked`. A name outside the registry (a
+/// test's trainer) gets `asked`.
+pub fn runs_on(model: &str, asked: DeviceSpec) -> DeviceSpec {
+    match spec(model) {
+        Ok(def) if !def.gpu => DeviceSpec::Cpu,
+        _ => asked,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -347,5 +402,58 @@ mod tests {
         let cfg = spec("toy").unwrap().config(&params).unwrap();
         assert!(cfg.needs_dictionary() && cfg.init().is_none());
         assert_eq!(cfg.bli_seed(), Some(4));
+    }
+
+    #[test]
+    fn cpu_only_models_refuse_a_gpu_and_take_auto() {
+        for m in [
+            "cl-lsi",
+            "opca",
+            "cca",
+            "hdlr",
+            "jplsa",
+            "cplsa",
+            "procrustes",
+            "bm25",
+        ] {
+            let e = check_device(m, DeviceSpec::Cuda(0))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("CPU only") && e.contains(m), "{m}: {e}");
+            check_device(m, DeviceSpec::Auto).unwrap();
+            check_device(m, DeviceSpec::Cpu).unwrap();
+            assert_eq!(runs_on(m, DeviceSpec::Auto), DeviceSpec::Cpu, "{m}");
+        }
+        for m in ["s2net", "xcnn", "bae", "dbn-cca", "adv-bilstm", "encoder"] {
+            let r = check_device(m, DeviceSpec::Cuda(0));
+            assert_eq!(r.is_ok(), cfg!(feature = "cuda"), "{m}: {r:?}");
+            assert_eq!(runs_on(m, DeviceSpec::Auto), DeviceSpec::Auto, "{m}");
+        }
+    }
+
+    #[test]
+    fn only_recurrence_and_precision_say_how_a_model_computes() {
+        for def in MODELS {
+            for s in def.all_settings() {
+                assert_eq!(
+                    s.compute_only,
+                    matches!(s.key, "recurrence" | "precision"),
+                    "{}: {}",
+                    def.name,
+                    s.key
+                );
+            }
+        }
+        let keys = |m: &str| -> Vec<&str> {
+            spec(m)
+                .unwrap()
+                .all_settings()
+                .filter(|s| s.compute_only)
+                .map(|s| s.key)
+                .collect()
+        };
+        assert_eq!(keys("adv-bilstm"), ["precision", "recurrence"]);
+        assert_eq!(keys("encoder"), ["precision"]);
+        assert!(keys("cca").is_empty());
     }
 }

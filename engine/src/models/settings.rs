@@ -18,145 +18,9 @@
 //! --help` and `config.toml` pick it up (docs/cli/train.md's model table is
 //! checked against the registry by a test: paste the new table).
 
-use super::{ModelParams, Params, Trainer};
+pub use super::params::{Check, ModelParams, Params, Setting};
+use super::Trainer;
 use crate::Result;
-
-/// What a setting's value must be. Every check refuses NaN and infinities.
-#[derive(Debug, Clone, Copy)]
-pub enum Check {
-    /// A whole number in `min..=max`.
-    Int {
-        /// Smallest value.
-        min: u64,
-        /// Largest value.
-        max: u64,
-    },
-    /// A finite number `> 0`.
-    Positive,
-    /// A finite number `≥ 0`.
-    NonNegative,
-    /// A finite number in `[min, max]` (`max` excluded when `open`).
-    Range {
-        /// Smallest value.
-        min: f64,
-        /// Largest value.
-        max: f64,
-        /// Whether `max` itself is refused.
-        open: bool,
-    },
-    /// `true` or `false`.
-    Bool,
-    /// One of the listed words.
-    Choice(&'static [&'static str]),
-    /// A value with its own grammar, checked by the function (the message
-    /// says what is expected).
-    Parse(fn(&str) -> std::result::Result<(), String>),
-    /// A path (read when the job starts).
-    Path,
-}
-
-impl Check {
-    /// Checks `value`; the message says what was expected.
-    pub fn check(&self, value: &str) -> std::result::Result<(), String> {
-        let v = value.trim();
-        let number = || -> std::result::Result<f64, String> {
-            let x: f64 = v
-                .parse()
-                .map_err(|_| format!("expected a number, got `{v}`"))?;
-            if x.is_finite() {
-                Ok(x)
-            } else {
-                Err(format!("expected a finite number, got `{v}`"))
-            }
-        };
-        match *self {
-            Check::Int { min, max } => {
-                let x: u64 = v
-                    .parse()
-                    .map_err(|_| format!("expected a whole number in {min}..={max}, got `{v}`"))?;
-                if x < min || x > max {
-                    return Err(format!("{x} is out of range ({min}..={max})"));
-                }
-                Ok(())
-            }
-            Check::Positive => {
-                let x = number()?;
-                if x > 0.0 {
-                    Ok(())
-                } else {
-                    Err(format!("must be > 0, got {x}"))
-                }
-            }
-            Check::NonNegative => {
-                let x = number()?;
-                if x >= 0.0 {
-                    Ok(())
-                } else {
-                    Err(format!("must be ≥ 0, got {x}"))
-                }
-            }
-            Check::Range { min, max, open } => {
-                let x = number()?;
-                let ok = x >= min && if open { x < max } else { x <= max };
-                if ok {
-                    Ok(())
-                } else {
-                    let close = if open { ")" } else { "]" };
-                    Err(format!("must lie in [{min}, {max}{close}, got {x}"))
-                }
-            }
-            Check::Bool => match v {
-                "true" | "false" => Ok(()),
-                _ => Err(format!("expected true or false, got `{v}`")),
-            },
-            Check::Choice(words) => {
-                if words.contains(&v) {
-                    Ok(())
-                } else {
-                    Err(format!("expected {}, got `{v}`", words.join(" or ")))
-                }
-            }
-            Check::Parse(f) => f(v),
-            Check::Path => {
-                if v.is_empty() {
-                    Err("expected a path".into())
-                } else {
-                    Ok(())
-                }
-            }
-        }
-    }
-
-    /// A short description of the accepted values, for help texts.
-    pub fn describe(&self) -> String {
-        match *self {
-            Check::Int { min, max } if max == u64::MAX => format!("integer ≥ {min}"),
-            Check::Int { min, max } => format!("integer {min}..={max}"),
-            Check::Positive => "number > 0".into(),
-            Check::NonNegative => "number ≥ 0".into(),
-            Check::Range { min, max, open } => {
-                format!("number in [{min}, {max}{}", if open { ")" } else { "]" })
-            }
-            Check::Bool => "true|false".into(),
-            Check::Choice(w) => w.join("|"),
-            Check::Parse(_) => "see the model's docs".into(),
-            Check::Path => "path".into(),
-        }
-    }
-}
-
-/// One `--set` key of a model.
-#[derive(Debug, Clone, Copy)]
-pub struct Setting {
-    /// The key.
-    pub key: &'static str,
-    /// The default as written in `config.toml`; `None`: unset unless given.
-    pub default: Option<&'static str>,
-    /// What a value must be.
-    pub check: Check,
-    /// One line of help.
-    pub help: &'static str,
-}
 
 /// A setting before its key is known: what a [`model_config!`] field
 /// declares beside it (the field's name becomes the key).
@@ -168,6 +32,8 @@ pub struct Spec {
     pub check: Check,
     /// One line of help.
     pub help: &'static str,
+    /// [`Setting::compute_only`].
+    pub compute_only: bool,
 }
 
 impl Spec {
@@ -178,6 +44,7 @@ impl Spec {
             default: self.default,
             check: self.check,
             help: self.help,
+            compute_only: self.compute_only,
         }
     }
 
@@ -190,6 +57,15 @@ impl Spec {
     pub const fn check(self, check: Check) -> Spec {
         Spec { check, ..self }
     }
+
+    /// The same setting, saying how the model computes rather than what it
+    /// holds ([`Setting::compute_only`]).
+    pub const fn compute_only(self) -> Spec {
+        Spec {
+            compute_only: true,
+            ..self
+        }
+    }
 }
 
 /// A setting with a default.
@@ -198,6 +74,7 @@ pub const fn s(default: &'static str, check: Check, help: &'static str) -> Spec 
         default: Some(default),
         check,
         help,
+        compute_only: false,
     }
 }
 
@@ -207,6 +84,7 @@ pub const fn unset(check: Check, help: &'static str) -> Spec {
         default: None,
         check,
         help,
+        compute_only: false,
     }
 }
 
@@ -485,7 +363,7 @@ impl RunnerSettings {
     /// Reads (and records) every runner setting: the given values or the
     /// defaults.
     pub fn from_params(params: &Params) -> crate::Result<RunnerSettings> {
-        Self::read(&params.runner())
+        Self::read(&params.with_settings("runner", RUNNER_SETTINGS))
     }
 }
 
@@ -550,7 +428,8 @@ pub const PRECISION: Spec = s(
     "f32",
     Check::Choice(&["f32", "bf16", "tf32"]),
     "matrix products: f32; bf16 (bfloat16 inputs, f32 results; weights, optimiser, losses f32); tf32 (CUDA only: TF32 tensor cores)",
-);
+)
+.compute_only();
 /// Randomised SVD's oversampling.
 pub const OVERSAMPLE: Spec = s("10", COUNT, "randomised SVD: extra sketch columns");
 /// Randomised SVD's power iterations (6).

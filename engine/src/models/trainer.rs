@@ -282,7 +282,7 @@ pub trait Hooks {
 }
 
 /// The hooks of a model trained inside another model's job (HDLR's OPCA
-/// start, [`crate::models::trainer`]`("opca")`): its log lines are the
+/// start, [`OpcaTrainer`](crate::models::opca::OpcaTrainer)): its log lines are the
 /// job's; its steps, epochs and records are not (the outer trainer reports
 /// its own).
 pub struct LogOnly<'a>(pub &'a mut dyn Hooks);

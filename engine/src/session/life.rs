@@ -19,8 +19,10 @@
 
 use std::path::{Path, PathBuf};
 
+use super::files::{is_own_file, CHECKPOINT_DIR, SESSION_FILES};
 use super::{
-    fmt_utc, now_unix, process_start_time, read_status, SessionConfig, State, Status, STATUS_FILE,
+    fmt_stamp, fmt_utc, now_unix, process_start_time, read_status, Session, SessionConfig, State,
+    Status, STATUS_FILE,
 };
 use crate::util::write_atomic;
 use crate::{Error, Result};
@@ -247,7 +249,139 @@ impl JobLife {
     }
 }
 
-impl super::Session {
+/// A session's birth: its folder, its config and its first status.
+impl Session {
+    /// Makes a new session folder (it must not exist, or be empty) with its
+    /// config and a `queued` status. An existing folder is looked at before
+    /// anything in it is touched: it must not be a symbolic link, and it
+    /// may hold only what a job killed while making the folder leaves (the
+    /// temporary files of a session file, `.NAME.tmp.PID.…`, of a dead
+    /// process, and an empty `checkpoints/`), which are then removed;
+    /// anything else refuses it with nothing removed.
+    pub fn create(dir: &Path, mut config: SessionConfig) -> Result<Session> {
+        config.resolve()?;
+        let link = std::fs::symlink_metadata(dir).map(|m| m.file_type().is_symlink());
+        if link.as_ref().is_ok_and(|l| *l) {
+            return Err(Error::file(
+                dir,
+                "is a symbolic link: a new session is made in a folder of its own,                  never through a link; nothing touched",
+            ));
+        }
+        if link.is_ok() {
+            let leftovers = killed_leftovers(dir)?;
+            for p in &leftovers {
+                let r = if p.file_name().is_some_and(|n| n == CHECKPOINT_DIR) {
+                    std::fs::remove_dir(p)
+                } else {
+                    std::fs::remove_file(p)
+                };
+                r.map_err(|e| Error::io(p, e))?;
+            }
+        } else {
+            if let Some(p) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                std::fs::create_dir_all(p).map_err(|e| Error::io(p, e))?;
+            }
+            std::fs::create_dir(dir).map_err(|e| Error::io(dir, e))?;
+        }
+        Session::init(dir, config)
+    }
+
+    fn init(dir: &Path, config: SessionConfig) -> Result<Session> {
+        // the config first, made only where there is none: it claims the
+        // folder for this job
+        config.write_first(dir)?;
+        let ck = dir.join(CHECKPOINT_DIR);
+        std::fs::create_dir_all(&ck).map_err(|e| Error::io(&ck, e))?;
+        let status = JobLife::create(dir, &config)?.into_status();
+        Ok(Session {
+            dir: dir.to_path_buf(),
+            config,
+            status,
+        })
+    }
+
+    /// Makes a new session under `root` named `<model>-<UTC timestamp>`; two
+    /// jobs started in the same second get distinct folders (`-2`, `-3`...).
+    pub fn create_in(root: &Path, mut config: SessionConfig) -> Result<Session> {
+        config.resolve()?;
+        // the model names the folder: a plain name only
+        let m = &config.model;
+        if m.is_empty()
+            || !m
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(Error::invalid(format!(
+                "model name {m:?} cannot name a session folder (ASCII letters, digits, `-`, `_`)"
+            )));
+        }
+        std::fs::create_dir_all(root).map_err(|e| Error::io(root, e))?;
+        let stamp = fmt_stamp(now_unix());
+        let base = format!("{}-{}", config.model, stamp);
+        for i in 1..10_000 {
+            let name = if i == 1 {
+                base.clone()
+            } else {
+                format!("{base}-{i}")
+            };
+            let dir = root.join(name);
+            match std::fs::create_dir(&dir) {
+                Ok(()) => return Session::init(&dir, config),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(Error::io(&dir, e)),
+            }
+        }
+        Err(Error::file(root, "cannot find a free session folder name"))
+    }
+}
+
+/// What a job killed while making session folder `dir` left in it, to be
+/// removed before the folder is used: the temporary files of session files
+/// (`.NAME.tmp.PID.…`, NAME one of [`SESSION_FILES`]) whose process is gone,
+/// and `checkpoints/` when it is an empty folder. An error, with nothing
+/// removed, when `dir` holds anything else (it is not ours, or is a
+/// session: `rosetta train --resume` continues one).
+fn killed_leftovers(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    let mut other = Vec::new();
+    for e in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+        let e = e.map_err(|e| Error::io(dir, e))?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        let t = e.file_type().map_err(|x| Error::io(e.path(), x))?;
+        let dead_temp = t.is_file()
+            && !SESSION_FILES.contains(&name.as_str())
+            && is_own_file(&name, SESSION_FILES)
+            && name
+                .split_once(".tmp.")
+                .and_then(|(_, r)| r.split('.').next())
+                .and_then(|p| p.parse::<u32>().ok())
+                .is_some_and(|pid| !crate::util::pid_alive(pid, None));
+        let empty_ck = name == CHECKPOINT_DIR
+            && t.is_dir()
+            && std::fs::read_dir(e.path()).is_ok_and(|mut r| r.next().is_none());
+        if dead_temp || empty_ck {
+            out.push(e.path());
+        } else {
+            other.push(name);
+        }
+    }
+    if !other.is_empty() {
+        other.sort();
+        let shown: Vec<&str> = other.iter().take(5).map(String::as_str).collect();
+        return Err(Error::file(
+            dir,
+            format!(
+                "session folder exists and is not empty (it holds {}{}): give a new or empty \
+                 folder, or use `rosetta train --resume` to continue a session; nothing touched",
+                shown.join(", "),
+                if other.len() > 5 { ", …" } else { "" }
+            ),
+        ));
+    }
+    Ok(out)
+}
+
+impl Session {
     /// Runs `step` on this session's [`JobLife`] (from the status it
     /// holds) and keeps the status the step leaves, written or not.
     pub fn transition(&mut self, step: impl FnOnce(&mut JobLife) -> Result<()>) -> Result<()> {

@@ -10,7 +10,7 @@ use candle_core::Device;
 use ndarray::{Array1, Array2, ArrayView1, Axis};
 use serde::Serialize;
 
-use super::collection::TableCache;
+use super::table_cache::TableCache;
 use super::Session;
 use crate::models::{encode_texts, Model, TextRole, TextRows};
 use crate::space::Similarity;

@@ -27,6 +27,7 @@ pub mod associations;
 pub mod checkpoint;
 pub mod collection;
 pub mod evaluate;
+pub mod files;
 pub mod init;
 pub mod life;
 pub mod loaded;
@@ -35,6 +36,7 @@ pub mod pretrained;
 pub mod retrieval;
 pub mod runs;
 pub mod search;
+mod table_cache;
 pub mod workbench;
 
 use std::collections::BTreeMap;
@@ -52,84 +54,16 @@ pub use associations::{
     associations, AssocKind, AssocOptions, AssocSort, Association, Associations,
 };
 pub use checkpoint::{Checkpoint, CheckpointMeta};
+pub use files::{
+    BEST_CHECKPOINT, CHECKPOINT_DIR, CHECKPOINT_FILES, CONFIG_FILE, LAST_CHECKPOINT, LOG_FILE,
+    METRICS_FILE, SESSION_FILES, STATUS_FILE, VOCAB_SOURCE, VOCAB_TARGET,
+};
 pub use life::{Figures, JobLife};
 pub use loaded::{Loaded, Neighbour, Neighbours};
 pub use metrics::{
     effective_history, Curves, MetricRecord, MetricsTail, StepPoint, TailBatch, ValidPoint, XAxis,
 };
 pub use workbench::Workbench;
-
-/// File names inside a session folder.
-pub const CONFIG_FILE: &str = "config.toml";
-/// Append-only metrics, one JSON object per line.
-pub const METRICS_FILE: &str = "metrics.jsonl";
-/// The job's current state.
-pub const STATUS_FILE: &str = "status.json";
-/// Human-readable log.
-pub const LOG_FILE: &str = "log.txt";
-/// Folder of the checkpoints.
-pub const CHECKPOINT_DIR: &str = "checkpoints";
-/// Best checkpoint by validation MRR.
-pub const BEST_CHECKPOINT: &str = "checkpoints/best.safetensors";
-/// Checkpoint of the last completed epoch (with optimiser state), for `--resume`.
-pub const LAST_CHECKPOINT: &str = "checkpoints/last.safetensors";
-/// Source-language vocabulary the model was trained with.
-pub const VOCAB_SOURCE: &str = "vocab.source.json";
-/// Target-language vocabulary the model was trained with.
-pub const VOCAB_TARGET: &str = "vocab.target.json";
-/// Every file name a session folder may hold directly (besides
-/// [`CHECKPOINT_DIR`] and the temporary files of [`write_atomic`],
-/// `.NAME.tmp.…`): what `rosetta jobs delete` removes, and all it removes.
-/// A component that writes a new file into session folders adds its name
-/// here.
-pub const SESSION_FILES: &[&str] = &[
-    CONFIG_FILE,
-    STATUS_FILE,
-    METRICS_FILE,
-    LOG_FILE,
-    VOCAB_SOURCE,
-    VOCAB_TARGET,
-    crate::text::units::UNITS_SOURCE,
-    crate::text::units::UNITS_TARGET,
-    runs::META_FILE,
-    workbench::SCORES_CACHE,
-    search::HNSW_FILE,
-    "hnsw.graph.json",
-    // the usearch graph of earlier versions
-    "hnsw.usearch",
-    "hnsw.usearch.json",
-    "hnsw.partial",
-    // an encoder's term vectors (`loaded.rs`)
-    "term-vectors.source.npy",
-    "term-vectors.target.npy",
-    "term-vectors.source.json",
-    "term-vectors.target.json",
-    // an encoder's embeddings of the searched collection (`loaded.rs`)
-    "doc-embeddings.source.npy",
-    "doc-embeddings.target.npy",
-    "doc-embeddings.source.json",
-    "doc-embeddings.target.json",
-    // a job's pretrained start (`models::pretrained`); an encoder's cached
-    // vectors of another vocabulary (`term-vectors.HASH.SIDE.*`) are
-    // recognised by `pretrained::is_cache_name`
-    crate::models::pretrained::RECORD_FILE,
-    // a Slurm job's record and batch script, a sweep member's record
-    // (`jobs::slurm`, `jobs::sweep`)
-    "slurm.json",
-    "slurm.sh",
-    "sweep.json",
-    // the lock file of versions that locked a file, not the folder
-    ".lock",
-];
-
-/// Settings that choose how a model computes, not what its checkpoint
-/// holds: the BiLSTM's recurrence (cuDNN's or Rosetta's steps, the same
-/// function) and the training precision. A checkpoint recording other
-/// values of these than `config.toml` is still the session's.
-pub const COMPUTE_ONLY_SETTINGS: &[&str] = &["recurrence", "precision"];
-
-/// Every file name [`CHECKPOINT_DIR`] may hold (besides temporary files).
-pub const CHECKPOINT_FILES: &[&str] = &["best.safetensors", "last.safetensors"];
 
 /// Whether `dir` holds a symbolic link where a session keeps its files:
 /// any entry of the folder or of its `checkpoints/` (itself included). A
@@ -543,52 +477,6 @@ pub(crate) fn json_error(path: &Path, e: serde_json::Error) -> Error {
     }
 }
 
-/// What a job killed while making session folder `dir` left in it, to be
-/// removed before the folder is used: the temporary files of session files
-/// (`.NAME.tmp.PID.…`, NAME one of [`SESSION_FILES`]) whose process is gone,
-/// and `checkpoints/` when it is an empty folder. An error, with nothing
-/// removed, when `dir` holds anything else (it is not ours, or is a
-/// session: `rosetta train --resume` continues one).
-fn killed_leftovers(dir: &Path) -> Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
-    let mut other = Vec::new();
-    for e in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
-        let e = e.map_err(|e| Error::io(dir, e))?;
-        let name = e.file_name().to_string_lossy().into_owned();
-        let t = e.file_type().map_err(|x| Error::io(e.path(), x))?;
-        let dead_temp = t.is_file()
-            && !SESSION_FILES.contains(&name.as_str())
-            && runs::is_own_file(&name, SESSION_FILES)
-            && name
-                .split_once(".tmp.")
-                .and_then(|(_, r)| r.split('.').next())
-                .and_then(|p| p.parse::<u32>().ok())
-                .is_some_and(|pid| !crate::util::pid_alive(pid, None));
-        let empty_ck = name == CHECKPOINT_DIR
-            && t.is_dir()
-            && std::fs::read_dir(e.path()).is_ok_and(|mut r| r.next().is_none());
-        if dead_temp || empty_ck {
-            out.push(e.path());
-        } else {
-            other.push(name);
-        }
-    }
-    if !other.is_empty() {
-        other.sort();
-        let shown: Vec<&str> = other.iter().take(5).map(String::as_str).collect();
-        return Err(Error::file(
-            dir,
-            format!(
-                "session folder exists and is not empty (it holds {}{}): give a new or empty \
-                 folder, or use `rosetta train --resume` to continue a session; nothing touched",
-                shown.join(", "),
-                if other.len() > 5 { ", …" } else { "" }
-            ),
-        ));
-    }
-    Ok(out)
-}
-
 /// An open session folder.
 #[derive(Debug, Clone)]
 pub struct Session {
@@ -602,89 +490,6 @@ pub struct Session {
 }
 
 impl Session {
-    /// Makes a new session folder (it must not exist, or be empty) with its
-    /// config and a `queued` status. An existing folder is looked at before
-    /// anything in it is touched: it must not be a symbolic link, and it
-    /// may hold only what a job killed while making the folder leaves (the
-    /// temporary files of a session file, `.NAME.tmp.PID.…`, of a dead
-    /// process, and an empty `checkpoints/`), which are then removed;
-    /// anything else refuses it with nothing removed.
-    pub fn create(dir: &Path, mut config: SessionConfig) -> Result<Session> {
-        config.resolve()?;
-        let link = std::fs::symlink_metadata(dir).map(|m| m.file_type().is_symlink());
-        if link.as_ref().is_ok_and(|l| *l) {
-            return Err(Error::file(
-                dir,
-                "is a symbolic link: a new session is made in a folder of its own,                  never through a link; nothing touched",
-            ));
-        }
-        if link.is_ok() {
-            let leftovers = killed_leftovers(dir)?;
-            for p in &leftovers {
-                let r = if p.file_name().is_some_and(|n| n == CHECKPOINT_DIR) {
-                    std::fs::remove_dir(p)
-                } else {
-                    std::fs::remove_file(p)
-                };
-                r.map_err(|e| Error::io(p, e))?;
-            }
-        } else {
-            if let Some(p) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-                std::fs::create_dir_all(p).map_err(|e| Error::io(p, e))?;
-            }
-            std::fs::create_dir(dir).map_err(|e| Error::io(dir, e))?;
-        }
-        Self::init(dir, config)
-    }
-
-    fn init(dir: &Path, config: SessionConfig) -> Result<Session> {
-        // the config first, made only where there is none: it claims the
-        // folder for this job
-        config.write_first(dir)?;
-        let ck = dir.join(CHECKPOINT_DIR);
-        std::fs::create_dir_all(&ck).map_err(|e| Error::io(&ck, e))?;
-        let status = JobLife::create(dir, &config)?.into_status();
-        Ok(Session {
-            dir: dir.to_path_buf(),
-            config,
-            status,
-        })
-    }
-
-    /// Makes a new session under `root` named `<model>-<UTC timestamp>`; two
-    /// jobs started in the same second get distinct folders (`-2`, `-3`...).
-    pub fn create_in(root: &Path, mut config: SessionConfig) -> Result<Session> {
-        config.resolve()?;
-        // the model names the folder: a plain name only
-        let m = &config.model;
-        if m.is_empty()
-            || !m
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        {
-            return Err(Error::invalid(format!(
-                "model name {m:?} cannot name a session folder (ASCII letters, digits, `-`, `_`)"
-            )));
-        }
-        std::fs::create_dir_all(root).map_err(|e| Error::io(root, e))?;
-        let stamp = fmt_stamp(now_unix());
-        let base = format!("{}-{}", config.model, stamp);
-        for i in 1..10_000 {
-            let name = if i == 1 {
-                base.clone()
-            } else {
-                format!("{base}-{i}")
-            };
-            let dir = root.join(name);
-            match std::fs::create_dir(&dir) {
-                Ok(()) => return Self::init(&dir, config),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(Error::io(&dir, e)),
-            }
-        }
-        Err(Error::file(root, "cannot find a free session folder name"))
-    }
-
     /// Opens an existing session folder (config and status); a folder
     /// holding a symbolic link ([`check_no_links`]) is refused.
     pub fn open(dir: &Path) -> Result<Session> {
@@ -769,7 +574,7 @@ impl Session {
     /// it records has the value `config.toml` records (a checkpoint copied
     /// in from a session of another `dim` would otherwise be loaded, and
     /// evaluated, as this one's), except the settings that say how a model
-    /// computes rather than what it holds ([`COMPUTE_ONLY_SETTINGS`]). The
+    /// computes rather than what it holds ([`Setting::compute_only`](crate::models::Setting::compute_only)). The
     /// error names the checkpoint and the settings that differ.
     fn check_checkpoint_is_ours(&self, ck: &Checkpoint, path: &Path) -> Result<()> {
         if !ck.meta.kind.is_empty() && ck.meta.kind != self.config.model {
@@ -783,11 +588,16 @@ impl Session {
             ));
         }
         let recorded = self.config.run_params();
+        let def = crate::models::registry::spec(&self.config.model).ok();
+        let compute_only = |k: &str| {
+            def.and_then(|d| d.setting(k))
+                .is_some_and(|s| s.compute_only)
+        };
         let differ: Vec<String> = ck
             .meta
             .params
             .iter()
-            .filter(|(k, _)| !COMPUTE_ONLY_SETTINGS.contains(&k.as_str()))
+            .filter(|(k, _)| !compute_only(k))
             .filter_map(|(k, v)| {
                 recorded
                     .get(k)
@@ -847,7 +657,7 @@ impl Session {
         };
         self.check_checkpoint_is_ours(&ck, if which == "best" { &best } else { &last })?;
         let vocabs = self.vocabs()?;
-        let trainer = crate::models::trainer(&self.config.model)?;
+        let trainer = crate::models::registry::trainer(&self.config.model)?;
         let params = crate::models::Params::new(ck.meta.params.clone());
         let model = trainer.load(&vocabs, ck.model_tensors(), &params, device)?;
         let mut warning = None;

@@ -120,16 +120,7 @@ pub fn cache_name(words: &[String], side: Side, ext: &str) -> String {
     format!("term-vectors.{}.{}.{ext}", &hex[..16], side_name(side))
 }
 
-/// Whether `name` is a cache file [`cache_name`] makes.
-pub fn is_cache_name(name: &str) -> bool {
-    let Some(rest) = name.strip_prefix("term-vectors.") else {
-        return false;
-    };
-    let parts: Vec<&str> = rest.split('.').collect();
-    matches!(parts.as_slice(),
-        [h, s, e] if h.len() == 16 && h.bytes().all(|b| b.is_ascii_hexdigit())
-            && matches!(*s, "source" | "target") && matches!(*e, "npy" | "json"))
-}
+pub use super::files::is_cache_name;
 
 /// An encoder's vectors of `words` (cached in its session folder).
 fn encoded_words(

@@ -403,9 +403,7 @@ impl Workbench {
     }
 }
 
-/// The file in a session folder that caches its ad-hoc scores
-/// ([`Workbench::adhoc_scores`]); safe to delete.
-pub const SCORES_CACHE: &str = "adhoc-scores.json";
+pub use crate::session::files::SCORES_CACHE;
 
 /// The layout of [`SCORES_CACHE`]; raised when what it holds changes.
 const SCORES_FORMAT: u32 = 3;

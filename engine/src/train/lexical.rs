@@ -55,7 +55,7 @@ fn score(
         .config
         .check_workspace_hash(&dir, &ws.content_hash()?)?;
     // BM25 runs on the CPU (a `cuda` request is refused when the session
-    // is made: DeviceSpec::check_for)
+    // is made: models::registry::check_device)
     session.config.device = "cpu".into();
     let params = session.config.run_settings();
     let baseline = Bm25Baseline::new(&session.config.model, &params)?;

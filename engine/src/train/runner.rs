@@ -346,7 +346,10 @@ fn prepare_and_train(
     }
     session.config.check_workspace_hash(&dir, workspace_hash)?;
     let asked = session.config.device_request;
-    let (device, device_name) = select_device(asked.runs_on(&session.config.model))?;
+    let (device, device_name) = select_device(crate::models::registry::runs_on(
+        &session.config.model,
+        asked,
+    ))?;
     session.config.device = device_name.clone();
 
     let params = session.config.run_settings();

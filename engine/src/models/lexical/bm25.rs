@@ -327,8 +327,7 @@ pub type DictPair = (HashMap<String, Vec<String>>, HashMap<String, Vec<String>>)
 /// baselines' own defaults (the registry's), then the global ones. The BM25
 /// partner of a fusion uses it whatever text settings the fused model has.
 pub fn lexical_workspace(ws: &Workspace) -> Result<Workspace> {
-    ws.clone()
-        .with_model_text(crate::models::registry::spec("bm25-dict")?.text)
+    ws.clone().with_model_text(BM25_DICT.text)
 }
 
 /// Reads and analyses the workspace dictionary in both directions.

@@ -534,7 +534,7 @@ impl HdlrConfig {
     fn check(&self) -> Result<()> {
         if let Some(given) = &self.opca {
             // the start's settings are OPCA's: checked by OPCA
-            crate::models::trainer("opca")?.check(&Params::new(given.clone()))?;
+            opca::OpcaTrainer.check(&Params::new(given.clone()))?;
         }
         if self.positives + self.negatives == 0 {
             return Err(Error::invalid(
@@ -592,7 +592,7 @@ fn start_projection(
             params.check_unused()?;
             check_fit_sizes(KIND, data, cfg.k)?;
             let t0 = std::time::Instant::now();
-            let opca = crate::models::trainer("opca")?.train(
+            let opca = opca::OpcaTrainer.train(
                 data,
                 &Params::new(given),
                 &Device::Cpu,

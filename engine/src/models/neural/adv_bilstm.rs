@@ -194,7 +194,7 @@ model_config! {
         max_query_len: usize = s("30", Check::Int { min: 1, max: 100_000 }, "tokens kept per query"),
         nn_hidden: String = s("128", Check::Parse(check_widths), "NN_dim's tanh layer widths (one or two, comma-separated)"),
         precision: String = PRECISION,
-        recurrence: String = s("steps", Check::Choice(&["steps", "cudnn"]), "how the BiLSTM's recurrence runs: steps (Rosetta's own: one op over the sequence on the CPU, a fused cell per step on CUDA) or cudnn (cuDNN's RNN on CUDA, as PyTorch's nn.LSTM; needs a build with the cudnn feature)"),
+        recurrence: String = s("steps", Check::Choice(&["steps", "cudnn"]), "how the BiLSTM's recurrence runs: steps (Rosetta's own: one op over the sequence on the CPU, a fused cell per step on CUDA) or cudnn (cuDNN's RNN on CUDA, as PyTorch's nn.LSTM; needs a build with the cudnn feature)").compute_only(),
         reg: f64 = s("0.00001", Check::NonNegative, "coefficient of the weights' squared Frobenius norm (L_reg)"),
         share_target: bool = s("false", Check::Bool, "one encoder for target queries and documents"),
         vectors: String = VECTORS
@@ -780,7 +780,7 @@ pub fn pseudo_relevant(
 }
 
 /// Term vectors of an `init` checkpoint (S2Net or another linear model, or
-/// XCNN, rebuilt through the registry) to start the embeddings from:
+/// XCNN, rebuilt by its trainer) to start the embeddings from:
 /// `(source, target)`, `V × k` each.
 fn init_vectors(init: &InitWeights, vocabs: &Vocabs) -> Result<(Array2<f32>, Array2<f32>)> {
     let ck = &init.checkpoint;
@@ -798,8 +798,13 @@ fn init_vectors(init: &InitWeights, vocabs: &Vocabs) -> Result<(Array2<f32>, Arr
             ("dim".to_string(), w1.dim(1)?.to_string()),
             ("layers".to_string(), layers.to_string()),
         ]));
-        let kind = init.kind.as_deref().unwrap_or("xcnn");
-        let m = crate::models::trainer(kind)?
+        if let Some(kind) = init.kind.as_deref().filter(|k| *k != super::xcnn::DEF.name) {
+            return Err(Error::file(
+                ck,
+                format!("init: XCNN tensors (src.w1) in a checkpoint whose metadata says `{kind}`"),
+            ));
+        }
+        let m = super::xcnn::XcnnTrainer
             .load(vocabs, init.tensors.clone(), &shape, &Device::Cpu)
             .map_err(|e| Error::file(ck, format!("init: {e}")))?;
         let (s, t) = (m.term_vectors(Side::Source)?, m.term_vectors(Side::Target)?);

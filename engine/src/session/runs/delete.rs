@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::session::files::is_own_file;
 use crate::session::{read_status, SessionConfig, CHECKPOINT_DIR};
 use crate::{Error, Result};
 
@@ -165,21 +166,4 @@ pub fn session_folder_path(dir: &Path, what: &str) -> Result<PathBuf> {
         return Err(Error::file(dir, format!("is not a folder; nothing {what}")));
     }
     Ok(path)
-}
-
-/// Whether `name` is one of `known`, or a temporary file of one
-/// (`.NAME.tmp.…`, [`crate::util::write_atomic`]).
-pub(crate) fn is_own_file(name: &str, known: &[&str]) -> bool {
-    let bli_split = |n: &str| {
-        n.strip_prefix("bli-split-")
-            .and_then(|r| r.strip_suffix(".json"))
-            .is_some_and(|seed| !seed.is_empty() && seed.bytes().all(|b| b.is_ascii_digit()))
-    };
-    known.contains(&name)
-        || (known == crate::session::SESSION_FILES
-            && (bli_split(name) || crate::session::pretrained::is_cache_name(name)))
-        || name
-            .strip_prefix('.')
-            .and_then(|r| r.split_once(".tmp."))
-            .is_some_and(|(n, _)| known.contains(&n))
 }

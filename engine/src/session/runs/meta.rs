@@ -9,8 +9,7 @@ use crate::session::{json_error, CONFIG_FILE, STATUS_FILE};
 use crate::util::write_atomic;
 use crate::{Error, Result};
 
-/// A session's own name, tags and note, kept in its folder.
-pub const META_FILE: &str = "meta.json";
+pub use crate::session::files::META_FILE;
 
 /// `meta.json`: what a user wrote about a run. Every field is optional; a
 /// session without the file has none.

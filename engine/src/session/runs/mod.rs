@@ -13,7 +13,6 @@ mod filter;
 mod labels;
 mod meta;
 
-pub(crate) use delete::is_own_file;
 pub use delete::{delete, session_folder_path};
 pub use detail::{detail, log_since, log_tail, tail_lines, CheckpointFile, RunDetail};
 pub use filter::{Filterable, Run, RunFilter, RunIndex};

@@ -45,10 +45,7 @@ enum Ranker {
     },
 }
 
-/// The file in a session folder holding its HNSW graph over the document
-/// embeddings, in Rosetta's graph format (with its description beside it,
-/// `hnsw.graph.json`); safe to delete.
-pub const HNSW_FILE: &str = "hnsw.graph";
+pub use crate::session::files::HNSW_FILE;
 
 /// How many documents an approximate model ranking asks for: the `k` shown
 /// or this many, whichever is more (enough for fusion and a judged query's
