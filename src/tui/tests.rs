@@ -2963,3 +2963,110 @@ fn compare_table_shows_interval_and_effect_size_columns() {
         );
     }
 }
+
+/// The status line of a drawn screen (its last line).
+fn status_line(screen: &str) -> String {
+    screen
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .trim_matches('"')
+        .to_string()
+}
+
+/// A slow request — the Compare table asked again after `b`, its answer held
+/// on a worker thread until the test lets it go — shows the busy mark on the
+/// next frame; keys are handled meanwhile (a second `b` queues, Esc, moving);
+/// the answer replaces the mark, and the queued request then goes out.
+#[test]
+fn a_slow_request_shows_the_busy_mark_until_its_answer_replaces_it() {
+    let fake = Fake::with(two_finished());
+    let mut app = app_with(&fake);
+    press(&mut app, &fake, "4");
+    assert!(!app.is_busy());
+    let idle = render(&mut app, 80, 24);
+    assert!(!status_line(&idle).contains('…'), "{idle}");
+    press(&mut app, &fake, "j"); // the second row
+    app.on_key(key('b'));
+    let work = app.take_work();
+    assert_eq!(work.len(), 1, "{work:?}");
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    std::thread::scope(|sc| {
+        let fake = &fake;
+        sc.spawn(move || {
+            for w in work {
+                go_rx.recv().unwrap();
+                let reply = crate::tui::app::execute(fake, w.request, &|_| {});
+                done_tx.send((w.ticket, reply)).unwrap();
+            }
+        });
+        // drawn before the answer: the mark says what runs
+        let screen = render(&mut app, 80, 24);
+        let status = status_line(&screen);
+        assert!(
+            status.contains("comparing 2 sessions against cl-lsi-done…"),
+            "{screen}"
+        );
+        assert!(
+            crate::tui::app::SPINNER.iter().any(|c| status.contains(*c)),
+            "{status}"
+        );
+        // the spinner turns from frame to frame
+        let again = status_line(&render(&mut app, 80, 24));
+        assert_ne!(status, again);
+        // keys meanwhile: a second `b` queues behind the first, Esc and
+        // moving are handled, nothing waits
+        app.on_key(key('b'));
+        assert!(app.take_work().is_empty(), "queued, not sent twice");
+        app.on_key(code(KeyCode::Esc));
+        app.on_key(key('k'));
+        assert_eq!(app.compare.row, 0);
+        assert!(app.is_busy());
+        go_tx.send(()).unwrap();
+        let (ticket, reply) = done_rx.recv().unwrap();
+        app.on_done(ticket, reply);
+    });
+    assert!(!app.is_busy());
+    let screen = render(&mut app, 80, 24);
+    assert!(!status_line(&screen).contains("comparing"), "{screen}");
+    assert!(
+        screen.contains("◆ cl-lsi-done"),
+        "the new baseline: {screen}"
+    );
+    // the queued `b` went out once the first answer arrived
+    let queued = app.take_work();
+    assert_eq!(queued.len(), 1, "{queued:?}");
+    assert!(app.is_busy());
+    // q still quits with work in flight
+    app.on_key(key('q'));
+    assert!(app.quit);
+}
+
+/// Opening a session on Search shows the busy mark with its name until the
+/// index is loaded.
+#[test]
+fn opening_a_session_shows_the_busy_mark() {
+    let fake = Fake::with(two_finished());
+    let mut app = app_with(&fake);
+    app.on_key(key('2'));
+    app.on_key(key('s'));
+    app.on_key(code(KeyCode::Enter));
+    let work = app.take_work();
+    let open = work
+        .iter()
+        .find(|w| matches!(w.request, Request::Search(_)))
+        .expect("the index is asked for");
+    let screen = render(&mut app, 80, 24);
+    assert!(
+        status_line(&screen).contains("opening session s2net-done…"),
+        "{screen}"
+    );
+    for w in work.clone() {
+        let reply = crate::tui::app::execute(&fake, w.request, &|_| {});
+        app.on_done(w.ticket, reply);
+    }
+    assert!(!app.is_busy(), "{:?}", open);
+    let screen = render(&mut app, 80, 24);
+    assert!(!status_line(&screen).contains("opening"), "{screen}");
+}

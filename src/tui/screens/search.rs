@@ -496,6 +496,15 @@ impl Screen for SearchScreen {
         }
     }
 
+    fn busy_label(req: &Request) -> Option<String> {
+        Some(match req {
+            Request::LoadIndex(s) => format!("opening session {s}"),
+            Request::Search { query, .. } => format!("searching “{}”", trunc(query, 30)),
+            Request::Document { docno, .. } => format!("fetching document {docno}"),
+            Request::LoadHistory | Request::SaveHistory(_) => return None,
+        })
+    }
+
     fn failed(req: &Request, msg: String) -> Reply {
         match req.clone() {
             Request::LoadIndex(session) => Reply::IndexLoaded {

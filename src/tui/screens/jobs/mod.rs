@@ -565,6 +565,26 @@ impl Screen for JobsScreen {
         }
     }
 
+    fn busy_label(req: &Request) -> Option<String> {
+        Some(match req {
+            // background: the rescans, tails and the form's memory
+            Request::ListSessions
+            | Request::TailMetrics { .. }
+            | Request::LogTail { .. }
+            | Request::LauncherMemory => return None,
+            Request::SessionSpec { session } => format!("reading {session}'s settings"),
+            Request::Launch(spec) if spec.sweep.is_some() => "starting the sweep".into(),
+            Request::Launch(_) => "starting the job".into(),
+            Request::Cancel(s) => format!("cancelling {s}"),
+            Request::Resume(s) => format!("resuming {s}"),
+            Request::SessionDetail(s) => format!("reading {s}'s details"),
+            Request::SetMeta { session, field, .. } => {
+                format!("saving {session}'s {}", field.as_str())
+            }
+            Request::Delete(s) => format!("deleting {s}"),
+        })
+    }
+
     fn failed(req: &Request, msg: String) -> Reply {
         match req.clone() {
             Request::ListSessions => Reply::Sessions(Err(msg)),
