@@ -747,7 +747,14 @@ impl App {
         match r {
             Reply::Jobs(r) => {
                 let had = self.jobs.popup.is_some();
+                let rescan = matches!(r, jobs::Reply::Sessions(Ok(_)));
                 let changed = with_cx!(self, Sessions::default(), |cx| self.jobs.on_reply(r, cx));
+                if rescan {
+                    // Search opens a session whose index build it launched
+                    with_cx!(self, sessions_of(&self.jobs), |cx| self
+                        .search
+                        .on_sessions(cx));
+                }
                 if !had && self.jobs.popup.is_some() {
                     // a popup the answer opened (the form to duplicate a
                     // job) replaces the shell's

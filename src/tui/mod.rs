@@ -136,8 +136,10 @@ pub fn run(opts: Options) -> Result<()> {
     ));
     settings.state_file = Some(state::default_path());
     let exe = std::env::current_exe().map_err(|e| Error::io("current_exe", e))?;
-    let backend: Arc<dyn Backend> =
-        Arc::new(local::LocalBackend::new(settings.sessions_dir.clone(), exe));
+    let backend: Arc<dyn Backend> = Arc::new(
+        local::LocalBackend::new(settings.sessions_dir.clone(), exe)
+            .with_encode_limit(settings.encode_limit_s),
+    );
 
     // A panic on the UI thread restores the terminal, then prints the
     // message and the log path. A panic on a worker thread is only logged

@@ -8,6 +8,7 @@
 mod charts;
 mod detail;
 mod form;
+mod index;
 mod log;
 mod model;
 mod popup;
@@ -679,13 +680,18 @@ fn draw(f: &mut Frame, j: &JobsScreen, view: &View<'_>, area: Rect) {
     let visible = j.visible();
     let rows = j.rows();
     let table_h = ((rows.len().max(1) + 3) as u16).clamp(5, (area.height * 2 / 5).max(5));
-    let [ta, da, ca] = Layout::vertical([
+    let builds = index::builds(j);
+    let [ta, ia, da, ca] = Layout::vertical([
         Constraint::Length(table_h),
+        Constraint::Length(index::height(builds.len())),
         Constraint::Length(2),
         Constraint::Min(6),
     ])
     .areas(area);
     draw_table(f, j, view, ta, &visible, &rows);
+    if !builds.is_empty() {
+        index::draw_index_builds(f, j, view, ia, &builds);
+    }
     let wide = area.width >= 110;
     let sel = j.selected_session();
     let series = sel.and_then(|s| j.series.get(&s.id));
