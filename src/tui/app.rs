@@ -196,6 +196,45 @@ pub enum Reply {
     UiStateSaved(Result<(), String>),
 }
 
+impl Request {
+    /// What the busy mark says while this request runs (the screen's
+    /// [`Screen::busy_label`]); `None` for background work.
+    pub fn busy_label(&self) -> Option<String> {
+        match self {
+            Request::Jobs(r) => JobsScreen::busy_label(r),
+            Request::Search(r) => SearchScreen::busy_label(r),
+            Request::Neighbours(r) => NeighScreen::busy_label(r),
+            Request::Compare(r) => CompareScreen::busy_label(r),
+            Request::Data(r) => DataScreen::busy_label(r),
+            Request::SaveUiState { .. } => None,
+        }
+    }
+}
+
+/// A request handed to the event loop with the ticket its final answer
+/// comes back with ([`App::on_done`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Work {
+    /// Names this request among those in flight.
+    pub ticket: u64,
+    /// What to run.
+    pub request: Request,
+}
+
+/// Work in flight that shows the busy mark on the status line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Busy {
+    /// The request's ticket.
+    pub ticket: u64,
+    /// What the mark says (`opening session s0`).
+    pub label: String,
+    /// When it was handed out.
+    pub since: std::time::Instant,
+}
+
+/// Frames of the busy mark's spinner, one per drawn frame.
+pub const SPINNER: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
+
 /// The error reply to `req` (when running it panicked).
 pub fn failed(req: &Request, msg: String) -> Reply {
     match req {
@@ -280,6 +319,12 @@ pub struct App {
     /// Ring the terminal bell (a job finished, failed or diverged); the
     /// event loop rings it and clears the flag.
     pub bell: bool,
+    /// Requests in flight that show the busy mark, oldest first.
+    pub busy: Vec<Busy>,
+    /// The last ticket handed out ([`App::take_work`]).
+    next_ticket: u64,
+    /// Frames drawn (the spinner's step).
+    pub frames: u64,
 }
 
 impl App {
@@ -304,6 +349,9 @@ impl App {
             dirty: true,
             full_redraw: false,
             bell: false,
+            busy: Vec::new(),
+            next_ticket: 0,
+            frames: 0,
         };
         app.poll_sessions();
         app.outbox.push(search::Request::LoadHistory.into());
@@ -314,6 +362,62 @@ impl App {
     /// Takes the requests queued since the last call.
     pub fn take_requests(&mut self) -> Vec<Request> {
         std::mem::take(&mut self.outbox)
+    }
+
+    /// Takes the requests queued since the last call, each with a ticket,
+    /// for the event loop to run off the UI thread; those with a
+    /// [`Request::busy_label`] show the busy mark from the next frame until
+    /// [`App::on_done`] gets their ticket back.
+    pub fn take_work(&mut self) -> Vec<Work> {
+        let reqs = self.take_requests();
+        reqs.into_iter()
+            .map(|request| {
+                self.next_ticket += 1;
+                let ticket = self.next_ticket;
+                if let Some(label) = request.busy_label() {
+                    self.busy.push(Busy {
+                        ticket,
+                        label,
+                        since: std::time::Instant::now(),
+                    });
+                    self.dirty = true;
+                }
+                Work { ticket, request }
+            })
+            .collect()
+    }
+
+    /// The final answer to the work of `ticket`: its busy mark goes and
+    /// the answer is applied ([`App::on_reply`]).
+    pub fn on_done(&mut self, ticket: u64, r: Reply) {
+        let n = self.busy.len();
+        self.busy.retain(|b| b.ticket != ticket);
+        if self.busy.len() != n {
+            self.dirty = true;
+        }
+        self.on_reply(r);
+    }
+
+    /// Whether work that shows the busy mark is in flight.
+    pub fn is_busy(&self) -> bool {
+        !self.busy.is_empty()
+    }
+
+    /// The busy mark: the spinner's current frame, the oldest request's
+    /// label, its seconds once past one, and how many more are in flight
+    /// (`⠙ opening session s0… 7 s · 1 more`); `None` when idle.
+    pub fn busy_mark(&self) -> Option<String> {
+        let first = self.busy.first()?;
+        let spin = SPINNER[(self.frames % SPINNER.len() as u64) as usize];
+        let mut s = format!("{spin} {}…", first.label);
+        let secs = first.since.elapsed().as_secs();
+        if secs >= 1 {
+            s.push_str(&format!(" {secs} s"));
+        }
+        if self.busy.len() > 1 {
+            s.push_str(&format!(" · {} more", self.busy.len() - 1));
+        }
+        Some(s)
     }
 
     pub(crate) fn info(&mut self, s: impl Into<String>) {
@@ -643,7 +747,14 @@ impl App {
         match r {
             Reply::Jobs(r) => {
                 let had = self.jobs.popup.is_some();
+                let rescan = matches!(r, jobs::Reply::Sessions(Ok(_)));
                 let changed = with_cx!(self, Sessions::default(), |cx| self.jobs.on_reply(r, cx));
+                if rescan {
+                    // Search opens a session whose index build it launched
+                    with_cx!(self, sessions_of(&self.jobs), |cx| self
+                        .search
+                        .on_sessions(cx));
+                }
                 if !had && self.jobs.popup.is_some() {
                     // a popup the answer opened (the form to duplicate a
                     // job) replaces the shell's
@@ -684,17 +795,19 @@ impl App {
     #[cfg(test)]
     pub fn pump_sync(&mut self, backend: &dyn Backend) {
         for _ in 0..16 {
-            let reqs = self.take_requests();
-            if reqs.is_empty() {
+            let work = self.take_work();
+            if work.is_empty() {
                 break;
             }
-            for r in reqs {
+            for Work { ticket, request } in work {
                 let progress = std::sync::Mutex::new(Vec::new());
-                let reply = execute(backend, r, &|p| progress.lock().expect("progress").push(p));
+                let reply = execute(backend, request, &|p| {
+                    progress.lock().expect("progress").push(p)
+                });
                 for p in progress.into_inner().expect("progress") {
                     self.on_reply(p);
                 }
-                self.on_reply(reply);
+                self.on_done(ticket, reply);
             }
         }
     }

@@ -75,6 +75,26 @@ pub struct SessionSummary {
     /// For a session of a sweep: the sweep, its point and seed
     /// (`sweep.json`); the Jobs table groups a sweep's sessions.
     pub sweep: Option<SweepMember>,
+    /// The session's index build (`rosetta index build`), if it has had one.
+    pub index: Option<IndexBuild>,
+}
+
+/// A session's index build as the Jobs screen shows it: the engine's
+/// `index/status.json` and the state to show (`stale` for a running build
+/// whose process is gone).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct IndexBuild {
+    /// `running`, `done`, `cancelled`, `failed` or `stale`.
+    pub state: String,
+    /// The build's status file.
+    pub status: IndexStatus,
+}
+
+impl IndexBuild {
+    /// Whether the build's process still runs.
+    pub fn running(&self) -> bool {
+        self.state == "running"
+    }
 }
 
 impl SessionSummary {
@@ -288,7 +308,12 @@ pub struct Launched {
 pub use rosetta::index::fusion::Fusion;
 
 /// A loaded search index, workspace figures (the engine's).
-pub use rosetta::session::workbench::{IndexInfo, WorkspaceStats};
+pub use rosetta::session::workbench::{IndexInfo, IndexOpening, WorkspaceStats};
+
+/// An index build's status (the engine's `index/status.json`) and the
+/// estimate of an encoding (the engine's).
+pub use rosetta::jobs::index::IndexStatus;
+pub use rosetta::session::collection::Estimate;
 
 /// The compare table, its rows, marks and output formats (the engine's).
 pub use rosetta::eval::compare::{Comparison, Mark, TableFormat};
@@ -322,7 +347,14 @@ pub trait Backend: Send + Sync {
     /// Restarts a stopped job from its last checkpoint.
     fn resume(&self, session: &str) -> Result<Launched>;
     /// Loads (and keeps) `session`'s search index; slow, reports progress.
-    fn load_index(&self, session: &str, progress: ProgressFn) -> Result<IndexInfo>;
+    /// A collection whose encoding is estimated to take longer than the
+    /// backend allows is not encoded: the answer is
+    /// [`IndexOpening::NeedsBuild`] with the estimate.
+    fn load_index(&self, session: &str, progress: ProgressFn) -> Result<IndexOpening>;
+    /// Starts `session`'s index build as a detached job (`rosetta index
+    /// build --session DIR --detach`, the engine's launcher); returns its
+    /// process id. Its progress shows in the session's [`IndexBuild`].
+    fn build_index(&self, session: &str) -> Result<u32>;
     /// Ranks documents for `query` with a loaded index.
     fn search(&self, session: &str, query: &str, k: usize, fusion: Fusion) -> Result<SearchResult>;
     /// One whole document (by id or label) of a loaded index, the words

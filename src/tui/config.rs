@@ -6,6 +6,7 @@
 //! sessions_dir = "sessions"  # where session folders live
 //! workspace = "data/workspace.toml"   # default of the new-job form
 //! bell = true                # terminal bell when a job finishes, fails or diverges
+//! encode_limit_s = 10        # longest encoding opening a session starts (longer: Search offers an index build)
 //! [keys]                     # rebind any action named in the help popup's config names
 //! new_job = ["n", "ctrl-n"]
 //! [colors]                   # override theme colours (names or #rrggbb)
@@ -34,6 +35,10 @@ pub struct ConfigFile {
     /// Ring the terminal bell when a job finishes, fails or diverges
     /// (default true; the message on the status line shows either way).
     pub bell: Option<bool>,
+    /// Seconds of encoding a collection that opening a session may start
+    /// (estimated on a sample; default 10): a longer one is not started,
+    /// and Search offers to build the session's index as a job.
+    pub encode_limit_s: Option<f64>,
     /// Key overrides: action name → keys.
     pub keys: BTreeMap<String, Vec<String>>,
     /// Colour overrides: slot name → colour.
@@ -52,6 +57,7 @@ pub fn default_config_text() -> String {
          theme = \"dark\"             # dark or light (--theme wins; NO_COLOR wins over both)\n\
          sessions_dir = \"sessions\"  # where session folders live (--sessions wins)\n\
          bell = true                # terminal bell when a job finishes, fails or diverges\n\
+         encode_limit_s = 10        # longest encoding (seconds, estimated) opening a session starts; longer: Search offers `rosetta index build`\n\
          # workspace = \"{SETUP_WORKSPACE}\"   # default of the new-job form (this one when `rosetta setup` made it)\n\n\
          [keys]   # action = [keys]: letters, f1..f12, ctrl-X, alt-X, up, down, left, right, pageup, pagedown, home, end, enter, esc, tab, backtab",
         default_path().display()
@@ -275,6 +281,8 @@ pub struct Settings {
     pub workspace: String,
     /// Ring the terminal bell on job alerts.
     pub bell: bool,
+    /// Seconds of encoding a collection that opening a session may start.
+    pub encode_limit_s: f64,
     /// Where marks and the baseline are remembered between launches
     /// (`None`: not remembered, as in tests).
     pub state_file: Option<PathBuf>,
@@ -304,6 +312,15 @@ impl Settings {
             Theme::new(kind).with_overrides(&file.colors)?
         };
         let keymap = Keymap::with_overrides(&file.keys).map_err(Error::invalid)?;
+        let encode_limit_s = file
+            .encode_limit_s
+            .unwrap_or(rosetta::session::collection::SILENT_LIMIT_S);
+        if !(encode_limit_s.is_finite() && encode_limit_s >= 0.0) {
+            return Err(Error::invalid(format!(
+                "encode_limit_s = {encode_limit_s}: expected seconds, 0 or more (default {})",
+                rosetta::session::collection::SILENT_LIMIT_S
+            )));
+        }
         Ok(Settings {
             theme,
             keymap,
@@ -313,6 +330,7 @@ impl Settings {
                 .unwrap_or_else(|| PathBuf::from("sessions")),
             workspace: file.workspace.clone().unwrap_or_default(),
             bell: file.bell.unwrap_or(true),
+            encode_limit_s,
             state_file: None,
         })
     }
@@ -330,6 +348,18 @@ mod tests {
         let d = Settings::resolve(&ConfigFile::default(), None, false).unwrap();
         assert_eq!(s.sessions_dir, d.sessions_dir);
         assert_eq!((s.bell, file.bell), (d.bell, Some(d.bell)));
+        assert_eq!(
+            (s.encode_limit_s, file.encode_limit_s),
+            (d.encode_limit_s, Some(d.encode_limit_s))
+        );
+        let bad = ConfigFile {
+            encode_limit_s: Some(-1.0),
+            ..ConfigFile::default()
+        };
+        let e = Settings::resolve(&bad, None, false)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("encode_limit_s = -1"), "{e}");
         assert_eq!(s.theme, d.theme);
         assert_eq!(s.keymap.bindings.len(), d.keymap.bindings.len());
         for (a, b) in s.keymap.bindings.iter().zip(&d.keymap.bindings) {

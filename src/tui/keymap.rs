@@ -80,6 +80,7 @@ pub enum Action {
     PickSession2,
     CycleFusion,
     NextJudged,
+    BuildIndex,
     LambdaUp,
     LambdaDown,
     ToggleSide,
@@ -474,6 +475,13 @@ const DEFAULTS: &[(&str, Action, Context, &[&str], &str)] = {
             Search,
             &["e"],
             "run the next workspace query that has judgements",
+        ),
+        (
+            "build_index",
+            BuildIndex,
+            Search,
+            &["B"],
+            "build the session's index as a background job (offered when its collection would take long to encode)",
         ),
         (
             "pick_session_left",

@@ -10,13 +10,18 @@ use super::backend::*;
 use rosetta::eval::CompareOptions;
 use rosetta::jobs;
 use rosetta::jobs::sweep;
+use rosetta::session::collection::SILENT_LIMIT_S;
 use rosetta::session::search::QueryHistory;
 use rosetta::session::workbench::{self, Workbench};
 use rosetta::session::{self, runs, MetricsTail};
 use rosetta::text::Side;
 use rosetta::{Error, Result};
 
-/// The backend the workbench uses outside tests.
+/// The backend the workbench uses outside tests. Loading a session starts
+/// no encoding of its collection estimated to take more than
+/// [`SILENT_LIMIT_S`] seconds ([`LocalBackend::with_encode_limit`]): Search
+/// offers the index build instead, other screens say why they cannot use
+/// the session.
 pub struct LocalBackend {
     root: PathBuf,
     exe: PathBuf,
@@ -122,8 +127,16 @@ impl LocalBackend {
             exe: exe.into(),
             tails: Mutex::new(HashMap::new()),
             runs: Mutex::new(runs::RunIndex::default()),
-            engine: Workbench::default(),
+            engine: Workbench::default().with_encode_limit(Some(SILENT_LIMIT_S)),
         }
+    }
+
+    /// This backend with another limit on the seconds of encoding that
+    /// loading a session may start (the engine's
+    /// [`Workbench::with_encode_limit`]).
+    pub fn with_encode_limit(mut self, seconds: f64) -> Self {
+        self.engine = Workbench::default().with_encode_limit(Some(seconds));
+        self
     }
 
     fn dir(&self, session: &str) -> Result<PathBuf> {
@@ -206,6 +219,17 @@ impl Backend for LocalBackend {
             c(b).cmp(&c(a)).then(t(b).total_cmp(&t(a)))
         });
         let mut out: Vec<SessionSummary> = entries.iter().map(run_summary).collect();
+        for s in &mut out {
+            match jobs::index::IndexStatus::read(&s.dir) {
+                Ok(st) => {
+                    s.index = st.map(|status| IndexBuild {
+                        state: status.shown_state().to_string(),
+                        status,
+                    })
+                }
+                Err(e) => crate::tui::log::info(&format!("{}: {e}", s.id)),
+            }
+        }
         // Slurm jobs: state and liveness from Slurm, not from a process id
         let (views, problem) = rosetta::jobs::slurm::views(
             &entries
@@ -304,8 +328,19 @@ impl Backend for LocalBackend {
         })
     }
 
-    fn load_index(&self, session: &str, progress: ProgressFn) -> Result<IndexInfo> {
-        self.engine.load_index(&self.dir(session)?, progress)
+    fn load_index(&self, session: &str, progress: ProgressFn) -> Result<IndexOpening> {
+        self.engine.open_index(&self.dir(session)?, progress)
+    }
+
+    fn build_index(&self, session: &str) -> Result<u32> {
+        let pid = jobs::index::launch(
+            &self.dir(session)?,
+            &self.exe,
+            rosetta::models::DeviceSpec::Auto,
+            rosetta::session::collection::BuildOptions::default(),
+        )?;
+        crate::tui::log::info(&format!("index build of {session} started (pid {pid})"));
+        Ok(pid)
     }
 
     fn search(&self, session: &str, query: &str, k: usize, fusion: Fusion) -> Result<SearchResult> {

@@ -67,7 +67,10 @@ enum Msg {
     /// A terminal event and when the input thread read it.
     Input(crossterm::event::Event, Instant),
     InputError(String),
+    /// An intermediate answer (progress).
     Reply(Reply),
+    /// The final answer to the work of a ticket.
+    Done(u64, Reply),
 }
 
 fn restore_terminal() {
@@ -133,8 +136,10 @@ pub fn run(opts: Options) -> Result<()> {
     ));
     settings.state_file = Some(state::default_path());
     let exe = std::env::current_exe().map_err(|e| Error::io("current_exe", e))?;
-    let backend: Arc<dyn Backend> =
-        Arc::new(local::LocalBackend::new(settings.sessions_dir.clone(), exe));
+    let backend: Arc<dyn Backend> = Arc::new(
+        local::LocalBackend::new(settings.sessions_dir.clone(), exe)
+            .with_encode_limit(settings.encode_limit_s),
+    );
 
     // A panic on the UI thread restores the terminal, then prints the
     // message and the log path. A panic on a worker thread is only logged
@@ -241,7 +246,11 @@ fn event_loop(settings: Settings, backend: Arc<dyn Backend>) -> Result<()> {
     let mut result = Ok(());
     loop {
         app.persist_ui_state();
-        for req in app.take_requests() {
+        for app::Work {
+            ticket,
+            request: req,
+        } in app.take_work()
+        {
             let b = backend.clone();
             let tx = tx.clone();
             rt.spawn_blocking(move || {
@@ -261,7 +270,7 @@ fn event_loop(settings: Settings, backend: Arc<dyn Backend>) -> Result<()> {
                         .unwrap_or_else(|| "unknown panic".into());
                     app::failed(&r2, format!("internal error: {msg} (see the log)"))
                 });
-                let _ = tx.send(Msg::Reply(reply));
+                let _ = tx.send(Msg::Done(ticket, reply));
             });
         }
         if app.quit {
@@ -298,6 +307,10 @@ fn event_loop(settings: Settings, backend: Arc<dyn Backend>) -> Result<()> {
         } else {
             FRAME
         };
+        // the busy mark's spinner turns once a frame while work is in flight
+        if app.is_busy() && now >= last_draw + FRAME {
+            app.dirty = true;
+        }
         if app.dirty && now >= last_draw + frame {
             let t0 = Instant::now();
             if std::mem::take(&mut app.full_redraw) {
@@ -323,6 +336,8 @@ fn event_loop(settings: Settings, backend: Arc<dyn Backend>) -> Result<()> {
         let mut deadline = next_scan.min(next_tail);
         if app.dirty {
             deadline = deadline.min(last_draw + frame);
+        } else if app.is_busy() {
+            deadline = deadline.min(last_draw + FRAME);
         }
         let wait = deadline.saturating_duration_since(Instant::now());
         match rx.recv_timeout(wait) {
@@ -336,6 +351,7 @@ fn event_loop(settings: Settings, backend: Arc<dyn Backend>) -> Result<()> {
                             app.on_event(ev)
                         }
                         Msg::Reply(r) => app.on_reply(r),
+                        Msg::Done(t, r) => app.on_done(t, r),
                         Msg::InputError(e) => return Some(e),
                     }
                     None

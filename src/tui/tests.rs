@@ -47,6 +47,8 @@ struct Fake {
     rankings: Mutex<Vec<(String, String)>>,
     /// The launcher remembered under the sessions root.
     launcher: Mutex<LauncherMemory>,
+    /// Index builds started.
+    builds: Mutex<Vec<String>>,
 }
 
 fn summary(id: &str, state: State) -> SessionSummary {
@@ -209,13 +211,35 @@ impl Backend for Fake {
             ..Default::default()
         })
     }
-    fn load_index(&self, session: &str, progress: ProgressFn) -> Result<IndexInfo> {
+    fn load_index(&self, session: &str, progress: ProgressFn) -> Result<IndexOpening> {
+        // an encoder session is not encoded until its index build is done
+        let built = self
+            .sessions
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|s| s.id == session && s.index.as_ref().is_some_and(|i| i.state == "done"));
+        if session.starts_with("encoder") && !built {
+            return Ok(IndexOpening::NeedsBuild {
+                estimate: Estimate {
+                    texts: 31084,
+                    sample: 16,
+                    texts_per_s: 16.6,
+                    seconds: 31084.0 / 16.6,
+                },
+                command: format!("rosetta index build --session sessions/{session} --detach"),
+            });
+        }
         progress(0.5, "encoding documents");
-        Ok(IndexInfo {
+        Ok(IndexOpening::Ready(IndexInfo {
             session: session.into(),
             docs: 1190,
             judged_queries: vec![("q7".into(), "where is the river".into())],
-        })
+        }))
+    }
+    fn build_index(&self, session: &str) -> Result<u32> {
+        self.builds.lock().unwrap().push(session.into());
+        Ok(31337)
     }
     fn search(&self, _s: &str, query: &str, k: usize, fusion: Fusion) -> Result<SearchResult> {
         self.searches.lock().unwrap().push((query.into(), fusion));
@@ -635,7 +659,7 @@ fn ctrl(c: char) -> KeyEvent {
 fn code(c: KeyCode) -> KeyEvent {
     KeyEvent::new(c, KeyModifiers::NONE)
 }
-fn press(app: &mut App, fake: &Fake, keys: &str) {
+fn press(app: &mut App, fake: &dyn Backend, keys: &str) {
     for c in keys.chars() {
         app.on_key(key(c));
         app.pump_sync(fake);
@@ -2478,9 +2502,12 @@ fn engine_search_neighbours_compare_and_data_on_a_trained_session() {
     }
     let b = crate::tui::local::LocalBackend::new(&root, "/bin/false");
     let seen = Mutex::new(Vec::new());
-    let info = b
+    let IndexOpening::Ready(info) = b
         .load_index("a", &|f, w| seen.lock().unwrap().push((f, w.to_string())))
-        .unwrap();
+        .unwrap()
+    else {
+        panic!("a CL-LSI session encodes at once")
+    };
     assert_eq!(info.docs, 8);
     assert_eq!(info.judged_queries.len(), 5);
     assert!(seen.lock().unwrap().len() >= 3, "progress is reported");
@@ -2962,4 +2989,317 @@ fn compare_table_shows_interval_and_effect_size_columns() {
             "{header}"
         );
     }
+}
+
+/// The status line of a drawn screen (its last line).
+fn status_line(screen: &str) -> String {
+    screen
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .trim_matches('"')
+        .to_string()
+}
+
+/// A slow request — the Compare table asked again after `b`, its answer held
+/// on a worker thread until the test lets it go — shows the busy mark on the
+/// next frame; keys are handled meanwhile (a second `b` queues, Esc, moving);
+/// the answer replaces the mark, and the queued request then goes out.
+#[test]
+fn a_slow_request_shows_the_busy_mark_until_its_answer_replaces_it() {
+    let fake = Fake::with(two_finished());
+    let mut app = app_with(&fake);
+    press(&mut app, &fake, "4");
+    assert!(!app.is_busy());
+    let idle = render(&mut app, 80, 24);
+    assert!(!status_line(&idle).contains('…'), "{idle}");
+    press(&mut app, &fake, "j"); // the second row
+    app.on_key(key('b'));
+    let work = app.take_work();
+    assert_eq!(work.len(), 1, "{work:?}");
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    std::thread::scope(|sc| {
+        let fake = &fake;
+        sc.spawn(move || {
+            for w in work {
+                go_rx.recv().unwrap();
+                let reply = crate::tui::app::execute(fake, w.request, &|_| {});
+                done_tx.send((w.ticket, reply)).unwrap();
+            }
+        });
+        // drawn before the answer: the mark says what runs
+        let screen = render(&mut app, 80, 24);
+        let status = status_line(&screen);
+        assert!(
+            status.contains("comparing 2 sessions against cl-lsi-done…"),
+            "{screen}"
+        );
+        assert!(
+            crate::tui::app::SPINNER.iter().any(|c| status.contains(*c)),
+            "{status}"
+        );
+        // the spinner turns from frame to frame
+        let again = status_line(&render(&mut app, 80, 24));
+        assert_ne!(status, again);
+        // keys meanwhile: a second `b` queues behind the first, Esc and
+        // moving are handled, nothing waits
+        app.on_key(key('b'));
+        assert!(app.take_work().is_empty(), "queued, not sent twice");
+        app.on_key(code(KeyCode::Esc));
+        app.on_key(key('k'));
+        assert_eq!(app.compare.row, 0);
+        assert!(app.is_busy());
+        go_tx.send(()).unwrap();
+        let (ticket, reply) = done_rx.recv().unwrap();
+        app.on_done(ticket, reply);
+    });
+    assert!(!app.is_busy());
+    let screen = render(&mut app, 80, 24);
+    assert!(!status_line(&screen).contains("comparing"), "{screen}");
+    assert!(
+        screen.contains("◆ cl-lsi-done"),
+        "the new baseline: {screen}"
+    );
+    // the queued `b` went out once the first answer arrived
+    let queued = app.take_work();
+    assert_eq!(queued.len(), 1, "{queued:?}");
+    assert!(app.is_busy());
+    // q still quits with work in flight
+    app.on_key(key('q'));
+    assert!(app.quit);
+}
+
+/// Opening a session on Search shows the busy mark with its name until the
+/// index is loaded.
+#[test]
+fn opening_a_session_shows_the_busy_mark() {
+    let fake = Fake::with(two_finished());
+    let mut app = app_with(&fake);
+    app.on_key(key('2'));
+    app.on_key(key('s'));
+    app.on_key(code(KeyCode::Enter));
+    let work = app.take_work();
+    let open = work
+        .iter()
+        .find(|w| matches!(w.request, Request::Search(_)))
+        .expect("the index is asked for");
+    let screen = render(&mut app, 80, 24);
+    assert!(
+        status_line(&screen).contains("opening session s2net-done…"),
+        "{screen}"
+    );
+    for w in work.clone() {
+        let reply = crate::tui::app::execute(&fake, w.request, &|_| {});
+        app.on_done(w.ticket, reply);
+    }
+    assert!(!app.is_busy(), "{:?}", open);
+    let screen = render(&mut app, 80, 24);
+    assert!(!status_line(&screen).contains("opening"), "{screen}");
+}
+
+/// An encoder session as the Jobs screen lists it.
+fn encoder_session(index: Option<IndexBuild>) -> SessionSummary {
+    SessionSummary {
+        model: "encoder".into(),
+        best_mrr: Some(0.61),
+        index,
+        ..summary("encoder-zs", State::Done)
+    }
+}
+
+/// An index build's status as `index/status.json` says it.
+fn index_build(state: &str, done: usize, updated: &str) -> IndexBuild {
+    IndexBuild {
+        state: state.into(),
+        status: IndexStatus {
+            state: state.into(),
+            pid: 31337,
+            device: "cpu".into(),
+            texts_done: done,
+            texts_total: 31084,
+            texts_per_s: Some(16.2),
+            eta_s: Some((31084 - done) as f64 / 16.2),
+            chunks_done: done / 1024,
+            chunks: 31,
+            updated: updated.into(),
+            ..Default::default()
+        },
+    }
+}
+
+/// Search on an encoder session whose collection would take long to
+/// encode: the estimate and the offer instead of an encoding; `B` launches
+/// the build as a job, Search follows it and opens the session when it is
+/// done; Jobs lists the build with its progress.
+#[test]
+fn search_offers_the_index_build_of_a_session_too_long_to_encode() {
+    let fake = Fake::with(vec![encoder_session(None)]);
+    let mut app = app_with(&fake);
+    press(&mut app, &fake, "2");
+    assert!(
+        matches!(app.search.index, IndexState::NeedsBuild { .. }),
+        "{:?}",
+        app.search.index
+    );
+    insta::assert_snapshot!("search_needs_build_80x24", render(&mut app, 80, 24));
+    insta::assert_snapshot!("search_needs_build_160x48", render(&mut app, 160, 48));
+    press(&mut app, &fake, "B");
+    assert_eq!(*fake.builds.lock().unwrap(), ["encoder-zs"]);
+    assert!(matches!(
+        app.search.index,
+        IndexState::Building { pid: 31337, .. }
+    ));
+    let screen = render(&mut app, 80, 24);
+    assert!(
+        screen.contains("index build of encoder-zs started"),
+        "{screen}"
+    );
+    // the build runs: Search and Jobs show its progress
+    *fake.sessions.lock().unwrap() = vec![encoder_session(Some(index_build(
+        "running",
+        12000,
+        "2026-11-28T23:40:00Z",
+    )))];
+    app.poll_sessions();
+    app.pump_sync(&fake);
+    let screen = render(&mut app, 80, 24);
+    assert!(
+        screen.contains("index build running: 12000/31084 texts (38.6%)"),
+        "{screen}"
+    );
+    // a second B while it runs is refused, nothing launched
+    press(&mut app, &fake, "B");
+    assert_eq!(fake.builds.lock().unwrap().len(), 1);
+    assert!(
+        matches!(&app.message, Some(crate::tui::app::Message::Error(e)) if e.contains("already running"))
+    );
+    press(&mut app, &fake, "1");
+    insta::assert_snapshot!("jobs_index_build_80x24", render(&mut app, 80, 24));
+    // done: Search opens the session by itself
+    *fake.sessions.lock().unwrap() = vec![encoder_session(Some(index_build(
+        "done",
+        31084,
+        "2026-11-29T00:12:00Z",
+    )))];
+    app.poll_sessions();
+    app.pump_sync(&fake);
+    assert!(
+        matches!(app.search.index, IndexState::Ready(_)),
+        "{:?}",
+        app.search.index
+    );
+    // a loaded session needs no build
+    press(&mut app, &fake, "2B");
+    assert!(
+        matches!(&app.message, Some(crate::tui::app::Message::Error(e)) if e.contains("needs no index build"))
+    );
+}
+
+#[path = "../../tests/suite/common/encoder.rs"]
+mod tiny_encoder;
+
+/// The real backend on the tiny encoder the suite writes, its limit on
+/// encoding forced to 0 s: opening the zero-shot session encodes nothing
+/// and answers with the estimate and the command; `B` launches
+/// `rosetta index build --session DIR --device auto ... --background`
+/// detached (here a script that records its arguments); the build (run
+/// here as that process would) shows on Jobs, and Search then opens the
+/// session from the index.
+#[test]
+fn the_real_backend_offers_the_build_instead_of_a_long_encoding() {
+    use std::os::unix::fs::PermissionsExt;
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/corpus/tiny");
+    let tmp = tempfile::tempdir().unwrap();
+    let weights = tmp.path().join("tiny-encoder");
+    tiny_encoder::tiny_encoder_folder(&fixture, &weights, 5);
+    let root = tmp.path().join("sessions");
+    let mut req = rosetta::jobs::JobRequest::new(fixture.join("workspace.toml"), "encoder");
+    req.device = rosetta::models::DeviceSpec::Cpu;
+    req.session = Some(root.join("enc"));
+    req.settings
+        .insert("weights".into(), weights.display().to_string());
+    req.settings.insert("epochs".into(), "0".into());
+    let mut session = rosetta::jobs::create(&req).unwrap();
+    let cancel = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let outcome =
+        rosetta::jobs::run(&mut session, &mut rosetta::train::runner::Quiet, cancel).unwrap();
+    assert_eq!(outcome.state, State::Done, "{outcome:?}");
+    let dir = root.join("enc");
+    // the program the build is launched with: records its arguments
+    let exe = tmp.path().join("rosetta-stand-in");
+    std::fs::write(
+        &exe,
+        "#!/bin/sh\nprintf '%s\\n' \"$@\" > \"$(dirname \"$0\")/args.txt\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let b = crate::tui::local::LocalBackend::new(&root, &exe).with_encode_limit(0.0);
+    let mut app = App::new(settings());
+    app.pump_sync(&b);
+    press(&mut app, &b, "2");
+    let IndexState::NeedsBuild { estimate, command } = app.search.index.clone() else {
+        panic!("{:?}", app.search.index)
+    };
+    assert_eq!(estimate.texts, 8, "the fixture's documents");
+    assert!(estimate.texts_per_s > 0.0 && estimate.seconds > 0.0);
+    assert!(
+        command.starts_with("rosetta index build --session ") && command.ends_with(" --detach"),
+        "{command}"
+    );
+    assert!(
+        !dir.join("doc-embeddings.target.npy").exists(),
+        "nothing encoded"
+    );
+    let screen = render(&mut app, 100, 30);
+    assert!(screen.contains("enc is not indexed"), "{screen}");
+    // asked again unchanged: refused at once, from what was measured
+    assert_eq!(
+        b.load_index("enc", &|_, _| panic!("no loading")).unwrap(),
+        IndexOpening::NeedsBuild {
+            estimate,
+            command: command.clone()
+        }
+    );
+    press(&mut app, &b, "B");
+    assert!(
+        matches!(app.search.index, IndexState::Building { .. }),
+        "{:?} {:?}",
+        app.search.index,
+        app.message
+    );
+    let args_file = tmp.path().join("args.txt");
+    for _ in 0..100 {
+        if std::fs::read_to_string(&args_file).is_ok_and(|a| a.ends_with("--background\n")) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let args = std::fs::read_to_string(&args_file).unwrap();
+    let canonical = std::fs::canonicalize(&dir).unwrap();
+    let want = format!(
+        "index\nbuild\n--session\n{}\n--device\nauto\n",
+        canonical.display()
+    );
+    assert!(args.starts_with(&want), "{args}");
+    // the build, as the launched process runs it
+    let st = rosetta::jobs::index::run(
+        &dir,
+        rosetta::models::DeviceSpec::Cpu,
+        rosetta::session::collection::BuildOptions { chunk: 2, batch: 1 },
+        &std::sync::atomic::AtomicBool::new(false),
+        &mut |_| {},
+    )
+    .unwrap();
+    assert_eq!(st.state, "done");
+    app.poll_sessions();
+    app.pump_sync(&b);
+    let IndexState::Ready(info) = &app.search.index else {
+        panic!("{:?}", app.search.index)
+    };
+    assert_eq!(info.docs, 8);
+    press(&mut app, &b, "1");
+    let screen = render(&mut app, 100, 30);
+    assert!(screen.contains("Index builds (1)"), "{screen}");
+    assert!(screen.contains("8/8 texts (100.0%)"), "{screen}");
 }

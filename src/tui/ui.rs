@@ -49,6 +49,7 @@ pub fn draw(f: &mut Frame, app: &mut App) {
     ])
     .areas(area);
     draw_tabs(f, app, top);
+    app.frames += 1;
     let view = View {
         settings: &app.settings,
         sessions: app.sessions(),
@@ -117,17 +118,23 @@ fn hints(app: &App) -> String {
     }
 }
 
+/// The status line: the busy mark while work is in flight (a spinner and
+/// what runs), then the last message, else the screen's key hints.
 fn draw_status(f: &mut Frame, app: &App, area: Rect) {
     let th = &app.settings.theme;
-    let line = match &app.message {
-        Some(Message::Error(e)) => Line::from(Span::styled(format!(" ✗ {e}"), th.bad())),
-        Some(Message::Info(s)) => Line::from(Span::styled(format!(" {s}"), th.good())),
-        None => Line::from(Span::styled(
-            format!(" {}", fit_hints(&hints(app), area.width as usize)),
-            th.dim(),
-        )),
-    };
-    f.render_widget(Paragraph::new(line), area);
+    let mut spans = Vec::new();
+    let mut room = area.width as usize;
+    if let Some(mark) = app.busy_mark() {
+        let mark = format!(" {mark} ·");
+        room = room.saturating_sub(width(&mark));
+        spans.push(Span::styled(mark, th.warn()));
+    }
+    spans.push(match &app.message {
+        Some(Message::Error(e)) => Span::styled(format!(" ✗ {e}"), th.bad()),
+        Some(Message::Info(s)) => Span::styled(format!(" {s}"), th.good()),
+        None => Span::styled(format!(" {}", fit_hints(&hints(app), room)), th.dim()),
+    });
+    f.render_widget(Paragraph::new(Line::from(spans)), area);
 }
 
 fn draw_help(f: &mut Frame, app: &App, scroll: u16) {

@@ -50,6 +50,12 @@ pub fn texts_hash<S: AsRef<str>>(texts: &[S]) -> String {
     h.finalize().to_hex().to_string()
 }
 
+/// The meta file of session `dir`'s cache of its collection's embeddings
+/// on `side` (`doc-embeddings.SIDE.json`; an index build writes it last).
+pub fn cache_meta_path(dir: &Path, side: Side) -> PathBuf {
+    dir.join(format!("doc-embeddings.{}.json", side_name(side)))
+}
+
 impl Loaded {
     /// The session's cache of the embeddings of collection `texts` of
     /// `side`: `doc-embeddings.SIDE.npy`, used while `doc-embeddings.SIDE.json`
@@ -63,7 +69,7 @@ impl Loaded {
         let shape = (texts.len(), self.model.dim());
         Ok(TableCache {
             npy: self.session.dir.join(format!("doc-embeddings.{name}.npy")),
-            meta: self.session.dir.join(format!("doc-embeddings.{name}.json")),
+            meta: cache_meta_path(&self.session.dir, side),
             want: serde_json::json!({
                 "checkpoint_blake3": self.checkpoint_hash()?,
                 "texts_blake3": texts_hash(texts),

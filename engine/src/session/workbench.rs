@@ -18,8 +18,11 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
+use super::collection::{self, Estimate};
 use super::evaluate::{paired_scores, PairedTask};
-use super::search::{Corpus, Document, NeighbourResult, SearchResult, Searcher};
+use super::search::{
+    Corpus, DenseSearch, Document, NeighbourResult, Opened, SearchResult, Searcher,
+};
 use super::Session;
 use crate::corpus::Workspace;
 use crate::eval::compare::{CompareOptions, Comparison, Skipped, System, Task};
@@ -70,6 +73,27 @@ pub struct WorkspaceStats {
 /// A loaded searcher with the time of the model it loaded.
 type Cached = (Arc<Searcher>, Option<std::time::SystemTime>);
 
+/// What a refusal to encode was measured against: the model's time and
+/// the time of the session's collection cache meta file (an index build
+/// that finishes writes it).
+type RefusalStamp = (Option<std::time::SystemTime>, Option<std::time::SystemTime>);
+
+/// Opening a session's index ([`Workbench::open_index`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum IndexOpening {
+    /// Loaded: ready to search.
+    Ready(IndexInfo),
+    /// The collection is not encoded, and encoding it would take longer than
+    /// the workbench's limit ([`Workbench::with_encode_limit`]): nothing was
+    /// encoded. `command` builds the index as a job.
+    NeedsBuild {
+        /// The estimate, measured on a sample of the collection.
+        estimate: Estimate,
+        /// `rosetta index build --session DIR --detach`.
+        command: String,
+    },
+}
+
 /// Loaded sessions and workspace collections, kept for later calls. Safe to
 /// share between threads.
 #[derive(Default)]
@@ -77,6 +101,22 @@ pub struct Workbench {
     sessions: Mutex<HashMap<PathBuf, Cached>>,
     /// By workspace file and the text settings read with it.
     corpora: Mutex<HashMap<(PathBuf, String), Arc<Corpus>>>,
+    /// Seconds of encoding a collection that loading a session may start;
+    /// `None`: any.
+    max_encode_s: Option<f64>,
+    /// Sessions refused for a long encoding, with what the refusal was
+    /// measured against: asked again unchanged, they are refused at once
+    /// (the model is not loaded and timed again).
+    refused: Mutex<HashMap<PathBuf, (RefusalStamp, Estimate)>>,
+}
+
+/// The stamp a refusal of session `dir` holds while nothing changed.
+fn refusal_stamp(dir: &Path) -> RefusalStamp {
+    let meta = collection::cache_meta_path(dir, Side::Target);
+    (
+        Searcher::model_stamp(dir),
+        std::fs::metadata(meta).and_then(|m| m.modified()).ok(),
+    )
 }
 
 /// A session's label: its folder name.
@@ -132,13 +172,46 @@ impl Workbench {
             .clone())
     }
 
+    /// This workbench starting no encoding of a collection estimated (on a
+    /// sample, [`collection::estimate`]) to take more than `max_encode_s`
+    /// seconds: loading such a session is refused with the estimate and the
+    /// `rosetta index build` command ([`Workbench::open_index`] answers
+    /// [`IndexOpening::NeedsBuild`]). `None` (the default): any encoding.
+    pub fn with_encode_limit(mut self, max_encode_s: Option<f64>) -> Workbench {
+        self.max_encode_s = max_encode_s;
+        self
+    }
+
     /// The session's searcher (see [`ensure_searchable`]), loaded again when
     /// its model changed since (a job still training when first searched).
+    /// An encoding over the workbench's limit is refused
+    /// ([`collection::too_long`]: the estimate and the command).
     pub fn searcher(&self, dir: &Path, progress: &dyn Fn(f64, &str)) -> Result<Arc<Searcher>> {
+        match self.open_searcher(dir, progress)? {
+            Ok(s) => Ok(s),
+            Err(e) => Err(collection::too_long(dir, &e)),
+        }
+    }
+
+    /// [`Workbench::searcher`], an encoding over the limit answered with its
+    /// estimate.
+    fn open_searcher(
+        &self,
+        dir: &Path,
+        progress: &dyn Fn(f64, &str),
+    ) -> Result<Result<Arc<Searcher>, Estimate>> {
         let stamp = Searcher::model_stamp(dir);
         if let Some((s, at)) = self.sessions.lock().expect("workbench lock").get(dir) {
             if *at == stamp {
-                return Ok(s.clone());
+                return Ok(Ok(s.clone()));
+            }
+        }
+        if self.max_encode_s.is_some() {
+            let refused = self.refused.lock().expect("workbench lock");
+            if let Some((at, e)) = refused.get(dir) {
+                if *at == refusal_stamp(dir) {
+                    return Ok(Err(*e));
+                }
             }
         }
         ensure_searchable(dir)?;
@@ -148,21 +221,56 @@ impl Workbench {
             session.config.text.as_ref(),
             progress,
         )?;
-        let s = Arc::new(Searcher::open(dir, corpus, progress)?);
+        let before = refusal_stamp(dir);
+        let s: Arc<Searcher> = match Searcher::open_checked(
+            dir,
+            corpus,
+            DenseSearch::Saved,
+            self.max_encode_s,
+            progress,
+        )? {
+            Opened::Ready(s) => Arc::from(s),
+            Opened::TooLong(e) => {
+                self.refused
+                    .lock()
+                    .expect("workbench lock")
+                    .insert(dir.to_path_buf(), (before, e));
+                return Ok(Err(e));
+            }
+        };
+        self.refused.lock().expect("workbench lock").remove(dir);
         self.sessions
             .lock()
             .expect("workbench lock")
             .insert(dir.to_path_buf(), (s.clone(), stamp));
-        Ok(s)
+        Ok(Ok(s))
     }
 
-    /// Loads a session's model and encodes its workspace's documents.
+    /// Loads a session's model and encodes its workspace's documents (an
+    /// encoding over the workbench's limit is an error: see
+    /// [`Workbench::open_index`]).
     pub fn load_index(&self, dir: &Path, progress: &dyn Fn(f64, &str)) -> Result<IndexInfo> {
-        let l = self.searcher(dir, progress)?;
-        Ok(IndexInfo {
-            session: session_label(dir),
-            docs: l.corpus.len(),
-            judged_queries: l.corpus.judged_queries(),
+        match self.open_index(dir, progress)? {
+            IndexOpening::Ready(info) => Ok(info),
+            IndexOpening::NeedsBuild { estimate, .. } => Err(collection::too_long(dir, &estimate)),
+        }
+    }
+
+    /// Loads a session's model and encodes its workspace's documents,
+    /// unless that encoding is estimated to take longer than the
+    /// workbench's limit: then nothing is encoded and the answer is the
+    /// estimate with the command that builds the index as a job.
+    pub fn open_index(&self, dir: &Path, progress: &dyn Fn(f64, &str)) -> Result<IndexOpening> {
+        Ok(match self.open_searcher(dir, progress)? {
+            Ok(l) => IndexOpening::Ready(IndexInfo {
+                session: session_label(dir),
+                docs: l.corpus.len(),
+                judged_queries: l.corpus.judged_queries(),
+            }),
+            Err(estimate) => IndexOpening::NeedsBuild {
+                estimate,
+                command: collection::build_command(dir),
+            },
         })
     }
 

@@ -483,6 +483,26 @@ impl Screen for CompareScreen {
         }
     }
 
+    fn busy_label(req: &Request) -> Option<String> {
+        Some(match req {
+            Request::Table {
+                sessions,
+                baseline: Some(b),
+            } => {
+                let name = sessions
+                    .iter()
+                    .find(|(id, label)| id == b || label == b)
+                    .map_or(b.as_str(), |(_, label)| label.as_str());
+                format!("comparing {} sessions against {name}", sessions.len())
+            }
+            Request::Table { sessions, .. } => {
+                format!("comparing {} sessions", sessions.len())
+            }
+            Request::Rankings { qid, .. } => format!("ranking query {qid}"),
+            Request::Export { path, .. } => format!("writing {}", path.display()),
+        })
+    }
+
     fn failed(req: &Request, msg: String) -> Reply {
         match req {
             Request::Table { .. } => Reply::Table(Err(msg)),

@@ -79,6 +79,11 @@ impl Screen for DataScreen {
         }
     }
 
+    fn busy_label(req: &Request) -> Option<String> {
+        let Request::WorkspaceStats(ws) = req;
+        Some(format!("reading the workspace {ws}"))
+    }
+
     fn failed(req: &Request, msg: String) -> Reply {
         match req.clone() {
             Request::WorkspaceStats(workspace) => Reply::Stats {

@@ -98,6 +98,13 @@ pub trait Screen {
     /// The error answer to `req` (when running it panicked).
     fn failed(req: &Self::Request, msg: String) -> Self::Reply;
 
+    /// What the status line's busy mark says while `req` runs (`opening
+    /// session s0`), or `None` for background work that shows no mark
+    /// (rescans, metric tails, remembering state). Every request a key
+    /// sends that may take longer than a frame has a label: the mark is
+    /// drawn on the next frame and stays until its answer arrives.
+    fn busy_label(req: &Self::Request) -> Option<String>;
+
     /// Applies an answer; `false` when nothing shown changed (a stale or
     /// empty answer), so the shell need not redraw.
     fn on_reply(&mut self, r: Self::Reply, cx: &mut Ctx<'_, Self::Request>) -> bool;

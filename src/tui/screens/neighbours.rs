@@ -556,6 +556,18 @@ impl Screen for NeighScreen {
         }
     }
 
+    fn busy_label(req: &Request) -> Option<String> {
+        Some(match req {
+            Request::Neighbours { session, term, .. } => {
+                format!("looking up “{term}” in {session}")
+            }
+            Request::Associations { session, .. } => {
+                format!("listing the term associations of {session}")
+            }
+            Request::Export { path, .. } => format!("writing {}", path.display()),
+        })
+    }
+
     fn failed(req: &Request, msg: String) -> Reply {
         match *req {
             Request::Neighbours { pane, seq, .. } => Reply::Neighbours {

@@ -51,6 +51,24 @@ pub enum IndexState {
     Ready(IndexInfo),
     /// Failed to load.
     Failed(String),
+    /// Not loaded: its collection is not encoded and encoding it would take
+    /// longer than the workbench starts without asking; `B` launches the
+    /// index build as a job.
+    NeedsBuild {
+        /// The engine's estimate, measured on a sample.
+        estimate: Estimate,
+        /// The command that builds it (`rosetta index build ... --detach`).
+        command: String,
+    },
+    /// Its index build was launched from here: the session is loaded when
+    /// the build's status says `done` (Jobs shows its progress).
+    Building {
+        /// The build's process id.
+        pid: u32,
+        /// The `updated` stamp of the status an earlier build left, if
+        /// any: that `done` is not this build's.
+        before: Option<String>,
+    },
 }
 
 /// Search screen state.
@@ -144,6 +162,8 @@ pub enum Request {
     LoadHistory,
     /// Record the search queries.
     SaveHistory(Vec<String>),
+    /// Launch a session's index build as a detached job.
+    BuildIndex(String),
 }
 
 /// The backend's answers to [`Request`].
@@ -156,7 +176,12 @@ pub enum Reply {
     },
     IndexLoaded {
         session: String,
-        result: Result<IndexInfo, String>,
+        result: Result<IndexOpening, String>,
+    },
+    /// An index build launched: its process id.
+    BuildStarted {
+        session: String,
+        result: Result<u32, String>,
     },
     Searched {
         seq: u64,
@@ -314,6 +339,7 @@ impl SearchScreen {
                     selected: cx.picker_start(),
                 })
             }
+            Action::BuildIndex => self.build_index(cx),
             Action::NextJudged => {
                 let IndexState::Ready(info) = &self.index else {
                     return cx.error("load a session's index first (s)");
@@ -372,12 +398,31 @@ impl SearchScreen {
             Reply::IndexLoaded { session, result } => {
                 if self.session.as_deref() == Some(session.as_str()) {
                     self.index = match result {
-                        Ok(i) => IndexState::Ready(i),
+                        Ok(IndexOpening::Ready(i)) => IndexState::Ready(i),
+                        Ok(IndexOpening::NeedsBuild { estimate, command }) => {
+                            IndexState::NeedsBuild { estimate, command }
+                        }
                         Err(e) => IndexState::Failed(e),
                     };
                     self.rerun(cx);
                 }
             }
+            Reply::BuildStarted { session, result } => match result {
+                Ok(pid) => {
+                    cx.info(format!(
+                        "index build of {session} started (pid {pid}): Jobs shows its progress; \
+                         the session opens here when it is done"
+                    ));
+                    if self.session.as_deref() == Some(session.as_str()) {
+                        self.index = IndexState::Building {
+                            pid,
+                            before: index_build(cx.sessions.list, &session)
+                                .map(|b| b.status.updated.clone()),
+                        };
+                    }
+                }
+                Err(e) => cx.error(format!("index build of {session}: {e}")),
+            },
             Reply::Document { seq, result } => {
                 let Some(v) = self.doc.as_mut().filter(|_| seq == self.doc_seq) else {
                     return false;
@@ -425,12 +470,56 @@ impl SearchScreen {
         true
     }
 
+    /// `B`: launches the index build of the session whose collection is
+    /// too long to encode here; refused (with why) otherwise, and while a
+    /// build of it runs.
+    fn build_index(&mut self, cx: &mut Ctx<'_, Request>) {
+        let Some(session) = self.session.clone() else {
+            return cx.error("choose a session first (s)");
+        };
+        if let Some(b) = index_build(cx.sessions.list, &session).filter(|b| b.running()) {
+            return cx.error(format!(
+                "an index build of {session} is already running: {}",
+                b.status.describe()
+            ));
+        }
+        match &self.index {
+            IndexState::NeedsBuild { .. } | IndexState::Building { .. } => {
+                cx.send(Request::BuildIndex(session))
+            }
+            _ => cx.error(format!(
+                "{session} needs no index build here (B builds one when opening a session \
+                 would encode its collection for more than {} s)",
+                cx.settings.encode_limit_s
+            )),
+        }
+    }
+
+    /// The sessions were scanned again: a session whose index build was
+    /// launched from here is opened once the build says `done`.
+    pub(crate) fn on_sessions(&mut self, cx: &mut Ctx<'_, Request>) {
+        let (Some(session), IndexState::Building { before, .. }) = (&self.session, &self.index)
+        else {
+            return;
+        };
+        let done = index_build(cx.sessions.list, session)
+            .is_some_and(|b| b.state == "done" && Some(&b.status.updated) != before.as_ref());
+        if done {
+            let id = session.clone();
+            self.index = IndexState::Loading {
+                fraction: 0.0,
+                what: "starting".into(),
+            };
+            cx.send(Request::LoadIndex(id));
+        }
+    }
+
     /// The session chosen in the picker (or on Jobs): load its index.
     pub(crate) fn pick(&mut self, id: String, cx: &mut Ctx<'_, Request>) {
         if self.session.as_deref() == Some(id.as_str())
             && matches!(
                 self.index,
-                IndexState::Ready(_) | IndexState::Loading { .. }
+                IndexState::Ready(_) | IndexState::Loading { .. } | IndexState::Building { .. }
             )
         {
             return;
@@ -493,7 +582,21 @@ impl Screen for SearchScreen {
             Request::SaveHistory(queries) => {
                 Reply::HistorySaved(backend.save_history(&queries).map_err(s))
             }
+            Request::BuildIndex(session) => Reply::BuildStarted {
+                result: backend.build_index(&session).map_err(s),
+                session,
+            },
         }
+    }
+
+    fn busy_label(req: &Request) -> Option<String> {
+        Some(match req {
+            Request::LoadIndex(s) => format!("opening session {s}"),
+            Request::Search { query, .. } => format!("searching “{}”", trunc(query, 30)),
+            Request::Document { docno, .. } => format!("fetching document {docno}"),
+            Request::LoadHistory | Request::SaveHistory(_) => return None,
+            Request::BuildIndex(s) => format!("starting the index build of {s}"),
+        })
     }
 
     fn failed(req: &Request, msg: String) -> Reply {
@@ -512,6 +615,10 @@ impl Screen for SearchScreen {
             },
             Request::LoadHistory => Reply::History(Err(msg)),
             Request::SaveHistory(_) => Reply::HistorySaved(Err(msg)),
+            Request::BuildIndex(session) => Reply::BuildStarted {
+                session,
+                result: Err(msg),
+            },
         }
     }
 
@@ -615,6 +722,22 @@ fn draw(f: &mut Frame, s: &SearchScreen, view: &View<'_>, area: Rect) {
             Span::styled(format!(" {id} "), th.accent()),
             Span::styled(format!("cannot load: {e}"), th.bad()),
         ]),
+        (Some(id), IndexState::NeedsBuild { estimate, .. }) => Line::from(vec![
+            Span::styled(format!(" {} ", view.session_name(id)), th.accent()),
+            Span::styled(
+                format!(
+                    "not indexed: {} documents ≈ {} to encode · {} builds its index",
+                    estimate.texts,
+                    rosetta::util::fmt_duration(estimate.seconds),
+                    build_key(view)
+                ),
+                th.warn(),
+            ),
+        ]),
+        (Some(id), IndexState::Building { pid, .. }) => Line::from(vec![
+            Span::styled(format!(" {} ", view.session_name(id)), th.accent()),
+            Span::styled(build_line(view, id, *pid), th.warn()),
+        ]),
     };
     f.render_widget(Paragraph::new(status), sa);
     if let Some(v) = &s.doc {
@@ -671,6 +794,9 @@ fn draw(f: &mut Frame, s: &SearchScreen, view: &View<'_>, area: Rect) {
             ra,
         );
         return;
+    }
+    if let (Some(id), IndexState::NeedsBuild { estimate, command }) = (&s.session, &s.index) {
+        return draw_needs_build(f, view, id, estimate, command, title, ra);
     }
     let Some(r) = &s.result else {
         f.render_widget(
@@ -736,6 +862,79 @@ fn draw(f: &mut Frame, s: &SearchScreen, view: &View<'_>, area: Rect) {
             .highlight_symbol("▶"),
         ra,
         &mut st,
+    );
+}
+
+/// The index build of session `id`, as the sessions were last scanned.
+fn index_build<'a>(list: &'a [SessionSummary], id: &str) -> Option<&'a IndexBuild> {
+    list.iter().find(|s| s.id == id)?.index.as_ref()
+}
+
+/// The keys of the build action.
+fn build_key(view: &View<'_>) -> String {
+    view.settings
+        .keymap
+        .keys_for(Context::Search, Action::BuildIndex)
+}
+
+/// The status line of a session whose index build was launched from here:
+/// the build's progress as the sessions were last scanned.
+fn build_line(view: &View<'_>, id: &str, pid: u32) -> String {
+    match index_build(view.sessions.list, id) {
+        Some(b) if b.running() => format!("index build running: {}", b.status.describe()),
+        Some(b) if b.state == "done" => "index built: opening…".into(),
+        Some(b) if b.state != "running" && b.status.pid == pid => format!(
+            "index build {}: {} · {} builds again",
+            b.state,
+            b.status.error.as_deref().unwrap_or("see index/log.txt"),
+            build_key(view)
+        ),
+        _ => format!("index build starting (pid {pid})…"),
+    }
+}
+
+/// The results pane of a session whose collection is not encoded: the
+/// estimate, and the offer to build its index as a job.
+fn draw_needs_build(
+    f: &mut Frame,
+    view: &View<'_>,
+    id: &str,
+    e: &Estimate,
+    command: &str,
+    title: String,
+    area: Rect,
+) {
+    let th = &view.settings.theme;
+    let lines = vec![
+        Line::from(Span::styled(
+            format!(
+                " {} is not indexed: encoding its {} documents would take about {} on this \
+                 machine ({:.1} texts/s measured on {} of them), more than the {} s the \
+                 workbench encodes without asking (encode_limit_s in the config).",
+                view.session_name(id),
+                e.texts,
+                rosetta::util::fmt_duration(e.seconds),
+                e.texts_per_s,
+                e.sample,
+                view.settings.encode_limit_s
+            ),
+            th.warn(),
+        )),
+        Line::default(),
+        Line::from(vec![
+            Span::styled(format!(" {} ", build_key(view)), th.accent()),
+            Span::raw(
+                "build the index as a background job: Jobs shows its progress (texts done, \
+                 texts/s, ETA), and the session opens here when it is done. The same from a shell:",
+            ),
+        ]),
+        Line::from(Span::styled(format!("   {command}"), th.dim())),
+    ];
+    f.render_widget(
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .block(block(th, title, false)),
+        area,
     );
 }
 
@@ -929,6 +1128,14 @@ fn hints(s: &SearchScreen, km: &Keymap) -> String {
             last(Action::Left),
             last(Action::Right),
             k(C::Global, Action::Close),
+        );
+    }
+    if matches!(s.index, IndexState::NeedsBuild { .. }) {
+        return format!(
+            "{} build the index as a job · {} another session · {} Jobs",
+            k(C::Search, Action::BuildIndex),
+            k(C::Search, Action::PickSession),
+            k(C::Global, Action::Tab(1)),
         );
     }
     format!(

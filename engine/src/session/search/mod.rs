@@ -31,7 +31,7 @@ mod history;
 mod searcher;
 
 pub use history::{QueryHistory, HISTORY_LEN};
-pub use searcher::{DenseSearch, Document, Searcher, APPROX_DEPTH, HNSW_FILE};
+pub use searcher::{DenseSearch, Document, Opened, Searcher, APPROX_DEPTH, HNSW_FILE};
 
 /// Longest document text a [`Hit`] carries, in characters (a longer one
 /// ends in `…`; [`Searcher::document`] has the whole text).

@@ -67,6 +67,15 @@ pub enum DenseSearch {
     Approx(HnswParams),
 }
 
+/// What [`Searcher::open_checked`] found.
+pub enum Opened {
+    /// The session, ready to search.
+    Ready(Box<Searcher>),
+    /// Its collection is not encoded, and encoding it was estimated (on a
+    /// sample) to take longer than allowed: nothing was encoded.
+    TooLong(collection::Estimate),
+}
+
 /// A session ready to search its workspace's collection.
 pub struct Searcher {
     /// The collection.
@@ -110,6 +119,24 @@ impl Searcher {
         max_encode_s: Option<f64>,
         progress: &dyn Fn(f64, &str),
     ) -> Result<Searcher> {
+        match Searcher::open_checked(dir, corpus, mode, max_encode_s, progress)? {
+            Opened::Ready(s) => Ok(*s),
+            Opened::TooLong(e) => Err(collection::too_long(dir, &e)),
+        }
+    }
+
+    /// [`Searcher::open_within`] answering an encoding estimated to take
+    /// more than `max_encode_s` seconds with [`Opened::TooLong`] and its
+    /// estimate rather than an error, for a front-end that offers to build
+    /// the index as a job (the workbench). Nothing is encoded or written
+    /// then.
+    pub fn open_checked(
+        dir: &Path,
+        corpus: Arc<Corpus>,
+        mode: DenseSearch,
+        max_encode_s: Option<f64>,
+        progress: &dyn Fn(f64, &str),
+    ) -> Result<Opened> {
         let session = Session::open(dir)?;
         if let DenseSearch::Approx(p) = mode {
             p.validate()?;
@@ -149,7 +176,7 @@ impl Searcher {
                     progress(0.5, "timing the encoder on a sample of the documents");
                     let e = collection::estimate(&m, Side::Target, texts)?;
                     if e.seconds > limit {
-                        return Err(collection::too_long(dir, &e));
+                        return Ok(Opened::TooLong(e));
                     }
                 }
             }
@@ -219,12 +246,12 @@ impl Searcher {
             }
         };
         progress(1.0, "ready");
-        Ok(Searcher {
+        Ok(Opened::Ready(Box::new(Searcher {
             corpus,
             session,
             ranker,
             evaluation: OnceLock::new(),
-        })
+        })))
     }
 
     /// When the model a searcher of `dir` would load was last written (the

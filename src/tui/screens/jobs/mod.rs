@@ -8,6 +8,7 @@
 mod charts;
 mod detail;
 mod form;
+mod index;
 mod log;
 mod model;
 mod popup;
@@ -565,6 +566,26 @@ impl Screen for JobsScreen {
         }
     }
 
+    fn busy_label(req: &Request) -> Option<String> {
+        Some(match req {
+            // background: the rescans, tails and the form's memory
+            Request::ListSessions
+            | Request::TailMetrics { .. }
+            | Request::LogTail { .. }
+            | Request::LauncherMemory => return None,
+            Request::SessionSpec { session } => format!("reading {session}'s settings"),
+            Request::Launch(spec) if spec.sweep.is_some() => "starting the sweep".into(),
+            Request::Launch(_) => "starting the job".into(),
+            Request::Cancel(s) => format!("cancelling {s}"),
+            Request::Resume(s) => format!("resuming {s}"),
+            Request::SessionDetail(s) => format!("reading {s}'s details"),
+            Request::SetMeta { session, field, .. } => {
+                format!("saving {session}'s {}", field.as_str())
+            }
+            Request::Delete(s) => format!("deleting {s}"),
+        })
+    }
+
     fn failed(req: &Request, msg: String) -> Reply {
         match req.clone() {
             Request::ListSessions => Reply::Sessions(Err(msg)),
@@ -659,13 +680,18 @@ fn draw(f: &mut Frame, j: &JobsScreen, view: &View<'_>, area: Rect) {
     let visible = j.visible();
     let rows = j.rows();
     let table_h = ((rows.len().max(1) + 3) as u16).clamp(5, (area.height * 2 / 5).max(5));
-    let [ta, da, ca] = Layout::vertical([
+    let builds = index::builds(j);
+    let [ta, ia, da, ca] = Layout::vertical([
         Constraint::Length(table_h),
+        Constraint::Length(index::height(builds.len())),
         Constraint::Length(2),
         Constraint::Min(6),
     ])
     .areas(area);
     draw_table(f, j, view, ta, &visible, &rows);
+    if !builds.is_empty() {
+        index::draw_index_builds(f, j, view, ia, &builds);
+    }
     let wide = area.width >= 110;
     let sel = j.selected_session();
     let series = sel.and_then(|s| j.series.get(&s.id));
