@@ -335,10 +335,19 @@ impl Backend for Fake {
                 })
                 .collect()
         };
+        // a translation the model's vocabulary lacks: the engine gives the
+        // dictionary's word beside the analysed term
+        let (translations, translation_words) = if term == "watercolour" {
+            (Some(vec!["acuarel".into()]), Some(vec!["acuarela".into()]))
+        } else {
+            (None, None)
+        };
         Ok(NeighbourResult {
             known: true,
             cross: mk(cross, true),
             own: mk(own, false),
+            translations,
+            translation_words,
             ..Default::default()
         })
     }
@@ -3180,5 +3189,24 @@ fn a_single_evaluation_is_charted_at_its_step() {
         let screen = render(&mut app, w, h);
         assert!(screen.contains("MRR · step 0"), "{screen}");
         assert!(!screen.contains("-1"), "no step -1: {screen}");
+    }
+}
+
+/// The dictionary's translations of the word looked up show as words, as
+/// the engine gives them (`acuarela`), never as their analysed terms.
+#[test]
+fn neighbours_list_the_dictionarys_words_not_stems() {
+    let fake = Fake::with(vec![done()]);
+    let mut app = app_with(&fake);
+    press(&mut app, &fake, "3s");
+    press_code(&mut app, &fake, KeyCode::Enter);
+    press(&mut app, &fake, "/watercolour");
+    press_code(&mut app, &fake, KeyCode::Enter);
+    for (w, h) in [(80, 24), (160, 48)] {
+        let screen = render(&mut app, w, h);
+        assert!(
+            screen.contains("✓ the dictionary lists: acuarela "),
+            "{screen}"
+        );
     }
 }
