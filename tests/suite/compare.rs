@@ -703,7 +703,7 @@ fn cli_neighbours_marks_dictionary_translations() {
         .collect();
     assert_eq!(words.len(), translations.len(), "{j}");
     assert!(words.contains(&"acuarelas"), "{j}");
-    assert!(!words.iter().any(|w| *w == "acuarel"), "{j}");
+    assert!(!words.contains(&"acuarel"), "{j}");
     let listed = text
         .lines()
         .find(|l| l.starts_with("✓ dictionary translation"))

@@ -15,6 +15,9 @@ use crate::tui::widgets::*;
 use rosetta::jobs;
 use rosetta::session::runs::elide_middle;
 
+/// A column's cell of a session at a width.
+type CellFn<'a> = Box<dyn Fn(&SessionSummary, usize) -> Cell<'static> + 'a>;
+
 /// One column of the sessions table: header, what width it asks for
 /// ([`ColWidth`]), the width it got, and a cell per row at that width.
 struct Column<'a> {
@@ -22,7 +25,7 @@ struct Column<'a> {
     size: ColWidth,
     width: u16,
     kind: ColKind,
-    cell: Box<dyn Fn(&SessionSummary, usize) -> Cell<'static> + 'a>,
+    cell: CellFn<'a>,
 }
 
 impl<'a> Column<'a> {
@@ -353,11 +356,7 @@ pub(super) fn draw_table(
                 ))
             },
         ));
-        let names = if varied.contains(k) {
-            14
-        } else {
-            name_w as usize
-        };
+        let names = if varied.contains(k) { 14 } else { name_w };
         if needs(&cols, names) > area.width as usize {
             cols.pop();
             break;
