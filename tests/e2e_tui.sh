@@ -6,14 +6,16 @@
 #   setting as a column) and in overlaid curves on a log axis, run a query on the
 #   Search screen and open a result's whole verse (reference and English text),
 #   look up a term's neighbours, compare the two runs per query on the Compare
-#   screen and open one query's two rankings side by side (also at 80x24), quit, check that the terminal is sane again (canonical mode, echo,
+#   screen and open one query's two rankings side by side (also at 80x24), launch
+#   a sweep `dim=2,4` from the form (its grid replaces the dim the form fills in)
+#   and wait for it, quit, check that the terminal is sane again (canonical mode, echo,
 #   main screen), and compare the two runs per query with `rosetta compare` as
 #   docs/tour.md's quick tour does.
 #
 # Usage: tests/e2e_tui.sh [path/to/rosetta]   (default: target/debug/rosetta)
 # E2E_DEVICE=cuda types that device into the form (default cpu; docs/gpu.md);
 # E2E_SCREENS=DIR keeps each screen there (jobs, jobs-log, search, document,
-# neighbours, compare, drill-down, rankings, rankings-80x24 .txt); E2E_SIZE=COLSxROWS sets the terminal (default 100x32).
+# neighbours, compare, drill-down, rankings, rankings-80x24, jobs-sweep .txt); E2E_SIZE=COLSxROWS sets the terminal (default 100x32).
 # Needs tmux. Exit status 0 on success; on failure prints the last screen.
 set -euo pipefail
 
@@ -95,21 +97,28 @@ wait_for "1 Jobs" 15
 wait_for "no sessions yet" 10
 
 # --- two jobs from the form, differing in dim
-launch() {   # launch DIM
+launch() {   # launch DIM [GRID]: an empty DIM keeps the dim the form fills in
     keys n
     wait_for "New training job"
     keys C-u
     typed "$WS"
     keys Tab C-u
     typed "$MODEL"
-    keys Tab C-u
-    typed "$1"         # dim (at most the fixture's 6 training pairs)
+    keys Tab
+    if [ -n "$1" ]; then
+        keys C-u
+        typed "$1"     # dim (at most the fixture's 6 training pairs)
+    fi
     keys Tab C-u
     typed "5"          # epochs
     keys Tab Tab Tab C-u
     typed "$DEVICE"
     keys Tab Tab C-u
     typed "batch=2 log_every=1"   # several logged steps per epoch
+    if [ -n "${2:-}" ]; then
+        keys Tab Tab Tab Tab Tab Tab C-u
+        typed "$2"     # the sweep grid
+    fi
     keys Enter
     wait_for "started " 30
 }
@@ -214,6 +223,24 @@ wait_for "per query: .* against " 10
 keys Escape
 echo "e2e_tui: compare ok"
 
+# --- a sweep over dim from the form: the form fills in dim 128, the grid's
+# values replace it (no "clear its fixed value first")
+keys 1
+wait_for "Sessions \\(2\\)" 10
+launch "" "dim=2,4"   # at most the fixture's 6 training pairs
+wait_for "started sweep .*: 2 sessions" 30
+screen | grep -q "clear its fixed value" && fail "the sweep grid was refused"
+wait_for "[▸▾] .*\\(2\\)" 20
+for ((i = 0; i < TIMEOUT * 5; i++)); do
+    screen | grep -Eq "\\(2\\) +2 done" && break
+    sleep 0.2
+done
+screen | grep -Eq "\\(2\\) +2 done" || fail "the sweep did not finish"
+# the sweep's row shows its dim values whole
+screen | grep -Eq "\\(2\\) +2 done .* 2,4 *│" || fail "the sweep's dim values"
+keep jobs-sweep
+echo "e2e_tui: sweep from the form ok: $(screen | grep -Eo "[▸▾] .*\\(2\\).*" | head -1)"
+
 # --- help, then quit
 keys '?'
 wait_for "Everywhere"
@@ -229,8 +256,11 @@ cmp -s "$TMP/stty.before" "$TMP/stty.after" || fail "terminal modes differ after
 grep -qx "icanon" "$TMP/stty.after" || fail "terminal left in raw mode"
 
 # --- the same two runs per query from the CLI, as in the quick tour
-set -- "$TMP"/work/sessions/*/
-[ $# -eq 2 ] || fail "expected 2 sessions, found $#"
+set --
+for d in "$TMP"/work/sessions/*/; do
+    case "$d" in *-sweep-*) ;; *) set -- "$@" "$d" ;; esac
+done
+[ $# -eq 2 ] || fail "expected 2 sessions besides the sweep's, found $#"
 "$BIN" eval --session "$1" --task adhoc --run "$TMP/a.run" >/dev/null || fail "eval of $1"
 "$BIN" eval --session "$2" --task adhoc --run "$TMP/b.run" >/dev/null || fail "eval of $2"
 [ -f "$TMP/a.run.qrels" ] || fail "eval --run wrote no qrels for the derived task"

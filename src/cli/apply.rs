@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use clap::Args;
 
+use rosetta::corpus::WrittenWords;
 use rosetta::session::search::{marked_neighbours, TermTranslations};
 use rosetta::session::Loaded;
 use rosetta::text::Side;
@@ -82,7 +83,8 @@ pub fn neighbours(args: NeighboursArgs) -> anyhow::Result<()> {
         side,
         args.k,
         args.csls,
-        dict.as_ref().map(|(f, r)| (f, r)),
+        dict.as_ref().map(|(f, r, _)| (f, r)),
+        dict.as_ref().map(|(_, _, w)| w),
     )?;
     if args.json {
         let mut v = serde_json::to_value(&n)?;
@@ -133,26 +135,27 @@ pub fn neighbours(args: NeighboursArgs) -> anyhow::Result<()> {
     match &n.translations {
         None => println!("(the workspace has no dictionary: translations not marked)"),
         Some(t) if t.is_empty() => {
-            println!("✓ dictionary translation (none listed for `{}`)", n.term)
+            println!("✓ dictionary translation (none listed for `{}`)", n.surface)
         }
         Some(t) => println!(
             "✓ dictionary translation ({} listed for `{}`: {})",
             t.len(),
-            n.term,
-            t.iter()
-                .map(|t| l.show(side.other(), t))
-                .collect::<Vec<_>>()
+            n.surface,
+            n.translation_words
+                .as_deref()
+                .unwrap_or_default()
                 .join(", ")
         ),
     }
     Ok(())
 }
 
-/// The session's workspace dictionary analysed as the session's texts, or
-/// `None` when the workspace names no dictionary.
+/// The session's workspace dictionary analysed as the session's texts
+/// with its words as written, or `None` when the workspace names no
+/// dictionary.
 fn workspace_dictionary(
     l: &Loaded,
-) -> anyhow::Result<Option<(TermTranslations, TermTranslations)>> {
+) -> anyhow::Result<Option<(TermTranslations, TermTranslations, WrittenWords)>> {
     let ws = rosetta::corpus::Workspace::load_with_text(
         &l.session.config.workspace,
         l.session.config.text.as_ref(),
@@ -160,12 +163,13 @@ fn workspace_dictionary(
     if ws.dictionary.is_none() {
         return Ok(None);
     }
-    let d = rosetta::models::bm25::analysed_dictionary(
-        &ws,
-        l.analyzer(Side::Source),
-        l.analyzer(Side::Target),
-    )?;
-    Ok(Some(d))
+    let (src, tgt) = (l.analyzer(Side::Source), l.analyzer(Side::Target));
+    let (fwd, rev) = rosetta::models::bm25::analysed_dictionary(&ws, src, tgt)?;
+    let written = ws
+        .read_dictionary()?
+        .map(|d| d.written_words(src, tgt))
+        .unwrap_or_default();
+    Ok(Some((fwd, rev, written)))
 }
 
 /// Which terms `rosetta export` writes to `terms.<lang>.vec`.

@@ -49,6 +49,9 @@ struct Fake {
     launcher: Mutex<LauncherMemory>,
     /// Index builds started.
     builds: Mutex<Vec<String>>,
+    /// The compare table's model column from the sessions' models (else
+    /// `s2net` for the first, `cl-lsi` for the others).
+    models_from_sessions: bool,
 }
 
 fn summary(id: &str, state: State) -> SessionSummary {
@@ -356,10 +359,19 @@ impl Backend for Fake {
                 })
                 .collect()
         };
+        // a translation the model's vocabulary lacks: the engine gives the
+        // dictionary's word beside the analysed term
+        let (translations, translation_words) = if term == "watercolour" {
+            (Some(vec!["acuarel".into()]), Some(vec!["acuarela".into()]))
+        } else {
+            (None, None)
+        };
         Ok(NeighbourResult {
             known: true,
             cross: mk(cross, true),
             own: mk(own, false),
+            translations,
+            translation_words,
             ..Default::default()
         })
     }
@@ -441,7 +453,10 @@ impl Backend for Fake {
             .enumerate()
             .map(|(i, (id, s))| System {
                 name: s.clone(),
-                detail: if i == 0 { "s2net" } else { "cl-lsi" }.into(),
+                detail: match self.sessions.lock().unwrap().iter().find(|x| &x.id == id) {
+                    Some(x) if self.models_from_sessions => x.model.clone(),
+                    _ => if i == 0 { "s2net" } else { "cl-lsi" }.into(),
+                },
                 // a session on another workspace is scored on another task
                 task: Task {
                     name: if id.contains("other-ws") {
@@ -2832,7 +2847,10 @@ fn form_launches_a_slurm_sweep_from_the_remembered_launcher() {
     assert_eq!(value("partition"), "gpu");
     assert_eq!(value("gres (GPUs)"), "gpu:1");
     assert_eq!(value("time limit"), "2:00:00");
-    // a grid on dim needs its fixed field cleared; bad seeds are refused
+    // a grid on a dim the user typed needs that value cleared (a dim the
+    // form filled in gives way: a_sweep_grid_replaces_the_value_the_form_filled_in);
+    // bad seeds are refused
+    set_field(&mut app, &fake, 2, "64");
     set_field(&mut app, &fake, 14, "dim=4,8 lr=0.1,0.01");
     set_field(&mut app, &fake, 15, "1,x");
     press_code(&mut app, &fake, KeyCode::Enter);
@@ -2953,7 +2971,9 @@ fn a_sweep_is_one_collapsible_row_with_mean_and_sd() {
     assert!(screen.contains("▾ s2net-sweep-x (4)"), "{screen}");
     assert!(screen.contains("  dim=4"), "{screen}");
     assert!(screen.contains("0.450 ± 0.071"), "{screen}");
-    assert!(screen.contains("sweep-x-3"), "{screen}");
+    // its sessions by their settings, not their folder names
+    assert!(screen.contains("dim=8 seed=2"), "{screen}");
+    assert!(!screen.contains("sweep-x-3"), "{screen}");
     // a member session is a session row: its curves are asked for
     press(&mut app, &fake, "jj");
     assert_eq!(app.jobs.selected.as_deref(), Some("s2net-sweep-x-0"));
@@ -3302,4 +3322,231 @@ fn the_real_backend_offers_the_build_instead_of_a_long_encoding() {
     let screen = render(&mut app, 100, 30);
     assert!(screen.contains("Index builds (1)"), "{screen}");
     assert!(screen.contains("8/8 texts (100.0%)"), "{screen}");
+}
+
+// ------------------------------------------------- what tells runs apart
+
+/// Runs of four models, two S2Net runs alike but for `dim` (the same MRR),
+/// and a sweep over `dim` 16,32 × seeds 1,2: the tables' model columns are
+/// never cut, a sweep's values never cut, differing settings beside the
+/// model in the picker and in Compare, sweep sessions named by their
+/// settings.
+fn runs_told_apart() -> Fake {
+    let run = |id: &str, model: &str, mrr: f64, settings: &[(&str, &str)]| {
+        let mut s = summary(id, State::Done);
+        s.model = model.into();
+        s.name = id.into();
+        s.best_mrr = Some(mrr);
+        s.best_epoch = Some(3);
+        s.progress = Some(1.0);
+        s.settings = [
+            ("model", model),
+            ("workspace", "tiny"),
+            ("seed", "1"),
+            ("device", "cpu"),
+        ]
+        .iter()
+        .chain(settings)
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        s
+    };
+    let mut sessions = vec![
+        run("bm25-dict-20261128-100000", "bm25-dict", 0.4112, &[]),
+        run(
+            "procrustes-20261128-100500",
+            "procrustes",
+            0.5208,
+            &[("dim", "300")],
+        ),
+        run(
+            "s2net-20261128-101000",
+            "s2net",
+            0.9641,
+            &[("dim", "16"), ("lr", "0.01")],
+        ),
+        run(
+            "s2net-20261128-102000",
+            "s2net",
+            0.9641,
+            &[("dim", "32"), ("lr", "0.01")],
+        ),
+    ];
+    let sweep = "s2net-sweep-20261128-170219";
+    for (i, (dim, seed)) in [("16", 1u64), ("16", 2), ("32", 1), ("32", 2)]
+        .into_iter()
+        .enumerate()
+    {
+        let mut s = run(
+            &format!("{sweep}-{i}"),
+            "s2net",
+            0.9 + 0.01 * i as f64,
+            &[("dim", dim), ("lr", "0.01")],
+        );
+        s.settings.insert("seed".into(), seed.to_string());
+        s.best.insert("MRR".into(), 0.9 + 0.01 * i as f64);
+        s.sweep = Some(rosetta::jobs::sweep::SweepMember {
+            id: sweep.into(),
+            index: i,
+            point: [("dim".to_string(), dim.to_string())].into(),
+            seed,
+        });
+        sessions.push(s);
+    }
+    Fake {
+        models_from_sessions: true,
+        ..Fake::with(sessions)
+    }
+}
+
+#[test]
+fn tables_never_cut_what_tells_runs_apart() {
+    let fake = runs_told_apart();
+    let mut app = app_with(&fake);
+    for (w, h) in [(80, 24), (160, 48)] {
+        let screen = render(&mut app, w, h);
+        for model in ["bm25-dict", "procrustes"] {
+            assert!(screen.contains(model), "{model} whole at {w}×{h}: {screen}");
+        }
+        // the sweep's dim values whole, not `1…3`
+        assert!(
+            screen.contains("16,32") && !screen.contains("1…3"),
+            "the sweep's dim values at {w}×{h}: {screen}"
+        );
+        insta::assert_snapshot!(format!("jobs_told_apart_{w}x{h}"), screen);
+    }
+    // the sweep opened: its sessions by their settings, not their folders
+    let sweep_row = app
+        .jobs
+        .rows()
+        .iter()
+        .position(|r| r.key().starts_with(".sweep/"))
+        .unwrap();
+    for _ in 0..sweep_row {
+        press(&mut app, &fake, "j");
+    }
+    press_code(&mut app, &fake, KeyCode::Enter);
+    let screen = render(&mut app, 160, 48);
+    for name in ["dim=16 seed=1", "dim=16 seed=2", "dim=32 seed=2"] {
+        assert!(screen.contains(name), "{name}: {screen}");
+    }
+    assert!(!screen.contains("170219-"), "{screen}");
+}
+
+#[test]
+fn picker_and_compare_show_the_settings_that_differ() {
+    let fake = runs_told_apart();
+    let mut app = app_with(&fake);
+    press(&mut app, &fake, "2s");
+    for (w, h) in [(80, 24), (160, 48)] {
+        let screen = render(&mut app, w, h);
+        for cell in ["s2net dim=16", "s2net dim=32", "bm25-dict", "procrustes"] {
+            assert!(screen.contains(cell), "{cell} at {w}×{h}: {screen}");
+        }
+        // sweep sessions by their settings; those beside the model
+        assert!(
+            screen.contains("dim=16 seed=2") && screen.contains("s2net dim=16 seed=2"),
+            "{screen}"
+        );
+        insta::assert_snapshot!(format!("picker_told_apart_{w}x{h}"), screen);
+    }
+    press_code(&mut app, &fake, KeyCode::Esc);
+    press(&mut app, &fake, "4");
+    for (w, h) in [(80, 24), (160, 48)] {
+        let screen = render(&mut app, w, h);
+        for cell in ["s2net dim=16", "s2net dim=32", "bm25-dict", "procrustes"] {
+            assert!(screen.contains(cell), "{cell} at {w}×{h}: {screen}");
+        }
+        insta::assert_snapshot!(format!("compare_told_apart_{w}x{h}"), screen);
+    }
+}
+
+#[test]
+fn a_sweep_grid_replaces_the_value_the_form_filled_in() {
+    use crate::tui::screens::jobs::JobForm;
+    // the new-job form fills in dim 128; a grid over dim sweeps it
+    let mut f = JobForm::new("t", &JobSpec::default());
+    let set = |f: &mut JobForm, field: &str, v: &str| {
+        let i = f.fields.iter().position(|x| x.label == field).unwrap();
+        f.fields[i].value = v.into();
+    };
+    set(&mut f, "workspace", "ws.toml");
+    assert_eq!(f.fields[2].value, "128", "dim is filled in");
+    set(&mut f, "sweep grid", "dim=16,32");
+    assert!(f.swept(2));
+    let spec = f.validate(&[]).expect("the grid replaces dim 128");
+    assert_eq!(spec.dim, None);
+    let sweep = spec.sweep.unwrap();
+    assert_eq!(
+        sweep.grid,
+        vec![("dim".to_string(), vec!["16".into(), "32".into()])]
+    );
+    // a value the user typed is theirs: the grid conflicts with it
+    set(&mut f, "dim", "64");
+    assert!(!f.swept(2));
+    assert!(f.validate(&[]).is_none());
+    assert!(f.fields[2]
+        .error
+        .as_deref()
+        .or(f
+            .fields
+            .iter()
+            .find(|x| x.label == "sweep grid")
+            .unwrap()
+            .error
+            .as_deref())
+        .is_some_and(|e| e.contains("clear its fixed value")));
+    // a duplicated session's other settings give way the same way
+    let mut f = JobForm::new(
+        "t",
+        &JobSpec {
+            workspace: "ws.toml".into(),
+            extra: vec![("batch".into(), "50".into())],
+            ..Default::default()
+        },
+    );
+    set(&mut f, "sweep grid", "batch=20,50");
+    let spec = f.validate(&[]).expect("the grid replaces batch=50");
+    assert!(spec.extra.is_empty());
+}
+
+/// A run evaluated once (a lexical baseline, a zero-shot encoder): its
+/// chart is titled by that one step, its axis labelled by it alone.
+#[test]
+fn a_single_evaluation_is_charted_at_its_step() {
+    let fake = Fake::with(vec![done()]);
+    fake.set_metrics(
+        "s2net-done",
+        vec![MetricRecord::Valid {
+            phase: "eval".into(),
+            epoch: 0,
+            step: 0,
+            scores: [("MRR".to_string(), 0.9641)].into(),
+        }],
+    );
+    let mut app = app_with(&fake);
+    for (w, h) in [(80, 24), (160, 48)] {
+        let screen = render(&mut app, w, h);
+        assert!(screen.contains("MRR · step 0"), "{screen}");
+        assert!(!screen.contains("-1"), "no step -1: {screen}");
+    }
+}
+
+/// The dictionary's translations of the word looked up show as words, as
+/// the engine gives them (`acuarela`), never as their analysed terms.
+#[test]
+fn neighbours_list_the_dictionarys_words_not_stems() {
+    let fake = Fake::with(vec![done()]);
+    let mut app = app_with(&fake);
+    press(&mut app, &fake, "3s");
+    press_code(&mut app, &fake, KeyCode::Enter);
+    press(&mut app, &fake, "/watercolour");
+    press_code(&mut app, &fake, KeyCode::Enter);
+    for (w, h) in [(80, 24), (160, 48)] {
+        let screen = render(&mut app, w, h);
+        assert!(
+            screen.contains("✓ the dictionary lists: acuarela "),
+            "{screen}"
+        );
+    }
 }

@@ -196,18 +196,23 @@ fn draw_help(f: &mut Frame, app: &App, scroll: u16) {
     );
 }
 
+/// The session picker: each session's name, state, model with the settings
+/// that set it apart from the others listed (`s2net dim=16`, the engine's
+/// `differing_labels`) and best MRR. The popup is as wide as its columns
+/// (at most the frame less 4); when narrower, the widest column other than
+/// the model narrows first ([`fit_widths`]).
 fn draw_picker(f: &mut Frame, app: &App, purpose: PickFor, selected: usize) {
     let th = &app.settings.theme;
     let list = app.pickable();
     let h = (list.len() as u16 + 2).clamp(3, f.area().height.saturating_sub(4));
-    let area = centered(f.area(), 64, h);
-    f.render_widget(Clear, area);
     let title = match purpose {
         PickFor::Search => " Session to search with ",
         PickFor::Neighbours(0) => " Session (left pane) ",
         PickFor::Neighbours(_) => " Session (right pane) ",
     };
     if list.is_empty() {
+        let area = centered(f.area(), 64, h);
+        f.render_widget(Clear, area);
         f.render_widget(
             Paragraph::new(" no sessions yet").block(block(th, title, true)),
             area,
@@ -217,22 +222,53 @@ fn draw_picker(f: &mut Frame, app: &App, purpose: PickFor, selected: usize) {
     // sessions by their names, as on Jobs
     let ids: Vec<String> = list.iter().map(|s| s.id.clone()).collect();
     let names = app.jobs.names(&ids);
+    let maps: Vec<&std::collections::BTreeMap<String, String>> =
+        list.iter().map(|s| &s.settings).collect();
+    let models: Vec<String> = list
+        .iter()
+        .zip(rosetta::session::runs::differing_labels(&maps, &["model"]))
+        .map(|(s, d)| {
+            if d.is_empty() {
+                s.model.clone()
+            } else {
+                format!("{} {d}", s.model)
+            }
+        })
+        .collect();
+    let mrr: Vec<String> = list
+        .iter()
+        .map(|s| {
+            s.best_mrr
+                .map(|m| format!("MRR {m:.4}"))
+                .unwrap_or_default()
+        })
+        .collect();
+    let states: Vec<String> = list.iter().map(|s| state_label(s)).collect();
+    let widest = |v: &[String]| v.iter().map(|x| width(x)).max().unwrap_or(0);
+    let cols = [
+        ColWidth::new(widest(&names), 12),
+        ColWidth::new(widest(&states), 4),
+        ColWidth::keep(widest(&models), widest(&models).min(12)),
+        ColWidth::fixed(widest(&mrr)),
+    ];
+    // borders, and one cell after each of the first three columns
+    let most = (f.area().width as usize).saturating_sub(4);
+    let w = fit_widths(&cols, most.saturating_sub(2 + 3));
+    let popup_w = (w.iter().sum::<usize>() + 2 + 3).clamp(40, most.max(40));
+    let area = centered(f.area(), popup_w as u16, h);
+    f.render_widget(Clear, area);
     let items: Vec<ListItem> = list
         .iter()
-        .zip(&names)
-        .map(|(s, name)| {
+        .enumerate()
+        .map(|(i, s)| {
             ListItem::new(Line::from(vec![
                 Span::raw(format!(
                     "{} ",
-                    fit(&rosetta::session::runs::elide_middle(name, 28), 28)
+                    fit(&rosetta::session::runs::elide_middle(&names[i], w[0]), w[0])
                 )),
-                Span::styled(format!("{:<10}", state_label(s)), state_style(th, s)),
-                Span::raw(format!("{:<8} ", s.model)),
-                Span::raw(
-                    s.best_mrr
-                        .map(|m| format!("MRR {m:.4}"))
-                        .unwrap_or_default(),
-                ),
+                Span::styled(format!("{} ", fit(&states[i], w[1])), state_style(th, s)),
+                Span::raw(format!("{} ", fit(&models[i], w[2]))),
+                Span::raw(mrr[i].clone()),
             ]))
         })
         .collect();

@@ -166,6 +166,98 @@ pub(crate) fn fit(s: &str, n: usize) -> String {
     t
 }
 
+/// What one table column asks of the width allocation ([`fit_widths`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ColWidth {
+    /// Cells that show every cell of the column whole.
+    pub want: usize,
+    /// Cells it may be narrowed to (its cells cut, `…`, below `want`).
+    pub min: usize,
+    /// The column tells the rows apart (a model, a differing setting): it
+    /// is narrowed only once every other column is at its minimum.
+    pub keep: bool,
+}
+
+impl ColWidth {
+    /// A column of `want` cells that may narrow to `min`.
+    pub(crate) fn new(want: usize, min: usize) -> ColWidth {
+        ColWidth {
+            want: want.max(min),
+            min,
+            keep: false,
+        }
+    }
+    /// A column of `want` cells that is never narrowed.
+    pub(crate) fn fixed(want: usize) -> ColWidth {
+        ColWidth::new(want, want)
+    }
+    /// A column that tells the rows apart ([`ColWidth::keep`]), `want`
+    /// cells, narrowed (last) to no less than `min`.
+    pub(crate) fn keep(want: usize, min: usize) -> ColWidth {
+        ColWidth {
+            keep: true,
+            ..ColWidth::new(want, min)
+        }
+    }
+}
+
+/// The widths of table columns `cols` in `room` cells (the spacing between
+/// them already taken off): each its `want` when they all fit; else the
+/// widest column not marked `keep` is narrowed first, a cell at a time (so
+/// the widest ones level down together, the leftmost of equals first), never
+/// below its `min`; `keep` columns (what tells the rows apart) are narrowed
+/// the same way only once every other column is at its minimum. No column
+/// goes below its `min`, so the widths add up to more than `room` when the
+/// minima do ([`min_width`]): the caller leaves a column out first.
+pub(crate) fn fit_widths(cols: &[ColWidth], room: usize) -> Vec<usize> {
+    let mut w: Vec<usize> = cols.iter().map(|c| c.want.max(c.min)).collect();
+    let mut total: usize = w.iter().sum();
+    for keep in [false, true] {
+        while total > room {
+            let widest = (0..w.len())
+                .filter(|&i| cols[i].keep == keep && w[i] > cols[i].min)
+                .max_by_key(|&i| (w[i], std::cmp::Reverse(i)));
+            let Some(i) = widest else { break };
+            w[i] -= 1;
+            total -= 1;
+        }
+    }
+    w
+}
+
+/// The cells columns `cols` need at least ([`fit_widths`] never goes below).
+pub(crate) fn min_width(cols: &[ColWidth]) -> usize {
+    cols.iter().map(|c| c.min).sum()
+}
+
+/// Distinct values of a setting over a group of runs, readably in `n`
+/// cells: all of them comma-separated (`16,32`) when that fits, else, for
+/// numbers, their range (`16…64`), else the list cut in the middle. A
+/// number is never cut.
+pub(crate) fn values_cell(values: &[String], n: usize) -> String {
+    let all = values.join(",");
+    if width(&all) <= n {
+        return all;
+    }
+    let range = values_range(values).unwrap_or_default();
+    if !range.is_empty() && width(&range) <= n {
+        return range;
+    }
+    rosetta::session::runs::elide_middle(&all, n)
+}
+
+/// `LOW…HIGH` of `values` when they are all numbers (two or more), else
+/// `None`: the narrowest readable form of a swept setting.
+pub(crate) fn values_range(values: &[String]) -> Option<String> {
+    let nums: Vec<(f64, &String)> = values
+        .iter()
+        .map(|v| Some((v.parse::<f64>().ok().filter(|x| x.is_finite())?, v)))
+        .collect::<Option<_>>()?;
+    let lo = nums.iter().min_by(|a, b| a.0.total_cmp(&b.0))?;
+    let hi = nums.iter().max_by(|a, b| a.0.total_cmp(&b.0))?;
+    (nums.len() > 1).then(|| format!("{}…{}", lo.1, hi.1))
+}
+
 /// At most `max` points: per bucket of consecutive points, the min and max
 /// (in x order), so spikes survive downsampling.
 pub fn downsample(points: &[(f64, f64)], max: usize) -> Vec<(f64, f64)> {
@@ -241,7 +333,7 @@ pub(crate) fn workspace_label(path: &str) -> String {
 
 #[cfg(test)]
 mod fit_tests {
-    use super::fit_hints;
+    use super::*;
 
     #[test]
     fn hints_are_cut_between_items_to_fit() {
@@ -249,5 +341,41 @@ mod fit_tests {
         assert_eq!(fit_hints(h, 80), h);
         assert_eq!(fit_hints(h, 30), "n new · c cancel · …");
         assert_eq!(fit_hints(h, 5), "…");
+    }
+
+    #[test]
+    fn the_widest_other_column_narrows_first() {
+        // session 60 wide, model 9 (`bm25-dict`), MRR 10: 20 cells too many
+        let cols = [
+            ColWidth::new(60, 14),
+            ColWidth::keep(9, 9),
+            ColWidth::fixed(10),
+        ];
+        assert_eq!(fit_widths(&cols, 79), vec![60, 9, 10], "all fit");
+        assert_eq!(fit_widths(&cols, 59), vec![40, 9, 10]);
+        // two wide columns level down together, the leftmost first
+        let cols = [
+            ColWidth::new(30, 5),
+            ColWidth::new(20, 5),
+            ColWidth::keep(10, 3),
+        ];
+        assert_eq!(fit_widths(&cols, 50), vec![20, 20, 10]);
+        assert_eq!(fit_widths(&cols, 39), vec![14, 15, 10]);
+        // the kept column goes only once the others are at their minimum
+        assert_eq!(fit_widths(&cols, 18), vec![5, 5, 8]);
+        // never below the minima: the caller drops a column
+        assert_eq!(fit_widths(&cols, 5), vec![5, 5, 3]);
+        assert_eq!(min_width(&cols), 13);
+    }
+
+    #[test]
+    fn swept_values_are_never_cut() {
+        let v = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(values_cell(&v(&["16", "32"]), 5), "16,32");
+        assert_eq!(values_cell(&v(&["16", "32"]), 8), "16,32");
+        assert_eq!(values_cell(&v(&["16", "32", "64"]), 5), "16…64");
+        assert_eq!(values_cell(&v(&["0.01", "0.001", "0.1"]), 10), "0.001…0.1");
+        assert_eq!(values_range(&v(&["adam", "sgd"])), None);
+        assert_eq!(values_range(&v(&["16"])), None);
     }
 }

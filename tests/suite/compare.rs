@@ -623,6 +623,12 @@ fn cli_compare_refuses_pairing_other_tasks_and_labels_by_name() {
 fn cli_neighbours_marks_dictionary_translations() {
     let ws = tiny_workspace();
     let wsf = ws.path().join("workspace.toml");
+    // a translation no training text holds: shown as the dictionary
+    // writes it, never as its stem (`acuarel`)
+    let dict = ws.path().join("eng-spa.tsv");
+    let mut text = std::fs::read_to_string(&dict).unwrap();
+    text.push_str("river\tacuarelas\n");
+    std::fs::write(&dict, text).unwrap();
     let root = tempfile::tempdir().unwrap();
     let cwd = root.path();
     train(cwd, &wsf, "cl-lsi", "sessions/lsi", &["--dim", "8"]);
@@ -689,6 +695,23 @@ fn cli_neighbours_marks_dictionary_translations() {
         .unwrap_or_else(|| panic!("{shown} not marked in\n{text}"));
     assert!(marked.starts_with("  "), "{text}");
     assert!(text.contains("✓ dictionary translation"), "{text}");
+    let words: Vec<&str> = j["translation_words"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(words.len(), translations.len(), "{j}");
+    assert!(words.contains(&"acuarelas"), "{j}");
+    assert!(!words.contains(&"acuarel"), "{j}");
+    let listed = text
+        .lines()
+        .find(|l| l.starts_with("✓ dictionary translation"))
+        .unwrap();
+    assert!(
+        listed.contains("acuarelas") && listed.contains("río"),
+        "{listed}"
+    );
 }
 
 /// A workspace without [adhoc] has a task derived from its parallel data,

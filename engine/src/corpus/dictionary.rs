@@ -250,6 +250,31 @@ impl Dictionary {
             .collect()
     }
 
+    /// Each word term's form as the dictionary writes it, per side:
+    /// source term → the first headword analysing to it, target term → the
+    /// first translation analysing to it (one word each, analysed as
+    /// [`Dictionary::analysed_words`] analyses them). What a dictionary
+    /// word is shown as where a vocabulary has no surface form for its term
+    /// (`acuarela`, not the stem `acuarel`).
+    pub fn written_words(&self, src: &Analyzer, tgt: &Analyzer) -> WrittenWords {
+        let mut out = WrittenWords::default();
+        let one = |an: &Analyzer, w: &str| -> Option<String> {
+            let t = an.analyze_words(w);
+            (t.len() == 1).then(|| t[0].clone())
+        };
+        for (s, ts) in &self.entries {
+            if let Some(t) = one(src, s) {
+                out.source.entry(t).or_insert_with(|| s.trim().to_string());
+            }
+            for w in ts {
+                if let Some(t) = one(tgt, w) {
+                    out.target.entry(t).or_insert_with(|| w.trim().to_string());
+                }
+            }
+        }
+        out
+    }
+
     fn analysed_by(
         &self,
         src: impl Fn(&str) -> Vec<String>,
@@ -280,6 +305,16 @@ impl Dictionary {
         }
         out
     }
+}
+
+/// A dictionary's words as it writes them, by analysed term, per side
+/// ([`Dictionary::written_words`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WrittenWords {
+    /// Source-language term → headword as written.
+    pub source: HashMap<String, String>,
+    /// Target-language term → translation as written.
+    pub target: HashMap<String, String>,
 }
 
 /// Removes a leading list number (`1. `, `2) `).
@@ -400,6 +435,28 @@ mod tests {
         assert_eq!(b64("BG"), Some(70));
         assert_eq!(b64("EFb"), Some(4 * 4096 + 5 * 64 + 27));
         assert_eq!(b64("!"), None);
+    }
+
+    #[test]
+    fn written_words_keep_the_dictionarys_forms_by_term() {
+        let mut d = Dictionary::default();
+        d.add("watercolour", "acuarela");
+        d.add("watercolours", "acuarelas");
+        d.add("paint", "pintura");
+        d.add("painting", "two words");
+        let en = Analyzer::new("en", &TextConfig::default()).unwrap();
+        let es = Analyzer::new("es", &TextConfig::default()).unwrap();
+        let w = d.written_words(&en, &es);
+        // the stem `acuarel` is shown as the first form analysing to it
+        let stem = &es.analyze_words("acuarela")[0];
+        assert_ne!(stem, "acuarela");
+        assert_eq!(w.target[stem], "acuarela");
+        assert_eq!(
+            w.source[&en.analyze_words("watercolours")[0]],
+            "watercolour"
+        );
+        // a translation of several words is no word term
+        assert!(!w.target.values().any(|v| v == "two words"));
     }
 
     #[test]

@@ -11,7 +11,7 @@ pub mod prepare;
 pub mod workspace;
 
 pub use collection::{AdhocTask, Collection};
-pub use dictionary::{BliSplit, Dictionary};
+pub use dictionary::{BliSplit, Dictionary, WrittenWords};
 pub use parallel::{ParallelText, Splits};
 pub use prepare::{workspace_analyzers, AdhocData, Prepared, SideStats, SplitData, UnitModels};
 pub use workspace::{AdhocSpec, PairSource, ParallelSpec, Workspace};

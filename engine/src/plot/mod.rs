@@ -201,15 +201,22 @@ pub fn line_from_points(
     }
 }
 
-/// The x range of the lines' points, if they have any.
-pub fn x_range(lines: &[Line]) -> Option<[f64; 2]> {
+/// The x values the lines' points span, lowest and highest (equal for
+/// points at one x), if they have any: what a title names.
+pub fn x_span(lines: &[Line]) -> Option<[f64; 2]> {
     let mut r = [f64::INFINITY, f64::NEG_INFINITY];
     for l in lines {
         for &(x, _) in l.raw.iter().chain(l.smooth.iter().flatten()) {
             r = [r[0].min(x), r[1].max(x)];
         }
     }
-    r[0].is_finite().then(|| {
+    r[0].is_finite().then_some(r)
+}
+
+/// The x range of the lines' points to draw, if they have any: their span
+/// ([`x_span`]), or half a unit either side of a single x.
+pub fn x_range(lines: &[Line]) -> Option<[f64; 2]> {
+    x_span(lines).map(|r| {
         if r[1] <= r[0] {
             [r[0] - 0.5, r[0] + 0.5]
         } else {
@@ -294,8 +301,16 @@ pub fn fmt_y(log_y: bool, v: f64) -> String {
 }
 
 /// What the x range covers, for titles: `steps 10–1,840`, `epochs 1–5`,
-/// `0s–5m02s`.
+/// `0s–5m02s`; a single x as itself: `step 0`, `epoch 1`, `at 5m02s`.
 pub fn range_label(x: XAxis, r: [f64; 2]) -> String {
+    if r[0] == r[1] {
+        let what = match x {
+            XAxis::Step => "step ",
+            XAxis::Epoch => "epoch ",
+            XAxis::Time => "at ",
+        };
+        return format!("{what}{}", fmt_x(x, r[0]));
+    }
     let what = match x {
         XAxis::Step => "steps ",
         XAxis::Epoch => "epochs ",
@@ -305,10 +320,11 @@ pub fn range_label(x: XAxis, r: [f64; 2]) -> String {
 }
 
 /// A chart's title: the figure, its scale and smoothing, and the x range
-/// the lines actually span (`loss · steps 10–1,840 · log · EMA 0.9`).
+/// the lines actually span (`loss · steps 10–1,840 · log · EMA 0.9`; one
+/// evaluation: `MRR · step 0`).
 pub fn title(opts: &PlotOptions, lines: &[Line]) -> String {
     let mut t = opts.metric.clone();
-    if let Some(r) = x_range(lines) {
+    if let Some(r) = x_span(lines) {
         t.push_str(" · ");
         t.push_str(&range_label(opts.x, r));
     }
@@ -578,6 +594,26 @@ mod tests {
         // values below 0 keep their margin
         let neg = line_from_points("n", vec![(0.0, -1.0), (1.0, 1.0)], false, &opts);
         assert!(y_range(&[neg]).unwrap()[0] < -1.0);
+    }
+
+    #[test]
+    fn one_evaluation_is_titled_by_its_step() {
+        let opts = PlotOptions {
+            metric: "MRR".into(),
+            smooth: Some(0.0),
+            ..Default::default()
+        };
+        let one = line_from_points("MRR", vec![(0.0, 0.96)], false, &opts);
+        assert_eq!(title(&opts, std::slice::from_ref(&one)), "MRR · step 0");
+        // drawn half a step either side, titled by the point alone
+        assert_eq!(x_range(std::slice::from_ref(&one)), Some([-0.5, 0.5]));
+        let epochs = PlotOptions {
+            x: XAxis::Epoch,
+            ..opts.clone()
+        };
+        assert_eq!(range_label(XAxis::Epoch, [3.0, 3.0]), "epoch 3");
+        let two = line_from_points("MRR", vec![(1.0, 0.5), (2.0, 0.6)], false, &epochs);
+        assert_eq!(title(&epochs, &[two]), "MRR · epochs 1–2");
     }
 
     #[test]

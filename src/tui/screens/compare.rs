@@ -619,6 +619,7 @@ fn draw(f: &mut Frame, c: &CompareScreen, v: &View<'_>, area: Rect) {
         None if r.baseline => "baseline".into(),
         None => "—".into(),
     };
+    let models = model_cells(c, v, t);
     let wtl_header = format!("W/T/L {}", wtl_metric.map_or("", |m| m.name()));
     // the selected metric's difference from the baseline with its 95%
     // paired-bootstrap interval, and the effect size d (the engine's
@@ -651,7 +652,7 @@ fn draw(f: &mut Frame, c: &CompareScreen, v: &View<'_>, area: Rect) {
     let layout = table_layout(
         area.width.saturating_sub(2) as usize,
         labels.iter().map(|l| width(l)).max().unwrap_or(0),
-        t.rows.iter().map(|r| width(&r.detail)).max().unwrap_or(0),
+        models.iter().map(|m| width(m)).max().unwrap_or(0),
         trailing.map(|w| w[0] + 1 + w[1] + 1 + w[2]),
         t.metrics.len(),
         c.col.checked_sub(2),
@@ -694,7 +695,7 @@ fn draw(f: &mut Frame, c: &CompareScreen, v: &View<'_>, area: Rect) {
                     &labels[i],
                     layout.session,
                 )),
-                Cell::from(r.detail.clone()),
+                Cell::from(models[i].clone()),
             ];
             for &m in shown.iter().map(|j| &t.metrics[*j]) {
                 let mark = r.mark(m);
@@ -797,6 +798,44 @@ fn draw(f: &mut Frame, c: &CompareScreen, v: &View<'_>, area: Rect) {
     f.render_widget(Paragraph::new(Span::styled(foot, th.dim())), fa);
 }
 
+/// The model column's cells, one per row of `t`: the model and, for runs
+/// the listed settings set apart, those settings (`s2net dim=16` beside
+/// `s2net dim=32`; the engine's `differing_labels` over the rows'
+/// sessions, the model left out as it shows already).
+fn model_cells(c: &CompareScreen, v: &View<'_>, t: &Comparison) -> Vec<String> {
+    let empty = std::collections::BTreeMap::new();
+    let settings: Vec<&std::collections::BTreeMap<String, String>> = t
+        .rows
+        .iter()
+        .map(|r| {
+            c.sessions
+                .iter()
+                .find(|(_, label)| *label == r.system)
+                .and_then(|(id, _)| v.sessions.list.iter().find(|s| &s.id == id))
+                .map_or(&empty, |s| &s.settings)
+        })
+        .collect();
+    let known: Vec<&std::collections::BTreeMap<String, String>> =
+        settings.iter().copied().filter(|m| !m.is_empty()).collect();
+    let mut diffs = rosetta::session::runs::differing_labels(&known, &["model"]).into_iter();
+    t.rows
+        .iter()
+        .zip(&settings)
+        .map(|(r, m)| {
+            let d = if m.is_empty() {
+                String::new()
+            } else {
+                diffs.next().unwrap_or_default()
+            };
+            if d.is_empty() {
+                r.detail.clone()
+            } else {
+                format!("{} {d}", r.detail)
+            }
+        })
+        .collect()
+}
+
 /// Width of a metric column: `0.1234 ▲` and a header with its sort arrow.
 const METRIC_W: usize = 9;
 
@@ -834,11 +873,16 @@ fn table_layout(
     let (session, k) = if fit(session_want) >= 1 || n == 0 {
         (session_want, fit(session_want).min(n))
     } else {
-        // narrow the labels (never below 12) so that one metric shows
-        let session = inner
-            .saturating_sub(fixed + 1 + METRIC_W + 1)
-            .max(12)
-            .min(session_want);
+        // narrow the labels (never below 12) so that one metric shows:
+        // the model column tells runs apart, it keeps its width
+        let room = inner.saturating_sub(3 + wtl_w.map_or(0, |w| w + 1) + METRIC_W);
+        let session = fit_widths(
+            &[
+                ColWidth::new(session_want, 12),
+                ColWidth::keep(model, model),
+            ],
+            room,
+        )[0];
         (session, fit(session).clamp(1, n.max(1)).min(n))
     };
     let sel = selected.unwrap_or(0).min(n.saturating_sub(1));

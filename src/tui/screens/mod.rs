@@ -229,17 +229,22 @@ pub struct Sessions<'a> {
 }
 
 impl<'a> Sessions<'a> {
-    /// Names of `ids` that tell them apart, whole: display names, a name
+    /// Names of `ids` that tell them apart, whole: display names (a
+    /// sweep's session without a name of its own by its settings, `dim=16
+    /// seed=2`, as the engine's `SweepSummary::labelled` names it), a name
     /// two sessions share with its folder name added (the engine's
     /// `unique_names`). The Compare table's systems are named so.
     pub fn names(&self, ids: &[String]) -> Vec<String> {
+        let swept = sweep_labels(self.list);
         let names: Vec<String> = ids
             .iter()
-            .map(|id| {
-                self.list
-                    .iter()
-                    .find(|s| &s.id == id)
-                    .map_or(id.clone(), |s| s.label().to_string())
+            .map(|id| match self.list.iter().find(|s| &s.id == id) {
+                Some(s) if s.name.is_empty() || s.name == s.id => swept
+                    .get(&s.dir)
+                    .cloned()
+                    .unwrap_or_else(|| s.label().to_string()),
+                Some(s) => s.label().to_string(),
+                None => id.clone(),
             })
             .collect();
         rosetta::session::runs::unique_names(&names, ids)
@@ -274,6 +279,31 @@ impl<'a> Sessions<'a> {
             .filter(|s| s.state == State::Done || s.best_mrr.is_some())
             .map(|s| s.id.clone())
     }
+}
+
+/// The sessions of each sweep among `list` by their settings (`dim=16`,
+/// `dim=16 seed=2` where a point has several seeds: the engine's
+/// `SweepSummary::labelled`), by session folder.
+fn sweep_labels(list: &[SessionSummary]) -> std::collections::HashMap<std::path::PathBuf, String> {
+    let members = list
+        .iter()
+        .filter_map(|s| {
+            Some((
+                s.sweep.clone()?,
+                rosetta::jobs::sweep::MemberFigures {
+                    dir: s.dir.clone(),
+                    model: s.model.clone(),
+                    state: s.state,
+                    best: Default::default(),
+                },
+            ))
+        })
+        .collect();
+    rosetta::jobs::sweep::group(members)
+        .iter()
+        .flat_map(|sw| sw.labelled())
+        .map(|(label, dir)| (dir, label))
+        .collect()
 }
 
 /// Applies a key to a text field being typed: Backspace, Ctrl-U (clear) and

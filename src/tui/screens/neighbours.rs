@@ -690,6 +690,22 @@ fn draw(f: &mut Frame, ns: &NeighScreen, view: &View<'_>, area: Rect) {
         .collect();
     let mut hl = vec![Span::styled(" history:", th.dim())];
     hl.extend(hist);
+    // the focused pane's dictionary translations, as words (never stems)
+    if let Some(ws) = n.panes[n.pane]
+        .result
+        .as_ref()
+        .and_then(|r| r.translation_words.as_deref())
+    {
+        let listed = if ws.is_empty() {
+            "none".to_string()
+        } else {
+            ws.join(", ")
+        };
+        hl.push(Span::styled(
+            format!(" · ✓ the dictionary lists: {listed}"),
+            th.good(),
+        ));
+    }
     f.render_widget(Paragraph::new(Line::from(hl)), ha);
 
     let two = n.panes[1].session.is_some();

@@ -250,6 +250,40 @@ pub fn differing_keys(maps: &[&BTreeMap<String, String>]) -> Vec<String> {
         .collect()
 }
 
+/// What sets each of several runs apart from the other runs of its model:
+/// for each of `maps` ([`settings_map`]s) its `KEY=VALUE` for the settings
+/// that differ among the runs with its `model` ([`differing_keys`]; the
+/// hyper-parameters first, then `workspace`, `seed`, `device`),
+/// space-separated (`dim=16 seed=2`), less the keys in `skip` (a
+/// table's own columns) and those the run lacks. The model itself tells
+/// runs of different models apart: a lone CCA run among S2Net runs gets no
+/// label, nor the `dim` they differ on. Empty for a run nothing sets apart.
+/// The workbench's picker and Compare table show these beside the model.
+pub fn differing_labels(maps: &[&BTreeMap<String, String>], skip: &[&str]) -> Vec<String> {
+    let mut by_model: BTreeMap<Option<&String>, Vec<String>> = BTreeMap::new();
+    maps.iter()
+        .map(|m| {
+            let model = m.get("model");
+            let keys = by_model.entry(model).or_insert_with(|| {
+                let group: Vec<&BTreeMap<String, String>> = maps
+                    .iter()
+                    .copied()
+                    .filter(|x| x.get("model") == model)
+                    .collect();
+                let mut keys = differing_keys(&group);
+                // what the model's own settings say first
+                keys.sort_by_key(|k| FIXED_SETTINGS.contains(&k.as_str()));
+                keys
+            });
+            keys.iter()
+                .filter(|k| !skip.contains(&k.as_str()))
+                .filter_map(|k| Some(format!("{k}={}", m.get(k)?)))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect()
+}
+
 /// The settings whose values differ between the sessions of `configs`
 /// ([`differing_keys`] of their [`settings_map`]s).
 pub fn differing_settings(configs: &[&SessionConfig]) -> Vec<String> {

@@ -17,8 +17,8 @@ pub use delete::{delete, session_folder_path};
 pub use detail::{detail, log_since, log_tail, tail_lines, CheckpointFile, RunDetail};
 pub use filter::{Filterable, Run, RunFilter, RunIndex};
 pub use labels::{
-    best_figures, differing_keys, differing_settings, distinct_labels, elide_middle,
-    session_labels, setting, settings_map, sort_by_column, typed_value, unique_names,
+    best_figures, differing_keys, differing_labels, differing_settings, distinct_labels,
+    elide_middle, session_labels, setting, settings_map, sort_by_column, typed_value, unique_names,
     workspace_label,
 };
 pub use meta::{
@@ -83,6 +83,26 @@ mod tests {
             vec!["model", "gamma"]
         );
         assert_eq!(differing_settings(&[&s1, &c1]), vec!["model"]);
+        // what sets each run apart, less the model a table shows anyway:
+        // the CCA runs are not labelled with S2Net's gamma
+        let maps: Vec<BTreeMap<String, String>> = [&s1, &s2, &c1, &c2]
+            .iter()
+            .map(|c| settings_map(c))
+            .collect();
+        let refs: Vec<&BTreeMap<String, String>> = maps.iter().collect();
+        assert_eq!(
+            differing_labels(&refs, &["model"]),
+            vec!["gamma=10", "gamma=20", "", ""]
+        );
+        let maps: Vec<BTreeMap<String, String>> =
+            [&a, &c].iter().map(|c| settings_map(c)).collect();
+        let refs: Vec<&BTreeMap<String, String>> = maps.iter().collect();
+        assert_eq!(
+            differing_labels(&refs, &[]),
+            vec!["seed=1", "tau=1 seed=2"],
+            "a run lacking a setting is not labelled with it"
+        );
+        assert_eq!(differing_labels(&refs[..1], &[]), vec![""]);
         assert_eq!(setting(&c, "tau").as_deref(), Some("1"));
         // typed JSON values
         use serde_json::json;

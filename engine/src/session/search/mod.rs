@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::Loaded;
-use crate::corpus::Workspace;
+use crate::corpus::{Workspace, WrittenWords};
 use crate::eval::Qrels;
 use crate::index::{translate_dict, Bm25Index, Bm25Params, Query};
 use crate::models::bm25::analysed_dictionary;
@@ -73,6 +73,8 @@ pub struct Corpus {
     pub qrels: Qrels,
     dict: HashMap<String, Vec<String>>,
     dict_rev: HashMap<String, Vec<String>>,
+    /// The dictionary's words as it writes them, by term.
+    dict_written: WrittenWords,
     bm25: Bm25Index,
     /// Document id → row.
     rows: HashMap<String, usize>,
@@ -103,6 +105,10 @@ impl Corpus {
         let bm25 = crate::index::adhoc::index_documents(&lex, &task, Bm25Params::default())?;
         progress(0.35, "reading the dictionary");
         let (dict, dict_rev) = analysed_dictionary(&lex, &src, &tgt)?;
+        let dict_written = lex
+            .read_dictionary()?
+            .map(|d| d.written_words(&src, &tgt))
+            .unwrap_or_default();
         let mut label_rows = HashMap::new();
         for (i, l) in task.doc_labels.iter().flatten().enumerate() {
             label_rows.entry(l.clone()).or_insert(i);
@@ -144,6 +150,7 @@ impl Corpus {
             qrels: task.qrels,
             dict,
             dict_rev,
+            dict_written,
             bm25,
             ws,
         })
@@ -381,6 +388,10 @@ pub struct NeighbourResult {
     pub similarity: crate::space::Similarity,
     /// The dictionary's translations of the term (analysed), `None` without a dictionary.
     pub translations: Option<Vec<String>>,
+    /// The same translations as words to show: each its commonest training
+    /// word where the model's vocabulary has its term, else as the
+    /// dictionary writes it (`acuarela`, never the stem `acuarel`).
+    pub translation_words: Option<Vec<String>>,
     /// Nearest terms in the other language, best first.
     pub cross: Vec<MarkedNeighbour>,
     /// Nearest terms in the term's own language (the term left out).
@@ -395,8 +406,10 @@ pub type TermTranslations = HashMap<String, Vec<String>>;
 /// than one; a stop word or a word outside the vocabulary is answered with
 /// `known` false and the reason), the other-language terms that `dictionary`
 /// (source → target and target → source terms, analysed as the session's
-/// texts) lists as translations of the word marked `gold`. `rosetta neighbours` and
-/// the workbench's Neighbours screen both answer with this.
+/// texts) lists as translations of the word marked `gold`, and those
+/// translations as words (`written`: the dictionary's own forms, for terms
+/// the vocabulary lacks). `rosetta neighbours` and the workbench's
+/// Neighbours screen both answer with this.
 pub fn marked_neighbours(
     m: &Loaded,
     word: &str,
@@ -404,6 +417,7 @@ pub fn marked_neighbours(
     k: usize,
     csls: bool,
     dictionary: Option<(&TermTranslations, &TermTranslations)>,
+    written: Option<&WrittenWords>,
 ) -> Result<NeighbourResult> {
     // a term lookup: the n-gram back-off of texts does not apply
     let vocab = m.vocabs.side(side);
@@ -432,6 +446,23 @@ pub fn marked_neighbours(
         .cloned()
         .unwrap_or_default()
     });
+    // a translation the vocabulary lacks has no training word: the
+    // dictionary's own, never the stem
+    let other = side.other();
+    let translation_words = translations.as_ref().map(|ts| {
+        ts.iter()
+            .map(|t| {
+                let own = match other {
+                    Side::Source => written.and_then(|w| w.source.get(t)),
+                    Side::Target => written.and_then(|w| w.target.get(t)),
+                };
+                match own {
+                    Some(w) if m.vocabs.side(other).id(t).is_none() => w.clone(),
+                    _ => m.show(other, t),
+                }
+            })
+            .collect()
+    });
     let gold: HashSet<&str> = translations.iter().flatten().map(String::as_str).collect();
     // subword units shown readably (`light…`, `…ing`); words as their
     // commonest training form
@@ -458,6 +489,7 @@ pub fn marked_neighbours(
         csls: n.csls,
         similarity: n.similarity,
         translations,
+        translation_words,
     })
 }
 

@@ -580,7 +580,7 @@ impl Searcher {
         };
         let c = &self.corpus;
         let dict = c.ws.dictionary.is_some().then_some((&c.dict, &c.dict_rev));
-        marked_neighbours(m, term, side, k, csls, dict)
+        marked_neighbours(m, term, side, k, csls, dict, Some(&c.dict_written))
     }
 
     /// The loaded model, or `None` for a lexical baseline (no term space).

@@ -164,10 +164,19 @@ fn draw_lines(
             ds
         })
         .collect();
-    let x_labels: Vec<Span> = label_ticks(xb)
-        .into_iter()
-        .map(|v| Span::raw(plot::fmt_x(look.x, v)))
-        .collect();
+    // points at one x (a single evaluation): that x alone, mid-axis, not
+    // the half units drawn either side of it
+    let x_labels: Vec<Span> = match plot::x_span(lines) {
+        Some([a, b]) if a == b => vec![
+            Span::raw(""),
+            Span::raw(plot::fmt_x(look.x, a)),
+            Span::raw(""),
+        ],
+        _ => label_ticks(xb)
+            .into_iter()
+            .map(|v| Span::raw(plot::fmt_x(look.x, v)))
+            .collect(),
+    };
     let y_labels: Vec<Span> = label_ticks(yb)
         .into_iter()
         .map(|v| Span::raw(plot::fmt_y(look.log_y, v)))
@@ -332,7 +341,7 @@ fn draw_parts_chart(
         })
         .collect();
     let curves = drawn(th, &lines, true, max_pts);
-    let range = plot::x_range(&lines)
+    let range = plot::x_span(&lines)
         .map(|r| format!(" · {}", plot::range_label(opts.x, r)))
         .unwrap_or_default();
     draw_lines(

@@ -142,6 +142,10 @@ pub struct JobForm {
     pub submitting: bool,
     /// Error of the last launch.
     pub error: Option<String>,
+    /// Each field's value as the form was opened with it (the defaults,
+    /// a duplicated session's settings): a sweep grid's key replaces its
+    /// field's value while that is still the one filled in.
+    pub prefilled: Vec<String>,
 }
 
 /// The form's values, trimmed, looked up by field.
@@ -203,17 +207,19 @@ impl JobForm {
                 .join(","),
             Field::Parallel => opt(sw.parallel),
         };
+        let fields: Vec<FormField> = Field::ALL
+            .iter()
+            .map(|&field| FormField {
+                field,
+                label: field.label(),
+                value: value(field),
+                error: None,
+            })
+            .collect();
         JobForm {
             title: title.into(),
-            fields: Field::ALL
-                .iter()
-                .map(|&field| FormField {
-                    field,
-                    label: field.label(),
-                    value: value(field),
-                    error: None,
-                })
-                .collect(),
+            prefilled: fields.iter().map(|f| f.value.clone()).collect(),
+            fields,
             focus: 0,
             submitting: false,
             error: None,
@@ -225,6 +231,35 @@ impl JobForm {
         self.fields.get(self.focus).map(|f| f.field)
     }
 
+    /// The settings the sweep grid names (`dim` of `dim=16,32`), whether
+    /// or not their values parse.
+    fn grid_keys(&self) -> Vec<String> {
+        self.fields
+            .iter()
+            .filter(|f| f.field == Field::Grid)
+            .flat_map(|f| f.value.split_whitespace())
+            .filter_map(|w| w.split_once('=').map(|(k, _)| k.trim().to_string()))
+            .collect()
+    }
+
+    /// Whether field `i` still holds the value it was filled in with (not
+    /// empty): a value the user has not typed.
+    fn is_prefilled(&self, i: usize) -> bool {
+        let v = self.fields[i].value.trim();
+        !v.is_empty() && self.prefilled.get(i).is_some_and(|p| p.trim() == v)
+    }
+
+    /// Whether the sweep grid replaces field `i`'s value: a setting's own
+    /// field the grid sweeps, holding the value filled in (`dim 128` before
+    /// a grid of `dim=16,32`); a value the user typed is theirs and
+    /// conflicts instead.
+    pub fn swept(&self, i: usize) -> bool {
+        let f = self.fields[i].field;
+        f.setting()
+            .is_some_and(|k| self.grid_keys().iter().any(|g| g == k))
+            && self.is_prefilled(i)
+    }
+
     /// Checks every field; on success the job to launch, else the errors
     /// are stored on the fields. Empty optional fields mean the model's
     /// default (Slurm's default for the Slurm options). The checks are the
@@ -233,10 +268,26 @@ impl JobForm {
         for f in &mut self.fields {
             f.error = None;
         }
+        // a grid of a setting whose field holds the value filled in sweeps
+        // it: that value gives way (as does a filled-in `other --set`'s)
+        let grid_keys = self.grid_keys();
+        let other_prefilled = self
+            .fields
+            .iter()
+            .position(|f| f.field == Field::Other)
+            .is_some_and(|i| self.is_prefilled(i));
         let v = Values(
             self.fields
                 .iter()
-                .map(|f| (f.field, f.value.trim().to_string()))
+                .enumerate()
+                .map(|(i, f)| {
+                    let value = if self.swept(i) {
+                        String::new()
+                    } else {
+                        f.value.trim().to_string()
+                    };
+                    (f.field, value)
+                })
                 .collect(),
         );
         let mut errs: Vec<(Field, String)> = Vec::new();
@@ -300,6 +351,8 @@ impl JobForm {
                 for (k, val) in given {
                     if FORM_KEYS.contains(&k.as_str()) {
                         errs.push((Field::Other, format!("{k}: use its own field")));
+                    } else if other_prefilled && grid_keys.contains(&k) {
+                        // filled in, not typed: the grid sweeps it
                     } else if let Some(val) = check(Field::Other, &k, &val, &mut errs) {
                         extra.push((k, val));
                     }
@@ -533,6 +586,11 @@ pub fn draw_form(f: &mut Frame, th: &Theme, form: &JobForm) {
                 _ => String::new(),
             };
             spans.push(Span::styled(hint, th.dim()));
+        } else if form.swept(i) {
+            spans.push(Span::styled(
+                "  (the sweep grid's values replace it)",
+                th.dim(),
+            ));
         } else if matches!(fl.field, Field::Model | Field::Launcher) && focus {
             spans.push(Span::styled("  ←/→ choose", th.dim()));
         }
