@@ -7,6 +7,30 @@ use clap::{Args, Subcommand};
 use rosetta::jobs::index::{self, IndexStatus};
 use rosetta::session::collection::{BuildOptions, DEFAULT_BATCH, DEFAULT_CHUNK};
 
+/// The environment variable overriding the seconds of encoding that
+/// `search`, `eval` and `compare` start without `--build` (10 by default:
+/// [`SILENT_LIMIT_S`](rosetta::session::collection::SILENT_LIMIT_S)); the
+/// tests set it to 0 to see the refusal on a tiny collection.
+pub const ENCODE_LIMIT_ENV: &str = "ROSETTA_ENCODE_LIMIT_S";
+
+/// The most seconds of encoding a front-end starts: none with `--build`
+/// (any, in the foreground), else [`ENCODE_LIMIT_ENV`] when set, else 10.
+pub fn encode_limit(build: bool) -> anyhow::Result<Option<f64>> {
+    if build {
+        return Ok(None);
+    }
+    match std::env::var(ENCODE_LIMIT_ENV) {
+        Err(std::env::VarError::NotPresent) => {
+            Ok(Some(rosetta::session::collection::SILENT_LIMIT_S))
+        }
+        Ok(v) => match v.trim().parse::<f64>() {
+            Ok(s) if s.is_finite() && s >= 0.0 => Ok(Some(s)),
+            _ => bail!("{ENCODE_LIMIT_ENV}={v:?}: give a number of seconds, 0 or more"),
+        },
+        Err(e) => bail!("{ENCODE_LIMIT_ENV}: {e}"),
+    }
+}
+
 /// What `rosetta index` does.
 #[derive(Debug, Subcommand)]
 pub enum IndexCommand {

@@ -5,8 +5,12 @@
 //! kill, timed on a sample before anything long starts, and locked so that
 //! two processes never encode the same collection at once.
 //!
-//! `rosetta index build` ([`crate::jobs::index`]) and the searcher
-//! ([`super::search::Searcher`]) both build through [`build`].
+//! `rosetta index build` ([`crate::jobs::index`]), the searcher
+//! ([`super::search::Searcher`]) and `rosetta eval` all build through
+//! [`build`]; the searcher and `eval` check first with [`encode_within`]
+//! (one refusal, [`too_long`], for every front-end). An estimate is kept in
+//! the session (`doc-embeddings.SIDE.estimate.json`) so that the next
+//! refusal comes without loading the model ([`refuse_recorded`]).
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -14,6 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use ndarray::{concatenate, Array2, Axis};
+use serde::{Deserialize, Serialize};
 
 use super::Loaded;
 use crate::text::Side;
@@ -30,6 +35,79 @@ pub const DEFAULT_BATCH: usize = 32;
 pub const SILENT_LIMIT_S: f64 = 10.0;
 /// Texts a sample for [`estimate`] encodes at most.
 const SAMPLE: usize = 16;
+/// The file of a session caching the BLAKE3 of the checkpoint its model
+/// loads ([`checkpoint_blake3`]).
+pub const CHECKPOINT_HASH_FILE: &str = "checkpoint.blake3.json";
+
+/// The checkpoint a session's model loads: the best, else the last.
+pub(crate) fn checkpoint_file(dir: &Path) -> PathBuf {
+    let best = dir.join(super::BEST_CHECKPOINT);
+    if best.is_file() {
+        best
+    } else {
+        dir.join(super::LAST_CHECKPOINT)
+    }
+}
+
+/// What identifies a file's bytes without reading them: its name, size,
+/// device and inode, modification and change times (the change time cannot
+/// be set back; a file rewritten by temp file + rename is a new inode).
+fn file_stamp(path: &Path) -> Option<serde_json::Value> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(path).ok()?;
+    m.is_file().then(|| {
+        serde_json::json!({
+            "file": path.file_name().map(|f| f.to_string_lossy().into_owned()),
+            "len": m.len(),
+            "dev": m.dev(),
+            "ino": m.ino(),
+            "mtime": [m.mtime(), m.mtime_nsec()],
+            "ctime": [m.ctime(), m.ctime_nsec()],
+        })
+    })
+}
+
+/// A small JSON file of the session, read as a regular file only (never
+/// through a link) within the small-file limit; `None` when absent or not
+/// that JSON.
+fn read_small_json<T: serde::de::DeserializeOwned>(path: &Path) -> Option<T> {
+    use crate::util::{read_regular, Links, SMALL_FILE_LIMIT};
+    let bytes = read_regular(path, Links::Refuse, SMALL_FILE_LIMIT).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// BLAKE3 of the checkpoint session `dir`'s model loads
+/// ([`checkpoint_file`]), read from [`CHECKPOINT_HASH_FILE`] while that
+/// names the same file unchanged (size, inode, times: [`file_stamp`]), else
+/// computed and recorded there (a session that cannot be written is no
+/// error). A fine-tuned encoder's checkpoint is hundreds of megabytes: it
+/// is hashed once, not at every search, evaluation or comparison.
+pub fn checkpoint_blake3(dir: &Path) -> Result<String> {
+    #[derive(Serialize, Deserialize)]
+    struct Recorded {
+        stamp: serde_json::Value,
+        blake3: String,
+    }
+    let ck = checkpoint_file(dir);
+    let cache = dir.join(CHECKPOINT_HASH_FILE);
+    let stamp = file_stamp(&ck);
+    if let (Some(stamp), Some(r)) = (&stamp, read_small_json::<Recorded>(&cache)) {
+        if r.stamp == *stamp && r.blake3.len() == 64 {
+            return Ok(r.blake3);
+        }
+    }
+    let blake3 = crate::util::hash_file(&ck)?;
+    // the stamp taken before hashing: a file changed meanwhile is hashed again next time
+    if let Some(stamp) = stamp.filter(|s| file_stamp(&ck).as_ref() == Some(s)) {
+        if let Ok(b) = serde_json::to_vec(&Recorded {
+            stamp,
+            blake3: blake3.clone(),
+        }) {
+            let _ = crate::util::write_atomic(&cache, &b);
+        }
+    }
+    Ok(blake3)
+}
 
 /// Where a session keeps a table it computed (term vectors, a collection's
 /// embeddings), and what its meta file must say for the table to be used.
@@ -152,7 +230,7 @@ impl Loaded {
 }
 
 /// How long encoding a collection would take, measured on a sample.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Estimate {
     /// Texts of the collection.
     pub texts: usize,
@@ -162,20 +240,31 @@ pub struct Estimate {
     pub texts_per_s: f64,
     /// Estimated seconds for the whole collection.
     pub seconds: f64,
+    /// The device measured on (`cpu`, `cuda:0`).
+    #[serde(default)]
+    pub device: String,
 }
 
-/// Times the encoding of up to 16 texts spread evenly over `texts` and
+/// Times the encoding of up to 16 texts spread evenly over `texts` with
+/// `m`, loaded on `device` (its name, as the estimate reports it), and
 /// extrapolates to all of them (the sample's first batch pays any warm-up,
 /// so the estimate errs long).
-pub fn estimate<S: AsRef<str>>(m: &Loaded, side: Side, texts: &[S]) -> Result<Estimate> {
+pub fn estimate<S: AsRef<str>>(
+    m: &Loaded,
+    device: &str,
+    side: Side,
+    texts: &[S],
+) -> Result<Estimate> {
     let n = texts.len();
     let k = n.min(SAMPLE);
+    let device = device.to_string();
     if k == 0 {
         return Ok(Estimate {
             texts: 0,
             sample: 0,
             texts_per_s: 0.0,
             seconds: 0.0,
+            device,
         });
     }
     let sample: Vec<&str> = (0..k).map(|i| texts[i * n / k].as_ref()).collect();
@@ -188,6 +277,7 @@ pub fn estimate<S: AsRef<str>>(m: &Loaded, side: Side, texts: &[S]) -> Result<Es
         sample: k,
         texts_per_s: rate,
         seconds: n as f64 / rate,
+        device,
     })
 }
 
@@ -213,48 +303,190 @@ pub struct BuildProgress {
 impl BuildProgress {
     /// One line for people: `WHAT 1200/31084 (3.9%), 16.2 texts/s, ETA 30m41s`.
     pub fn describe(&self, what: &str) -> String {
-        let pct = 100.0 * self.done as f64 / self.total.max(1) as f64;
-        let mut s = format!("{what} {}/{} ({pct:.1}%)", self.done, self.total);
-        if let (Some(r), Some(e)) = (self.texts_per_s, self.eta_s) {
-            s.push_str(&format!(
-                ", {r:.1} texts/s, ETA {}",
-                crate::util::fmt_duration(e)
-            ));
-        }
-        s
+        progress_line(what, self.done, self.total, self.texts_per_s, self.eta_s)
+    }
+}
+
+/// `WHAT 1200/31084 (3.9%), 16.2 texts/s, ETA 30m41s` (the rate and ETA
+/// once known): how an encoding of texts goes, as every front-end says it.
+pub fn progress_line(
+    what: &str,
+    done: usize,
+    total: usize,
+    texts_per_s: Option<f64>,
+    eta_s: Option<f64>,
+) -> String {
+    let pct = 100.0 * done as f64 / total.max(1) as f64;
+    let mut s = format!("{what} {done}/{total} ({pct:.1}%)");
+    if let (Some(r), Some(e)) = (texts_per_s, eta_s) {
+        s.push_str(&format!(
+            ", {r:.1} texts/s, ETA {}",
+            crate::util::fmt_duration(e)
+        ));
+    }
+    s
+}
+
+/// A path as one shell word.
+fn shell_word(p: &Path) -> String {
+    let d = p.display().to_string();
+    let safe = |c: char| c.is_ascii_alphanumeric() || "/._-+:@%=,".contains(c);
+    if !d.is_empty() && d.chars().all(safe) {
+        d
+    } else {
+        format!("'{}'", d.replace('\'', "'\\''"))
     }
 }
 
 /// The command that builds session `dir`'s index in the background, as a
 /// person types it.
 pub fn build_command(dir: &Path) -> String {
-    let d = dir.display().to_string();
-    let safe = |c: char| c.is_ascii_alphanumeric() || "/._-+:@%=,".contains(c);
-    let word = if !d.is_empty() && d.chars().all(safe) {
-        d
-    } else {
-        format!("'{}'", d.replace('\'', "'\\''"))
-    };
-    format!("rosetta index build --session {word} --detach")
+    format!("rosetta index build --session {} --detach", shell_word(dir))
 }
 
 /// The refusal of an encoding estimated at `e`: the estimate and the
-/// command that builds the index as a job.
-pub fn too_long(dir: &Path, e: &Estimate) -> Error {
+/// command that builds the index as a job. `search`, `eval` and `compare`
+/// all refuse with it.
+///
+/// `other` names the documents file of a collection that is not the
+/// session's workspace's (`rosetta eval --adhoc`): `rosetta index build`
+/// encodes only the workspace's, so the refusal offers `--build` alone.
+pub fn too_long(dir: &Path, e: &Estimate, other: Option<&Path>) -> Error {
+    let what = match other {
+        None => "the session's collection is not encoded yet".to_string(),
+        Some(p) => format!("the collection of {} is not encoded yet", p.display()),
+    };
+    let how = match other {
+        None => format!(
+            "Build its index as a job: `{}` (`rosetta jobs` shows its progress; a search, \
+             evaluation or comparison afterwards reads it), or encode in the foreground with \
+             --build",
+            build_command(dir)
+        ),
+        Some(_) => "Encode it in the foreground with --build (its embeddings are kept in the \
+                    session)"
+            .to_string(),
+    };
     Error::file(
         dir,
         format!(
-            "the session's collection is not encoded yet: {} documents, about {} on this CPU \
-             ({:.1} texts/s measured on {} of them). Build its index as a job: `{}` (`rosetta \
-             jobs` shows its progress; a search afterwards takes moments), or encode in the \
-             foreground with --build",
+            "{what}: {} documents, about {} on this {} ({:.1} texts/s measured on {} of them). \
+             {how}",
             e.texts,
             crate::util::fmt_duration(e.seconds),
+            if e.device.is_empty() {
+                "device"
+            } else {
+                &e.device
+            },
             e.texts_per_s,
             e.sample,
-            build_command(dir)
         ),
     )
+}
+
+/// An estimate as a session keeps it: what it was measured for.
+#[derive(Debug, Serialize, Deserialize)]
+struct RecordedEstimate {
+    checkpoint_blake3: String,
+    texts_blake3: String,
+    threads: usize,
+    estimate: Estimate,
+}
+
+/// Where session `dir` keeps the last estimate of encoding its collection of `side`.
+fn estimate_path(dir: &Path, side: Side) -> PathBuf {
+    dir.join(format!("doc-embeddings.{}.estimate.json", side_name(side)))
+}
+
+/// Before encoding collection `texts` of `side` with `m` (loaded on
+/// `device`, by name; `other` as for [`too_long`]): nothing to do
+/// when it needs no encoding ([`Loaded::collection_needs_encoding`]) or
+/// `max_s` is `None`; else the encoding is timed on a sample
+/// ([`estimate`], `progress` told), the estimate kept in the session for
+/// [`refuse_recorded`], and refused ([`too_long`]) when above `max_s`
+/// seconds.
+pub fn encode_within<S: AsRef<str>>(
+    m: &Loaded,
+    device: &str,
+    side: Side,
+    texts: &[S],
+    other: Option<&Path>,
+    max_s: Option<f64>,
+    progress: &dyn Fn(&str),
+) -> Result<()> {
+    let Some(limit) = max_s else {
+        return Ok(());
+    };
+    if !m.collection_needs_encoding(side, texts)? {
+        return Ok(());
+    }
+    progress("timing the encoder on a sample of the documents");
+    let e = estimate(m, device, side, texts)?;
+    let record = RecordedEstimate {
+        checkpoint_blake3: m.checkpoint_hash()?,
+        texts_blake3: texts_hash(texts),
+        threads: candle_core::utils::get_num_threads(),
+        estimate: e.clone(),
+    };
+    if let Ok(b) = serde_json::to_vec(&record) {
+        // a session that cannot be written only loses the shortcut
+        let _ = crate::util::write_atomic(&estimate_path(&m.session.dir, side), &b);
+    }
+    if e.seconds > limit {
+        return Err(too_long(&m.session.dir, &e, other));
+    }
+    Ok(())
+}
+
+/// The refusal [`encode_within`] would give for session `dir`'s
+/// workspace collection (target side) on the CPU, answered from the
+/// estimate it kept, without loading the model or indexing the collection:
+/// the session's checkpoint ([`checkpoint_blake3`]), its workspace's
+/// documents and the thread count must be those measured, and the session
+/// must hold no cache naming them. `Ok` whenever that cannot be told
+/// (nothing kept, anything changed, unreadable): the caller then opens the
+/// session as usual, which measures again.
+pub fn refuse_recorded(dir: &Path, max_s: f64) -> Result<()> {
+    match recorded_estimate(dir) {
+        Some(e) if e.seconds > max_s => Err(too_long(dir, &e, None)),
+        _ => Ok(()),
+    }
+}
+
+fn recorded_estimate(dir: &Path) -> Option<Estimate> {
+    let side = Side::Target;
+    let r: RecordedEstimate = read_small_json(&estimate_path(dir, side))?;
+    if r.estimate.device != "cpu" || r.threads != candle_core::utils::get_num_threads() {
+        return None;
+    }
+    let session = super::Session::open(dir).ok()?;
+    let ws = crate::corpus::Workspace::load_with_text(
+        &session.config.workspace,
+        session.config.text.as_ref(),
+    )
+    .ok()?;
+    session
+        .config
+        .check_workspace_hash(dir, &ws.content_hash().ok()?)
+        .ok()?;
+    let texts = ws.adhoc().ok()?.docs.texts;
+    if texts_hash(&texts) != r.texts_blake3 || texts.len() != r.estimate.texts {
+        return None;
+    }
+    if checkpoint_blake3(dir).ok()? != r.checkpoint_blake3 {
+        return None;
+    }
+    // a cache naming this checkpoint and these texts: the searcher checks it
+    let meta: Option<serde_json::Value> =
+        read_small_json(&dir.join(format!("doc-embeddings.{}.json", side_name(side))));
+    if meta.is_some_and(|m| {
+        m["checkpoint_blake3"] == r.checkpoint_blake3.as_str()
+            && m["texts_blake3"] == r.texts_blake3.as_str()
+    }) {
+        return None;
+    }
+    Some(r.estimate)
 }
 
 /// How [`build`] cuts its work.
@@ -521,6 +753,33 @@ pub fn build<S: AsRef<str>>(
             let _ = std::fs::remove_dir_all(&dir);
             Ok(Built::Done(v))
         }
+    }
+}
+
+/// [`build`] in the foreground for a front-end (`search --build`, `eval`,
+/// `compare`): the collection's embeddings, `progress(fraction, line)`
+/// told after every batch (`encoding documents 1200/31084 (3.9%), 16.2
+/// texts/s, ETA 30m41s`).
+pub fn encode_reporting<S: AsRef<str>>(
+    m: &Loaded,
+    side: Side,
+    texts: &[S],
+    progress: &dyn Fn(f64, &str),
+) -> Result<Array2<f32>> {
+    let built = build(
+        m,
+        side,
+        texts,
+        BuildOptions::default(),
+        &mut |p: &BuildProgress| {
+            let frac = p.done as f64 / p.total.max(1) as f64;
+            progress(frac, &p.describe("encoding documents"))
+        },
+        &AtomicBool::new(false),
+    )?;
+    match built {
+        Built::Done(v) => Ok(v),
+        Built::Cancelled(_) => Err(Error::invalid("encoding the documents was cancelled")),
     }
 }
 

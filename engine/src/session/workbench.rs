@@ -77,6 +77,9 @@ pub struct Workbench {
     sessions: Mutex<HashMap<PathBuf, Cached>>,
     /// By workspace file and the text settings read with it.
     corpora: Mutex<HashMap<(PathBuf, String), Arc<Corpus>>>,
+    /// The most seconds of encoding a session's collection that loading it
+    /// starts (see [`Workbench::with_encode_limit`]); `None`: any.
+    encode_limit: Option<f64>,
 }
 
 /// A session's label: its folder name.
@@ -104,6 +107,17 @@ impl Workbench {
     /// An empty cache.
     pub fn new() -> Workbench {
         Workbench::default()
+    }
+
+    /// This workbench refusing to load a session whose collection is not
+    /// encoded yet and would take more than `max_s` seconds to encode
+    /// (the error gives the estimate and the `rosetta index build`
+    /// command: [`Searcher::open_within`]); `None` (the default) encodes
+    /// any, in the foreground, with progress. `rosetta compare --sessions`
+    /// sets it unless given `--build`.
+    pub fn with_encode_limit(mut self, max_s: Option<f64>) -> Workbench {
+        self.encode_limit = max_s;
+        self
     }
 
     /// The collection of the workspace file `path`, with the text settings
@@ -148,7 +162,13 @@ impl Workbench {
             session.config.text.as_ref(),
             progress,
         )?;
-        let s = Arc::new(Searcher::open(dir, corpus, progress)?);
+        let s = Arc::new(Searcher::open_within(
+            dir,
+            corpus,
+            super::search::DenseSearch::Saved,
+            self.encode_limit,
+            progress,
+        )?);
         self.sessions
             .lock()
             .expect("workbench lock")
