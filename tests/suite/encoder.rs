@@ -1313,3 +1313,132 @@ fn index_build_encodes_the_collection_once_with_progress_and_search_reads_it() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no index build is running"));
 }
+
+/// `search`, `eval` and `compare` never start an encoding of an un-indexed
+/// encoder collection estimated above the limit (forced to 0 s here through
+/// `ROSETTA_ENCODE_LIMIT_S`): each refuses with the same message (the
+/// estimate and the `rosetta index build` command) and writes no
+/// embeddings; a refusal measured once comes back without loading the
+/// model (its weights moved away); `eval --build` encodes in the
+/// foreground, and then all three read what it kept.
+#[test]
+fn search_eval_and_compare_refuse_a_long_encoding_with_the_estimate_unless_built() {
+    let ws = tiny_workspace();
+    let (enc, _) = zero_shot_session(ws.path(), 5, "s0");
+    let s = ws.path().join("s0");
+    let run = |limit: &str, args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_rosetta"))
+            .current_dir(ws.path())
+            .env("ROSETTA_ENCODE_LIMIT_S", limit)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let refused = |args: &[&str]| {
+        let out = run("0", args);
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(!out.status.success(), "{args:?} was not refused: {err}");
+        for part in [
+            "the session's collection is not encoded yet: ",
+            " documents, about ",
+            " texts/s measured on ",
+            "Build its index as a job: `rosetta index build --session s0 --detach`",
+            "or encode in the foreground with --build",
+        ] {
+            assert!(err.contains(part), "{args:?}: {part:?} missing from {err}");
+        }
+        assert!(
+            !s.join("doc-embeddings.target.npy").exists(),
+            "{args:?} encoded the collection"
+        );
+    };
+    let search = ["search", "--session", "s0", "--query", "dog", "--json"];
+    let eval = [
+        "eval",
+        "--session",
+        "s0",
+        "--task",
+        "adhoc",
+        "--device",
+        "cpu",
+        "--json",
+    ];
+    let compare = ["compare", "--sessions", "s0", "--format", "json"];
+    refused(&search);
+    refused(&eval);
+    refused(&compare);
+    // the estimate kept in the session answers without the model
+    let moved = enc.with_extension("away");
+    std::fs::rename(&enc, &moved).unwrap();
+    refused(&search);
+    std::fs::rename(&moved, &enc).unwrap();
+    // a limit that is no number is an error naming the variable
+    let out = run("soon", &search);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ROSETTA_ENCODE_LIMIT_S"));
+    // --build on run files would do nothing: refused
+    let out = run(
+        "0",
+        &["compare", "a.run", "b.run", "--qrels", "q", "--build"],
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--build applies to --sessions"));
+    // in the foreground with --build, kept in the session
+    let built = json(&run("0", &[&eval[..], &["--build"]].concat()));
+    assert!(s.join("doc-embeddings.target.npy").is_file());
+    // then nothing is left to encode: no refusal, the same figures
+    let again = json(&run("0", &eval));
+    assert_eq!(built["adhoc"], again["adhoc"]);
+    assert!(built["adhoc"]["MAP"].as_f64().is_some(), "{built}");
+    let r = json(&run("0", &search));
+    assert!(!r["hits"].as_array().unwrap().is_empty(), "{r}");
+    ok(&run("0", &compare));
+}
+
+/// A zero-shot session says so (its log, `rosetta train`'s last line and
+/// `rosetta jobs` read `zero-shot`, never `epoch 1/1`), and its validation
+/// is reported batch by batch in the log as it encodes (texts done of
+/// total, texts/s, ETA), up to its last text.
+#[test]
+fn a_zero_shot_session_reports_its_validation_and_says_zero_shot() {
+    let ws = tiny_workspace();
+    let (enc, _) = tiny_encoder(ws.path(), 5);
+    let w = ws.path().join("workspace.toml");
+    let weights = format!("weights={}", enc.display());
+    let out = train(
+        ws.path(),
+        &w,
+        "encoder",
+        "s0",
+        &["--set", &weights, "--epochs", "0"],
+    );
+    let s = ws.path().join("s0");
+    let log = std::fs::read_to_string(s.join("log.txt")).unwrap();
+    assert!(out.contains("(zero-shot, validation MRR "), "{out}");
+    assert!(
+        !log.contains("epoch 1/1") && !out.contains("epoch 1"),
+        "{log}\n{out}"
+    );
+    assert!(log.contains("zero-shot: valid MRR "), "{log}");
+    let pairs = Prepared::load_or_build(&Workspace::load(&w).unwrap())
+        .unwrap()
+        .valid
+        .src
+        .n_rows();
+    let n = 2 * pairs;
+    assert!(
+        log.contains(&format!("validating: {n}/{n} (100.0%), ")),
+        "{log}"
+    );
+    assert!(log.contains(" texts/s, ETA "), "{log}");
+    let st: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(s.join("status.json")).unwrap()).unwrap();
+    assert_eq!(st["phase"], "zero-shot");
+    assert!(
+        st.get("validation").is_none(),
+        "done: no validation under way: {st}"
+    );
+    let jobs = ok(&rosetta_in(ws.path(), &["jobs", "--root", "."]));
+    let row = jobs.lines().find(|l| l.starts_with("s0")).unwrap();
+    assert!(row.contains("zero-shot") && !row.contains("1/1"), "{jobs}");
+}
