@@ -1314,6 +1314,29 @@ fn index_build_encodes_the_collection_once_with_progress_and_search_reads_it() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("no index build is running"));
 }
 
+/// `rosetta eval` of session `s0` on the ad-hoc task, on the CPU.
+const EVAL_S0: [&str; 7] = [
+    "eval",
+    "--session",
+    "s0",
+    "--task",
+    "adhoc",
+    "--device",
+    "cpu",
+];
+
+/// `rosetta ARGS` in `cwd` starting no encoding estimated above `limit`
+/// seconds (`ROSETTA_ENCODE_LIMIT_S`).
+fn rosetta_limited(cwd: &Path, limit: &str, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_rosetta"))
+        .current_dir(cwd)
+        .env("ROSETTA_ENCODE_LIMIT_S", limit)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}
+
 /// `search`, `eval` and `compare` never start an encoding of an un-indexed
 /// encoder collection estimated above the limit (forced to 0 s here through
 /// `ROSETTA_ENCODE_LIMIT_S`): each refuses with the same message (the
@@ -1326,15 +1349,7 @@ fn search_eval_and_compare_refuse_a_long_encoding_with_the_estimate_unless_built
     let ws = tiny_workspace();
     let (enc, _) = zero_shot_session(ws.path(), 5, "s0");
     let s = ws.path().join("s0");
-    let run = |limit: &str, args: &[&str]| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_rosetta"))
-            .current_dir(ws.path())
-            .env("ROSETTA_ENCODE_LIMIT_S", limit)
-            .args(args)
-            .stdin(std::process::Stdio::null())
-            .output()
-            .unwrap()
-    };
+    let run = |limit: &str, args: &[&str]| rosetta_limited(ws.path(), limit, args);
     let refused = |args: &[&str]| {
         let out = run("0", args);
         let err = String::from_utf8_lossy(&out.stderr).to_string();
@@ -1354,16 +1369,7 @@ fn search_eval_and_compare_refuse_a_long_encoding_with_the_estimate_unless_built
         );
     };
     let search = ["search", "--session", "s0", "--query", "dog", "--json"];
-    let eval = [
-        "eval",
-        "--session",
-        "s0",
-        "--task",
-        "adhoc",
-        "--device",
-        "cpu",
-        "--json",
-    ];
+    let eval = [&EVAL_S0[..], &["--json"]].concat();
     let compare = ["compare", "--sessions", "s0", "--format", "json"];
     refused(&search);
     refused(&eval);
@@ -1441,4 +1447,66 @@ fn a_zero_shot_session_reports_its_validation_and_says_zero_shot() {
     let jobs = ok(&rosetta_in(ws.path(), &["jobs", "--root", "."]));
     let row = jobs.lines().find(|l| l.starts_with("s0")).unwrap();
     assert!(row.contains("zero-shot") && !row.contains("1/1"), "{jobs}");
+}
+
+/// `rosetta index build --collection FILE` encodes another collection (a
+/// file checked as a workspace's documents are; an empty one is refused
+/// before anything is written), and `eval --adhoc FILE ...` then reads it
+/// instead of refusing with the command that builds it.
+#[test]
+fn index_build_encodes_a_named_collection_for_eval_adhoc() {
+    let ws = tiny_workspace();
+    zero_shot_session(ws.path(), 5, "s0");
+    let s = ws.path().join("s0");
+    // the workspace's documents in another order: another collection
+    let docs = std::fs::read_to_string(ws.path().join("docs.es.tsv")).unwrap();
+    let other: Vec<&str> = docs.lines().rev().collect();
+    std::fs::write(ws.path().join("other.tsv"), other.join("\n") + "\n").unwrap();
+    std::fs::write(ws.path().join("empty.tsv"), "\n").unwrap();
+    let run = |args: &[&str]| rosetta_limited(ws.path(), "0", args);
+    let build = |file: &str| {
+        run(&[
+            "index",
+            "build",
+            "--session",
+            "s0",
+            "--device",
+            "cpu",
+            "--collection",
+            file,
+        ])
+    };
+    let out = build("empty.tsv");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("empty.tsv") && err.contains("no documents"),
+        "{err}"
+    );
+    assert!(!s.join("index").exists(), "refused before writing");
+    let eval = [
+        &EVAL_S0[..],
+        &[
+            "--adhoc",
+            "other.tsv",
+            "queries.en.tsv",
+            "qrels.tsv",
+            "--json",
+        ],
+    ]
+    .concat();
+    let out = run(&eval);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("`rosetta index build --session s0 --collection other.tsv --detach`"),
+        "{err}"
+    );
+    let out = ok(&build("other.tsv"));
+    assert!(out.starts_with("done: "), "{out}");
+    let r = json(&run(&eval));
+    assert!(r["adhoc"]["MAP"].as_f64().is_some(), "{r}");
+    // the workspace's own collection is not the one kept
+    let out = run(&["search", "--session", "s0", "--query", "dog"]);
+    assert!(!out.status.success());
 }

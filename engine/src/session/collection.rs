@@ -341,7 +341,19 @@ fn shell_word(p: &Path) -> String {
 /// The command that builds session `dir`'s index in the background, as a
 /// person types it.
 pub fn build_command(dir: &Path) -> String {
-    format!("rosetta index build --session {} --detach", shell_word(dir))
+    build_command_for(dir, None)
+}
+
+/// [`build_command`] for the documents file `collection` when given
+/// (`--collection FILE`).
+pub fn build_command_for(dir: &Path, collection: Option<&Path>) -> String {
+    let named = collection
+        .map(|c| format!(" --collection {}", shell_word(c)))
+        .unwrap_or_default();
+    format!(
+        "rosetta index build --session {}{named} --detach",
+        shell_word(dir)
+    )
 }
 
 /// The refusal of an encoding estimated at `e`: the estimate and the
@@ -349,24 +361,18 @@ pub fn build_command(dir: &Path) -> String {
 /// all refuse with it.
 ///
 /// `other` names the documents file of a collection that is not the
-/// session's workspace's (`rosetta eval --adhoc`): `rosetta index build`
-/// encodes only the workspace's, so the refusal offers `--build` alone.
+/// session's workspace's (`rosetta eval --adhoc`): the command then builds
+/// that file (`--collection`).
 pub fn too_long(dir: &Path, e: &Estimate, other: Option<&Path>) -> Error {
     let what = match other {
         None => "the session's collection is not encoded yet".to_string(),
         Some(p) => format!("the collection of {} is not encoded yet", p.display()),
     };
-    let how = match other {
-        None => format!(
-            "Build its index as a job: `{}` (`rosetta jobs` shows its progress; a search, \
-             evaluation or comparison afterwards reads it), or encode in the foreground with \
-             --build",
-            build_command(dir)
-        ),
-        Some(_) => "Encode it in the foreground with --build (its embeddings are kept in the \
-                    session)"
-            .to_string(),
-    };
+    let how = format!(
+        "Build its index as a job: `{}` (`rosetta jobs` shows its progress; a search, \
+         evaluation or comparison afterwards reads it), or encode in the foreground with --build",
+        build_command_for(dir, other)
+    );
     Error::file(
         dir,
         format!(
