@@ -1341,8 +1341,8 @@ fn rosetta_limited(cwd: &Path, limit: &str, args: &[&str]) -> std::process::Outp
 /// encoder collection estimated above the limit (forced to 0 s here through
 /// `ROSETTA_ENCODE_LIMIT_S`): each refuses with the same message (the
 /// estimate and the `rosetta index build` command) and writes no
-/// embeddings; a refusal measured once comes back without loading the
-/// model (its weights moved away); `eval --build` encodes in the
+/// embeddings; a refusal measured once comes back from all three without
+/// loading the model (its weights moved away); `eval --build` encodes in the
 /// foreground, and then all three read what it kept.
 #[test]
 fn search_eval_and_compare_refuse_a_long_encoding_with_the_estimate_unless_built() {
@@ -1378,6 +1378,8 @@ fn search_eval_and_compare_refuse_a_long_encoding_with_the_estimate_unless_built
     let moved = enc.with_extension("away");
     std::fs::rename(&enc, &moved).unwrap();
     refused(&search);
+    refused(&eval);
+    refused(&compare);
     std::fs::rename(&moved, &enc).unwrap();
     // a limit that is no number is an error naming the variable
     let out = run("soon", &search);

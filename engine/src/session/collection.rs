@@ -446,24 +446,24 @@ pub fn encode_within<S: AsRef<str>>(
 }
 
 /// The refusal [`encode_within`] would give for session `dir`'s
-/// workspace collection (target side) on the CPU, answered from the
+/// workspace collection (target side) on `device` (by name), answered from the
 /// estimate it kept, without loading the model or indexing the collection:
 /// the session's checkpoint ([`checkpoint_blake3`]), its workspace's
 /// documents and the thread count must be those measured, and the session
 /// must hold no cache naming them. `Ok` whenever that cannot be told
 /// (nothing kept, anything changed, unreadable): the caller then opens the
 /// session as usual, which measures again.
-pub fn refuse_recorded(dir: &Path, max_s: f64) -> Result<()> {
-    match recorded_estimate(dir) {
+pub fn refuse_recorded(dir: &Path, device: &str, max_s: f64) -> Result<()> {
+    match recorded_estimate(dir, device) {
         Some(e) if e.seconds > max_s => Err(too_long(dir, &e, None)),
         _ => Ok(()),
     }
 }
 
-fn recorded_estimate(dir: &Path) -> Option<Estimate> {
+fn recorded_estimate(dir: &Path, device: &str) -> Option<Estimate> {
     let side = Side::Target;
     let r: RecordedEstimate = read_small_json(&estimate_path(dir, side))?;
-    if r.estimate.device != "cpu" || r.threads != candle_core::utils::get_num_threads() {
+    if r.estimate.device != device || r.threads != candle_core::utils::get_num_threads() {
         return None;
     }
     let session = super::Session::open(dir).ok()?;

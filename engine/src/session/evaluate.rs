@@ -490,6 +490,10 @@ pub fn evaluate_with(req: &EvalRequest, progress: &dyn Fn(f64, &str)) -> Result<
         return evaluate_lexical(req);
     }
     let (device, device_name) = crate::models::select_device(req.device)?;
+    if let (Some(limit), true, None) = (req.max_encode_s, req.wants(Task::Adhoc), &req.adhoc) {
+        // a refusal measured before comes before the model loads
+        collection::refuse_recorded(&req.session, &device_name, limit)?;
+    }
     let l = Loaded::open(&req.session, &device)?;
     let ws =
         Workspace::load_with_text(&l.session.config.workspace, l.session.config.text.as_ref())?;

@@ -156,6 +156,10 @@ impl Workbench {
             }
         }
         ensure_searchable(dir)?;
+        if let Some(limit) = self.encode_limit {
+            // a refusal measured before comes without loading anything
+            super::collection::refuse_recorded(dir, "cpu", limit)?;
+        }
         let session = Session::open(dir)?;
         let corpus = self.corpus(
             &session.config.workspace,
@@ -411,7 +415,15 @@ impl Workbench {
                     system: label.clone(),
                     reason: e.to_string(),
                 }),
-                Err(e) => return Err(Error::invalid(format!("{label}: {e}"))),
+                Err(e) => {
+                    // an error naming the session's folder names it already
+                    let m = e.to_string();
+                    return Err(if m.starts_with(&format!("{label}: ")) {
+                        e
+                    } else {
+                        Error::invalid(format!("{label}: {m}"))
+                    });
+                }
             }
         }
         progress(1.0, "done");

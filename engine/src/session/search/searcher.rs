@@ -250,7 +250,7 @@ impl Searcher {
         if let Some(limit) = max_encode_s {
             // a refusal measured before comes without loading anything
             progress(0.02, "reading the session's estimate");
-            collection::refuse_recorded(dir, limit)?;
+            collection::refuse_recorded(dir, "cpu", limit)?;
         }
         let corpus = Arc::new(Corpus::load(
             &session.config.workspace,
