@@ -400,6 +400,14 @@ fn run_session(mut session: Session, background: bool) -> anyhow::Result<()> {
     }
     let zero_shot = rosetta::session::read_status(&session.dir)
         .is_ok_and(|s| s.phase == rosetta::models::ZERO_SHOT_PHASE);
+    if outcome.state == State::Done {
+        // an encoder's collection timed now, so that the first search
+        // refusing a long encoding answers at once; a failure here only
+        // loses that shortcut (the search measures itself)
+        if let Err(e) = rosetta::session::collection::keep_estimate(&session.dir) {
+            eprintln!("note: the collection's encoding was not timed: {e}");
+        }
+    }
     match outcome.state {
         State::Done if zero_shot => {
             println!(

@@ -1371,9 +1371,13 @@ fn search_eval_and_compare_refuse_a_long_encoding_with_the_estimate_unless_built
     let search = ["search", "--session", "s0", "--query", "dog", "--json"];
     let eval = [&EVAL_S0[..], &["--json"]].concat();
     let compare = ["compare", "--sessions", "s0", "--format", "json"];
-    refused(&search);
-    refused(&eval);
-    refused(&compare);
+    // each measures the encoder itself (train kept an estimate: gone)
+    let kept = s.join("doc-embeddings.target.estimate.json");
+    for args in [&search[..], &eval, &compare] {
+        std::fs::remove_file(&kept).unwrap();
+        refused(args);
+        assert!(kept.is_file(), "{args:?} kept no estimate");
+    }
     // the estimate kept in the session answers without the model
     let moved = enc.with_extension("away");
     std::fs::rename(&enc, &moved).unwrap();
@@ -1406,7 +1410,8 @@ fn search_eval_and_compare_refuse_a_long_encoding_with_the_estimate_unless_built
 /// A zero-shot session says so (its log, `rosetta train`'s last line and
 /// `rosetta jobs` read `zero-shot`, never `epoch 1/1`), and its validation
 /// is reported batch by batch in the log as it encodes (texts done of
-/// total, texts/s, ETA), up to its last text.
+/// total, texts/s, ETA), up to its last text. `train` times the
+/// collection's encoding, so the first search refuses without the model.
 #[test]
 fn a_zero_shot_session_reports_its_validation_and_says_zero_shot() {
     let ws = tiny_workspace();
@@ -1445,6 +1450,18 @@ fn a_zero_shot_session_reports_its_validation_and_says_zero_shot() {
     assert!(
         st.get("validation").is_none(),
         "done: no validation under way: {st}"
+    );
+    // train timed the collection: the first search refuses without the model
+    std::fs::rename(&enc, enc.with_extension("away")).unwrap();
+    let out = rosetta_limited(
+        ws.path(),
+        "0",
+        &["search", "--session", "s0", "--query", "dog"],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("not encoded yet") && err.contains("measured on"),
+        "{err}"
     );
     let jobs = ok(&rosetta_in(ws.path(), &["jobs", "--root", "."]));
     let row = jobs.lines().find(|l| l.starts_with("s0")).unwrap();

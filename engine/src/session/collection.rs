@@ -429,6 +429,17 @@ pub fn encode_within<S: AsRef<str>>(
     }
     progress("timing the encoder on a sample of the documents");
     let e = estimate(m, device, side, texts)?;
+    keep(m, side, texts, &e)?;
+    if e.seconds > limit {
+        return Err(too_long(&m.session.dir, &e, other));
+    }
+    Ok(())
+}
+
+/// Keeps estimate `e` of encoding `texts` of `side` with `m` in the
+/// session, for [`refuse_recorded`]; a session that cannot be written only
+/// loses the shortcut.
+fn keep<S: AsRef<str>>(m: &Loaded, side: Side, texts: &[S], e: &Estimate) -> Result<()> {
     let record = RecordedEstimate {
         checkpoint_blake3: m.checkpoint_hash()?,
         texts_blake3: texts_hash(texts),
@@ -436,13 +447,34 @@ pub fn encode_within<S: AsRef<str>>(
         estimate: e.clone(),
     };
     if let Ok(b) = serde_json::to_vec(&record) {
-        // a session that cannot be written only loses the shortcut
         let _ = crate::util::write_atomic(&estimate_path(&m.session.dir, side), &b);
     }
-    if e.seconds > limit {
-        return Err(too_long(&m.session.dir, &e, other));
-    }
     Ok(())
+}
+
+/// After `rosetta train`: times an encoder session's model on a sample of
+/// its workspace's collection on the CPU (where `search` encodes) and
+/// keeps the estimate, so that the first `search`, `eval` or `compare`
+/// refusing a long encoding answers at once ([`refuse_recorded`]) instead
+/// of loading the model. Nothing (`None`) for any other model, or a
+/// collection already encoded. Costs one load of the model and the
+/// sample's encoding.
+pub fn keep_estimate(dir: &Path) -> Result<Option<Estimate>> {
+    let session = super::Session::open(dir)?;
+    if session.config.model != crate::models::encoder::KIND {
+        return Ok(None);
+    }
+    let m = Loaded::open(dir, &candle_core::Device::Cpu)?;
+    let cfg = &m.session.config;
+    let ws = crate::corpus::Workspace::load_with_text(&cfg.workspace, cfg.text.as_ref())?;
+    cfg.check_workspace_hash(dir, &ws.content_hash()?)?;
+    let texts = ws.adhoc()?.docs.texts;
+    if !m.collection_needs_encoding(Side::Target, &texts)? {
+        return Ok(None);
+    }
+    let e = estimate(&m, "cpu", Side::Target, &texts)?;
+    keep(&m, Side::Target, &texts, &e)?;
+    Ok(Some(e))
 }
 
 /// The refusal [`encode_within`] would give for session `dir`'s
