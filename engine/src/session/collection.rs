@@ -988,6 +988,33 @@ mod tests {
         assert!(encoded.is_empty(), "{encoded:?}");
     }
 
+    /// The checkpoint's BLAKE3 is read from its record while the file is
+    /// unchanged (a record naming another hash for the same stamp is
+    /// believed: no hashing), and computed again once the file is
+    /// rewritten.
+    #[test]
+    fn the_checkpoint_hash_is_kept_while_the_file_is_unchanged() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        std::fs::create_dir_all(dir.join("checkpoints")).unwrap();
+        let ck = dir.join(crate::session::BEST_CHECKPOINT);
+        crate::util::write_atomic(&ck, b"first").unwrap();
+        let h = checkpoint_blake3(dir).unwrap();
+        assert_eq!(h, blake3::hash(b"first").to_hex().to_string());
+        let record = dir.join(CHECKPOINT_HASH_FILE);
+        let mut r: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
+        let planted = "0".repeat(64);
+        r["blake3"] = planted.clone().into();
+        std::fs::write(&record, r.to_string()).unwrap();
+        assert_eq!(checkpoint_blake3(dir).unwrap(), planted, "not hashed again");
+        crate::util::write_atomic(&ck, b"second").unwrap();
+        assert_eq!(
+            checkpoint_blake3(dir).unwrap(),
+            blake3::hash(b"second").to_hex().to_string()
+        );
+    }
+
     #[test]
     fn a_second_lock_on_the_same_cache_is_refused() {
         let tmp = tempfile::tempdir().unwrap();
