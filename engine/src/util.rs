@@ -454,6 +454,23 @@ fn proc_stat(pid: u32) -> Option<(char, u64)> {
     Some((state, start))
 }
 
+/// `WHAT 1200/31084 (3.9%), 16.2 texts/s, ETA 30m41s` (the rate and ETA
+/// once known): how an encoding of texts goes, as every front-end says it.
+pub fn progress_line(
+    what: &str,
+    done: usize,
+    total: usize,
+    texts_per_s: Option<f64>,
+    eta_s: Option<f64>,
+) -> String {
+    let pct = 100.0 * done as f64 / total.max(1) as f64;
+    let mut s = format!("{what} {done}/{total} ({pct:.1}%)");
+    if let (Some(r), Some(e)) = (texts_per_s, eta_s) {
+        s.push_str(&format!(", {r:.1} texts/s, ETA {}", fmt_duration(e)));
+    }
+    s
+}
+
 /// A duration for people: `12s`, `3m05s`, `1h02m`; `—` for a negative or
 /// non-finite number of seconds.
 pub fn fmt_duration(secs: f64) -> String {

@@ -569,6 +569,12 @@ pub struct EvalArgs {
     /// CPU; the default, as for `train`), cpu, cuda or cuda:<i>.
     #[arg(long, default_value = "auto")]
     pub device: rosetta::models::DeviceSpec,
+    /// Encode an encoder's ad-hoc collection in the foreground (with
+    /// progress) when the session has no index of it yet and that would
+    /// take more than 10 s; without it such an evaluation is refused with
+    /// the estimate and the `rosetta index build` command.
+    #[arg(long)]
+    pub build: bool,
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
@@ -614,10 +620,11 @@ pub fn eval(args: EvalArgs) -> anyhow::Result<()> {
             },
         },
         device: args.device,
+        max_encode_s: super::index::encode_limit(args.build)?,
     };
     let report = {
-        let _p = super::progress::Progress::start(format!("evaluating {}", args.session.display()));
-        ev::evaluate(&req)?
+        let p = super::progress::Progress::start(format!("evaluating {}", args.session.display()));
+        ev::evaluate_with(&req, &|f, line| p.update(f, line))?
     };
     for n in &report.notes {
         eprintln!("note: {n}");
@@ -758,7 +765,7 @@ pub fn search(args: SearchArgs) -> anyhow::Result<()> {
         rosetta::session::search::Searcher::open_alone(
             &session,
             mode,
-            (!args.build).then_some(rosetta::session::collection::SILENT_LIMIT_S),
+            super::index::encode_limit(args.build)?,
             &|f, l| p.update(f, l),
         )?
     };

@@ -147,6 +147,12 @@ pub struct CompareArgs {
     /// against it; the others are shown untested, with the reason.
     #[arg(long, value_name = "DIR", num_args = 1..)]
     pub sessions: Vec<PathBuf>,
+    /// With --sessions or --sweep: encode an encoder session's collection in
+    /// the foreground (with progress) when it has no index yet and that
+    /// would take more than 10 s; without it such a comparison is refused
+    /// with the estimate and the `rosetta index build` command.
+    #[arg(long)]
+    pub build: bool,
     /// A sweep's points compared (`rosetta sweep`; its id as `rosetta jobs`
     /// shows it): each session under --root labelled by the settings that
     /// vary (and its seed when points have several), the first the baseline
@@ -447,6 +453,9 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<()> {
         bail!("--resamples must be at least 1");
     }
     let sessions = !args.sessions.is_empty() || args.sweep.is_some();
+    if args.build && !sessions {
+        bail!("--build applies to --sessions or --sweep (run files are scored as they are)");
+    }
     let task = paired_task(&args, sessions)?;
     let options = CompareOptions {
         bootstrap: Bootstrap {
@@ -550,14 +559,16 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<()> {
     let progress = super::progress::Progress::start("comparing");
     let table = if sessions {
         let labelled: Vec<(String, PathBuf)> = labels.iter().cloned().zip(paths).collect();
-        let table = Workbench::new().compare_on(
-            task,
-            &labelled,
-            Some(&labels[0]),
-            &options,
-            false,
-            &|f, what| progress.update(f, what),
-        );
+        let table = Workbench::new()
+            .with_encode_limit(super::index::encode_limit(args.build)?)
+            .compare_on(
+                task,
+                &labelled,
+                Some(&labels[0]),
+                &options,
+                false,
+                &|f, what| progress.update(f, what),
+            );
         drop(progress);
         table?
     } else {

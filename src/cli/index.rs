@@ -7,10 +7,35 @@ use clap::{Args, Subcommand};
 use rosetta::jobs::index::{self, IndexStatus};
 use rosetta::session::collection::{BuildOptions, DEFAULT_BATCH, DEFAULT_CHUNK};
 
+/// The environment variable overriding the seconds of encoding that
+/// `search`, `eval` and `compare` start without `--build` (10 by default:
+/// [`SILENT_LIMIT_S`](rosetta::session::collection::SILENT_LIMIT_S)); the
+/// tests set it to 0 to see the refusal on a tiny collection.
+pub const ENCODE_LIMIT_ENV: &str = "ROSETTA_ENCODE_LIMIT_S";
+
+/// The most seconds of encoding a front-end starts: none with `--build`
+/// (any, in the foreground), else [`ENCODE_LIMIT_ENV`] when set, else 10.
+pub fn encode_limit(build: bool) -> anyhow::Result<Option<f64>> {
+    if build {
+        return Ok(None);
+    }
+    match std::env::var(ENCODE_LIMIT_ENV) {
+        Err(std::env::VarError::NotPresent) => {
+            Ok(Some(rosetta::session::collection::SILENT_LIMIT_S))
+        }
+        Ok(v) => match v.trim().parse::<f64>() {
+            Ok(s) if s.is_finite() && s >= 0.0 => Ok(Some(s)),
+            _ => bail!("{ENCODE_LIMIT_ENV}={v:?}: give a number of seconds, 0 or more"),
+        },
+        Err(e) => bail!("{ENCODE_LIMIT_ENV}: {e}"),
+    }
+}
+
 /// What `rosetta index` does.
 #[derive(Debug, Subcommand)]
 pub enum IndexCommand {
-    /// Encode a session's collection (its workspace's ad-hoc documents) with
+    /// Encode a session's collection (its workspace's ad-hoc documents, or
+    /// the documents file given with --collection) with
     /// its best checkpoint into the session, in chunks: progress (texts done
     /// of total, texts/s, ETA) in index/status.json and `rosetta jobs`;
     /// killed or cancelled, building again continues from the last chunk.
@@ -32,6 +57,12 @@ pub struct BuildArgs {
     /// in DIR/index/log.txt): print its pid and return.
     #[arg(long)]
     pub detach: bool,
+    /// Encode the documents of FILE (TSV `id<TAB>text` or JSONL, checked as
+    /// a workspace's `[adhoc]` documents are) instead of the workspace's
+    /// collection, for `rosetta eval --adhoc FILE ...`; the session keeps
+    /// one encoded collection at a time.
+    #[arg(long, value_name = "FILE")]
+    pub collection: Option<PathBuf>,
     /// Texts per chunk file (what a killed build loses at most).
     #[arg(long, default_value_t = DEFAULT_CHUNK, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub chunk: usize,
@@ -73,7 +104,7 @@ fn build(a: BuildArgs) -> anyhow::Result<()> {
     };
     if a.detach {
         let exe = std::env::current_exe()?;
-        let pid = index::launch(&a.session, &exe, device, opt)?;
+        let pid = index::launch(&a.session, &exe, device, opt, a.collection.as_deref())?;
         println!(
             "index build started (pid {pid}); progress: `rosetta jobs` or {}",
             a.session.join(index::INDEX_STATUS).display()
@@ -85,17 +116,25 @@ fn build(a: BuildArgs) -> anyhow::Result<()> {
         .then(|| super::progress::Progress::start(format!("indexing {}", a.session.display())));
     let mut last_line = std::time::Instant::now();
     let mut first = true;
-    let st = index::run(&a.session, device, opt, &cancel, &mut |st: &IndexStatus| {
-        if let Some(b) = &bar {
-            let frac = st.texts_done as f64 / st.texts_total.max(1) as f64;
-            b.update(frac, &format!("encoding {}", st.describe()));
-        } else if first || last_line.elapsed().as_secs_f64() >= 5.0 {
-            // a log line at most every 5 s
-            eprintln!("{} index {}", st.updated, st.describe());
-            last_line = std::time::Instant::now();
-            first = false;
-        }
-    })?;
+    let collection = a.collection.as_deref();
+    let st = index::run(
+        &a.session,
+        device,
+        opt,
+        collection,
+        &cancel,
+        &mut |st: &IndexStatus| {
+            if let Some(b) = &bar {
+                let frac = st.texts_done as f64 / st.texts_total.max(1) as f64;
+                b.update(frac, &format!("encoding {}", st.describe()));
+            } else if first || last_line.elapsed().as_secs_f64() >= 5.0 {
+                // a log line at most every 5 s
+                eprintln!("{} index {}", st.updated, st.describe());
+                last_line = std::time::Instant::now();
+                first = false;
+            }
+        },
+    )?;
     drop(bar);
     match st.state.as_str() {
         "done" => {

@@ -398,7 +398,27 @@ fn run_session(mut session: Session, background: bool) -> anyhow::Result<()> {
         );
         return Ok(());
     }
+    let zero_shot = rosetta::session::read_status(&session.dir)
+        .is_ok_and(|s| s.phase == rosetta::models::ZERO_SHOT_PHASE);
+    if outcome.state == State::Done {
+        // an encoder's collection timed now, so that the first search
+        // refusing a long encoding answers at once; a failure here only
+        // loses that shortcut (the search measures itself)
+        if let Err(e) = rosetta::session::collection::keep_estimate(&session.dir) {
+            eprintln!("note: the collection's encoding was not timed: {e}");
+        }
+    }
     match outcome.state {
+        State::Done if zero_shot => {
+            println!(
+                "done: {dir} (zero-shot, validation MRR {})",
+                outcome
+                    .best_mrr
+                    .map(|m| format!("{m:.4}"))
+                    .unwrap_or_else(|| "-".into())
+            );
+            Ok(())
+        }
         State::Done => {
             println!(
                 "done: {dir} (best validation MRR {} at epoch {})",
@@ -445,15 +465,24 @@ impl Bar {
 impl Observer for Bar {
     fn status(&mut self, s: &Status) {
         self.pb.set_position((s.progress * 1000.0).round() as u64);
-        let mut msg = format!("{} epoch {}", s.phase, s.epoch.max(1));
-        if s.epochs > 0 {
-            msg.push_str(&format!("/{}", s.epochs));
-        }
-        if let Some(p) = s.pairs_per_s {
-            msg.push_str(&format!(" {p:.0} pairs/s"));
-        }
-        if let Some(e) = s.eta_s {
-            msg.push_str(&format!(" ETA {}", fmt_secs(e)));
+        let mut msg = if s.phase == rosetta::models::ZERO_SHOT_PHASE {
+            s.phase.clone()
+        } else {
+            let mut m = format!("{} epoch {}", s.phase, s.epoch.max(1));
+            if s.epochs > 0 {
+                m.push_str(&format!("/{}", s.epochs));
+            }
+            m
+        };
+        if let Some(v) = &s.validation {
+            msg.push_str(&format!(" {}", v.describe()));
+        } else {
+            if let Some(p) = s.pairs_per_s {
+                msg.push_str(&format!(" {p:.0} pairs/s"));
+            }
+            if let Some(e) = s.eta_s {
+                msg.push_str(&format!(" ETA {}", fmt_secs(e)));
+            }
         }
         self.pb.set_message(msg);
         if s.state.is_final() {
@@ -689,14 +718,7 @@ pub fn jobs(args: JobsArgs) -> anyhow::Result<()> {
                 .unwrap_or_else(|| "-".into()),
             st.map(|s| format!("{:.0}%", s.progress * 100.0))
                 .unwrap_or_else(|| "-".into()),
-            st.map(|s| {
-                if s.epochs > 0 {
-                    format!("{}/{}", s.epoch, s.epochs)
-                } else {
-                    s.epoch.to_string()
-                }
-            })
-            .unwrap_or_else(|| "-".into()),
+            st.map(|s| s.epoch_label()).unwrap_or_else(|| "-".into()),
             st.and_then(|s| {
                 s.best_mrr
                     .map(|m| format!("{m:.4} @{}", s.best_epoch.unwrap_or(0)))

@@ -229,6 +229,7 @@ impl Backend for Fake {
                     sample: 16,
                     texts_per_s: 16.6,
                     seconds: 31084.0 / 16.6,
+                    device: "cpu".into(),
                 },
                 command: format!("rosetta index build --session sessions/{session} --detach"),
             });
@@ -3307,6 +3308,7 @@ fn the_real_backend_offers_the_build_instead_of_a_long_encoding() {
         &dir,
         rosetta::models::DeviceSpec::Cpu,
         rosetta::session::collection::BuildOptions { chunk: 2, batch: 1 },
+        None,
         &std::sync::atomic::AtomicBool::new(false),
         &mut |_| {},
     )

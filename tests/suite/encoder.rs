@@ -1313,3 +1313,219 @@ fn index_build_encodes_the_collection_once_with_progress_and_search_reads_it() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no index build is running"));
 }
+
+/// `rosetta eval` of session `s0` on the ad-hoc task, on the CPU.
+const EVAL_S0: [&str; 7] = [
+    "eval",
+    "--session",
+    "s0",
+    "--task",
+    "adhoc",
+    "--device",
+    "cpu",
+];
+
+/// `rosetta ARGS` in `cwd` starting no encoding estimated above `limit`
+/// seconds (`ROSETTA_ENCODE_LIMIT_S`).
+fn rosetta_limited(cwd: &Path, limit: &str, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_rosetta"))
+        .current_dir(cwd)
+        .env("ROSETTA_ENCODE_LIMIT_S", limit)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// `search`, `eval` and `compare` never start an encoding of an un-indexed
+/// encoder collection estimated above the limit (forced to 0 s here through
+/// `ROSETTA_ENCODE_LIMIT_S`): each refuses with the same message (the
+/// estimate and the `rosetta index build` command) and writes no
+/// embeddings; a refusal measured once comes back from all three without
+/// loading the model (its weights moved away); `eval --build` encodes in the
+/// foreground, and then all three read what it kept.
+#[test]
+fn search_eval_and_compare_refuse_a_long_encoding_with_the_estimate_unless_built() {
+    let ws = tiny_workspace();
+    let (enc, _) = zero_shot_session(ws.path(), 5, "s0");
+    let s = ws.path().join("s0");
+    let run = |limit: &str, args: &[&str]| rosetta_limited(ws.path(), limit, args);
+    let refused = |args: &[&str]| {
+        let out = run("0", args);
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(!out.status.success(), "{args:?} was not refused: {err}");
+        for part in [
+            "the session's collection is not encoded yet: ",
+            " documents, about ",
+            " texts/s measured on ",
+            "Build its index as a job: `rosetta index build --session s0 --detach`",
+            "or encode in the foreground with --build",
+        ] {
+            assert!(err.contains(part), "{args:?}: {part:?} missing from {err}");
+        }
+        assert!(
+            !s.join("doc-embeddings.target.npy").exists(),
+            "{args:?} encoded the collection"
+        );
+    };
+    let search = ["search", "--session", "s0", "--query", "dog", "--json"];
+    let eval = [&EVAL_S0[..], &["--json"]].concat();
+    let compare = ["compare", "--sessions", "s0", "--format", "json"];
+    // each measures the encoder itself (train kept an estimate: gone)
+    let kept = s.join("doc-embeddings.target.estimate.json");
+    for args in [&search[..], &eval, &compare] {
+        std::fs::remove_file(&kept).unwrap();
+        refused(args);
+        assert!(kept.is_file(), "{args:?} kept no estimate");
+    }
+    // the estimate kept in the session answers without the model
+    let moved = enc.with_extension("away");
+    std::fs::rename(&enc, &moved).unwrap();
+    refused(&search);
+    refused(&eval);
+    refused(&compare);
+    std::fs::rename(&moved, &enc).unwrap();
+    // a limit that is no number is an error naming the variable
+    let out = run("soon", &search);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ROSETTA_ENCODE_LIMIT_S"));
+    // --build on run files would do nothing: refused
+    let out = run(
+        "0",
+        &["compare", "a.run", "b.run", "--qrels", "q", "--build"],
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--build applies to --sessions"));
+    // in the foreground with --build, kept in the session
+    let built = json(&run("0", &[&eval[..], &["--build"]].concat()));
+    assert!(s.join("doc-embeddings.target.npy").is_file());
+    // then nothing is left to encode: no refusal, the same figures
+    let again = json(&run("0", &eval));
+    assert_eq!(built["adhoc"], again["adhoc"]);
+    assert!(built["adhoc"]["MAP"].as_f64().is_some(), "{built}");
+    let r = json(&run("0", &search));
+    assert!(!r["hits"].as_array().unwrap().is_empty(), "{r}");
+    ok(&run("0", &compare));
+}
+
+/// A zero-shot session says so (its log, `rosetta train`'s last line and
+/// `rosetta jobs` read `zero-shot`, never `epoch 1/1`), and its validation
+/// is reported batch by batch in the log as it encodes (texts done of
+/// total, texts/s, ETA), up to its last text. `train` times the
+/// collection's encoding, so the first search refuses without the model.
+#[test]
+fn a_zero_shot_session_reports_its_validation_and_says_zero_shot() {
+    let ws = tiny_workspace();
+    let (enc, _) = tiny_encoder(ws.path(), 5);
+    let w = ws.path().join("workspace.toml");
+    let weights = format!("weights={}", enc.display());
+    let out = train(
+        ws.path(),
+        &w,
+        "encoder",
+        "s0",
+        &["--set", &weights, "--epochs", "0"],
+    );
+    let s = ws.path().join("s0");
+    let log = std::fs::read_to_string(s.join("log.txt")).unwrap();
+    assert!(out.contains("(zero-shot, validation MRR "), "{out}");
+    assert!(
+        !log.contains("epoch 1/1") && !out.contains("epoch 1"),
+        "{log}\n{out}"
+    );
+    assert!(log.contains("zero-shot: valid MRR "), "{log}");
+    let pairs = Prepared::load_or_build(&Workspace::load(&w).unwrap())
+        .unwrap()
+        .valid
+        .src
+        .n_rows();
+    let n = 2 * pairs;
+    assert!(
+        log.contains(&format!("validating: {n}/{n} (100.0%), ")),
+        "{log}"
+    );
+    assert!(log.contains(" texts/s, ETA "), "{log}");
+    let st: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(s.join("status.json")).unwrap()).unwrap();
+    assert_eq!(st["phase"], "zero-shot");
+    assert!(
+        st.get("validation").is_none(),
+        "done: no validation under way: {st}"
+    );
+    // train timed the collection: the first search refuses without the model
+    std::fs::rename(&enc, enc.with_extension("away")).unwrap();
+    let out = rosetta_limited(
+        ws.path(),
+        "0",
+        &["search", "--session", "s0", "--query", "dog"],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("not encoded yet") && err.contains("measured on"),
+        "{err}"
+    );
+    let jobs = ok(&rosetta_in(ws.path(), &["jobs", "--root", "."]));
+    let row = jobs.lines().find(|l| l.starts_with("s0")).unwrap();
+    assert!(row.contains("zero-shot") && !row.contains("1/1"), "{jobs}");
+}
+
+/// `rosetta index build --collection FILE` encodes another collection (a
+/// file checked as a workspace's documents are; an empty one is refused
+/// before anything is written), and `eval --adhoc FILE ...` then reads it
+/// instead of refusing with the command that builds it.
+#[test]
+fn index_build_encodes_a_named_collection_for_eval_adhoc() {
+    let ws = tiny_workspace();
+    zero_shot_session(ws.path(), 5, "s0");
+    let s = ws.path().join("s0");
+    // the workspace's documents in another order: another collection
+    let docs = std::fs::read_to_string(ws.path().join("docs.es.tsv")).unwrap();
+    let other: Vec<&str> = docs.lines().rev().collect();
+    std::fs::write(ws.path().join("other.tsv"), other.join("\n") + "\n").unwrap();
+    std::fs::write(ws.path().join("empty.tsv"), "\n").unwrap();
+    let run = |args: &[&str]| rosetta_limited(ws.path(), "0", args);
+    let build = |file: &str| {
+        run(&[
+            "index",
+            "build",
+            "--session",
+            "s0",
+            "--device",
+            "cpu",
+            "--collection",
+            file,
+        ])
+    };
+    let out = build("empty.tsv");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("empty.tsv") && err.contains("no documents"),
+        "{err}"
+    );
+    assert!(!s.join("index").exists(), "refused before writing");
+    let eval = [
+        &EVAL_S0[..],
+        &[
+            "--adhoc",
+            "other.tsv",
+            "queries.en.tsv",
+            "qrels.tsv",
+            "--json",
+        ],
+    ]
+    .concat();
+    let out = run(&eval);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("`rosetta index build --session s0 --collection other.tsv --detach`"),
+        "{err}"
+    );
+    let out = ok(&build("other.tsv"));
+    assert!(out.starts_with("done: "), "{out}");
+    let r = json(&run(&eval));
+    assert!(r["adhoc"]["MAP"].as_f64().is_some(), "{r}");
+    // the workspace's own collection is not the one kept
+    let out = run(&["search", "--session", "s0", "--query", "dog"]);
+    assert!(!out.status.success());
+}

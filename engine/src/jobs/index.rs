@@ -15,9 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::corpus::Workspace;
 use crate::models::DeviceSpec;
-use crate::session::collection::{
-    self, build_command, BuildOptions, BuildProgress, Built, INDEX_DIR,
-};
+use crate::session::collection::{self, BuildOptions, BuildProgress, Built, INDEX_DIR};
 use crate::session::{fmt_utc, now_unix, Loaded, Session};
 use crate::text::Side;
 use crate::{Error, Result};
@@ -125,6 +123,21 @@ fn collection_texts(m: &Loaded) -> Result<Vec<String>> {
     Ok(ws.adhoc()?.docs.texts)
 }
 
+/// The documents of a collection named by its file (`--collection`: TSV
+/// `id<TAB>text` or JSONL, read and checked as a workspace's `[adhoc]`
+/// documents are: [`crate::corpus::Collection::read_docs`]); an empty one
+/// is an error naming the file.
+pub fn named_collection_texts(path: &Path) -> Result<Vec<String>> {
+    let docs = crate::corpus::Collection::read_docs(path)?;
+    if docs.is_empty() {
+        return Err(Error::file(
+            path,
+            "no documents: give a collection with at least one (TSV `id<TAB>text` or JSONL)",
+        ));
+    }
+    Ok(docs.texts)
+}
+
 /// Refuses what cannot be built: a lexical baseline, or a model that does
 /// not read raw text (it encodes a collection in moments, with no index
 /// to keep), or a build already running in the session.
@@ -159,15 +172,23 @@ fn check_buildable(session: &Session) -> Result<()> {
 /// `index/status.json` after every batch and calling `report` too. `cancel`
 /// stops it after the batch under way (state `cancelled`; building again
 /// resumes). Returns the final status.
+///
+/// `collection` names a documents file to encode instead of the
+/// workspace's collection ([`named_collection_texts`]; `rosetta eval
+/// --adhoc` with the same documents then reads it): the session keeps one
+/// encoded collection at a time.
 pub fn run(
     dir: &Path,
     device: DeviceSpec,
     opt: BuildOptions,
+    collection: Option<&Path>,
     cancel: &AtomicBool,
     report: &mut dyn FnMut(&IndexStatus),
 ) -> Result<IndexStatus> {
     let session = Session::open(dir)?;
     check_buildable(&session)?;
+    // a bad file is refused before anything is written
+    let mut named = collection.map(named_collection_texts).transpose()?;
     std::fs::create_dir_all(dir.join(INDEX_DIR)).map_err(|e| Error::io(dir, e))?;
     let pid = std::process::id();
     let mut st = IndexStatus {
@@ -190,7 +211,10 @@ pub fn run(
                 ),
             ));
         }
-        let texts = collection_texts(&m)?;
+        let texts = match named.take() {
+            Some(t) => t,
+            None => collection_texts(&m)?,
+        };
         let mut last_write = std::time::Instant::now();
         collection::build(
             &m,
@@ -225,7 +249,7 @@ pub fn run(
             st.state = "cancelled".into();
             st.error = Some(format!(
                 "cancelled; continue with `{}` (the chunks written are kept)",
-                build_command(dir)
+                collection::build_command_for(dir, collection)
             ));
         }
         Err(e) => {
@@ -244,10 +268,23 @@ pub fn run(
 /// DIR --device D --chunk N --background` in a session of its own, output
 /// appended to `index/log.txt`. Refused as [`run`] refuses, before anything
 /// is written. Returns the process id.
-pub fn launch(dir: &Path, exe: &Path, device: DeviceSpec, opt: BuildOptions) -> Result<u32> {
+pub fn launch(
+    dir: &Path,
+    exe: &Path,
+    device: DeviceSpec,
+    opt: BuildOptions,
+    collection: Option<&Path>,
+) -> Result<u32> {
     let dir = std::fs::canonicalize(dir).map_err(|e| Error::io(dir, e))?;
     let session = Session::open(&dir)?;
     check_buildable(&session)?;
+    // checked here, named absolutely for the detached process
+    let collection = collection
+        .map(|c| {
+            named_collection_texts(c)?;
+            std::fs::canonicalize(c).map_err(|e| Error::io(c, e))
+        })
+        .transpose()?;
     device.check_build()?;
     std::fs::create_dir_all(dir.join(INDEX_DIR)).map_err(|e| Error::io(&dir, e))?;
     let args: Vec<std::ffi::OsString> = vec![
@@ -263,6 +300,11 @@ pub fn launch(dir: &Path, exe: &Path, device: DeviceSpec, opt: BuildOptions) -> 
         opt.batch.to_string().into(),
         "--background".into(),
     ];
+    let mut args = args;
+    if let Some(c) = &collection {
+        args.push("--collection".into());
+        args.push(c.as_os_str().into());
+    }
     super::spawn_detached(exe, &args, &dir.join(INDEX_LOG))
 }
 

@@ -35,7 +35,7 @@ pub use topic::plsa;
 pub use trainer::{
     check_memory, DataSizes, Flow, Hooks, InitWeights, LogOnly, MemoryEstimate, Phase,
     PretrainedVectors, Resume, StepReport, TrainData, TrainDictionary, TrainSequences, TrainTexts,
-    Trainer,
+    Trainer, ZERO_SHOT_PHASE,
 };
 
 use ndarray::Array2;

@@ -320,6 +320,11 @@ pub struct Resume {
     pub tensors: HashMap<String, Tensor>,
 }
 
+/// The name of the one phase of a session that trains nothing and only
+/// validates its starting model (an encoder with `epochs=0`): its status,
+/// log and listings say `zero-shot`, never `epoch 1/1`.
+pub const ZERO_SHOT_PHASE: &str = "zero-shot";
+
 /// One phase of a trainer's plan, as the runner executes and reports it:
 /// progress, the planned epochs shown, whether its epochs are
 /// early-stopped on validation MRR. A resume continues in the phase its

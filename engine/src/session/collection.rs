@@ -5,8 +5,12 @@
 //! kill, timed on a sample before anything long starts, and locked so that
 //! two processes never encode the same collection at once.
 //!
-//! `rosetta index build` ([`crate::jobs::index`]) and the searcher
-//! ([`super::search::Searcher`]) both build through [`build`].
+//! `rosetta index build` ([`crate::jobs::index`]), the searcher
+//! ([`super::search::Searcher`]) and `rosetta eval` all build through
+//! [`build`]; the searcher and `eval` check first with [`encode_within`]
+//! (one refusal, [`too_long`], for every front-end). An estimate is kept in
+//! the session (`doc-embeddings.SIDE.estimate.json`) so that the next
+//! refusal comes without loading the model ([`refuse_recorded`]).
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -14,6 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use ndarray::{concatenate, Array2, Axis};
+use serde::{Deserialize, Serialize};
 
 use super::table_cache::TableCache;
 use super::Loaded;
@@ -22,7 +27,7 @@ use crate::{Error, Result};
 
 /// Folder of a session holding an index build's chunks (and its status,
 /// [`crate::jobs::index`]).
-pub const INDEX_DIR: &str = "index";
+pub use super::files::INDEX_DIR;
 /// Texts a chunk file holds by default: what a killed build loses at most.
 pub const DEFAULT_CHUNK: usize = 1024;
 /// Texts encoded between two progress reports by default.
@@ -31,6 +36,8 @@ pub const DEFAULT_BATCH: usize = 32;
 pub const SILENT_LIMIT_S: f64 = 10.0;
 /// Texts a sample for [`estimate`] encodes at most.
 const SAMPLE: usize = 16;
+pub use super::table_cache::{checkpoint_blake3, CHECKPOINT_HASH_FILE};
+use super::table_cache::read_small_json;
 
 /// The name of `side` in cache file names.
 fn side_name(side: Side) -> &'static str {
@@ -96,7 +103,7 @@ impl Loaded {
 }
 
 /// How long encoding a collection would take, measured on a sample.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Estimate {
     /// Texts of the collection.
     pub texts: usize,
@@ -106,20 +113,31 @@ pub struct Estimate {
     pub texts_per_s: f64,
     /// Estimated seconds for the whole collection.
     pub seconds: f64,
+    /// The device measured on (`cpu`, `cuda:0`).
+    #[serde(default)]
+    pub device: String,
 }
 
-/// Times the encoding of up to 16 texts spread evenly over `texts` and
+/// Times the encoding of up to 16 texts spread evenly over `texts` with
+/// `m`, loaded on `device` (its name, as the estimate reports it), and
 /// extrapolates to all of them (the sample's first batch pays any warm-up,
 /// so the estimate errs long).
-pub fn estimate<S: AsRef<str>>(m: &Loaded, side: Side, texts: &[S]) -> Result<Estimate> {
+pub fn estimate<S: AsRef<str>>(
+    m: &Loaded,
+    device: &str,
+    side: Side,
+    texts: &[S],
+) -> Result<Estimate> {
     let n = texts.len();
     let k = n.min(SAMPLE);
+    let device = device.to_string();
     if k == 0 {
         return Ok(Estimate {
             texts: 0,
             sample: 0,
             texts_per_s: 0.0,
             seconds: 0.0,
+            device,
         });
     }
     let sample: Vec<&str> = (0..k).map(|i| texts[i * n / k].as_ref()).collect();
@@ -132,6 +150,7 @@ pub fn estimate<S: AsRef<str>>(m: &Loaded, side: Side, texts: &[S]) -> Result<Es
         sample: k,
         texts_per_s: rate,
         seconds: n as f64 / rate,
+        device,
     })
 }
 
@@ -157,48 +176,229 @@ pub struct BuildProgress {
 impl BuildProgress {
     /// One line for people: `WHAT 1200/31084 (3.9%), 16.2 texts/s, ETA 30m41s`.
     pub fn describe(&self, what: &str) -> String {
-        let pct = 100.0 * self.done as f64 / self.total.max(1) as f64;
-        let mut s = format!("{what} {}/{} ({pct:.1}%)", self.done, self.total);
-        if let (Some(r), Some(e)) = (self.texts_per_s, self.eta_s) {
-            s.push_str(&format!(
-                ", {r:.1} texts/s, ETA {}",
-                crate::util::fmt_duration(e)
-            ));
-        }
-        s
+        crate::util::progress_line(what, self.done, self.total, self.texts_per_s, self.eta_s)
+    }
+}
+
+/// A path as one shell word.
+fn shell_word(p: &Path) -> String {
+    let d = p.display().to_string();
+    let safe = |c: char| c.is_ascii_alphanumeric() || "/._-+:@%=,".contains(c);
+    if !d.is_empty() && d.chars().all(safe) {
+        d
+    } else {
+        format!("'{}'", d.replace('\'', "'\\''"))
     }
 }
 
 /// The command that builds session `dir`'s index in the background, as a
 /// person types it.
 pub fn build_command(dir: &Path) -> String {
-    let d = dir.display().to_string();
-    let safe = |c: char| c.is_ascii_alphanumeric() || "/._-+:@%=,".contains(c);
-    let word = if !d.is_empty() && d.chars().all(safe) {
-        d
-    } else {
-        format!("'{}'", d.replace('\'', "'\\''"))
-    };
-    format!("rosetta index build --session {word} --detach")
+    build_command_for(dir, None)
+}
+
+/// [`build_command`] for the documents file `collection` when given
+/// (`--collection FILE`).
+pub fn build_command_for(dir: &Path, collection: Option<&Path>) -> String {
+    let named = collection
+        .map(|c| format!(" --collection {}", shell_word(c)))
+        .unwrap_or_default();
+    format!(
+        "rosetta index build --session {}{named} --detach",
+        shell_word(dir)
+    )
 }
 
 /// The refusal of an encoding estimated at `e`: the estimate and the
-/// command that builds the index as a job.
-pub fn too_long(dir: &Path, e: &Estimate) -> Error {
+/// command that builds the index as a job. `search`, `eval` and `compare`
+/// all refuse with it.
+///
+/// `other` names the documents file of a collection that is not the
+/// session's workspace's (`rosetta eval --adhoc`): the command then builds
+/// that file (`--collection`).
+pub fn too_long(dir: &Path, e: &Estimate, other: Option<&Path>) -> Error {
+    let what = match other {
+        None => "the session's collection is not encoded yet".to_string(),
+        Some(p) => format!("the collection of {} is not encoded yet", p.display()),
+    };
+    let how = format!(
+        "Build its index as a job: `{}` (`rosetta jobs` shows its progress; a search, \
+         evaluation or comparison afterwards reads it), or encode in the foreground with --build",
+        build_command_for(dir, other)
+    );
     Error::file(
         dir,
         format!(
-            "the session's collection is not encoded yet: {} documents, about {} on this CPU \
-             ({:.1} texts/s measured on {} of them). Build its index as a job: `{}` (`rosetta \
-             jobs` shows its progress; a search afterwards takes moments), or encode in the \
-             foreground with --build",
+            "{what}: {} documents, about {} on this {} ({:.1} texts/s measured on {} of them). \
+             {how}",
             e.texts,
             crate::util::fmt_duration(e.seconds),
+            if e.device.is_empty() {
+                "device"
+            } else {
+                &e.device
+            },
             e.texts_per_s,
             e.sample,
-            build_command(dir)
         ),
     )
+}
+
+/// An estimate as a session keeps it: what it was measured for.
+#[derive(Debug, Serialize, Deserialize)]
+struct RecordedEstimate {
+    checkpoint_blake3: String,
+    texts_blake3: String,
+    threads: usize,
+    estimate: Estimate,
+}
+
+/// Where session `dir` keeps the last estimate of encoding its collection of `side`.
+fn estimate_path(dir: &Path, side: Side) -> PathBuf {
+    dir.join(format!("doc-embeddings.{}.estimate.json", side_name(side)))
+}
+
+/// Before encoding collection `texts` of `side` with `m` (loaded on
+/// `device`, by name; `other` as for [`too_long`]): nothing to do
+/// when it needs no encoding ([`Loaded::collection_needs_encoding`]) or
+/// `max_s` is `None`; else the encoding is timed on a sample
+/// ([`estimate`], `progress` told), the estimate kept in the session for
+/// [`refuse_recorded`], and refused ([`too_long`]) when above `max_s`
+/// seconds.
+pub fn encode_within<S: AsRef<str>>(
+    m: &Loaded,
+    device: &str,
+    side: Side,
+    texts: &[S],
+    other: Option<&Path>,
+    max_s: Option<f64>,
+    progress: &dyn Fn(&str),
+) -> Result<()> {
+    match check_within(m, device, side, texts, max_s, progress)? {
+        Some(e) => Err(too_long(&m.session.dir, &e, other)),
+        None => Ok(()),
+    }
+}
+
+/// [`encode_within`] answering an encoding above `max_s` seconds with its
+/// estimate (`Some`) rather than an error, for a front-end that offers to
+/// build the index as a job (the workbench); `None`: go ahead.
+pub fn check_within<S: AsRef<str>>(
+    m: &Loaded,
+    device: &str,
+    side: Side,
+    texts: &[S],
+    max_s: Option<f64>,
+    progress: &dyn Fn(&str),
+) -> Result<Option<Estimate>> {
+    let Some(limit) = max_s else {
+        return Ok(None);
+    };
+    if !m.collection_needs_encoding(side, texts)? {
+        return Ok(None);
+    }
+    progress("timing the encoder on a sample of the documents");
+    let e = estimate(m, device, side, texts)?;
+    keep(m, side, texts, &e)?;
+    Ok((e.seconds > limit).then_some(e))
+}
+
+/// Keeps estimate `e` of encoding `texts` of `side` with `m` in the
+/// session, for [`refuse_recorded`]; a session that cannot be written only
+/// loses the shortcut.
+fn keep<S: AsRef<str>>(m: &Loaded, side: Side, texts: &[S], e: &Estimate) -> Result<()> {
+    let record = RecordedEstimate {
+        checkpoint_blake3: m.checkpoint_hash()?,
+        texts_blake3: texts_hash(texts),
+        threads: candle_core::utils::get_num_threads(),
+        estimate: e.clone(),
+    };
+    if let Ok(b) = serde_json::to_vec(&record) {
+        let _ = crate::util::write_atomic(&estimate_path(&m.session.dir, side), &b);
+    }
+    Ok(())
+}
+
+/// After `rosetta train`: times an encoder session's model on a sample of
+/// its workspace's collection on the CPU (where `search` encodes) and
+/// keeps the estimate, so that the first `search`, `eval` or `compare`
+/// refusing a long encoding answers at once ([`refuse_recorded`]) instead
+/// of loading the model. Nothing (`None`) for any other model, or a
+/// collection already encoded. Costs one load of the model and the
+/// sample's encoding.
+pub fn keep_estimate(dir: &Path) -> Result<Option<Estimate>> {
+    let session = super::Session::open(dir)?;
+    if session.config.model != crate::models::encoder::KIND {
+        return Ok(None);
+    }
+    let m = Loaded::open(dir, &candle_core::Device::Cpu)?;
+    let cfg = &m.session.config;
+    let ws = crate::corpus::Workspace::load_with_text(&cfg.workspace, cfg.text.as_ref())?;
+    cfg.check_workspace_hash(dir, &ws.content_hash()?)?;
+    let texts = ws.adhoc()?.docs.texts;
+    if !m.collection_needs_encoding(Side::Target, &texts)? {
+        return Ok(None);
+    }
+    let e = estimate(&m, "cpu", Side::Target, &texts)?;
+    keep(&m, Side::Target, &texts, &e)?;
+    Ok(Some(e))
+}
+
+/// The refusal [`encode_within`] would give for session `dir`'s
+/// workspace collection (target side) on `device` (by name), answered from the
+/// estimate it kept, without loading the model or indexing the collection:
+/// the session's checkpoint ([`checkpoint_blake3`]), its workspace's
+/// documents and the thread count must be those measured, and the session
+/// must hold no cache naming them. `Ok` whenever that cannot be told
+/// (nothing kept, anything changed, unreadable): the caller then opens the
+/// session as usual, which measures again.
+pub fn refuse_recorded(dir: &Path, device: &str, max_s: f64) -> Result<()> {
+    match recorded_too_long(dir, device, max_s) {
+        Some(e) => Err(too_long(dir, &e, None)),
+        None => Ok(()),
+    }
+}
+
+/// The estimate kept in session `dir` when it says the encoding takes more
+/// than `max_s` seconds ([`refuse_recorded`]'s answer, for a front-end
+/// that offers to build the index instead of refusing).
+pub fn recorded_too_long(dir: &Path, device: &str, max_s: f64) -> Option<Estimate> {
+    recorded_estimate(dir, device).filter(|e| e.seconds > max_s)
+}
+
+fn recorded_estimate(dir: &Path, device: &str) -> Option<Estimate> {
+    let side = Side::Target;
+    let r: RecordedEstimate = read_small_json(&estimate_path(dir, side))?;
+    if r.estimate.device != device || r.threads != candle_core::utils::get_num_threads() {
+        return None;
+    }
+    let session = super::Session::open(dir).ok()?;
+    let ws = crate::corpus::Workspace::load_with_text(
+        &session.config.workspace,
+        session.config.text.as_ref(),
+    )
+    .ok()?;
+    session
+        .config
+        .check_workspace_hash(dir, &ws.content_hash().ok()?)
+        .ok()?;
+    let texts = ws.adhoc().ok()?.docs.texts;
+    if texts_hash(&texts) != r.texts_blake3 || texts.len() != r.estimate.texts {
+        return None;
+    }
+    if checkpoint_blake3(dir).ok()? != r.checkpoint_blake3 {
+        return None;
+    }
+    // a cache naming this checkpoint and these texts: the searcher checks it
+    let meta: Option<serde_json::Value> =
+        read_small_json(&dir.join(format!("doc-embeddings.{}.json", side_name(side))));
+    if meta.is_some_and(|m| {
+        m["checkpoint_blake3"] == r.checkpoint_blake3.as_str()
+            && m["texts_blake3"] == r.texts_blake3.as_str()
+    }) {
+        return None;
+    }
+    Some(r.estimate)
 }
 
 /// How [`build`] cuts its work.
@@ -468,6 +668,33 @@ pub fn build<S: AsRef<str>>(
     }
 }
 
+/// [`build`] in the foreground for a front-end (`search --build`, `eval`,
+/// `compare`): the collection's embeddings, `progress(fraction, line)`
+/// told after every batch (`encoding documents 1200/31084 (3.9%), 16.2
+/// texts/s, ETA 30m41s`).
+pub fn encode_reporting<S: AsRef<str>>(
+    m: &Loaded,
+    side: Side,
+    texts: &[S],
+    progress: &dyn Fn(f64, &str),
+) -> Result<Array2<f32>> {
+    let built = build(
+        m,
+        side,
+        texts,
+        BuildOptions::default(),
+        &mut |p: &BuildProgress| {
+            let frac = p.done as f64 / p.total.max(1) as f64;
+            progress(frac, &p.describe("encoding documents"))
+        },
+        &AtomicBool::new(false),
+    )?;
+    match built {
+        Built::Done(v) => Ok(v),
+        Built::Cancelled(_) => Err(Error::invalid("encoding the documents was cancelled")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -633,6 +860,33 @@ mod tests {
         let mut encoded = Vec::new();
         build(&mut encoded);
         assert!(encoded.is_empty(), "{encoded:?}");
+    }
+
+    /// The checkpoint's BLAKE3 is read from its record while the file is
+    /// unchanged (a record naming another hash for the same stamp is
+    /// believed: no hashing), and computed again once the file is
+    /// rewritten.
+    #[test]
+    fn the_checkpoint_hash_is_kept_while_the_file_is_unchanged() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        std::fs::create_dir_all(dir.join("checkpoints")).unwrap();
+        let ck = dir.join(crate::session::BEST_CHECKPOINT);
+        crate::util::write_atomic(&ck, b"first").unwrap();
+        let h = checkpoint_blake3(dir).unwrap();
+        assert_eq!(h, blake3::hash(b"first").to_hex().to_string());
+        let record = dir.join(CHECKPOINT_HASH_FILE);
+        let mut r: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
+        let planted = "0".repeat(64);
+        r["blake3"] = planted.clone().into();
+        std::fs::write(&record, r.to_string()).unwrap();
+        assert_eq!(checkpoint_blake3(dir).unwrap(), planted, "not hashed again");
+        crate::util::write_atomic(&ck, b"second").unwrap();
+        assert_eq!(
+            checkpoint_blake3(dir).unwrap(),
+            blake3::hash(b"second").to_hex().to_string()
+        );
     }
 
     #[test]

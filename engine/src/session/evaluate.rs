@@ -11,7 +11,7 @@ use serde::Serialize;
 use super::retrieval::{
     bli, bli_scorable, encode_adhoc, encode_split, run_from_embeddings, BliScores,
 };
-use super::{Loaded, Session};
+use super::{collection, Loaded, Session};
 use crate::corpus::prepare::SplitData;
 use crate::corpus::{AdhocTask, BliSplit, Dictionary, ParallelText, Prepared, Workspace};
 use crate::eval::metrics::{Evaluation, Metric, Metrics};
@@ -95,6 +95,11 @@ pub struct EvalRequest {
     pub fuse_options: FuseOptions,
     /// Device to load the model on.
     pub device: crate::models::DeviceSpec,
+    /// The most seconds of encoding an un-indexed ad-hoc collection that
+    /// [`evaluate`] starts ([`collection::encode_within`]: above it, the
+    /// refusal with the estimate and the `rosetta index build` command);
+    /// `None`: any, in the foreground (`rosetta eval --build`).
+    pub max_encode_s: Option<f64>,
 }
 
 /// How `rosetta eval --fuse` builds its parts (seed 004's Eq. 1-2).
@@ -471,11 +476,24 @@ impl EvalRequest {
 /// Evaluates a session as `req` asks (a trained model or a lexical
 /// baseline); refused when the workspace changed since the session was made.
 pub fn evaluate(req: &EvalRequest) -> Result<EvalReport> {
+    evaluate_with(req, &|_, _| {})
+}
+
+/// [`evaluate`], telling `progress(fraction, line)` how the encoding of an
+/// encoder's ad-hoc collection goes, batch by batch. An encoder's
+/// documents go through the session's collection cache (what `rosetta
+/// index build` wrote is read, not encoded again), and an encoding longer
+/// than `req.max_encode_s` is refused before it starts.
+pub fn evaluate_with(req: &EvalRequest, progress: &dyn Fn(f64, &str)) -> Result<EvalReport> {
     req.check_task_flags()?;
     if Session::open(&req.session)?.is_lexical() {
         return evaluate_lexical(req);
     }
-    let (device, _) = crate::models::select_device(req.device)?;
+    let (device, device_name) = crate::models::select_device(req.device)?;
+    if let (Some(limit), true, None) = (req.max_encode_s, req.wants(Task::Adhoc), &req.adhoc) {
+        // a refusal measured before comes before the model loads
+        collection::refuse_recorded(&req.session, &device_name, limit)?;
+    }
     let l = Loaded::open(&req.session, &device)?;
     let ws =
         Workspace::load_with_text(&l.session.config.workspace, l.session.config.text.as_ref())?;
@@ -502,7 +520,7 @@ pub fn evaluate(req: &EvalRequest) -> Result<EvalReport> {
         let mut doc_side: Option<(ndarray::Array2<f32>, Vec<String>)> = None;
         let (run, qrels, derived, docs, empty) = match &other {
             Some(task) => {
-                let d = l.encode_collection(Side::Target, &task.docs.texts)?;
+                let d = collection_embeddings(&l, &device_name, &task.docs.texts, req, progress)?;
                 let q = l.encode_texts(Side::Source, &task.queries.texts)?;
                 if keep_docs {
                     doc_side = Some((d.clone(), task.docs.ids.clone()));
@@ -531,7 +549,13 @@ pub fn evaluate(req: &EvalRequest) -> Result<EvalReport> {
                             .into(),
                     );
                 }
-                let (d, q) = encode_adhoc(l.model.as_ref(), a)?;
+                let (d, q) = if l.model.reads_text() {
+                    // the collection a search reads, through the same cache
+                    let d = collection_embeddings(&l, &device_name, &a.doc_texts, req, progress)?;
+                    (d, l.encode_texts(Side::Source, &a.query_texts)?)
+                } else {
+                    encode_adhoc(l.model.as_ref(), a)?
+                };
                 if keep_docs {
                     doc_side = Some((d.clone(), a.doc_ids.clone()));
                 }
@@ -818,6 +842,37 @@ fn empty_rows(m: &crate::text::CsrMatrix, counted: impl Fn(usize) -> bool) -> us
 /// A lexical baseline's evaluation: the same tasks and report as a trained
 /// model's, lexicon induction excepted (a BM25 baseline has no term space;
 /// its dictionary is its translation).
+/// The embeddings of ad-hoc documents `texts` for `evaluate_with`: an
+/// encoder's through the session's collection cache, refused above
+/// `req.max_encode_s` ([`collection::encode_within`]); other models'
+/// encoded at once.
+fn collection_embeddings(
+    l: &Loaded,
+    device: &str,
+    texts: &[String],
+    req: &EvalRequest,
+    progress: &dyn Fn(f64, &str),
+) -> Result<ndarray::Array2<f32>> {
+    if !l.model.reads_text() {
+        return l.encode_texts(Side::Target, texts);
+    }
+    let other = req
+        .adhoc
+        .as_ref()
+        .and_then(|f| f.first())
+        .map(PathBuf::as_path);
+    collection::encode_within(
+        l,
+        device,
+        Side::Target,
+        texts,
+        other,
+        req.max_encode_s,
+        &|w| progress(0.0, w),
+    )?;
+    collection::encode_reporting(l, Side::Target, texts, progress)
+}
+
 fn evaluate_lexical(req: &EvalRequest) -> Result<EvalReport> {
     let session = Session::open(&req.session)?;
     let ws = Workspace::load_with_text(&session.config.workspace, session.config.text.as_ref())?;

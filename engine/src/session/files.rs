@@ -54,6 +54,14 @@ pub const SESSION_FILES: &[&str] = &[
     "doc-embeddings.target.npy",
     "doc-embeddings.source.json",
     "doc-embeddings.target.json",
+    // ... the lock a process encoding it holds, the estimate of encoding
+    // it, and the BLAKE3 of the checkpoint it was encoded with
+    // (`collection.rs`)
+    "doc-embeddings.source.lock",
+    "doc-embeddings.target.lock",
+    "doc-embeddings.source.estimate.json",
+    "doc-embeddings.target.estimate.json",
+    "checkpoint.blake3.json",
     // a job's pretrained start (`models::pretrained`); an encoder's cached
     // vectors of another vocabulary (`term-vectors.HASH.SIDE.*`) are
     // recognised by `pretrained::is_cache_name`
@@ -66,6 +74,34 @@ pub const SESSION_FILES: &[&str] = &[
     // the lock file of versions that locked a file, not the folder
     ".lock",
 ];
+
+/// The folder of an index build (`rosetta index build`): its status and
+/// log ([`INDEX_FILES`]) and a folder of chunks per side
+/// ([`INDEX_CHUNK_DIRS`], each holding [`is_chunk_file`] names).
+pub const INDEX_DIR: &str = "index";
+/// Every file name [`INDEX_DIR`] may hold directly (besides temporary files).
+pub const INDEX_FILES: &[&str] = &["status.json", "log.txt"];
+/// The chunk folders [`INDEX_DIR`] may hold.
+pub const INDEX_CHUNK_DIRS: &[&str] = &["chunks-source", "chunks-target"];
+
+/// Whether `name` is a file an index build writes into a chunk folder:
+/// `chunks.json`, `chunk-NNNNNN.npy` and its `chunk-NNNNNN.npy.blake3`, or
+/// a temporary file of one.
+pub fn is_chunk_file(name: &str) -> bool {
+    let base = name
+        .strip_prefix('.')
+        .and_then(|r| r.split_once(".tmp.").map(|(n, _)| n))
+        .unwrap_or(name);
+    let chunk = |n: &str| {
+        n.strip_prefix("chunk-")
+            .and_then(|r| {
+                r.strip_suffix(".npy.blake3")
+                    .or_else(|| r.strip_suffix(".npy"))
+            })
+            .is_some_and(|i| i.len() == 6 && i.bytes().all(|b| b.is_ascii_digit()))
+    };
+    base == "chunks.json" || chunk(base)
+}
 
 /// Every file name [`CHECKPOINT_DIR`] may hold (besides temporary files).
 pub const CHECKPOINT_FILES: &[&str] = &["best.safetensors", "last.safetensors"];

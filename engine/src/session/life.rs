@@ -49,6 +49,8 @@ pub struct Figures {
     pub best_mrr: Option<f64>,
     /// Epoch of the best validation MRR.
     pub best_epoch: Option<usize>,
+    /// The validation under way, while it runs.
+    pub validation: Option<super::ValidationProgress>,
 }
 
 impl Status {
@@ -64,6 +66,7 @@ impl Status {
             pairs_per_s: self.pairs_per_s,
             best_mrr: self.best_mrr,
             best_epoch: self.best_epoch,
+            validation: self.validation.clone(),
         }
     }
 
@@ -77,6 +80,7 @@ impl Status {
         self.pairs_per_s = f.pairs_per_s;
         self.best_mrr = f.best_mrr;
         self.best_epoch = f.best_epoch;
+        self.validation = f.validation.clone();
     }
 }
 

@@ -287,19 +287,15 @@ impl Loaded {
     }
 
     /// BLAKE3 of the checkpoint the model came from (best, else last).
-    /// Hashed once per loaded session: a fine-tuned encoder's checkpoint is
-    /// hundreds of megabytes, and every search of the workbench asks.
+    /// Read once per loaded session, and hashed only when the session's
+    /// record of it is stale ([`super::table_cache::checkpoint_blake3`]): a
+    /// fine-tuned encoder's checkpoint is hundreds of megabytes, and every
+    /// search of the workbench asks.
     pub(crate) fn checkpoint_hash(&self) -> Result<String> {
         if let Some(h) = self.checkpoint_hash.get() {
             return Ok(h.clone());
         }
-        let best = self.session.dir.join(super::BEST_CHECKPOINT);
-        let ck = if best.is_file() {
-            best
-        } else {
-            self.session.dir.join(super::LAST_CHECKPOINT)
-        };
-        let h = crate::util::hash_file(&ck)?;
+        let h = super::table_cache::checkpoint_blake3(&self.session.dir)?;
         Ok(self.checkpoint_hash.get_or_init(|| h).clone())
     }
 

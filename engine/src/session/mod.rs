@@ -371,6 +371,10 @@ pub struct Status {
     pub best_mrr: Option<f64>,
     /// Epoch of the best validation MRR.
     pub best_epoch: Option<usize>,
+    /// The validation under way, while it runs (a model that reads raw
+    /// text: an encoder, whose validation can take minutes on a CPU).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validation: Option<ValidationProgress>,
     /// Last error message (state `failed`), or a note on a cancel.
     pub error: Option<String>,
     /// Last update, UTC.
@@ -378,6 +382,33 @@ pub struct Status {
     /// Last update, seconds since the Unix epoch.
     #[serde(default)]
     pub updated_unix: f64,
+}
+
+/// How far a validation has come: texts encoded of the validation pairs'
+/// texts (both sides), their rate and the time left.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ValidationProgress {
+    /// Texts encoded.
+    pub done: usize,
+    /// Texts to encode.
+    pub total: usize,
+    /// Texts per second so far.
+    pub texts_per_s: Option<f64>,
+    /// Estimated seconds left of the validation.
+    pub eta_s: Option<f64>,
+}
+
+impl ValidationProgress {
+    /// `validating: 640/2400 (26.7%), 12.3 texts/s, ETA 2m23s`.
+    pub fn describe(&self) -> String {
+        crate::util::progress_line(
+            "validating:",
+            self.done,
+            self.total,
+            self.texts_per_s,
+            self.eta_s,
+        )
+    }
 }
 
 impl Status {
@@ -400,6 +431,7 @@ impl Status {
             pairs_per_s: None,
             best_mrr: None,
             best_epoch: None,
+            validation: None,
             error: None,
             updated: fmt_utc(now),
             updated_unix: now,
@@ -423,7 +455,32 @@ impl Status {
         if let Some(p) = self.pairs_per_s.filter(|p| bad(*p) || p.is_infinite()) {
             return Some(format!("pairs_per_s {p} is not a speed"));
         }
+        if let Some(v) = &self.validation {
+            if v.done > v.total {
+                return Some(format!(
+                    "validation done {} exceeds its total {}",
+                    v.done, v.total
+                ));
+            }
+            let odd = |x: &Option<f64>| x.is_some_and(|x| bad(x) || x.is_infinite());
+            if odd(&v.texts_per_s) || odd(&v.eta_s) {
+                return Some("validation texts_per_s or eta_s is not a figure".into());
+            }
+        }
         None
+    }
+
+    /// The epoch as people read it: `3/10`, `3` while the plan is
+    /// unknown, and `zero-shot` for a session that trains nothing (never
+    /// `1/1`).
+    pub fn epoch_label(&self) -> String {
+        if self.phase == crate::models::ZERO_SHOT_PHASE {
+            self.phase.clone()
+        } else if self.epochs > 0 {
+            format!("{}/{}", self.epoch, self.epochs)
+        } else {
+            self.epoch.to_string()
+        }
     }
 
     /// Whether the job's process is alive: a `running` or `queued` status

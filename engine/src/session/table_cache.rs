@@ -1,8 +1,12 @@
 //! A table a session computed and keeps beside its files (an encoder's
 //! term vectors, a collection's embeddings): `NAME.npy` with a meta file
-//! saying what it was computed from. A leaf of `session/`.
+//! saying what it was computed from; and the BLAKE3 of the checkpoint such
+//! tables are tied to, kept while the checkpoint file is unchanged. A leaf
+//! of `session/` (it names only [`super::files`]).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
 
 use ndarray::Array2;
 
@@ -69,4 +73,78 @@ impl TableCache {
         crate::util::write_atomic(&self.npy, &bytes)?;
         crate::util::write_atomic(&self.meta, meta.to_string().as_bytes())
     }
+}
+
+/// The file of a session caching the BLAKE3 of the checkpoint its model
+/// loads ([`checkpoint_blake3`]).
+pub const CHECKPOINT_HASH_FILE: &str = "checkpoint.blake3.json";
+
+/// The checkpoint a session's model loads: the best, else the last.
+fn checkpoint_file(dir: &Path) -> PathBuf {
+    let best = dir.join(super::files::BEST_CHECKPOINT);
+    if best.is_file() {
+        best
+    } else {
+        dir.join(super::files::LAST_CHECKPOINT)
+    }
+}
+
+/// What identifies a file's bytes without reading them: its name, size,
+/// device and inode, modification and change times (the change time cannot
+/// be set back; a file rewritten by temp file + rename is a new inode).
+fn file_stamp(path: &Path) -> Option<serde_json::Value> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(path).ok()?;
+    m.is_file().then(|| {
+        serde_json::json!({
+            "file": path.file_name().map(|f| f.to_string_lossy().into_owned()),
+            "len": m.len(),
+            "dev": m.dev(),
+            "ino": m.ino(),
+            "mtime": [m.mtime(), m.mtime_nsec()],
+            "ctime": [m.ctime(), m.ctime_nsec()],
+        })
+    })
+}
+
+/// A small JSON file of the session, read as a regular file only (never
+/// through a link) within the small-file limit; `None` when absent or not
+/// that JSON.
+pub(crate) fn read_small_json<T: serde::de::DeserializeOwned>(path: &Path) -> Option<T> {
+    use crate::util::{read_regular, Links, SMALL_FILE_LIMIT};
+    let bytes = read_regular(path, Links::Refuse, SMALL_FILE_LIMIT).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// BLAKE3 of the checkpoint session `dir`'s model loads
+/// ([`checkpoint_file`]), read from [`CHECKPOINT_HASH_FILE`] while that
+/// names the same file unchanged (size, inode, times: [`file_stamp`]), else
+/// computed and recorded there (a session that cannot be written is no
+/// error). A fine-tuned encoder's checkpoint is hundreds of megabytes: it
+/// is hashed once, not at every search, evaluation or comparison.
+pub fn checkpoint_blake3(dir: &Path) -> Result<String> {
+    #[derive(Serialize, Deserialize)]
+    struct Recorded {
+        stamp: serde_json::Value,
+        blake3: String,
+    }
+    let ck = checkpoint_file(dir);
+    let cache = dir.join(CHECKPOINT_HASH_FILE);
+    let stamp = file_stamp(&ck);
+    if let (Some(stamp), Some(r)) = (&stamp, read_small_json::<Recorded>(&cache)) {
+        if r.stamp == *stamp && r.blake3.len() == 64 {
+            return Ok(r.blake3);
+        }
+    }
+    let blake3 = crate::util::hash_file(&ck)?;
+    // the stamp taken before hashing: a file changed meanwhile is hashed again next time
+    if let Some(stamp) = stamp.filter(|s| file_stamp(&ck).as_ref() == Some(s)) {
+        if let Ok(b) = serde_json::to_vec(&Recorded {
+            stamp,
+            blake3: blake3.clone(),
+        }) {
+            let _ = crate::util::write_atomic(&cache, &b);
+        }
+    }
+    Ok(blake3)
 }

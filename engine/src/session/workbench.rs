@@ -189,7 +189,7 @@ impl Workbench {
     pub fn searcher(&self, dir: &Path, progress: &dyn Fn(f64, &str)) -> Result<Arc<Searcher>> {
         match self.open_searcher(dir, progress)? {
             Ok(s) => Ok(s),
-            Err(e) => Err(collection::too_long(dir, &e)),
+            Err(e) => Err(collection::too_long(dir, &e, None)),
         }
     }
 
@@ -210,11 +210,17 @@ impl Workbench {
             let refused = self.refused.lock().expect("workbench lock");
             if let Some((at, e)) = refused.get(dir) {
                 if *at == refusal_stamp(dir) {
-                    return Ok(Err(*e));
+                    return Ok(Err(e.clone()));
                 }
             }
         }
         ensure_searchable(dir)?;
+        if let Some(limit) = self.max_encode_s {
+            // a refusal measured before comes without loading anything
+            if let Some(e) = collection::recorded_too_long(dir, "cpu", limit) {
+                return Ok(Err(e));
+            }
+        }
         let session = Session::open(dir)?;
         let corpus = self.corpus(
             &session.config.workspace,
@@ -234,7 +240,7 @@ impl Workbench {
                 self.refused
                     .lock()
                     .expect("workbench lock")
-                    .insert(dir.to_path_buf(), (before, e));
+                    .insert(dir.to_path_buf(), (before, e.clone()));
                 return Ok(Err(e));
             }
         };
@@ -252,7 +258,9 @@ impl Workbench {
     pub fn load_index(&self, dir: &Path, progress: &dyn Fn(f64, &str)) -> Result<IndexInfo> {
         match self.open_index(dir, progress)? {
             IndexOpening::Ready(info) => Ok(info),
-            IndexOpening::NeedsBuild { estimate, .. } => Err(collection::too_long(dir, &estimate)),
+            IndexOpening::NeedsBuild { estimate, .. } => {
+                Err(collection::too_long(dir, &estimate, None))
+            }
         }
     }
 
@@ -499,7 +507,15 @@ impl Workbench {
                     system: label.clone(),
                     reason: e.to_string(),
                 }),
-                Err(e) => return Err(Error::invalid(format!("{label}: {e}"))),
+                Err(e) => {
+                    // an error naming the session's folder names it already
+                    let m = e.to_string();
+                    return Err(if m.starts_with(&format!("{label}: ")) {
+                        e
+                    } else {
+                        Error::invalid(format!("{label}: {m}"))
+                    });
+                }
             }
         }
         progress(1.0, "done");

@@ -583,6 +583,12 @@ fn prepare_and_train(
                     fmt_opt(hooks.stopping.best())
                 );
                 hooks.finish(State::Done, "done", m, None)?
+            } else if hooks.phase == crate::models::ZERO_SHOT_PHASE {
+                let m = format!(
+                    "done: zero-shot, validation MRR {}",
+                    fmt_opt(hooks.stopping.best())
+                );
+                hooks.finish(State::Done, "done", m, None)?
             } else {
                 let m = format!("done after epoch {}; {}", hooks.epoch, hooks.best_line());
                 hooks.finish(State::Done, "done", m, None)?
@@ -672,6 +678,44 @@ impl LogFile {
         // the log is for people; a full disk shows up in the other files
         if let Err(e) = self.file.write_all(line.as_bytes()) {
             eprintln!("{}: {e}", self.path.display());
+        }
+    }
+}
+
+/// Texts a text-reading model's validation encodes between two reports.
+const VALID_BATCH: usize = 64;
+/// The least time between two validation lines in the log.
+const VALID_LOG_EVERY: Duration = Duration::from_secs(5);
+
+/// A validation under way: texts done of `total`, since `started`.
+struct ValidationRun {
+    done: usize,
+    total: usize,
+    started: Instant,
+    /// When the log last said how it goes.
+    told: Option<Instant>,
+}
+
+impl ValidationRun {
+    fn new(total: usize) -> ValidationRun {
+        ValidationRun {
+            done: 0,
+            total,
+            started: Instant::now(),
+            told: None,
+        }
+    }
+
+    /// `k` more texts encoded: where the validation stands.
+    fn advance(&mut self, k: usize) -> crate::session::ValidationProgress {
+        self.done += k;
+        let secs = self.started.elapsed().as_secs_f64().max(1e-9);
+        let rate = self.done as f64 / secs;
+        crate::session::ValidationProgress {
+            done: self.done,
+            total: self.total,
+            texts_per_s: Some(rate),
+            eta_s: Some((self.total - self.done) as f64 / rate),
         }
     }
 }
@@ -925,25 +969,38 @@ impl RunnerHooks<'_> {
     /// Parallel sentence retrieval on the validation pairs (both sides
     /// read as queries: it is symmetric).
     fn sentence_scores(
-        &self,
+        &mut self,
         phase: &str,
         epoch: usize,
         model: &dyn Model,
     ) -> Result<crate::eval::sentence::SentenceScores> {
-        let seqs = self.data.seqs.as_ref();
-        let texts = self.data.texts.as_ref();
+        let data = self.data;
+        let seqs = data.seqs.as_ref();
+        let texts = data.texts.as_ref();
         let src = TextRows {
-            counts: &self.data.valid_src,
+            counts: &data.valid_src,
             seqs: seqs.map(|q| &q.valid_src),
             raw: texts.map(|t| t.valid_src.as_slice()),
         };
         let tgt = TextRows {
-            counts: &self.data.valid_tgt,
+            counts: &data.valid_tgt,
             seqs: seqs.map(|q| &q.valid_tgt),
             raw: texts.map(|t| t.valid_tgt.as_slice()),
         };
-        let s = encode_texts(model, Side::Source, TextRole::Query, src)?;
-        let t = encode_texts(model, Side::Target, TextRole::Query, tgt)?;
+        let (s, t) = if model.reads_text() {
+            // minutes on a CPU: encoded batch by batch, reported as it goes
+            let total = src.counts.n_rows() + tgt.counts.n_rows();
+            let mut v = ValidationRun::new(total);
+            let s = self.encode_reporting(model, Side::Source, &src, &mut v)?;
+            let t = self.encode_reporting(model, Side::Target, &tgt, &mut v)?;
+            self.figures.validation = None;
+            (s, t)
+        } else {
+            (
+                encode_texts(model, Side::Source, TextRole::Query, src)?,
+                encode_texts(model, Side::Target, TextRole::Query, tgt)?,
+            )
+        };
         if s.iter().chain(t.iter()).any(|v| !v.is_finite()) {
             return Err(Error::invalid(format!(
                 "training diverged: the model's validation embeddings are not finite at {phase} \
@@ -957,6 +1014,54 @@ impl RunnerHooks<'_> {
             )));
         }
         Ok(sc)
+    }
+
+    /// `rows` of `side` encoded (as queries) [`VALID_BATCH`] texts at a
+    /// time, each batch reported in `status.json` (its `validation`, and
+    /// for a zero-shot session its progress and ETA) and, every
+    /// [`VALID_LOG_EVERY`] at most, in the log.
+    fn encode_reporting(
+        &mut self,
+        model: &dyn Model,
+        side: Side,
+        rows: &TextRows,
+        v: &mut ValidationRun,
+    ) -> Result<ndarray::Array2<f32>> {
+        let n = rows.counts.n_rows();
+        let mut parts = Vec::new();
+        let mut at = 0;
+        while at < n {
+            let idx: Vec<usize> = (at..(at + VALID_BATCH).min(n)).collect();
+            let seqs = rows.seqs.map(|q| q.select_rows(&idx));
+            let batch = TextRows {
+                counts: &rows.counts.select_rows(&idx),
+                seqs: seqs.as_ref(),
+                raw: rows.raw.map(|t| &t[at..at + idx.len()]),
+            };
+            parts.push(encode_texts(model, side, TextRole::Query, batch)?);
+            at += idx.len();
+            let p = v.advance(idx.len());
+            self.update_progress();
+            if self.phase == crate::models::ZERO_SHOT_PHASE {
+                // validating is all a zero-shot session does
+                self.figures.progress = p.done as f64 / p.total.max(1) as f64;
+                self.figures.eta_s = p.eta_s;
+            }
+            self.figures.validation = Some(p.clone());
+            if v.told.is_none_or(|t| t.elapsed() >= VALID_LOG_EVERY) || p.done == p.total {
+                v.told = Some(Instant::now());
+                self.say(&p.describe());
+            }
+            if self.last_status_write.elapsed() >= Duration::from_millis(500) || p.done == p.total {
+                self.write_status()?;
+            }
+        }
+        if parts.is_empty() {
+            return encode_texts(model, side, TextRole::Query, *rows);
+        }
+        let views: Vec<_> = parts.iter().map(|p| p.view()).collect();
+        ndarray::concatenate(ndarray::Axis(0), &views)
+            .map_err(|e| Error::invalid(format!("joining the validation embeddings: {e}")))
     }
 
     /// The early-stopping state after this epoch, not adopted yet: it
@@ -1040,20 +1145,28 @@ impl RunnerHooks<'_> {
         self.update_progress();
         self.figures.best_mrr = self.stopping.best();
         self.figures.best_epoch = self.stopping.best_epoch();
-        let line = format!(
-            "{phase} epoch {epoch}{}{mean_loss}{scores_line} (best {} at epoch {}) {:.1} s",
-            if epochs > 0 {
-                format!("/{epochs}")
-            } else {
-                String::new()
-            },
-            fmt_opt(self.stopping.best()),
-            self.stopping
-                .best_epoch()
-                .map(|e| e.to_string())
-                .unwrap_or("-".into()),
-            self.started.elapsed().as_secs_f64()
-        );
+        let line = if phase == crate::models::ZERO_SHOT_PHASE {
+            // one validation of the starting model: no epoch, no "best"
+            format!(
+                "{phase}:{scores_line} {:.1} s",
+                self.started.elapsed().as_secs_f64()
+            )
+        } else {
+            format!(
+                "{phase} epoch {epoch}{}{mean_loss}{scores_line} (best {} at epoch {}) {:.1} s",
+                if epochs > 0 {
+                    format!("/{epochs}")
+                } else {
+                    String::new()
+                },
+                fmt_opt(self.stopping.best()),
+                self.stopping
+                    .best_epoch()
+                    .map(|e| e.to_string())
+                    .unwrap_or("-".into()),
+                self.started.elapsed().as_secs_f64()
+            )
+        };
         self.say(&line);
         self.write_status()?;
         self.epoch_examples = 0;

@@ -53,9 +53,10 @@ pub fn ok(out: &Output) -> String {
 }
 
 /// `rosetta train` of `model` on workspace `ws` into session `dir` (on the
-/// CPU, with `more` arguments), run in `cwd`; it must succeed.
+/// CPU, with `more` arguments), run in `cwd`; it must succeed (its
+/// standard output is returned).
 #[allow(dead_code)]
-pub fn train(cwd: &Path, ws: &Path, model: &str, dir: impl AsRef<Path>, more: &[&str]) {
+pub fn train(cwd: &Path, ws: &Path, model: &str, dir: impl AsRef<Path>, more: &[&str]) -> String {
     let dir = dir.as_ref().to_str().unwrap().to_string();
     let mut args = vec![
         "train",
@@ -69,7 +70,7 @@ pub fn train(cwd: &Path, ws: &Path, model: &str, dir: impl AsRef<Path>, more: &[
         &dir,
     ];
     args.extend_from_slice(more);
-    ok(&rosetta_in(cwd, &args));
+    ok(&rosetta_in(cwd, &args))
 }
 
 /// `rosetta export --session SESSION --out OUT --write WRITE` run in `cwd`

@@ -775,7 +775,7 @@ impl Trainer for EncoderTrainer {
         let n = s.pairs(data);
         if s.epochs == 0 {
             return Ok(vec![Phase {
-                name: "zero-shot".into(),
+                name: crate::models::ZERO_SHOT_PHASE.into(),
                 epochs: 1,
                 examples: data.valid_src.n_rows().max(1),
                 early_stop: false,
@@ -825,8 +825,8 @@ impl Trainer for EncoderTrainer {
                 saved: Vec::new(),
                 hash,
             };
-            hooks.epoch_start("zero-shot", 1);
-            hooks.epoch_end("zero-shot", 1, &model, Vec::new())?;
+            hooks.epoch_start(crate::models::ZERO_SHOT_PHASE, 1);
+            hooks.epoch_end(crate::models::ZERO_SHOT_PHASE, 1, &model, Vec::new())?;
             return Ok(Box::new(model));
         }
         let texts = data.texts.as_ref().ok_or_else(|| {

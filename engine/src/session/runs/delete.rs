@@ -2,20 +2,22 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::session::files::is_own_file;
+use crate::session::files::{is_chunk_file, is_own_file, INDEX_CHUNK_DIRS, INDEX_DIR, INDEX_FILES};
 use crate::session::{read_status, SessionConfig, CHECKPOINT_DIR};
 use crate::{Error, Result};
 
 use super::meta::check_session_dir;
 
 /// Deletes session folder `dir`: its own files ([`crate::session::SESSION_FILES`],
-/// the checkpoints, temporary files of its writes) and then the folder.
+/// the checkpoints, an index build's folder ([`INDEX_DIR`]: its status, log
+/// and chunks), temporary files of its writes) and then the folder.
 /// Refused, with nothing deleted, for a folder that is not a session
 /// written by Rosetta (its `config.toml` and `status.json` must parse as a
 /// session's), for a folder holding anything else (a file or folder a
 /// session does not write: it is not ours to delete), and for a job that
 /// may be running: its status is not final and its process is alive, or
-/// someone holds its lock (cancel it first). Refused too, before anything
+/// someone holds its lock or the lock of its collection's cache (an index
+/// build: cancel it first). Refused too, before anything
 /// is looked at, for a path [`session_folder_path`] refuses (a link to a
 /// folder, with or without a trailing slash, or a path ending in `.` or
 /// `..`). Links inside the folder are removed, never followed.
@@ -45,6 +47,14 @@ pub fn delete(dir: &Path) -> Result<()> {
             "a process holds the session's lock (its job is running): cancel it before deleting",
         ));
     }
+    if let Some(lock) = held_cache_lock(dir) {
+        return Err(Error::file(
+            &lock,
+            "a process is encoding the session's collection (an `rosetta index build`, or a \
+             search opening it) and holds this lock: cancel it (`rosetta index cancel`) or let \
+             it end before deleting; nothing deleted",
+        ));
+    }
     // everything to remove, listed before anything is removed
     let ck_dir = dir.join(CHECKPOINT_DIR);
     let mut files = Vec::new();
@@ -70,6 +80,38 @@ pub fn delete(dir: &Path) -> Result<()> {
             }
         }
     }
+    // an index build's folder: its status, log and chunk folders
+    let mut folders = Vec::new();
+    if let Some(index) = foreign
+        .iter()
+        .position(|p| p == &dir.join(INDEX_DIR) && p.is_dir() && !p.is_symlink())
+    {
+        let index = foreign.remove(index);
+        for e in std::fs::read_dir(&index).map_err(|e| Error::io(&index, e))? {
+            let e = e.map_err(|e| Error::io(&index, e))?;
+            let name = e.file_name().to_string_lossy().into_owned();
+            let t = e.file_type().map_err(|x| Error::io(e.path(), x))?;
+            if t.is_dir() && INDEX_CHUNK_DIRS.contains(&name.as_str()) {
+                let chunks = e.path();
+                for c in std::fs::read_dir(&chunks).map_err(|e| Error::io(&chunks, e))? {
+                    let c = c.map_err(|e| Error::io(&chunks, e))?;
+                    let n = c.file_name().to_string_lossy().into_owned();
+                    let t = c.file_type().map_err(|x| Error::io(c.path(), x))?;
+                    if (t.is_file() || t.is_symlink()) && is_chunk_file(&n) {
+                        files.push(c.path());
+                    } else {
+                        foreign.push(c.path());
+                    }
+                }
+                folders.push(chunks);
+            } else if (t.is_file() || t.is_symlink()) && is_own_file(&name, INDEX_FILES) {
+                files.push(e.path());
+            } else {
+                foreign.push(e.path());
+            }
+        }
+        folders.push(index);
+    }
     if !foreign.is_empty() {
         foreign.sort();
         let shown: Vec<String> = foreign
@@ -91,6 +133,10 @@ pub fn delete(dir: &Path) -> Result<()> {
     }
     for f in &files {
         std::fs::remove_file(f).map_err(|e| Error::io(f, e))?;
+    }
+    // the chunk folders before the index folder holding them
+    for f in &folders {
+        std::fs::remove_dir(f).map_err(|e| Error::io(f, e))?;
     }
     if ck_is_dir {
         std::fs::remove_dir(&ck_dir).map_err(|e| Error::io(&ck_dir, e))?;
@@ -166,4 +212,31 @@ pub fn session_folder_path(dir: &Path, what: &str) -> Result<PathBuf> {
         return Err(Error::file(dir, format!("is not a folder; nothing {what}")));
     }
     Ok(path)
+}
+
+/// The lock file of a collection cache of session `dir`
+/// (`doc-embeddings.SIDE.lock`) that a live process holds (a `flock`): an
+/// index build or a search encoding the collection. A lock file that is
+/// not a regular file is not looked into (it is foreign to the session).
+fn held_cache_lock(dir: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::io::AsRawFd;
+    ["doc-embeddings.source.lock", "doc-embeddings.target.lock"]
+        .into_iter()
+        .map(|n| dir.join(n))
+        .find(|p| {
+            let Ok(f) = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+                .open(p)
+            else {
+                return false;
+            };
+            if !f.metadata().is_ok_and(|m| m.is_file()) {
+                return false;
+            }
+            // SAFETY: flock on a valid open descriptor (released when `f` drops).
+            let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+            r != 0
+        })
 }

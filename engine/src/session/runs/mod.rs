@@ -205,6 +205,62 @@ mod tests {
         assert!(other.join("x.txt").exists());
     }
 
+    #[test]
+    fn delete_removes_an_index_build_and_refuses_what_it_did_not_write() {
+        let root = tempfile::tempdir().unwrap();
+        let make = |name: &str| {
+            let dir = root.path().join(name);
+            let mut s = Session::create(&dir, cfg(&[], 1)).unwrap();
+            s.transition(|l| {
+                l.running("cpu", &Default::default())?;
+                l.done(&Default::default())
+            })
+            .unwrap();
+            let chunks = dir.join("index/chunks-target");
+            std::fs::create_dir_all(&chunks).unwrap();
+            for f in [
+                "index/status.json",
+                "index/log.txt",
+                "index/.status.json.tmp.1.2",
+            ] {
+                std::fs::write(dir.join(f), "{}").unwrap();
+            }
+            for f in ["chunks.json", "chunk-000000.npy", "chunk-000000.npy.blake3"] {
+                std::fs::write(chunks.join(f), "x").unwrap();
+            }
+            for f in [
+                "doc-embeddings.target.lock",
+                "doc-embeddings.target.estimate.json",
+                "checkpoint.blake3.json",
+            ] {
+                std::fs::write(dir.join(f), "{}").unwrap();
+            }
+            dir
+        };
+        let dir = make("built");
+        delete(&dir).unwrap();
+        assert!(!dir.exists());
+        // a file the build does not write, in a chunk folder: nothing removed
+        let dir = make("foreign");
+        std::fs::write(dir.join("index/chunks-target/notes.txt"), "mine").unwrap();
+        let e = delete(&dir).unwrap_err().to_string();
+        assert!(
+            e.contains("notes.txt") && e.contains("nothing deleted"),
+            "{e}"
+        );
+        assert!(dir.join("index/chunks-target/chunk-000000.npy").exists());
+        std::fs::remove_file(dir.join("index/chunks-target/notes.txt")).unwrap();
+        // a build encoding the collection holds its lock: refused
+        let lock = crate::session::collection::CacheLock::acquire(&dir, crate::text::Side::Target)
+            .unwrap();
+        let e = delete(&dir).unwrap_err().to_string();
+        assert!(e.contains("index cancel"), "{e}");
+        assert!(dir.join("index/status.json").exists());
+        drop(lock);
+        delete(&dir).unwrap();
+        assert!(!dir.exists());
+    }
+
     struct Row(BTreeMap<String, String>, f64, Vec<String>);
     impl Filterable for Row {
         fn haystack(&self) -> String {

@@ -121,7 +121,7 @@ impl Searcher {
     ) -> Result<Searcher> {
         match Searcher::open_checked(dir, corpus, mode, max_encode_s, progress)? {
             Opened::Ready(s) => Ok(*s),
-            Opened::TooLong(e) => Err(collection::too_long(dir, &e)),
+            Opened::TooLong(e) => Err(collection::too_long(dir, &e, None)),
         }
     }
 
@@ -171,31 +171,17 @@ impl Searcher {
             progress(0.45, "loading the model");
             let m = Loaded::open(dir, &candle_core::Device::Cpu)?;
             let texts = &corpus.doc_full;
-            if let Some(limit) = max_encode_s {
-                if m.collection_needs_encoding(Side::Target, texts)? {
-                    progress(0.5, "timing the encoder on a sample of the documents");
-                    let e = collection::estimate(&m, Side::Target, texts)?;
-                    if e.seconds > limit {
-                        return Ok(Opened::TooLong(e));
-                    }
-                }
+            if let Some(e) =
+                collection::check_within(&m, "cpu", Side::Target, texts, max_encode_s, &|what| {
+                    progress(0.5, what)
+                })?
+            {
+                return Ok(Opened::TooLong(e));
             }
             progress(0.6, "encoding documents");
-            let report = |p: &collection::BuildProgress| {
-                let frac = p.done as f64 / p.total.max(1) as f64;
-                progress(0.6 + 0.2 * frac, &p.describe("encoding documents"));
-            };
-            let built = collection::build(
-                &m,
-                Side::Target,
-                texts,
-                collection::BuildOptions::default(),
-                &mut { report },
-                &std::sync::atomic::AtomicBool::new(false),
-            )?;
-            let collection::Built::Done(doc_emb) = built else {
-                return Err(Error::invalid("encoding the documents was cancelled"));
-            };
+            let doc_emb = collection::encode_reporting(&m, Side::Target, texts, &|f, what| {
+                progress(0.6 + 0.2 * f, what)
+            })?;
             let doc_emb = Arc::new(doc_emb);
             let dense = DenseIndex::new(Array2::clone(&doc_emb))?
                 .with_docnos(&corpus.doc_ids)?
@@ -272,7 +258,10 @@ impl Searcher {
     }
 
     /// Opens a session with its own corpus, searching as `mode` says,
-    /// encoding as [`Searcher::open_within`] allows.
+    /// encoding as [`Searcher::open_within`] allows. With `max_encode_s`, a
+    /// refusal the session's kept estimate already gives
+    /// ([`collection::refuse_recorded`]) comes before the collection is
+    /// indexed or the model loaded.
     pub fn open_alone(
         dir: &Path,
         mode: DenseSearch,
@@ -280,6 +269,11 @@ impl Searcher {
         progress: &dyn Fn(f64, &str),
     ) -> Result<Searcher> {
         let session = Session::open(dir)?;
+        if let Some(limit) = max_encode_s {
+            // a refusal measured before comes without loading anything
+            progress(0.02, "reading the session's estimate");
+            collection::refuse_recorded(dir, "cpu", limit)?;
+        }
         let corpus = Arc::new(Corpus::load(
             &session.config.workspace,
             session.config.text.as_ref(),
