@@ -278,6 +278,9 @@ pub fn export(args: ExportArgs) -> anyhow::Result<()> {
     if args.depth.is_some() && !parts.contains(&ExportPart::Run) {
         anyhow::bail!("--depth is the run's depth: add `run` to --write");
     }
+    if rosetta::session::Session::open(&args.session)?.is_lexical() {
+        return export_lexical_run(&args);
+    }
     let (device, _) = select_device(args.device)?;
     let l = {
         let _p = super::progress::Progress::start(format!("loading {}", args.session.display()));
@@ -366,6 +369,50 @@ pub fn export(args: ExportArgs) -> anyhow::Result<()> {
             l.model.dim(),
             sim.name()
         );
+    }
+    Ok(())
+}
+
+/// `export` of a lexical baseline's session: it has no vectors or
+/// embeddings, so only `--write run` is taken, and its ad-hoc run (with a
+/// derived task's judgements) is written by the engine's evaluation, the
+/// run `eval --run` writes.
+fn export_lexical_run(args: &ExportArgs) -> anyhow::Result<()> {
+    use rosetta::session::evaluate::{self as ev, EvalRequest};
+    let model = rosetta::session::Session::open(&args.session)?.config.model;
+    if args.write.iter().any(|p| *p != ExportPart::Run) {
+        anyhow::bail!(
+            "{}: `{model}` is a lexical baseline: it has no term vectors or embeddings to \
+             export; `--write run` exports its ad-hoc run",
+            args.session.display()
+        );
+    }
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("{}: cannot create", args.out.display()))?;
+    let path = args.out.join("adhoc.run");
+    let req = EvalRequest {
+        session: args.session.clone(),
+        task: ev::Task::Adhoc,
+        split: ev::Split::Test,
+        test: None,
+        adhoc: None,
+        dictionary: None,
+        bli_seed: ev::DEFAULT_BLI_SEED,
+        run: Some(path.clone()),
+        depth: args
+            .depth
+            .map_or(rosetta::session::retrieval::RUN_DEPTH, |d| d as usize),
+        fuse: None,
+        fuse_seed: 0,
+        fuse_run: None,
+        fuse_options: ev::FuseOptions::default(),
+        device: args.device,
+        max_encode_s: None,
+    };
+    let report = ev::evaluate(&req)?;
+    println!("{}", path.display());
+    if let Some(q) = report.adhoc.and_then(|a| a.qrels) {
+        println!("{}", q.display());
     }
     Ok(())
 }

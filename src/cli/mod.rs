@@ -71,7 +71,7 @@ pub enum Command {
     /// dictionary lacks (`--kind new`), or dictionary pairs it fails to link
     /// (`--kind missed`); sortable, filterable, written as TSV with --tsv.
     Associations(assoc::AssociationsArgs),
-    /// Export a trained session's term vectors (.vec) and embeddings.
+    /// Export a trained session's term vectors (.vec) and embeddings (a baseline's session: its run).
     Export(apply::ExportArgs),
     /// Evaluate a trained session: sentence retrieval, ad-hoc retrieval, lexicon induction.
     Eval(apply::EvalArgs),

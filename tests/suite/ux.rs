@@ -1,7 +1,7 @@
 //! Issue 55: errors that say what to fix and commands that leave nothing
 //! behind — a data file missing from a workspace, a mistyped local weights
 //! folder, `setup --encoder`'s download folder, the qrels of a derived
-//! ad-hoc task, `bm25 --run`'s default place.
+//! ad-hoc task, a baseline session's run exported, `bm25 --run`'s default place.
 
 use crate::common::{rosetta_in as rosetta, tiny_workspace};
 
@@ -184,6 +184,51 @@ fn export_writes_the_qrels_of_a_derived_task() {
     let out2 = declared.path().join("out");
     crate::common::ok(&crate::common::export(declared.path(), &s2, &out2, "run"));
     assert!(out2.join("adhoc.run").is_file() && !out2.join("adhoc.run.qrels").exists());
+}
+
+/// A lexical baseline's session exports its ad-hoc run (`--write run`, the
+/// run `eval --run` writes, with a derived task's qrels beside it); asked
+/// for vectors or embeddings (the default) it is refused, naming `--write
+/// run`, with nothing written.
+#[test]
+fn a_baseline_session_exports_its_run_and_refuses_vectors() {
+    let ws = tiny_workspace();
+    let toml = ws.path().join("workspace.toml");
+    let root = tempfile::tempdir().unwrap();
+    let session = root.path().join("bm25");
+    crate::common::train(root.path(), &toml, "bm25-dict", &session, &[]);
+    let out = root.path().join("out");
+    let printed = crate::common::ok(&crate::common::export(root.path(), &session, &out, "run"));
+    let run = out.join("adhoc.run");
+    assert!(printed.contains(run.to_str().unwrap()), "{printed}");
+    let evald = root.path().join("eval.run");
+    crate::common::ok(&rosetta(
+        root.path(),
+        &[
+            "eval",
+            "--session",
+            session.to_str().unwrap(),
+            "--task",
+            "adhoc",
+            "--run",
+            evald.to_str().unwrap(),
+        ],
+    ));
+    let body = std::fs::read_to_string(&run).unwrap();
+    assert!(!body.is_empty());
+    assert_eq!(body, std::fs::read_to_string(&evald).unwrap());
+    let other = root.path().join("vectors");
+    let e = fails(&crate::common::export(
+        root.path(),
+        &session,
+        &other,
+        "vectors,embeddings",
+    ));
+    assert!(
+        e.contains("lexical baseline") && e.contains("--write run"),
+        "{e}"
+    );
+    assert!(!other.exists());
 }
 
 /// `bm25 --run` alone writes its run under `sessions/runs/`, never into

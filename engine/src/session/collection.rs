@@ -36,8 +36,8 @@ pub const DEFAULT_BATCH: usize = 32;
 pub const SILENT_LIMIT_S: f64 = 10.0;
 /// Texts a sample for [`estimate`] encodes at most.
 const SAMPLE: usize = 16;
-pub use super::table_cache::{checkpoint_blake3, CHECKPOINT_HASH_FILE};
 use super::table_cache::read_small_json;
+pub use super::table_cache::{checkpoint_blake3, CHECKPOINT_HASH_FILE};
 
 /// The name of `side` in cache file names.
 fn side_name(side: Side) -> &'static str {
