@@ -1,8 +1,8 @@
 //! The model registry: the list of every model's definition
 //! ([`ModelDef`], declared in the model's own file), and what is generated
 //! from it: lookup by name, the validation of `--set` values (with
-//! did-you-mean hints), `rosetta train --help`'s settings and the README's
-//! model table. A model reads its settings as one typed `Config`
+//! did-you-mean hints), `rosetta train --help`'s settings and docs/cli/train.md's
+//! model list. A model reads its settings as one typed `Config`
 //! ([`model_config!`](super::settings::model_config), in its file).
 //!
 //! Adding a model: one file under `models/` with its `Config`, its
@@ -212,13 +212,18 @@ pub fn settings_help() -> String {
     out
 }
 
-/// The model table of docs/cli/train.md (Markdown): every model with its summary,
-/// whether it has a space, and its settings with defaults. A test keeps the
-/// README's copy equal to this.
-pub fn markdown_table() -> String {
-    let mut out =
-        String::from("| model | what it is | space | settings (defaults) |\n|---|---|---|---|\n");
+/// The model list of docs/cli/train.md (Markdown, no line over 100
+/// columns): every model with its summary, whether it has a space, and its
+/// settings with defaults. A test keeps the reference's copy equal to this.
+pub fn markdown_models() -> String {
+    let mut out = String::new();
     for m in MODELS {
+        let space = if m.space { "" } else { " (no space)" };
+        out.push_str(&wrap_words(
+            &format!("- **`{}`**{space}: {}", m.name, m.summary),
+            100,
+            "  ",
+        ));
         let settings: Vec<String> = m
             .settings
             .iter()
@@ -227,14 +232,41 @@ pub fn markdown_table() -> String {
                 None => format!("`{}`", s.key),
             })
             .collect();
-        out.push_str(&format!(
-            "| `{}` | {} | {} | {} |\n",
-            m.name,
-            m.summary,
-            if m.space { "yes" } else { "no" },
-            settings.join(" ")
-        ));
+        if !settings.is_empty() {
+            out.push_str(&wrap_words(
+                &format!("  - settings: {}", settings.join(" ")),
+                100,
+                "    ",
+            ));
+        }
     }
+    out
+}
+
+/// `text` cut between words into lines of at most `width` columns (a word
+/// longer than that on a line of its own), each line after the first
+/// starting with `indent`; every line ends with a newline.
+fn wrap_words(text: &str, width: usize, indent: &str) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    let lead: String = text.chars().take_while(|c| *c == ' ').collect();
+    for word in text.split_whitespace() {
+        let len = line.chars().count();
+        if len > 0 && len + 1 + word.chars().count() > width {
+            out.push_str(&line);
+            out.push('\n');
+            line = indent.to_string();
+        } else if len > 0 && line.trim().is_empty() {
+            // after an indent: no space
+        } else if len > 0 {
+            line.push(' ');
+        } else {
+            line.push_str(&lead);
+        }
+        line.push_str(word);
+    }
+    out.push_str(&line);
+    out.push('\n');
     out
 }
 
@@ -391,7 +423,12 @@ mod tests {
         let help = settings_help();
         assert!(help.contains("toy: a model added in tests only"), "{help}");
         assert!(help.contains(&format!("{:<18} [3] how wide the toy is", "width")));
-        assert!(markdown_table().contains("`width=3` `shape=round` `bli_seed=4`"));
+        let list = markdown_models();
+        assert!(
+            list.contains("`width=3` `shape=round` `bli_seed=4`"),
+            "{list}"
+        );
+        assert!(list.lines().all(|l| l.chars().count() <= 100), "{list}");
         // config.toml's resolved settings, and the typed config read back
         let resolved = resolve_settings("toy", &given("shape", "square")).unwrap();
         assert_eq!(resolved.len(), super::super::toy::Config::SETTINGS.len());

@@ -15,8 +15,8 @@
 //! Adding a setting to a model is one line in its `Config`:
 //! `name: Type = s("default", Check::..., "help"),` (or a shared [`Spec`]
 //! such as [`DIM`]); the registry, `--set` validation, `rosetta train
-//! --help` and `config.toml` pick it up (docs/cli/train.md's model table is
-//! checked against the registry by a test: paste the new table).
+//! --help` and `config.toml` pick it up (docs/cli/train.md's model list is
+//! checked against the registry by a test: paste the new list).
 
 pub use super::params::{Check, ModelParams, Params, Setting};
 use super::Trainer;
