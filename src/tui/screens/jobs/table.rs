@@ -178,7 +178,8 @@ pub(super) fn draw_table(
     let mut cols: Vec<Column> = vec![
         Column::new(
             "state",
-            ColWidth::new(state_w, 9),
+            // a Slurm state's reason is what the user acts on: never cut
+            ColWidth::new(state_w, state_w),
             ColKind::State,
             move |s, w| Cell::from(Span::styled(trunc(&state_label(s), w), state_style(th, s))),
         ),
