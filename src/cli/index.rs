@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::bail;
 use clap::{Args, Subcommand};
-use rosetta::jobs::index::{self, IndexStatus};
+use rosetta::jobs::index::{self, IndexStatus, Part, SlurmBuild};
 use rosetta::session::collection::{BuildOptions, DEFAULT_BATCH, DEFAULT_CHUNK};
 
 /// The environment variable overriding the seconds of encoding that
@@ -39,8 +39,11 @@ pub enum IndexCommand {
     /// its best checkpoint into the session, in chunks: progress (texts done
     /// of total, texts/s, ETA) in index/status.json and `rosetta jobs`;
     /// killed or cancelled, building again continues from the last chunk.
-    Build(BuildArgs),
-    /// Stop a session's running index build (SIGTERM; it keeps its chunks).
+    /// With --on slurm: a job array of --shards tasks (GPU tasks where the
+    /// partition has GPUs) and a merge job after them.
+    Build(Box<BuildArgs>),
+    /// Stop a session's running index build (SIGTERM; on Slurm, scancel of
+    /// its shards and merge; the chunks written are kept).
     Cancel(CancelArgs),
 }
 
@@ -72,6 +75,33 @@ pub struct BuildArgs {
     /// The detached process itself (progress as log lines).
     #[arg(long, hide = true)]
     pub background: bool,
+    /// Where the build runs: `local` (this machine) or `slurm` (a job array
+    /// of --shards tasks and a merge job, from the session folder, which the
+    /// nodes must see; returns at once, as --detach does).
+    #[arg(long, value_name = "WHERE", value_parser = ["local", "slurm"], conflicts_with = "detach")]
+    pub on: Option<String>,
+    /// With --on slurm: tasks of the job array, each encoding a contiguous
+    /// run of the chunks (at most the collection's chunks).
+    #[arg(long, value_name = "K", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=index::MAX_SHARDS as u64))]
+    pub shards: Option<usize>,
+    /// With --on slurm: GPUs per shard task (`--gres=gpu:N`); default one
+    /// where the partition's nodes have GPUs (sinfo), else none.
+    #[arg(long, value_name = "N")]
+    pub gpus: Option<u32>,
+    #[command(flatten)]
+    pub slurm: super::train::SlurmArgs,
+    /// A task of a Slurm build: encode only this shard (of --shards).
+    #[arg(
+        long,
+        hide = true,
+        value_name = "I",
+        requires = "shards",
+        conflicts_with = "merge"
+    )]
+    pub shard: Option<usize>,
+    /// A task of a Slurm build: join the shards' chunks, encoding nothing.
+    #[arg(long, hide = true)]
+    pub merge: bool,
 }
 
 /// `rosetta index cancel`.
@@ -85,12 +115,9 @@ pub struct CancelArgs {
 /// Runs an `index` subcommand.
 pub fn run(cmd: IndexCommand) -> anyhow::Result<()> {
     match cmd {
-        IndexCommand::Build(a) => build(a),
+        IndexCommand::Build(a) => build(*a),
         IndexCommand::Cancel(a) => {
-            let pid = index::cancel(&a.session)?;
-            println!(
-                "sent SIGTERM to the index build (pid {pid}); it stops after its batch and keeps its chunks"
-            );
+            println!("{}", index::cancel(&a.session)?);
             Ok(())
         }
     }
@@ -102,6 +129,45 @@ fn build(a: BuildArgs) -> anyhow::Result<()> {
         chunk: a.chunk,
         batch: a.batch,
     };
+    let on_slurm = a.on.as_deref() == Some("slurm");
+    if !on_slurm && (a.slurm.given() || a.gpus.is_some()) {
+        bail!("--partition, --gres, --gpus, --time, --account, --sbatch-arg and --rosetta-bin need --on slurm");
+    }
+    let part = match (a.shard, a.merge) {
+        (Some(index), _) => {
+            let of = a.shards.unwrap_or(1);
+            if index >= of {
+                bail!(
+                    "--shard {index}: give a shard from 0 to {} (of --shards {of})",
+                    of - 1
+                );
+            }
+            Part::Shard { index, of }
+        }
+        (None, true) => Part::Merge,
+        (None, false) => Part::Whole,
+    };
+    if on_slurm {
+        let req = SlurmBuild {
+            options: a.slurm.options(Default::default()),
+            gpus: a.gpus,
+            shards: a.shards.unwrap_or(1),
+        };
+        let exe = a.slurm.exe()?;
+        let rec =
+            index::submit_slurm(&a.session, &exe, device, opt, a.collection.as_deref(), &req)?;
+        println!(
+            "submitted Slurm job array {} ({} shard{}) and merge job {}; follow it with `rosetta jobs`",
+            rec.array_job,
+            rec.shards,
+            if rec.shards == 1 { "" } else { "s" },
+            rec.merge_job
+        );
+        return Ok(());
+    }
+    if a.shards.is_some() && part == Part::Whole {
+        bail!("--shards needs --on slurm (a local build runs as one process)");
+    }
     if a.detach {
         let exe = std::env::current_exe()?;
         let pid = index::launch(&a.session, &exe, device, opt, a.collection.as_deref())?;
@@ -117,10 +183,16 @@ fn build(a: BuildArgs) -> anyhow::Result<()> {
     let mut last_line = std::time::Instant::now();
     let mut first = true;
     let collection = a.collection.as_deref();
+    let what = match part {
+        Part::Whole => "index".to_string(),
+        Part::Shard { index, of } => format!("index shard {index} of {of}:"),
+        Part::Merge => "index merge of the shards:".to_string(),
+    };
     let st = index::run(
         &a.session,
         device,
         opt,
+        part,
         collection,
         &cancel,
         &mut |st: &IndexStatus| {
@@ -129,7 +201,7 @@ fn build(a: BuildArgs) -> anyhow::Result<()> {
                 b.update(frac, &format!("encoding {}", st.describe()));
             } else if first || last_line.elapsed().as_secs_f64() >= 5.0 {
                 // a log line at most every 5 s
-                eprintln!("{} index {}", st.updated, st.describe());
+                eprintln!("{} {what} {}", st.updated, st.describe());
                 last_line = std::time::Instant::now();
                 first = false;
             }
@@ -138,7 +210,12 @@ fn build(a: BuildArgs) -> anyhow::Result<()> {
     drop(bar);
     match st.state.as_str() {
         "done" => {
-            println!("done: {} ({})", a.session.display(), st.describe());
+            let who = if part == Part::Whole {
+                String::new()
+            } else {
+                format!("{what} ")
+            };
+            println!("{who}done: {} ({})", a.session.display(), st.describe());
             Ok(())
         }
         "cancelled" => {

@@ -1111,6 +1111,7 @@ fn jobs_action(action: JobsAction) -> anyhow::Result<()> {
             }
             // a queued or running Slurm job would start or write into a deleted folder
             slurm::check_not_active(&session)?;
+            rosetta::jobs::index::check_not_active(&session)?;
             runs::delete(&session)?;
             println!("deleted {}", session.display());
         }

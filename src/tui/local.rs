@@ -220,7 +220,7 @@ impl Backend for LocalBackend {
         });
         let mut out: Vec<SessionSummary> = entries.iter().map(run_summary).collect();
         for s in &mut out {
-            match jobs::index::IndexStatus::read(&s.dir) {
+            match jobs::index::view(&s.dir) {
                 Ok(st) => {
                     s.index = st.map(|status| IndexBuild {
                         state: status.shown_state().to_string(),
@@ -439,6 +439,7 @@ impl Backend for LocalBackend {
 
     fn delete(&self, session: &str) -> Result<()> {
         rosetta::jobs::slurm::check_not_active(&self.dir(session)?)?;
+        jobs::index::check_not_active(&self.dir(session)?)?;
         runs::delete(&self.dir(session)?)?;
         self.tails.lock().expect("tails lock").remove(session);
         crate::tui::log::info(&format!("deleted session {session}"));

@@ -42,7 +42,7 @@ fn tiny_encoder(ws: &Path, seed: u64) -> (PathBuf, PathBuf) {
 
 /// A tiny encoder for the fixture workspace in `ws` and a zero-shot session
 /// `name` of it; returns the encoder folder and the workspace file.
-fn zero_shot_session(ws: &Path, seed: u64, name: &str) -> (PathBuf, PathBuf) {
+pub(crate) fn zero_shot_session(ws: &Path, seed: u64, name: &str) -> (PathBuf, PathBuf) {
     let (dir, _) = tiny_encoder(ws, seed);
     let w = ws.join("workspace.toml");
     let weights = format!("weights={}", dir.display());

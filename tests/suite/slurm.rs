@@ -814,3 +814,202 @@ fn cancel_scancels_only_the_sessions_own_job() {
     let sc = std::fs::read_to_string(log.join("scancel.args")).unwrap_or_default();
     assert_eq!(sc.lines().next(), Some("555"), "{}", text_of(&o));
 }
+
+/// The index status of session `dir` once its build has ended (`done`,
+/// `failed` or `cancelled` in `index/status.json`); panics after `secs`.
+fn wait_index(dir: &Path, secs: u64) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Ok(b) = std::fs::read(dir.join("index/status.json")) {
+            let st: serde_json::Value = serde_json::from_slice(&b).unwrap();
+            if matches!(st["state"].as_str(), Some("done" | "failed" | "cancelled")) {
+                return st;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{}: no end after {secs} s\nlog: {}",
+            dir.display(),
+            std::fs::read_to_string(dir.join("index/log.txt")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+/// A 2-shard index build on Slurm (a job array and a merge job) gives the
+/// embeddings and the rankings of the same build as one local process.
+#[test]
+fn a_sharded_index_build_on_slurm_answers_as_the_unsharded_one() {
+    let Some(conf) = slurm() else { return };
+    let ws = tiny_workspace();
+    crate::encoder::zero_shot_session(ws.path(), 5, "s0");
+    let s = ws.path().join("s0");
+    let sd = s.to_str().unwrap();
+    let build = |more: &[&str]| {
+        let mut args = vec![
+            "index",
+            "build",
+            "--session",
+            sd,
+            "--device",
+            "cpu",
+            "--chunk",
+            "2",
+        ];
+        args.extend_from_slice(more);
+        rosetta(&conf, ws.path(), &args)
+    };
+    let search = || -> Vec<(String, f64)> {
+        let out = rosetta(
+            &conf,
+            ws.path(),
+            &[
+                "search",
+                "--session",
+                sd,
+                "--query",
+                "dog",
+                "--k",
+                "50",
+                "--json",
+            ],
+        );
+        let v: serde_json::Value = serde_json::from_str(ok(&out).trim()).unwrap();
+        v["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| {
+                (
+                    h["docno"].as_str().unwrap().to_string(),
+                    h["score"].as_f64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    // the unsharded build, in this process
+    ok(&build(&[]));
+    let npy = s.join("doc-embeddings.target.npy");
+    let whole: ndarray::Array2<f32> = ndarray_npy::read_npy(&npy).unwrap();
+    let whole_hits = search();
+    assert!(whole_hits.len() > 2, "{whole_hits:?}");
+    std::fs::remove_file(&npy).unwrap();
+    std::fs::remove_file(s.join("doc-embeddings.target.json")).unwrap();
+    // more shards than chunks: refused, nothing written
+    let out = build(&["--on", "slurm", "--partition", "debug", "--shards", "999"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--shards 999") && err.contains("chunks"),
+        "{err}"
+    );
+    assert!(!s.join("index/slurm.json").exists());
+    // held by Slurm, it shows as pending, and cancelling it ends it
+    let index_line = || -> String {
+        let jobs = ok(&rosetta(&conf, ws.path(), &["jobs", "--root", "."]));
+        let (_, builds) = jobs
+            .split_once("index builds")
+            .unwrap_or_else(|| panic!("{jobs}"));
+        builds
+            .lines()
+            .find(|l| l.starts_with("s0"))
+            .unwrap_or_else(|| panic!("{jobs}"))
+            .to_string()
+    };
+    ok(&build(&[
+        "--on",
+        "slurm",
+        "--partition",
+        "debug",
+        "--shards",
+        "2",
+        "--sbatch-arg=--hold",
+    ]));
+    let line = index_line();
+    assert!(
+        line.contains(" pending ") && line.contains("2 pending"),
+        "{line}"
+    );
+    let out = build(&[]);
+    assert!(!out.status.success(), "a local build while it is queued");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("still queued or running"), "{err}");
+    let said = ok(&rosetta(
+        &conf,
+        ws.path(),
+        &["index", "cancel", "--session", sd],
+    ));
+    assert!(said.contains("cancelled Slurm jobs"), "{said}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !index_line().contains(" cancelled ") {
+        assert!(Instant::now() < deadline, "{}", index_line());
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    // two shards on Slurm
+    let out = build(&["--on", "slurm", "--partition", "debug", "--shards", "2"]);
+    let said = ok(&out);
+    assert!(said.contains("submitted Slurm job array"), "{said}");
+    let rec: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(s.join("index/slurm.json")).unwrap()).unwrap();
+    assert_eq!(rec["shards"], 2);
+    let st = wait_index(&s, 120);
+    assert_eq!(
+        st["state"],
+        "done",
+        "{st}\nlog: {}",
+        std::fs::read_to_string(s.join("index/log.txt")).unwrap_or_default()
+    );
+    // each shard encoded its own half, and the merge encoded nothing
+    let shard = |i: usize| -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(s.join(format!("index/shard-{i:03}.json"))).unwrap())
+            .unwrap()
+    };
+    let (a, b) = (shard(0), shard(1));
+    assert_eq!(a["state"], "done", "{a}");
+    assert_eq!(b["state"], "done", "{b}");
+    let total = whole.nrows() as u64;
+    assert_eq!(
+        a["texts_done"].as_u64().unwrap() + b["texts_done"].as_u64().unwrap(),
+        total
+    );
+    assert!(a["texts_reused"] == 0 && b["texts_reused"] == 0, "{a} {b}");
+    assert_eq!(st["texts_reused"].as_u64().unwrap(), total, "{st}");
+    assert!(
+        !s.join("index/chunks-target").exists(),
+        "merged into the cache"
+    );
+    let merged: ndarray::Array2<f32> = ndarray_npy::read_npy(&npy).unwrap();
+    assert_eq!(merged.dim(), whole.dim());
+    let diff = (&merged - &whole).iter().fold(0f32, |m, x| m.max(x.abs()));
+    assert!(
+        diff <= 1e-6,
+        "sharded and unsharded embeddings differ by {diff}"
+    );
+    let hits = search();
+    assert_eq!(hits.len(), whole_hits.len());
+    for (x, y) in hits.iter().zip(&whole_hits) {
+        assert_eq!(x.0, y.0, "{hits:?}\n{whole_hits:?}");
+        assert!((x.1 - y.1).abs() <= 1e-6, "{x:?} {y:?}");
+    }
+    // `rosetta jobs` shows the Slurm build done, with its jobs
+    let jobs = ok(&rosetta(&conf, ws.path(), &["jobs", "--root", "."]));
+    let (_, builds) = jobs
+        .split_once("index builds")
+        .unwrap_or_else(|| panic!("{jobs}"));
+    let line = builds
+        .lines()
+        .find(|l| l.starts_with("s0"))
+        .unwrap_or_else(|| panic!("{jobs}"));
+    assert!(
+        line.contains("done") && line.contains("Slurm array"),
+        "{line}"
+    );
+    // nothing left to cancel
+    let out = rosetta(&conf, ws.path(), &["index", "cancel", "--session", sd]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no index build of it is queued"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -373,7 +373,7 @@ fn run_tool(program: &str, args: &[String]) -> std::result::Result<String, ToolE
 }
 
 /// [`run_tool`], a refusal said as `PROGRAM: reason`.
-fn tool(program: &str, args: &[String]) -> Result<String> {
+pub(crate) fn tool(program: &str, args: &[String]) -> Result<String> {
     run_tool(program, args).map_err(|e| e.into_error(&format!("{program}: ")))
 }
 
@@ -402,12 +402,30 @@ pub fn check(opts: &SlurmOptions) -> Result<()> {
         .map_err(|e| e.into_error("Slurm refuses the job: "))
 }
 
+/// Whether the nodes of `partition` (the cluster's default when `None`)
+/// have GPUs, by their generic resources (`sinfo -o %G`: `gpu:h100:8`);
+/// `false` when Slurm cannot say.
+pub fn partition_has_gpus(partition: Option<&str>) -> bool {
+    let mut args = vec!["-h".to_string(), "-o".to_string(), "%G".to_string()];
+    if let Some(p) = partition {
+        args.push(format!("--partition={p}"));
+    }
+    run_tool("sinfo", &args).is_ok_and(|out| gres_has_gpus(&out))
+}
+
+/// Whether `sinfo -o %G` output names a GPU resource.
+fn gres_has_gpus(out: &str) -> bool {
+    out.lines()
+        .flat_map(|l| l.split(','))
+        .any(|g| g.trim().starts_with("gpu"))
+}
+
 /// `s` as one shell word.
-fn sh_quote(s: &str) -> String {
+pub(crate) fn sh_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
-fn utf8(p: &Path) -> Result<&str> {
+pub(crate) fn utf8(p: &Path) -> Result<&str> {
     p.to_str()
         .ok_or_else(|| Error::file(p, "a path for a Slurm job must be UTF-8"))
 }
@@ -428,7 +446,7 @@ pub fn check_path(p: &Path) -> Result<()> {
 /// job id.
 /// Rosetta's own arguments (`head`) come after the options, so that
 /// sbatch, where the last of an option wins, keeps them.
-fn sbatch(script: &Path, opts: &SlurmOptions, head: &[String]) -> Result<SlurmId> {
+pub(crate) fn sbatch(script: &Path, opts: &SlurmOptions, head: &[String]) -> Result<SlurmId> {
     let mut args = vec!["--parsable".to_string()];
     args.extend(opts.sbatch_args()?);
     args.extend(head.iter().cloned());
@@ -926,6 +944,14 @@ mod tests {
             node: "n1".into(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn gpu_resources_are_found_in_sinfo_output() {
+        assert!(gres_has_gpus("gpu:h100:8(S:0-1)\n"));
+        assert!(gres_has_gpus("(null)\nbandwidth:1,gpu:a100:4\n"));
+        assert!(!gres_has_gpus("(null)\n"));
+        assert!(!gres_has_gpus(""));
     }
 
     #[test]

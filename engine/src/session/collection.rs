@@ -464,25 +464,67 @@ fn write_chunk(dir: &Path, i: usize, chunk: &Array2<f32>) -> Result<()> {
     crate::util::write_atomic(&chunk_hash_path(dir, i), hash.as_bytes())
 }
 
-/// Encodes `n` texts of width `dim` in chunks of `opt.chunk` under `dir`,
-/// calling `encode` on ranges of at most `opt.batch` texts and `report`
-/// after each; chunks a previous run wrote for the same `want` (checkpoint,
-/// texts, shape, chunk size: `chunks.json`) are read back, not encoded
-/// again. A chunk file of the wrong shape, a link or unreadable, and every
-/// chunk after it, is encoded again. With `cancel` set the build stops
-/// after the batch under way, keeping the whole chunks written. The
-/// concatenated table is returned once complete; the caller writes the
+/// Which chunks of a collection a build encodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Part {
+    /// Every chunk: the session's whole collection (the cache is written).
+    #[default]
+    Whole,
+    /// The chunks of shard `index` of `of` ([`Part::chunks`]): one task of
+    /// a sharded build, run beside the others; the chunks are kept for the
+    /// merge.
+    Shard {
+        /// This shard, from 0.
+        index: usize,
+        /// Shards of the build.
+        of: usize,
+    },
+    /// No chunk: the shards' chunks read back and joined into the cache; a
+    /// chunk missing (a shard that did not finish) is an error naming it.
+    Merge,
+}
+
+impl Part {
+    /// The chunk indices this part covers, of `chunks`: shard `i` of `k`
+    /// takes the contiguous run `i*chunks/k .. (i+1)*chunks/k`, so that the
+    /// shards cover every chunk once and differ by at most one chunk.
+    pub fn chunks(self, chunks: usize) -> Range<usize> {
+        match self {
+            Part::Whole | Part::Merge => 0..chunks,
+            Part::Shard { index, of } => {
+                let of = of.max(1);
+                (index * chunks / of)..((index + 1) * chunks / of)
+            }
+        }
+    }
+}
+
+/// Encodes `n` texts of width `dim` in chunks of `opt.chunk` under `dir`
+/// (the chunks of `part` only), calling `encode` on ranges of at most
+/// `opt.batch` texts and `report` after each; each chunk a previous run (or
+/// another shard) wrote for the same `want` (checkpoint, texts, shape,
+/// chunk size: `chunks.json`) is read back, not encoded again. A chunk file
+/// of the wrong shape, whose bytes do not hash to its recorded BLAKE3, a
+/// link or unreadable, is encoded again ([`Part::Merge`]: an error naming
+/// the chunks missing). With `cancel` set the build stops after the batch
+/// under way, keeping the whole chunks written. The concatenated rows of
+/// the part's chunks are returned once complete; the caller writes the
 /// cache and removes `dir`.
+///
+/// Shards run at once on one folder: the folder is made (or, holding
+/// another `want`, emptied) under a lock (`dir` + `.lock`, a blocking
+/// `flock`), and a merge never empties it.
+#[allow(clippy::too_many_arguments)]
 pub fn build_chunks(
     dir: &Path,
     want: &serde_json::Value,
     (n, dim): (usize, usize),
     opt: BuildOptions,
+    part: Part,
     encode: &mut dyn FnMut(Range<usize>) -> Result<Array2<f32>>,
     report: &mut dyn FnMut(&BuildProgress),
     cancel: &AtomicBool,
 ) -> Result<Option<Array2<f32>>> {
-    use crate::util::{read_regular, Links, SMALL_FILE_LIMIT};
     if opt.chunk == 0 || opt.batch == 0 {
         return Err(Error::invalid("chunk and batch sizes must be at least 1"));
     }
@@ -490,41 +532,45 @@ pub fn build_chunks(
     if let Some(o) = want.as_object_mut() {
         o.insert("chunk".into(), opt.chunk.into());
     }
-    let meta_path = dir.join(CHUNKS_META);
-    let same = read_regular(&meta_path, Links::Refuse, SMALL_FILE_LIMIT)
-        .ok()
-        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-        .is_some_and(|m| m == want);
-    if !same {
-        // chunks of another checkpoint or collection are of no use
-        // (a link planted here is removed itself, never followed)
-        if dir.symlink_metadata().is_ok() {
-            std::fs::remove_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-        }
-        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-        crate::util::write_atomic(&meta_path, want.to_string().as_bytes())?;
-    }
+    prepare_chunk_dir(dir, &want, part)?;
     let chunks = n.div_ceil(opt.chunk);
+    let range = part.chunks(chunks);
     let rows_of = |i: usize| (i * opt.chunk)..((i + 1) * opt.chunk).min(n);
-    let mut parts: Vec<Array2<f32>> = Vec::with_capacity(chunks);
-    for i in 0..chunks {
-        match read_chunk(dir, i, rows_of(i).len(), dim) {
-            Some(a) => parts.push(a),
-            None => break,
-        }
+    let mut parts: Vec<Option<Array2<f32>>> = range
+        .clone()
+        .map(|i| read_chunk(dir, i, rows_of(i).len(), dim))
+        .collect();
+    let missing: Vec<usize> = range
+        .clone()
+        .zip(&parts)
+        .filter(|(_, c)| c.is_none())
+        .map(|(i, _)| i)
+        .collect();
+    if part == Part::Merge && !missing.is_empty() {
+        return Err(Error::file(
+            dir,
+            format!(
+                "{} of the {chunks} chunks are missing or damaged ({}): a shard did not finish \
+                 (its log says why); submit the sharded build again, which keeps the chunks \
+                 written and encodes only these",
+                missing.len(),
+                list_chunks(&missing)
+            ),
+        ));
     }
-    let reused = parts.iter().map(|p| p.nrows()).sum::<usize>();
+    let total: usize = range.clone().map(|i| rows_of(i).len()).sum();
+    let reused: usize = parts.iter().flatten().map(|p| p.nrows()).sum();
     let mut p = BuildProgress {
         done: reused,
-        total: n,
+        total,
         reused,
-        chunks_done: parts.len(),
-        chunks,
+        chunks_done: range.len() - missing.len(),
+        chunks: range.len(),
         ..Default::default()
     };
     report(&p);
     let t0 = Instant::now();
-    for i in parts.len()..chunks {
+    for i in missing {
         if cancel.load(Ordering::Relaxed) {
             return Ok(None);
         }
@@ -549,7 +595,7 @@ pub fn build_chunks(
             let secs = t0.elapsed().as_secs_f64().max(1e-9);
             let rate = (p.done - reused) as f64 / secs;
             p.texts_per_s = Some(rate);
-            p.eta_s = Some((n - p.done) as f64 / rate);
+            p.eta_s = Some((total - p.done) as f64 / rate);
             report(&p);
             if cancel.load(Ordering::Relaxed) && at < r.end {
                 // the partial chunk is dropped: the next run starts it again
@@ -560,10 +606,11 @@ pub fn build_chunks(
         let chunk = concatenate(Axis(0), &views)
             .map_err(|e| Error::invalid(format!("joining a chunk: {e}")))?;
         write_chunk(dir, i, &chunk)?;
-        parts.push(chunk);
+        parts[i - range.start] = Some(chunk);
         p.chunks_done += 1;
         report(&p);
     }
+    let parts: Vec<Array2<f32>> = parts.into_iter().flatten().collect();
     if parts.is_empty() {
         return Ok(Some(Array2::zeros((0, dim))));
     }
@@ -571,6 +618,92 @@ pub fn build_chunks(
     Ok(Some(concatenate(Axis(0), &views).map_err(|e| {
         Error::invalid(format!("joining the chunks: {e}"))
     })?))
+}
+
+/// `0, 3, 5..9`: chunk indices, runs shortened, at most 8 runs named.
+fn list_chunks(ids: &[usize]) -> String {
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for &i in ids {
+        match runs.last_mut() {
+            Some((_, e)) if *e + 1 == i => *e = i,
+            _ => runs.push((i, i)),
+        }
+    }
+    let mut s: Vec<String> = runs
+        .iter()
+        .take(8)
+        .map(|&(a, b)| {
+            if a == b {
+                format!("chunk {a}")
+            } else {
+                format!("chunks {a}..={b}")
+            }
+        })
+        .collect();
+    if runs.len() > 8 {
+        s.push("…".into());
+    }
+    s.join(", ")
+}
+
+/// Makes chunk folder `dir` hold chunks of `want` (its `chunks.json`):
+/// kept when it names the same, else emptied and made anew (a link planted
+/// in its place is removed, never followed); a merge refuses a folder of
+/// another `want` instead. Runs under a blocking `flock` on `dir` +
+/// `.lock`, so that shards starting together make the folder once.
+fn prepare_chunk_dir(dir: &Path, want: &serde_json::Value, part: Part) -> Result<()> {
+    use crate::util::{read_regular, Links, SMALL_FILE_LIMIT};
+    use std::os::unix::io::AsRawFd;
+    let parent = dir
+        .parent()
+        .ok_or_else(|| Error::file(dir, "a chunk folder needs a parent folder"))?;
+    std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+    let mut lock_name = dir.file_name().unwrap_or_default().to_os_string();
+    lock_name.push(".lock");
+    let lock_path = parent.join(lock_name);
+    let lock = open_lock_file(&lock_path)?;
+    // SAFETY: flock on a valid open descriptor; released when `lock` closes.
+    if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } != 0 {
+        return Err(Error::io(&lock_path, std::io::Error::last_os_error()));
+    }
+    let meta_path = dir.join(CHUNKS_META);
+    let same = read_regular(&meta_path, Links::Refuse, SMALL_FILE_LIMIT)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .is_some_and(|m| &m == want);
+    if same {
+        return Ok(());
+    }
+    if part == Part::Merge {
+        return Err(Error::file(
+            dir,
+            "holds no chunks of this checkpoint and collection (the shards wrote none, or \
+             wrote them for another checkpoint or collection): submit the sharded build again",
+        ));
+    }
+    // chunks of another checkpoint or collection are of no use
+    if dir.symlink_metadata().is_ok() {
+        let r = if dir.is_symlink() {
+            std::fs::remove_file(dir)
+        } else {
+            std::fs::remove_dir_all(dir)
+        };
+        r.map_err(|e| Error::io(dir, e))?;
+    }
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    crate::util::write_atomic(&meta_path, want.to_string().as_bytes())
+}
+
+/// Opens (creating) lock file `path` for `flock`, never through a link.
+fn open_lock_file(path: &Path) -> Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| Error::io(path, e))
 }
 
 /// An exclusive lock on a session's collection cache of one side
@@ -585,18 +718,22 @@ impl CacheLock {
     /// Takes the lock of `side`'s collection cache of session `dir`, or
     /// fails saying another process is encoding it.
     pub fn acquire(dir: &Path, side: Side) -> Result<CacheLock> {
-        use std::os::unix::fs::OpenOptionsExt;
+        Self::take(dir, side, libc::LOCK_EX)
+    }
+
+    /// Takes the lock of `side`'s collection cache of session `dir` shared,
+    /// as the shards of one build do (they encode different chunks); fails
+    /// while a whole build or a search holds it alone.
+    pub fn acquire_shared(dir: &Path, side: Side) -> Result<CacheLock> {
+        Self::take(dir, side, libc::LOCK_SH)
+    }
+
+    fn take(dir: &Path, side: Side, how: libc::c_int) -> Result<CacheLock> {
         use std::os::unix::io::AsRawFd;
         let path = dir.join(format!("doc-embeddings.{}.lock", side_name(side)));
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&path)
-            .map_err(|e| Error::io(&path, e))?;
+        let file = open_lock_file(&path)?;
         // SAFETY: flock on a valid open descriptor.
-        let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        let r = unsafe { libc::flock(file.as_raw_fd(), how | libc::LOCK_NB) };
         if r != 0 {
             return Err(Error::file(
                 dir,
@@ -614,11 +751,18 @@ impl CacheLock {
 /// ([`build_chunks`]), holding the cache's lock ([`CacheLock`]); a cache
 /// already valid is read and returned at once. A model that does not read
 /// raw text encodes at once and keeps nothing.
+///
+/// `part` [`Part::Whole`] encodes every chunk and writes the cache; a
+/// [`Part::Shard`] encodes its own chunks only, holding the lock shared with
+/// the other shards, and returns their rows (none when the cache was
+/// complete already); [`Part::Merge`] encodes nothing and joins the chunks
+/// the shards wrote into the cache.
 pub fn build<S: AsRef<str>>(
     m: &Loaded,
     side: Side,
     texts: &[S],
     opt: BuildOptions,
+    part: Part,
     report: &mut dyn FnMut(&BuildProgress),
     cancel: &AtomicBool,
 ) -> Result<Built> {
@@ -626,18 +770,31 @@ pub fn build<S: AsRef<str>>(
         return Ok(Built::Done(m.encode_texts(side, texts)?));
     }
     let cache = m.collection_cache(side, texts)?;
-    let _lock = CacheLock::acquire(&m.session.dir, side)?;
-    if let Some(v) = cache.read() {
-        let n = texts.len();
+    let _lock = match part {
+        Part::Shard { .. } => CacheLock::acquire_shared(&m.session.dir, side)?,
+        Part::Whole | Part::Merge => CacheLock::acquire(&m.session.dir, side)?,
+    };
+    let n = texts.len();
+    let chunks = n.div_ceil(opt.chunk.max(1));
+    let mine = part.chunks(chunks);
+    let complete = |v: Array2<f32>, report: &mut dyn FnMut(&BuildProgress)| {
+        let rows = (mine.start * opt.chunk).min(n)..(mine.end * opt.chunk).min(n);
         report(&BuildProgress {
-            done: n,
-            total: n,
-            reused: n,
-            chunks_done: n.div_ceil(opt.chunk.max(1)),
-            chunks: n.div_ceil(opt.chunk.max(1)),
+            done: rows.len(),
+            total: rows.len(),
+            reused: rows.len(),
+            chunks_done: mine.len(),
+            chunks: mine.len(),
             ..Default::default()
         });
-        return Ok(Built::Done(v));
+        Built::Done(v)
+    };
+    if matches!(part, Part::Shard { .. }) {
+        if cache.valid().is_some() {
+            return Ok(complete(Array2::zeros((0, cache.shape.1)), report));
+        }
+    } else if let Some(v) = cache.read() {
+        return Ok(complete(v, report));
     }
     let dir = m
         .session
@@ -650,6 +807,7 @@ pub fn build<S: AsRef<str>>(
         &cache.want,
         cache.shape,
         opt,
+        part,
         &mut |r| m.encode_texts(side, &texts[r]),
         &mut |p| {
             last = *p;
@@ -659,6 +817,7 @@ pub fn build<S: AsRef<str>>(
     )?;
     match out {
         None => Ok(Built::Cancelled(last)),
+        Some(v) if matches!(part, Part::Shard { .. }) => Ok(Built::Done(v)),
         Some(v) => {
             cache.try_write(&v)?;
             // the chunks are in the cache now
@@ -683,6 +842,7 @@ pub fn encode_reporting<S: AsRef<str>>(
         side,
         texts,
         BuildOptions::default(),
+        Part::Whole,
         &mut |p: &BuildProgress| {
             let frac = p.done as f64 / p.total.max(1) as f64;
             progress(frac, &p.describe("encoding documents"))
@@ -718,6 +878,7 @@ mod tests {
             &want,
             (10, 3),
             opt,
+            Part::Whole,
             &mut |r| {
                 encoded.borrow_mut().push(r.clone());
                 if r.start == 4 {
@@ -745,6 +906,7 @@ mod tests {
             &want,
             (10, 3),
             opt,
+            Part::Whole,
             &mut |r| {
                 encoded.borrow_mut().push(r.clone());
                 Ok(rows(r))
@@ -772,6 +934,7 @@ mod tests {
             &other,
             (10, 3),
             opt,
+            Part::Whole,
             &mut |r| {
                 encoded.borrow_mut().push(r.clone());
                 Ok(rows(r))
@@ -796,6 +959,7 @@ mod tests {
             &want,
             (6, 3),
             opt,
+            Part::Whole,
             &mut |r| Ok(rows(r)),
             &mut |_| {},
             &cancel,
@@ -809,6 +973,7 @@ mod tests {
             &want,
             (6, 3),
             opt,
+            Part::Whole,
             &mut |r| {
                 encoded.push(r.clone());
                 Ok(rows(r))
@@ -823,7 +988,8 @@ mod tests {
     }
 
     /// A chunk of the right shape whose bytes are not the ones written (its
-    /// checksum differs) is encoded again, and the chunks after it too.
+    /// checksum differs) is encoded again, alone: the chunks after it are
+    /// kept.
     #[test]
     fn an_altered_chunk_is_encoded_again() {
         let tmp = tempfile::tempdir().unwrap();
@@ -837,6 +1003,7 @@ mod tests {
                 &want,
                 (9, 3),
                 opt,
+                Part::Whole,
                 &mut |r| {
                     encoded.push(r.clone());
                     Ok(rows(r))
@@ -854,7 +1021,7 @@ mod tests {
         crate::index::dense::write_npy(&chunk_path(&dir, 1), &other).unwrap();
         let mut encoded = Vec::new();
         let out = build(&mut encoded);
-        assert_eq!(encoded, vec![3..6, 6..9]);
+        assert_eq!(encoded, vec![3..6]);
         assert_eq!(out, rows(0..9));
         // untouched, everything is reused
         let mut encoded = Vec::new();
@@ -887,6 +1054,102 @@ mod tests {
             checkpoint_blake3(dir).unwrap(),
             blake3::hash(b"second").to_hex().to_string()
         );
+    }
+
+    /// Shards cover every chunk once, in order, and differ by at most one.
+    #[test]
+    fn shards_cover_every_chunk_once() {
+        for chunks in 0..12 {
+            for of in 1..6 {
+                let all: Vec<usize> = (0..of)
+                    .flat_map(|index| Part::Shard { index, of }.chunks(chunks))
+                    .collect();
+                assert_eq!(all, (0..chunks).collect::<Vec<_>>(), "{chunks} {of}");
+                let lens: Vec<usize> = (0..of)
+                    .map(|index| Part::Shard { index, of }.chunks(chunks).len())
+                    .collect();
+                let (lo, hi) = (lens.iter().min().unwrap(), lens.iter().max().unwrap());
+                assert!(hi - lo <= 1, "{lens:?}");
+            }
+        }
+    }
+
+    /// Two shards encode disjoint chunks into one folder; the merge encodes
+    /// nothing and gives the rows of a whole build. A merge with a chunk
+    /// missing names it and encodes nothing.
+    #[test]
+    fn shards_and_their_merge_give_the_whole_build() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("chunks");
+        let want = serde_json::json!({"texts_blake3": "t", "rows": 11, "dim": 3});
+        let opt = BuildOptions { chunk: 2, batch: 2 };
+        let cancel = AtomicBool::new(false);
+        let run = |part: Part, encoded: &mut Vec<Range<usize>>| {
+            build_chunks(
+                &dir,
+                &want,
+                (11, 3),
+                opt,
+                part,
+                &mut |r| {
+                    encoded.push(r.clone());
+                    Ok(rows(r))
+                },
+                &mut |_| {},
+                &cancel,
+            )
+        };
+        let mut e0 = Vec::new();
+        let s0 = run(Part::Shard { index: 0, of: 2 }, &mut e0)
+            .unwrap()
+            .unwrap();
+        assert_eq!(e0, vec![0..2, 2..4, 4..6]);
+        assert_eq!(s0, rows(0..6));
+        let e = run(Part::Merge, &mut Vec::new()).unwrap_err().to_string();
+        assert!(
+            e.contains("3 of the 6 chunks are missing") && e.contains("chunks 3..=5"),
+            "{e}"
+        );
+        let mut e1 = Vec::new();
+        let s1 = run(Part::Shard { index: 1, of: 2 }, &mut e1)
+            .unwrap()
+            .unwrap();
+        assert_eq!(e1, vec![6..8, 8..10, 10..11]);
+        assert_eq!(s1, rows(6..11));
+        let mut none = Vec::new();
+        let merged = run(Part::Merge, &mut none).unwrap().unwrap();
+        assert!(none.is_empty(), "a merge encodes nothing: {none:?}");
+        assert_eq!(merged, rows(0..11));
+        // a merge never empties a folder of another checkpoint or collection
+        let other = serde_json::json!({"texts_blake3": "u", "rows": 11, "dim": 3});
+        let e = build_chunks(
+            &dir,
+            &other,
+            (11, 3),
+            opt,
+            Part::Merge,
+            &mut |r| Ok(rows(r)),
+            &mut |_| {},
+            &cancel,
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("holds no chunks of this checkpoint"),
+            "{e}"
+        );
+        assert!(chunk_path(&dir, 0).is_file(), "the shards' chunks are kept");
+    }
+
+    #[test]
+    fn shards_share_the_cache_lock_that_a_whole_build_holds_alone() {
+        let tmp = tempfile::tempdir().unwrap();
+        let a = CacheLock::acquire_shared(tmp.path(), Side::Target).unwrap();
+        let b = CacheLock::acquire_shared(tmp.path(), Side::Target).unwrap();
+        assert!(CacheLock::acquire(tmp.path(), Side::Target).is_err());
+        drop((a, b));
+        let w = CacheLock::acquire(tmp.path(), Side::Target).unwrap();
+        assert!(CacheLock::acquire_shared(tmp.path(), Side::Target).is_err());
+        drop(w);
     }
 
     #[test]

@@ -79,8 +79,31 @@ pub const SESSION_FILES: &[&str] = &[
 /// log ([`INDEX_FILES`]) and a folder of chunks per side
 /// ([`INDEX_CHUNK_DIRS`], each holding [`is_chunk_file`] names).
 pub const INDEX_DIR: &str = "index";
-/// Every file name [`INDEX_DIR`] may hold directly (besides temporary files).
-pub const INDEX_FILES: &[&str] = &["status.json", "log.txt"];
+/// Every file name [`INDEX_DIR`] may hold directly (besides temporary
+/// files and the status of each shard of a sharded build,
+/// [`is_shard_status`]): the status and log, a Slurm build's record and
+/// batch scripts, and the locks under which shards make a chunk folder.
+pub const INDEX_FILES: &[&str] = &[
+    "status.json",
+    "log.txt",
+    "slurm.json",
+    "slurm.sh",
+    "slurm-merge.sh",
+    "chunks-source.lock",
+    "chunks-target.lock",
+];
+
+/// The status file of shard `i` of a sharded index build, under [`INDEX_DIR`].
+pub fn shard_status_name(i: usize) -> String {
+    format!("shard-{i:03}.json")
+}
+
+/// Whether `name` is a shard's status file ([`shard_status_name`]).
+pub fn is_shard_status(name: &str) -> bool {
+    name.strip_prefix("shard-")
+        .and_then(|r| r.strip_suffix(".json"))
+        .is_some_and(|i| i.len() >= 3 && i.bytes().all(|b| b.is_ascii_digit()))
+}
 /// The chunk folders [`INDEX_DIR`] may hold.
 pub const INDEX_CHUNK_DIRS: &[&str] = &["chunks-source", "chunks-target"];
 
@@ -128,10 +151,13 @@ pub(crate) fn is_own_file(name: &str, known: &[&str]) -> bool {
     };
     known.contains(&name)
         || (known == SESSION_FILES && (bli_split(name) || is_cache_name(name)))
+        || (known == INDEX_FILES && is_shard_status(name))
         || name
             .strip_prefix('.')
             .and_then(|r| r.split_once(".tmp."))
-            .is_some_and(|(n, _)| known.contains(&n))
+            .is_some_and(|(n, _)| {
+                known.contains(&n) || (known == INDEX_FILES && is_shard_status(n))
+            })
 }
 
 /// Whether `name` is a cache file [`cache_name`](super::pretrained::cache_name) makes.
