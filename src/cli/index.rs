@@ -72,6 +72,11 @@ pub struct BuildArgs {
     /// Texts per encoding call (one progress report each).
     #[arg(long, default_value_t = DEFAULT_BATCH, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub batch: usize,
+    /// Also build the collection's HNSW graph (the session's hnsw.graph, which
+    /// a search then walks; --exact scores every document) when it has at
+    /// least N texts.
+    #[arg(long, value_name = "N", default_value_t = index::HNSW_ABOVE)]
+    pub hnsw_above: usize,
     /// The detached process itself (progress as log lines).
     #[arg(long, hide = true)]
     pub background: bool,
@@ -152,6 +157,7 @@ fn build(a: BuildArgs) -> anyhow::Result<()> {
             options: a.slurm.options(Default::default()),
             gpus: a.gpus,
             shards: a.shards.unwrap_or(1),
+            hnsw_above: a.hnsw_above,
         };
         let exe = a.slurm.exe()?;
         let rec =
@@ -170,7 +176,14 @@ fn build(a: BuildArgs) -> anyhow::Result<()> {
     }
     if a.detach {
         let exe = std::env::current_exe()?;
-        let pid = index::launch(&a.session, &exe, device, opt, a.collection.as_deref())?;
+        let pid = index::launch(
+            &a.session,
+            &exe,
+            device,
+            opt,
+            a.hnsw_above,
+            a.collection.as_deref(),
+        )?;
         println!(
             "index build started (pid {pid}); progress: `rosetta jobs` or {}",
             a.session.join(index::INDEX_STATUS).display()
@@ -193,6 +206,7 @@ fn build(a: BuildArgs) -> anyhow::Result<()> {
         device,
         opt,
         part,
+        a.hnsw_above,
         collection,
         &cancel,
         &mut |st: &IndexStatus| {

@@ -338,6 +338,7 @@ impl Backend for LocalBackend {
             &self.exe,
             rosetta::models::DeviceSpec::Auto,
             rosetta::session::collection::BuildOptions::default(),
+            jobs::index::HNSW_ABOVE,
             None,
         )?;
         crate::tui::log::info(&format!("index build of {session} started (pid {pid})"));

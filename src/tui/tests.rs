@@ -3309,6 +3309,7 @@ fn the_real_backend_offers_the_build_instead_of_a_long_encoding() {
         rosetta::models::DeviceSpec::Cpu,
         rosetta::session::collection::BuildOptions { chunk: 2, batch: 1 },
         rosetta::jobs::index::Part::Whole,
+        rosetta::jobs::index::HNSW_ABOVE,
         None,
         &std::sync::atomic::AtomicBool::new(false),
         &mut |_| {},

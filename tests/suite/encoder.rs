@@ -1314,6 +1314,46 @@ fn index_build_encodes_the_collection_once_with_progress_and_search_reads_it() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("no index build is running"));
 }
 
+/// A collection of at least `--hnsw-above` texts also gets its HNSW graph
+/// from the build, which the search then walks (and says so); below it,
+/// none is made and the search is exact.
+#[test]
+fn index_build_makes_the_hnsw_graph_above_its_size() {
+    let ws = tiny_workspace();
+    zero_shot_session(ws.path(), 5, "s0");
+    let s = ws.path().join("s0");
+    let build = |above: &str| {
+        ok(&rosetta_in(
+            ws.path(),
+            &[
+                "index",
+                "build",
+                "--session",
+                "s0",
+                "--device",
+                "cpu",
+                "--hnsw-above",
+                above,
+            ],
+        ))
+    };
+    let search = || {
+        json(&rosetta_in(
+            ws.path(),
+            &["search", "--session", "s0", "--query", "dog", "--json"],
+        ))
+    };
+    build("1000");
+    assert!(!s.join("hnsw.graph").exists(), "8 texts: no graph");
+    assert!(search().get("approximate").is_none());
+    build("1");
+    assert!(s.join("hnsw.graph").is_file());
+    let r = search();
+    let how = r["approximate"].as_str().unwrap_or_else(|| panic!("{r}"));
+    assert!(how.contains("HNSW"), "{how}");
+    assert!(!r["hits"].as_array().unwrap().is_empty(), "{r}");
+}
+
 /// `rosetta eval` of session `s0` on the ad-hoc task, on the CPU.
 const EVAL_S0: [&str; 7] = [
     "eval",

@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use super::slurm::{self, SlurmId, SlurmOptions, SlurmState};
 use crate::corpus::Workspace;
+use crate::index::approx::{ApproxIndex, HnswParams};
 use crate::models::DeviceSpec;
 pub use crate::session::collection::Part;
 use crate::session::collection::{self, BuildOptions, BuildProgress, Built, INDEX_DIR};
@@ -43,6 +44,10 @@ const INDEX_SLURM_SCRIPT: &str = "index/slurm.sh";
 const INDEX_MERGE_SCRIPT: &str = "index/slurm-merge.sh";
 /// The most shards a build takes (Slurm's default `MaxArraySize` is 1001).
 pub const MAX_SHARDS: usize = 1000;
+/// Texts from which a build also makes the collection's HNSW graph (the
+/// session's `hnsw.graph`, which a search then walks), by default: below
+/// it an exact search over the embeddings takes milliseconds.
+pub const HNSW_ABOVE: usize = 100_000;
 
 /// Where the status of `part` of a build is kept, under the session
 /// folder: `index/status.json`, or `index/shard-NNN.json` for a shard.
@@ -80,6 +85,10 @@ pub struct IndexStatus {
     pub chunks: usize,
     /// Why it failed, or a note on a cancel.
     pub error: Option<String>,
+    /// What it does once the texts are encoded (`building the HNSW graph
+    /// (250000 documents)`), while it does it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage: Option<String>,
     /// Last update, UTC.
     pub updated: String,
     /// A Slurm build's jobs as Slurm sees them (`array 12 (2 shards: 1
@@ -148,6 +157,9 @@ impl IndexStatus {
         }
         if self.texts_reused > 0 {
             s.push_str(&format!(", {} from an earlier run", self.texts_reused));
+        }
+        if let Some(g) = self.stage.as_ref().filter(|_| self.state == "running") {
+            s.push_str(&format!("; {g}"));
         }
         if let Some(j) = &self.slurm {
             s.push_str(&format!("; Slurm {j}"));
@@ -224,15 +236,22 @@ fn check_buildable(session: &Session, part: Part) -> Result<()> {
 /// build runs its [`Part::Shard`] (its status in `index/shard-NNN.json`)
 /// or the [`Part::Merge`].
 ///
+/// A collection of at least `hnsw_above` texts also gets its HNSW graph
+/// (default settings, in the session's `hnsw.graph`, kept while it is the
+/// graph of these embeddings) once whole, for a cosine model: a search
+/// then walks it instead of scoring every document.
+///
 /// `collection` names a documents file to encode instead of the
 /// workspace's collection ([`named_collection_texts`]; `rosetta eval
 /// --adhoc` with the same documents then reads it): the session keeps one
 /// encoded collection at a time.
+#[allow(clippy::too_many_arguments)]
 pub fn run(
     dir: &Path,
     device: DeviceSpec,
     opt: BuildOptions,
     part: Part,
+    hnsw_above: usize,
     collection: Option<&Path>,
     cancel: &AtomicBool,
     report: &mut dyn FnMut(&IndexStatus),
@@ -272,7 +291,7 @@ pub fn run(
             None => collection_texts(&m.session)?,
         };
         let mut last_write = std::time::Instant::now();
-        collection::build(
+        let built = collection::build(
             &m,
             Side::Target,
             &texts,
@@ -295,7 +314,28 @@ pub fn run(
                 report(&st);
             },
             cancel,
-        )
+        )?;
+        let cosine = m.model.similarity() == crate::space::Similarity::Cosine;
+        let whole = !matches!(part, Part::Shard { .. });
+        match built {
+            Built::Done(v) if whole && cosine && v.nrows() >= hnsw_above.max(1) => {
+                let docs = std::sync::Arc::new(v);
+                let path = dir.join(crate::session::files::HNSW_FILE);
+                if ApproxIndex::load_for(&path, std::sync::Arc::clone(&docs))?.is_none() {
+                    st.stage = Some(format!(
+                        "building the HNSW graph ({} documents)",
+                        docs.nrows()
+                    ));
+                    st.write(dir, part)?;
+                    report(&st);
+                    ApproxIndex::build(std::sync::Arc::clone(&docs), HnswParams::default())?
+                        .save(&path)?;
+                    st.stage = None;
+                }
+                Ok(Built::Done(std::sync::Arc::unwrap_or_clone(docs)))
+            }
+            other => Ok(other),
+        }
     })();
     match result {
         Ok(Built::Done(_)) => {
@@ -384,6 +424,8 @@ pub struct SlurmBuild {
     pub gpus: Option<u32>,
     /// Shards: tasks of the array, each encoding a contiguous run of chunks.
     pub shards: usize,
+    /// Texts from which the merge also makes the HNSW graph ([`HNSW_ABOVE`]).
+    pub hnsw_above: usize,
 }
 
 /// The Slurm job name of session `dir`'s index build.
@@ -496,8 +538,9 @@ pub fn submit_slurm(
         &merge_script,
         format!(
             "#!/bin/sh\n# written by rosetta: joins the shards' chunks into this session's \
-             index\nexec {} index build {common} --device cpu --merge\n",
-            q(exe)?
+             index\nexec {} index build {common} --device cpu --merge --hnsw-above {}\n",
+            q(exe)?,
+            req.hnsw_above
         )
         .as_bytes(),
     )?;
@@ -701,7 +744,7 @@ pub fn check_not_active(dir: &Path) -> Result<()> {
 }
 
 /// Starts session `dir`'s index build detached: `exe index build --session
-/// DIR --device D --chunk N --background` in a session of its own, output
+/// DIR --device D --chunk N --batch B --hnsw-above H --background` in a session of its own, output
 /// appended to `index/log.txt`. Refused as [`run`] refuses, before anything
 /// is written. Returns the process id.
 pub fn launch(
@@ -709,6 +752,7 @@ pub fn launch(
     exe: &Path,
     device: DeviceSpec,
     opt: BuildOptions,
+    hnsw_above: usize,
     collection: Option<&Path>,
 ) -> Result<u32> {
     let dir = std::fs::canonicalize(dir).map_err(|e| Error::io(dir, e))?;
@@ -734,6 +778,8 @@ pub fn launch(
         opt.chunk.to_string().into(),
         "--batch".into(),
         opt.batch.to_string().into(),
+        "--hnsw-above".into(),
+        hnsw_above.to_string().into(),
         "--background".into(),
     ];
     let mut args = args;
