@@ -260,3 +260,18 @@ pub fn jobs_lines(root: &std::path::Path) -> anyhow::Result<Vec<String>> {
     }
     Ok(out)
 }
+
+/// The index builds under `root` for `rosetta jobs --json`: per build its
+/// session folder, the state to show and its status (a Slurm build's with
+/// its jobs, `slurm`).
+pub fn jobs_json(root: &std::path::Path) -> anyhow::Result<Vec<serde_json::Value>> {
+    Ok(index::list(root)?
+        .into_iter()
+        .map(|(dir, st)| {
+            let mut v = serde_json::to_value(&st).unwrap_or_default();
+            v["session"] = serde_json::json!(dir);
+            v["shown_state"] = serde_json::json!(st.shown_state());
+            v
+        })
+        .collect())
+}

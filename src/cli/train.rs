@@ -638,9 +638,10 @@ pub fn jobs(args: JobsArgs) -> anyhow::Result<()> {
             })
             .collect();
         let sweeps: Vec<serde_json::Value> = sweeps.iter().map(sweep_json).collect();
+        let builds = super::index::jobs_json(&args.root)?;
         println!(
             "{}",
-            serde_json::json!({ "root": args.root, "sessions": rows, "sweeps": sweeps })
+            serde_json::json!({ "root": args.root, "sessions": rows, "sweeps": sweeps, "index_builds": builds })
         );
         return Ok(());
     }

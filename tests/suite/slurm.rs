@@ -1004,6 +1004,20 @@ fn a_sharded_index_build_on_slurm_answers_as_the_unsharded_one() {
         line.contains("done") && line.contains("Slurm array"),
         "{line}"
     );
+    // and `jobs --json` too
+    let v: serde_json::Value = serde_json::from_str(
+        ok(&rosetta(
+            &conf,
+            ws.path(),
+            &["jobs", "--root", ".", "--json"],
+        ))
+        .trim(),
+    )
+    .unwrap();
+    let b = &v["index_builds"][0];
+    assert_eq!(b["shown_state"], "done", "{v}");
+    assert_eq!(b["texts_done"].as_u64(), Some(total), "{v}");
+    assert!(b["slurm"].as_str().unwrap().contains("merge"), "{v}");
     // nothing left to cancel
     let out = rosetta(&conf, ws.path(), &["index", "cancel", "--session", sd]);
     assert!(!out.status.success());
