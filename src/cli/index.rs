@@ -94,7 +94,7 @@ pub struct BuildArgs {
     #[arg(long, value_name = "N")]
     pub gpus: Option<u32>,
     #[command(flatten)]
-    pub slurm: super::train::SlurmArgs,
+    pub slurm: super::slurm_args::SlurmArgs,
     /// A task of a Slurm build: encode only this shard (of --shards).
     #[arg(
         long,

@@ -16,6 +16,7 @@ mod eval;
 mod index;
 mod plot;
 mod progress;
+mod slurm_args;
 mod sweep;
 mod train;
 

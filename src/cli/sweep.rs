@@ -10,7 +10,7 @@ use clap::Args;
 use rosetta::jobs::sweep::{self, SweepRequest};
 use rosetta::jobs::{self, JobRequest};
 
-use super::train::SlurmArgs;
+use super::slurm_args::SlurmArgs;
 
 /// Arguments of `rosetta sweep`.
 #[derive(Debug, Args)]

@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context};
 use clap::{Args, Subcommand};
 
+use super::slurm_args::SlurmArgs;
 use rosetta::jobs::slurm::{self, SlurmOptions, SlurmRecord};
 use rosetta::jobs::sweep;
 use rosetta::jobs::{self, JobRequest, Launcher};
@@ -45,7 +46,8 @@ pub struct TrainArgs {
     #[arg(long, value_name = "DIR")]
     pub session: Option<PathBuf>,
     /// A hyper-parameter, KEY=VALUE (repeatable). Runner settings: patience=N (early stopping,
-    /// default 5), log_every=N (step records, default 10), step_delay_ms=N (test-only slow-down).
+    /// default 5), log_every=N (step records, default 10), valid_sample=N (validate on a seeded
+    /// sample of N pairs, default 0: all), step_delay_ms=N (test-only slow-down).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
     /// Run in the background (own session, survives the terminal): print the session folder
@@ -74,65 +76,6 @@ pub struct TrainArgs {
     pub on: Option<String>,
     #[command(flatten)]
     pub slurm: SlurmArgs,
-}
-
-/// The Slurm options of `train` and `sweep` (with `--on slurm`).
-#[derive(Debug, Args, Default)]
-pub struct SlurmArgs {
-    /// Slurm partition (`sbatch --partition`); default: the cluster's.
-    #[arg(long, value_name = "P")]
-    pub partition: Option<String>,
-    /// Generic resources (`sbatch --gres`), e.g. gpu:1.
-    #[arg(long, value_name = "GRES")]
-    pub gres: Option<String>,
-    /// Time limit (`sbatch --time`), e.g. 2:00:00; a job stopped by it shows as `timeout`.
-    #[arg(long, value_name = "LIMIT")]
-    pub time: Option<String>,
-    /// Account to charge (`sbatch --account`).
-    #[arg(long, value_name = "A")]
-    pub account: Option<String>,
-    /// One more sbatch option, e.g. --sbatch-arg=--mem=8G (repeatable).
-    #[arg(long = "sbatch-arg", value_name = "ARG", allow_hyphen_values = true)]
-    pub sbatch_arg: Vec<String>,
-    /// The rosetta program the batch job runs on the node (default: this program's absolute path).
-    #[arg(long, value_name = "FILE")]
-    pub rosetta_bin: Option<PathBuf>,
-}
-
-impl SlurmArgs {
-    pub(crate) fn given(&self) -> bool {
-        self.partition.is_some()
-            || self.gres.is_some()
-            || self.time.is_some()
-            || self.account.is_some()
-            || !self.sbatch_arg.is_empty()
-            || self.rosetta_bin.is_some()
-    }
-
-    /// `base` (a Slurm session's recorded options, or none) with the
-    /// options given here in place.
-    pub(crate) fn options(&self, base: SlurmOptions) -> SlurmOptions {
-        SlurmOptions {
-            partition: self.partition.clone().or(base.partition),
-            gres: self.gres.clone().or(base.gres),
-            time: self.time.clone().or(base.time),
-            account: self.account.clone().or(base.account),
-            extra: if self.sbatch_arg.is_empty() {
-                base.extra
-            } else {
-                self.sbatch_arg.clone()
-            },
-        }
-    }
-
-    /// The program the batch job runs: --rosetta-bin (made absolute), or this one.
-    pub(crate) fn exe(&self) -> anyhow::Result<PathBuf> {
-        match &self.rosetta_bin {
-            Some(p) => std::fs::canonicalize(p)
-                .with_context(|| format!("--rosetta-bin {}: cannot find it", p.display())),
-            None => std::env::current_exe().context("cannot find the rosetta executable"),
-        }
-    }
 }
 
 /// Arguments of `rosetta jobs`: the table of sessions, or an action on one.

@@ -1354,6 +1354,65 @@ fn index_build_makes_the_hnsw_graph_above_its_size() {
     assert!(!r["hits"].as_array().unwrap().is_empty(), "{r}");
 }
 
+/// `valid_sample=N` scores a seeded sample of N validation pairs each
+/// epoch (the log says so, the validation counts them), and the same
+/// sample again in a session of the same seed.
+#[test]
+fn an_encoder_validates_on_a_seeded_sample() {
+    let ws = tiny_workspace();
+    let (enc, _) = tiny_encoder(ws.path(), 5);
+    let w = ws.path().join("workspace.toml");
+    let weights = format!("weights={}", enc.display());
+    let pairs = Prepared::load_or_build(&Workspace::load(&w).unwrap())
+        .unwrap()
+        .valid
+        .src
+        .n_rows();
+    assert!(pairs > 2, "{pairs}");
+    let valid = |name: &str, sample: &str| -> serde_json::Value {
+        train(
+            ws.path(),
+            &w,
+            "encoder",
+            name,
+            &[
+                "--set",
+                &weights,
+                "--epochs",
+                "0",
+                "--set",
+                &format!("valid_sample={sample}"),
+            ],
+        );
+        let s = ws.path().join(name);
+        let log = std::fs::read_to_string(s.join("log.txt")).unwrap();
+        if sample == "2" {
+            assert!(
+                log.contains(&format!(
+                    "{pairs} validation pairs (a sample of 2 scored each epoch)"
+                )),
+                "{log}"
+            );
+            assert!(log.contains("validating: 4/4 (100.0%)"), "{log}");
+        }
+        let m = std::fs::read_to_string(s.join("metrics.jsonl")).unwrap();
+        m.lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .find(|r| r["kind"] == "valid")
+            .unwrap_or_else(|| panic!("{m}"))
+    };
+    let a = valid("a", "2");
+    let b = valid("b", "2");
+    assert_eq!(a["queries"], 2.0, "{a}");
+    assert_eq!(
+        (&a["MRR"], &a["P@1"]),
+        (&b["MRR"], &b["P@1"]),
+        "the same sample"
+    );
+    let all = valid("c", "0");
+    assert_eq!(all["queries"].as_f64(), Some(pairs as f64), "{all}");
+}
+
 /// `rosetta eval` of session `s0` on the ad-hoc task, on the CPU.
 const EVAL_S0: [&str; 7] = [
     "eval",

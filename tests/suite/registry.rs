@@ -418,8 +418,7 @@ fn config_files_written_before_typed_settings_still_load() {
         // every value the typed settings read is the one recorded, or, for a
         // setting added since the file was written, its default
         let default_of = |k: &str| {
-            def.settings
-                .iter()
+            def.all_settings()
                 .find(|s| s.key == k)
                 .and_then(|s| s.default)
                 .map(str::to_string)

@@ -352,6 +352,11 @@ model_config! {
             COUNT,
             "test only: sleep after every step",
         ),
+        valid_sample: usize = s(
+            "0",
+            COUNT,
+            "validation pairs scored each epoch: a sample of N drawn with the session's seed, the same every epoch (0: all); an encoder validates minutes faster on a CPU",
+        ),
     }
 }
 

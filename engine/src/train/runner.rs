@@ -357,7 +357,9 @@ fn prepare_and_train(
         patience,
         log_every,
         step_delay_ms,
+        valid_sample,
     } = crate::models::registry::RunnerSettings::from_params(&params)?;
+    let valid_rows = valid_sample_rows(data.valid_src.n_rows(), valid_sample, session.config.seed);
     let plan = trainer.plan(data, &params)?;
     if plan.is_empty() {
         return Err(Error::invalid(format!(
@@ -416,6 +418,7 @@ fn prepare_and_train(
         extra_validation,
         plan,
         trainer_scores: Vec::new(),
+        valid_rows,
     };
 
     let mut resume_from: Option<Resume> = None;
@@ -492,8 +495,12 @@ fn prepare_and_train(
             hooks.say(msg);
         }
     } else {
+        let sample = match &hooks.valid_rows {
+            Some(r) => format!(" (a sample of {} scored each epoch)", r.len()),
+            None => String::new(),
+        };
         let msg = format!(
-            "start: model {} on {} ({} training pairs, {} validation pairs), device {device_name}, seed {}",
+            "start: model {} on {} ({} training pairs, {} validation pairs{sample}), device {device_name}, seed {}",
             session.config.model,
             session.config.workspace.display(),
             data.train_src.n_rows(),
@@ -720,6 +727,23 @@ impl ValidationRun {
     }
 }
 
+/// The validation rows a job scores each epoch: `None` (all `n`) when
+/// `sample` is 0 or at least `n`, else `sample` of them drawn with `seed`
+/// (the same draw every epoch and on resume), in increasing order.
+fn valid_sample_rows(n: usize, sample: usize, seed: u64) -> Option<Vec<usize>> {
+    use rand::seq::SliceRandom;
+    use rand::SeedableRng;
+    if sample == 0 || sample >= n {
+        return None;
+    }
+    let mut rows: Vec<usize> = (0..n).collect();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x7661_6c69_6421);
+    rows.shuffle(&mut rng);
+    rows.truncate(sample);
+    rows.sort_unstable();
+    Some(rows)
+}
+
 struct RunnerHooks<'a> {
     dir: PathBuf,
     model_name: String,
@@ -757,6 +781,9 @@ struct RunnerHooks<'a> {
     plan: Vec<Phase>,
     /// Figures the trainer gave for the epoch about to end.
     trainer_scores: Vec<(String, f64)>,
+    /// The validation pairs scored each epoch when a sample
+    /// (`valid_sample`), in order; `None`: all of them.
+    valid_rows: Option<Vec<usize>>,
 }
 
 impl RunnerHooks<'_> {
@@ -977,15 +1004,43 @@ impl RunnerHooks<'_> {
         let data = self.data;
         let seqs = data.seqs.as_ref();
         let texts = data.texts.as_ref();
-        let src = TextRows {
-            counts: &data.valid_src,
-            seqs: seqs.map(|q| &q.valid_src),
-            raw: texts.map(|t| t.valid_src.as_slice()),
-        };
-        let tgt = TextRows {
-            counts: &data.valid_tgt,
-            seqs: seqs.map(|q| &q.valid_tgt),
-            raw: texts.map(|t| t.valid_tgt.as_slice()),
+        // the seeded sample (`valid_sample`), row for row on every view
+        let sample = self.valid_rows.as_ref().map(|rows| {
+            let pick = |v: &[String]| rows.iter().map(|&i| v[i].clone()).collect::<Vec<_>>();
+            (
+                [
+                    data.valid_src.select_rows(rows),
+                    data.valid_tgt.select_rows(rows),
+                ],
+                seqs.map(|q| [q.valid_src.select_rows(rows), q.valid_tgt.select_rows(rows)]),
+                texts.map(|t| [pick(&t.valid_src), pick(&t.valid_tgt)]),
+            )
+        });
+        let (src, tgt) = match &sample {
+            Some((counts, q, raw)) => (
+                TextRows {
+                    counts: &counts[0],
+                    seqs: q.as_ref().map(|q| &q[0]),
+                    raw: raw.as_ref().map(|r| r[0].as_slice()),
+                },
+                TextRows {
+                    counts: &counts[1],
+                    seqs: q.as_ref().map(|q| &q[1]),
+                    raw: raw.as_ref().map(|r| r[1].as_slice()),
+                },
+            ),
+            None => (
+                TextRows {
+                    counts: &data.valid_src,
+                    seqs: seqs.map(|q| &q.valid_src),
+                    raw: texts.map(|t| t.valid_src.as_slice()),
+                },
+                TextRows {
+                    counts: &data.valid_tgt,
+                    seqs: seqs.map(|q| &q.valid_tgt),
+                    raw: texts.map(|t| t.valid_tgt.as_slice()),
+                },
+            ),
         };
         let (s, t) = if model.reads_text() {
             // minutes on a CPU: encoded batch by batch, reported as it goes
@@ -1337,5 +1392,22 @@ impl Hooks for RunnerHooks<'_> {
 
     fn epoch_scores(&mut self, scores: Vec<(String, f64)>) {
         self.trainer_scores.extend(scores);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::valid_sample_rows;
+
+    #[test]
+    fn the_validation_sample_is_seeded_distinct_and_ordered() {
+        assert_eq!(valid_sample_rows(10, 0, 1), None);
+        assert_eq!(valid_sample_rows(10, 10, 1), None);
+        let a = valid_sample_rows(100, 7, 42).unwrap();
+        assert_eq!(a, valid_sample_rows(100, 7, 42).unwrap(), "the same draw");
+        assert_ne!(a, valid_sample_rows(100, 7, 43).unwrap(), "another seed");
+        assert_eq!(a.len(), 7);
+        assert!(a.windows(2).all(|w| w[0] < w[1]) && a[6] < 100, "{a:?}");
+        assert_ne!(a, (0..7).collect::<Vec<_>>(), "not the first rows");
     }
 }
