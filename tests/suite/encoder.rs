@@ -1189,6 +1189,136 @@ fn distillation_loss_is_half_the_two_squared_distances() {
     assert_eq!(zero, 0.0);
 }
 
+/// InfoNCE with hard negatives is the mean of the two directions'
+/// cross-entropies, the sources' over the batch's and the mined targets,
+/// the targets' over the batch's sources (computed here by hand).
+#[test]
+fn info_nce_with_hard_negatives_is_the_hand_computed_loss() {
+    let dev = Device::Cpu;
+    let m = |v: &[f32], r: usize| Tensor::from_vec(v.to_vec(), (r, 2), &dev).unwrap();
+    let s = m(&[1.0, 0.0, 0.0, 1.0], 2);
+    let t = m(&[0.8, 0.6, 0.6, 0.8], 2);
+    let h = m(&[0.96, 0.28], 1);
+    let tau = 0.5;
+    let got = rosetta::models::encoder::info_nce_hard(&s, &t, &h, tau)
+        .unwrap()
+        .to_scalar::<f32>()
+        .unwrap() as f64;
+    let dot = |a: [f64; 2], b: [f64; 2]| (a[0] * b[0] + a[1] * b[1]) / tau;
+    let (s0, s1) = ([1.0, 0.0], [0.0, 1.0]);
+    let (t0, t1, h0) = ([0.8, 0.6], [0.6, 0.8], [0.96, 0.28]);
+    let ce = |pos: f64, all: &[f64]| -pos + all.iter().map(|x| x.exp()).sum::<f64>().ln();
+    // sources over [t0, t1, h0]
+    let a0 = ce(dot(s0, t0), &[dot(s0, t0), dot(s0, t1), dot(s0, h0)]);
+    let a1 = ce(dot(s1, t1), &[dot(s1, t0), dot(s1, t1), dot(s1, h0)]);
+    // targets over [s0, s1]
+    let c0 = ce(dot(t0, s0), &[dot(t0, s0), dot(t0, s1)]);
+    let c1 = ce(dot(t1, s1), &[dot(t1, s0), dot(t1, s1)]);
+    let want = 0.5 * ((a0 + a1) / 2.0 + (c0 + c1) / 2.0);
+    assert!((got - want).abs() < 1e-5, "{got} vs {want}");
+    // a hard negative makes the task harder than the batch alone
+    let plain = rosetta::models::encoder::info_nce(&s, &t, tau)
+        .unwrap()
+        .to_scalar::<f32>()
+        .unwrap() as f64;
+    assert!(got > plain, "{got} {plain}");
+}
+
+/// The mined hard negatives are never the pair itself nor a pair sharing
+/// its source or target text; `self` drops one the start puts at the
+/// positive's place (a translation), and training with them runs.
+#[test]
+fn hard_negatives_are_mined_with_a_guard_and_train() {
+    let ws = tiny_workspace();
+    let data = fixture_data(ws.path());
+    let texts = data.texts.as_ref().unwrap();
+    let n = data.train_src.n_rows();
+    let h = rosetta::models::encoder::hard_negatives(
+        "bm25",
+        &data,
+        texts,
+        n,
+        &mut |_| unreachable!("bm25 needs no embeddings"),
+        0.95,
+    )
+    .unwrap();
+    assert_eq!(h.len(), n);
+    assert!(h.iter().flatten().count() > n / 2, "{h:?}");
+    for (i, j) in h.iter().enumerate() {
+        if let Some(j) = j {
+            let j = *j as usize;
+            assert_ne!(i, j);
+            assert_ne!(texts.train_tgt[i].trim(), texts.train_tgt[j].trim());
+            assert_ne!(texts.train_src[i].trim(), texts.train_src[j].trim());
+        }
+    }
+    // `self`: 4 pairs; row 1 at cosine 0.99 of row 0 (dropped), row 2 at 0.8
+    let dev = Device::Cpu;
+    let e = Tensor::from_vec(
+        vec![
+            1.0f32, 0.0, 0.0, 0.99, 0.141_067, 0.0, 0.8, 0.0, 0.6, 0.0, 0.0, 1.0,
+        ],
+        (4, 3),
+        &dev,
+    )
+    .unwrap();
+    let h = rosetta::models::encoder::hard_negatives(
+        "self",
+        &data,
+        texts,
+        4,
+        &mut |k| {
+            assert_eq!(k, 4);
+            Ok(e.clone())
+        },
+        0.95,
+    )
+    .unwrap();
+    let want = if texts.train_tgt[0].trim() == texts.train_tgt[2].trim() {
+        None
+    } else {
+        Some(2)
+    };
+    assert_eq!(h[0], want, "{h:?}");
+    // training with hard negatives runs and learns
+    let (dir, _) = tiny_encoder(ws.path(), 5);
+    for mode in ["bm25", "self"] {
+        let mut kept = Kept::default();
+        EncoderTrainer
+            .train(
+                &data,
+                &params_of(&[
+                    ("weights", dir.to_str().unwrap()),
+                    ("epochs", "1"),
+                    ("lr", "0.001"),
+                    ("batch", "4"),
+                    ("train_max_len", "32"),
+                    ("negatives", mode),
+                ]),
+                &Device::Cpu,
+                3,
+                None,
+                &mut kept,
+            )
+            .unwrap();
+        assert!(
+            !kept.losses.is_empty() && kept.losses.iter().all(|l| l.is_finite()),
+            "{mode}"
+        );
+    }
+    // with a loss that has no negatives: refused
+    let e = EncoderTrainer
+        .check(&params_of(&[
+            ("weights", dir.to_str().unwrap()),
+            ("epochs", "1"),
+            ("train_max_len", "32"),
+            ("loss", "distill"),
+            ("negatives", "bm25"),
+        ]))
+        .unwrap_err();
+    assert!(e.to_string().contains("negatives=bm25"), "{e}");
+}
+
 /// `loss=distill` draws each training pair's target text to where the
 /// frozen start puts its source text, and keeps the source text there:
 /// after fine-tuning, the targets lie nearer their sources' start

@@ -86,10 +86,12 @@ model_config! {
         frozen_epochs: usize = s("0", COUNT, "first epochs with the word-embedding table frozen (phase `frozen`)"),
         gamma: f64 = s("10", Check::Positive, "loss=pairwise: scale of the cosine margins"),
         group_by_length: bool = s("false", Check::Bool, "batches of similar lengths: the shuffled pairs sorted by length in groups of 50 batches (transformers' LengthGroupedSampler)"),
+        hard_max_sim: f64 = s("0.95", Check::Range { min: 0.0, max: 1.0, open: false }, "negatives=self: a mined negative whose start cosine to the positive reaches this is taken for a translation of it and dropped"),
         loss: String = s("infonce", Check::Choice(&["infonce", "pairwise", "distill", "infonce+distill"]), "in-batch contrastive loss (both ways), the seeds' pairwise logistic loss, multilingual distillation (both texts of a pair drawn to the frozen start's embedding of the source text: Reimers & Gurevych 2020) or both"),
         lr: f64 = s("0.00002", Check::Positive, "Adam learning rate"),
         max_len: String = s("auto", Check::Parse(check_max_len), "tokens per window, auto: the model's positions (longer texts: several windows, averaged)"),
         max_pairs: usize = s("0", COUNT, "fine-tune on the first N training pairs (0: all)"),
+        negatives: String = s("in-batch", Check::Choice(&["in-batch", "bm25", "self"]), "InfoNCE's negatives: the batch's other targets, plus for each pair a hard one mined among the training targets (never itself, nor a pair with the same source or target text): its best BM25 match, or its nearest by the start's own embeddings"),
         pooling: String = s("mean", Check::Choice(&["mean", "cls"]), "a window's vector: mean of its tokens or the first token"),
         precision: String = PRECISION,
         query_prefix: String = s("query:", Check::Parse(check_prefix), "word put before each query and sentence (none: nothing)"),
@@ -558,6 +560,10 @@ struct Settings {
     group_by_length: bool,
     /// `loss=infonce+distill`: the distillation term's weight.
     distill_weight: f64,
+    /// InfoNCE's negatives: `in-batch`, or a hard one per pair too (`bm25`, `self`).
+    negatives: String,
+    /// `negatives=self`: the start's cosine from which a mined negative is dropped.
+    hard_max_sim: f64,
 }
 
 impl Settings {
@@ -604,6 +610,8 @@ impl Settings {
             wise: p.wise,
             group_by_length: p.group_by_length,
             distill_weight: p.distill_weight,
+            negatives: p.negatives.clone(),
+            hard_max_sim: p.hard_max_sim,
         };
         let opts = EncodeOptions::from_config(&p)?;
         Ok((s, weights, opts))
@@ -680,6 +688,88 @@ pub fn info_nce(s: &Tensor, t: &Tensor, temperature: f64) -> Result<Tensor> {
     Ok(((a + c)? * 0.5)?)
 }
 
+/// InfoNCE with hard negatives: each source `s[i]` scored against every
+/// target of the batch `t` and the mined targets `h` (its positive `t[i]`),
+/// and each target against the batch's sources (as [`info_nce`]); the mean
+/// of the two directions' cross-entropies.
+pub fn info_nce_hard(s: &Tensor, t: &Tensor, h: &Tensor, temperature: f64) -> Result<Tensor> {
+    let b = s.dim(0)?;
+    let mm = crate::models::kit::precision::matmul;
+    let main = (mm(s, &t.t()?)? / temperature)?;
+    let hard = (mm(s, &h.t()?)? / temperature)?;
+    let logits = Tensor::cat(&[&main, &hard], 1)?;
+    let labels = Tensor::arange(0u32, b as u32, s.device())?;
+    let a = candle_nn::loss::cross_entropy(&logits, &labels)?;
+    let c = candle_nn::loss::cross_entropy(&main.t()?.contiguous()?, &labels)?;
+    Ok(((a + c)? * 0.5)?)
+}
+
+/// For each of the first `n` training pairs, a hard negative: another
+/// pair's row whose target is close to this pair's target. `bm25`: its best
+/// BM25 match among the training targets (exact, [`mine_positives`]);
+/// `self`: its nearest by the start's embeddings (`start(n)` gives them,
+/// unit rows), dropped at a cosine of `max_sim` or more (a translation of
+/// the positive, not a negative). Never the pair itself, nor a pair with
+/// the same source or the same target text (a false negative); `None` where
+/// none is left. Only training texts are read.
+///
+/// [`mine_positives`]: crate::index::mining::mine_positives
+pub fn hard_negatives(
+    mode: &str,
+    data: &TrainData,
+    texts: &crate::models::trainer::TrainTexts,
+    n: usize,
+    start: &mut dyn FnMut(usize) -> Result<Tensor>,
+    max_sim: f64,
+) -> Result<Vec<Option<u32>>> {
+    let same = |i: usize, j: usize| {
+        texts.train_tgt[i].trim() == texts.train_tgt[j].trim()
+            || texts.train_src[i].trim() == texts.train_src[j].trim()
+    };
+    match mode {
+        "bm25" => {
+            use crate::index::mining::{mine_positives, MineConfig};
+            let rows: Vec<usize> = (0..n).collect();
+            let counts = data.train_tgt.select_rows(&rows);
+            let cfg = MineConfig {
+                skip_duplicates: true,
+                ..Default::default()
+            };
+            let mined = mine_positives(&counts, &data.vocabs.target, &cfg)?;
+            Ok(mined
+                .positives
+                .iter()
+                .enumerate()
+                .map(|(i, p)| p.filter(|&j| j as usize != i && !same(i, j as usize)))
+                .collect())
+        }
+        "self" => {
+            let e = start(n)?.to_dtype(DType::F32)?;
+            let mut out = Vec::with_capacity(n);
+            const BLOCK: usize = 512;
+            for b0 in (0..n).step_by(BLOCK) {
+                let b1 = (b0 + BLOCK).min(n);
+                let sims: Vec<Vec<f32>> = e.narrow(0, b0, b1 - b0)?.matmul(&e.t()?)?.to_vec2()?;
+                for (k, row) in sims.iter().enumerate() {
+                    let i = b0 + k;
+                    let best = row
+                        .iter()
+                        .enumerate()
+                        .filter(|&(j, &c)| {
+                            j != i && c.is_finite() && (c as f64) < max_sim && !same(i, j)
+                        })
+                        .max_by(|a, b| a.1.total_cmp(b.1).then(b.0.cmp(&a.0)));
+                    out.push(best.map(|(j, _)| j as u32));
+                }
+            }
+            Ok(out)
+        }
+        other => Err(Error::invalid(format!(
+            "encoder: negatives={other}: give in-batch, bm25 or self"
+        ))),
+    }
+}
+
 /// Multilingual knowledge distillation (Reimers & Gurevych, EMNLP 2020):
 /// both the source sentence's embedding `s` and its translation's `t`
 /// drawn to the frozen start's embedding of the source sentence `teacher`
@@ -702,6 +792,7 @@ fn teacher_embeddings(
     texts: &[String],
     max_len: usize,
     device: &Device,
+    what: &str,
     log: &mut dyn FnMut(&str),
 ) -> Result<Tensor> {
     let (teacher, _) = Encoder::open(folder, opts.clone(), &HashMap::new(), device)?;
@@ -719,7 +810,7 @@ fn teacher_embeddings(
             told = std::time::Instant::now();
             let rate = done as f64 / started.elapsed().as_secs_f64().max(1e-9);
             log(&format!(
-                "encoder: distillation targets {done}/{} ({rate:.1} texts/s, {:.0} s left)",
+                "encoder: {what} {done}/{} ({rate:.1} texts/s, {:.0} s left)",
                 texts.len(),
                 (texts.len() - done) as f64 / rate.max(1e-9)
             ));
@@ -766,6 +857,13 @@ impl Trainer for EncoderTrainer {
         }
         if s.epochs > 0 && s.batch < 2 {
             return Err(Error::invalid("encoder: a batch needs at least 2 pairs"));
+        }
+        if s.negatives != "in-batch" && !s.loss.starts_with("infonce") {
+            return Err(Error::invalid(format!(
+                "encoder: negatives={} adds negatives to InfoNCE, and loss={} has none: \
+                 set loss=infonce or infonce+distill, or leave negatives=in-batch",
+                s.negatives, s.loss
+            )));
         }
         Ok(())
     }
@@ -872,10 +970,39 @@ impl Trainer for EncoderTrainer {
                 &texts.train_src[..n],
                 s.train_max_len,
                 device,
+                "distillation targets",
                 &mut |m| hooks.log(m),
             )?)
         } else {
             None
+        };
+        let hard = match s.negatives.as_str() {
+            "in-batch" => None,
+            mode => {
+                let h = hard_negatives(
+                    mode,
+                    data,
+                    texts,
+                    n,
+                    &mut |k: usize| {
+                        teacher_embeddings(
+                            &folder,
+                            &opts,
+                            &texts.train_tgt[..k],
+                            s.train_max_len,
+                            device,
+                            "the start's embeddings of the targets (hard negatives)",
+                            &mut |m| hooks.log(m),
+                        )
+                    },
+                    s.hard_max_sim,
+                )?;
+                let found = h.iter().flatten().count();
+                hooks.log(&format!(
+                    "encoder: hard negatives ({mode}) for {found} of {n} pairs"
+                ));
+                Some(h)
+            }
         };
         let snapshot = |vars: &[(String, Var)]| -> Result<Vec<(String, Tensor)>> {
             vars.iter()
@@ -952,6 +1079,7 @@ impl Trainer for EncoderTrainer {
                         (&src_ids, &tgt_ids),
                         (&word_var, frozen),
                         teacher.as_ref(),
+                        hard.as_deref(),
                         &mut opt,
                         device,
                         &mut prof,
@@ -1028,6 +1156,7 @@ impl EncoderTrainer {
         (src_ids, tgt_ids): (&[Vec<u32>], &[Vec<u32>]),
         (word, frozen): (&(String, Var), bool),
         teacher: Option<&Tensor>,
+        hard: Option<&[Option<u32>]>,
         opt: &mut Adam,
         device: &Device,
         prof: &mut StepProfile,
@@ -1038,10 +1167,28 @@ impl EncoderTrainer {
             enc.windows(picked, s.train_max_len, true)
         };
         let (ws, wt) = (mk(src_ids), mk(tgt_ids));
+        // each pair's hard negative, once, unless the batch holds it already
+        let extra: Vec<usize> = match hard {
+            None => Vec::new(),
+            Some(h) => {
+                let mut seen: BTreeSet<usize> = chunk.iter().copied().collect();
+                chunk
+                    .iter()
+                    .filter_map(|&i| h.get(i).copied().flatten().map(|j| j as usize))
+                    .filter(|&j| seen.insert(j))
+                    .collect()
+            }
+        };
+        let wh = enc.windows(
+            extra.iter().map(|&j| tgt_ids[j].clone()).collect(),
+            s.train_max_len,
+            true,
+        );
         // the rows of the table this batch uses, and local ids into them
         let uniq: BTreeSet<u32> = ws
             .iter()
             .chain(&wt)
+            .chain(&wh)
             .flat_map(|w| w.ids.iter().copied())
             .collect();
         let uniq: Vec<u32> = uniq.into_iter().collect();
@@ -1067,10 +1214,21 @@ impl EncoderTrainer {
             leaf.as_tensor().clone()
         };
         let overhead = group_overhead(device);
-        let (ws, wt) = (relabel(&ws), relabel(&wt));
+        let (ws, wt, wh) = (relabel(&ws), relabel(&wt), relabel(&wh));
         prof.mark(StepPhase::Batching, device)?;
         let es = enc.train_embed(&ws, &table, overhead)?;
         let et = enc.train_embed(&wt, &table, overhead)?;
+        let eh = if extra.is_empty() {
+            None
+        } else {
+            Some(enc.train_embed(&wh, &table, overhead)?)
+        };
+        let contrast = |es: &Tensor, et: &Tensor| -> Result<Tensor> {
+            match &eh {
+                Some(eh) => info_nce_hard(es, et, eh, s.temperature),
+                None => info_nce(es, et, s.temperature),
+            }
+        };
         prof.mark(StepPhase::Forward, device)?;
         let distilled = |teacher: Option<&Tensor>| -> Result<Tensor> {
             let teacher = teacher.ok_or_else(|| {
@@ -1083,10 +1241,8 @@ impl EncoderTrainer {
         let loss = match s.loss.as_str() {
             "pairwise" => crate::models::kit::nn::s2net_loss(&es, &et, s.gamma)?,
             "distill" => distilled(teacher)?,
-            "infonce+distill" => {
-                (info_nce(&es, &et, s.temperature)? + (distilled(teacher)? * s.distill_weight)?)?
-            }
-            _ => info_nce(&es, &et, s.temperature)?,
+            "infonce+distill" => (contrast(&es, &et)? + (distilled(teacher)? * s.distill_weight)?)?,
+            _ => contrast(&es, &et)?,
         };
         prof.mark(StepPhase::Loss, device)?;
         let grads = loss.backward()?;
