@@ -474,6 +474,32 @@ pub fn hash_file_recorded(path: &Path, record: &Path) -> Result<String> {
     Ok(blake3)
 }
 
+/// Hands the whole pages of bytes `bytes` of the read-only file map `map`
+/// back to the kernel (`MADV_DONTNEED`): they leave the process's resident
+/// memory and are read again, with the same bytes, from the page cache or
+/// the file when next touched. Pages only partly inside `bytes` are kept.
+pub fn release_mapped(map: &memmap2::Mmap, bytes: std::ops::Range<usize>) {
+    // SAFETY: sysconf has no preconditions.
+    let page = match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
+        p if p > 0 => p as usize,
+        _ => 4096,
+    };
+    let base = map.as_ptr() as usize;
+    let first = (base + bytes.start.min(map.len())).div_ceil(page) * page;
+    let last = (base + bytes.end.min(map.len())) / page * page;
+    if last > first {
+        // SAFETY: the range lies inside a read-only map of a file; its
+        // pages dropped are faulted in again from the file, unchanged.
+        let _ = unsafe {
+            map.unchecked_advise_range(
+                memmap2::UncheckedAdvice::DontNeed,
+                first - base,
+                last - first,
+            )
+        };
+    }
+}
+
 /// Whether process `pid` is alive (not a zombie) and, when `start` is given,
 /// is the same process (same start time), not a later one with a reused pid.
 pub fn pid_alive(pid: u32, start: Option<u64>) -> bool {

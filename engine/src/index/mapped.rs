@@ -130,34 +130,9 @@ impl MappedNpy {
     /// read again from the page cache (or the file) when next touched, with
     /// the same bytes. Pages shared with a row outside `rows` are kept.
     pub fn release(&self, rows: Range<usize>) {
-        let page = page_size();
-        let base = self.map.as_ptr() as usize;
-        let start = base + self.offset + rows.start.min(self.rows) * self.cols * 4;
-        let end = base + self.offset + rows.end.min(self.rows) * self.cols * 4;
-        let first = start.div_ceil(page) * page;
-        let last = end / page * page;
-        if last > first {
-            // SAFETY: the range lies inside the read-only shared map of a
-            // file; dropping its pages only means they are faulted in again
-            // from the file, unchanged, when read.
-            let _ = unsafe {
-                self.map.unchecked_advise_range(
-                    memmap2::UncheckedAdvice::DontNeed,
-                    first - base,
-                    last - first,
-                )
-            };
-        }
-    }
-}
-
-fn page_size() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if p > 0 {
-        p as usize
-    } else {
-        4096
+        let row = self.cols * 4;
+        let at = |r: usize| self.offset + r.min(self.rows) * row;
+        crate::util::release_mapped(&self.map, at(rows.start)..at(rows.end));
     }
 }
 
@@ -294,6 +269,59 @@ mod tests {
         m.release(0..5000);
         assert_eq!(m.view(), a.view());
         assert_eq!(m.mapped_from(), Some(p.as_path()));
+    }
+
+    /// Resident kilobytes of this process's mapping holding `addr`
+    /// (`/proc/self/smaps`).
+    fn mapping_rss_kb(addr: usize) -> u64 {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let mut inside = false;
+        for line in smaps.lines() {
+            let head = line.split_whitespace().next().unwrap_or("");
+            if let Some((a, b)) = head.split_once('-') {
+                if let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
+                {
+                    inside = a <= addr && addr < b;
+                    continue;
+                }
+            }
+            if inside && line.starts_with("Rss:") {
+                return line.split_whitespace().nth(1).unwrap().parse().unwrap();
+            }
+        }
+        panic!("no mapping holds {addr:#x}")
+    }
+
+    /// An exact search over a mapped table leaves almost none of it
+    /// resident in the process: each block's pages go once scored.
+    #[test]
+    fn a_search_of_a_mapped_table_does_not_keep_it_resident() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("t.npy");
+        let (n, d) = (20_000, 256);
+        let mut a = Array2::from_shape_fn((n, d), |(i, j)| ((i * 31 + j * 7) % 97) as f32 - 48.0);
+        for mut r in a.rows_mut() {
+            let norm = r.dot(&r).sqrt().max(1e-6);
+            r.mapv_inplace(|x| x / norm);
+        }
+        crate::index::dense::write_npy(&p, &a).unwrap();
+        let m = MappedNpy::open(&p, (n, d)).unwrap();
+        let addr = m.map.as_ptr() as usize;
+        let e = Embeddings::from(m);
+        let index = crate::index::DenseIndex::new(e.clone()).unwrap();
+        let q = a.slice(ndarray::s![..3, ..]).to_owned();
+        let hits = index.search(q.view(), 5).unwrap();
+        assert!((hits[0][0].score - 1.0).abs() < 1e-5, "{:?}", hits[0][0]);
+        let table_kb = (n * d * 4 / 1024) as u64;
+        let rss = mapping_rss_kb(addr);
+        assert!(
+            rss < table_kb / 8,
+            "{rss} kB of a {table_kb} kB table resident"
+        );
+        // touched without release, the table is resident: the measure sees it
+        let sum: f32 = e.view().iter().sum();
+        assert!(sum.is_finite());
+        assert!(mapping_rss_kb(addr) > table_kb / 2);
     }
 
     #[test]

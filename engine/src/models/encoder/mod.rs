@@ -187,7 +187,8 @@ pub fn check_prefix(v: &str) -> std::result::Result<(), String> {
 /// The tensors of the safetensors file `path` on `device`, read through a
 /// read-only memory map of the file (opened as a regular file, never
 /// through a link) rather than copied into memory first: each tensor is
-/// copied once, from the map to its own storage.
+/// copied once, from the map to its own storage, and its pages of the map
+/// are then released, so the file does not stay resident beside the model.
 fn load_weights(path: &std::path::Path, device: &Device) -> Result<HashMap<String, Tensor>> {
     let file = crate::util::open_regular(path, crate::util::Links::Refuse)?;
     // SAFETY: the map is read-only and dropped before this returns (the
@@ -195,8 +196,17 @@ fn load_weights(path: &std::path::Path, device: &Device) -> Result<HashMap<Strin
     // during these moments would fault the copy, the risk of any mapped
     // read of a file others may write.
     let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
-    candle_core::safetensors::load_buffer(&map, device)
-        .map_err(|e| Error::file(path, e.to_string()))
+    let bad = |e: candle_core::Error| Error::file(path, e.to_string());
+    let st = candle_core::safetensors::SliceSafetensors::new(&map).map_err(bad)?;
+    let mut out = HashMap::new();
+    for (name, view) in st.tensors() {
+        use candle_core::safetensors::Load;
+        out.insert(name, view.load(device).map_err(bad)?);
+        // the tensor's bytes are copied: their pages need not stay resident
+        let at = view.data().as_ptr() as usize - map.as_ptr() as usize;
+        crate::util::release_mapped(&map, at..at + view.data().len());
+    }
+    Ok(out)
 }
 
 /// The tokenizer's ids of a text's first and last special tokens.
