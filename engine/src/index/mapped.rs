@@ -148,6 +148,7 @@ enum Table {
 #[derive(Debug, Clone)]
 pub struct Embeddings(Arc<Table>);
 
+/// The rows of `a` in memory (copied only when not in row-major layout).
 impl From<Array2<f32>> for Embeddings {
     fn from(a: Array2<f32>) -> Self {
         let a = if a.is_standard_layout() {
@@ -159,6 +160,8 @@ impl From<Array2<f32>> for Embeddings {
     }
 }
 
+/// The rows of `a`, taken without a copy when `a` is not shared (else
+/// copied once).
 impl From<Arc<Array2<f32>>> for Embeddings {
     fn from(a: Arc<Array2<f32>>) -> Self {
         Embeddings::from(Arc::try_unwrap(a).unwrap_or_else(|a| Array2::clone(&a)))

@@ -522,4 +522,38 @@ mod tests {
         assert!(s.ends_with('…'));
         assert_eq!(shorten("short"), "short");
     }
+
+    /// The corpus builds its BM25 index only when fusion or a BM25 session
+    /// asks for it, and that index is the one the BM25 baselines build.
+    #[test]
+    fn the_bm25_index_is_built_on_first_use_as_the_baselines_build_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/corpus/tiny");
+        for e in std::fs::read_dir(src).unwrap() {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_file() {
+                std::fs::copy(e.path(), tmp.path().join(e.file_name())).unwrap();
+            }
+        }
+        let path = tmp.path().join("workspace.toml");
+        let c = Corpus::load(&path, None, &|_, _| {}).unwrap();
+        assert!(c.bm25.get().is_none(), "not built by loading");
+        let lazy = c.bm25().unwrap();
+        assert!(c.bm25.get().is_some());
+        let ws = Workspace::load(&path).unwrap();
+        let lex = crate::models::bm25::lexical_workspace(&ws).unwrap();
+        let task = lex.adhoc().unwrap();
+        let eager =
+            crate::index::adhoc::index_documents(&lex, &task, Bm25Params::default()).unwrap();
+        let mut compared = 0;
+        for (_, q) in &c.queries {
+            let toks = c.tgt.analyze(q);
+            let translated = translate_dict(&c.src.analyze_words(q), &c.dict).query;
+            for query in [Query::from_tokens(&toks), translated] {
+                assert_eq!(lazy.search(&query, 50), eager.search(&query, 50), "{q}");
+                compared += 1;
+            }
+        }
+        assert!(compared > 0);
+    }
 }
