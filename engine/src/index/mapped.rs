@@ -138,7 +138,8 @@ impl MappedNpy {
 
 #[derive(Debug)]
 enum Table {
-    Owned(Array2<f32>),
+    /// Row-major rows, shared with whoever made them.
+    Owned(Arc<Array2<f32>>),
     Mapped(MappedNpy),
 }
 
@@ -151,20 +152,20 @@ pub struct Embeddings(Arc<Table>);
 /// The rows of `a` in memory (copied only when not in row-major layout).
 impl From<Array2<f32>> for Embeddings {
     fn from(a: Array2<f32>) -> Self {
-        let a = if a.is_standard_layout() {
-            a
-        } else {
-            a.as_standard_layout().into_owned()
-        };
-        Embeddings(Arc::new(Table::Owned(a)))
+        Embeddings::from(Arc::new(a))
     }
 }
 
-/// The rows of `a`, taken without a copy when `a` is not shared (else
-/// copied once).
+/// The rows of `a`, shared with the caller (copied only when not in
+/// row-major layout).
 impl From<Arc<Array2<f32>>> for Embeddings {
     fn from(a: Arc<Array2<f32>>) -> Self {
-        Embeddings::from(Arc::try_unwrap(a).unwrap_or_else(|a| Array2::clone(&a)))
+        let a = if a.is_standard_layout() {
+            a
+        } else {
+            Arc::new(a.as_standard_layout().into_owned())
+        };
+        Embeddings(Arc::new(Table::Owned(a)))
     }
 }
 
