@@ -418,6 +418,88 @@ pub fn hash_file(path: &Path) -> Result<String> {
     Ok(h.finalize().to_hex().to_string())
 }
 
+/// What identifies a regular file's bytes without reading them (never
+/// through a link): its name, size, device and inode, modification and
+/// change times (the change time cannot be set back; a file rewritten by
+/// temp file + rename is a new inode). `None` when `path` is not a regular
+/// file.
+pub fn file_stamp(path: &Path) -> Option<serde_json::Value> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(path).ok()?;
+    m.is_file().then(|| {
+        serde_json::json!({
+            "file": path.file_name().map(|f| f.to_string_lossy().into_owned()),
+            "len": m.len(),
+            "dev": m.dev(),
+            "ino": m.ino(),
+            "mtime": [m.mtime(), m.mtime_nsec()],
+            "ctime": [m.ctime(), m.ctime_nsec()],
+        })
+    })
+}
+
+/// [`hash_file`] of `path`, read from the small JSON file `record` while
+/// that names the same file unchanged ([`file_stamp`]), else computed and
+/// recorded there (temp file + rename; a record that cannot be written, as
+/// in a read-only folder, is no error: the file is hashed again next
+/// time). The stamp is taken before hashing, so a file changed meanwhile is
+/// hashed again next time. A record is believed only for the exact stamp:
+/// any write to the file changes its change time, and a replaced file is
+/// another inode.
+pub fn hash_file_recorded(path: &Path, record: &Path) -> Result<String> {
+    #[derive(serde::Serialize, serde::Deserialize)]
+    struct Recorded {
+        stamp: serde_json::Value,
+        blake3: String,
+    }
+    let stamp = file_stamp(path);
+    let kept = read_regular(record, Links::Refuse, SMALL_FILE_LIMIT)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Recorded>(&b).ok());
+    if let (Some(stamp), Some(r)) = (&stamp, kept) {
+        let hex = r.blake3.len() == 64 && r.blake3.bytes().all(|b| b.is_ascii_hexdigit());
+        if r.stamp == *stamp && hex {
+            return Ok(r.blake3);
+        }
+    }
+    let blake3 = hash_file(path)?;
+    if let Some(stamp) = stamp.filter(|s| file_stamp(path).as_ref() == Some(s)) {
+        if let Ok(b) = serde_json::to_vec(&Recorded {
+            stamp,
+            blake3: blake3.clone(),
+        }) {
+            let _ = write_atomic(record, &b);
+        }
+    }
+    Ok(blake3)
+}
+
+/// Hands the whole pages of bytes `bytes` of the read-only file map `map`
+/// back to the kernel (`MADV_DONTNEED`): they leave the process's resident
+/// memory and are read again, with the same bytes, from the page cache or
+/// the file when next touched. Pages only partly inside `bytes` are kept.
+pub fn release_mapped(map: &memmap2::Mmap, bytes: std::ops::Range<usize>) {
+    // SAFETY: sysconf has no preconditions.
+    let page = match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
+        p if p > 0 => p as usize,
+        _ => 4096,
+    };
+    let base = map.as_ptr() as usize;
+    let first = (base + bytes.start.min(map.len())).div_ceil(page) * page;
+    let last = (base + bytes.end.min(map.len())) / page * page;
+    if last > first {
+        // SAFETY: the range lies inside a read-only map of a file; its
+        // pages dropped are faulted in again from the file, unchanged.
+        let _ = unsafe {
+            map.unchecked_advise_range(
+                memmap2::UncheckedAdvice::DontNeed,
+                first - base,
+                last - first,
+            )
+        };
+    }
+}
+
 /// Whether process `pid` is alive (not a zombie) and, when `start` is given,
 /// is the same process (same start time), not a later one with a reused pid.
 pub fn pid_alive(pid: u32, start: Option<u64>) -> bool {

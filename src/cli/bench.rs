@@ -558,12 +558,12 @@ fn search(a: SearchArgs) -> anyhow::Result<()> {
         )
     });
     let gen_s = t.elapsed().as_secs_f64();
-    // shared with the HNSW graph, which searches the rows in place
-    let docs = std::sync::Arc::new(docs);
     if let Some(out) = &a.out {
         write_npy(&out.join("docs.npy"), &docs)?;
         write_npy(&out.join("queries.npy"), &queries)?;
     }
+    // shared with the HNSW graph, which searches the rows in place
+    let docs = rosetta::index::Embeddings::from(docs);
     let rss_before = peak_rss_bytes();
     let ties = TieOrder::by_row();
     let mut timings = serde_json::Map::new();
@@ -691,12 +691,12 @@ fn run_faiss(
 fn approx_search(
     a: &SearchArgs,
     params: rosetta::index::HnswParams,
-    docs: &std::sync::Arc<Array2<f32>>,
+    docs: &rosetta::index::Embeddings,
     queries: &Array2<f32>,
     exact: &[Vec<Hit>],
 ) -> anyhow::Result<serde_json::Value> {
     let rss_before = peak_rss_bytes();
-    let mut index = ApproxIndex::build(std::sync::Arc::clone(docs), params)?;
+    let mut index = ApproxIndex::build(docs.clone(), params)?;
     let build_s = index.meta().build_seconds;
     let mut by_ef = Vec::new();
     for &ef in &a.ef_search {

@@ -1758,3 +1758,117 @@ fn index_build_encodes_a_named_collection_for_eval_adhoc() {
     let out = run(&["search", "--session", "s0", "--query", "dog"]);
     assert!(!out.status.success());
 }
+
+/// Loading an encoder session records its weights' BLAKE3 in the session
+/// (`weights.blake3.json`, tied to the weights file's size, inode and
+/// times), so that an unchanged 470 MB file is not hashed again at every
+/// search; the record is believed only for that exact file: the weights
+/// rewritten or changed are hashed again and still checked against the
+/// checkpoint.
+#[test]
+fn the_weights_hash_is_recorded_and_believed_only_for_the_same_file() {
+    let ws = tiny_workspace();
+    let (enc, _) = zero_shot_session(ws.path(), 5, "s0");
+    let s = ws.path().join("s0");
+    let record = s.join(rosetta::models::encoder::WEIGHTS_HASH_FILE);
+    let weights = enc.join("model.safetensors");
+    let bytes = std::fs::read(&weights).unwrap();
+    let _ = std::fs::remove_file(&record);
+    rosetta::session::Loaded::open(&s, &Device::Cpu).unwrap();
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
+    assert_eq!(r["blake3"], rosetta::util::hash_file(&weights).unwrap());
+    // a record naming another hash for the same file is believed: no hashing,
+    // and the checkpoint's hash then refuses the weights
+    let mut forged = r.clone();
+    forged["blake3"] = "0".repeat(64).into();
+    std::fs::write(&record, forged.to_string()).unwrap();
+    let e = rosetta::session::Loaded::open(&s, &Device::Cpu)
+        .err()
+        .expect("a forged record for the same file is what a load reads");
+    assert!(e.to_string().contains("BLAKE3 differs"), "{e}");
+    // the same bytes written anew (another inode): hashed again, loads
+    rosetta::util::write_atomic(&weights, &bytes).unwrap();
+    rosetta::session::Loaded::open(&s, &Device::Cpu).unwrap();
+    // one byte changed in place (its change time moves): hashed again, refused
+    let mut changed = bytes.clone();
+    let last = changed.len() - 1;
+    changed[last] ^= 1;
+    std::fs::write(&weights, &changed).unwrap();
+    let e = rosetta::session::Loaded::open(&s, &Device::Cpu)
+        .err()
+        .expect("changed weights are refused");
+    assert!(e.to_string().contains("BLAKE3 differs"), "{e}");
+}
+
+/// A search reads an encoder session's index memory-mapped; a table that
+/// is a link, truncated or of another shape than its description names is
+/// refused with an error naming it (not a panic, not a ranking), and
+/// `rosetta index build` replaces it; one whose bytes are not those its
+/// description names is not used.
+#[test]
+fn a_damaged_index_table_is_refused_naming_it_and_rebuilt() {
+    let ws = tiny_workspace();
+    zero_shot_session(ws.path(), 5, "s0");
+    let s = ws.path().join("s0");
+    let build = || {
+        ok(&rosetta_in(
+            ws.path(),
+            &["index", "build", "--session", "s0", "--device", "cpu"],
+        ))
+    };
+    build();
+    let search = || {
+        rosetta_in(
+            ws.path(),
+            &["search", "--session", "s0", "--query", "dog", "--json"],
+        )
+    };
+    let good = json(&search());
+    let npy = s.join("doc-embeddings.target.npy");
+    let bytes = std::fs::read(&npy).unwrap();
+    let refused = |what: &str, want: &str| {
+        let out = search();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{what}: {err}");
+        assert!(
+            err.contains("doc-embeddings.target.npy") && err.contains(want),
+            "{what}: {err}"
+        );
+        assert!(!err.contains("panicked"), "{what}: {err}");
+    };
+    // a link to a copy of the right bytes
+    let copy = ws.path().join("copy.npy");
+    std::fs::write(&copy, &bytes).unwrap();
+    std::fs::remove_file(&npy).unwrap();
+    std::os::unix::fs::symlink(&copy, &npy).unwrap();
+    refused("a link", "link");
+    // truncated
+    std::fs::remove_file(&npy).unwrap();
+    std::fs::write(&npy, &bytes[..bytes.len() - 4]).unwrap();
+    refused("truncated", "truncated");
+    // another shape (one more column per row)
+    let a: ndarray::Array2<f32> = ndarray_npy::read_npy(&copy).unwrap();
+    let wide = ndarray::concatenate(
+        ndarray::Axis(1),
+        &[
+            a.view(),
+            ndarray::Array2::<f32>::zeros((a.nrows(), 1)).view(),
+        ],
+    )
+    .unwrap()
+    .as_standard_layout()
+    .into_owned();
+    rosetta::index::dense::write_npy(&npy, &wide).unwrap();
+    refused("another shape", "shape");
+    // the same bytes but one value changed: its BLAKE3 is not the one its
+    // description names, so it is not used (encoded afresh, issue 54)
+    let mut edited = bytes.clone();
+    let last = edited.len() - 1;
+    edited[last] ^= 1;
+    std::fs::write(&npy, &edited).unwrap();
+    assert_eq!(json(&search())["hits"], good["hits"]);
+    assert_eq!(std::fs::read(&npy).unwrap(), bytes);
+    // built again, the search answers as before
+    build();
+    assert_eq!(json(&search())["hits"], good["hits"]);
+}

@@ -453,3 +453,61 @@ fn bm25_mt_through_apertium_when_installed() {
         }
     }
 }
+
+/// Document embeddings memory-mapped from a `.npy` file rank every query
+/// exactly as the same rows in memory (same rows, same scores to 1e-6),
+/// exactly and through an HNSW graph over them; the map is scanned in
+/// blocks whose pages are released, so reading it again gives the same.
+#[test]
+fn mapped_embeddings_rank_as_the_loaded_ones() {
+    use rosetta::index::{ApproxIndex, Embeddings, HnswParams, MappedNpy};
+    let mut rng = ChaCha8Rng::seed_from_u64(53);
+    let (n, d) = (9000, 24);
+    let mut docs = Array2::from_shape_fn((n, d), |_| rng.random::<f32>() - 0.5);
+    for mut r in docs.rows_mut() {
+        let norm = r.dot(&r).sqrt();
+        r.mapv_inplace(|x| x / norm);
+    }
+    let q = Array2::from_shape_fn((7, d), |_| rng.random::<f32>() - 0.5);
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("doc-embeddings.npy");
+    write_npy(&p, &docs).unwrap();
+    let ids: Vec<String> = (0..n).map(|i| format!("d{:05}", (i * 7919) % n)).collect();
+    let loaded = DenseIndex::new(docs.clone())
+        .unwrap()
+        .with_docnos(&ids)
+        .unwrap();
+    let mapped = Embeddings::from(MappedNpy::open(&p, (n, d)).unwrap());
+    assert_eq!(mapped.mapped_from(), Some(p.as_path()));
+    let from_map = DenseIndex::new(mapped.clone())
+        .unwrap()
+        .with_docnos(&ids)
+        .unwrap();
+    let same = |a: &[Vec<Hit>], b: &[Vec<Hit>]| {
+        assert_eq!(a.len(), b.len());
+        for (x, y) in a.iter().zip(b) {
+            assert_eq!(
+                x.iter().map(|h| h.doc).collect::<Vec<_>>(),
+                y.iter().map(|h| h.doc).collect::<Vec<_>>()
+            );
+            for (h, g) in x.iter().zip(y) {
+                assert!((h.score - g.score).abs() <= 1e-6, "{h:?} {g:?}");
+            }
+        }
+    };
+    let want = loaded.search(q.view(), 50).unwrap();
+    same(&want, &from_map.search(q.view(), 50).unwrap());
+    // again, after the first scan released the pages
+    same(&want, &from_map.search(q.view(), 50).unwrap());
+    // one graph, searching the rows in memory and the mapped ones
+    let g_loaded = ApproxIndex::build(docs.clone(), HnswParams::default()).unwrap();
+    let graph = dir.path().join("hnsw.graph");
+    g_loaded.save(&graph).unwrap();
+    let g_mapped = ApproxIndex::load_for(&graph, mapped)
+        .unwrap()
+        .expect("the graph of these rows");
+    same(
+        &g_loaded.search(q.view(), 10).unwrap(),
+        &g_mapped.search(q.view(), 10).unwrap(),
+    );
+}

@@ -12,14 +12,13 @@
 //! search missed is simply absent.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use ndarray::{Array2, ArrayView2};
+use ndarray::ArrayView2;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::hnsw::{Graph, Rows, VisitedPool, FORMAT_VERSION};
-use super::{Hit, TieOrder};
+use super::{Embeddings, Hit, TieOrder};
 use crate::{Error, Result};
 
 /// Settings of an HNSW graph.
@@ -92,7 +91,7 @@ pub struct ApproxMeta {
 /// An HNSW graph over document rows, sharing the rows with its caller.
 pub struct ApproxIndex {
     graph: Graph,
-    rows: Arc<Array2<f32>>,
+    rows: Embeddings,
     visited: VisitedPool,
     dim: usize,
     len: usize,
@@ -110,9 +109,30 @@ impl std::fmt::Debug for ApproxIndex {
 
 /// The content hash [`ApproxMeta::rows_hash`] records.
 pub fn rows_hash(rows: ArrayView2<f32>) -> String {
+    let mut h = rows_hasher(rows.dim());
+    hash_rows(&mut h, rows);
+    h.finalize().to_hex().to_string()
+}
+
+/// [`rows_hash`] of a table, block by block (a mapped table's pages
+/// released as it goes: [`Embeddings::for_blocks`]).
+fn table_hash(rows: &Embeddings) -> String {
+    let mut h = rows_hasher(rows.dim());
+    let _ = rows.for_blocks(|_, b| {
+        hash_rows(&mut h, b);
+        Ok::<(), ()>(())
+    });
+    h.finalize().to_hex().to_string()
+}
+
+fn rows_hasher((n, d): (usize, usize)) -> blake3::Hasher {
     let mut h = blake3::Hasher::new();
-    h.update(&(rows.nrows() as u64).to_le_bytes());
-    h.update(&(rows.ncols() as u64).to_le_bytes());
+    h.update(&(n as u64).to_le_bytes());
+    h.update(&(d as u64).to_le_bytes());
+    h
+}
+
+fn hash_rows(h: &mut blake3::Hasher, rows: ArrayView2<f32>) {
     let mut buf = Vec::with_capacity(rows.ncols() * 4);
     for row in rows.rows() {
         buf.clear();
@@ -121,7 +141,6 @@ pub fn rows_hash(rows: ArrayView2<f32>) -> String {
         }
         h.update(&buf);
     }
-    h.finalize().to_hex().to_string()
 }
 
 fn check_finite(rows: ArrayView2<f32>, what: &str) -> Result<()> {
@@ -134,24 +153,15 @@ fn check_finite(rows: ArrayView2<f32>, what: &str) -> Result<()> {
     Ok(())
 }
 
-/// The rows in standard (row-major, contiguous) layout, copied only when
-/// they are not.
-fn standard(rows: Arc<Array2<f32>>) -> Arc<Array2<f32>> {
-    if rows.is_standard_layout() {
-        rows
-    } else {
-        Arc::new(rows.as_standard_layout().into_owned())
-    }
-}
-
 impl ApproxIndex {
     /// Builds the graph over `docs` (unit rows, finite), inserting in
     /// parallel on the current rayon pool; the graph keeps the rows (shared,
-    /// not copied, when they are in standard layout). Ties among the hits a
-    /// search returns are broken by row (see [`ApproxIndex::with_docnos`]).
-    pub fn build(docs: impl Into<Arc<Array2<f32>>>, params: HnswParams) -> Result<Self> {
+    /// not copied, when they are in standard layout or mapped). Ties among
+    /// the hits a search returns are broken by row (see
+    /// [`ApproxIndex::with_docnos`]).
+    pub fn build(docs: impl Into<Embeddings>, params: HnswParams) -> Result<Self> {
         params.validate()?;
-        let docs = standard(docs.into());
+        let docs: Embeddings = docs.into();
         let (len, dim) = docs.dim();
         if dim == 0 {
             return Err(Error::invalid("HNSW index: rows of dimension 0"));
@@ -170,21 +180,17 @@ impl ApproxIndex {
             docs: len,
             dim,
             params,
-            rows_hash: rows_hash(docs.view()),
+            rows_hash: table_hash(&docs),
             build_seconds: start.elapsed().as_secs_f64(),
         };
         Ok(Self::assemble(graph, docs, meta))
     }
 
-    fn rows_of(docs: &Array2<f32>) -> Rows<'_> {
-        Rows::new(
-            docs.as_slice()
-                .expect("standard layout rows are contiguous"),
-            docs.ncols(),
-        )
+    fn rows_of(docs: &Embeddings) -> Rows<'_> {
+        Rows::new(docs.as_slice(), docs.ncols())
     }
 
-    fn assemble(graph: Graph, rows: Arc<Array2<f32>>, meta: ApproxMeta) -> Self {
+    fn assemble(graph: Graph, rows: Embeddings, meta: ApproxMeta) -> Self {
         ApproxIndex {
             visited: graph.visited_pool(),
             graph,
@@ -312,7 +318,7 @@ impl ApproxIndex {
     /// rows (and searches them); `Ok(None)` when there is none or it is
     /// stale (other rows, another Rosetta version or graph format); an error
     /// naming the file when it is unreadable, truncated or damaged.
-    pub fn load_for(path: &Path, docs: impl Into<Arc<Array2<f32>>>) -> Result<Option<Self>> {
+    pub fn load_for(path: &Path, docs: impl Into<Embeddings>) -> Result<Option<Self>> {
         let meta_path = Self::meta_path(path);
         let here = |p: &Path| std::fs::symlink_metadata(p).is_ok();
         if !here(path) || !here(&meta_path) {
@@ -325,13 +331,13 @@ impl ApproxIndex {
         let Ok(meta) = serde_json::from_str::<ApproxMeta>(&text) else {
             return Ok(None);
         };
-        let docs = standard(docs.into());
+        let docs: Embeddings = docs.into();
         if meta.rosetta != env!("CARGO_PKG_VERSION")
             || meta.library != library()
             || meta.docs != docs.nrows()
             || meta.dim != docs.ncols()
             || meta.params.validate().is_err()
-            || meta.rows_hash != rows_hash(docs.view())
+            || meta.rows_hash != table_hash(&docs)
         {
             return Ok(None);
         }
@@ -372,6 +378,7 @@ pub fn recall_at_k(exact: &[Vec<Hit>], approx: &[Vec<Hit>]) -> f64 {
 mod tests {
     use super::*;
     use crate::index::dense::{top_k, Matmul};
+    use ndarray::Array2;
     use rand::SeedableRng;
     use rand_distr::{Distribution, StandardNormal};
 

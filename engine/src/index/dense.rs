@@ -18,7 +18,7 @@ use ndarray::{Array2, ArrayView2};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::{Hit, TieOrder};
+use super::{Embeddings, Hit, TieOrder};
 use crate::space::{js_scores_into, Similarity};
 use crate::{Error, Result};
 
@@ -209,9 +209,14 @@ pub fn top_k(
     ties: &TieOrder,
     matmul: Matmul,
 ) -> Result<Vec<Vec<Hit>>> {
-    top_k_scored(docs, queries, k, ties, |q, d, _, dim, out| {
-        matmul.a_bt(q, d, dim, out)
-    })
+    top_k_scored(
+        docs,
+        queries,
+        k,
+        ties,
+        |q, d, _, dim, out| matmul.a_bt(q, d, dim, out),
+        &|_| {},
+    )
 }
 
 /// [`top_k`] with rows compared by `sim`: the cosine through `matmul`, the
@@ -224,11 +229,38 @@ pub fn top_k_by(
     sim: Similarity,
     matmul: Matmul,
 ) -> Result<Vec<Vec<Hit>>> {
+    top_k_releasing(docs, queries, k, ties, sim, matmul, &|_| {})
+}
+
+/// [`top_k_by`] calling `release(rows)` on each block of document rows once
+/// it is scored (a mapped table's pages then leave resident memory:
+/// [`super::Embeddings::release`]).
+fn top_k_releasing(
+    docs: ArrayView2<f32>,
+    queries: ArrayView2<f32>,
+    k: usize,
+    ties: &TieOrder,
+    sim: Similarity,
+    matmul: Matmul,
+    release: &(dyn Fn(std::ops::Range<usize>) + Sync),
+) -> Result<Vec<Vec<Hit>>> {
     match sim {
-        Similarity::Cosine => top_k(docs, queries, k, ties, matmul),
-        Similarity::JensenShannon => top_k_scored(docs, queries, k, ties, |q, d, _, dim, out| {
-            js_scores_into(q, d, dim, out)
-        }),
+        Similarity::Cosine => top_k_scored(
+            docs,
+            queries,
+            k,
+            ties,
+            |q, d, _, dim, out| matmul.a_bt(q, d, dim, out),
+            release,
+        ),
+        Similarity::JensenShannon => top_k_scored(
+            docs,
+            queries,
+            k,
+            ties,
+            |q, d, _, dim, out| js_scores_into(q, d, dim, out),
+            release,
+        ),
     }
 }
 
@@ -253,28 +285,38 @@ pub fn top_k_penalised(
             docs.nrows()
         )));
     }
-    top_k_scored(docs, queries, k, ties, |q, d, first, dim, out| {
-        match sim {
-            Similarity::Cosine => matmul.a_bt(q, d, dim, out),
-            Similarity::JensenShannon => js_scores_into(q, d, dim, out),
-        }
-        let nd = d.len() / dim;
-        for row in out.chunks_exact_mut(nd) {
-            for (s, p) in row.iter_mut().zip(&penalty[first..first + nd]) {
-                *s = 2.0 * *s - p;
+    top_k_scored(
+        docs,
+        queries,
+        k,
+        ties,
+        |q, d, first, dim, out| {
+            match sim {
+                Similarity::Cosine => matmul.a_bt(q, d, dim, out),
+                Similarity::JensenShannon => js_scores_into(q, d, dim, out),
             }
-        }
-    })
+            let nd = d.len() / dim;
+            for row in out.chunks_exact_mut(nd) {
+                for (s, p) in row.iter_mut().zip(&penalty[first..first + nd]) {
+                    *s = 2.0 * *s - p;
+                }
+            }
+        },
+        &|_| {},
+    )
 }
 
 /// Exact top-`k` with `score(query block, doc block, first doc row, dim,
-/// out)` filling the row-major `queries × docs` scores of one block pair.
+/// out)` filling the row-major `queries × docs` scores of one block pair;
+/// `release(rows)` is called on each block of document rows once every
+/// query has scored it.
 fn top_k_scored(
     docs: ArrayView2<f32>,
     queries: ArrayView2<f32>,
     k: usize,
     ties: &TieOrder,
     score: impl Fn(&[f32], &[f32], usize, usize, &mut [f32]) + Sync,
+    release: &(dyn Fn(std::ops::Range<usize>) + Sync),
 ) -> Result<Vec<Vec<Hit>>> {
     let (n, d) = docs.dim();
     let nq = queries.nrows();
@@ -327,6 +369,7 @@ fn top_k_scored(
                         top.scan(qb + i, row, db, ties);
                     }
                 }
+                release(db..de);
             }
             top
         })
@@ -350,32 +393,36 @@ fn top_k_scored(
     Ok(out)
 }
 
-/// A dense index: the document embeddings (one row per document), the
-/// similarity they are searched by and how ties are broken.
+/// A dense index: the document embeddings (one row per document, in memory
+/// or memory-mapped: [`Embeddings`]), the similarity they are searched by
+/// and how ties are broken. A search scans mapped rows block by block,
+/// each block's pages released once scored, so the process's resident
+/// memory does not grow with the collection.
 #[derive(Debug, Clone)]
 pub struct DenseIndex {
-    docs: Array2<f32>,
+    docs: Embeddings,
     ties: TieOrder,
     matmul: Matmul,
     similarity: Similarity,
 }
 
 impl DenseIndex {
-    /// Wraps document embeddings (rows; finite values). Rows are used as they
-    /// are: normalise them first for cosine.
-    pub fn new(docs: Array2<f32>) -> Result<Self> {
-        if let Some(pos) = docs.iter().position(|v| !v.is_finite()) {
-            let d = docs.ncols().max(1);
-            return Err(Error::invalid(format!(
-                "document embedding row {} has a value that is not finite",
-                pos / d
-            )));
-        }
-        let docs = if docs.is_standard_layout() {
-            docs
-        } else {
-            docs.as_standard_layout().into_owned()
-        };
+    /// Wraps document embeddings (rows; finite values: checked block by
+    /// block, a mapped table's pages released as it goes). Rows are used as
+    /// they are: normalise them first for cosine.
+    pub fn new(docs: impl Into<Embeddings>) -> Result<Self> {
+        let docs = docs.into();
+        let d = docs.ncols().max(1);
+        docs.for_blocks(|first, b| match b.iter().position(|v| !v.is_finite()) {
+            Some(pos) => Err(Error::invalid(format!(
+                "document embedding row {} has a value that is not finite{}",
+                first + pos / d,
+                docs.mapped_from()
+                    .map(|p| format!(" ({})", p.display()))
+                    .unwrap_or_default()
+            ))),
+            None => Ok(()),
+        })?;
         Ok(DenseIndex {
             docs,
             ties: TieOrder::by_row(),
@@ -400,7 +447,15 @@ impl DenseIndex {
     /// Searches by `sim` (default: the cosine, as a dot product); errors if
     /// the rows are not what it compares (see [`Similarity::check_rows`]).
     pub fn with_similarity(mut self, sim: Similarity) -> Result<Self> {
-        sim.check_rows(self.docs.view(), "document embeddings")?;
+        if sim != Similarity::Cosine {
+            // the cosine's check (finite values) was made by `new`
+            self.docs.for_blocks(|first, b| {
+                sim.check_rows(
+                    b,
+                    &format!("document embeddings (rows counted from {first})"),
+                )
+            })?;
+        }
         self.similarity = sim;
         Ok(self)
     }
@@ -412,7 +467,7 @@ impl DenseIndex {
     }
 
     /// The document embeddings.
-    pub fn docs(&self) -> &Array2<f32> {
+    pub fn docs(&self) -> &Embeddings {
         &self.docs
     }
 
@@ -428,13 +483,14 @@ impl DenseIndex {
 
     /// The `k` best documents of every query row, in evaluator order.
     pub fn search(&self, queries: ArrayView2<f32>, k: usize) -> Result<Vec<Vec<Hit>>> {
-        top_k_by(
+        top_k_releasing(
             self.docs.view(),
             queries,
             k,
             &self.ties,
             self.similarity,
             self.matmul,
+            &|rows| self.docs.release(rows),
         )
     }
 }
@@ -448,7 +504,7 @@ pub fn read_npy(path: &Path) -> Result<Array2<f32>> {
 /// The shape a 2-D `.npy` header declares and the bytes its header takes,
 /// read from `r` (at its start); the header must declare `float32`
 /// (`<f4`, `>f4`) and two dimensions.
-fn npy_header(r: &mut impl std::io::Read, path: &Path) -> Result<((usize, usize), u64)> {
+pub(crate) fn npy_header(r: &mut impl std::io::Read, path: &Path) -> Result<((usize, usize), u64)> {
     let bad = |m: String| Error::file(path, format!("not a 2-D float32 .npy matrix: {m}"));
     let mut pre = [0u8; 10];
     r.read_exact(&mut pre)

@@ -3,7 +3,8 @@
 //! ([`expand`]: Bo1, RM3), BM25 runs on a workspace's ad-hoc
 //! task ([`adhoc`]), pseudo-relevance mining for XCNN pre-initialisation
 //! ([`mining`]), exact dense top-k over embeddings ([`dense`]) and approximate
-//! top-k over Rosetta's own HNSW graph ([`approx`], [`hnsw`]).
+//! top-k over Rosetta's own HNSW graph ([`approx`], [`hnsw`]), over rows in
+//! memory or memory-mapped from disk ([`mapped`]).
 //!
 //! Every ranked list here orders documents the way the evaluator does
 //! ([`crate::eval::trec::sorted_for_eval`]): score descending, ties by
@@ -17,6 +18,7 @@ pub mod dense;
 pub mod expand;
 pub mod fusion;
 pub mod hnsw;
+pub mod mapped;
 pub mod mining;
 pub mod translate;
 
@@ -25,6 +27,7 @@ pub use bm25::{Bm25Index, Bm25Params, Clause, Query};
 pub use dense::{DenseIndex, Matmul};
 pub use expand::Expansion;
 pub use fusion::Fusion;
+pub use mapped::{Embeddings, MappedNpy};
 pub use mining::{mine_positives, MineConfig, MineScoring};
 pub use translate::{apertium_translate, translate_dict, translate_dict_with, DictTranslation};
 

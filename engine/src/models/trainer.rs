@@ -510,4 +510,20 @@ pub trait Trainer: Send + Sync {
         params: &Params,
         device: &Device,
     ) -> Result<Box<dyn Model>>;
+    /// [`Trainer::load`] for the session in folder `dir`, where loading may
+    /// keep what it computed for next time (an encoder records its weights'
+    /// BLAKE3 there, tied to the weights file's size, inode and times, so
+    /// that an unchanged file is not hashed again at every load). Default:
+    /// [`Trainer::load`].
+    fn load_in(
+        &self,
+        dir: &std::path::Path,
+        vocabs: &Vocabs,
+        tensors: HashMap<String, Tensor>,
+        params: &Params,
+        device: &Device,
+    ) -> Result<Box<dyn Model>> {
+        let _ = dir;
+        self.load(vocabs, tensors, params, device)
+    }
 }

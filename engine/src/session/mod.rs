@@ -716,7 +716,7 @@ impl Session {
         let vocabs = self.vocabs()?;
         let trainer = crate::models::registry::trainer(&self.config.model)?;
         let params = crate::models::Params::new(ck.meta.params.clone());
-        let model = trainer.load(&vocabs, ck.model_tensors(), &params, device)?;
+        let model = trainer.load_in(&self.dir, &vocabs, ck.model_tensors(), &params, device)?;
         let mut warning = None;
         if which == "last" {
             warning = Some(format!(

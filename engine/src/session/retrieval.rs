@@ -103,7 +103,7 @@ pub fn run_from_embeddings<S: AsRef<str>>(
         )));
     }
     let mut results = BTreeMap::new();
-    for (qi, ranked) in rank(&docs, queries, doc_ids, depth, sim)
+    for (qi, ranked) in rank(docs.view(), queries, doc_ids, depth, sim)
         .into_iter()
         .enumerate()
     {
@@ -124,7 +124,7 @@ pub fn run_from_embeddings<S: AsRef<str>>(
 /// The `depth` best documents (row, score by `sim`) of every query row, ranked as
 /// trec_eval ranks: score descending, ties by document id descending.
 pub fn rank<S: AsRef<str>>(
-    docs: &Array2<f32>,
+    docs: ndarray::ArrayView2<f32>,
     queries: &Array2<f32>,
     doc_ids: &[S],
     depth: usize,
@@ -138,7 +138,7 @@ pub fn rank<S: AsRef<str>>(
             .then_with(|| doc_ids[b.0].as_ref().cmp(doc_ids[a.0].as_ref()))
     };
     for chunk in queries.axis_chunks_iter(Axis(0), BLOCK) {
-        let sims = sim.scores(chunk, docs.view());
+        let sims = sim.scores(chunk, docs);
         for row in sims.axis_iter(Axis(0)) {
             let mut ranked: Vec<(usize, f64)> = row
                 .iter()
@@ -313,11 +313,17 @@ mod tests {
         let docs = array![[1.0f32, 0.0], [0.0, 1.0], [1.0, 0.0], [0.6, 0.8]];
         let ids = ["a", "b", "c", "d"];
         let q = array![[1.0f32, 0.0], [0.0, 1.0]];
-        let r = rank(&docs, &q, &ids, 3, Similarity::Cosine);
+        let r = rank(docs.view(), &q, &ids, 3, Similarity::Cosine);
         // ties (a, c at 1.0) go to the larger id first, as trec_eval
         assert_eq!(r[0].iter().map(|x| x.0).collect::<Vec<_>>(), vec![2, 0, 3]);
         assert_eq!(r[1][0].0, 1);
-        assert_eq!(rank(&docs, &q, &ids, 0, Similarity::Cosine)[0].len(), 0);
-        assert_eq!(rank(&docs, &q, &ids, 10, Similarity::Cosine)[0].len(), 4);
+        assert_eq!(
+            rank(docs.view(), &q, &ids, 0, Similarity::Cosine)[0].len(),
+            0
+        );
+        assert_eq!(
+            rank(docs.view(), &q, &ids, 10, Similarity::Cosine)[0].len(),
+            4
+        );
     }
 }

@@ -6,8 +6,6 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-
 use ndarray::Array2;
 
 use crate::Result;
@@ -32,7 +30,8 @@ impl TableCache {
     ///
     /// The meta file also names the BLAKE3 of the `.npy` it was written
     /// with (`npy_blake3`): a table edited, reordered or copied from another
-    /// session without its meta is no cache either.
+    /// session without its meta is no cache either. That BLAKE3 is kept
+    /// beside the table while the file is unchanged ([`TableCache::npy_blake3`]).
     pub(crate) fn read(&self) -> Option<Array2<f32>> {
         self.valid()?;
         crate::index::dense::read_npy_checked(
@@ -46,12 +45,49 @@ impl TableCache {
     /// Whether the meta file names what is wanted and the table's BLAKE3
     /// (the table is not read into memory).
     pub(crate) fn valid(&self) -> Option<()> {
+        let npy_hash = self.wanted_npy_hash()?;
+        (npy_hash == self.npy_blake3().ok()?).then_some(())
+    }
+
+    /// The table's BLAKE3 the meta file names, when it names what is
+    /// wanted; `None` when it is absent, unreadable or names anything else.
+    fn wanted_npy_hash(&self) -> Option<String> {
         use crate::util::{read_regular, Links, SMALL_FILE_LIMIT};
         let meta = read_regular(&self.meta, Links::Refuse, SMALL_FILE_LIMIT).ok()?;
         let mut meta: serde_json::Value = serde_json::from_slice(&meta).ok()?;
         let npy_hash = meta.as_object_mut()?.remove("npy_blake3")?;
-        (meta == self.want && npy_hash.as_str()? == crate::util::hash_file(&self.npy).ok()?)
-            .then_some(())
+        (meta == self.want).then(|| npy_hash.as_str().map(str::to_string))?
+    }
+
+    /// The BLAKE3 of the `.npy` table, kept in `NAME.npy.blake3.json` while
+    /// the file is unchanged (its size, inode and times:
+    /// [`crate::util::hash_file_recorded`]): a collection's embeddings are
+    /// hashed once after they are written, not at every search.
+    fn npy_blake3(&self) -> Result<String> {
+        let mut record = self.npy.clone().into_os_string();
+        record.push(".blake3.json");
+        crate::util::hash_file_recorded(&self.npy, Path::new(&record))
+    }
+
+    /// The cached table memory-mapped ([`crate::index::MappedNpy`]): `None`
+    /// when the meta file is absent or does not name what is wanted (not
+    /// built, or built for another checkpoint or collection), or when the
+    /// table's BLAKE3 is not the one the meta names (edited, reordered or
+    /// copied from another session: not used, as by [`TableCache::read`]);
+    /// an error naming the table when the meta names what is wanted but
+    /// the table is a link or not a regular file, its header is not that of
+    /// a little-endian float32 C-order matrix of the wanted shape, or its
+    /// size is not what that header declares. Nothing but the header is
+    /// read (the BLAKE3 too, while its record says the file is unchanged).
+    pub(crate) fn map(&self) -> Result<Option<crate::index::Embeddings>> {
+        let Some(want_hash) = self.wanted_npy_hash() else {
+            return Ok(None);
+        };
+        let mapped = crate::index::MappedNpy::open(&self.npy, self.shape)?;
+        if self.npy_blake3()? != want_hash {
+            return Ok(None);
+        }
+        Ok(Some(mapped.into()))
     }
 
     /// Keeps `v` for next time, its meta naming the table's BLAKE3; a cache
@@ -89,24 +125,6 @@ fn checkpoint_file(dir: &Path) -> PathBuf {
     }
 }
 
-/// What identifies a file's bytes without reading them: its name, size,
-/// device and inode, modification and change times (the change time cannot
-/// be set back; a file rewritten by temp file + rename is a new inode).
-fn file_stamp(path: &Path) -> Option<serde_json::Value> {
-    use std::os::unix::fs::MetadataExt;
-    let m = std::fs::symlink_metadata(path).ok()?;
-    m.is_file().then(|| {
-        serde_json::json!({
-            "file": path.file_name().map(|f| f.to_string_lossy().into_owned()),
-            "len": m.len(),
-            "dev": m.dev(),
-            "ino": m.ino(),
-            "mtime": [m.mtime(), m.mtime_nsec()],
-            "ctime": [m.ctime(), m.ctime_nsec()],
-        })
-    })
-}
-
 /// A small JSON file of the session, read as a regular file only (never
 /// through a link) within the small-file limit; `None` when absent or not
 /// that JSON.
@@ -118,33 +136,11 @@ pub(crate) fn read_small_json<T: serde::de::DeserializeOwned>(path: &Path) -> Op
 
 /// BLAKE3 of the checkpoint session `dir`'s model loads
 /// ([`checkpoint_file`]), read from [`CHECKPOINT_HASH_FILE`] while that
-/// names the same file unchanged (size, inode, times: [`file_stamp`]), else
+/// names the same file unchanged (size, inode, times:
+/// [`crate::util::hash_file_recorded`]), else
 /// computed and recorded there (a session that cannot be written is no
 /// error). A fine-tuned encoder's checkpoint is hundreds of megabytes: it
 /// is hashed once, not at every search, evaluation or comparison.
 pub fn checkpoint_blake3(dir: &Path) -> Result<String> {
-    #[derive(Serialize, Deserialize)]
-    struct Recorded {
-        stamp: serde_json::Value,
-        blake3: String,
-    }
-    let ck = checkpoint_file(dir);
-    let cache = dir.join(CHECKPOINT_HASH_FILE);
-    let stamp = file_stamp(&ck);
-    if let (Some(stamp), Some(r)) = (&stamp, read_small_json::<Recorded>(&cache)) {
-        if r.stamp == *stamp && r.blake3.len() == 64 {
-            return Ok(r.blake3);
-        }
-    }
-    let blake3 = crate::util::hash_file(&ck)?;
-    // the stamp taken before hashing: a file changed meanwhile is hashed again next time
-    if let Some(stamp) = stamp.filter(|s| file_stamp(&ck).as_ref() == Some(s)) {
-        if let Ok(b) = serde_json::to_vec(&Recorded {
-            stamp,
-            blake3: blake3.clone(),
-        }) {
-            let _ = crate::util::write_atomic(&cache, &b);
-        }
-    }
-    Ok(blake3)
+    crate::util::hash_file_recorded(&checkpoint_file(dir), &dir.join(CHECKPOINT_HASH_FILE))
 }

@@ -184,6 +184,31 @@ pub fn check_prefix(v: &str) -> std::result::Result<(), String> {
     }
 }
 
+/// The tensors of the safetensors file `path` on `device`, read through a
+/// read-only memory map of the file (opened as a regular file, never
+/// through a link) rather than copied into memory first: each tensor is
+/// copied once, from the map to its own storage, and its pages of the map
+/// are then released, so the file does not stay resident beside the model.
+fn load_weights(path: &std::path::Path, device: &Device) -> Result<HashMap<String, Tensor>> {
+    let file = crate::util::open_regular(path, crate::util::Links::Refuse)?;
+    // SAFETY: the map is read-only and dropped before this returns (the
+    // tensors are copies of its bytes); a file truncated by another process
+    // during these moments would fault the copy, the risk of any mapped
+    // read of a file others may write.
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
+    let bad = |e: candle_core::Error| Error::file(path, e.to_string());
+    let st = candle_core::safetensors::SliceSafetensors::new(&map).map_err(bad)?;
+    let mut out = HashMap::new();
+    for (name, view) in st.tensors() {
+        use candle_core::safetensors::Load;
+        out.insert(name, view.load(device).map_err(bad)?);
+        // the tensor's bytes are copied: their pages need not stay resident
+        let at = view.data().as_ptr() as usize - map.as_ptr() as usize;
+        crate::util::release_mapped(&map, at..at + view.data().len());
+    }
+    Ok(out)
+}
+
 /// The tokenizer's ids of a text's first and last special tokens.
 fn specials(tok: &tokenizers::Tokenizer) -> Result<(u32, u32, u32)> {
     let id = |t: &str| tok.token_to_id(t);
@@ -227,9 +252,17 @@ impl Encoder {
         device: &Device,
     ) -> Result<(Encoder, HashMap<String, Tensor>)> {
         let config = folder.config()?;
-        let tokenizer = folder.tokenizer()?;
-        let mut tensors = candle_core::safetensors::load(&folder.weights, device)
-            .map_err(|e| Error::file(&folder.weights, e.to_string()))?;
+        // the 250,002-piece tokenizer.json of an XLM-R model takes as long
+        // to read as the weights: one beside the other
+        let (tokenizer, tensors) = std::thread::scope(|s| {
+            let tok = s.spawn(|| folder.tokenizer());
+            let tensors = load_weights(&folder.weights, device);
+            let tok = tok
+                .join()
+                .map_err(|_| Error::file(&folder.tokenizer, "reading it panicked"));
+            (tok.and_then(|t| t), tensors)
+        });
+        let (tokenizer, mut tensors) = (tokenizer?, tensors?);
         for (k, v) in over {
             if k == HASH_KEY || k.starts_with("adam.") {
                 continue;
@@ -627,8 +660,24 @@ impl Settings {
     }
 }
 
-fn check_hash(folder: &folder::Folder, tensors: &HashMap<String, Tensor>) -> Result<String> {
-    let hash = folder.weights_hash()?;
+/// The file of a session recording the BLAKE3 of its encoder's weights
+/// file, tied to that file's size, inode and times
+/// ([`crate::util::hash_file_recorded`]): a 470 MB `model.safetensors` is
+/// hashed once, not at every load.
+pub const WEIGHTS_HASH_FILE: &str = "weights.blake3.json";
+
+/// The BLAKE3 of `folder`'s weights, checked against the one the checkpoint
+/// `tensors` record (when they record one); `record`: where the hash is
+/// kept while the weights file is unchanged ([`WEIGHTS_HASH_FILE`]).
+fn check_hash(
+    folder: &folder::Folder,
+    tensors: &HashMap<String, Tensor>,
+    record: Option<&std::path::Path>,
+) -> Result<String> {
+    let hash = match record {
+        Some(r) => crate::util::hash_file_recorded(&folder.weights, r)?,
+        None => folder.weights_hash()?,
+    };
     if let Some(t) = tensors.get(HASH_KEY) {
         let rec: Vec<u8> = t.to_dtype(DType::U8)?.to_vec1()?;
         if rec != hash.as_bytes() {
@@ -906,7 +955,7 @@ impl Trainer for EncoderTrainer {
             .as_ref()
             .map(|r| r.tensors.clone())
             .unwrap_or_default();
-        let hash = check_hash(&folder, &over)?;
+        let hash = check_hash(&folder, &over, None)?;
         let (enc, tensors) = Encoder::open(&folder, opts.clone(), &over, device)?;
         let words = surface_words(&data.vocabs);
         hooks.log(&format!(
@@ -1120,27 +1169,50 @@ impl Trainer for EncoderTrainer {
         params: &Params,
         device: &Device,
     ) -> Result<Box<dyn Model>> {
-        let (s, weights, opts) = Settings::read(params)?;
-        let folder = folder::resolve(&weights)?;
-        let hash = check_hash(&folder, &tensors)?;
-        // the checkpoint holds the fine-tuned weights; the model is their mix
-        let (enc, _) = if s.wise == 1.0 {
-            Encoder::open(&folder, opts, &tensors, device)?
-        } else {
-            let mixed = wise_mix(&folder, &tensors, s.wise, device)?;
-            Encoder::open(&folder, opts, &mixed, device)?
-        };
-        let saved = tensors
-            .into_iter()
-            .filter(|(k, _)| k != HASH_KEY && !k.starts_with("adam."))
-            .collect();
-        Ok(Box::new(EncoderModel {
-            enc,
-            words: surface_words(vocabs),
-            saved,
-            hash,
-        }))
+        load_encoder(None, vocabs, tensors, params, device)
     }
+
+    fn load_in(
+        &self,
+        dir: &std::path::Path,
+        vocabs: &Vocabs,
+        tensors: HashMap<String, Tensor>,
+        params: &Params,
+        device: &Device,
+    ) -> Result<Box<dyn Model>> {
+        let record = dir.join(WEIGHTS_HASH_FILE);
+        load_encoder(Some(&record), vocabs, tensors, params, device)
+    }
+}
+
+/// [`EncoderTrainer`]'s load, its weights' hash kept in `record` when given.
+fn load_encoder(
+    record: Option<&std::path::Path>,
+    vocabs: &Vocabs,
+    tensors: HashMap<String, Tensor>,
+    params: &Params,
+    device: &Device,
+) -> Result<Box<dyn Model>> {
+    let (s, weights, opts) = Settings::read(params)?;
+    let folder = folder::resolve(&weights)?;
+    let hash = check_hash(&folder, &tensors, record)?;
+    // the checkpoint holds the fine-tuned weights; the model is their mix
+    let (enc, _) = if s.wise == 1.0 {
+        Encoder::open(&folder, opts, &tensors, device)?
+    } else {
+        let mixed = wise_mix(&folder, &tensors, s.wise, device)?;
+        Encoder::open(&folder, opts, &mixed, device)?
+    };
+    let saved = tensors
+        .into_iter()
+        .filter(|(k, _)| k != HASH_KEY && !k.starts_with("adam."))
+        .collect();
+    Ok(Box::new(EncoderModel {
+        enc,
+        words: surface_words(vocabs),
+        saved,
+        hash,
+    }))
 }
 
 impl EncoderTrainer {

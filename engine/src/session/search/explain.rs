@@ -24,7 +24,7 @@ use crate::Result;
 /// encoder's interactions) is kept apart as the rest.
 pub(super) struct Explain<'a> {
     m: &'a Loaded,
-    doc_emb: &'a Array2<f32>,
+    doc_emb: &'a crate::index::Embeddings,
     /// The query's units: id and coefficient `a_u`.
     units: Vec<(u32, f64)>,
     /// Each matched word as shown, with `(index into units, share)`.
@@ -90,7 +90,7 @@ impl<'a> Explain<'a> {
     /// query's units and of `shown` are needed ([`Loaded::term_vectors_of`]).
     pub(super) fn new(
         m: &'a Loaded,
-        doc_emb: &'a Array2<f32>,
+        doc_emb: &'a crate::index::Embeddings,
         query_text: &str,
         query: Array1<f32>,
         shown: &[u32],
@@ -170,7 +170,8 @@ impl<'a> Explain<'a> {
         if self.m.model.similarity() != crate::space::Similarity::Cosine {
             return None;
         }
-        let de = self.doc_emb.row(doc);
+        let rows = self.doc_emb.view();
+        let de = rows.row(doc);
         let dot = |v: ndarray::ArrayView1<f32>| -> f64 {
             v.iter()
                 .zip(de.iter())

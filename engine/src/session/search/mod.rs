@@ -14,6 +14,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
 use serde::Serialize;
 
@@ -75,7 +76,9 @@ pub struct Corpus {
     dict_rev: HashMap<String, Vec<String>>,
     /// The dictionary's words as it writes them, by term.
     dict_written: WrittenWords,
-    bm25: Bm25Index,
+    /// The BM25 index (default parameters) over the documents, built the
+    /// first time fusion or a lexical baseline needs it ([`Corpus::bm25`]).
+    bm25: OnceLock<Arc<Bm25Index>>,
     /// Document id → row.
     rows: HashMap<String, usize>,
     /// Document label → row (first document with the label).
@@ -85,8 +88,9 @@ pub struct Corpus {
 }
 
 impl Corpus {
-    /// Reads and indexes the workspace's ad-hoc task (declared or derived),
-    /// reporting progress from 0 to about 0.4.
+    /// Reads the workspace's ad-hoc task (declared or derived) and its
+    /// dictionary, reporting progress from 0 to about 0.4; the BM25 index
+    /// is built when first needed ([`Corpus::bm25`]).
     pub fn load(
         path: &Path,
         text: Option<&TextConfig>,
@@ -101,8 +105,6 @@ impl Corpus {
         let (src, tgt) = crate::corpus::workspace_analyzers(&lex)?;
         progress(0.1, "reading documents and queries");
         let task = ws.adhoc()?;
-        progress(0.2, "building the BM25 index");
-        let bm25 = crate::index::adhoc::index_documents(&lex, &task, Bm25Params::default())?;
         progress(0.35, "reading the dictionary");
         let (dict, dict_rev) = analysed_dictionary(&lex, &src, &tgt)?;
         let dict_written = lex
@@ -151,7 +153,7 @@ impl Corpus {
             dict,
             dict_rev,
             dict_written,
-            bm25,
+            bm25: OnceLock::new(),
             ws,
         })
     }
@@ -225,9 +227,24 @@ impl Corpus {
 
     /// BM25 over the dictionary translation of analysed source tokens (the
     /// fusion partner), every matching document.
-    fn bm25_dict(&self, tokens: &[String]) -> Vec<(String, f64)> {
+    fn bm25_dict(&self, tokens: &[String]) -> Result<Vec<(String, f64)>> {
         let tr = translate_dict(tokens, &self.dict);
-        self.hits(&self.bm25, &tr.query)
+        let index = self.bm25()?;
+        Ok(self.hits(&index, &tr.query))
+    }
+
+    /// The BM25 index (default parameters) over the documents as the BM25
+    /// baselines analyse them, built on first use (a search by the model
+    /// alone never needs it: a third of a second on the Bible's 31,084
+    /// verses).
+    pub fn bm25(&self) -> Result<Arc<Bm25Index>> {
+        if let Some(i) = self.bm25.get() {
+            return Ok(Arc::clone(i));
+        }
+        let docs: Vec<Vec<String>> = self.doc_full.iter().map(|t| self.tgt.analyze(t)).collect();
+        let built =
+            Arc::new(Bm25Index::build(&docs, Bm25Params::default())?.with_docnos(&self.doc_ids)?);
+        Ok(Arc::clone(self.bm25.get_or_init(|| built)))
     }
 
     fn hits(&self, index: &Bm25Index, q: &Query) -> Vec<(String, f64)> {
@@ -504,5 +521,39 @@ mod tests {
         assert_eq!(s.chars().count(), TEXT_CHARS + 1);
         assert!(s.ends_with('…'));
         assert_eq!(shorten("short"), "short");
+    }
+
+    /// The corpus builds its BM25 index only when fusion or a BM25 session
+    /// asks for it, and that index is the one the BM25 baselines build.
+    #[test]
+    fn the_bm25_index_is_built_on_first_use_as_the_baselines_build_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/corpus/tiny");
+        for e in std::fs::read_dir(src).unwrap() {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_file() {
+                std::fs::copy(e.path(), tmp.path().join(e.file_name())).unwrap();
+            }
+        }
+        let path = tmp.path().join("workspace.toml");
+        let c = Corpus::load(&path, None, &|_, _| {}).unwrap();
+        assert!(c.bm25.get().is_none(), "not built by loading");
+        let lazy = c.bm25().unwrap();
+        assert!(c.bm25.get().is_some());
+        let ws = Workspace::load(&path).unwrap();
+        let lex = crate::models::bm25::lexical_workspace(&ws).unwrap();
+        let task = lex.adhoc().unwrap();
+        let eager =
+            crate::index::adhoc::index_documents(&lex, &task, Bm25Params::default()).unwrap();
+        let mut compared = 0;
+        for (_, q) in &c.queries {
+            let toks = c.tgt.analyze(q);
+            let translated = translate_dict(&c.src.analyze_words(q), &c.dict).query;
+            for query in [Query::from_tokens(&toks), translated] {
+                assert_eq!(lazy.search(&query, 50), eager.search(&query, 50), "{q}");
+                compared += 1;
+            }
+        }
+        assert!(compared > 0);
     }
 }

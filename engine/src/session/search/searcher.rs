@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
-use ndarray::{Array1, Array2};
+use ndarray::Array1;
 use serde::Serialize;
 use unicode_segmentation::UnicodeSegmentation;
 
@@ -18,7 +18,7 @@ use crate::eval::metrics::{evaluate_rankings, query_metrics, Metrics};
 use crate::index::adhoc::Translation;
 use crate::index::fusion::{fuse, Fusion};
 use crate::index::translate::translate_dict_units;
-use crate::index::{ApproxIndex, Bm25Index, DenseIndex, HnswParams, Query};
+use crate::index::{ApproxIndex, Bm25Index, DenseIndex, Embeddings, HnswParams, Query};
 use crate::models::bm25::Bm25Baseline;
 use crate::models::Params;
 use crate::session::retrieval::RUN_DEPTH;
@@ -33,15 +33,18 @@ enum Ranker {
     Dense {
         m: Box<Loaded>,
         dense: DenseIndex,
-        /// Shared with the HNSW graph, which searches them in place.
-        doc_emb: Arc<Array2<f32>>,
+        /// Shared with the exact index and the HNSW graph, which search
+        /// them in place: memory-mapped from the session's index when the
+        /// model reads raw text (an encoder), else in memory.
+        doc_emb: Embeddings,
         /// The session's HNSW graph, when it searches by one.
         approx: Option<Box<ApproxIndex>>,
     },
     Lexical {
         baseline: Bm25Baseline,
-        /// Its own index when its BM25 parameters are not the corpus index's.
-        index: Option<Box<Bm25Index>>,
+        /// Its index: the corpus's ([`Corpus::bm25`]), or its own when its
+        /// BM25 parameters are not the corpus index's.
+        index: Arc<Bm25Index>,
     },
 }
 
@@ -154,36 +157,52 @@ impl Searcher {
             progress(0.5, "building the baseline's index");
             let params = Params::new(session.config.run_params());
             let baseline = Bm25Baseline::new(&session.config.model, &params)?;
-            let index = if baseline.params == corpus.bm25.params() {
-                None
+            let index = if baseline.params == crate::index::Bm25Params::default() {
+                corpus.bm25()?
             } else {
                 let docs: Vec<Vec<String>> = corpus
                     .doc_full
                     .iter()
                     .map(|t| corpus.tgt.analyze(t))
                     .collect();
-                Some(Box::new(
-                    Bm25Index::build(&docs, baseline.params)?.with_docnos(&corpus.doc_ids)?,
-                ))
+                Arc::new(Bm25Index::build(&docs, baseline.params)?.with_docnos(&corpus.doc_ids)?)
             };
             Ranker::Lexical { baseline, index }
         } else {
             progress(0.45, "loading the model");
             let m = Loaded::open(dir, &candle_core::Device::Cpu)?;
             let texts = &corpus.doc_full;
-            if let Some(e) =
-                collection::check_within(&m, "cpu", Side::Target, texts, max_encode_s, &|what| {
-                    progress(0.5, what)
-                })?
-            {
-                return Ok(Opened::TooLong(e));
-            }
-            progress(0.6, "encoding documents");
-            let doc_emb = collection::encode_reporting(&m, Side::Target, texts, &|f, what| {
-                progress(0.6 + 0.2 * f, what)
-            })?;
-            let doc_emb = Arc::new(doc_emb);
-            let dense = DenseIndex::new(Array2::clone(&doc_emb))?
+            // an encoder's collection, encoded once into the session, is
+            // searched from the disk (memory-mapped), not read into memory;
+            // a damaged table is an error naming it
+            let mapped = if m.model.reads_text() {
+                m.collection_cache(Side::Target, texts)?.map()?
+            } else {
+                None
+            };
+            let doc_emb = match mapped {
+                Some(e) => e,
+                None => {
+                    if let Some(e) = collection::check_within(
+                        &m,
+                        "cpu",
+                        Side::Target,
+                        texts,
+                        max_encode_s,
+                        &|what| progress(0.5, what),
+                    )? {
+                        return Ok(Opened::TooLong(e));
+                    }
+                    progress(0.6, "encoding documents");
+                    Embeddings::from(collection::encode_reporting(
+                        &m,
+                        Side::Target,
+                        texts,
+                        &|f, what| progress(0.6 + 0.2 * f, what),
+                    )?)
+                }
+            };
+            let dense = DenseIndex::new(doc_emb.clone())?
                 .with_docnos(&corpus.doc_ids)?
                 .with_similarity(m.model.similarity())?;
             let cosine = m.model.similarity() == crate::space::Similarity::Cosine;
@@ -193,7 +212,7 @@ impl Searcher {
                 DenseSearch::Saved if !cosine => None,
                 DenseSearch::Saved => {
                     progress(0.8, "reading the HNSW graph");
-                    ApproxIndex::load_for(&path, Arc::clone(&doc_emb))?
+                    ApproxIndex::load_for(&path, doc_emb.clone())?
                 }
                 DenseSearch::Approx(_) if !cosine => {
                     return Err(Error::invalid(format!(
@@ -204,7 +223,7 @@ impl Searcher {
                 }
                 DenseSearch::Approx(p) => {
                     progress(0.8, "reading the HNSW graph");
-                    match ApproxIndex::load_for(&path, Arc::clone(&doc_emb))? {
+                    match ApproxIndex::load_for(&path, doc_emb.clone())? {
                         Some(mut g) => {
                             g.set_ef_search(p.ef_search)?;
                             Some(g)
@@ -214,7 +233,7 @@ impl Searcher {
                                 0.8,
                                 &format!("building the HNSW graph ({} documents)", doc_emb.nrows()),
                             );
-                            let g = ApproxIndex::build(Arc::clone(&doc_emb), p)?;
+                            let g = ApproxIndex::build(doc_emb.clone(), p)?;
                             g.save(&path)?;
                             Some(g)
                         }
@@ -307,7 +326,6 @@ impl Searcher {
                 QueryWords::against(m.analyzer(Side::Source), query, &m.vocabs.source)
             }
             Ranker::Lexical { baseline, index } => {
-                let index = index.as_deref().unwrap_or(&c.bm25);
                 let by_units = baseline.translation != Translation::Dict;
                 QueryWords::explain(&c.src, query, by_units, |t| match baseline.translation {
                     Translation::Dict => (!(c.dict.contains_key(t)
@@ -345,7 +363,6 @@ impl Searcher {
                 Ok((ranked, Some(q.row(0).to_owned())))
             }
             Ranker::Lexical { baseline, index } => {
-                let index = index.as_deref().unwrap_or(&c.bm25);
                 let an = &c.src;
                 let q = match baseline.translation {
                     // the corpus holds the analysed dictionary: no rereading per query
@@ -412,7 +429,7 @@ impl Searcher {
         // fewer than it was asked for)
         let model_depth = model.len();
         let ranked = if fusion.uses_bm25() {
-            fuse(&model, &c.bm25_dict(&c.src.analyze_words(query)), fusion)
+            fuse(&model, &c.bm25_dict(&c.src.analyze_words(query))?, fusion)
         } else {
             model
         };
@@ -609,7 +626,7 @@ impl Searcher {
                 // as adhoc_evaluation ranks: the exact scan to the depth
                 let q = m.encode_texts(Side::Source, &[text.as_str()])?;
                 crate::session::retrieval::rank(
-                    doc_emb,
+                    doc_emb.view(),
                     &q,
                     &c.doc_ids,
                     depth,
@@ -685,7 +702,7 @@ impl Searcher {
                 let texts: Vec<&str> = judged.iter().map(|(_, t)| t.as_str()).collect();
                 let q = m.encode_texts(Side::Source, &texts)?;
                 let ranked = crate::session::retrieval::rank(
-                    doc_emb,
+                    doc_emb.view(),
                     &q,
                     &c.doc_ids,
                     depth,
