@@ -1482,6 +1482,10 @@ fn index_build_makes_the_hnsw_graph_above_its_size() {
     let how = r["approximate"].as_str().unwrap_or_else(|| panic!("{r}"));
     assert!(how.contains("HNSW"), "{how}");
     assert!(!r["hits"].as_array().unwrap().is_empty(), "{r}");
+    // every file the build and the searches wrote is the session's own
+    let said = ok(&rosetta_in(ws.path(), &["jobs", "delete", "s0", "--yes"]));
+    assert!(said.contains("deleted"), "{said}");
+    assert!(!s.exists());
 }
 
 /// `valid_sample=N` scores a seeded sample of N validation pairs each

@@ -62,6 +62,10 @@ pub const SESSION_FILES: &[&str] = &[
     "doc-embeddings.source.estimate.json",
     "doc-embeddings.target.estimate.json",
     "checkpoint.blake3.json",
+    // the BLAKE3 of an encoder's weights file, kept while the file is
+    // unchanged (`models::encoder`); each cached table's is
+    // `TABLE.npy.blake3.json` beside it (`table_cache.rs`, [`is_own_file`])
+    "weights.blake3.json",
     // a job's pretrained start (`models::pretrained`); an encoder's cached
     // vectors of another vocabulary (`term-vectors.HASH.SIDE.*`) are
     // recognised by `pretrained::is_cache_name`
@@ -144,6 +148,12 @@ pub const HNSW_FILE: &str = "hnsw.graph";
 /// Whether `name` is one of `known`, or a temporary file of one
 /// (`.NAME.tmp.…`, [`crate::util::write_atomic`]).
 pub(crate) fn is_own_file(name: &str, known: &[&str]) -> bool {
+    // the kept BLAKE3 of one of its tables (`TABLE.npy.blake3.json`)
+    if let Some(table) = name.strip_suffix(".blake3.json") {
+        if table.ends_with(".npy") && is_own_file(table, known) {
+            return true;
+        }
+    }
     let bli_split = |n: &str| {
         n.strip_prefix("bli-split-")
             .and_then(|r| r.strip_suffix(".json"))
