@@ -1805,12 +1805,13 @@ fn the_weights_hash_is_recorded_and_believed_only_for_the_same_file() {
 }
 
 /// A search reads an encoder session's index memory-mapped; a table that
-/// is a link, truncated or of another shape than its description names is
-/// refused with an error naming it (not a panic, not a ranking), and
-/// `rosetta index build` replaces it; one whose bytes are not those its
-/// description names is not used.
+/// is a link is refused with an error naming it (session files are never
+/// read through links; the file it names is kept); one truncated or of
+/// another shape than its description names is never mapped (not a panic,
+/// not a ranking from it): it is encoded again and replaced, as one whose
+/// bytes are not those its description names (issue 54).
 #[test]
-fn a_damaged_index_table_is_refused_naming_it_and_rebuilt() {
+fn a_damaged_index_table_is_never_mapped_and_is_rebuilt() {
     let ws = tiny_workspace();
     zero_shot_session(ws.path(), 5, "s0");
     let s = ws.path().join("s0");
@@ -1830,26 +1831,43 @@ fn a_damaged_index_table_is_refused_naming_it_and_rebuilt() {
     let good = json(&search());
     let npy = s.join("doc-embeddings.target.npy");
     let bytes = std::fs::read(&npy).unwrap();
-    let refused = |what: &str, want: &str| {
+    let rebuilt = |what: &str| {
         let out = search();
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{what}: {err}");
-        assert!(
-            err.contains("doc-embeddings.target.npy") && err.contains(want),
-            "{what}: {err}"
-        );
+        assert!(out.status.success(), "{what}: {err}");
         assert!(!err.contains("panicked"), "{what}: {err}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["hits"], good["hits"], "{what}");
+        let meta = std::fs::symlink_metadata(&npy).unwrap();
+        assert!(
+            meta.file_type().is_file(),
+            "{what}: replaced by a regular file"
+        );
+        assert_eq!(std::fs::read(&npy).unwrap(), bytes, "{what}");
     };
     // a link to a copy of the right bytes
     let copy = ws.path().join("copy.npy");
     std::fs::write(&copy, &bytes).unwrap();
     std::fs::remove_file(&npy).unwrap();
     std::os::unix::fs::symlink(&copy, &npy).unwrap();
-    refused("a link", "link");
+    let out = search();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a link: {err}");
+    assert!(
+        err.contains("doc-embeddings.target.npy")
+            && err.contains("link")
+            && !err.contains("panicked"),
+        "a link: {err}"
+    );
+    assert_eq!(
+        std::fs::read(&copy).unwrap(),
+        bytes,
+        "the file a link named is kept"
+    );
     // truncated
     std::fs::remove_file(&npy).unwrap();
     std::fs::write(&npy, &bytes[..bytes.len() - 4]).unwrap();
-    refused("truncated", "truncated");
+    rebuilt("truncated");
     // another shape (one more column per row)
     let a: ndarray::Array2<f32> = ndarray_npy::read_npy(&copy).unwrap();
     let wide = ndarray::concatenate(
@@ -1863,7 +1881,7 @@ fn a_damaged_index_table_is_refused_naming_it_and_rebuilt() {
     .as_standard_layout()
     .into_owned();
     rosetta::index::dense::write_npy(&npy, &wide).unwrap();
-    refused("another shape", "shape");
+    rebuilt("another shape");
     // the same bytes but one value changed: its BLAKE3 is not the one its
     // description names, so it is not used (encoded afresh, issue 54)
     let mut edited = bytes.clone();

@@ -65,7 +65,7 @@ impl MappedNpy {
         // SAFETY: a read-only map of a regular file; see the contract above
         // for a file changed in place while mapped.
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
-        let (shape, header) = super::dense::npy_header(&mut &map[..], path)?;
+        let (shape, header) = super::npy::npy_header(&mut &map[..], path)?;
         let text = String::from_utf8_lossy(&map[..header as usize]);
         let squeezed: String = text.chars().filter(|c| !c.is_whitespace()).collect();
         if !squeezed.contains("'fortran_order':False") {
@@ -258,7 +258,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let p = tmp.path().join("t.npy");
         let a = table(5000, 7);
-        crate::index::dense::write_npy(&p, &a).unwrap();
+        crate::index::npy::write_npy(&p, &a).unwrap();
         let m = Embeddings::from(MappedNpy::open(&p, (5000, 7)).unwrap());
         assert_eq!(m.view(), a.view());
         let mut seen = 0;
@@ -308,7 +308,7 @@ mod tests {
             let norm = r.dot(&r).sqrt().max(1e-6);
             r.mapv_inplace(|x| x / norm);
         }
-        crate::index::dense::write_npy(&p, &a).unwrap();
+        crate::index::npy::write_npy(&p, &a).unwrap();
         let m = MappedNpy::open(&p, (n, d)).unwrap();
         let addr = m.map.as_ptr() as usize;
         let e = Embeddings::from(m);
@@ -332,7 +332,7 @@ mod tests {
     fn a_link_a_short_file_or_another_shape_is_refused_naming_the_file() {
         let tmp = tempfile::tempdir().unwrap();
         let p = tmp.path().join("t.npy");
-        crate::index::dense::write_npy(&p, &table(10, 4)).unwrap();
+        crate::index::npy::write_npy(&p, &table(10, 4)).unwrap();
         let e = MappedNpy::open(&p, (10, 5)).unwrap_err().to_string();
         assert!(e.contains("t.npy") && e.contains("shape"), "{e}");
         let link = tmp.path().join("link.npy");

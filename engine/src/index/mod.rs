@@ -20,6 +20,7 @@ pub mod fusion;
 pub mod hnsw;
 pub mod mapped;
 pub mod mining;
+pub mod npy;
 pub mod translate;
 
 pub use approx::{ApproxIndex, HnswParams};

@@ -73,17 +73,22 @@ impl TableCache {
     /// when the meta file is absent or does not name what is wanted (not
     /// built, or built for another checkpoint or collection), or when the
     /// table's BLAKE3 is not the one the meta names (edited, reordered or
-    /// copied from another session: not used, as by [`TableCache::read`]);
-    /// an error naming the table when the meta names what is wanted but
-    /// the table is a link or not a regular file, its header is not that of
-    /// a little-endian float32 C-order matrix of the wanted shape, or its
-    /// size is not what that header declares. Nothing but the header is
-    /// read (the BLAKE3 too, while its record says the file is unchanged).
+    /// copied from another session: not used, as by [`TableCache::read`]),
+    /// and likewise when the table is a link or not a regular file, its
+    /// header is not that of a little-endian float32 C-order matrix of the
+    /// wanted shape, or its size is not what that header declares
+    /// ([`crate::index::MappedNpy::open`]'s refusals): such a table is
+    /// encoded again and replaced (by rename: a link is replaced, never
+    /// followed), never mapped (issue 54: never a petabyte allocation, never
+    /// a panic). Nothing but the header is read (the BLAKE3 too, while its
+    /// record says the file is unchanged).
     pub(crate) fn map(&self) -> Result<Option<crate::index::Embeddings>> {
         let Some(want_hash) = self.wanted_npy_hash() else {
             return Ok(None);
         };
-        let mapped = crate::index::MappedNpy::open(&self.npy, self.shape)?;
+        let Ok(mapped) = crate::index::MappedNpy::open(&self.npy, self.shape) else {
+            return Ok(None);
+        };
         if self.npy_blake3()? != want_hash {
             return Ok(None);
         }
