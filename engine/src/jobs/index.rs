@@ -110,9 +110,14 @@ impl IndexStatus {
         let path = dir.join(status_rel(part));
         match read_regular_if_exists(&path, Links::Refuse, SMALL_FILE_LIMIT)? {
             None => Ok(None),
-            Some(b) => serde_json::from_slice(&b)
-                .map(Some)
-                .map_err(|e| Error::file(&path, format!("not an index status: {e}"))),
+            Some(b) => {
+                let mut st: IndexStatus = serde_json::from_slice(&b)
+                    .map_err(|e| Error::file(&path, format!("not an index status: {e}")))?;
+                // only [`view`] says a build is on Slurm: a file that claims
+                // it is not believed (its process would go unchecked)
+                st.slurm = None;
+                Ok(Some(st))
+            }
         }
     }
 
@@ -876,4 +881,26 @@ pub fn list(root: &Path) -> Result<Vec<(PathBuf, IndexStatus)>> {
     }
     out.sort_by(|a, b| a.1.updated.cmp(&b.1.updated).then_with(|| a.0.cmp(&b.0)));
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A status file claiming a Slurm build is read as a local one: its
+    /// `running` with a dead process shows as `stale`, never as running.
+    #[test]
+    fn a_status_file_cannot_claim_to_be_a_slurm_build() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(tmp.path().join(INDEX_DIR)).unwrap();
+        let forged = serde_json::json!({
+            "state": "running", "pid": 999_999_999u32, "device": "cpu",
+            "texts_done": 1, "texts_total": 2, "texts_reused": 0, "chunks_done": 0,
+            "chunks": 1, "updated": "x", "slurm": "array 1 (1 shard), merge 2 RUNNING"
+        });
+        std::fs::write(tmp.path().join(INDEX_STATUS), forged.to_string()).unwrap();
+        let st = IndexStatus::read(tmp.path()).unwrap().unwrap();
+        assert_eq!(st.slurm, None);
+        assert_eq!(st.shown_state(), "stale");
+    }
 }
