@@ -406,6 +406,8 @@ fn export_lexical_run(args: &ExportArgs) -> anyhow::Result<()> {
         fuse_seed: 0,
         fuse_run: None,
         fuse_options: ev::FuseOptions::default(),
+        rerank: None,
+        rerank_depth: rosetta::session::rerank::DEFAULT_DEPTH,
         device: args.device,
         max_encode_s: None,
     };
@@ -538,6 +540,7 @@ pub enum FuseNorm {
 
 /// Arguments of `rosetta eval`.
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("tuned").multiple(true)))]
 pub struct EvalArgs {
     /// Trained session folder.
     #[arg(long, value_name = "DIR")]
@@ -582,10 +585,23 @@ pub struct EvalArgs {
     /// by RM3, each with and without the model's run on the translated
     /// queries (β tuned with λ). Fused, model and BM25 figures are all on
     /// the other half of the queries.
-    #[arg(long, value_name = "FUSION")]
+    #[arg(long, value_name = "FUSION", group = "tuned")]
     pub fuse: Option<rosetta::index::fusion::FusionSpec>,
-    /// Seed of the validation/test split of the queries for --fuse.
-    #[arg(long, default_value_t = 1, requires = "fuse")]
+    /// Rerank each query's --rerank-depth best documents by late
+    /// interaction over an encoder's token states (ColBERT's MaxSim): the
+    /// score becomes (1−W)·cosine + W·MaxSim. `maxsim:W` reports every
+    /// judged query; `maxsim` (or `maxsim:auto`) chooses W from 0, 0.1, …,
+    /// 1 for MAP on a seeded half of the judged queries (--fuse-seed) and
+    /// reports the other half. With --fuse the reranked run is what is
+    /// fused; with --run it is what is written.
+    #[arg(long, value_name = "maxsim[:W|:auto]", group = "tuned")]
+    pub rerank: Option<rosetta::session::rerank::RerankSpec>,
+    /// Documents reranked per query by --rerank.
+    #[arg(long, value_name = "N", default_value_t = rosetta::session::rerank::DEFAULT_DEPTH as u64, requires = "rerank", value_parser = clap::value_parser!(u64).range(1..))]
+    pub rerank_depth: u64,
+    /// Seed of the validation/test split of the queries for --fuse and
+    /// for a tuned --rerank weight (the two tune on the same half).
+    #[arg(long, default_value_t = 1, requires = "tuned")]
     pub fuse_seed: u64,
     /// With --fuse bm25:λ|bm25:auto, seed 004's Eq. 1: the model's score is
     /// β·n(source query) + (1−β)·n(its translation, encoded by the model's
@@ -654,6 +670,8 @@ pub fn eval(args: EvalArgs) -> anyhow::Result<()> {
         fuse: args.fuse,
         fuse_seed: args.fuse_seed,
         fuse_run: args.fuse_run,
+        rerank: args.rerank,
+        rerank_depth: args.rerank_depth as usize,
         fuse_options: ev::FuseOptions {
             beta: args.beta.unwrap_or_default(),
             translation: match args.fuse_translate {
@@ -914,7 +932,19 @@ pub fn search(args: SearchArgs) -> anyhow::Result<()> {
             };
             say!("{:>3}{mark} {:.4}  {name}  {snippet}", h.rank, h.score);
         }
-        if !h.contributions.is_empty() {
+        if !h.aligned.is_empty() {
+            // an encoder: each query word's best-matched document word
+            let a: Vec<String> = h
+                .aligned
+                .iter()
+                .map(|w| format!("{}→{} {:.2}", w.query, w.document, w.similarity))
+                .collect();
+            say!(
+                "       aligned (MaxSim {:.3}): {}",
+                h.maxsim.unwrap_or(f64::NAN),
+                a.join(", ")
+            );
+        } else if !h.contributions.is_empty() {
             let mut c: Vec<String> = h
                 .contributions
                 .iter()

@@ -259,6 +259,8 @@ impl Backend for Fake {
                 spans: vec![(river, river + "नदी".len())],
                 contributions: vec![("river".into(), 0.41 / r as f64), ("where".into(), 0.02)],
                 rest: Some(0.0),
+                aligned: Vec::new(),
+                maxsim: None,
                 relevant: Some(r == 2),
             })
             .collect();

@@ -396,10 +396,35 @@ fn zero_shot_session_searches_evaluates_and_lists_neighbours() {
                     .iter()
                     .map(|c| (c[0].as_str().unwrap().to_string(), c[1].as_f64().unwrap()))
                     .collect();
-                // the words' shares and the rest account for the score
+                // an encoder's hit is explained by its token alignment: the
+                // words' shares and the rest account for its MaxSim
                 let sum: f64 = parts.iter().map(|p| p.1).sum::<f64>() + h["rest"].as_f64().unwrap();
+                let maxsim = h["maxsim"].as_f64().unwrap();
+                assert!((sum - maxsim).abs() < 1e-4, "{sum} vs {maxsim}: {h}");
+                assert!((-1.0..=1.0 + 1e-6).contains(&maxsim), "{h}");
+                let aligned = h["aligned"].as_array().unwrap();
+                assert_eq!(aligned.len(), parts.len(), "{h}");
+                for a in aligned {
+                    // a query word as typed, matched to a word of the document
+                    let q = a["query"].as_str().unwrap();
+                    assert!(["dog", "water"].contains(&q), "{h}");
+                    assert!(
+                        h["text"]
+                            .as_str()
+                            .unwrap()
+                            .contains(a["document"].as_str().unwrap()),
+                        "{h}"
+                    );
+                    let (sim, share) = (
+                        a["similarity"].as_f64().unwrap(),
+                        a["share"].as_f64().unwrap(),
+                    );
+                    assert!(
+                        sim.is_finite() && share.is_finite() && sim.abs() <= 1.0 + 1e-6,
+                        "{h}"
+                    );
+                }
                 let score = h["score"].as_f64().unwrap();
-                assert!((sum - score).abs() < 1e-4, "{sum} vs {score}: {h}");
                 (h["docno"].as_str().unwrap().to_string(), score, parts)
             })
             .collect()
@@ -1893,4 +1918,111 @@ fn a_damaged_index_table_is_never_mapped_and_is_rebuilt() {
     // built again, the search answers as before
     build();
     assert_eq!(json(&search())["hits"], good["hits"]);
+}
+
+/// `eval --rerank maxsim`: each query's head scored again by MaxSim over
+/// the encoder's token states (as the library computes it), a weight of 0
+/// the run as it was, a tuned weight reported on the held-out half, and a
+/// model with no token states refused before anything is written.
+#[test]
+fn maxsim_reranks_each_querys_head_by_the_encoders_token_states() {
+    use rosetta::models::kit::late::maxsim;
+    let ws = tiny_workspace();
+    let (dir, w) = zero_shot_session(ws.path(), 5, "s0");
+    let eval = |more: &[&str]| {
+        let mut args = vec!["eval", "--session", "s0", "--task", "adhoc", "--json"];
+        args.extend_from_slice(more);
+        json(&rosetta_in(ws.path(), &args))
+    };
+    // weight 0: the run as it was, over every judged query
+    let e0 = eval(&["--rerank", "maxsim:0"]);
+    let r = &e0["adhoc_reranked"];
+    assert_eq!(r["weight"].as_f64(), Some(0.0), "{e0}");
+    assert_eq!(r["queries"], e0["adhoc"]["queries"], "{e0}");
+    assert_eq!(r["model"]["MAP"], e0["adhoc"]["MAP"], "{e0}");
+    assert_eq!(r["reranked"]["MAP"], r["model"]["MAP"], "{e0}");
+    // weight 1 over the 3 best: the written run's head is in MaxSim's order
+    // with MaxSim as its score, the rest below it
+    let run_file = ws.path().join("rr.run");
+    let e1 = eval(&[
+        "--rerank",
+        "maxsim:1",
+        "--rerank-depth",
+        "3",
+        "--run",
+        run_file.to_str().unwrap(),
+    ]);
+    assert_eq!(e1["adhoc_reranked"]["depth"].as_u64(), Some(3), "{e1}");
+    let run = rosetta::eval::Run::read(&run_file).unwrap();
+    let wsp = Workspace::load(&w).unwrap();
+    let p = Prepared::load_or_build(&wsp).unwrap();
+    let a = &p.adhoc;
+    let enc = open(&dir, options());
+    let text_of = |ids: &[String], texts: &[String], id: &str| -> String {
+        texts[ids.iter().position(|x| x == id).unwrap()].clone()
+    };
+    let mut checked = 0;
+    for (q, list) in &run.results {
+        let list = rosetta::eval::trec::sorted_for_eval(list);
+        let qs = enc
+            .token_states(&[text_of(&a.query_ids, &a.query_texts, q)], TextRole::Query)
+            .unwrap();
+        let head: Vec<String> = list.iter().take(3).map(|(d, _)| d.clone()).collect();
+        let texts: Vec<String> = head
+            .iter()
+            .map(|d| text_of(&a.doc_ids, &a.doc_texts, d))
+            .collect();
+        let ds = enc.token_states(&texts, TextRole::Document).unwrap();
+        for (k, d) in ds.iter().enumerate() {
+            let want = maxsim(&qs[0], d).unwrap();
+            assert!(
+                (list[k].1 - want).abs() < 1e-4,
+                "{q}: {:?} vs {want}",
+                list[k]
+            );
+            if k > 0 {
+                assert!(list[k - 1].1 >= list[k].1, "{q}: {list:?}");
+            }
+        }
+        if let Some(tail) = list.get(3) {
+            assert!(tail.1 < list[2].1, "{q}: {list:?}");
+        }
+        checked += 1;
+    }
+    assert!(checked > 0);
+    // tuned: every weight tried on one half, the figures on the other
+    let ea = eval(&["--rerank", "maxsim"]);
+    let r = &ea["adhoc_reranked"];
+    assert_eq!(r["tried"].as_array().unwrap().len(), 11, "{ea}");
+    assert_eq!(r["split_seed"].as_u64(), Some(1), "{ea}");
+    let all = ea["adhoc"]["queries"].as_u64().unwrap();
+    assert_eq!(r["queries"].as_u64().unwrap(), all - all / 2, "{ea}");
+    // a model without token states: refused, naming why, nothing written
+    train(ws.path(), &w, "bm25", "b", &[]);
+    let refused_run = ws.path().join("refused.run");
+    let out = rosetta_in(
+        ws.path(),
+        &[
+            "eval",
+            "--session",
+            "b",
+            "--task",
+            "adhoc",
+            "--rerank",
+            "maxsim",
+            "--run",
+            refused_run.to_str().unwrap(),
+        ],
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("token states"), "{err}");
+    assert!(!refused_run.exists());
+    // and a weight outside 0..1 is refused by the parser, naming it
+    let out = rosetta_in(
+        ws.path(),
+        &["eval", "--session", "s0", "--rerank", "maxsim:2"],
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("maxsim:2"));
 }

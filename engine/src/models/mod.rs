@@ -124,6 +124,18 @@ pub trait Model: Send + Sync {
             self.kind()
         )))
     }
+    /// The token states of raw texts of `side` read as `role`, for late
+    /// interaction (MaxSim reranking, token alignments): `None` for a model
+    /// that has no per-token states (every model but an encoder).
+    fn token_states(
+        &self,
+        side: Side,
+        role: TextRole,
+        texts: &[String],
+    ) -> Option<Result<Vec<kit::late::TokenStates>>> {
+        let _ = (side, role, texts);
+        None
+    }
 }
 
 /// What a text is to the task, for models that treat queries and documents

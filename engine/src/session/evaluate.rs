@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use super::rerank::{self, RerankEvaluation, RerankSpec};
 use super::retrieval::{
     bli, bli_scorable, encode_adhoc, encode_split, run_from_embeddings, BliScores,
 };
@@ -93,6 +94,12 @@ pub struct EvalRequest {
     pub fuse_run: Option<PathBuf>,
     /// How `fuse` builds its BM25 partner and the model's Eq. 1 mix.
     pub fuse_options: FuseOptions,
+    /// Rerank the ad-hoc run by late interaction (an encoder's MaxSim); a
+    /// tuned weight is chosen on the tuning half of `fuse_seed`'s split,
+    /// and the reranked run is what `fuse` fuses.
+    pub rerank: Option<RerankSpec>,
+    /// Documents reranked per query ([`rerank::DEFAULT_DEPTH`]).
+    pub rerank_depth: usize,
     /// Device to load the model on.
     pub device: crate::models::DeviceSpec,
     /// The most seconds of encoding an un-indexed ad-hoc collection that
@@ -272,6 +279,9 @@ pub struct EvalReport {
     /// Ad-hoc retrieval.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub adhoc: Option<AdhocFigures>,
+    /// Ad-hoc retrieval reranked by late interaction.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adhoc_reranked: Option<RerankEvaluation>,
     /// Ad-hoc retrieval fused with BM25.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub adhoc_fused: Option<FusedEvaluation>,
@@ -294,6 +304,7 @@ impl EvalReport {
             model: model.to_string(),
             sentence: None,
             adhoc: None,
+            adhoc_reranked: None,
             adhoc_fused: None,
             bli: None,
             checkpoint: None,
@@ -354,6 +365,34 @@ impl EvalReport {
                     None => format!("run written to {}", p.display()),
                 });
             }
+        }
+        if let Some(r) = &self.adhoc_reranked {
+            if !r.tried.is_empty() {
+                let list: Vec<String> = r
+                    .tried
+                    .iter()
+                    .map(|(w, m)| format!("{}{w:.1} {m:.4}", if *w == r.weight { "*" } else { "" }))
+                    .collect();
+                out.push(format!(
+                    "--rerank maxsim: MAP on the tuning half by MaxSim's weight: {} (* chosen)",
+                    list.join(", ")
+                ));
+            }
+            out.push(format!(
+                "reranked by MaxSim (top {}, weight {:.1}{}; {} {}queries, {:.1} s): MAP {:.4} (model {:.4})  MRR {:.4} (model {:.4})  nDCG@10 {:.4} (model {:.4})",
+                r.depth,
+                r.weight,
+                if r.tried.is_empty() { "" } else { " chosen on the other half" },
+                r.queries,
+                if r.tried.is_empty() { "" } else { "held-out " },
+                r.seconds,
+                r.reranked.map,
+                r.model.map,
+                r.reranked.mrr,
+                r.model.mrr,
+                r.reranked.ndcg10,
+                r.model.ndcg10
+            ));
         }
         if let Some(f) = &self.adhoc_fused {
             if let Some(tried) = &f.auto {
@@ -444,6 +483,16 @@ impl EvalRequest {
                 )));
             }
         }
+        if self.rerank.is_some() && !self.wants(Task::Adhoc) {
+            return Err(Error::invalid(
+                "--rerank applies to the ad-hoc task (--task adhoc or all)",
+            ));
+        }
+        if self.rerank_depth == 0 {
+            return Err(Error::invalid(
+                "--rerank-depth must be at least 1 (documents reranked per query)",
+            ));
+        }
         if self.fuse.is_some() && !self.wants(Task::Adhoc) {
             return Err(Error::invalid(
                 "--fuse applies to the ad-hoc task (--task adhoc or all)",
@@ -486,7 +535,16 @@ pub fn evaluate(req: &EvalRequest) -> Result<EvalReport> {
 /// than `req.max_encode_s` is refused before it starts.
 pub fn evaluate_with(req: &EvalRequest, progress: &dyn Fn(f64, &str)) -> Result<EvalReport> {
     req.check_task_flags()?;
-    if Session::open(&req.session)?.is_lexical() {
+    let late_refusal = |kind: &str| {
+        Error::invalid(format!(
+            "--rerank maxsim reads a model's token states: `{kind}` has none (an encoder has)"
+        ))
+    };
+    let session = Session::open(&req.session)?;
+    if session.is_lexical() {
+        if req.rerank.is_some() {
+            return Err(late_refusal(&session.config.model));
+        }
         return evaluate_lexical(req);
     }
     let (device, device_name) = crate::models::select_device(req.device)?;
@@ -495,6 +553,13 @@ pub fn evaluate_with(req: &EvalRequest, progress: &dyn Fn(f64, &str)) -> Result<
         collection::refuse_recorded(&req.session, &device_name, limit)?;
     }
     let l = Loaded::open(&req.session, &device)?;
+    if req.rerank.is_some()
+        && l.model
+            .token_states(Side::Source, TextRole::Query, &[])
+            .is_none()
+    {
+        return Err(late_refusal(l.model.kind()));
+    }
     let ws =
         Workspace::load_with_text(&l.session.config.workspace, l.session.config.text.as_ref())?;
     let prepared = Prepared::load_or_build(&ws)?;
@@ -577,6 +642,36 @@ pub fn evaluate_with(req: &EvalRequest, progress: &dyn Fn(f64, &str)) -> Result<
             }
         };
         let e = crate::eval::evaluate_rankings(&run.results, qrels);
+        let mut run = run;
+        if let Some(spec) = req.rerank {
+            let (q, d) = match &other {
+                Some(t) => (
+                    (&t.queries.ids[..], &t.queries.texts[..]),
+                    (&t.docs.ids[..], &t.docs.texts[..]),
+                ),
+                None => {
+                    let a = &prepared.adhoc;
+                    (
+                        (&a.query_ids[..], &a.query_texts[..]),
+                        (&a.doc_ids[..], &a.doc_texts[..]),
+                    )
+                }
+            };
+            let t0 = std::time::Instant::now();
+            let late =
+                rerank::late_scores(l.model.as_ref(), &run, q, d, req.rerank_depth, progress)?;
+            let r = rerank::evaluate_rerank(
+                &run,
+                &late,
+                qrels,
+                spec,
+                req.rerank_depth,
+                req.fuse_seed,
+                t0.elapsed().as_secs_f64(),
+            );
+            run = r.runs.0.clone();
+            report.adhoc_reranked = Some(r);
+        }
         let mut written = None;
         if let Some(p) = &req.run {
             written = write_run(&run, p, qrels, derived)?;

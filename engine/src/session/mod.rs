@@ -33,6 +33,7 @@ pub mod life;
 pub mod loaded;
 pub mod metrics;
 pub mod pretrained;
+pub mod rerank;
 pub mod retrieval;
 pub mod runs;
 pub mod search;

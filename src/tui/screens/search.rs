@@ -832,13 +832,22 @@ fn draw(f: &mut Frame, s: &SearchScreen, view: &View<'_>, area: Rect) {
                 Some(false) => Span::raw("· "),
                 None => Span::raw("  "),
             };
-            let contrib = h
-                .contributions
-                .iter()
-                .take(4)
-                .map(|(t, c)| format!("{t} {c:.2}"))
-                .collect::<Vec<_>>()
-                .join(", ");
+            let contrib = if h.aligned.is_empty() {
+                h.contributions
+                    .iter()
+                    .take(4)
+                    .map(|(t, c)| format!("{t} {c:.2}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            } else {
+                // an encoder's token alignment, as `rosetta search` prints it
+                h.aligned
+                    .iter()
+                    .take(4)
+                    .map(|w| format!("{}→{} {:.2}", w.query, w.document, w.similarity))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
             let l1 = Line::from(vec![
                 Span::raw(format!("{:>3} ", h.rank)),
                 rel,

@@ -21,6 +21,7 @@ pub mod bert;
 pub mod folder;
 pub mod groups;
 pub mod pack;
+mod tokens;
 pub mod trim;
 
 use std::collections::{BTreeSet, HashMap};
@@ -331,8 +332,14 @@ impl Encoder {
         self.bert.config.hidden_size
     }
 
-    /// Token ids (no specials) of `text` with `role`'s prefix.
-    fn content_ids(&self, texts: &[String], role: TextRole) -> Result<Vec<Vec<u32>>> {
+    /// The tokenizer's encodings (no specials) of `texts` with `role`'s
+    /// prefix and a space before each, and the bytes that puts before
+    /// each text (0 without a prefix).
+    fn tokenize(
+        &self,
+        texts: &[String],
+        role: TextRole,
+    ) -> Result<(Vec<tokenizers::Encoding>, usize)> {
         let prefix = self.opts.prefix(role);
         let inputs: Vec<String> = texts
             .iter()
@@ -348,6 +355,17 @@ impl Encoder {
             .tokenizer
             .encode_batch(inputs, false)
             .map_err(|e| Error::invalid(format!("tokenizer: {e}")))?;
+        let skip = if prefix.is_empty() {
+            0
+        } else {
+            prefix.len() + 1
+        };
+        Ok((enc, skip))
+    }
+
+    /// Token ids (no specials) of `text` with `role`'s prefix.
+    fn content_ids(&self, texts: &[String], role: TextRole) -> Result<Vec<Vec<u32>>> {
+        let (enc, _) = self.tokenize(texts, role)?;
         Ok(enc.into_iter().map(|e| e.get_ids().to_vec()).collect())
     }
 
@@ -536,6 +554,14 @@ impl Model for EncoderModel {
     }
     fn encode_raw(&self, _side: Side, role: TextRole, texts: &[String]) -> Result<Array2<f32>> {
         self.enc.encode(texts, role)
+    }
+    fn token_states(
+        &self,
+        _side: Side,
+        role: TextRole,
+        texts: &[String],
+    ) -> Option<Result<Vec<crate::models::kit::late::TokenStates>>> {
+        Some(self.enc.token_states(texts, role))
     }
     fn term_vectors(&self, side: Side) -> Result<Array2<f32>> {
         let words = match side {

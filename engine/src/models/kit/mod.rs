@@ -9,6 +9,7 @@ pub mod cca;
 pub mod cudnn_lstm;
 pub mod fused;
 pub mod implicit;
+pub mod late;
 pub mod linear;
 pub mod logit_bce;
 pub mod lstm;

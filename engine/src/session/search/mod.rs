@@ -18,6 +18,7 @@ use std::sync::{Arc, OnceLock};
 
 use serde::Serialize;
 
+pub use self::align::AlignedWord;
 use super::Loaded;
 use crate::corpus::{Workspace, WrittenWords};
 use crate::eval::Qrels;
@@ -27,6 +28,7 @@ use crate::text::Side;
 use crate::text::{Analyzer, Dropped, QueryWords, TextConfig};
 use crate::{Error, Result};
 
+mod align;
 mod explain;
 mod history;
 mod searcher;
@@ -289,6 +291,17 @@ pub struct Hit {
     /// without contributions.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rest: Option<f64>,
+    /// An encoder's explanation (late interaction over its token states,
+    /// ColBERT's MaxSim): every query word with the document word its
+    /// tokens matched best. Then `contributions` are the words' shares of
+    /// `maxsim` rather than of the cosine, and `rest` the part of tokens
+    /// outside any word (punctuation). Empty for every other model.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub aligned: Vec<AlignedWord>,
+    /// An encoder's MaxSim of the query with this document: the mean over
+    /// the query's tokens of each one's best cosine with a document token.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub maxsim: Option<f64>,
     /// Judged relevant, when the query is a judged workspace query.
     pub relevant: Option<bool>,
 }

@@ -10,6 +10,7 @@ use ndarray::Array1;
 use serde::Serialize;
 use unicode_segmentation::UnicodeSegmentation;
 
+use super::align::{self, Alignment};
 use super::explain::Explain;
 use super::{
     marked_neighbours, Corpus, Hit, Judged, JudgedRanking, NeighbourResult, RankedDoc, SearchResult,
@@ -20,7 +21,7 @@ use crate::index::fusion::{fuse, Fusion};
 use crate::index::translate::translate_dict_units;
 use crate::index::{ApproxIndex, Bm25Index, DenseIndex, Embeddings, HnswParams, Query};
 use crate::models::bm25::Bm25Baseline;
-use crate::models::Params;
+use crate::models::{Params, TextRole};
 use crate::session::retrieval::RUN_DEPTH;
 use crate::session::{collection, Loaded, Session};
 use crate::text::{Analyzer, Dropped, QueryWords, Side};
@@ -456,6 +457,8 @@ impl Searcher {
             .map(|(docno, _)| c.doc_short[c.rows[docno]].as_str())
             .collect();
         let related = self.related(query, qv, &shown)?;
+        let rows: Vec<usize> = ranked.iter().take(k).map(|(d, _)| c.rows[d]).collect();
+        let mut aligned = self.alignments(query, &rows)?;
         let hits = ranked
             .iter()
             .take(k)
@@ -463,8 +466,25 @@ impl Searcher {
             .map(|(i, (docno, score))| {
                 let d = c.rows[docno];
                 let text = &c.doc_short[d];
-                let spans = related.spans(c, text);
+                let mut spans = related.spans(c, text);
                 let explained = related.explain.as_ref().and_then(|e| e.contributions(d));
+                let a = aligned.as_mut().and_then(|v| v[i].take());
+                let (mut contributions, mut rest) = match explained {
+                    Some(e) => (e.words, Some(e.rest)),
+                    None => (Vec::new(), None),
+                };
+                if let Some(a) = &a {
+                    // the shown text is the full one's first characters
+                    let full = &c.doc_full[d];
+                    spans.extend(a.spans.iter().filter(|&&(x, y)| {
+                        text.get(x..y).is_some_and(|w| full.get(x..y) == Some(w))
+                    }));
+                    spans.sort_unstable();
+                    spans.dedup();
+                    contributions = a.words.iter().map(|w| (w.query.clone(), w.share)).collect();
+                    contributions.sort_by(|x, y| y.1.total_cmp(&x.1).then_with(|| x.0.cmp(&y.0)));
+                    rest = Some(a.maxsim - a.words.iter().map(|w| w.share).sum::<f64>());
+                }
                 Hit {
                     rank: i + 1,
                     relevant: judgements.map(|j| j.get(docno).is_some_and(|g| *g > 0)),
@@ -473,8 +493,10 @@ impl Searcher {
                     score: *score,
                     text: text.clone(),
                     spans,
-                    rest: explained.as_ref().map(|e| e.rest),
-                    contributions: explained.map(|e| e.words).unwrap_or_default(),
+                    rest,
+                    contributions,
+                    maxsim: a.as_ref().map(|a| a.maxsim),
+                    aligned: a.map(|a| a.words).unwrap_or_default(),
                 }
             })
             .collect();
@@ -497,6 +519,38 @@ impl Searcher {
         })
     }
 
+    /// The token alignments ([`align::align`]) of `query` with the full
+    /// texts of the documents `rows`, for a model with token states (an
+    /// encoder); `None` for any other model.
+    fn alignments(&self, query: &str, rows: &[usize]) -> Result<Option<Vec<Option<Alignment>>>> {
+        let Ranker::Dense { m, .. } = &self.ranker else {
+            return Ok(None);
+        };
+        let query = query.to_string();
+        let Some(q) =
+            m.model
+                .token_states(Side::Source, TextRole::Query, std::slice::from_ref(&query))
+        else {
+            return Ok(None);
+        };
+        let q = q?
+            .pop()
+            .ok_or_else(|| Error::invalid("encoder: no token states for the query"))?;
+        let c = &self.corpus;
+        let texts: Vec<String> = rows.iter().map(|&r| c.doc_full[r].clone()).collect();
+        let ds = m
+            .model
+            .token_states(Side::Target, TextRole::Document, &texts)
+            .ok_or_else(|| Error::invalid("encoder: no token states for the documents"))??;
+        Ok(Some(
+            texts
+                .iter()
+                .zip(&ds)
+                .map(|(t, d)| align::align(&query, &q, t, d))
+                .collect(),
+        ))
+    }
+
     /// What marks a document word as related to `query` (`qv` its vector
     /// in a dense model's space) in the target-language `texts` (the texts
     /// [`Related::spans`] will be asked about: a dense model's closeness is
@@ -511,6 +565,14 @@ impl Searcher {
             .map(String::as_str)
             .collect();
         let explain = match (&self.ranker, qv) {
+            // an encoder is explained by its token alignment instead
+            (Ranker::Dense { m, .. }, _)
+                if m.model
+                    .token_states(Side::Source, TextRole::Query, &[])
+                    .is_some() =>
+            {
+                None
+            }
             (Ranker::Dense { m, doc_emb, .. }, Some(q)) => {
                 let shown: BTreeSet<u32> = texts
                     .iter()
@@ -556,7 +618,13 @@ impl Searcher {
                     .as_deref()
                     .map(|s| related.source_spans(c, s))
                     .unwrap_or_default();
-                (related.spans(c, &text), ss)
+                let mut spans = related.spans(c, &text);
+                if let Some(Some(a)) = self.alignments(q, &[row])?.and_then(|mut v| v.pop()) {
+                    spans.extend(a.spans);
+                    spans.sort_unstable();
+                    spans.dedup();
+                }
+                (spans, ss)
             }
             None => (Vec::new(), Vec::new()),
         };

@@ -1,0 +1,335 @@
+//! Reranking a model's ad-hoc run by late interaction (ColBERT's MaxSim
+//! over the encoder's own token states, [`crate::models::kit::late`]): each
+//! query's `depth` best documents are scored again, `(1 − w)·cosine +
+//! w·MaxSim`, and put back in that order above the rest of the run.
+//! `w` is given, or chosen for MAP on the tuning half of the judged queries
+//! (the split of [`split_queries`]), every figure then on the other half.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use serde::Serialize;
+
+use crate::eval::trec::{sorted_for_eval, Qrels, Run};
+use crate::eval::{evaluate_rankings, Metrics};
+use crate::index::fusion::{split_queries, LAMBDA_GRID};
+use crate::models::kit::late::{maxsim, TokenStates};
+use crate::models::{Model, TextRole};
+use crate::text::Side;
+use crate::{Error, Result};
+
+/// Documents reranked per query unless told otherwise (ColBERT's usual
+/// reranking depth).
+pub const DEFAULT_DEPTH: usize = 100;
+/// Documents whose token states are held at once.
+const DOC_CHUNK: usize = 256;
+/// What a tail document's score drops by, below every reranked one: a
+/// reranked score is at least −1, a cosine at most 1.
+const TAIL_DROP: f64 = 4.0;
+
+/// How `rosetta eval --rerank` reranks: MaxSim mixed in with weight `w`
+/// (`maxsim:W`), or with `w` chosen on the tuning half (`maxsim`,
+/// `maxsim:auto`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RerankSpec {
+    /// `Some(w)`: a fixed weight; `None`: tuned over 0, 0.1, …, 1.
+    MaxSim(Option<f64>),
+}
+
+impl std::str::FromStr for RerankSpec {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        let w = match s.split_once(':') {
+            None if s == "maxsim" => return Ok(RerankSpec::MaxSim(None)),
+            Some(("maxsim", "auto")) => return Ok(RerankSpec::MaxSim(None)),
+            Some(("maxsim", w)) => w,
+            _ => {
+                return Err(format!(
+                    "`{s}`: the reranking is maxsim, maxsim:auto or maxsim:W (W from 0 to 1)"
+                ))
+            }
+        };
+        match w.parse::<f64>() {
+            Ok(x) if (0.0..=1.0).contains(&x) => Ok(RerankSpec::MaxSim(Some(x))),
+            _ => Err(format!(
+                "`{s}`: MaxSim's weight must be a number from 0 to 1 (or auto)"
+            )),
+        }
+    }
+}
+
+/// Each query's head (its `depth` best documents of the run, in order)
+/// with the run's score and MaxSim's, and the rest of the run.
+#[derive(Debug, Clone)]
+pub struct LateScores {
+    /// Query id → `(document, run score, MaxSim)` for the head.
+    pub heads: BTreeMap<String, Vec<(String, f64, f64)>>,
+    /// Query id → the documents below the head, in order.
+    pub tails: BTreeMap<String, Vec<(String, f64)>>,
+    /// The run's tag.
+    pub tag: String,
+}
+
+/// MaxSim of every query of `run` with each of its `depth` best documents.
+/// `queries` and `docs` give each id's text; the queries are read as
+/// queries on the source side, the documents as documents on the target
+/// side. A text with no token matches nothing: MaxSim −1, the least
+/// cosine. `progress(fraction, line)` hears of each chunk of documents.
+pub fn late_scores(
+    model: &dyn Model,
+    run: &Run,
+    queries: (&[String], &[String]),
+    docs: (&[String], &[String]),
+    depth: usize,
+    progress: &dyn Fn(f64, &str),
+) -> Result<LateScores> {
+    let refuse = || {
+        Error::invalid(format!(
+            "--rerank maxsim reads a model's token states: `{}` has none (an encoder has)",
+            model.kind()
+        ))
+    };
+    let qpos: HashMap<&str, usize> = queries
+        .0
+        .iter()
+        .enumerate()
+        .map(|(i, q)| (q.as_str(), i))
+        .collect();
+    let dpos: HashMap<&str, usize> = docs
+        .0
+        .iter()
+        .enumerate()
+        .map(|(i, d)| (d.as_str(), i))
+        .collect();
+    let mut heads = BTreeMap::new();
+    let mut tails = BTreeMap::new();
+    // document row → (query id, place in its head)
+    let mut wanted: BTreeMap<usize, Vec<(String, usize)>> = BTreeMap::new();
+    let mut asked: Vec<usize> = Vec::new();
+    for (q, list) in &run.results {
+        let qi = *qpos
+            .get(q.as_str())
+            .ok_or_else(|| Error::invalid(format!("rerank: query {q} has no text")))?;
+        asked.push(qi);
+        let sorted = sorted_for_eval(list);
+        let cut = depth.min(sorted.len());
+        let mut head = Vec::with_capacity(cut);
+        for (k, (d, s)) in sorted[..cut].iter().enumerate() {
+            let di = *dpos
+                .get(d.as_str())
+                .ok_or_else(|| Error::invalid(format!("rerank: document {d} has no text")))?;
+            wanted.entry(di).or_default().push((q.clone(), k));
+            head.push((d.clone(), *s, f64::NAN));
+        }
+        heads.insert(q.clone(), head);
+        tails.insert(q.clone(), sorted[cut..].to_vec());
+    }
+    let qtexts: Vec<String> = asked.iter().map(|&i| queries.1[i].clone()).collect();
+    let qstates = model
+        .token_states(Side::Source, TextRole::Query, &qtexts)
+        .ok_or_else(refuse)??;
+    let qstate: HashMap<usize, &TokenStates> = asked.iter().copied().zip(&qstates).collect();
+    let rows: Vec<usize> = wanted.keys().copied().collect();
+    for (c, chunk) in rows.chunks(DOC_CHUNK).enumerate() {
+        progress(
+            (c * DOC_CHUNK) as f64 / rows.len().max(1) as f64,
+            &format!(
+                "reading the token states of documents {}..{} of {}",
+                c * DOC_CHUNK,
+                c * DOC_CHUNK + chunk.len(),
+                rows.len()
+            ),
+        );
+        let texts: Vec<String> = chunk.iter().map(|&d| docs.1[d].clone()).collect();
+        let states = model
+            .token_states(Side::Target, TextRole::Document, &texts)
+            .ok_or_else(refuse)??;
+        for (d, ds) in chunk.iter().zip(&states) {
+            for (q, k) in &wanted[d] {
+                let qs = qstate[&qpos[q.as_str()]];
+                let s = maxsim(qs, ds).unwrap_or(-1.0);
+                if !s.is_finite() {
+                    return Err(Error::invalid(format!(
+                        "rerank: MaxSim of query {q} with document {} is not finite",
+                        docs.0[*d]
+                    )));
+                }
+                heads.get_mut(q).expect("a head per query")[*k].2 = s;
+            }
+        }
+    }
+    progress(1.0, "token states read");
+    Ok(LateScores {
+        heads,
+        tails,
+        tag: run.tag.clone(),
+    })
+}
+
+impl LateScores {
+    /// The run reranked with MaxSim's weight `w`: each head in the order of
+    /// `(1 − w)·run score + w·MaxSim` (that its score), then its tail in
+    /// the run's order, each tail score lowered by [`TAIL_DROP`] so that it
+    /// stays below the head.
+    pub fn combined(&self, w: f64) -> Run {
+        let mut results = BTreeMap::new();
+        for (q, head) in &self.heads {
+            let mut list: Vec<(String, f64)> = head
+                .iter()
+                .map(|(d, s, m)| (d.clone(), (1.0 - w) * s + w * m))
+                .collect();
+            list = sorted_for_eval(&list);
+            list.extend(
+                self.tails[q]
+                    .iter()
+                    .map(|(d, s)| (d.clone(), s - TAIL_DROP)),
+            );
+            results.insert(q.clone(), list);
+        }
+        Run {
+            results,
+            tag: format!("{}+maxsim{w}", self.tag),
+        }
+    }
+}
+
+/// A reranked run scored against the run it reranked, on the same queries.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RerankEvaluation {
+    /// `maxsim`.
+    pub rerank: &'static str,
+    /// Documents reranked per query.
+    pub depth: usize,
+    /// MaxSim's weight used.
+    pub weight: f64,
+    /// `(w, MAP on the tuning half)` for every weight tried; empty for a
+    /// given weight.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tried: Vec<(f64, f64)>,
+    /// Seed of the tuning/held-out split (a tuned weight only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub split_seed: Option<u64>,
+    /// Judged queries the figures are over: the held-out half when the
+    /// weight was tuned, else every judged query.
+    pub queries: usize,
+    /// The run as it was, on those queries.
+    pub model: Metrics,
+    /// The reranked run, on those queries.
+    pub reranked: Metrics,
+    /// Seconds spent reading token states and scoring.
+    pub seconds: f64,
+    /// The reranked run (every query, at the weight used), and the queries
+    /// the figures are over; not serialised.
+    #[serde(skip)]
+    pub runs: (Run, BTreeSet<String>),
+}
+
+/// `spec` applied to `scores` and scored on `qrels`: a given weight on
+/// every judged query; a tuned one chosen for MAP on the tuning half of
+/// the split with `seed` (ties to the smaller weight: the run as it was)
+/// and scored on the other half.
+pub fn evaluate_rerank(
+    run: &Run,
+    scores: &LateScores,
+    qrels: &Qrels,
+    spec: RerankSpec,
+    depth: usize,
+    seed: u64,
+    seconds: f64,
+) -> RerankEvaluation {
+    let RerankSpec::MaxSim(fixed) = spec;
+    let (weight, tried, held_out, split_seed) = match fixed {
+        Some(w) => (
+            w,
+            Vec::new(),
+            qrels.judgements.keys().cloned().collect(),
+            None,
+        ),
+        None => {
+            let ids: Vec<&String> = qrels.judgements.keys().collect();
+            let (tune, test) = split_queries(&ids, seed);
+            let sub = qrels.restricted_to(&tune);
+            let tried: Vec<(f64, f64)> = LAMBDA_GRID
+                .iter()
+                .map(|&w| {
+                    (
+                        w,
+                        evaluate_rankings(&scores.combined(w).results, &sub)
+                            .mean
+                            .map,
+                    )
+                })
+                .collect();
+            let best =
+                tried.iter().fold(
+                    (0.0, f64::NEG_INFINITY),
+                    |b, &(w, m)| if m > b.1 { (w, m) } else { b },
+                );
+            (best.0, tried, test, Some(seed))
+        }
+    };
+    let reranked = scores.combined(weight);
+    let sub = qrels.restricted_to(&held_out);
+    RerankEvaluation {
+        rerank: "maxsim",
+        depth,
+        weight,
+        tried,
+        split_seed,
+        queries: sub.judgements.len(),
+        model: evaluate_rankings(&run.results, &sub).mean,
+        reranked: evaluate_rankings(&reranked.results, &sub).mean,
+        seconds,
+        runs: (reranked, held_out),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_spec_reads_a_weight_or_auto_and_refuses_the_rest() {
+        assert_eq!("maxsim".parse(), Ok(RerankSpec::MaxSim(None)));
+        assert_eq!("maxsim:auto".parse(), Ok(RerankSpec::MaxSim(None)));
+        assert_eq!("maxsim:0.3".parse(), Ok(RerankSpec::MaxSim(Some(0.3))));
+        for bad in [
+            "maxsim:1.5",
+            "maxsim:-0.1",
+            "maxsim:x",
+            "colbert",
+            "maxsim:nan",
+        ] {
+            let e = bad.parse::<RerankSpec>().unwrap_err();
+            assert!(e.contains(bad), "{e}");
+        }
+    }
+
+    #[test]
+    fn the_head_is_reordered_and_the_tail_stays_below() {
+        let mut heads = BTreeMap::new();
+        heads.insert(
+            "q".to_string(),
+            vec![("a".to_string(), 0.9, 0.1), ("b".to_string(), 0.8, 0.9)],
+        );
+        let mut tails = BTreeMap::new();
+        tails.insert("q".to_string(), vec![("c".to_string(), 0.95)]);
+        let s = LateScores {
+            heads,
+            tails,
+            tag: "t".into(),
+        };
+        let order = |w: f64| -> Vec<String> {
+            s.combined(w).results["q"]
+                .iter()
+                .map(|(d, _)| d.clone())
+                .collect()
+        };
+        assert_eq!(order(0.0), ["a", "b", "c"]);
+        assert_eq!(order(0.5), ["b", "a", "c"]);
+        let r = s.combined(0.5);
+        let sc = &r.results["q"];
+        assert!((sc[0].1 - 0.85).abs() < 1e-12 && (sc[1].1 - 0.5).abs() < 1e-12);
+        // the tail's 0.95 is lowered below every head score, in trec_eval's order too
+        assert_eq!(sorted_for_eval(sc), *sc);
+    }
+}
