@@ -593,7 +593,8 @@ pub struct EvalArgs {
     /// judged query; `maxsim` (or `maxsim:auto`) chooses W from 0, 0.1, …,
     /// 1 for MAP on a seeded half of the judged queries (--fuse-seed) and
     /// reports the other half. With --fuse the reranked run is what is
-    /// fused; with --run it is what is written.
+    /// fused; with --run it is what is written (a tuned W: the held-out
+    /// queries only, their qrels to FILE.qrels).
     #[arg(long, value_name = "maxsim[:W|:auto]", group = "tuned")]
     pub rerank: Option<rosetta::session::rerank::RerankSpec>,
     /// Documents reranked per query by --rerank.

@@ -1930,7 +1930,10 @@ fn maxsim_reranks_each_querys_head_by_the_encoders_token_states() {
     let ws = tiny_workspace();
     let (dir, w) = zero_shot_session(ws.path(), 5, "s0");
     let eval = |more: &[&str]| {
-        let mut args = vec!["eval", "--session", "s0", "--task", "adhoc", "--json"];
+        let mut args = vec!["eval", "--session", "s0", "--json"];
+        if !more.contains(&"--task") {
+            args.extend(["--task", "adhoc"]);
+        }
         args.extend_from_slice(more);
         json(&rosetta_in(ws.path(), &args))
     };
@@ -1991,17 +1994,82 @@ fn maxsim_reranks_each_querys_head_by_the_encoders_token_states() {
     }
     assert!(checked > 0);
     // tuned: every weight tried on one half, the figures on the other
-    let ea = eval(&["--rerank", "maxsim"]);
+    let held_file = ws.path().join("held.run");
+    let ea = eval(&["--rerank", "maxsim", "--run", held_file.to_str().unwrap()]);
     let r = &ea["adhoc_reranked"];
     assert_eq!(r["tried"].as_array().unwrap().len(), 11, "{ea}");
     assert_eq!(r["split_seed"].as_u64(), Some(1), "{ea}");
     let all = ea["adhoc"]["queries"].as_u64().unwrap();
-    assert_eq!(r["queries"].as_u64().unwrap(), all - all / 2, "{ea}");
+    let held = r["queries"].as_u64().unwrap();
+    assert_eq!(held, all - all / 2, "{ea}");
+    // the run written holds the held-out queries only, their qrels beside
+    let run = rosetta::eval::Run::read(&held_file).unwrap();
+    let qrels = rosetta::eval::Qrels::read(&ws.path().join("held.run.qrels")).unwrap();
+    assert_eq!(run.results.len() as u64, held, "{ea}");
+    assert_eq!(qrels.judgements.len() as u64, held, "{ea}");
+    assert!(run.results.keys().all(|q| qrels.judgements.contains_key(q)));
+    // sentence retrieval: weight 0 gives the figures as they were; weight 1
+    // over every target ranks each source's translation by MaxSim alone
+    let s0 = eval(&["--task", "sentence", "--rerank", "maxsim:0"]);
+    let (plain, r0) = (&s0["sentence"], &s0["sentence"]["reranked"]);
+    for k in ["MRR", "P@1", "MRR_ties_for", "P@1_ties_for"] {
+        assert_eq!(plain[k], r0[k], "{k}: {s0}");
+    }
+    let s1 = eval(&[
+        "--task",
+        "sentence",
+        "--rerank",
+        "maxsim:1",
+        "--rerank-depth",
+        "100000",
+    ]);
+    let test = &p.test;
+    let rows: Vec<usize> = test.nonblank();
+    let texts = |v: &[String]| -> Vec<String> { rows.iter().map(|&i| v[i].clone()).collect() };
+    let qs = enc
+        .token_states(&texts(&test.src_text), TextRole::Query)
+        .unwrap();
+    let ts = enc
+        .token_states(&texts(&test.tgt_text), TextRole::Query)
+        .unwrap();
+    let mut rr = 0.0;
+    for (i, q) in qs.iter().enumerate() {
+        let own = maxsim(q, &ts[i]).unwrap();
+        let at_least = (0..ts.len())
+            .filter(|&j| j != i && maxsim(q, &ts[j]).unwrap() >= own)
+            .count();
+        rr += 1.0 / (1 + at_least) as f64;
+    }
+    let want = rr / qs.len() as f64;
+    let got = s1["sentence"]["reranked"]["MRR"].as_f64().unwrap();
+    assert!((got - want).abs() < 1e-9, "{got} vs {want}: {s1}");
+    assert_eq!(
+        s1["sentence"]["reranked"]["queries"].as_u64(),
+        Some(qs.len() as u64)
+    );
+    let refused = |args: &[&str], says: &str| {
+        let out = rosetta_in(ws.path(), args);
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+    };
+    // a tuned weight needs the ad-hoc task's queries
+    refused(
+        &[
+            "eval",
+            "--session",
+            "s0",
+            "--task",
+            "sentence",
+            "--rerank",
+            "maxsim",
+        ],
+        "maxsim:W",
+    );
     // a model without token states: refused, naming why, nothing written
     train(ws.path(), &w, "bm25", "b", &[]);
     let refused_run = ws.path().join("refused.run");
-    let out = rosetta_in(
-        ws.path(),
+    refused(
         &[
             "eval",
             "--session",
@@ -2013,16 +2081,12 @@ fn maxsim_reranks_each_querys_head_by_the_encoders_token_states() {
             "--run",
             refused_run.to_str().unwrap(),
         ],
+        "token states",
     );
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("token states"), "{err}");
     assert!(!refused_run.exists());
     // and a weight outside 0..1 is refused by the parser, naming it
-    let out = rosetta_in(
-        ws.path(),
+    refused(
         &["eval", "--session", "s0", "--rerank", "maxsim:2"],
+        "maxsim:2",
     );
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("maxsim:2"));
 }

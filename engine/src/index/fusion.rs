@@ -387,19 +387,6 @@ pub fn tune_lambda(
     )
 }
 
-/// The queries of `run` in `keep`.
-fn restricted(run: &Run, keep: &BTreeSet<String>) -> Run {
-    Run {
-        results: run
-            .results
-            .iter()
-            .filter(|(q, _)| keep.contains(*q))
-            .map(|(q, l)| (q.clone(), l.clone()))
-            .collect(),
-        tag: run.tag.clone(),
-    }
-}
-
 /// Chooses β (Eq. 1, [`combine_model`] of the source run and the
 /// `translated` one) and λ (Eq. 2) together on the judged queries in
 /// `valid`, maximising `metric` over every pair of `betas` × `lambdas`.
@@ -419,8 +406,8 @@ pub fn tune_beta_lambda(
     norm: Norm,
 ) -> LambdaChoice {
     let sub = qrels.restricted_to(valid);
-    let (src, bm) = (restricted(source, valid), restricted(bm25, valid));
-    let tr = translated.map(|t| restricted(t, valid));
+    let (src, bm) = (restrict(source, valid), restrict(bm25, valid));
+    let tr = translated.map(|t| restrict(t, valid));
     let mut order: Vec<f64> = betas.to_vec();
     order.sort_by(|a, b| b.total_cmp(a));
     let mut pairs = Vec::with_capacity(order.len() * lambdas.len());
@@ -745,7 +732,7 @@ pub fn truncated(run: &Run, depth: usize) -> Run {
 }
 
 /// The queries `keep` of `run`.
-fn restrict(run: &Run, keep: &BTreeSet<String>) -> Run {
+pub fn restrict(run: &Run, keep: &BTreeSet<String>) -> Run {
     Run {
         results: run
             .results

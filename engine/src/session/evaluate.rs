@@ -155,6 +155,25 @@ pub struct SentenceFigures {
     /// Target texts of the pairs evaluated that encode to nothing.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub empty_target_texts: Option<usize>,
+    /// The same pairs with each source's best targets reranked by MaxSim
+    /// (`--rerank`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reranked: Option<SentenceRerank>,
+}
+
+/// Sentence retrieval reranked by late interaction
+/// ([`rerank::sentence_reranked`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct SentenceRerank {
+    /// MaxSim's weight: given, or the one the ad-hoc task's tuning half chose.
+    pub weight: f64,
+    /// Targets reranked per source.
+    pub depth: usize,
+    /// The reranked figures.
+    #[serde(flatten)]
+    pub scores: SentenceScores,
+    /// Seconds spent reading token states and scoring.
+    pub seconds: f64,
 }
 
 /// Ad-hoc figures and what they are over.
@@ -335,6 +354,12 @@ impl EvalReport {
                 s.scores.p1_ties_for
             ));
         }
+        if let Some(r) = self.sentence.as_ref().and_then(|s| s.reranked.as_ref()) {
+            out.push(format!(
+                "sentence retrieval reranked by MaxSim (top {}, weight {:.1}; {:.1} s): MRR {:.4}  P@1 {:.4}  (ties for the answer: MRR {:.4}  P@1 {:.4})",
+                r.depth, r.weight, r.seconds, r.scores.mrr, r.scores.p1, r.scores.mrr_ties_for, r.scores.p1_ties_for
+            ));
+        }
         if let Some(a) = &self.adhoc {
             let missing = match (a.empty_queries, a.empty_documents) {
                 (Some(q), Some(d)) => format!(
@@ -356,13 +381,23 @@ impl EvalReport {
                 a.mean.r100
             ));
             if let Some(p) = &a.run {
+                let what = match &self.adhoc_reranked {
+                    Some(r) if r.split_seed.is_some() => {
+                        "reranked run of the held-out queries written to"
+                    }
+                    Some(_) => "reranked run written to",
+                    None => "run written to",
+                };
                 out.push(match &a.qrels {
+                    Some(q) if what != "run written to" => {
+                        format!("{what} {} (their qrels to {})", p.display(), q.display())
+                    }
                     Some(q) => format!(
-                        "run written to {} (the derived task's qrels to {})",
+                        "{what} {} (the derived task's qrels to {})",
                         p.display(),
                         q.display()
                     ),
-                    None => format!("run written to {}", p.display()),
+                    None => format!("{what} {}", p.display()),
                 });
             }
         }
@@ -483,9 +518,15 @@ impl EvalRequest {
                 )));
             }
         }
-        if self.rerank.is_some() && !self.wants(Task::Adhoc) {
+        if self.rerank.is_some() && !self.wants(Task::Adhoc) && !self.wants(Task::Sentence) {
             return Err(Error::invalid(
-                "--rerank applies to the ad-hoc task (--task adhoc or all)",
+                "--rerank applies to the ad-hoc and sentence tasks (--task adhoc, sentence or all)",
+            ));
+        }
+        if self.rerank == Some(RerankSpec::MaxSim(None)) && !self.wants(Task::Adhoc) {
+            return Err(Error::invalid(
+                "--rerank maxsim tunes its weight on the ad-hoc task's queries: give one \
+                 (--rerank maxsim:W) for --task sentence",
             ));
         }
         if self.rerank_depth == 0 {
@@ -535,15 +576,10 @@ pub fn evaluate(req: &EvalRequest) -> Result<EvalReport> {
 /// than `req.max_encode_s` is refused before it starts.
 pub fn evaluate_with(req: &EvalRequest, progress: &dyn Fn(f64, &str)) -> Result<EvalReport> {
     req.check_task_flags()?;
-    let late_refusal = |kind: &str| {
-        Error::invalid(format!(
-            "--rerank maxsim reads a model's token states: `{kind}` has none (an encoder has)"
-        ))
-    };
     let session = Session::open(&req.session)?;
     if session.is_lexical() {
         if req.rerank.is_some() {
-            return Err(late_refusal(&session.config.model));
+            return Err(rerank::no_token_states(&session.config.model));
         }
         return evaluate_lexical(req);
     }
@@ -558,7 +594,7 @@ pub fn evaluate_with(req: &EvalRequest, progress: &dyn Fn(f64, &str)) -> Result<
             .token_states(Side::Source, TextRole::Query, &[])
             .is_none()
     {
-        return Err(late_refusal(l.model.kind()));
+        return Err(rerank::no_token_states(l.model.kind()));
     }
     let ws =
         Workspace::load_with_text(&l.session.config.workspace, l.session.config.text.as_ref())?;
@@ -572,9 +608,6 @@ pub fn evaluate_with(req: &EvalRequest, progress: &dyn Fn(f64, &str)) -> Result<
     report
         .notes
         .extend(l.checkpoint_warning().map(str::to_string));
-    if req.wants(Task::Sentence) {
-        report.sentence = sentence_figures(req, &l, &prepared)?;
-    }
     if req.wants(Task::Adhoc) {
         let tag = session_tag(&l.session.dir);
         let other = req.adhoc.as_deref().map(other_task).transpose()?;
@@ -674,7 +707,20 @@ pub fn evaluate_with(req: &EvalRequest, progress: &dyn Fn(f64, &str)) -> Result<
         }
         let mut written = None;
         if let Some(p) = &req.run {
-            written = write_run(&run, p, qrels, derived)?;
+            written = match report
+                .adhoc_reranked
+                .as_ref()
+                .filter(|r| r.split_seed.is_some())
+            {
+                // a weight tuned on half the queries: the run of the other
+                // half, with its qrels beside (as --fuse-run writes)
+                Some(r) => {
+                    let keep = &r.runs.1;
+                    let held = crate::index::fusion::restrict(&run, keep);
+                    write_run(&held, p, &qrels.restricted_to(keep), true)?
+                }
+                None => write_run(&run, p, qrels, derived)?,
+            };
         }
         let mut figures = adhoc_figures(&e, derived, docs, req.run.clone());
         figures.qrels = written;
@@ -736,6 +782,15 @@ pub fn evaluate_with(req: &EvalRequest, progress: &dyn Fn(f64, &str)) -> Result<
             }
             report.adhoc_fused = Some(f);
         }
+    }
+    if req.wants(Task::Sentence) {
+        // after the ad-hoc task: a tuned MaxSim weight is chosen there
+        let w = match req.rerank {
+            Some(RerankSpec::MaxSim(Some(w))) => Some(w),
+            Some(RerankSpec::MaxSim(None)) => report.adhoc_reranked.as_ref().map(|r| r.weight),
+            None => None,
+        };
+        report.sentence = sentence_figures(req, &l, &prepared, w, progress)?;
     }
     if req.wants(Task::Bli) {
         // --dictionary FILE is read as written; the workspace's with its `reverse`
@@ -839,7 +894,33 @@ fn sentence_figures(
     req: &EvalRequest,
     l: &Loaded,
     prepared: &Prepared,
+    rerank: Option<f64>,
+    progress: &dyn Fn(f64, &str),
 ) -> Result<Option<SentenceFigures>> {
+    let reranked =
+        |src: &[String], tgt: &[String], s: &ndarray::Array2<f32>, t: &ndarray::Array2<f32>| {
+            rerank
+                .map(|w| -> Result<SentenceRerank> {
+                    let t0 = std::time::Instant::now();
+                    let scores = rerank::sentence_reranked(
+                        l.model.as_ref(),
+                        src,
+                        tgt,
+                        s,
+                        t,
+                        req.rerank_depth,
+                        w,
+                        progress,
+                    )?;
+                    Ok(SentenceRerank {
+                        weight: w,
+                        depth: req.rerank_depth,
+                        scores,
+                        seconds: t0.elapsed().as_secs_f64(),
+                    })
+                })
+                .transpose()
+        };
     let zero = |m: &ndarray::Array2<f32>, i: usize| m.row(i).iter().all(|x| *x == 0.0);
     if let Some(files) = &req.test {
         let pairs = read_pairs(files)?;
@@ -867,7 +948,9 @@ fn sentence_figures(
             let t: Vec<&str> = rows.iter().map(|&i| texts[i].as_str()).collect();
             l.counts(s, &t)
         };
+        let texts = |v: &[String]| -> Vec<String> { rows.iter().map(|&i| v[i].clone()).collect() };
         return Ok(Some(SentenceFigures {
+            reranked: reranked(&texts(&pairs.source), &texts(&pairs.target), &s, &t)?,
             scores: sentence_retrieval(&s, &t, l.model.similarity()),
             split: files_label(files),
             pairs_without_known_terms: Some(without),
@@ -892,7 +975,9 @@ fn sentence_figures(
     let without = rows.len() - split.trainable().len();
     let (s, t) = encode_pairs(l, prepared, split, &rows)?;
     let empty = |m: &crate::text::CsrMatrix| rows.iter().filter(|&&i| m.row_is_empty(i)).count();
+    let texts = |v: &[String]| -> Vec<String> { rows.iter().map(|&i| v[i].clone()).collect() };
     Ok(Some(SentenceFigures {
+        reranked: reranked(&texts(&split.src_text), &texts(&split.tgt_text), &s, &t)?,
         scores: sentence_retrieval(&s, &t, l.model.similarity()),
         split: name.to_string(),
         pairs_without_known_terms: Some(without),
@@ -1002,6 +1087,7 @@ fn evaluate_lexical(req: &EvalRequest) -> Result<EvalReport> {
             }
         };
         report.sentence = Some(SentenceFigures {
+            reranked: None,
             scores: baseline.sentence_retrieval(&ws, &pairs)?,
             split: name,
             pairs_without_known_terms: None,

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::Serialize;
 
+use crate::eval::sentence::{aligned_ranks_both, SentenceScores, TiedRank};
 use crate::eval::trec::{sorted_for_eval, Qrels, Run};
 use crate::eval::{evaluate_rankings, Metrics};
 use crate::index::fusion::{split_queries, LAMBDA_GRID};
@@ -57,6 +58,51 @@ impl std::str::FromStr for RerankSpec {
     }
 }
 
+/// The refusal of late interaction for a model of `kind` with no token
+/// states.
+pub fn no_token_states(kind: &str) -> Error {
+    Error::invalid(format!(
+        "--rerank maxsim reads a model's token states: `{kind}` has none (an encoder has)"
+    ))
+}
+
+/// The token states of the texts of `rows` (`text` gives each) read as
+/// `role` on `side`, [`DOC_CHUNK`] texts at a time (so that a large
+/// collection's never are all held), each handed to `each(row, states)`;
+/// `progress` hears of every chunk, `what` naming the texts.
+#[allow(clippy::too_many_arguments)]
+fn chunked_states(
+    model: &dyn Model,
+    side: Side,
+    role: TextRole,
+    rows: &[usize],
+    text: impl Fn(usize) -> String,
+    what: &str,
+    progress: &dyn Fn(f64, &str),
+    mut each: impl FnMut(usize, &TokenStates) -> Result<()>,
+) -> Result<()> {
+    for (c, chunk) in rows.chunks(DOC_CHUNK).enumerate() {
+        let from = c * DOC_CHUNK;
+        progress(
+            from as f64 / rows.len().max(1) as f64,
+            &format!(
+                "reading the token states of {what} {from}..{} of {}",
+                from + chunk.len(),
+                rows.len()
+            ),
+        );
+        let texts: Vec<String> = chunk.iter().map(|&r| text(r)).collect();
+        let states = model
+            .token_states(side, role, &texts)
+            .ok_or_else(|| no_token_states(model.kind()))??;
+        for (r, st) in chunk.iter().zip(&states) {
+            each(*r, st)?;
+        }
+    }
+    progress(1.0, "token states read");
+    Ok(())
+}
+
 /// Each query's head (its `depth` best documents of the run, in order)
 /// with the run's score and MaxSim's, and the rest of the run.
 #[derive(Debug, Clone)]
@@ -82,12 +128,6 @@ pub fn late_scores(
     depth: usize,
     progress: &dyn Fn(f64, &str),
 ) -> Result<LateScores> {
-    let refuse = || {
-        Error::invalid(format!(
-            "--rerank maxsim reads a model's token states: `{}` has none (an encoder has)",
-            model.kind()
-        ))
-    };
     let qpos: HashMap<&str, usize> = queries
         .0
         .iter()
@@ -126,38 +166,33 @@ pub fn late_scores(
     let qtexts: Vec<String> = asked.iter().map(|&i| queries.1[i].clone()).collect();
     let qstates = model
         .token_states(Side::Source, TextRole::Query, &qtexts)
-        .ok_or_else(refuse)??;
+        .ok_or_else(|| no_token_states(model.kind()))??;
     let qstate: HashMap<usize, &TokenStates> = asked.iter().copied().zip(&qstates).collect();
     let rows: Vec<usize> = wanted.keys().copied().collect();
-    for (c, chunk) in rows.chunks(DOC_CHUNK).enumerate() {
-        progress(
-            (c * DOC_CHUNK) as f64 / rows.len().max(1) as f64,
-            &format!(
-                "reading the token states of documents {}..{} of {}",
-                c * DOC_CHUNK,
-                c * DOC_CHUNK + chunk.len(),
-                rows.len()
-            ),
-        );
-        let texts: Vec<String> = chunk.iter().map(|&d| docs.1[d].clone()).collect();
-        let states = model
-            .token_states(Side::Target, TextRole::Document, &texts)
-            .ok_or_else(refuse)??;
-        for (d, ds) in chunk.iter().zip(&states) {
-            for (q, k) in &wanted[d] {
+    let doc_text = |d: usize| docs.1[d].clone();
+    chunked_states(
+        model,
+        Side::Target,
+        TextRole::Document,
+        &rows,
+        doc_text,
+        "documents",
+        progress,
+        |d, ds| {
+            for (q, k) in &wanted[&d] {
                 let qs = qstate[&qpos[q.as_str()]];
                 let s = maxsim(qs, ds).unwrap_or(-1.0);
                 if !s.is_finite() {
                     return Err(Error::invalid(format!(
                         "rerank: MaxSim of query {q} with document {} is not finite",
-                        docs.0[*d]
+                        docs.0[d]
                     )));
                 }
                 heads.get_mut(q).expect("a head per query")[*k].2 = s;
             }
-        }
-    }
-    progress(1.0, "token states read");
+            Ok(())
+        },
+    )?;
     Ok(LateScores {
         heads,
         tails,
@@ -281,6 +316,105 @@ pub fn evaluate_rerank(
         seconds,
         runs: (reranked, held_out),
     }
+}
+
+/// Parallel sentence retrieval with each source's `depth` best targets by
+/// the cosine reranked by `(1 − w)·cosine + w·MaxSim`: `src` and `tgt` the
+/// aligned texts (both read as queries, as sentence retrieval reads them),
+/// `s` and `t` their unit embeddings. An answer outside its source's head
+/// keeps its rank (the head, the `depth` best, stays above it); one inside
+/// is ranked among the head by the new score, under both tie conventions
+/// ([`TiedRank`]).
+#[allow(clippy::too_many_arguments)]
+pub fn sentence_reranked(
+    model: &dyn Model,
+    src: &[String],
+    tgt: &[String],
+    s: &ndarray::Array2<f32>,
+    t: &ndarray::Array2<f32>,
+    depth: usize,
+    w: f64,
+    progress: &dyn Fn(f64, &str),
+) -> Result<SentenceScores> {
+    let sim = crate::space::Similarity::Cosine;
+    let base = aligned_ranks_both(s, t, sim);
+    let n = src.len();
+    // each source's head: its `depth` best targets by the cosine
+    let mut heads: Vec<Vec<(usize, f64)>> = Vec::with_capacity(n);
+    const BLOCK: usize = 512;
+    for start in (0..n).step_by(BLOCK) {
+        let end = (start + BLOCK).min(n);
+        let sims = sim.scores(s.slice(ndarray::s![start..end, ..]), t.view());
+        for row in sims.rows() {
+            let mut idx: Vec<usize> = (0..row.len()).collect();
+            idx.sort_by(|&a, &b| {
+                crate::eval::trec::rank_key(row[b] as f64)
+                    .total_cmp(&crate::eval::trec::rank_key(row[a] as f64))
+                    .then_with(|| a.cmp(&b))
+            });
+            idx.truncate(depth);
+            heads.push(idx.into_iter().map(|j| (j, row[j] as f64)).collect());
+        }
+    }
+    let qs = model
+        .token_states(Side::Source, TextRole::Query, src)
+        .ok_or_else(|| no_token_states(model.kind()))??;
+    let mut wanted: BTreeMap<usize, Vec<(usize, usize)>> = BTreeMap::new();
+    for (i, h) in heads.iter().enumerate() {
+        if h.iter().any(|(j, _)| *j == i) {
+            for (k, (j, _)) in h.iter().enumerate() {
+                wanted.entry(*j).or_default().push((i, k));
+            }
+        }
+    }
+    let mut late: Vec<Vec<f64>> = heads.iter().map(|h| vec![f64::NAN; h.len()]).collect();
+    let rows: Vec<usize> = wanted.keys().copied().collect();
+    let tgt_text = |j: usize| tgt[j].clone();
+    chunked_states(
+        model,
+        Side::Target,
+        TextRole::Query,
+        &rows,
+        tgt_text,
+        "targets",
+        progress,
+        |j, st| {
+            for &(i, k) in &wanted[&j] {
+                late[i][k] = maxsim(&qs[i], st).unwrap_or(-1.0);
+            }
+            Ok(())
+        },
+    )?;
+    let ranks: Vec<TiedRank> = (0..n)
+        .map(|i| {
+            let h = &heads[i];
+            let Some(at) = h.iter().position(|(j, _)| *j == i) else {
+                return base[i];
+            };
+            let score = |k: usize| (1.0 - w) * h[k].1 + w * late[i][k];
+            let own = score(at);
+            if !own.is_finite() {
+                return TiedRank {
+                    against: n,
+                    for_: n,
+                };
+            }
+            let (mut above, mut tied) = (0, 0);
+            for k in (0..h.len()).filter(|&k| k != at) {
+                let x = score(k);
+                if x > own {
+                    above += 1;
+                } else if x == own {
+                    tied += 1;
+                }
+            }
+            TiedRank {
+                against: above + tied + 1,
+                for_: above + 1,
+            }
+        })
+        .collect();
+    Ok(SentenceScores::from_ranks(&ranks))
 }
 
 #[cfg(test)]
