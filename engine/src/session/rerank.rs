@@ -23,9 +23,9 @@ use crate::{Error, Result};
 pub const DEFAULT_DEPTH: usize = 100;
 /// Documents whose token states are held at once.
 const DOC_CHUNK: usize = 256;
-/// What a tail document's score drops by, below every reranked one: a
-/// reranked score is at least −1, a cosine at most 1.
-const TAIL_DROP: f64 = 4.0;
+/// The gap between successive tail documents' scores, below the head's
+/// lowest ([`LateScores::combined`]).
+const TAIL_STEP: f64 = 1e-6;
 
 /// How `rosetta eval --rerank` reranks: MaxSim mixed in with weight `w`
 /// (`maxsim:W`), or with `w` chosen on the tuning half (`maxsim`,
@@ -203,8 +203,11 @@ pub fn late_scores(
 impl LateScores {
     /// The run reranked with MaxSim's weight `w`: each head in the order of
     /// `(1 − w)·run score + w·MaxSim` (that its score), then its tail in
-    /// the run's order, each tail score lowered by [`TAIL_DROP`] so that it
-    /// stays below the head.
+    /// the run's order, scored just below the head's lowest score (steps
+    /// of [`TAIL_STEP`]). The tail's scores thus say only its order, and
+    /// a fusion's normalisation of the list sees the head's range, a tail
+    /// document counting as about the head's lowest, as a document missing
+    /// from the list would.
     pub fn combined(&self, w: f64) -> Run {
         let mut results = BTreeMap::new();
         for (q, head) in &self.heads {
@@ -213,10 +216,12 @@ impl LateScores {
                 .map(|(d, s, m)| (d.clone(), (1.0 - w) * s + w * m))
                 .collect();
             list = sorted_for_eval(&list);
+            let floor = list.last().map_or(0.0, |l| l.1);
             list.extend(
                 self.tails[q]
                     .iter()
-                    .map(|(d, s)| (d.clone(), s - TAIL_DROP)),
+                    .enumerate()
+                    .map(|(i, (d, _))| (d.clone(), floor - TAIL_STEP * (i + 1) as f64)),
             );
             results.insert(q.clone(), list);
         }
@@ -446,7 +451,10 @@ mod tests {
             vec![("a".to_string(), 0.9, 0.1), ("b".to_string(), 0.8, 0.9)],
         );
         let mut tails = BTreeMap::new();
-        tails.insert("q".to_string(), vec![("c".to_string(), 0.95)]);
+        tails.insert(
+            "q".to_string(),
+            vec![("c".to_string(), 0.95), ("d".to_string(), 0.2)],
+        );
         let s = LateScores {
             heads,
             tails,
@@ -458,12 +466,14 @@ mod tests {
                 .map(|(d, _)| d.clone())
                 .collect()
         };
-        assert_eq!(order(0.0), ["a", "b", "c"]);
-        assert_eq!(order(0.5), ["b", "a", "c"]);
+        assert_eq!(order(0.0), ["a", "b", "c", "d"]);
+        assert_eq!(order(0.5), ["b", "a", "c", "d"]);
         let r = s.combined(0.5);
         let sc = &r.results["q"];
         assert!((sc[0].1 - 0.85).abs() < 1e-12 && (sc[1].1 - 0.5).abs() < 1e-12);
-        // the tail's 0.95 is lowered below every head score, in trec_eval's order too
+        // the tail's 0.95 is put just below the head's lowest score, in
+        // trec_eval's order too
         assert_eq!(sorted_for_eval(sc), *sc);
+        assert!(sc[2].1 < sc[1].1 && sc[1].1 - sc[2].1 < 1e-5, "{sc:?}");
     }
 }
