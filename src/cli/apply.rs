@@ -729,6 +729,15 @@ pub struct SearchArgs {
     /// `rrf:K` (reciprocal rank fusion, K = 60 by default), or `none`.
     #[arg(long, value_name = "FUSION", default_value = "none")]
     pub fuse: rosetta::index::Fusion,
+    /// An encoder: rerank the model's --rerank-depth best documents by
+    /// (1−W)·cosine + W·MaxSim over its token states, as `eval --rerank
+    /// maxsim:W` scores them (before any --fuse). `eval --rerank maxsim`
+    /// chooses a W on judged queries.
+    #[arg(long, value_name = "maxsim:W", conflicts_with_all = ["show", "history"])]
+    pub rerank: Option<rosetta::session::rerank::RerankSpec>,
+    /// Documents reranked by --rerank.
+    #[arg(long, value_name = "N", default_value_t = rosetta::session::rerank::DEFAULT_DEPTH as u64, requires = "rerank", value_parser = clap::value_parser!(u64).range(1..))]
+    pub rerank_depth: u64,
     /// Print each result's whole text (never shortened) and its aligned
     /// source-language text where the collection has one (the other side of
     /// the verse pair for a task derived from parallel data).
@@ -810,6 +819,16 @@ pub fn search(args: SearchArgs) -> anyhow::Result<()> {
         }
         return Ok(());
     }
+    let rerank = match args.rerank {
+        Some(rosetta::session::rerank::RerankSpec::MaxSim(Some(w))) => {
+            Some((w, args.rerank_depth as usize))
+        }
+        Some(_) => anyhow::bail!(
+            "--rerank: a search takes MaxSim's weight, maxsim:W (W from 0 to 1); \
+             `rosetta eval --rerank maxsim` chooses one on judged queries"
+        ),
+        None => None,
+    };
     let session = args
         .session
         .clone()
@@ -845,7 +864,7 @@ pub fn search(args: SearchArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let query = args.query.clone().context("--query is required")?;
-    let r = s.search(&query, args.k, args.fuse)?;
+    let r = s.search_with(&query, args.k, args.fuse, rerank)?;
     // the whole documents, fetched only when asked for
     let docs = if args.full {
         r.hits

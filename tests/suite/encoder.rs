@@ -357,6 +357,20 @@ fn json(out: &std::process::Output) -> serde_json::Value {
     serde_json::from_str(ok(out).trim()).unwrap()
 }
 
+/// `rosetta search --session s0 --query "dog water" --json` with `more`, in `ws`.
+fn search_dog_water(ws: &Path, more: &[&str]) -> serde_json::Value {
+    let mut args = vec![
+        "search",
+        "--session",
+        "s0",
+        "--query",
+        "dog water",
+        "--json",
+    ];
+    args.extend_from_slice(more);
+    json(&rosetta_in(ws, &args))
+}
+
 #[test]
 fn zero_shot_session_searches_evaluates_and_lists_neighbours() {
     let ws = tiny_workspace();
@@ -364,21 +378,7 @@ fn zero_shot_session_searches_evaluates_and_lists_neighbours() {
     let s = ws.path().join("s0");
     // a search explains its hits from the term vectors of the query's and the
     // shown texts' words only: it does not encode the whole vocabulary
-    let search = || {
-        json(&rosetta_in(
-            ws.path(),
-            &[
-                "search",
-                "--session",
-                "s0",
-                "--query",
-                "dog water",
-                "--k",
-                "3",
-                "--json",
-            ],
-        ))
-    };
+    let search = || search_dog_water(ws.path(), &["--k", "3"]);
     let before = search();
     let table = |side: &str| s.join(format!("term-vectors.{side}.npy"));
     assert!(!table("source").exists() && !table("target").exists());
@@ -2088,5 +2088,41 @@ fn maxsim_reranks_each_querys_head_by_the_encoders_token_states() {
     refused(
         &["eval", "--session", "s0", "--rerank", "maxsim:2"],
         "maxsim:2",
+    );
+    // a search reranked with weight 1 ranks its hits by MaxSim: each hit's
+    // score is the MaxSim its explanation gives
+    let found = search_dog_water(ws.path(), &["--k", "4", "--rerank", "maxsim:1"]);
+    let hits = found["hits"].as_array().unwrap();
+    assert!(hits.len() >= 2, "{found}");
+    for (i, h) in hits.iter().enumerate() {
+        let (score, m) = (h["score"].as_f64().unwrap(), h["maxsim"].as_f64().unwrap());
+        assert!((score - m).abs() < 1e-5, "{h}");
+        if i > 0 {
+            assert!(hits[i - 1]["score"].as_f64().unwrap() >= score, "{found}");
+        }
+    }
+    refused(
+        &[
+            "search",
+            "--session",
+            "s0",
+            "--query",
+            "dog",
+            "--rerank",
+            "maxsim",
+        ],
+        "maxsim:W",
+    );
+    refused(
+        &[
+            "search",
+            "--session",
+            "b",
+            "--query",
+            "dog",
+            "--rerank",
+            "maxsim:1",
+        ],
+        "token states",
     );
 }

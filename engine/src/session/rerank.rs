@@ -232,6 +232,41 @@ impl LateScores {
     }
 }
 
+/// One query's ranking (best first, as a search ranks) reranked: its
+/// `depth` best documents by `(1 − w)·score + w·MaxSim`, the rest below in
+/// their order ([`LateScores::combined`]); `text` gives a document's text
+/// by id.
+pub fn rerank_ranking(
+    model: &dyn Model,
+    query: &str,
+    ranking: &[(String, f64)],
+    text: impl Fn(&str) -> String,
+    depth: usize,
+    w: f64,
+) -> Result<Vec<(String, f64)>> {
+    const Q: &str = "query";
+    // the head as `late_scores` cuts it (trec_eval's order)
+    let ids: Vec<String> = sorted_for_eval(ranking)
+        .into_iter()
+        .take(depth)
+        .map(|(d, _)| d)
+        .collect();
+    let texts: Vec<String> = ids.iter().map(|d| text(d)).collect();
+    let run = Run {
+        results: BTreeMap::from([(Q.to_string(), ranking.to_vec())]),
+        tag: String::new(),
+    };
+    let late = late_scores(
+        model,
+        &run,
+        (&[Q.to_string()], &[query.to_string()]),
+        (&ids, &texts),
+        depth,
+        &|_, _| {},
+    )?;
+    Ok(late.combined(w).results.remove(Q).unwrap_or_default())
+}
+
 /// A reranked run scored against the run it reranked, on the same queries.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RerankEvaluation {

@@ -384,7 +384,40 @@ impl Searcher {
     /// The `k` best documents for `query` (source language), ranked by the
     /// model or fused with BM25 over its dictionary translation.
     pub fn search(&self, query: &str, k: usize, fusion: Fusion) -> Result<SearchResult> {
+        self.search_with(query, k, fusion, None)
+    }
+
+    /// [`Searcher::search`] with the model's ranking first reranked by late
+    /// interaction, `rerank = (w, depth)`: its `depth` best documents scored
+    /// `(1 − w)·cosine + w·MaxSim` as `eval --rerank maxsim:W` scores them
+    /// ([`crate::session::rerank`]), before any fusion. Refused for a model
+    /// with no token states (every model but an encoder).
+    pub fn search_with(
+        &self,
+        query: &str,
+        k: usize,
+        fusion: Fusion,
+        rerank: Option<(f64, usize)>,
+    ) -> Result<SearchResult> {
         fusion.validate()?;
+        if let Some((w, depth)) = rerank {
+            let kind = match &self.ranker {
+                Ranker::Dense { m, .. } => m.model.kind(),
+                Ranker::Lexical { .. } => "bm25",
+            };
+            let states = match &self.ranker {
+                Ranker::Dense { m, .. } => m.model.token_states(Side::Source, TextRole::Query, &[]),
+                Ranker::Lexical { .. } => None,
+            };
+            if states.is_none() {
+                return Err(crate::session::rerank::no_token_states(kind));
+            }
+            if !(0.0..=1.0).contains(&w) || depth == 0 {
+                return Err(Error::invalid(format!(
+                    "rerank: MaxSim's weight {w} must lie in 0..1 and the depth {depth} be at least 1"
+                )));
+            }
+        }
         if fusion.uses_bm25() && self.is_lexical() {
             return Err(Error::invalid(format!(
                 "{} is itself a BM25 baseline: fusion with BM25 applies to trained models",
@@ -429,6 +462,20 @@ impl Searcher {
         // how many documents the model's list holds (an HNSW walk may reach
         // fewer than it was asked for)
         let model_depth = model.len();
+        let model = match (rerank, &self.ranker) {
+            (Some((w, depth)), Ranker::Dense { m, .. }) => {
+                let text = |d: &str| c.doc_full[c.rows[d]].clone();
+                crate::session::rerank::rerank_ranking(
+                    m.model.as_ref(),
+                    query,
+                    &model,
+                    text,
+                    depth,
+                    w,
+                )?
+            }
+            _ => model,
+        };
         let ranked = if fusion.uses_bm25() {
             fuse(&model, &c.bm25_dict(&c.src.analyze_words(query))?, fusion)
         } else {
