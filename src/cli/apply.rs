@@ -594,7 +594,9 @@ pub struct EvalArgs {
     /// 1 for MAP on a seeded half of the judged queries (--fuse-seed) and
     /// reports the other half. With --fuse the reranked run is what is
     /// fused; with --run it is what is written (a tuned W: the held-out
-    /// queries only, their qrels to FILE.qrels).
+    /// queries only, their qrels to FILE.qrels). Sentence retrieval is
+    /// reranked too (each source's best targets), with W as given or as
+    /// the ad-hoc task chose it (`--task sentence` alone: maxsim:W).
     #[arg(long, value_name = "maxsim[:W|:auto]", group = "tuned")]
     pub rerank: Option<rosetta::session::rerank::RerankSpec>,
     /// Documents reranked per query by --rerank.

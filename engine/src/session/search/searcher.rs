@@ -401,16 +401,16 @@ impl Searcher {
     ) -> Result<SearchResult> {
         fusion.validate()?;
         if let Some((w, depth)) = rerank {
-            let kind = match &self.ranker {
-                Ranker::Dense { m, .. } => m.model.kind(),
-                Ranker::Lexical { .. } => "bm25",
+            let has_states = match &self.ranker {
+                Ranker::Dense { m, .. } => m
+                    .model
+                    .token_states(Side::Source, TextRole::Query, &[])
+                    .is_some(),
+                Ranker::Lexical { .. } => false,
             };
-            let states = match &self.ranker {
-                Ranker::Dense { m, .. } => m.model.token_states(Side::Source, TextRole::Query, &[]),
-                Ranker::Lexical { .. } => None,
-            };
-            if states.is_none() {
-                return Err(crate::session::rerank::no_token_states(kind));
+            if !has_states {
+                let model = &self.session.config.model;
+                return Err(crate::session::rerank::no_token_states(model));
             }
             if !(0.0..=1.0).contains(&w) || depth == 0 {
                 return Err(Error::invalid(format!(
