@@ -232,6 +232,18 @@ impl LateScores {
     }
 }
 
+/// A search's ranking reranked ([`rerank_ranking`]), with the token states
+/// it read, so that the hits' explanations need not read them again.
+#[derive(Debug, Clone)]
+pub struct SearchRerank {
+    /// The ranking, its head reordered.
+    pub ranking: Vec<(String, f64)>,
+    /// The query's token states.
+    pub query: TokenStates,
+    /// The head's documents' token states, by document id.
+    pub docs: HashMap<String, TokenStates>,
+}
+
 /// One query's ranking (best first, as a search ranks) reranked: its
 /// `depth` best documents by `(1 − w)·score + w·MaxSim`, the rest below in
 /// their order ([`LateScores::combined`]); `text` gives a document's text
@@ -243,28 +255,40 @@ pub fn rerank_ranking(
     text: impl Fn(&str) -> String,
     depth: usize,
     w: f64,
-) -> Result<Vec<(String, f64)>> {
+) -> Result<SearchRerank> {
     const Q: &str = "query";
+    let refuse = || no_token_states(model.kind());
     // the head as `late_scores` cuts it (trec_eval's order)
-    let ids: Vec<String> = sorted_for_eval(ranking)
-        .into_iter()
-        .take(depth)
-        .map(|(d, _)| d)
+    let sorted = sorted_for_eval(ranking);
+    let cut = depth.min(sorted.len());
+    let q = model
+        .token_states(Side::Source, TextRole::Query, &[query.to_string()])
+        .ok_or_else(refuse)??
+        .pop()
+        .ok_or_else(|| Error::invalid("rerank: no token states for the query"))?;
+    let texts: Vec<String> = sorted[..cut].iter().map(|(d, _)| text(d)).collect();
+    let ds = model
+        .token_states(Side::Target, TextRole::Document, &texts)
+        .ok_or_else(refuse)??;
+    let head = sorted[..cut]
+        .iter()
+        .zip(&ds)
+        .map(|((d, s), st)| (d.clone(), *s, maxsim(&q, st).unwrap_or(-1.0)))
         .collect();
-    let texts: Vec<String> = ids.iter().map(|d| text(d)).collect();
-    let run = Run {
-        results: BTreeMap::from([(Q.to_string(), ranking.to_vec())]),
+    let late = LateScores {
+        heads: BTreeMap::from([(Q.to_string(), head)]),
+        tails: BTreeMap::from([(Q.to_string(), sorted[cut..].to_vec())]),
         tag: String::new(),
     };
-    let late = late_scores(
-        model,
-        &run,
-        (&[Q.to_string()], &[query.to_string()]),
-        (&ids, &texts),
-        depth,
-        &|_, _| {},
-    )?;
-    Ok(late.combined(w).results.remove(Q).unwrap_or_default())
+    Ok(SearchRerank {
+        ranking: late.combined(w).results.remove(Q).unwrap_or_default(),
+        query: q,
+        docs: sorted[..cut]
+            .iter()
+            .map(|(d, _)| d.clone())
+            .zip(ds)
+            .collect(),
+    })
 }
 
 /// A reranked run scored against the run it reranked, on the same queries.

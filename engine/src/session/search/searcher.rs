@@ -462,19 +462,20 @@ impl Searcher {
         // how many documents the model's list holds (an HNSW walk may reach
         // fewer than it was asked for)
         let model_depth = model.len();
-        let model = match (rerank, &self.ranker) {
+        let (model, reranked) = match (rerank, &self.ranker) {
             (Some((w, depth)), Ranker::Dense { m, .. }) => {
                 let text = |d: &str| c.doc_full[c.rows[d]].clone();
-                crate::session::rerank::rerank_ranking(
+                let mut r = crate::session::rerank::rerank_ranking(
                     m.model.as_ref(),
                     query,
                     &model,
                     text,
                     depth,
                     w,
-                )?
+                )?;
+                (std::mem::take(&mut r.ranking), Some(r))
             }
-            _ => model,
+            _ => (model, None),
         };
         let ranked = if fusion.uses_bm25() {
             fuse(&model, &c.bm25_dict(&c.src.analyze_words(query))?, fusion)
@@ -505,7 +506,7 @@ impl Searcher {
             .collect();
         let related = self.related(query, qv, &shown)?;
         let rows: Vec<usize> = ranked.iter().take(k).map(|(d, _)| c.rows[d]).collect();
-        let mut aligned = self.alignments(query, &rows)?;
+        let mut aligned = self.alignments(query, &rows, reranked.as_ref())?;
         let hits = ranked
             .iter()
             .take(k)
@@ -568,34 +569,59 @@ impl Searcher {
 
     /// The token alignments ([`align::align`]) of `query` with the full
     /// texts of the documents `rows`, for a model with token states (an
-    /// encoder); `None` for any other model.
-    fn alignments(&self, query: &str, rows: &[usize]) -> Result<Option<Vec<Option<Alignment>>>> {
+    /// encoder); `None` for any other model. The token states a rerank
+    /// already read (`known`) are used, not read again.
+    fn alignments(
+        &self,
+        query: &str,
+        rows: &[usize],
+        known: Option<&crate::session::rerank::SearchRerank>,
+    ) -> Result<Option<Vec<Option<Alignment>>>> {
         let Ranker::Dense { m, .. } = &self.ranker else {
             return Ok(None);
         };
         let query = query.to_string();
-        let Some(q) =
-            m.model
-                .token_states(Side::Source, TextRole::Query, std::slice::from_ref(&query))
-        else {
-            return Ok(None);
+        let read;
+        let q = match known {
+            Some(k) => &k.query,
+            None => {
+                let Some(q) = m.model.token_states(
+                    Side::Source,
+                    TextRole::Query,
+                    std::slice::from_ref(&query),
+                ) else {
+                    return Ok(None);
+                };
+                read = q?
+                    .pop()
+                    .ok_or_else(|| Error::invalid("encoder: no token states for the query"))?;
+                &read
+            }
         };
-        let q = q?
-            .pop()
-            .ok_or_else(|| Error::invalid("encoder: no token states for the query"))?;
         let c = &self.corpus;
-        let texts: Vec<String> = rows.iter().map(|&r| c.doc_full[r].clone()).collect();
-        let ds = m
+        let had = |r: usize| known.and_then(|k| k.docs.get(&c.doc_ids[r]));
+        let missing: Vec<usize> = rows.iter().copied().filter(|&r| had(r).is_none()).collect();
+        let texts: Vec<String> = missing.iter().map(|&r| c.doc_full[r].clone()).collect();
+        let mut ds = m
             .model
             .token_states(Side::Target, TextRole::Document, &texts)
-            .ok_or_else(|| Error::invalid("encoder: no token states for the documents"))??;
-        Ok(Some(
-            texts
-                .iter()
-                .zip(&ds)
-                .map(|(t, d)| align::align(&query, &q, t, d))
-                .collect(),
-        ))
+            .ok_or_else(|| Error::invalid("encoder: no token states for the documents"))??
+            .into_iter();
+        let mut out = Vec::with_capacity(rows.len());
+        for &r in rows {
+            let read_now;
+            let d = match had(r) {
+                Some(d) => d,
+                None => {
+                    read_now = ds.next().ok_or_else(|| {
+                        Error::invalid("encoder: a document lost its token states")
+                    })?;
+                    &read_now
+                }
+            };
+            out.push(align::align(&query, q, &c.doc_full[r], d));
+        }
+        Ok(Some(out))
     }
 
     /// What marks a document word as related to `query` (`qv` its vector
@@ -666,7 +692,7 @@ impl Searcher {
                     .map(|s| related.source_spans(c, s))
                     .unwrap_or_default();
                 let mut spans = related.spans(c, &text);
-                if let Some(Some(a)) = self.alignments(q, &[row])?.and_then(|mut v| v.pop()) {
+                if let Some(Some(a)) = self.alignments(q, &[row], None)?.and_then(|mut v| v.pop()) {
                     spans.extend(a.spans);
                     spans.sort_unstable();
                     spans.dedup();
