@@ -239,7 +239,10 @@ fn check_request(req: &JobRequest) -> Result<(BTreeMap<String, String>, Workspac
     registry::check_device(&req.model, req.device)?;
     let def = registry::spec(&req.model)?;
     let mut settings = BTreeMap::new();
-    for (k, v) in &req.settings {
+    // a named preset (`recipe=clir`) gives its settings, each overridden
+    // by one given beside it (an unknown preset name is refused by its
+    // setting's check)
+    for (k, v) in &def.with_presets(&req.settings) {
         settings.insert(k.clone(), check_setting(&req.model, k, v)?);
     }
     // the model's typed settings, read once as the job will read them
@@ -664,7 +667,8 @@ pub fn run(
     save_unit_models(&session.dir, &prepared)?;
     // a real ad-hoc collection (not one derived from the parallel test
     // split): its figures are reported per epoch, never used for selection
-    let adhoc_figures = |m: &dyn crate::models::Model| adhoc_validation(m, &prepared.adhoc);
+    let rerank = session.config.rerank()?;
+    let adhoc_figures = |m: &dyn crate::models::Model| adhoc_validation(m, &prepared.adhoc, rerank);
     let extra: Option<&ExtraValidation<'_>> = if prepared.adhoc.derived {
         None
     } else {

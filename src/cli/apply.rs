@@ -407,7 +407,7 @@ fn export_lexical_run(args: &ExportArgs) -> anyhow::Result<()> {
         fuse_run: None,
         fuse_options: ev::FuseOptions::default(),
         rerank: None,
-        rerank_depth: rosetta::session::rerank::DEFAULT_DEPTH,
+        rerank_depth: None,
         device: args.device,
         max_encode_s: None,
     };
@@ -596,12 +596,18 @@ pub struct EvalArgs {
     /// fused; with --run it is what is written (a tuned W: the held-out
     /// queries only, their qrels to FILE.qrels). Sentence retrieval is
     /// reranked too (each source's best targets), with W as given or as
-    /// the ad-hoc task chose it (`--task sentence` alone: maxsim:W).
-    #[arg(long, value_name = "maxsim[:W|:auto]", group = "tuned")]
+    /// the ad-hoc task chose it (`--task sentence` alone: maxsim:W). With
+    /// a fixed W the reported ad-hoc and sentence figures are the
+    /// reranked ones, those before beside them. Without the flag, an
+    /// encoder session reranks as its own `rerank` setting says
+    /// (`--set recipe=clir` gives maxsim:1); `none` ranks by the cosine
+    /// alone whatever the session says.
+    #[arg(long, value_name = "maxsim[:W|:auto]|none", group = "tuned")]
     pub rerank: Option<rosetta::session::rerank::RerankSpec>,
-    /// Documents reranked per query by --rerank.
-    #[arg(long, value_name = "N", default_value_t = rosetta::session::rerank::DEFAULT_DEPTH as u64, requires = "rerank", value_parser = clap::value_parser!(u64).range(1..))]
-    pub rerank_depth: u64,
+    /// Documents reranked per query by --rerank [default: the session's
+    /// rerank_depth, else 100].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub rerank_depth: Option<u64>,
     /// Seed of the validation/test split of the queries for --fuse and
     /// for a tuned --rerank weight (the two tune on the same half).
     #[arg(long, default_value_t = 1, requires = "tuned")]
@@ -674,7 +680,7 @@ pub fn eval(args: EvalArgs) -> anyhow::Result<()> {
         fuse_seed: args.fuse_seed,
         fuse_run: args.fuse_run,
         rerank: args.rerank,
-        rerank_depth: args.rerank_depth as usize,
+        rerank_depth: args.rerank_depth.map(|d| d as usize),
         fuse_options: ev::FuseOptions {
             beta: args.beta.unwrap_or_default(),
             translation: match args.fuse_translate {
@@ -734,12 +740,15 @@ pub struct SearchArgs {
     /// An encoder: rerank the model's --rerank-depth best documents by
     /// (1−W)·cosine + W·MaxSim over its token states, as `eval --rerank
     /// maxsim:W` scores them (before any --fuse). `eval --rerank maxsim`
-    /// chooses a W on judged queries.
-    #[arg(long, value_name = "maxsim:W", conflicts_with_all = ["show", "history"])]
+    /// chooses a W on judged queries. Without the flag the session's own
+    /// `rerank` setting is used (`--set recipe=clir` gives maxsim:1);
+    /// `none` ranks by the cosine alone.
+    #[arg(long, value_name = "maxsim:W|none", conflicts_with_all = ["show", "history"])]
     pub rerank: Option<rosetta::session::rerank::RerankSpec>,
-    /// Documents reranked by --rerank.
-    #[arg(long, value_name = "N", default_value_t = rosetta::session::rerank::DEFAULT_DEPTH as u64, requires = "rerank", value_parser = clap::value_parser!(u64).range(1..))]
-    pub rerank_depth: u64,
+    /// Documents reranked by --rerank [default: the session's
+    /// rerank_depth, else 100].
+    #[arg(long, value_name = "N", conflicts_with_all = ["show", "history"], value_parser = clap::value_parser!(u64).range(1..))]
+    pub rerank_depth: Option<u64>,
     /// Print each result's whole text (never shortened) and its aligned
     /// source-language text where the collection has one (the other side of
     /// the verse pair for a task derived from parallel data).
@@ -821,16 +830,15 @@ pub fn search(args: SearchArgs) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    let rerank = match args.rerank {
-        Some(rosetta::session::rerank::RerankSpec::MaxSim(Some(w))) => {
-            Some((w, args.rerank_depth as usize))
-        }
-        Some(_) => anyhow::bail!(
-            "--rerank: a search takes MaxSim's weight, maxsim:W (W from 0 to 1); \
+    if matches!(
+        args.rerank,
+        Some(rosetta::session::rerank::RerankSpec::MaxSim(None))
+    ) {
+        anyhow::bail!(
+            "--rerank: a search takes MaxSim's weight, maxsim:W (W from 0 to 1) or none; \
              `rosetta eval --rerank maxsim` chooses one on judged queries"
-        ),
-        None => None,
-    };
+        );
+    }
     let session = args
         .session
         .clone()
@@ -866,6 +874,21 @@ pub fn search(args: SearchArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let query = args.query.clone().context("--query is required")?;
+    // the flags, else the session's own reranking
+    let rerank = rosetta::session::rerank::RerankSpec::resolve(
+        args.rerank,
+        args.rerank_depth.map(|d| d as usize),
+        s.rerank(),
+    )
+    .and_then(|(spec, depth)| match spec {
+        rosetta::session::rerank::RerankSpec::MaxSim(Some(weight)) => {
+            Some(rosetta::session::rerank::LateRerank { weight, depth })
+        }
+        _ => None,
+    });
+    if rerank.is_none() && args.rerank_depth.is_some() {
+        return Err(rosetta::session::rerank::depth_without_rerank(&session).into());
+    }
     let r = s.search_with(&query, args.k, args.fuse, rerank)?;
     // the whole documents, fetched only when asked for
     let docs = if args.full {

@@ -965,7 +965,11 @@ fn train(a: TrainBenchArgs) -> anyhow::Result<()> {
         .with_model_text(rosetta::models::registry::spec(&a.model)?.text)?
         .text;
     let (prepared, data, _) = rosetta::jobs::load_workspace(&a.workspace, Some(&text))?;
-    let params = Params::new(rosetta::jobs::parse_settings(&a.set)?);
+    // a named preset (recipe=…) gives its settings, as `rosetta train` reads them
+    let params = Params::new(
+        rosetta::models::registry::spec(&a.model)?
+            .with_presets(&rosetta::jobs::parse_settings(&a.set)?),
+    );
     let trainer = rosetta::models::registry::trainer(&a.model)?;
     trainer.check(&params)?;
     let mut timer = LoopTimer {

@@ -2010,8 +2010,9 @@ fn maxsim_reranks_each_querys_head_by_the_encoders_token_states() {
     assert!(run.results.keys().all(|q| qrels.judgements.contains_key(q)));
     // sentence retrieval: weight 0 gives the figures as they were; weight 1
     // over every target ranks each source's translation by MaxSim alone
+    // (the reported figures are the reranked ones, those before beside)
     let s0 = eval(&["--task", "sentence", "--rerank", "maxsim:0"]);
-    let (plain, r0) = (&s0["sentence"], &s0["sentence"]["reranked"]);
+    let (plain, r0) = (&s0["sentence"], &s0["sentence"]["reranked"]["model"]);
     for k in ["MRR", "P@1", "MRR_ties_for", "P@1_ties_for"] {
         assert_eq!(plain[k], r0[k], "{k}: {s0}");
     }
@@ -2041,12 +2042,10 @@ fn maxsim_reranks_each_querys_head_by_the_encoders_token_states() {
         rr += 1.0 / (1 + at_least) as f64;
     }
     let want = rr / qs.len() as f64;
-    let got = s1["sentence"]["reranked"]["MRR"].as_f64().unwrap();
+    let got = s1["sentence"]["MRR"].as_f64().unwrap();
     assert!((got - want).abs() < 1e-9, "{got} vs {want}: {s1}");
-    assert_eq!(
-        s1["sentence"]["reranked"]["queries"].as_u64(),
-        Some(qs.len() as u64)
-    );
+    assert_eq!(s1["sentence"]["queries"].as_u64(), Some(qs.len() as u64));
+    assert_eq!(s1["sentence"]["reranked"]["weight"].as_f64(), Some(1.0));
     let refused = |args: &[&str], says: &str| {
         let out = rosetta_in(ws.path(), args);
         assert!(!out.status.success(), "{args:?}");
@@ -2125,4 +2124,175 @@ fn maxsim_reranks_each_querys_head_by_the_encoders_token_states() {
         ],
         "token states",
     );
+}
+
+/// `--set recipe=clir`: a zero-shot encoder session that ranks by MaxSim
+/// (`rerank=maxsim:1`, `rerank_depth=100`) in every figure it gives (eval,
+/// search, compare, its job's validation), each preset setting
+/// overridable, and `--rerank none` the cosine alone.
+#[test]
+fn recipe_clir_is_a_preset_every_figure_of_the_session_honours() {
+    let ws = tiny_workspace();
+    let (dir, w) = zero_shot_session(ws.path(), 5, "s0");
+    let weights = format!("weights={}", dir.display());
+    train(
+        ws.path(),
+        &w,
+        "encoder",
+        "clir",
+        &["--set", &weights, "--set", "recipe=clir"],
+    );
+    let config = std::fs::read_to_string(ws.path().join("clir/config.toml")).unwrap();
+    for kv in [
+        "recipe = \"clir\"",
+        "rerank = \"maxsim:1\"",
+        "rerank_depth = \"100\"",
+        "epochs = \"0\"",
+    ] {
+        assert!(config.contains(kv), "{kv}: {config}");
+    }
+    // a setting given beside the preset wins over it
+    train(
+        ws.path(),
+        &w,
+        "encoder",
+        "plain",
+        &[
+            "--set",
+            &weights,
+            "--set",
+            "recipe=clir",
+            "--set",
+            "rerank=none",
+        ],
+    );
+    let plain = std::fs::read_to_string(ws.path().join("plain/config.toml")).unwrap();
+    assert!(plain.contains("rerank = \"none\""), "{plain}");
+    // an unknown preset or rerank value is refused before a session is made
+    for (bad, says) in [
+        ("recipe=clr", "none or clir"),
+        ("rerank=maxsim:2", "maxsim:W"),
+    ] {
+        let out = rosetta_in(
+            ws.path(),
+            &[
+                "train",
+                "--workspace",
+                w.to_str().unwrap(),
+                "--model",
+                "encoder",
+                "--device",
+                "cpu",
+                "--session",
+                "refused",
+                "--set",
+                &weights,
+                "--set",
+                bad,
+            ],
+        );
+        assert!(!out.status.success(), "{bad}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{bad}: {err}");
+        assert!(!ws.path().join("refused").exists(), "{bad}");
+    }
+    let eval = |session: &str, more: &[&str]| {
+        let mut args = vec!["eval", "--session", session, "--json"];
+        args.extend_from_slice(more);
+        json(&rosetta_in(ws.path(), &args))
+    };
+    // the session's figures are the plain session's reranked by maxsim:1,
+    // ad-hoc and sentence alike; `--rerank none` gives the cosine's
+    let figures = |e: &serde_json::Value| {
+        (
+            e["adhoc"]["MAP"].as_f64().unwrap(),
+            e["adhoc"]["MRR"].as_f64().unwrap(),
+            e["sentence"]["MRR"].as_f64().unwrap(),
+            e["sentence"]["MRR_ties_for"].as_f64().unwrap(),
+        )
+    };
+    let clir = eval("clir", &[]);
+    let flagged = eval("s0", &["--rerank", "maxsim:1"]);
+    assert_eq!(figures(&clir), figures(&flagged), "{clir}\n{flagged}");
+    assert_eq!(
+        clir["adhoc_reranked"]["weight"].as_f64(),
+        Some(1.0),
+        "{clir}"
+    );
+    assert_eq!(
+        clir["adhoc_reranked"]["depth"].as_u64(),
+        Some(100),
+        "{clir}"
+    );
+    let cosine = eval("clir", &["--rerank", "none"]);
+    assert_eq!(figures(&cosine), figures(&eval("s0", &[])), "{cosine}");
+    assert!(cosine.get("adhoc_reranked").is_none(), "{cosine}");
+    assert_eq!(
+        clir["adhoc_reranked"]["model"]["MAP"], cosine["adhoc"]["MAP"],
+        "{clir}"
+    );
+    // the figures differ: the test can tell the two rankings apart
+    assert_ne!(figures(&clir), figures(&cosine), "{clir}\n{cosine}");
+    // --rerank-depth with nothing to rerank is refused, not ignored
+    let out = rosetta_in(
+        ws.path(),
+        &["eval", "--session", "s0", "--rerank-depth", "5"],
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nothing is reranked"));
+    // its job's validation ranked the validation pairs as eval does
+    let metrics = std::fs::read_to_string(ws.path().join("clir/metrics.jsonl")).unwrap();
+    let valid: serde_json::Value = metrics
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|r| r["kind"] == "valid")
+        .unwrap_or_else(|| panic!("no validation record: {metrics}"));
+    let ev = eval("clir", &["--task", "sentence", "--split", "valid"]);
+    let (a, b) = (
+        valid["MRR"].as_f64().unwrap(),
+        ev["sentence"]["MRR"].as_f64().unwrap(),
+    );
+    assert!((a - b).abs() < 1e-9, "validation {a} vs eval {b}");
+    let (a, b) = (
+        valid["adhoc_MAP"].as_f64().unwrap(),
+        clir["adhoc"]["MAP"].as_f64().unwrap(),
+    );
+    assert!((a - b).abs() < 1e-9, "validation ad-hoc {a} vs eval {b}");
+    // a search ranks by MaxSim: each hit's score is its MaxSim
+    let found = json(&rosetta_in(
+        ws.path(),
+        &[
+            "search",
+            "--session",
+            "clir",
+            "--query",
+            "dog water",
+            "--k",
+            "4",
+            "--json",
+        ],
+    ));
+    let hits = found["hits"].as_array().unwrap();
+    assert!(hits.len() >= 2, "{found}");
+    for h in hits {
+        let (score, m) = (h["score"].as_f64().unwrap(), h["maxsim"].as_f64().unwrap());
+        assert!((score - m).abs() < 1e-5, "{h}");
+    }
+    // compare's per-query figures are the session's eval figures
+    let c = json(&rosetta_in(
+        ws.path(),
+        &["compare", "--sessions", "s0", "clir", "--json"],
+    ));
+    let systems = c["systems"].as_array().unwrap();
+    for (s, e) in [(&systems[0], eval("s0", &[])), (&systems[1], clir.clone())] {
+        let (a, b) = (
+            s["means"]["MAP"].as_f64().unwrap(),
+            e["adhoc"]["MAP"].as_f64().unwrap(),
+        );
+        assert!((a - b).abs() < 1e-9, "{}: {a} vs eval {b}", s["system"]);
+    }
+    // the preset is listed by `rosetta train --help`
+    let help = rosetta_in(ws.path(), &["train", "--help"]);
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(help.contains("preset recipe=clir"), "{help}");
 }

@@ -154,6 +154,7 @@ pub fn resolve_settings(
 ) -> crate::Result<std::collections::BTreeMap<String, String>> {
     validate_settings(model, given)?;
     let spec = spec(model)?;
+    let given = &spec.with_presets(given);
     let mut out = std::collections::BTreeMap::new();
     for s in spec.all_settings() {
         match (given.get(s.key), s.default) {
@@ -183,6 +184,16 @@ pub fn settings_help() -> String {
                 s.default.unwrap_or("unset"),
                 s.help,
                 s.check.describe()
+            ));
+        }
+        for p in m.presets {
+            let sets: Vec<String> = p.sets.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            out.push_str(&format!(
+                "    preset {}={}: {} (gives {}; a setting given beside it wins)\n",
+                p.key,
+                p.name,
+                p.help,
+                sets.join(", ")
             ));
         }
     }
@@ -353,7 +364,52 @@ mod tests {
             if let Err(e) = m.config(&params) {
                 panic!("{}: {e}", m.name);
             }
+            // each preset is a value of one of its settings, and gives
+            // values its settings accept, which the typed config reads
+            for p in m.presets {
+                let named = m.setting(p.key).map(|s| s.check.check(p.name));
+                assert!(matches!(named, Some(Ok(()))), "{}: {p:?}", m.name);
+                let given =
+                    std::collections::BTreeMap::from([(p.key.to_string(), p.name.to_string())]);
+                let expanded = m.with_presets(&given);
+                assert_eq!(expanded.len(), p.sets.len() + 1, "{}: {p:?}", m.name);
+                validate_settings(m.name, &expanded).unwrap();
+                m.config(&Params::new(expanded)).unwrap();
+            }
         }
+    }
+
+    #[test]
+    fn a_preset_gives_its_settings_and_a_given_one_wins() {
+        let given = |kv: &[(&str, &str)]| -> std::collections::BTreeMap<String, String> {
+            kv.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let r = resolve_settings("encoder", &given(&[("recipe", "clir")])).unwrap();
+        assert_eq!(r["rerank"], "maxsim:1");
+        assert_eq!(r["rerank_depth"], "100");
+        assert_eq!(r["epochs"], "0");
+        let r = resolve_settings(
+            "encoder",
+            &given(&[
+                ("recipe", "clir"),
+                ("rerank", "maxsim:0.5"),
+                ("epochs", "2"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(
+            (r["rerank"].as_str(), r["epochs"].as_str()),
+            ("maxsim:0.5", "2")
+        );
+        // without the preset: the plain defaults
+        let r = resolve_settings("encoder", &given(&[])).unwrap();
+        assert_eq!(
+            (r["recipe"].as_str(), r["rerank"].as_str()),
+            ("none", "none")
+        );
+        assert!(settings_help().contains("preset recipe=clir"));
     }
 
     #[test]
@@ -469,12 +525,15 @@ mod tests {
     }
 
     #[test]
-    fn only_recurrence_and_precision_say_how_a_model_computes() {
+    fn only_recurrence_precision_and_reranking_say_how_a_model_computes() {
         for def in MODELS {
             for s in def.all_settings() {
                 assert_eq!(
                     s.compute_only,
-                    matches!(s.key, "recurrence" | "precision"),
+                    matches!(
+                        s.key,
+                        "recurrence" | "precision" | "rerank" | "rerank_depth"
+                    ),
                     "{}: {}",
                     def.name,
                     s.key
@@ -490,7 +549,7 @@ mod tests {
                 .collect()
         };
         assert_eq!(keys("adv-bilstm"), ["precision", "recurrence"]);
-        assert_eq!(keys("encoder"), ["precision"]);
+        assert_eq!(keys("encoder"), ["precision", "rerank", "rerank_depth"]);
         assert!(keys("cca").is_empty());
     }
 }

@@ -156,6 +156,11 @@ pub trait ModelConfig: std::fmt::Debug {
     fn precision(&self) -> Result<Option<super::precision::Precision>> {
         Ok(None)
     }
+    /// How the model's rankings are reranked by late interaction (`None`:
+    /// they are not, or the model has no token states).
+    fn rerank(&self) -> Result<Option<super::kit::late::LateRerank>> {
+        Ok(None)
+    }
 }
 
 /// [`Settings::from_params`] as a boxed [`ModelConfig`], for
@@ -300,6 +305,26 @@ pub struct ModelDef {
     /// syntax: they replace the global defaults for a workspace that does
     /// not set the key (measured: `docs/results.md`, "Text defaults").
     pub text: &'static [(&'static str, &'static str)],
+    /// Its named presets ([`Preset`]): one setting's value standing for a
+    /// set of others (the encoder's `recipe=clir`).
+    pub presets: &'static [Preset],
+}
+
+/// A named preset of a model's settings: `--set KEY=NAME` gives each of
+/// `sets` unless that setting is given beside it (a preset is overridable
+/// setting by setting). The preset is expanded once, when a job's settings
+/// are resolved, so `config.toml` records both the preset and every value
+/// it gave.
+#[derive(Debug, Clone, Copy)]
+pub struct Preset {
+    /// The setting naming it (`recipe`).
+    pub key: &'static str,
+    /// Its name: that setting's value (`clir`).
+    pub name: &'static str,
+    /// What it is for, with the figure that chose it (one line).
+    pub help: &'static str,
+    /// The settings it gives, `(key, value)`.
+    pub sets: &'static [(&'static str, &'static str)],
 }
 
 /// The name the registry's rows had before they were typed definitions.
@@ -324,6 +349,23 @@ impl ModelDef {
     pub fn all_settings(&self) -> impl Iterator<Item = &'static Setting> {
         let runner: &'static [Setting] = if self.runner { RUNNER_SETTINGS } else { &[] };
         self.settings.iter().chain(runner.iter())
+    }
+
+    /// `given` with the presets it names expanded: each setting a named
+    /// preset gives is added unless given itself.
+    pub fn with_presets(
+        &self,
+        given: &std::collections::BTreeMap<String, String>,
+    ) -> std::collections::BTreeMap<String, String> {
+        let mut out = given.clone();
+        for p in self.presets {
+            if given.get(p.key).map(|v| v.trim()) == Some(p.name) {
+                for (k, v) in p.sets {
+                    out.entry(k.to_string()).or_insert_with(|| v.to_string());
+                }
+            }
+        }
+        out
     }
 
     /// The model's typed settings read from `params` (each given value

@@ -34,4 +34,5 @@ pub static DEF: ModelDef = ModelDef {
     read: boxed::<Config>,
     trainer: None,
     text: &[],
+    presets: &[],
 };

@@ -94,12 +94,16 @@ pub struct EvalRequest {
     pub fuse_run: Option<PathBuf>,
     /// How `fuse` builds its BM25 partner and the model's Eq. 1 mix.
     pub fuse_options: FuseOptions,
-    /// Rerank the ad-hoc run by late interaction (an encoder's MaxSim); a
-    /// tuned weight is chosen on the tuning half of `fuse_seed`'s split,
-    /// and the reranked run is what `fuse` fuses.
+    /// Rerank the ad-hoc run and sentence retrieval by late interaction
+    /// (an encoder's MaxSim); a tuned weight is chosen on the tuning half
+    /// of `fuse_seed`'s split, and the reranked run is what `fuse` fuses.
+    /// `None`: the session's own `rerank` setting
+    /// ([`SessionConfig::rerank`](super::SessionConfig::rerank));
+    /// [`RerankSpec::Off`]: none.
     pub rerank: Option<RerankSpec>,
-    /// Documents reranked per query ([`rerank::DEFAULT_DEPTH`]).
-    pub rerank_depth: usize,
+    /// Documents reranked per query; `None`: the session's `rerank_depth`,
+    /// else [`rerank::DEFAULT_DEPTH`].
+    pub rerank_depth: Option<usize>,
     /// Device to load the model on.
     pub device: crate::models::DeviceSpec,
     /// The most seconds of encoding an un-indexed ad-hoc collection that
@@ -155,8 +159,9 @@ pub struct SentenceFigures {
     /// Target texts of the pairs evaluated that encode to nothing.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub empty_target_texts: Option<usize>,
-    /// The same pairs with each source's best targets reranked by MaxSim
-    /// (`--rerank`).
+    /// How each source's best targets were reranked by MaxSim (`--rerank`
+    /// or the session's `rerank`), with the figures before: `scores` are
+    /// then the reranked ones.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reranked: Option<SentenceRerank>,
 }
@@ -169,9 +174,8 @@ pub struct SentenceRerank {
     pub weight: f64,
     /// Targets reranked per source.
     pub depth: usize,
-    /// The reranked figures.
-    #[serde(flatten)]
-    pub scores: SentenceScores,
+    /// The figures before reranking (the pooled vectors' cosine).
+    pub model: SentenceScores,
     /// Seconds spent reading token states and scoring.
     pub seconds: f64,
 }
@@ -344,8 +348,13 @@ impl EvalReport {
                     .map(|n| format!(", {n} with no known term on a side"))
                     .unwrap_or_default(),
             };
+            let how = s
+                .reranked
+                .as_ref()
+                .map(|r| format!(", reranked by MaxSim: top {}, weight {}", r.depth, r.weight))
+                .unwrap_or_default();
             out.push(format!(
-                "sentence retrieval ({}, {} pairs{missing}): MRR {:.4}  P@1 {:.4}  (ties for the answer: MRR {:.4}  P@1 {:.4})",
+                "sentence retrieval ({}, {} pairs{missing}{how}): MRR {:.4}  P@1 {:.4}  (ties for the answer: MRR {:.4}  P@1 {:.4})",
                 s.split,
                 s.scores.queries,
                 s.scores.mrr,
@@ -353,12 +362,12 @@ impl EvalReport {
                 s.scores.mrr_ties_for,
                 s.scores.p1_ties_for
             ));
-        }
-        if let Some(r) = self.sentence.as_ref().and_then(|s| s.reranked.as_ref()) {
-            out.push(format!(
-                "sentence retrieval reranked by MaxSim (top {}, weight {:.1}; {:.1} s): MRR {:.4}  P@1 {:.4}  (ties for the answer: MRR {:.4}  P@1 {:.4})",
-                r.depth, r.weight, r.seconds, r.scores.mrr, r.scores.p1, r.scores.mrr_ties_for, r.scores.p1_ties_for
-            ));
+            if let Some(r) = &s.reranked {
+                out.push(format!(
+                    "  before reranking (the pooled vectors' cosine; reranking {:.1} s): MRR {:.4}  P@1 {:.4}  (ties for the answer: MRR {:.4}  P@1 {:.4})",
+                    r.seconds, r.model.mrr, r.model.p1, r.model.mrr_ties_for, r.model.p1_ties_for
+                ));
+            }
         }
         if let Some(a) = &self.adhoc {
             let missing = match (a.empty_queries, a.empty_documents) {
@@ -369,8 +378,14 @@ impl EvalReport {
                 ),
                 _ => String::new(),
             };
+            let how = match &self.adhoc_reranked {
+                Some(r) if r.tried.is_empty() => {
+                    format!(", reranked by MaxSim: top {}, weight {}", r.depth, r.weight)
+                }
+                _ => String::new(),
+            };
             out.push(format!(
-                "ad-hoc retrieval ({}{} queries, {} documents{missing}): MRR {:.4}  MAP {:.4}  P@1 {:.4}  nDCG@10 {:.4}  R@100 {:.4}",
+                "ad-hoc retrieval ({}{} queries, {} documents{missing}{how}): MRR {:.4}  MAP {:.4}  P@1 {:.4}  nDCG@10 {:.4}  R@100 {:.4}",
                 if a.derived { "derived, " } else { "" },
                 a.queries,
                 a.docs,
@@ -518,7 +533,10 @@ impl EvalRequest {
                 )));
             }
         }
-        if self.rerank.is_some() && !self.wants(Task::Adhoc) && !self.wants(Task::Sentence) {
+        if self.rerank.is_some_and(RerankSpec::is_on)
+            && !self.wants(Task::Adhoc)
+            && !self.wants(Task::Sentence)
+        {
             return Err(Error::invalid(
                 "--rerank applies to the ad-hoc and sentence tasks (--task adhoc, sentence or all)",
             ));
@@ -529,7 +547,7 @@ impl EvalRequest {
                  (--rerank maxsim:W) for --task sentence",
             ));
         }
-        if self.rerank_depth == 0 {
+        if self.rerank_depth == Some(0) {
             return Err(Error::invalid(
                 "--rerank-depth must be at least 1 (documents reranked per query)",
             ));
@@ -578,7 +596,7 @@ pub fn evaluate_with(req: &EvalRequest, progress: &dyn Fn(f64, &str)) -> Result<
     req.check_task_flags()?;
     let session = Session::open(&req.session)?;
     if session.is_lexical() {
-        if req.rerank.is_some() {
+        if req.rerank.is_some_and(RerankSpec::is_on) {
             return Err(rerank::no_token_states(&session.config.model));
         }
         return evaluate_lexical(req);
@@ -589,7 +607,12 @@ pub fn evaluate_with(req: &EvalRequest, progress: &dyn Fn(f64, &str)) -> Result<
         collection::refuse_recorded(&req.session, &device_name, limit)?;
     }
     let l = Loaded::open(&req.session, &device)?;
-    if req.rerank.is_some()
+    // the reranking asked for, else the session's own
+    let rerank = RerankSpec::resolve(req.rerank, req.rerank_depth, l.session.config.rerank()?);
+    if rerank.is_none() && req.rerank_depth.is_some() {
+        return Err(rerank::depth_without_rerank(&req.session));
+    }
+    if rerank.is_some()
         && l.model
             .token_states(Side::Source, TextRole::Query, &[])
             .is_none()
@@ -674,9 +697,9 @@ pub fn evaluate_with(req: &EvalRequest, progress: &dyn Fn(f64, &str)) -> Result<
                 (run, &a.qrels, a.derived, a.doc_ids.len(), empty)
             }
         };
-        let e = crate::eval::evaluate_rankings(&run.results, qrels);
+        let mut e = crate::eval::evaluate_rankings(&run.results, qrels);
         let mut run = run;
-        if let Some(spec) = req.rerank {
+        if let Some((spec, depth)) = rerank {
             let (q, d) = match &other {
                 Some(t) => (
                     (&t.queries.ids[..], &t.queries.texts[..]),
@@ -691,18 +714,22 @@ pub fn evaluate_with(req: &EvalRequest, progress: &dyn Fn(f64, &str)) -> Result<
                 }
             };
             let t0 = std::time::Instant::now();
-            let late =
-                rerank::late_scores(l.model.as_ref(), &run, q, d, req.rerank_depth, progress)?;
+            let late = rerank::late_scores(l.model.as_ref(), &run, q, d, depth, progress)?;
             let r = rerank::evaluate_rerank(
                 &run,
                 &late,
                 qrels,
                 spec,
-                req.rerank_depth,
+                depth,
                 req.fuse_seed,
                 t0.elapsed().as_secs_f64(),
             );
             run = r.runs.0.clone();
+            if r.split_seed.is_none() {
+                // a fixed weight: the reranked run is the run, its figures
+                // the ad-hoc figures (those before are `adhoc_reranked`'s)
+                e = crate::eval::evaluate_rankings(&run.results, qrels);
+            }
             report.adhoc_reranked = Some(r);
         }
         let mut written = None;
@@ -785,10 +812,12 @@ pub fn evaluate_with(req: &EvalRequest, progress: &dyn Fn(f64, &str)) -> Result<
     }
     if req.wants(Task::Sentence) {
         // after the ad-hoc task: a tuned MaxSim weight is chosen there
-        let w = match req.rerank {
-            Some(RerankSpec::MaxSim(Some(w))) => Some(w),
-            Some(RerankSpec::MaxSim(None)) => report.adhoc_reranked.as_ref().map(|r| r.weight),
-            None => None,
+        let w = match rerank {
+            Some((RerankSpec::MaxSim(Some(w)), depth)) => Some((w, depth)),
+            Some((RerankSpec::MaxSim(None), depth)) => {
+                report.adhoc_reranked.as_ref().map(|r| (r.weight, depth))
+            }
+            _ => None,
         };
         report.sentence = sentence_figures(req, &l, &prepared, w, progress)?;
     }
@@ -894,13 +923,13 @@ fn sentence_figures(
     req: &EvalRequest,
     l: &Loaded,
     prepared: &Prepared,
-    rerank: Option<f64>,
+    rerank: Option<(f64, usize)>,
     progress: &dyn Fn(f64, &str),
 ) -> Result<Option<SentenceFigures>> {
     let reranked =
         |src: &[String], tgt: &[String], s: &ndarray::Array2<f32>, t: &ndarray::Array2<f32>| {
             rerank
-                .map(|w| -> Result<SentenceRerank> {
+                .map(|(w, depth)| -> Result<(SentenceRerank, SentenceScores)> {
                     let t0 = std::time::Instant::now();
                     let scores = rerank::sentence_reranked(
                         l.model.as_ref(),
@@ -908,16 +937,19 @@ fn sentence_figures(
                         tgt,
                         s,
                         t,
-                        req.rerank_depth,
+                        depth,
                         w,
                         progress,
                     )?;
-                    Ok(SentenceRerank {
-                        weight: w,
-                        depth: req.rerank_depth,
+                    Ok((
+                        SentenceRerank {
+                            weight: w,
+                            depth,
+                            model: sentence_retrieval(s, t, l.model.similarity()),
+                            seconds: t0.elapsed().as_secs_f64(),
+                        },
                         scores,
-                        seconds: t0.elapsed().as_secs_f64(),
-                    })
+                    ))
                 })
                 .transpose()
         };
@@ -949,9 +981,14 @@ fn sentence_figures(
             l.counts(s, &t)
         };
         let texts = |v: &[String]| -> Vec<String> { rows.iter().map(|&i| v[i].clone()).collect() };
+        let (reranked, scores) =
+            match reranked(&texts(&pairs.source), &texts(&pairs.target), &s, &t)? {
+                Some((r, scores)) => (Some(r), scores),
+                None => (None, sentence_retrieval(&s, &t, l.model.similarity())),
+            };
         return Ok(Some(SentenceFigures {
-            reranked: reranked(&texts(&pairs.source), &texts(&pairs.target), &s, &t)?,
-            scores: sentence_retrieval(&s, &t, l.model.similarity()),
+            reranked,
+            scores,
             split: files_label(files),
             pairs_without_known_terms: Some(without),
             empty_source_texts: Some(empty_rows(&counts(Side::Source, &pairs.source), |_| true)),
@@ -976,9 +1013,14 @@ fn sentence_figures(
     let (s, t) = encode_pairs(l, prepared, split, &rows)?;
     let empty = |m: &crate::text::CsrMatrix| rows.iter().filter(|&&i| m.row_is_empty(i)).count();
     let texts = |v: &[String]| -> Vec<String> { rows.iter().map(|&i| v[i].clone()).collect() };
+    let (reranked, scores) =
+        match reranked(&texts(&split.src_text), &texts(&split.tgt_text), &s, &t)? {
+            Some((r, scores)) => (Some(r), scores),
+            None => (None, sentence_retrieval(&s, &t, l.model.similarity())),
+        };
     Ok(Some(SentenceFigures {
-        reranked: reranked(&texts(&split.src_text), &texts(&split.tgt_text), &s, &t)?,
-        scores: sentence_retrieval(&s, &t, l.model.similarity()),
+        reranked,
+        scores,
         split: name.to_string(),
         pairs_without_known_terms: Some(without),
         empty_source_texts: Some(empty(&split.src)),
@@ -1516,7 +1558,25 @@ pub fn paired_scores(
             );
             let (s, t) = encode_pairs(&l, &prepared, split, &rows)?;
             progress(0.8, "ranking");
-            let ranks = crate::eval::sentence::aligned_ranks_both(&s, &t, l.model.similarity());
+            // ranked as the session ranks (its `rerank` setting)
+            let ranks = match l.session.config.rerank()? {
+                Some(r) => {
+                    let texts = |v: &[String]| -> Vec<String> {
+                        rows.iter().map(|&i| v[i].clone()).collect()
+                    };
+                    rerank::sentence_reranked_ranks(
+                        l.model.as_ref(),
+                        &texts(&split.src_text),
+                        &texts(&split.tgt_text),
+                        &s,
+                        &t,
+                        r.depth,
+                        r.weight,
+                        &|f, w| progress(0.8 + 0.2 * f, w),
+                    )?
+                }
+                None => crate::eval::sentence::aligned_ranks_both(&s, &t, l.model.similarity()),
+            };
             let texts = |i: usize| [split.src_text[i].as_str(), split.tgt_text[i].as_str()];
             sentence_paired(&model, name, split.pairs(), &rows, &ranks, texts)
         }

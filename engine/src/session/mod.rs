@@ -204,6 +204,20 @@ impl SessionConfig {
         crate::models::Params::with_recorded(self.given.clone(), self.params.clone())
     }
 
+    /// How the session's model reranks its rankings by late interaction
+    /// (the encoder's `rerank` and `rerank_depth`, as recorded): `None`
+    /// for no reranking and for a model without those settings. Every
+    /// figure of the session (eval, search, compare, the workbench, the
+    /// job's validation) is of its rankings so reranked.
+    pub fn rerank(&self) -> Result<Option<crate::models::kit::late::LateRerank>> {
+        match crate::models::registry::spec(&self.model) {
+            Ok(def) if def.setting("rerank").is_some() => {
+                def.config(&self.run_settings())?.rerank()
+            }
+            _ => Ok(None),
+        }
+    }
+
     /// The parameters to rerun or resume with: the resolved values when the
     /// job started, otherwise the given ones.
     pub fn run_params(&self) -> BTreeMap<String, String> {

@@ -13,6 +13,7 @@ use crate::eval::sentence::{aligned_ranks_both, SentenceScores, TiedRank};
 use crate::eval::trec::{sorted_for_eval, Qrels, Run};
 use crate::eval::{evaluate_rankings, Metrics};
 use crate::index::fusion::{split_queries, LAMBDA_GRID};
+pub use crate::models::kit::late::LateRerank;
 use crate::models::kit::late::{maxsim, TokenStates};
 use crate::models::{Model, TextRole};
 use crate::text::Side;
@@ -29,23 +30,52 @@ const TAIL_STEP: f64 = 1e-6;
 
 /// How `rosetta eval --rerank` reranks: MaxSim mixed in with weight `w`
 /// (`maxsim:W`), or with `w` chosen on the tuning half (`maxsim`,
-/// `maxsim:auto`).
+/// `maxsim:auto`), or not at all (`none`: the cosine ranking, whatever the
+/// session's own `rerank` setting).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum RerankSpec {
     /// `Some(w)`: a fixed weight; `None`: tuned over 0, 0.1, …, 1.
     MaxSim(Option<f64>),
+    /// No reranking.
+    Off,
+}
+
+impl RerankSpec {
+    /// The reranking a call uses: `given` (a flag; [`RerankSpec::Off`]
+    /// for none), else the session's own (`session`, its `rerank`
+    /// setting). The depth is `depth` where given, else the session's,
+    /// else [`DEFAULT_DEPTH`]. `None`: no reranking.
+    pub fn resolve(
+        given: Option<RerankSpec>,
+        depth: Option<usize>,
+        session: Option<LateRerank>,
+    ) -> Option<(RerankSpec, usize)> {
+        let spec = match given {
+            Some(RerankSpec::Off) => return None,
+            Some(s) => s,
+            None => RerankSpec::MaxSim(Some(session?.weight)),
+        };
+        let depth = depth.or(session.map(|s| s.depth)).unwrap_or(DEFAULT_DEPTH);
+        Some((spec, depth))
+    }
+
+    /// Whether it reranks.
+    pub fn is_on(self) -> bool {
+        self != RerankSpec::Off
+    }
 }
 
 impl std::str::FromStr for RerankSpec {
     type Err = String;
     fn from_str(s: &str) -> std::result::Result<Self, String> {
         let w = match s.split_once(':') {
+            None if s == "none" => return Ok(RerankSpec::Off),
             None if s == "maxsim" => return Ok(RerankSpec::MaxSim(None)),
             Some(("maxsim", "auto")) => return Ok(RerankSpec::MaxSim(None)),
             Some(("maxsim", w)) => w,
             _ => {
                 return Err(format!(
-                    "`{s}`: the reranking is maxsim, maxsim:auto or maxsim:W (W from 0 to 1)"
+                    "`{s}`: the reranking is maxsim, maxsim:auto, maxsim:W (W from 0 to 1) or none"
                 ))
             }
         };
@@ -63,6 +93,16 @@ impl std::str::FromStr for RerankSpec {
 pub fn no_token_states(kind: &str) -> Error {
     Error::invalid(format!(
         "--rerank maxsim reads a model's token states: `{kind}` has none (an encoder has)"
+    ))
+}
+
+/// The refusal of `--rerank-depth` where nothing is reranked (no
+/// `--rerank`, or `none`, and session `dir` has no `rerank` setting).
+pub fn depth_without_rerank(dir: &std::path::Path) -> Error {
+    Error::invalid(format!(
+        "--rerank-depth: nothing is reranked ({} has no rerank setting and --rerank is not \
+         maxsim): give --rerank maxsim:W too",
+        dir.display()
     ))
 }
 
@@ -200,6 +240,19 @@ pub fn late_scores(
     })
 }
 
+/// `run` with each query's head reranked as `r` says ([`late_scores`],
+/// [`LateScores::combined`]): how a session with a `rerank` setting ranks.
+pub fn reranked_run(
+    model: &dyn Model,
+    run: &Run,
+    queries: (&[String], &[String]),
+    docs: (&[String], &[String]),
+    r: LateRerank,
+    progress: &dyn Fn(f64, &str),
+) -> Result<Run> {
+    Ok(late_scores(model, run, queries, docs, r.depth, progress)?.combined(r.weight))
+}
+
 impl LateScores {
     /// The run reranked with MaxSim's weight `w`: each head in the order of
     /// `(1 − w)·run score + w·MaxSim` (that its score), then its tail in
@@ -335,7 +388,11 @@ pub fn evaluate_rerank(
     seed: u64,
     seconds: f64,
 ) -> RerankEvaluation {
-    let RerankSpec::MaxSim(fixed) = spec;
+    let fixed = match spec {
+        RerankSpec::MaxSim(w) => w,
+        // no reranking: the run itself, weight 0
+        RerankSpec::Off => Some(0.0),
+    };
     let (weight, tried, held_out, split_seed) = match fixed {
         Some(w) => (
             w,
@@ -400,6 +457,23 @@ pub fn sentence_reranked(
     w: f64,
     progress: &dyn Fn(f64, &str),
 ) -> Result<SentenceScores> {
+    let ranks = sentence_reranked_ranks(model, src, tgt, s, t, depth, w, progress)?;
+    Ok(SentenceScores::from_ranks(&ranks))
+}
+
+/// [`sentence_reranked`]'s rank of each source's answer, under both tie
+/// conventions (for a paired comparison).
+#[allow(clippy::too_many_arguments)]
+pub fn sentence_reranked_ranks(
+    model: &dyn Model,
+    src: &[String],
+    tgt: &[String],
+    s: &ndarray::Array2<f32>,
+    t: &ndarray::Array2<f32>,
+    depth: usize,
+    w: f64,
+    progress: &dyn Fn(f64, &str),
+) -> Result<Vec<TiedRank>> {
     let sim = crate::space::Similarity::Cosine;
     let base = aligned_ranks_both(s, t, sim);
     let n = src.len();
@@ -478,7 +552,7 @@ pub fn sentence_reranked(
             }
         })
         .collect();
-    Ok(SentenceScores::from_ranks(&ranks))
+    Ok(ranks)
 }
 
 #[cfg(test)]
@@ -490,6 +564,7 @@ mod tests {
         assert_eq!("maxsim".parse(), Ok(RerankSpec::MaxSim(None)));
         assert_eq!("maxsim:auto".parse(), Ok(RerankSpec::MaxSim(None)));
         assert_eq!("maxsim:0.3".parse(), Ok(RerankSpec::MaxSim(Some(0.3))));
+        assert_eq!("none".parse(), Ok(RerankSpec::Off));
         for bad in [
             "maxsim:1.5",
             "maxsim:-0.1",
@@ -500,6 +575,36 @@ mod tests {
             let e = bad.parse::<RerankSpec>().unwrap_err();
             assert!(e.contains(bad), "{e}");
         }
+    }
+
+    #[test]
+    fn a_flag_wins_over_the_sessions_reranking_and_none_turns_it_off() {
+        let session = Some(LateRerank {
+            weight: 1.0,
+            depth: 50,
+        });
+        let m = RerankSpec::MaxSim;
+        assert_eq!(
+            RerankSpec::resolve(None, None, session),
+            Some((m(Some(1.0)), 50))
+        );
+        assert_eq!(
+            RerankSpec::resolve(None, Some(7), session),
+            Some((m(Some(1.0)), 7))
+        );
+        assert_eq!(
+            RerankSpec::resolve(Some(m(Some(0.5))), None, session),
+            Some((m(Some(0.5)), 50))
+        );
+        assert_eq!(
+            RerankSpec::resolve(Some(RerankSpec::Off), None, session),
+            None
+        );
+        assert_eq!(RerankSpec::resolve(None, None, None), None);
+        assert_eq!(
+            RerankSpec::resolve(Some(m(None)), None, None),
+            Some((m(None), DEFAULT_DEPTH))
+        );
     }
 
     #[test]

@@ -12,6 +12,7 @@ use ndarray::{Array2, Axis};
 use crate::corpus::prepare::{AdhocData, SplitData};
 use crate::eval::metrics::{evaluate_rankings, Evaluation};
 use crate::eval::trec::Run;
+use crate::models::kit::late::LateRerank;
 use crate::models::{encode_texts, Model, TextRole, TextRows};
 use crate::space::Similarity;
 use crate::text::{Side, Vocabs};
@@ -160,17 +161,37 @@ pub fn rank<S: AsRef<str>>(
     out
 }
 
-/// trec_eval figures of `model` on `adhoc`.
-pub fn adhoc_eval(model: &dyn Model, adhoc: &AdhocData) -> Result<Evaluation> {
-    let run = adhoc_run(model, adhoc, RUN_DEPTH, "rosetta")?;
+/// trec_eval figures of `model` on `adhoc`, its run reranked as `rerank`
+/// says (the session's `rerank` setting) where given.
+pub fn adhoc_eval(
+    model: &dyn Model,
+    adhoc: &AdhocData,
+    rerank: Option<LateRerank>,
+) -> Result<Evaluation> {
+    let mut run = adhoc_run(model, adhoc, RUN_DEPTH, "rosetta")?;
+    if let Some(r) = rerank {
+        run = super::rerank::reranked_run(
+            model,
+            &run,
+            (&adhoc.query_ids, &adhoc.query_texts),
+            (&adhoc.doc_ids, &adhoc.doc_texts),
+            r,
+            &|_, _| {},
+        )?;
+    }
     Ok(evaluate_rankings(&run.results, &adhoc.qrels))
 }
 
 /// The per-epoch validation figures of an ad-hoc task, named `adhoc_MRR`,
 /// `adhoc_MAP`, `adhoc_P@1`, `adhoc_nDCG@10` (for
-/// [`crate::train::runner::run_job_with_validation`]).
-pub fn adhoc_validation(model: &dyn Model, adhoc: &AdhocData) -> Result<BTreeMap<String, f64>> {
-    let e = adhoc_eval(model, adhoc)?;
+/// [`crate::train::runner::run_job_with_validation`]), of the run as the
+/// session ranks it (`rerank`, [`adhoc_eval`]).
+pub fn adhoc_validation(
+    model: &dyn Model,
+    adhoc: &AdhocData,
+    rerank: Option<LateRerank>,
+) -> Result<BTreeMap<String, f64>> {
+    let e = adhoc_eval(model, adhoc, rerank)?;
     Ok([
         ("adhoc_MRR".to_string(), e.mean.mrr),
         ("adhoc_MAP".to_string(), e.mean.map),

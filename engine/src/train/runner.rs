@@ -360,6 +360,7 @@ fn prepare_and_train(
         valid_sample,
     } = crate::models::registry::RunnerSettings::from_params(&params)?;
     let valid_rows = valid_sample_rows(data.valid_src.n_rows(), valid_sample, session.config.seed);
+    let rerank = session.config.rerank()?;
     let plan = trainer.plan(data, &params)?;
     if plan.is_empty() {
         return Err(Error::invalid(format!(
@@ -419,6 +420,7 @@ fn prepare_and_train(
         plan,
         trainer_scores: Vec::new(),
         valid_rows,
+        rerank,
     };
 
     let mut resume_from: Option<Resume> = None;
@@ -784,6 +786,9 @@ struct RunnerHooks<'a> {
     /// The validation pairs scored each epoch when a sample
     /// (`valid_sample`), in order; `None`: all of them.
     valid_rows: Option<Vec<usize>>,
+    /// How the session reranks by late interaction (its `rerank`
+    /// setting): validation ranks as the session's evaluation will.
+    rerank: Option<crate::models::kit::late::LateRerank>,
 }
 
 impl RunnerHooks<'_> {
@@ -1062,7 +1067,19 @@ impl RunnerHooks<'_> {
                  epoch {epoch} (try a lower --lr)"
             )));
         }
-        let sc = sentence_retrieval(&s, &t, model.similarity());
+        let sc = match (self.rerank, src.raw, tgt.raw) {
+            (Some(r), Some(a), Some(b)) => crate::session::rerank::sentence_reranked(
+                model,
+                a,
+                b,
+                &s,
+                &t,
+                r.depth,
+                r.weight,
+                &|_, _| {},
+            )?,
+            _ => sentence_retrieval(&s, &t, model.similarity()),
+        };
         if !sc.mrr.is_finite() {
             return Err(Error::invalid(format!(
                 "validation MRR is not finite at epoch {epoch} (the model produced NaN embeddings)"

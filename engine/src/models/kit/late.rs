@@ -29,6 +29,38 @@ impl TokenStates {
     }
 }
 
+/// How a model with token states retrieves: the head of each ranking (its
+/// `depth` best by the pooled vectors' cosine) rescored `(1 − weight)·cosine
+/// + weight·MaxSim`, the rest kept below in order. The encoder's `rerank`
+/// and `rerank_depth` settings; `rosetta eval`/`search --rerank` give one
+/// for a call.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LateRerank {
+    /// MaxSim's weight, 0..=1.
+    pub weight: f64,
+    /// Documents (or target sentences) reranked per query, ≥ 1.
+    pub depth: usize,
+}
+
+/// The weight of a `rerank` setting: `None` for `none`, `Some(w)` for
+/// `maxsim:W` with W in 0..=1; anything else is an error saying what is
+/// expected.
+pub fn rerank_weight(v: &str) -> std::result::Result<Option<f64>, String> {
+    let bad = || format!("expected none or maxsim:W with W from 0 to 1, got `{v}`");
+    match v.trim() {
+        "none" => Ok(None),
+        t => match t.strip_prefix("maxsim:").map(str::parse::<f64>) {
+            Some(Ok(w)) if (0.0..=1.0).contains(&w) => Ok(Some(w)),
+            _ => Err(bad()),
+        },
+    }
+}
+
+/// Checks a `rerank` setting ([`rerank_weight`]).
+pub fn check_rerank(v: &str) -> std::result::Result<(), String> {
+    rerank_weight(v).map(|_| ())
+}
+
 fn dot(a: ArrayView1<f32>, b: ArrayView1<f32>) -> f32 {
     a.iter().zip(b.iter()).map(|(x, y)| x * y).sum()
 }

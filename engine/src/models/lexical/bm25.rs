@@ -110,6 +110,7 @@ pub static BM25: ModelDef = ModelDef {
     read: boxed::<Bm25Settings>,
     trainer: None,
     text: LEXICAL_TEXT,
+    presets: &[],
 };
 
 /// `bm25-dict` in the registry.
@@ -124,6 +125,7 @@ pub static BM25_DICT: ModelDef = ModelDef {
     read: boxed::<Bm25DictSettings>,
     trainer: None,
     text: LEXICAL_TEXT,
+    presets: &[],
 };
 
 /// `bm25-mt` in the registry.
@@ -138,6 +140,7 @@ pub static BM25_MT: ModelDef = ModelDef {
     read: boxed::<Bm25Settings>,
     trainer: None,
     text: LEXICAL_TEXT,
+    presets: &[],
 };
 
 /// A BM25 baseline: how queries are translated and BM25's parameters.

@@ -53,6 +53,7 @@ pub static DEF: ModelDef = ModelDef {
     read: boxed::<Config>,
     trainer: Some(|| Box::new(CcaTrainer)),
     text: &[],
+    presets: &[],
 };
 
 /// The fit's dimension and own settings: `reg` and the eigensolver's.

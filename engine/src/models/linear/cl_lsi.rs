@@ -82,6 +82,7 @@ pub static DEF: ModelDef = ModelDef {
     // Bible gains everywhere): the baseline keeps the settings it was
     // compared under; `stopwords = false` in a workspace gives the rest
     text: &[("stopwords", "true"), ("oov_ngrams", "0")],
+    presets: &[],
 };
 
 /// CL-LSI's dimension and own settings: `oversample`, `power_iters`.

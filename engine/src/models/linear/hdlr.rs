@@ -117,6 +117,7 @@ pub static DEF: ModelDef = ModelDef {
     read: boxed::<Config>,
     trainer: Some(|| Box::new(HdlrTrainer)),
     text: &[],
+    presets: &[],
 };
 
 impl Config {

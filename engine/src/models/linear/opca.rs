@@ -215,6 +215,7 @@ pub static DEF: ModelDef = ModelDef {
     read: boxed::<Config>,
     trainer: Some(|| Box::new(OpcaTrainer)),
     text: &[],
+    presets: &[],
 };
 
 /// The fit's dimension and own settings: `ridge` and the eigensolver's.

@@ -317,6 +317,7 @@ pub static DEF: ModelDef = ModelDef {
     read: boxed::<Config>,
     trainer: Some(|| Box::new(ProcrustesTrainer)),
     text: &[],
+    presets: &[],
 };
 
 /// The `vectors` setting as given (no default: `None` when absent).

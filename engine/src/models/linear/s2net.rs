@@ -164,6 +164,7 @@ pub static DEF: ModelDef = ModelDef {
     read: boxed::<Config>,
     trainer: Some(|| Box::new(S2NetTrainer)),
     text: &[],
+    presets: &[],
 };
 
 impl S2NetConfig {

@@ -230,6 +230,7 @@ pub static DEF: ModelDef = ModelDef {
     read: boxed::<Config>,
     trainer: Some(adv_bilstm_trainer),
     text: &[],
+    presets: &[],
 };
 
 impl AdvConfig {

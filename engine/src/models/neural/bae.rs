@@ -121,6 +121,7 @@ pub static DEF: ModelDef = ModelDef {
     // measured on enhi: stop words kept cost every figure (BLI P@1
     // 0.22 -> 0.15); its old text settings stay
     text: &[("stopwords", "true"), ("oov_ngrams", "0")],
+    presets: &[],
 };
 
 fn check_recon(v: &str) -> std::result::Result<(), String> {

@@ -143,6 +143,7 @@ pub static DEF: ModelDef = ModelDef {
     // a bag of the most frequent words, as the paper: stop words
     // removed (they would fill the 10,000 inputs), no n-gram units
     text: &[("stopwords", "true"), ("oov_ngrams", "0")],
+    presets: &[],
 };
 
 fn check_layers(v: &str) -> std::result::Result<(), String> {

@@ -544,6 +544,7 @@ pub static DEF: ModelDef = ModelDef {
     // kept cost ad-hoc MAP 0.23 -> 0.17 (the pseudo-relevance
     // pre-initialisation mines on them), n-gram units 0.23 -> 0.21
     text: &[("stopwords", "true"), ("oov_ngrams", "0")],
+    presets: &[],
 };
 
 fn check_negatives(v: &str) -> std::result::Result<(), String> {

@@ -176,6 +176,7 @@ pub static JPLSA_DEF: ModelDef = ModelDef {
     read: boxed::<JplsaSettings>,
     trainer: Some(jplsa_trainer),
     text: PLSA_TEXT,
+    presets: &[],
 };
 
 /// CPLSA in the registry.
@@ -190,6 +191,7 @@ pub static CPLSA_DEF: ModelDef = ModelDef {
     read: boxed::<CplsaSettings>,
     trainer: Some(cplsa_trainer),
     text: PLSA_TEXT,
+    presets: &[],
 };
 
 impl PlsaConfig {

@@ -21,6 +21,7 @@ use crate::index::fusion::{fuse, Fusion};
 use crate::index::translate::translate_dict_units;
 use crate::index::{ApproxIndex, Bm25Index, DenseIndex, Embeddings, HnswParams, Query};
 use crate::models::bm25::Bm25Baseline;
+use crate::models::kit::late::LateRerank;
 use crate::models::{Params, TextRole};
 use crate::session::retrieval::RUN_DEPTH;
 use crate::session::{collection, Loaded, Session};
@@ -88,6 +89,10 @@ pub struct Searcher {
     pub session: Session,
     ranker: Ranker,
     evaluation: OnceLock<BTreeMap<String, Metrics>>,
+    /// The session's reranking by late interaction (its `rerank` setting):
+    /// [`Searcher::search`], the judged rankings and the ad-hoc figures
+    /// rank with it.
+    rerank: Option<LateRerank>,
 }
 
 impl Searcher {
@@ -252,11 +257,13 @@ impl Searcher {
             }
         };
         progress(1.0, "ready");
+        let rerank = session.config.rerank()?;
         Ok(Opened::Ready(Box::new(Searcher {
             corpus,
             session,
             ranker,
             evaluation: OnceLock::new(),
+            rerank,
         })))
     }
 
@@ -382,13 +389,21 @@ impl Searcher {
     }
 
     /// The `k` best documents for `query` (source language), ranked by the
-    /// model or fused with BM25 over its dictionary translation.
+    /// model (reranked as the session's `rerank` setting says) or fused
+    /// with BM25 over its dictionary translation.
     pub fn search(&self, query: &str, k: usize, fusion: Fusion) -> Result<SearchResult> {
-        self.search_with(query, k, fusion, None)
+        self.search_with(query, k, fusion, self.rerank)
     }
 
-    /// [`Searcher::search`] with the model's ranking first reranked by late
-    /// interaction, `rerank = (w, depth)`: its `depth` best documents scored
+    /// The session's own reranking (its `rerank` setting), which
+    /// [`Searcher::search`] uses.
+    pub fn rerank(&self) -> Option<LateRerank> {
+        self.rerank
+    }
+
+    /// [`Searcher::search`] with the model's ranking reranked by late
+    /// interaction as `rerank` says, whatever the session's setting
+    /// (`None`: the cosine ranking): its `depth` best documents scored
     /// `(1 − w)·cosine + w·MaxSim` as `eval --rerank maxsim:W` scores them
     /// ([`crate::session::rerank`]), before any fusion. Refused for a model
     /// with no token states (every model but an encoder).
@@ -397,10 +412,10 @@ impl Searcher {
         query: &str,
         k: usize,
         fusion: Fusion,
-        rerank: Option<(f64, usize)>,
+        rerank: Option<LateRerank>,
     ) -> Result<SearchResult> {
         fusion.validate()?;
-        if let Some((w, depth)) = rerank {
+        if let Some(LateRerank { weight: w, depth }) = rerank {
             let has_states = match &self.ranker {
                 Ranker::Dense { m, .. } => m
                     .model
@@ -463,7 +478,7 @@ impl Searcher {
         // fewer than it was asked for)
         let model_depth = model.len();
         let (model, reranked) = match (rerank, &self.ranker) {
-            (Some((w, depth)), Ranker::Dense { m, .. }) => {
+            (Some(LateRerank { weight: w, depth }), Ranker::Dense { m, .. }) => {
                 let text = |d: &str| c.doc_full[c.rows[d]].clone();
                 let mut r = crate::session::rerank::rerank_ranking(
                     m.model.as_ref(),
@@ -766,7 +781,7 @@ impl Searcher {
             Ranker::Dense { m, doc_emb, .. } => {
                 // as adhoc_evaluation ranks: the exact scan to the depth
                 let q = m.encode_texts(Side::Source, &[text.as_str()])?;
-                crate::session::retrieval::rank(
+                let ranked: Ranking = crate::session::retrieval::rank(
                     doc_emb.view(),
                     &q,
                     &c.doc_ids,
@@ -777,7 +792,22 @@ impl Searcher {
                 .unwrap_or_default()
                 .into_iter()
                 .map(|(d, s)| (c.doc_ids[d].clone(), s))
-                .collect()
+                .collect();
+                match self.rerank {
+                    // as the session ranks
+                    Some(r) => {
+                        crate::session::rerank::rerank_ranking(
+                            m.model.as_ref(),
+                            &text,
+                            &ranked,
+                            |d: &str| c.doc_full[c.rows[d]].clone(),
+                            r.depth,
+                            r.weight,
+                        )?
+                        .ranking
+                    }
+                    None => ranked,
+                }
             }
             Ranker::Lexical { .. } => {
                 let mut r = self.model_ranking(&text, depth)?.0;
@@ -849,7 +879,7 @@ impl Searcher {
                     depth,
                     m.model.similarity(),
                 );
-                judged
+                let results = judged
                     .iter()
                     .zip(ranked)
                     .map(|((qid, _), hs)| {
@@ -859,7 +889,28 @@ impl Searcher {
                             .collect();
                         (qid.clone(), list)
                     })
-                    .collect()
+                    .collect();
+                match self.rerank {
+                    // as the session ranks
+                    Some(r) => {
+                        let run = crate::eval::trec::Run {
+                            results,
+                            tag: String::new(),
+                        };
+                        let (ids, texts): (Vec<String>, Vec<String>) =
+                            judged.iter().cloned().unzip();
+                        crate::session::rerank::reranked_run(
+                            m.model.as_ref(),
+                            &run,
+                            (&ids, &texts),
+                            (&c.doc_ids, &c.doc_full),
+                            r,
+                            &|_, _| {},
+                        )?
+                        .results
+                    }
+                    None => results,
+                }
             }
             Ranker::Lexical { baseline, .. } => {
                 let task = c.ws.adhoc()?;
