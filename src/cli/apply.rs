@@ -437,7 +437,9 @@ fn export_workspace(
     embeddings: bool,
     run: Option<usize>,
 ) -> anyhow::Result<Vec<PathBuf>> {
-    use rosetta::session::retrieval::{encode_adhoc, encode_split, run_from_embeddings};
+    use rosetta::session::retrieval::{
+        adhoc_reranked, encode_adhoc, encode_split, run_from_embeddings,
+    };
     let ws = rosetta::corpus::Workspace::load_with_text(
         &l.session.config.workspace,
         l.session.config.text.as_ref(),
@@ -490,6 +492,8 @@ fn export_workspace(
         &tag,
         l.model.similarity(),
     )?;
+    // ranked as the session ranks (its `rerank` setting)
+    let run = adhoc_reranked(l.model.as_ref(), a, run, l.session.config.rerank()?)?;
     let p = out.join("adhoc.run");
     // a derived task's judgements live in no file: written beside the run
     let qrels = rosetta::eval::trec::write_run(&run, &p, &a.qrels, a.derived)?;

@@ -2291,6 +2291,24 @@ fn recipe_clir_is_a_preset_every_figure_of_the_session_honours() {
         );
         assert!((a - b).abs() < 1e-9, "{}: {a} vs eval {b}", s["system"]);
     }
+    // an exported run is the session's reranked run, as `eval --run` writes it
+    let evaluated = ws.path().join("clir.run");
+    eval(
+        "clir",
+        &["--task", "adhoc", "--run", evaluated.to_str().unwrap()],
+    );
+    let out = ws.path().join("clir-export");
+    let e = crate::common::export(ws.path(), &ws.path().join("clir"), &out, "run");
+    assert!(e.status.success(), "{}", String::from_utf8_lossy(&e.stderr));
+    let (a, b) = (
+        rosetta::eval::Run::read(&evaluated).unwrap(),
+        rosetta::eval::Run::read(&out.join("adhoc.run")).unwrap(),
+    );
+    assert_eq!(a.results.len(), b.results.len());
+    for (q, list) in &a.results {
+        let ids = |l: &[(String, f64)]| l.iter().map(|(d, _)| d.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(list), ids(&b.results[q]), "{q}");
+    }
     // the preset is listed by `rosetta train --help`
     let help = rosetta_in(ws.path(), &["train", "--help"]);
     let help = String::from_utf8_lossy(&help.stdout);

@@ -250,6 +250,20 @@ pub fn markdown_models() -> String {
                 "    ",
             ));
         }
+        for p in m.presets {
+            let sets: Vec<String> = p.sets.iter().map(|(k, v)| format!("`{k}={v}`")).collect();
+            out.push_str(&wrap_words(
+                &format!(
+                    "  - preset `{}={}`: {}; gives {} (a setting given beside it wins)",
+                    p.key,
+                    p.name,
+                    p.help,
+                    sets.join(" ")
+                ),
+                100,
+                "    ",
+            ));
+        }
     }
     out
 }

@@ -168,18 +168,30 @@ pub fn adhoc_eval(
     adhoc: &AdhocData,
     rerank: Option<LateRerank>,
 ) -> Result<Evaluation> {
-    let mut run = adhoc_run(model, adhoc, RUN_DEPTH, "rosetta")?;
-    if let Some(r) = rerank {
-        run = super::rerank::reranked_run(
+    let run = adhoc_run(model, adhoc, RUN_DEPTH, "rosetta")?;
+    let run = adhoc_reranked(model, adhoc, run, rerank)?;
+    Ok(evaluate_rankings(&run.results, &adhoc.qrels))
+}
+
+/// `run`, a run of `adhoc`'s queries over its documents, reranked as
+/// `rerank` says (a session's `rerank` setting), else as it is.
+pub fn adhoc_reranked(
+    model: &dyn Model,
+    adhoc: &AdhocData,
+    run: Run,
+    rerank: Option<LateRerank>,
+) -> Result<Run> {
+    match rerank {
+        Some(r) => super::rerank::reranked_run(
             model,
             &run,
             (&adhoc.query_ids, &adhoc.query_texts),
             (&adhoc.doc_ids, &adhoc.doc_texts),
             r,
             &|_, _| {},
-        )?;
+        ),
+        None => Ok(run),
     }
-    Ok(evaluate_rankings(&run.results, &adhoc.qrels))
 }
 
 /// The per-epoch validation figures of an ad-hoc task, named `adhoc_MRR`,

@@ -30,10 +30,10 @@ impl TokenStates {
 }
 
 /// How a model with token states retrieves: the head of each ranking (its
-/// `depth` best by the pooled vectors' cosine) rescored `(1 − weight)·cosine
-/// + weight·MaxSim`, the rest kept below in order. The encoder's `rerank`
-/// and `rerank_depth` settings; `rosetta eval`/`search --rerank` give one
-/// for a call.
+/// `depth` best by the pooled vectors' cosine) rescored as
+/// `(1 − weight)·cosine + weight·MaxSim`, the rest kept below in order.
+/// The encoder's `rerank` and `rerank_depth` settings; `rosetta eval` and
+/// `search --rerank` give one for a call.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LateRerank {
     /// MaxSim's weight, 0..=1.
