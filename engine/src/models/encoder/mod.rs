@@ -126,7 +126,7 @@ impl ModelConfig for Config {
 pub static PRESETS: &[Preset] = &[Preset {
     key: "recipe",
     name: "clir",
-    help: "cross-language retrieval: the pretrained space zero-shot, each query's 100 best documents reranked by MaxSim alone (XQuAD English→Hindi MAP 0.9429 against cosine's 0.9157, p 0.0002; docs/results.md)",
+    help: "cross-language retrieval: the pretrained space zero-shot, each query's 100 best documents reranked by MaxSim alone (XQuAD English→Hindi MAP 0.9451 against the cosine's 0.9100 over all 1,190 queries, p < 0.0001; docs/results.md)",
     sets: &[("epochs", "0"), ("rerank", "maxsim:1"), ("rerank_depth", "100")],
 }];
 
