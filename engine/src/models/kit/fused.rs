@@ -133,6 +133,29 @@ trait Num:
     fn exp(self) -> Self;
     fn sqrt(self) -> Self;
     fn erf(self) -> Self;
+    /// The erf GELU of a block, `out[i] = x[i]·Φ(x[i])`.
+    fn gelu_block(out: &mut [Self], x: &[Self]);
+    /// Its gradient times `g`, `out[i] = g[i]·(Φ(x[i]) + x[i]·φ(x[i]))`.
+    fn gelu_grad_block(out: &mut [Self], x: &[Self], g: &[Self]);
+}
+
+/// The erf GELU of a block, value by value with `T`'s own `erf` and `exp`.
+fn gelu_exact<T: Num>(out: &mut [T], x: &[T]) {
+    let (half, r2) = (T::of(0.5), T::of(std::f64::consts::FRAC_1_SQRT_2));
+    for (o, &v) in out.iter_mut().zip(x) {
+        *o = half * v * (T::of(1.0) + (v * r2).erf());
+    }
+}
+
+/// The erf GELU's gradient of a block, value by value.
+fn gelu_grad_exact<T: Num>(out: &mut [T], x: &[T], g: &[T]) {
+    let (half, r2) = (T::of(0.5), T::of(std::f64::consts::FRAC_1_SQRT_2));
+    let c = T::of(1.0 / (2.0 * std::f64::consts::PI).sqrt());
+    for ((o, &v), &g) in out.iter_mut().zip(x).zip(g) {
+        let cdf = half * (T::of(1.0) + (v * r2).erf());
+        let pdf = c * (T::ZERO - half * v * v).exp();
+        *o = g * (cdf + v * pdf);
+    }
 }
 
 impl Num for f32 {
@@ -149,6 +172,13 @@ impl Num for f32 {
     fn erf(self) -> f32 {
         candle_core::cpu::erf::erf_f32(self)
     }
+    // vectorised, PyTorch's erf approximation ([`super::vmath`])
+    fn gelu_block(out: &mut [f32], x: &[f32]) {
+        super::vmath::gelu(out, x)
+    }
+    fn gelu_grad_block(out: &mut [f32], x: &[f32], g: &[f32]) {
+        super::vmath::gelu_grad(out, x, g)
+    }
 }
 
 impl Num for f64 {
@@ -164,6 +194,12 @@ impl Num for f64 {
     }
     fn erf(self) -> f64 {
         candle_core::cpu::erf::erf_f64(self)
+    }
+    fn gelu_block(out: &mut [f64], x: &[f64]) {
+        gelu_exact(out, x)
+    }
+    fn gelu_grad_block(out: &mut [f64], x: &[f64], g: &[f64]) {
+        gelu_grad_exact(out, x, g)
     }
 }
 
@@ -331,24 +367,23 @@ fn layer_norm_grad_rows<T: Num>(x: &[T], w: &[T], dy: &[T], eps: f64) -> Vec<T> 
     out
 }
 
+/// Values per block of the element-wise loops run in parallel.
+const BLOCK: usize = 1 << 13;
+
 fn gelu_vals<T: Num>(x: &[T]) -> Vec<T> {
-    let (half, r2) = (T::of(0.5), T::of(std::f64::consts::FRAC_1_SQRT_2));
-    x.par_iter()
-        .map(|&v| half * v * (T::of(1.0) + (v * r2).erf()))
-        .collect()
+    let mut out = vec![T::ZERO; x.len()];
+    out.par_chunks_mut(BLOCK)
+        .zip(x.par_chunks(BLOCK))
+        .for_each(|(o, x)| T::gelu_block(o, x));
+    out
 }
 
 fn gelu_grad_vals<T: Num>(x: &[T], g: &[T]) -> Vec<T> {
-    let (half, r2) = (T::of(0.5), T::of(std::f64::consts::FRAC_1_SQRT_2));
-    let c = T::of(1.0 / (2.0 * std::f64::consts::PI).sqrt());
-    x.par_iter()
-        .zip(g.par_iter())
-        .map(|(&v, &g)| {
-            let cdf = half * (T::of(1.0) + (v * r2).erf());
-            let pdf = c * (T::ZERO - half * v * v).exp();
-            g * (cdf + v * pdf)
-        })
-        .collect()
+    let mut out = vec![T::ZERO; x.len()];
+    out.par_chunks_mut(BLOCK)
+        .zip(x.par_chunks(BLOCK).zip(g.par_chunks(BLOCK)))
+        .for_each(|(o, (x, g))| T::gelu_grad_block(o, x, g));
+    out
 }
 
 fn bias_rows<T: Num>(y: &[T], b: &[T]) -> Vec<T> {

@@ -19,3 +19,4 @@ pub mod precision;
 pub mod pretrained;
 pub mod rbm;
 pub mod rows;
+pub mod vmath;
