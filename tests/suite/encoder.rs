@@ -2240,6 +2240,20 @@ fn recipe_clir_is_a_preset_every_figure_of_the_session_honours() {
     );
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("nothing is reranked"));
+    let out = rosetta_in(
+        ws.path(),
+        &[
+            "eval",
+            "--session",
+            "clir",
+            "--task",
+            "bli",
+            "--rerank-depth",
+            "5",
+        ],
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ad-hoc and sentence tasks"));
     // its job's validation ranked the validation pairs as eval does
     let metrics = std::fs::read_to_string(ws.path().join("clir/metrics.jsonl")).unwrap();
     let valid: serde_json::Value = metrics

@@ -533,12 +533,13 @@ impl EvalRequest {
                 )));
             }
         }
-        if self.rerank.is_some_and(RerankSpec::is_on)
+        if (self.rerank.is_some_and(RerankSpec::is_on) || self.rerank_depth.is_some())
             && !self.wants(Task::Adhoc)
             && !self.wants(Task::Sentence)
         {
             return Err(Error::invalid(
-                "--rerank applies to the ad-hoc and sentence tasks (--task adhoc, sentence or all)",
+                "--rerank and --rerank-depth apply to the ad-hoc and sentence tasks (--task adhoc, \
+                 sentence or all)",
             ));
         }
         if self.rerank == Some(RerankSpec::MaxSim(None)) && !self.wants(Task::Adhoc) {
@@ -598,6 +599,9 @@ pub fn evaluate_with(req: &EvalRequest, progress: &dyn Fn(f64, &str)) -> Result<
     if session.is_lexical() {
         if req.rerank.is_some_and(RerankSpec::is_on) {
             return Err(rerank::no_token_states(&session.config.model));
+        }
+        if req.rerank_depth.is_some() {
+            return Err(rerank::depth_without_rerank(&req.session));
         }
         return evaluate_lexical(req);
     }
