@@ -319,6 +319,10 @@ impl Bert {
             let mid = match self.config.hidden_act.as_str() {
                 "relu" => mid.relu()?,
                 "gelu_new" => mid.gelu()?,
+                // f32 on the CPU: the vectorised loop training uses
+                // (`kit::vmath`, PyTorch's erf approximation), where
+                // candle's evaluates libm's erf value by value
+                _ if mid.device().is_cpu() && mid.dtype() == DType::F32 => fused::gelu_erf(&mid)?,
                 _ => mid.gelu_erf()?,
             };
             let o = dense(&layer.out, &mid)?;
