@@ -667,7 +667,7 @@ pub fn run(
     save_unit_models(&session.dir, &prepared)?;
     // a real ad-hoc collection (not one derived from the parallel test
     // split): its figures are reported per epoch, never used for selection
-    let rerank = session.config.rerank()?;
+    let rerank = session.rerank()?;
     let adhoc_figures = |m: &dyn crate::models::Model| adhoc_validation(m, &prepared.adhoc, rerank);
     let extra: Option<&ExtraValidation<'_>> = if prepared.adhoc.derived {
         None

@@ -493,7 +493,7 @@ fn export_workspace(
         l.model.similarity(),
     )?;
     // ranked as the session ranks (its `rerank` setting)
-    let run = adhoc_reranked(l.model.as_ref(), a, run, l.session.config.rerank()?)?;
+    let run = adhoc_reranked(l.model.as_ref(), a, run, l.session.rerank()?)?;
     let p = out.join("adhoc.run");
     // a derived task's judgements live in no file: written beside the run
     let qrels = rosetta::eval::trec::write_run(&run, &p, &a.qrels, a.derived)?;

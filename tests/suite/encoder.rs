@@ -2323,6 +2323,25 @@ fn recipe_clir_is_a_preset_every_figure_of_the_session_honours() {
         let ids = |l: &[(String, f64)]| l.iter().map(|(d, _)| d.clone()).collect::<Vec<_>>();
         assert_eq!(ids(list), ids(&b.results[q]), "{q}");
     }
+    // a recorded rerank that does not parse (a hand-edited config.toml) is
+    // an error naming the file, not a silent cosine ranking
+    let cfg = ws.path().join("plain/config.toml");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(
+        &cfg,
+        text.replace("rerank = \"none\"", "rerank = \"maxsim:7\""),
+    )
+    .unwrap();
+    let out = rosetta_in(
+        ws.path(),
+        &["eval", "--session", "plain", "--task", "adhoc"],
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("config.toml") && err.contains("line ") && err.contains("maxsim:7"),
+        "{err}"
+    );
     // the preset is listed by `rosetta train --help`
     let help = rosetta_in(ws.path(), &["train", "--help"]);
     let help = String::from_utf8_lossy(&help.stdout);

@@ -167,7 +167,7 @@ pub struct SentenceFigures {
 }
 
 /// Sentence retrieval reranked by late interaction
-/// ([`rerank::sentence_reranked`]).
+/// ([`rerank::sentence_reranked_ranks`]).
 #[derive(Debug, Clone, Serialize)]
 pub struct SentenceRerank {
     /// MaxSim's weight: given, or the one the ad-hoc task's tuning half chose.
@@ -612,7 +612,7 @@ pub fn evaluate_with(req: &EvalRequest, progress: &dyn Fn(f64, &str)) -> Result<
     }
     let l = Loaded::open(&req.session, &device)?;
     // the reranking asked for, else the session's own
-    let rerank = RerankSpec::resolve(req.rerank, req.rerank_depth, l.session.config.rerank()?);
+    let rerank = RerankSpec::resolve(req.rerank, req.rerank_depth, l.session.rerank()?);
     if rerank.is_none() && req.rerank_depth.is_some() {
         return Err(rerank::depth_without_rerank(&req.session));
     }
@@ -935,7 +935,7 @@ fn sentence_figures(
             rerank
                 .map(|(w, depth)| -> Result<(SentenceRerank, SentenceScores)> {
                     let t0 = std::time::Instant::now();
-                    let scores = rerank::sentence_reranked(
+                    let ranks = rerank::sentence_reranked_ranks(
                         l.model.as_ref(),
                         src,
                         tgt,
@@ -945,6 +945,7 @@ fn sentence_figures(
                         w,
                         progress,
                     )?;
+                    let scores = SentenceScores::from_ranks(&ranks);
                     Ok((
                         SentenceRerank {
                             weight: w,
@@ -1563,7 +1564,7 @@ pub fn paired_scores(
             let (s, t) = encode_pairs(&l, &prepared, split, &rows)?;
             progress(0.8, "ranking");
             // ranked as the session ranks (its `rerank` setting)
-            let ranks = match l.session.config.rerank()? {
+            let ranks = match l.session.rerank()? {
                 Some(r) => {
                     let texts = |v: &[String]| -> Vec<String> {
                         rows.iter().map(|&i| v[i].clone()).collect()

@@ -208,7 +208,8 @@ impl SessionConfig {
     /// (the encoder's `rerank` and `rerank_depth`, as recorded): `None`
     /// for no reranking and for a model without those settings. Every
     /// figure of the session (eval, search, compare, the workbench, the
-    /// job's validation) is of its rankings so reranked.
+    /// job's validation) is of its rankings so reranked. A session reads
+    /// it through [`Session::rerank`], whose error names its `config.toml`.
     pub fn rerank(&self) -> Result<Option<crate::models::kit::late::LateRerank>> {
         match crate::models::registry::spec(&self.model) {
             Ok(def) if def.setting("rerank").is_some() => {
@@ -562,6 +563,32 @@ pub struct Session {
 }
 
 impl Session {
+    /// [`SessionConfig::rerank`]; a recorded value that does not parse is
+    /// an error naming the session's `config.toml` and the settings.
+    pub fn rerank(&self) -> Result<Option<crate::models::kit::late::LateRerank>> {
+        self.config.rerank().map_err(|e| {
+            let path = self.dir.join(CONFIG_FILE);
+            // the line of the first recorded rerank setting, for the reader
+            let line = crate::util::read_regular(&path, crate::util::Links::Refuse, 1 << 20)
+                .ok()
+                .and_then(|b| {
+                    String::from_utf8_lossy(&b)
+                        .lines()
+                        .position(|l| l.trim_start().starts_with("rerank"))
+                })
+                .map(|i| format!("line {}: ", i + 1))
+                .unwrap_or_default();
+            Error::file(
+                &path,
+                format!(
+                    "{line}[params] rerank / rerank_depth: {e} (set rerank = \"none\" or \
+                     \"maxsim:W\" with W from 0 to 1, rerank_depth a whole number ≥ 1, or remake \
+                     the session)"
+                ),
+            )
+        })
+    }
+
     /// Opens an existing session folder (config and status); a folder
     /// holding a symbolic link ([`check_no_links`]) is refused.
     pub fn open(dir: &Path) -> Result<Session> {

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::Serialize;
 
-use crate::eval::sentence::{aligned_ranks_both, SentenceScores, TiedRank};
+use crate::eval::sentence::{aligned_ranks_both, TiedRank};
 use crate::eval::trec::{sorted_for_eval, Qrels, Run};
 use crate::eval::{evaluate_rankings, Metrics};
 use crate::index::fusion::{split_queries, LAMBDA_GRID};
@@ -446,23 +446,10 @@ pub fn evaluate_rerank(
 /// keeps its rank (the head, the `depth` best, stays above it); one inside
 /// is ranked among the head by the new score, under both tie conventions
 /// ([`TiedRank`]).
-#[allow(clippy::too_many_arguments)]
-pub fn sentence_reranked(
-    model: &dyn Model,
-    src: &[String],
-    tgt: &[String],
-    s: &ndarray::Array2<f32>,
-    t: &ndarray::Array2<f32>,
-    depth: usize,
-    w: f64,
-    progress: &dyn Fn(f64, &str),
-) -> Result<SentenceScores> {
-    let ranks = sentence_reranked_ranks(model, src, tgt, s, t, depth, w, progress)?;
-    Ok(SentenceScores::from_ranks(&ranks))
-}
-
-/// [`sentence_reranked`]'s rank of each source's answer, under both tie
-/// conventions (for a paired comparison).
+///
+/// Returns each source's rank of its answer (the figures:
+/// [`SentenceScores::from_ranks`](crate::eval::sentence::SentenceScores::from_ranks);
+/// a paired comparison pairs the ranks).
 #[allow(clippy::too_many_arguments)]
 pub fn sentence_reranked_ranks(
     model: &dyn Model,

@@ -360,7 +360,7 @@ fn prepare_and_train(
         valid_sample,
     } = crate::models::registry::RunnerSettings::from_params(&params)?;
     let valid_rows = valid_sample_rows(data.valid_src.n_rows(), valid_sample, session.config.seed);
-    let rerank = session.config.rerank()?;
+    let rerank = session.rerank()?;
     let plan = trainer.plan(data, &params)?;
     if plan.is_empty() {
         return Err(Error::invalid(format!(
@@ -1068,16 +1068,18 @@ impl RunnerHooks<'_> {
             )));
         }
         let sc = match (self.rerank, src.raw, tgt.raw) {
-            (Some(r), Some(a), Some(b)) => crate::session::rerank::sentence_reranked(
-                model,
-                a,
-                b,
-                &s,
-                &t,
-                r.depth,
-                r.weight,
-                &|_, _| {},
-            )?,
+            (Some(r), Some(a), Some(b)) => crate::eval::sentence::SentenceScores::from_ranks(
+                &crate::session::rerank::sentence_reranked_ranks(
+                    model,
+                    a,
+                    b,
+                    &s,
+                    &t,
+                    r.depth,
+                    r.weight,
+                    &|_, _| {},
+                )?,
+            ),
             _ => sentence_retrieval(&s, &t, model.similarity()),
         };
         if !sc.mrr.is_finite() {

@@ -257,7 +257,7 @@ impl Searcher {
             }
         };
         progress(1.0, "ready");
-        let rerank = session.config.rerank()?;
+        let rerank = session.rerank()?;
         Ok(Opened::Ready(Box::new(Searcher {
             corpus,
             session,
