@@ -1013,6 +1013,11 @@ fn train(a: TrainBenchArgs) -> anyhow::Result<()> {
         // torch_ref's own test_mrr counts ties this way
         "test_mrr_ties_for": test_mrr_ties_for,
         "peak_rss_mb": peak_rss_bytes().map(|b| round(b as f64 / 1048576.0, 1)),
+        // the bytes live at once (the resident size keeps freed pages)
+        "peak_heap_mb": round(
+            rosetta::train::runner::heap_peak_bytes() as f64 / 1048576.0,
+            1
+        ),
         "epochs": timer.epochs,
     });
     let get = |k: &str| -> anyhow::Result<String> {

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -72,7 +72,27 @@ pub fn cancel_on_signals() -> Result<Arc<AtomicBool>> {
 /// and the session shows `failed` as stale (its process gone). Jobs that
 /// cannot fit are refused before they start by their memory estimate
 /// ([`crate::models::check_memory`]).
+///
+/// It also counts the bytes live on the heap and their peak
+/// ([`heap_peak_bytes`]): the memory a computation needs, which the resident
+/// size (the allocator keeps freed pages: `src/main.rs`) overstates.
 pub struct RecordingAlloc<A>(pub A);
+
+/// Bytes allocated through [`RecordingAlloc`] and not yet freed.
+static HEAP_LIVE: AtomicUsize = AtomicUsize::new(0);
+/// The most [`HEAP_LIVE`] has been.
+static HEAP_PEAK: AtomicUsize = AtomicUsize::new(0);
+
+fn heap_grew(size: usize) {
+    let now = HEAP_LIVE.fetch_add(size, Ordering::Relaxed) + size;
+    HEAP_PEAK.fetch_max(now, Ordering::Relaxed);
+}
+
+/// The most bytes live at once on the heap of a process whose global
+/// allocator is a [`RecordingAlloc`] (0 in one whose is not: a test binary).
+pub fn heap_peak_bytes() -> usize {
+    HEAP_PEAK.load(Ordering::Relaxed)
+}
 
 /// The session folder of the job this process runs, for [`RecordingAlloc`].
 static JOB_DIR: std::sync::Mutex<Option<PathBuf>> = std::sync::Mutex::new(None);
@@ -86,6 +106,8 @@ unsafe impl<A: std::alloc::GlobalAlloc> std::alloc::GlobalAlloc for RecordingAll
         let p = self.0.alloc(layout);
         if p.is_null() {
             allocation_failed(layout.size());
+        } else {
+            heap_grew(layout.size());
         }
         p
     }
@@ -93,6 +115,8 @@ unsafe impl<A: std::alloc::GlobalAlloc> std::alloc::GlobalAlloc for RecordingAll
         let p = self.0.alloc_zeroed(layout);
         if p.is_null() {
             allocation_failed(layout.size());
+        } else {
+            heap_grew(layout.size());
         }
         p
     }
@@ -100,10 +124,14 @@ unsafe impl<A: std::alloc::GlobalAlloc> std::alloc::GlobalAlloc for RecordingAll
         let p = self.0.realloc(ptr, layout, new);
         if p.is_null() {
             allocation_failed(new);
+        } else {
+            HEAP_LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+            heap_grew(new);
         }
         p
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        HEAP_LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
         self.0.dealloc(ptr, layout)
     }
 }
