@@ -1,15 +1,16 @@
 //! With the `cuda` feature, compiles `src/models/kit/kernels/*.cu` (`rows.cu`, `act.cu`,
-//! `lstm.cu`, `bce.cu`, `tf.cu`) to PTX with nvcc (the toolkit candle's kernels need too);
+//! `lstm.cu`, `bce.cu`, `tf.cu`, `attn.cu`) to PTX with nvcc (the toolkit candle's kernels need too);
 //! without it, does nothing.
 //! The architecture is `CUDA_COMPUTE_CAP` (as for candle's kernels, default
 //! 75, the oldest CUDA 13 supports); the driver compiles the PTX for the GPU
 //! it runs on.
 
 fn main() {
-    const KERNELS: [&str; 5] = ["rows", "lstm", "act", "bce", "tf"];
+    const KERNELS: [&str; 6] = ["rows", "lstm", "act", "bce", "tf", "attn"];
     for k in KERNELS {
         println!("cargo:rerun-if-changed=src/models/kit/kernels/{k}.cu");
     }
+    println!("cargo:rerun-if-changed=src/models/kit/kernels/common.cuh");
     println!("cargo:rerun-if-env-changed=CUDA_COMPUTE_CAP");
     if std::env::var_os("CARGO_FEATURE_CUDA").is_none() {
         return;

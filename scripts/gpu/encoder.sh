@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
 # Issue 51's GPU rows in one run on the device machine (after scripts/gpu/encoder-prep.sh), from the
-# repository root: bash .devrun/encoder.sh      (about 6 minutes on an H200)
-#   1. the fused kernels' GPU tests (kit/fused.rs gpu_tests) from the carried engine test binary;
-#   2. `rosetta bench train --model encoder --encoder-ref encoder_ref.py`, paired in one call each:
-#      f32 and bf16 (peer: --amp bf16), batch 32 and 128, with each process's peak GPU memory
+# repository root: bash .devrun/encoder.sh      (about 7 minutes on an H200)
+#   kernels: the fused kernels' GPU tests (kit/fused.rs and kit/attention.rs gpu_tests) from the
+#      carried engine test binary;
+#   pair: `rosetta bench train --model encoder --encoder-ref encoder_ref.py`, paired in one call
+#      each: f32 and bf16 (peer: --amp bf16), batch 32 and 128, with each process's peak GPU memory
 #      (nvidia-smi's per-process figure, sampled every 100 ms);
-#   3. one fine-tuning step's phases (ROSETTA_STEP_PROFILE=1: forward, loss, backward, optimiser),
-#      and precision=tf32.
+#   attn: batch 128, f32, attention=composite (Rosetta alone): what the fused attention changes;
+#   memory: batch 128, f32 and bf16, gradient_checkpointing=true (Rosetta alone): its GPU memory
+#      against the pair rows' and the peer's;
+#   profile (not run unless named in SECTIONS): one fine-tuning step's phases
+#      (ROSETTA_STEP_PROFILE=1: forward, loss, backward, optimiser), precision=tf32 and nsys.
 # Writes $OUT/log.txt and one JSON line a bench in $OUT/NAME.json.
 set -u
 cd "$(dirname "$0")"
 O=${OUT:-/tmp/enc-out}
 mkdir -p "$O"
 exec > >(tee "$O/log.txt") 2>&1
-SECTIONS=${SECTIONS:-"kernels pair profile"}
+SECTIONS=${SECTIONS:-"kernels pair attn memory"}
 on() { case " $SECTIONS " in *" $1 "*) return 0 ;; esac; return 1; }
 . ./lib.sh
 uptime
@@ -26,7 +30,7 @@ el "encoder folder ready"
 
 if on kernels && [ -f engine-tests.xz ]; then
     xz -dc engine-tests.xz >/tmp/engine-tests && chmod +x /tmp/engine-tests
-    ROSETTA_REQUIRE_GPU=1 timeout 180 /tmp/engine-tests --test-threads 1 fused:: >$O/kernels.txt 2>&1
+    ROSETTA_REQUIRE_GPU=1 timeout 180 /tmp/engine-tests --test-threads 1 fused:: attention:: >$O/kernels.txt 2>&1
     el "kernels rc=$?"
     grep -E "^test |test result|panicked|gpu \[|cpu " $O/kernels.txt | head -40
 fi
@@ -59,7 +63,7 @@ except Exception as e:
     print("  no JSON:", e); sys.exit(0)
 p = r.get("encoder_ref", {})
 s = r.get("settings", {})
-print(f"  batch {s.get('batch')} {s.get('precision')} pairs {r.get('examples')}: rosetta {r.get('pairs_per_s')} pairs/s, "
+print(f"  batch {s.get('batch')} {s.get('precision')} attention={s.get('attention')} checkpointing={s.get('gradient_checkpointing')} pairs {r.get('examples')}: rosetta {r.get('pairs_per_s')} pairs/s, "
       f"peer {p.get('pairs_per_s') and round(p['pairs_per_s'], 1)} pairs/s, ratio {r.get('pairs_per_s_over_encoder_ref')}; "
       f"test MRR rosetta {r.get('test_mrr')} (ties for {r.get('test_mrr_ties_for')}) peer {p.get('test_mrr_after')}; "
       f"peak GPU MiB rosetta {sys.argv[2]} peer {sys.argv[3]}")
@@ -68,7 +72,7 @@ EOF
 
 # warm-up (not reported): the driver compiles candle's and Rosetta's PTX on first use and caches
 # it; PyTorch's first process pays its own start-up
-if on pair || on profile; then
+if on pair || on attn || on memory || on profile; then
     bench warm 90 --set epochs=1 --set batch=32 --set max_pairs=320 --set precision=bf16
     timeout 90 python3 encoder_ref.py --model enc --device cuda --max-len 128 finetune --train data/enhi/train.en data/enhi/train.hi \
         --test data/enhi/test.en data/enhi/test.hi --max-pairs 320 --amp bf16 >/dev/null 2>&1
@@ -81,6 +85,13 @@ if on pair; then
     bench f32-b128 150 --set batch=128 $P
     [ -z "${ONLY128:-}" ] && bench bf16-b32 150 --set batch=32 --set precision=bf16 $P
     bench bf16-b128 150 --set batch=128 --set precision=bf16 $P
+fi
+if on attn; then
+    bench f32-b128-composite 90 --set epochs=2 --set batch=128 --set attention=composite
+fi
+if on memory; then
+    bench f32-b128-ckpt 90 --set epochs=2 --set batch=128 --set gradient_checkpointing=true
+    bench bf16-b128-ckpt 90 --set epochs=2 --set batch=128 --set precision=bf16 --set gradient_checkpointing=true
 fi
 if on profile; then
     E="--set epochs=1 --set max_pairs=1280"

@@ -234,6 +234,7 @@ fn length_groups_give_the_padded_batchs_embeddings_and_gradients() {
                 MAXPOS,
                 Some(table.as_tensor()),
                 overhead,
+                None,
             )
             .unwrap();
         let loss = (&e * &weights).unwrap().sum_all().unwrap();
@@ -274,11 +275,122 @@ fn length_groups_give_the_padded_batchs_embeddings_and_gradients() {
             MAXPOS,
             Some(table.as_tensor()),
             0,
+            None,
         )
         .unwrap()
         .to_vec2::<f32>()
         .unwrap();
     assert!(max_diff(&single[0], &e0[0]) < 1e-5);
+}
+
+/// Gradient checkpointing (`gradient_checkpointing=true`): the layers run
+/// without their intermediates and are recomputed in the backward pass; the
+/// loss and every weight's and the word table's gradients are those of the
+/// plain pass, in several length groups and in f64 to 1e-10.
+#[test]
+fn gradient_checkpointing_gives_the_plain_passs_gradients() {
+    let ws = tiny_workspace();
+    let (dir, _) = tiny_encoder(ws.path(), 17);
+    let f = rosetta::models::encoder::folder::resolve(dir.to_str().unwrap()).unwrap();
+    let cfg = f.config().unwrap();
+    let dev = Device::Cpu;
+    let vars: std::collections::BTreeMap<String, candle_core::Var> =
+        candle_core::safetensors::load(&f.weights, &dev)
+            .unwrap()
+            .into_iter()
+            .map(|(k, v)| {
+                let v = candle_core::Var::from_tensor(&v.to_dtype(DType::F64).unwrap()).unwrap();
+                (k, v)
+            })
+            .collect();
+    let tensors: std::collections::HashMap<String, Tensor> = vars
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_tensor().clone()))
+        .collect();
+    let vb = candle_nn::VarBuilder::from_tensors(tensors.clone(), DType::F64, &dev);
+    let net = bert::Bert::load(vb, &cfg).unwrap();
+    let table = &tensors["embeddings.word_embeddings.weight"];
+    // two length groups a side, with padding
+    let groups_s = [
+        (
+            Tensor::new(&[[0u32, 5, 6, 2], [0, 9, 2, 1]], &dev).unwrap(),
+            Tensor::new(&[[1f64, 1., 1., 1.], [1., 1., 1., 0.]], &dev).unwrap(),
+        ),
+        (
+            Tensor::new(&[[0u32, 7, 8, 11, 12, 2]], &dev).unwrap(),
+            Tensor::new(&[[1f64, 1., 1., 1., 1., 1.]], &dev).unwrap(),
+        ),
+    ];
+    let groups_t = [
+        (
+            Tensor::new(&[[0u32, 10, 2], [0, 13, 2]], &dev).unwrap(),
+            Tensor::new(&[[1f64, 1., 1.], [1., 1., 1.]], &dev).unwrap(),
+        ),
+        (
+            Tensor::new(&[[0u32, 11, 12, 5, 2]], &dev).unwrap(),
+            Tensor::new(&[[1f64, 1., 1., 1., 0.]], &dev).unwrap(),
+        ),
+    ];
+    let run = |checkpointed: bool| {
+        let mut tapes = Vec::new();
+        let mut side = |groups: &[(Tensor, Tensor)]| {
+            let parts: Vec<Tensor> = groups
+                .iter()
+                .map(|(ids, m)| {
+                    let h = if checkpointed {
+                        let (h, tape) = net.forward_checkpointed(ids, m, table).unwrap();
+                        tapes.push(tape);
+                        h
+                    } else {
+                        net.forward_rows(ids, m, table).unwrap()
+                    };
+                    bert::mean_pool(&h, m).unwrap()
+                })
+                .collect();
+            bert::l2_normalise(&Tensor::cat(&parts, 0).unwrap()).unwrap()
+        };
+        let (es, et) = (side(&groups_s), side(&groups_t));
+        let loss = rosetta::models::encoder::info_nce(&es, &et, 0.05).unwrap();
+        let mut grads = loss.backward().unwrap();
+        for tape in tapes.into_iter().rev() {
+            net.backward_tape(tape, &mut grads).unwrap();
+        }
+        let g: Vec<(String, Vec<f64>)> = vars
+            .iter()
+            .filter_map(|(k, v)| {
+                let g = grads.get(v.as_tensor())?;
+                Some((
+                    k.clone(),
+                    g.flatten_all().unwrap().to_vec1::<f64>().unwrap(),
+                ))
+            })
+            .collect();
+        (loss.to_scalar::<f64>().unwrap(), g, grads.get_ids().count())
+    };
+    let (l0, g0, n0) = run(false);
+    let (l1, g1, n1) = run(true);
+    assert!((l0 - l1).abs() < 1e-12, "losses {l0} vs {l1}");
+    // no stray entries: one would hold a recomputed layer's graph alive
+    // (candle gives a product's untracked factor a gradient too)
+    assert_eq!(n0, n1, "entries in the gradient store");
+    // every weight gets its gradient both ways (the pooler-less encoder's
+    // weights all lie on the loss's path)
+    let names = |g: &[(String, Vec<f64>)]| g.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&g0), names(&g1));
+    assert!(
+        g0.len() >= 4 + 16 * cfg.num_hidden_layers,
+        "{:?}",
+        names(&g0)
+    );
+    for ((k, a), (_, b)) in g0.iter().zip(&g1) {
+        assert!(a.iter().any(|v| *v != 0.0), "{k}: no gradient");
+        let scale = a.iter().fold(0f64, |m, v| m.max(v.abs()));
+        let diff = a.iter().zip(b).fold(0f64, |m, (x, y)| m.max((x - y).abs()));
+        assert!(
+            diff <= 1e-10 * scale.max(1.0),
+            "{k}: differs by {diff} (scale {scale})"
+        );
+    }
 }
 
 /// The gradient of the contrastive loss with respect to an encoder weight
@@ -699,6 +811,76 @@ fn fine_tuning_learns_and_resumes_bit_exactly() {
     };
     for (k, t) in a {
         assert!(bits(t) == bits(&b[k]), "{k} differs after resuming");
+    }
+}
+
+/// A fine-tuning job with `gradient_checkpointing=true`, and one with
+/// `attention=composite`, take the plain job's steps (`attention=fused`, no
+/// checkpointing): the same losses and, after two epochs (the table frozen
+/// in the first), the same weights, to float rounding.
+#[test]
+fn checkpointed_and_composite_attention_jobs_train_as_the_plain_one() {
+    let ws = tiny_workspace();
+    let (dir, _) = tiny_encoder(ws.path(), 6);
+    let data = fixture_data(ws.path());
+    let run = |ckpt: &str, attention: &str| {
+        let params = params_of(&[
+            ("weights", dir.to_str().unwrap()),
+            ("epochs", "2"),
+            ("frozen_epochs", "1"),
+            ("lr", "0.001"),
+            ("batch", "8"),
+            ("train_max_len", "32"),
+            ("gradient_checkpointing", ckpt),
+            ("attention", attention),
+        ]);
+        let mut kept = Kept::default();
+        EncoderTrainer
+            .train(&data, &params, &Device::Cpu, 3, None, &mut kept)
+            .unwrap();
+        kept
+    };
+    let plain = run("false", "fused");
+    let start =
+        candle_core::safetensors::load(dir.join("model.safetensors"), &Device::Cpu).unwrap();
+    let table = "embeddings.word_embeddings.weight";
+    let a = &plain.epochs.last().unwrap().3;
+    assert!(
+        max_abs_diff(&a[table], &start[table]) > 1e-4,
+        "nothing trained"
+    );
+    for other in [run("true", "fused"), run("false", "composite")] {
+        same_job(&plain, &other);
+        // and the setting reached the steps: another order of sums, so
+        // some weight differs in its last bits
+        let b = &other.epochs.last().unwrap().3;
+        assert!(
+            a.iter().any(|(k, t)| max_abs_diff(t, &b[k]) > 0.0),
+            "bit-identical: the setting changed nothing"
+        );
+    }
+}
+
+/// Two jobs' losses and last weights agree to float rounding.
+fn same_job(plain: &Kept, other: &Kept) {
+    assert_eq!(plain.losses.len(), other.losses.len());
+    for (a, b) in plain.losses.iter().zip(&other.losses) {
+        assert!((a - b).abs() < 1e-4 * a.abs().max(1.0), "loss {a} vs {b}");
+    }
+    let (a, b) = (
+        &plain.epochs.last().unwrap().3,
+        &other.epochs.last().unwrap().3,
+    );
+    for (k, t) in a {
+        // a key's bias adds one constant to each of a row's attention
+        // scores, which the soft-max ignores: its gradient is zero but for
+        // rounding, and Adam scales that rounding up to a step the size of
+        // the learning rate, a different one in each summation order
+        if k.ends_with("key.bias") {
+            continue;
+        }
+        let d = max_abs_diff(t, &b[k]);
+        assert!(d < 1e-5, "{k} differs by {d}");
     }
 }
 

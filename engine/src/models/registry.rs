@@ -539,14 +539,19 @@ mod tests {
     }
 
     #[test]
-    fn only_recurrence_precision_and_reranking_say_how_a_model_computes() {
+    fn only_kernels_precision_checkpointing_and_reranking_say_how_a_model_computes() {
         for def in MODELS {
             for s in def.all_settings() {
                 assert_eq!(
                     s.compute_only,
                     matches!(
                         s.key,
-                        "recurrence" | "precision" | "rerank" | "rerank_depth"
+                        "recurrence"
+                            | "attention"
+                            | "precision"
+                            | "gradient_checkpointing"
+                            | "rerank"
+                            | "rerank_depth"
                     ),
                     "{}: {}",
                     def.name,
@@ -563,7 +568,16 @@ mod tests {
                 .collect()
         };
         assert_eq!(keys("adv-bilstm"), ["precision", "recurrence"]);
-        assert_eq!(keys("encoder"), ["precision", "rerank", "rerank_depth"]);
+        assert_eq!(
+            keys("encoder"),
+            [
+                "attention",
+                "gradient_checkpointing",
+                "precision",
+                "rerank",
+                "rerank_depth"
+            ]
+        );
         assert!(keys("cca").is_empty());
     }
 }

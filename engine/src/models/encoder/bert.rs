@@ -13,11 +13,12 @@
 //! runs it; the weight names and the arithmetic are `transformers`' own
 //! (`modeling_bert.py`), so any BERT or XLM-R folder loads.
 
+use candle_core::backprop::GradStore;
 use candle_core::{DType, Device, Module, Tensor, D};
 use candle_nn::{Embedding, Linear, VarBuilder};
 use serde::Deserialize;
 
-use crate::models::kit::{fused, precision, rows};
+use crate::models::kit::{attention, fused, precision, rows};
 use crate::{Error, Result};
 
 /// The subset of a Hugging Face `config.json` the encoder reads.
@@ -154,6 +155,17 @@ struct Layer {
     out_norm: LayerNorm,
 }
 
+/// What [`Bert::forward_checkpointed`] keeps for its backward pass.
+pub struct Tape {
+    ids: Tensor,
+    mask: Tensor,
+    table: Tensor,
+    /// Each layer's input (the embeddings' output first), detached.
+    inputs: Vec<Tensor>,
+    /// The last layer's output, a leaf of the loss's graph.
+    out: candle_core::Var,
+}
+
 /// The encoder: embeddings and transformer layers (no pooler).
 pub struct Bert {
     word: Embedding,
@@ -164,6 +176,10 @@ pub struct Bert {
     /// Its configuration.
     pub config: Config,
     device: Device,
+    /// Training runs each layer's attention as one op with its gradient
+    /// ([`attention::attention`], the query, key and value layers one
+    /// product) rather than the heads' products and soft-max.
+    fused_attention: bool,
 }
 
 fn linear(inp: usize, out: usize, vb: VarBuilder) -> Result<Linear> {
@@ -232,7 +248,15 @@ impl Bert {
             layers,
             config: config.clone(),
             device: vb.device().clone(),
+            fused_attention: true,
         })
+    }
+
+    /// Whether training runs the fused attention (the default) or the
+    /// composite one (the heads' batched products and the masked soft-max);
+    /// the values and gradients agree to float rounding.
+    pub fn set_fused_attention(&mut self, fused: bool) {
+        self.fused_attention = fused;
     }
 
     /// The device the weights live on.
@@ -258,13 +282,10 @@ impl Bert {
         self.forward_with(ids, mask, table, true)
     }
 
-    fn forward_with(
-        &self,
-        ids: &Tensor,
-        mask: &Tensor,
-        table: &Tensor,
-        train: bool,
-    ) -> Result<Tensor> {
+    /// The embedding layer's output `[batch, tokens, hidden]`: the word
+    /// rows of `ids` in `table`, the positions and the first token type,
+    /// layer-normed.
+    fn embed(&self, ids: &Tensor, table: &Tensor, train: bool) -> Result<Tensor> {
         let (b, t) = ids.dims2()?;
         let off = self.config.position_offset();
         if off + t > self.config.max_position_embeddings {
@@ -282,7 +303,89 @@ impl Bert {
         if let Some(tt) = &self.token_type {
             x = x.broadcast_add(&tt.narrow(0, 0, 1)?)?;
         }
-        let mut x = self.emb_norm.forward(&x, train)?;
+        self.emb_norm.forward(&x, train)
+    }
+
+    /// [`Bert::forward_rows`] with activation checkpointing (gradient
+    /// checkpointing, as `transformers`' `gradient_checkpointing_enable`):
+    /// the layers run without keeping their intermediate values; only each
+    /// layer's input is kept, in the returned [`Tape`]. The hidden states
+    /// returned are a leaf of the graph: after the loss's backward pass,
+    /// [`Bert::backward_tape`] carries their gradient down through the
+    /// layers (each recomputed from its input, one at a time) into the
+    /// weights' and `table`'s gradients. The values and gradients are those
+    /// of [`Bert::forward_rows`] (the same arithmetic; only the order in
+    /// which a weight's gradient sums its parts differs); the memory held is
+    /// one `[batch, tokens, hidden]` tensor per layer and one layer's
+    /// intermediates at a time, for about a third more arithmetic.
+    pub fn forward_checkpointed(
+        &self,
+        ids: &Tensor,
+        mask: &Tensor,
+        table: &Tensor,
+    ) -> Result<(Tensor, Tape)> {
+        let half = precision::current() == precision::Precision::Bf16;
+        let mut x = self.embed(ids, table, true)?.detach();
+        let mut inputs = Vec::with_capacity(self.layers.len());
+        for layer in &self.layers {
+            let next = self.train_layer(layer, &x, mask, half)?.detach();
+            inputs.push(x);
+            x = next;
+        }
+        let out = candle_core::Var::from_tensor(&x)?;
+        let hidden = out.as_tensor().clone();
+        Ok((
+            hidden,
+            Tape {
+                ids: ids.clone(),
+                mask: mask.clone(),
+                table: table.clone(),
+                inputs,
+                out,
+            },
+        ))
+    }
+
+    /// The backward pass of a [`Bert::forward_checkpointed`] call: takes the
+    /// gradient of its hidden states out of `grads` (nothing to do when the
+    /// loss did not reach them) and adds the gradients of the weights and of
+    /// the tape's word table to `grads`, layer by layer from the top, each
+    /// layer recomputed from its kept input.
+    pub fn backward_tape(&self, tape: Tape, grads: &mut GradStore) -> Result<()> {
+        let Some(mut g) = grads.remove(tape.out.as_tensor()) else {
+            return Ok(());
+        };
+        let half = precision::current() == precision::Precision::Bf16;
+        for (layer, input) in self.layers.iter().zip(&tape.inputs).rev() {
+            let xin = candle_core::Var::from_tensor(input)?;
+            let y = self.train_layer(layer, xin.as_tensor(), &tape.mask, half)?;
+            let mut part = (y * &g)?.sum_all()?.backward()?;
+            // candle's product gives its untracked factor `g` a gradient
+            // too, `ones · y`, which holds the recomputed layer's graph
+            // alive: dropped, or the layers' graphs would pile up
+            part.remove(&g);
+            g = part.remove(xin.as_tensor()).ok_or_else(|| {
+                Error::invalid("gradient checkpointing: a layer's input got no gradient")
+            })?;
+            grads.extend(part)?;
+        }
+        let x0 = self.embed(&tape.ids, &tape.table, true)?;
+        let mut part = (x0 * &g)?.sum_all()?.backward()?;
+        part.remove(&g);
+        grads.extend(part)?;
+        Ok(())
+    }
+
+    fn forward_with(
+        &self,
+        ids: &Tensor,
+        mask: &Tensor,
+        table: &Tensor,
+        train: bool,
+    ) -> Result<Tensor> {
+        let (b, t) = ids.dims2()?;
+        let h = self.config.hidden_size;
+        let mut x = self.embed(ids, table, train)?;
         if train {
             let half = precision::current() == precision::Precision::Bf16;
             for layer in &self.layers {
@@ -359,17 +462,30 @@ impl Bert {
                 Ok(a.matmul(b)?)
             }
         };
-        let (q, k, v) = (
-            heads(&layer.query)?,
-            heads(&layer.key)?,
-            heads(&layer.value)?,
-        );
-        let scores = mm(&q, &k.t()?)?;
-        let p = fused::masked_softmax(&scores, mask, 1.0 / (hd as f64).sqrt())?;
-        let ctx = mm(&p, &v)?
-            .transpose(1, 2)?
-            .contiguous()?
-            .reshape((b, t, h))?;
+        let scale = 1.0 / (hd as f64).sqrt();
+        let ctx = if self.fused_attention && attention::fits(t) {
+            // the three layers as one product of their stacked weights
+            let (l0, l1, l2) = (&layer.query, &layer.key, &layer.value);
+            let w = Tensor::cat(&[l0.weight(), l1.weight(), l2.weight()], 0)?;
+            let bias = match (l0.bias(), l1.bias(), l2.bias()) {
+                (Some(a), Some(b), Some(c)) => Some(Tensor::cat(&[a, b, c], 0)?),
+                _ => None,
+            };
+            let qkv = rows_affine(&xi, &w, bias.as_ref(), half)?;
+            attention::attention(&qkv, mask, nh, scale)?
+        } else {
+            let (q, k, v) = (
+                heads(&layer.query)?,
+                heads(&layer.key)?,
+                heads(&layer.value)?,
+            );
+            let scores = mm(&q, &k.t()?)?;
+            let p = fused::masked_softmax(&scores, mask, scale)?;
+            mm(&p, &v)?
+                .transpose(1, 2)?
+                .contiguous()?
+                .reshape((b, t, h))?
+        };
         let a = rows_dense(&layer.attn_out, &ctx, half)?.to_dtype(x.dtype())?;
         let n = &layer.attn_norm;
         let x = fused::layer_norm(&(a + x)?, &n.weight, &n.bias, n.eps)?;
@@ -389,19 +505,24 @@ impl Bert {
 /// product, in bfloat16 with `half` (the weight and bias cast, the result
 /// bfloat16), in `x`'s dtype otherwise.
 fn rows_dense(lin: &Linear, x: &Tensor, half: bool) -> Result<Tensor> {
+    rows_affine(x, lin.weight(), lin.bias(), half)
+}
+
+/// [`rows_dense`] of a weight `[out, in]` and a bias `[out]`.
+fn rows_affine(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>, half: bool) -> Result<Tensor> {
     let dims = x.dims().to_vec();
     let inner = *dims.last().unwrap_or(&1);
     let rows = x.elem_count() / inner.max(1);
     let x2 = x.reshape((rows, inner))?;
     let (y, bias) = if half {
-        let y = precision::bf16_matmul(&x2, &lin.weight().t()?)?;
-        let bias = match lin.bias() {
+        let y = precision::bf16_matmul(&x2, &weight.t()?)?;
+        let bias = match bias {
             Some(b) => Some(b.to_dtype(DType::BF16)?),
             None => None,
         };
         (y, bias)
     } else {
-        (x2.matmul(&lin.weight().t()?)?, lin.bias().cloned())
+        (x2.matmul(&weight.t()?)?, bias.cloned())
     };
     let mut shape = dims;
     if let Some(last) = shape.last_mut() {

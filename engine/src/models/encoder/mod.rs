@@ -27,6 +27,7 @@ pub mod trim;
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 
+use candle_core::backprop::GradStore;
 use candle_core::{DType, Device, Tensor, Var};
 use candle_nn::VarBuilder;
 use ndarray::Array2;
@@ -80,6 +81,7 @@ pub enum Pooling {
 model_config! {
     /// The encoder's settings, as given (`--set`) and recorded (`config.toml`).
     pub struct Config {
+        attention: String = s("fused", Check::Choice(&["fused", "composite"]), "how fine-tuning computes each layer's attention: fused (one op with its gradient, the query, key and value layers one product, the tokens × tokens scores never stored: recomputed in the backward pass) or composite (the heads' batched products and soft-max); the same values to float rounding").compute_only(),
         batch: usize = s("32", Check::Int { min: 2, max: 100_000 }, "pairs per fine-tuning step (the others are the negatives)"),
         distill_weight: f64 = s("1", Check::Positive, "loss=infonce+distill: weight of the distillation term"),
         doc_prefix: String = s("passage:", Check::Parse(check_prefix), "word put before each document (none: nothing)"),
@@ -87,6 +89,7 @@ model_config! {
         epochs: usize = s("0", Check::Int { min: 0, max: 1_000_000 }, "fine-tuning epochs (0: the pretrained space, zero-shot)"),
         frozen_epochs: usize = s("0", COUNT, "first epochs with the word-embedding table frozen (phase `frozen`)"),
         gamma: f64 = s("10", Check::Positive, "loss=pairwise: scale of the cosine margins"),
+        gradient_checkpointing: bool = s("false", Check::Bool, "activation checkpointing: a step keeps only each layer's input and recomputes the layer in the backward pass (transformers' gradient_checkpointing): far less memory for about a third more arithmetic; the same gradients").compute_only(),
         group_by_length: bool = s("false", Check::Bool, "batches of similar lengths: the shuffled pairs sorted by length in groups of 50 batches (transformers' LengthGroupedSampler)"),
         hard_max_sim: f64 = s("0.95", Check::Range { min: 0.0, max: 1.0, open: false }, "negatives=self: a mined negative whose start cosine to the positive reaches this is taken for a translation of it and dropped"),
         loss: String = s("infonce", Check::Choice(&["infonce", "pairwise", "distill", "infonce+distill"]), "in-batch contrastive loss (both ways), the seeds' pairwise logistic loss, multilingual distillation (both texts of a pair drawn to the frozen start's embedding of the source text: Reimers & Gurevych 2020) or both"),
@@ -442,7 +445,17 @@ impl Encoder {
     /// token slots charged per group), so a short text is not padded to the
     /// batch's longest; padding is masked, so the numbers are those of one
     /// padded batch.
-    fn train_embed(&self, wins: &[Window], table: &Tensor, overhead: usize) -> Result<Tensor> {
+    ///
+    /// With `tapes` the layers run checkpointed
+    /// ([`Bert::forward_checkpointed`]): each group's tape is pushed there,
+    /// for [`Encoder::backward_tapes`] after the loss's backward pass.
+    fn train_embed(
+        &self,
+        wins: &[Window],
+        table: &Tensor,
+        overhead: usize,
+        mut tapes: Option<&mut Vec<bert::Tape>>,
+    ) -> Result<Tensor> {
         let dev = self.bert.device().clone();
         let mut order: Vec<usize> = (0..wins.len()).collect();
         order.sort_by_key(|&i| (wins[i].ids.len(), i));
@@ -451,7 +464,14 @@ impl Encoder {
         for g in groups::length_groups(&lens, overhead) {
             let ws: Vec<&Window> = order[g].iter().map(|&i| &wins[i]).collect();
             let (ids, mask) = self.batch(&ws, &dev)?;
-            let hidden = self.bert.forward_rows(&ids, &mask, table)?;
+            let hidden = match tapes.as_deref_mut() {
+                Some(tapes) => {
+                    let (hidden, tape) = self.bert.forward_checkpointed(&ids, &mask, table)?;
+                    tapes.push(tape);
+                    hidden
+                }
+                None => self.bert.forward_rows(&ids, &mask, table)?,
+            };
             parts.push(self.pool(&hidden, &mask)?);
         }
         let sorted = Tensor::cat(&parts, 0)?;
@@ -467,8 +487,10 @@ impl Encoder {
     /// Training's embeddings of `texts` read as `role`, each cut to
     /// `max_len` tokens, with the word table `table` (`None`: the encoder's
     /// own) and `overhead` as in length grouping (`usize::MAX`: one padded
-    /// batch). Exposed so that tests can hold the grouped and the padded
-    /// computation against each other, gradients included.
+    /// batch), and `tapes` as in gradient checkpointing (`None`: off).
+    /// Exposed so that tests can hold the grouped and the padded, the
+    /// checkpointed and the plain computation against each other, gradients
+    /// included.
     pub fn embed_for_training(
         &self,
         texts: &[String],
@@ -476,11 +498,27 @@ impl Encoder {
         max_len: usize,
         table: Option<&Tensor>,
         overhead: usize,
+        tapes: Option<&mut Vec<bert::Tape>>,
     ) -> Result<Tensor> {
         let ids = self.content_ids(texts, role)?;
         let wins = self.windows(ids, max_len, true);
         let table = table.unwrap_or(self.bert.word_embeddings());
-        self.train_embed(&wins, table, overhead)
+        self.train_embed(&wins, table, overhead, tapes)
+    }
+
+    /// [`Bert::set_fused_attention`]: how training computes the attention.
+    pub fn set_fused_attention(&mut self, fused: bool) {
+        self.bert.set_fused_attention(fused);
+    }
+
+    /// Gradient checkpointing's second half: after the loss's backward pass
+    /// (`grads`), each tape's layers recomputed and their gradients, and
+    /// the word table's, added to `grads` ([`Bert::backward_tape`]).
+    pub fn backward_tapes(&self, tapes: Vec<bert::Tape>, grads: &mut GradStore) -> Result<()> {
+        for tape in tapes.into_iter().rev() {
+            self.bert.backward_tape(tape, grads)?;
+        }
+        Ok(())
     }
 
     /// Unit-length embeddings of `texts` read as `role` (one row each).
@@ -638,6 +676,10 @@ struct Settings {
     wise: f64,
     /// Batches of similar lengths ([`length_sorted`]).
     group_by_length: bool,
+    /// Activation checkpointing ([`Bert::forward_checkpointed`]).
+    checkpointing: bool,
+    /// `attention=fused` ([`Bert::set_fused_attention`]).
+    fused_attention: bool,
     /// `loss=infonce+distill`: the distillation term's weight.
     distill_weight: f64,
     /// InfoNCE's negatives: `in-batch`, or a hard one per pair too (`bm25`, `self`).
@@ -689,6 +731,8 @@ impl Settings {
             precision: crate::models::kit::precision::setting(&p.precision)?,
             wise: p.wise,
             group_by_length: p.group_by_length,
+            checkpointing: p.gradient_checkpointing,
+            fused_attention: p.attention == "fused",
             distill_weight: p.distill_weight,
             negatives: p.negatives.clone(),
             hard_max_sim: p.hard_max_sim,
@@ -898,7 +942,8 @@ fn teacher_embeddings(
     let mut told = started;
     let mut parts = Vec::new();
     for (k, chunk) in texts.chunks(step).enumerate() {
-        let e = teacher.embed_for_training(chunk, TextRole::Query, max_len, None, overhead)?;
+        let e =
+            teacher.embed_for_training(chunk, TextRole::Query, max_len, None, overhead, None)?;
         parts.push(e.detach());
         let done = ((k + 1) * step).min(texts.len());
         // a line every 10 s, and the last
@@ -1039,6 +1084,7 @@ impl Trainer for EncoderTrainer {
         let config = enc.bert.config.clone();
         let tokenizer = enc.tokenizer.clone();
         let mut enc = Encoder::from_tensors(&live, &config, tokenizer, opts.clone(), device)?;
+        enc.set_fused_attention(s.fused_attention);
         let word_var = vars
             .iter()
             .find(|(n, _)| n == WORD || n.ends_with(&format!(".{WORD}")))
@@ -1335,12 +1381,21 @@ impl EncoderTrainer {
         let overhead = group_overhead(device);
         let (ws, wt, wh) = (relabel(&ws), relabel(&wt), relabel(&wh));
         prof.mark(StepPhase::Batching, device)?;
-        let es = enc.train_embed(&ws, &table, overhead)?;
-        let et = enc.train_embed(&wt, &table, overhead)?;
+        let mut tapes = Vec::new();
+        let mut embed = |wins: &[Window]| {
+            let tapes = if s.checkpointing {
+                Some(&mut tapes)
+            } else {
+                None
+            };
+            enc.train_embed(wins, &table, overhead, tapes)
+        };
+        let es = embed(&ws)?;
+        let et = embed(&wt)?;
         let eh = if extra.is_empty() {
             None
         } else {
-            Some(enc.train_embed(&wh, &table, overhead)?)
+            Some(embed(&wh)?)
         };
         let contrast = |es: &Tensor, et: &Tensor| -> Result<Tensor> {
             match &eh {
@@ -1364,7 +1419,16 @@ impl EncoderTrainer {
             _ => contrast(&es, &et)?,
         };
         prof.mark(StepPhase::Loss, device)?;
-        let grads = loss.backward()?;
+        let mut grads = loss.backward()?;
+        let loss = if tapes.is_empty() {
+            loss
+        } else {
+            // the loss's graph is let go before the layers are recomputed
+            let value = loss.detach();
+            drop((loss, es, et, eh));
+            enc.backward_tapes(tapes, &mut grads)?;
+            value
+        };
         prof.mark(StepPhase::Backward, device)?;
         // frozen: the rows were detached, so the table gets no gradient
         opt.step_rows(&grads, &[(&word.0, &uniq_t, &leaf)])?;

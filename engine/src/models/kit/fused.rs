@@ -26,7 +26,7 @@ use crate::models::kit::rows::offsets;
 use crate::{Error, Result};
 
 /// The additive bias of a masked position, as the composite attention adds.
-const MASKED: f64 = -1e9;
+pub(super) const MASKED: f64 = -1e9;
 
 /// `softmax(scale · scores + bias)` over the last axis of `scores`
 /// (`[batch, heads, queries, keys]`), where `bias` is 0 at a key whose
@@ -117,7 +117,7 @@ struct AddBias;
 
 /// The working arithmetic of the CPU loops: `f64` for `f64` storage,
 /// `f32` otherwise.
-trait Num:
+pub(super) trait Num:
     Copy
     + Send
     + Sync
@@ -205,12 +205,16 @@ impl Num for f64 {
 
 /// A CPU storage's contiguous values as the working type's vector (a copy
 /// for bfloat16), or the slice itself.
-enum Vals<'a> {
+pub(super) enum Vals<'a> {
     F32(std::borrow::Cow<'a, [f32]>),
     F64(&'a [f64]),
 }
 
-fn vals<'a>(s: &'a CpuStorage, l: &Layout, op: &'static str) -> candle_core::Result<Vals<'a>> {
+pub(super) fn vals<'a>(
+    s: &'a CpuStorage,
+    l: &Layout,
+    op: &'static str,
+) -> candle_core::Result<Vals<'a>> {
     let (a, b) = offsets(l, op)?;
     Ok(match s {
         CpuStorage::F32(v) => Vals::F32(std::borrow::Cow::Borrowed(&v[a..b])),
@@ -222,7 +226,11 @@ fn vals<'a>(s: &'a CpuStorage, l: &Layout, op: &'static str) -> candle_core::Res
     })
 }
 
-fn f32_of(s: &CpuStorage, l: &Layout, op: &'static str) -> candle_core::Result<Vec<f32>> {
+pub(super) fn f32_of(
+    s: &CpuStorage,
+    l: &Layout,
+    op: &'static str,
+) -> candle_core::Result<Vec<f32>> {
     Ok(match vals(s, l, op)? {
         Vals::F32(v) => v.into_owned(),
         Vals::F64(v) => v.iter().map(|&x| x as f32).collect(),
@@ -230,7 +238,7 @@ fn f32_of(s: &CpuStorage, l: &Layout, op: &'static str) -> candle_core::Result<V
 }
 
 /// `out` (computed in `f32`) stored as `like`'s dtype (`f32` or bfloat16).
-fn store_f32(like: &CpuStorage, out: Vec<f32>) -> CpuStorage {
+pub(super) fn store_f32(like: &CpuStorage, out: Vec<f32>) -> CpuStorage {
     match like {
         CpuStorage::BF16(_) => CpuStorage::BF16(out.into_iter().map(bf16::from_f32).collect()),
         _ => CpuStorage::F32(out),
@@ -717,8 +725,7 @@ mod gpu {
     use candle_core::{CudaStorage, Layout};
     use half::bf16;
 
-    use crate::models::kit::rows::gpu::launch_cfg;
-    use crate::models::kit::rows::offsets;
+    use crate::models::kit::rows::gpu::{launch_cfg, range};
 
     const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/tf.ptx"));
     const MODULE: &str = "rosetta_tf";
@@ -736,11 +743,6 @@ mod gpu {
         }
     }
 
-    fn range(a: Arg, op: &'static str) -> candle_core::Result<std::ops::Range<usize>> {
-        let (s, e) = offsets(a.1, op)?;
-        Ok(s..e)
-    }
-
     pub fn softmax(
         x: Arg,
         mask: Arg,
@@ -752,7 +754,7 @@ mod gpu {
         let dev = x.0.device.clone();
         let xr = range(x, op)?;
         let n = xr.len();
-        let rows = if cols == 0 { 0 } else { n / cols };
+        let rows = n.checked_div(cols).unwrap_or(0);
         let mv = mask.0.as_cuda_slice::<f32>()?.slice(range(mask, op)?);
         let (rows64, cols32, per64, sc) =
             (rows as u64, cols as u32, per_batch as u64, scale as f32);
@@ -796,7 +798,7 @@ mod gpu {
         let dev = y.0.device.clone();
         let (yr, gr) = (range(y, op)?, range(g, op)?);
         let n = yr.len();
-        let rows = if cols == 0 { 0 } else { n / cols };
+        let rows = n.checked_div(cols).unwrap_or(0);
         let (rows64, cols32, sc) = (rows as u64, cols as u32, scale as f32);
         macro_rules! run {
             ($t:ty, $s:literal) => {{
@@ -835,7 +837,7 @@ mod gpu {
         let xr = range(x, op)?;
         let n = xr.len();
         let cols = range(w, op)?.len();
-        let rows = if cols == 0 { 0 } else { n / cols };
+        let rows = n.checked_div(cols).unwrap_or(0);
         let xv = x.0.as_cuda_slice::<f32>()?.slice(xr);
         let wv = w.0.as_cuda_slice::<f32>()?.slice(range(w, op)?);
         let tv = third.0.as_cuda_slice::<f32>()?.slice(range(third, op)?);
@@ -968,7 +970,7 @@ mod gpu {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use candle_core::{DType, Device, Tensor, Var, D};
 
     use super::*;
@@ -988,7 +990,8 @@ mod tests {
             .unwrap()
     }
 
-    fn close(a: &[f64], b: &[f64], tol: f64, what: &str) {
+    /// Each of `a` within `tol` (relative, plus `tol` absolute) of `b`'s.
+    pub(in crate::models::kit) fn close(a: &[f64], b: &[f64], tol: f64, what: &str) {
         assert_eq!(a.len(), b.len(), "{what}: lengths");
         for (i, (x, y)) in a.iter().zip(b).enumerate() {
             assert!(
@@ -1220,16 +1223,17 @@ mod tests {
 /// makes its absence a failure): every kernel of `kernels/tf.cu` against the
 /// CPU's loops, values and gradients, in f32 and in bfloat16.
 #[cfg(all(test, feature = "cuda"))]
-mod gpu_tests {
+pub(super) mod gpu_tests {
     use candle_core::{DType, Device, Tensor, Var};
 
     use super::*;
 
-    fn gpu() -> Option<Device> {
+    /// The first GPU, or none (a failure under `ROSETTA_REQUIRE_GPU=1`).
+    pub(in crate::models::kit) fn gpu() -> Option<Device> {
         match Device::new_cuda(0) {
             Ok(d) => Some(d),
             Err(e) if std::env::var("ROSETTA_REQUIRE_GPU").as_deref() != Ok("1") => {
-                eprintln!("no GPU ({e}): the fused kernels were not run");
+                eprintln!("no GPU ({e}): the kernels' GPU tests were not run");
                 None
             }
             Err(e) => panic!("ROSETTA_REQUIRE_GPU=1 but no GPU opens: {e}"),
@@ -1302,7 +1306,9 @@ mod gpu_tests {
             });
             close(&gpu.0, &cpu.0, tol, &format!("soft-max {dtype:?}"));
             close(&gpu.1, &cpu.1, tol, &format!("soft-max gradient {dtype:?}"));
-            let [cpu, gpu] = both(&dev, dtype, &[s.clone()], &|t| gelu_erf(&t[0]).unwrap());
+            let [cpu, gpu] = both(&dev, dtype, std::slice::from_ref(&s), &|t| {
+                gelu_erf(&t[0]).unwrap()
+            });
             close(&gpu.0, &cpu.0, tol, &format!("gelu {dtype:?}"));
             close(&gpu.1, &cpu.1, tol, &format!("gelu gradient {dtype:?}"));
         }

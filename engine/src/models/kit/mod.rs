@@ -3,6 +3,7 @@
 //! linear-algebra kit of the projection models, pretrained starts). The kit
 //! imports the contract ([`crate::models`]) and nothing of a family.
 
+pub mod attention;
 mod bce;
 pub mod cca;
 #[cfg(feature = "cudnn")]

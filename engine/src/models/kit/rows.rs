@@ -359,6 +359,16 @@ pub(crate) mod gpu {
     /// The name the module is loaded under (once per device).
     pub const MODULE: &str = "rosetta_rows";
 
+    /// The index range of a contiguous custom-op input's values in its
+    /// storage.
+    pub fn range(
+        a: (&CudaStorage, &Layout),
+        op: &'static str,
+    ) -> candle_core::Result<std::ops::Range<usize>> {
+        let (s, e) = offsets(a.1, op)?;
+        Ok(s..e)
+    }
+
     /// Threads for `n` entries (grid-stride loops cover the rest).
     pub fn launch_cfg(n: usize) -> LaunchConfig {
         let threads = 256u32;

@@ -7,26 +7,7 @@
 // Rows are handled one warp each (32 lanes striding over the row's columns),
 // several warps a block; reductions are warp shuffles, so a row's sum is
 // the same for every launch (no atomics: the results are deterministic).
-#include <stdint.h>
-#include <cuda_bf16.h>
-
-__device__ __forceinline__ float ld(const float *p, uint64_t i) { return p[i]; }
-__device__ __forceinline__ float ld(const __nv_bfloat16 *p, uint64_t i) {
-    return __bfloat162float(p[i]);
-}
-__device__ __forceinline__ void st(float *p, uint64_t i, float v) { p[i] = v; }
-__device__ __forceinline__ void st(__nv_bfloat16 *p, uint64_t i, float v) {
-    p[i] = __float2bfloat16(v);
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-__device__ __forceinline__ float warp_max(float v) {
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
+#include "common.cuh"
 
 #define WARP_ROW(row, rows)                                                      \
     const uint64_t row = (uint64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; \
