@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Issue 51's GPU rows in one run on the device machine (after scripts/gpu/encoder-prep.sh), from the
-# repository root: bash .devrun/encoder.sh      (about 7 minutes on an H200)
+# repository root: bash .devrun/encoder.sh      (about 8 minutes on an H200; SECTIONS to run fewer)
 #   kernels: the fused kernels' GPU tests (kit/fused.rs and kit/attention.rs gpu_tests) from the
 #      carried engine test binary;
 #   pair: `rosetta bench train --model encoder --encoder-ref encoder_ref.py`, paired in one call
 #      each: f32 and bf16 (peer: --amp bf16), batch 32 and 128, with each process's peak GPU memory
 #      (nvidia-smi's per-process figure, sampled every 100 ms);
-#   attn: batch 128, f32, attention=composite (Rosetta alone): what the fused attention changes;
+#   attn: batch 128, f32 and bf16, attention=fused (the pair rows run attention=auto, which is the
+#      composite path on a GPU until these kernels have run on one), paired with the peer too;
 #   memory: batch 128, f32 and bf16, gradient_checkpointing=true (Rosetta alone): its GPU memory
 #      against the pair rows' and the peer's;
 #   profile (not run unless named in SECTIONS): one fine-tuning step's phases
@@ -87,7 +88,9 @@ if on pair; then
     bench bf16-b128 150 --set batch=128 --set precision=bf16 $P
 fi
 if on attn; then
-    bench f32-b128-composite 90 --set epochs=2 --set batch=128 --set attention=composite
+    P="--encoder-ref encoder_ref.py --set epochs=2 --set attention=fused"
+    bench f32-b128-fused 150 --set batch=128 $P
+    bench bf16-b128-fused 150 --set batch=128 --set precision=bf16 $P
 fi
 if on memory; then
     bench f32-b128-ckpt 90 --set epochs=2 --set batch=128 --set gradient_checkpointing=true

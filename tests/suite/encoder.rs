@@ -817,7 +817,8 @@ fn fine_tuning_learns_and_resumes_bit_exactly() {
 /// A fine-tuning job with `gradient_checkpointing=true`, and one with
 /// `attention=composite`, take the plain job's steps (`attention=fused`, no
 /// checkpointing): the same losses and, after two epochs (the table frozen
-/// in the first), the same weights, to float rounding.
+/// in the first), the same weights, to float rounding; `attention=auto`
+/// (the default) is the fused op on the CPU.
 #[test]
 fn checkpointed_and_composite_attention_jobs_train_as_the_plain_one() {
     let ws = tiny_workspace();
@@ -849,6 +850,10 @@ fn checkpointed_and_composite_attention_jobs_train_as_the_plain_one() {
         max_abs_diff(&a[table], &start[table]) > 1e-4,
         "nothing trained"
     );
+    // the default, auto, is the fused op on the CPU: the same bits
+    let auto = run("false", "auto");
+    let b = &auto.epochs.last().unwrap().3;
+    assert!(a.iter().all(|(k, t)| max_abs_diff(t, &b[k]) == 0.0));
     for other in [run("true", "fused"), run("false", "composite")] {
         same_job(&plain, &other);
         // and the setting reached the steps: another order of sums, so

@@ -81,7 +81,7 @@ pub enum Pooling {
 model_config! {
     /// The encoder's settings, as given (`--set`) and recorded (`config.toml`).
     pub struct Config {
-        attention: String = s("fused", Check::Choice(&["fused", "composite"]), "how fine-tuning computes each layer's attention: fused (one op with its gradient, the query, key and value layers one product, the tokens × tokens scores never stored: recomputed in the backward pass) or composite (the heads' batched products and soft-max); the same values to float rounding").compute_only(),
+        attention: String = s("auto", Check::Choice(&["auto", "fused", "composite"]), "how fine-tuning computes each layer's attention: fused (one op with its gradient, the query, key and value layers one product, the tokens × tokens scores never stored: recomputed in the backward pass), composite (the heads' batched products and soft-max) or auto (fused on the CPU; composite on a GPU until its fused kernels have been run on one); the same values to float rounding").compute_only(),
         batch: usize = s("32", Check::Int { min: 2, max: 100_000 }, "pairs per fine-tuning step (the others are the negatives)"),
         distill_weight: f64 = s("1", Check::Positive, "loss=infonce+distill: weight of the distillation term"),
         doc_prefix: String = s("passage:", Check::Parse(check_prefix), "word put before each document (none: nothing)"),
@@ -678,8 +678,9 @@ struct Settings {
     group_by_length: bool,
     /// Activation checkpointing ([`Bert::forward_checkpointed`]).
     checkpointing: bool,
-    /// `attention=fused` ([`Bert::set_fused_attention`]).
-    fused_attention: bool,
+    /// `attention`: `auto`, `fused` or `composite`
+    /// ([`Settings::fused_attention`]).
+    attention: String,
     /// `loss=infonce+distill`: the distillation term's weight.
     distill_weight: f64,
     /// InfoNCE's negatives: `in-batch`, or a hard one per pair too (`bm25`, `self`).
@@ -689,6 +690,19 @@ struct Settings {
 }
 
 impl Settings {
+    /// Whether training on `device` runs the fused attention
+    /// ([`Bert::set_fused_attention`]): `attention=auto` takes it on the
+    /// CPU, where tests and benchmarks have run it, and not yet on a GPU,
+    /// whose kernels (`kernels/attn.cu`) no lent GPU has run so far
+    /// (`scripts/gpu/encoder.sh` checks and times them).
+    fn fused_attention(&self, device: &Device) -> bool {
+        match self.attention.as_str() {
+            "fused" => true,
+            "composite" => false,
+            _ => device.is_cpu(),
+        }
+    }
+
     /// Whether the loss holds the distillation term ([`distill_loss`]).
     fn distils(&self) -> bool {
         matches!(self.loss.as_str(), "distill" | "infonce+distill")
@@ -732,7 +746,7 @@ impl Settings {
             wise: p.wise,
             group_by_length: p.group_by_length,
             checkpointing: p.gradient_checkpointing,
-            fused_attention: p.attention == "fused",
+            attention: p.attention.clone(),
             distill_weight: p.distill_weight,
             negatives: p.negatives.clone(),
             hard_max_sim: p.hard_max_sim,
@@ -1084,7 +1098,7 @@ impl Trainer for EncoderTrainer {
         let config = enc.bert.config.clone();
         let tokenizer = enc.tokenizer.clone();
         let mut enc = Encoder::from_tensors(&live, &config, tokenizer, opts.clone(), device)?;
-        enc.set_fused_attention(s.fused_attention);
+        enc.set_fused_attention(s.fused_attention(device));
         let word_var = vars
             .iter()
             .find(|(n, _)| n == WORD || n.ends_with(&format!(".{WORD}")))
