@@ -248,13 +248,16 @@ impl Bert {
             layers,
             config: config.clone(),
             device: vb.device().clone(),
-            fused_attention: true,
+            // `attention=auto`: see [`Bert::set_fused_attention`]
+            fused_attention: vb.device().is_cpu(),
         })
     }
 
-    /// Whether training runs the fused attention (the default) or the
-    /// composite one (the heads' batched products and the masked soft-max);
-    /// the values and gradients agree to float rounding.
+    /// Whether training runs the fused attention or the composite one (the
+    /// heads' batched products and the masked soft-max); the values and
+    /// gradients agree to float rounding. A loaded encoder starts as
+    /// `attention=auto` has it: fused on the CPU, composite on a GPU (the
+    /// fused kernels have not yet run on one).
     pub fn set_fused_attention(&mut self, fused: bool) {
         self.fused_attention = fused;
     }
