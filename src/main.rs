@@ -67,6 +67,13 @@ fn main() {
     {
         keep_freed_pages();
     }
+    if args
+        .command
+        .as_ref()
+        .is_some_and(cli::Command::reports_heap_peak)
+    {
+        rosetta::train::runner::count_heap();
+    }
     let result = match args.command.take() {
         Some(cmd) => {
             // a closed pipe (`rosetta search ... | head`) ends the command

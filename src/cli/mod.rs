@@ -104,6 +104,17 @@ pub enum Command {
 }
 
 impl Command {
+    /// Whether the command reports its heap's peak (`bench train`'s
+    /// `peak_heap_mb`), so the allocator counts the heap from the start.
+    pub fn reports_heap_peak(&self) -> bool {
+        matches!(
+            self,
+            Command::Bench(bench::BenchArgs {
+                what: bench::BenchCommand::Train(_)
+            })
+        )
+    }
+
     /// Whether the command runs gradient training steps (`train`, `bench
     /// train`), whose allocation pattern wants freed pages kept.
     pub fn runs_training_steps(&self) -> bool {

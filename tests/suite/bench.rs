@@ -47,6 +47,12 @@ fn bench_train_times_the_training_loop() {
     // ties for the answer never rank it lower
     assert!(j["test_mrr_ties_for"].as_f64().unwrap() >= j["test_mrr"].as_f64().unwrap());
     assert!(j.get("torch_ref").is_none());
+    // the heap's peak was counted, and the resident size holds it
+    let heap = j["peak_heap_mb"].as_f64().unwrap();
+    assert!(heap > 0.0, "{j}");
+    if let Some(rss) = j["peak_rss_mb"].as_f64() {
+        assert!(heap <= rss, "heap {heap} MB above the resident {rss} MB");
+    }
 }
 
 #[test]

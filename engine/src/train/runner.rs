@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -73,25 +73,48 @@ pub fn cancel_on_signals() -> Result<Arc<AtomicBool>> {
 /// cannot fit are refused before they start by their memory estimate
 /// ([`crate::models::check_memory`]).
 ///
-/// It also counts the bytes live on the heap and their peak
-/// ([`heap_peak_bytes`]): the memory a computation needs, which the resident
-/// size (the allocator keeps freed pages: `src/main.rs`) overstates.
+/// Once [`count_heap`] has been called it also counts the bytes live on the
+/// heap and their peak ([`heap_peak_bytes`]): the memory a computation
+/// needs, which the resident size (the allocator keeps freed pages:
+/// `src/main.rs`) overstates. Off, an allocation pays one relaxed load.
 pub struct RecordingAlloc<A>(pub A);
 
-/// Bytes allocated through [`RecordingAlloc`] and not yet freed.
-static HEAP_LIVE: AtomicUsize = AtomicUsize::new(0);
+/// Whether [`RecordingAlloc`] counts (`count_heap`).
+static HEAP_COUNTING: AtomicBool = AtomicBool::new(false);
+/// Bytes allocated through [`RecordingAlloc`] since counting began, less
+/// those freed (a block from before frees a little below zero).
+static HEAP_LIVE: AtomicIsize = AtomicIsize::new(0);
 /// The most [`HEAP_LIVE`] has been.
-static HEAP_PEAK: AtomicUsize = AtomicUsize::new(0);
+static HEAP_PEAK: AtomicIsize = AtomicIsize::new(0);
 
-fn heap_grew(size: usize) {
-    let now = HEAP_LIVE.fetch_add(size, Ordering::Relaxed) + size;
-    HEAP_PEAK.fetch_max(now, Ordering::Relaxed);
+/// Makes [`RecordingAlloc`] count the heap from now on (`rosetta bench
+/// train` does, first thing); other commands do not pay for the shared
+/// counters on every allocation.
+pub fn count_heap() {
+    HEAP_COUNTING.store(true, Ordering::Relaxed);
 }
 
-/// The most bytes live at once on the heap of a process whose global
-/// allocator is a [`RecordingAlloc`] (0 in one whose is not: a test binary).
+fn heap_grew(size: usize) {
+    if HEAP_COUNTING.load(Ordering::Relaxed) {
+        let size = size as isize;
+        let now = HEAP_LIVE.fetch_add(size, Ordering::Relaxed) + size;
+        if now > HEAP_PEAK.load(Ordering::Relaxed) {
+            HEAP_PEAK.fetch_max(now, Ordering::Relaxed);
+        }
+    }
+}
+
+fn heap_shrank(size: usize) {
+    if HEAP_COUNTING.load(Ordering::Relaxed) {
+        HEAP_LIVE.fetch_sub(size as isize, Ordering::Relaxed);
+    }
+}
+
+/// The most bytes live at once on the heap since [`count_heap`], in a
+/// process whose global allocator is a [`RecordingAlloc`] (0 before it, and
+/// in one whose allocator is not: a test binary).
 pub fn heap_peak_bytes() -> usize {
-    HEAP_PEAK.load(Ordering::Relaxed)
+    HEAP_PEAK.load(Ordering::Relaxed).max(0) as usize
 }
 
 /// The session folder of the job this process runs, for [`RecordingAlloc`].
@@ -125,13 +148,13 @@ unsafe impl<A: std::alloc::GlobalAlloc> std::alloc::GlobalAlloc for RecordingAll
         if p.is_null() {
             allocation_failed(new);
         } else {
-            HEAP_LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+            heap_shrank(layout.size());
             heap_grew(new);
         }
         p
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
-        HEAP_LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        heap_shrank(layout.size());
         self.0.dealloc(ptr, layout)
     }
 }
