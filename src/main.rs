@@ -60,6 +60,8 @@ fn open_workbench(args: cli::Cli) -> anyhow::Result<()> {
 fn main() {
     // parsing starts no thread: the option is still set before any other exists
     let mut args = cli::Cli::parse();
+    // before any thread, as both settings below
+    rosetta::models::kit::nn::yielding_candle_pool();
     if args
         .command
         .as_ref()

@@ -168,6 +168,25 @@ pub fn uniform_tensor(
     Ok(Tensor::from_vec(v, shape, device)?.to_dtype(dtype)?)
 }
 
+/// How many times a worker of candle's CPU pool spins, waiting for the next
+/// op, before it sleeps ([`yielding_candle_pool`]).
+const CANDLE_POOL_SPINS: &str = "100";
+
+/// Makes candle's CPU worker pool sleep soon after an op instead of spinning
+/// (`CANDLE_BARRIER_POOL_SPIN_LIMIT`, candle's default 25,000 `pause`s, about
+/// half a millisecond), unless the user has set it. Between candle's element-wise
+/// ops the step runs products and fused ops on rayon's threads; a candle worker
+/// still spinning then holds a core those threads need, so on 2 threads the
+/// encoder's fine-tuning step ran at 8.9–10.4 pairs/s against 12.8–12.9 with
+/// 100 spins (docs/results.md, issue 51, session 31). Process-wide: call it
+/// first thing in `main`, before any thread exists; candle reads it when it
+/// first builds its pool.
+pub fn yielding_candle_pool() {
+    if std::env::var_os("CANDLE_BARRIER_POOL_SPIN_LIMIT").is_none() {
+        std::env::set_var("CANDLE_BARRIER_POOL_SPIN_LIMIT", CANDLE_POOL_SPINS);
+    }
+}
+
 /// Turns candle's own CPU worker pool off (`CANDLE_NUM_THREADS=1`) unless the
 /// user has set it, for trainers whose candle ops are small or whose heavy
 /// work runs on rayon's threads: there candle's spinning pool competes with
