@@ -511,30 +511,23 @@ fn rows_dense(lin: &Linear, x: &Tensor, half: bool) -> Result<Tensor> {
     rows_affine(x, lin.weight(), lin.bias(), half)
 }
 
-/// [`rows_dense`] of a weight `[out, in]` and a bias `[out]`.
+/// [`rows_dense`] of a weight `[out, in]` and a bias `[out]`: with a bias,
+/// one [`fused::affine`] op, which keeps only its input for the backward pass.
 fn rows_affine(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>, half: bool) -> Result<Tensor> {
     let dims = x.dims().to_vec();
     let inner = *dims.last().unwrap_or(&1);
     let rows = x.elem_count() / inner.max(1);
     let x2 = x.reshape((rows, inner))?;
-    let (y, bias) = if half {
-        let y = precision::bf16_matmul(&x2, &weight.t()?)?;
-        let bias = match bias {
-            Some(b) => Some(b.to_dtype(DType::BF16)?),
-            None => None,
-        };
-        (y, bias)
-    } else {
-        (x2.matmul(&weight.t()?)?, bias.cloned())
+    let y = match (bias, half) {
+        (Some(b), true) => precision::bf16_affine(&x2, weight, b)?,
+        (Some(b), false) => fused::affine(&x2, weight, b)?,
+        (None, true) => precision::bf16_matmul(&x2, &weight.t()?)?,
+        (None, false) => x2.matmul(&weight.t()?)?,
     };
     let mut shape = dims;
     if let Some(last) = shape.last_mut() {
         *last = y.dim(1)?;
     }
-    let y = match bias {
-        Some(b) => fused::add_bias(&y, &b)?,
-        None => y,
-    };
     Ok(y.reshape(shape)?)
 }
 

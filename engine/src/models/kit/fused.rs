@@ -1,7 +1,7 @@
 //! A transformer layer's row operations as one op each way, with their
 //! gradients: the attention's scaled, masked soft-max ([`masked_softmax`]),
 //! the layer norm ([`layer_norm`]), the erf GELU ([`gelu_erf`]) and a dense
-//! layer's bias ([`add_bias`]).
+//! layer, product and bias ([`affine`]).
 //!
 //! Built from candle's element-wise ops, each of these is five to ten
 //! passes over its tensor forward and as many backward, every one a kernel
@@ -73,21 +73,30 @@ pub fn layer_norm(x: &Tensor, weight: &Tensor, bias: &Tensor, eps: f64) -> Resul
     )?)
 }
 
-/// `y + bias` over the rows of `y` (`[rows, cols]`, `bias` `[cols]`, one
-/// dtype): a dense layer's bias. The bias's gradient, the column sums of
-/// the incoming gradient, is one product with a row of ones (cuBLAS on a
-/// GPU), where candle's broadcast add sums a strided column per block.
-pub fn add_bias(y: &Tensor, bias: &Tensor) -> Result<Tensor> {
-    let (_, cols) = y.dims2()?;
-    if bias.dims1()? != cols || bias.dtype() != y.dtype() {
+/// `x · wᵀ + b` over the rows of `x` (`x` `[rows, in]`, `w` `[out, in]`,
+/// `b` `[out]`, one dtype): a dense layer as one op, the same values and
+/// gradients as `x.matmul(&w.t())` then a broadcast add of `b`. The
+/// difference is what the backward pass keeps: a bias op holds the product as
+/// its input, so every dense layer's output was kept twice (the encoder's
+/// peak heap fell by a quarter without it, docs/results.md); here only `x`
+/// and `w` are held, and the bias is added into the product's own buffer on
+/// the CPU (on a GPU, one bias kernel into a fresh buffer, the product freed
+/// at once). The bias's gradient is one product with a row of ones (cuBLAS
+/// on a GPU), where candle's broadcast add sums a strided column per block.
+pub fn affine(x: &Tensor, w: &Tensor, b: &Tensor) -> Result<Tensor> {
+    let (_, k) = x.dims2()?;
+    let (out, wk) = w.dims2()?;
+    if wk != k || b.dims1()? != out || w.dtype() != x.dtype() || b.dtype() != x.dtype() {
         return Err(Error::invalid(format!(
-            "bias: {} values of {:?} for rows of {cols} {:?}",
-            bias.dims1()?,
-            bias.dtype(),
-            y.dtype()
+            "affine: rows of {k} {:?} against a weight {out}×{wk} {:?} and {} bias values of {:?}",
+            x.dtype(),
+            w.dtype(),
+            b.dims1()?,
+            b.dtype()
         )));
     }
-    Ok(y.contiguous()?.apply_op2(&bias.contiguous()?, AddBias)?)
+    Ok(x.contiguous()?
+        .apply_op3(&w.contiguous()?, &b.contiguous()?, Affine)?)
 }
 
 /// GELU with the exact normal CDF: `x · Φ(x)` (`transformers`' `gelu`).
@@ -113,7 +122,7 @@ struct LayerNormGrad {
 }
 struct Gelu;
 struct GeluGrad;
-struct AddBias;
+struct Affine;
 
 /// The working arithmetic of the CPU loops: `f64` for `f64` storage,
 /// `f32` otherwise.
@@ -394,19 +403,6 @@ fn gelu_grad_vals<T: Num>(x: &[T], g: &[T]) -> Vec<T> {
     out
 }
 
-fn bias_rows<T: Num>(y: &[T], b: &[T]) -> Vec<T> {
-    let cols = b.len();
-    let mut out = y.to_vec();
-    if cols > 0 {
-        out.par_chunks_mut(cols).for_each(|r| {
-            for (v, &c) in r.iter_mut().zip(b) {
-                *v = *v + c;
-            }
-        });
-    }
-    out
-}
-
 fn same_count(l1: &Layout, l2: &Layout, op: &str) -> candle_core::Result<()> {
     if l1.shape().elem_count() != l2.shape().elem_count() {
         candle_core::bail!(
@@ -675,9 +671,47 @@ impl CustomOp2 for GeluGrad {
     }
 }
 
-impl CustomOp2 for AddBias {
+/// The product's `(1, rows, out, in)` and `w`'s layout read as `wᵀ`.
+fn affine_dims(
+    l1: &Layout,
+    l2: &Layout,
+) -> candle_core::Result<((usize, usize, usize, usize), Layout)> {
+    let (rows, k) = l1.shape().dims2()?;
+    let (out, _) = l2.shape().dims2()?;
+    Ok(((1, rows, out, k), l2.transpose(0, 1)?))
+}
+
+/// `y[r] += b` for every row of a contiguous product `y`.
+fn add_bias_in_place(y: &mut CpuStorage, b: &CpuStorage, lb: &Layout) -> candle_core::Result<()> {
+    let op = "affine";
+    let cols = lb.shape().elem_count();
+    if cols == 0 {
+        return Ok(());
+    }
+    match (y, vals(b, lb, op)?) {
+        (CpuStorage::F32(y), Vals::F32(b)) => y.par_chunks_mut(cols).for_each(|r| {
+            for (v, &c) in r.iter_mut().zip(b.iter()) {
+                *v += c;
+            }
+        }),
+        (CpuStorage::BF16(y), Vals::F32(b)) => y.par_chunks_mut(cols).for_each(|r| {
+            for (v, &c) in r.iter_mut().zip(b.iter()) {
+                *v = bf16::from_f32(v.to_f32() + c);
+            }
+        }),
+        (CpuStorage::F64(y), Vals::F64(b)) => y.par_chunks_mut(cols).for_each(|r| {
+            for (v, &c) in r.iter_mut().zip(b) {
+                *v += c;
+            }
+        }),
+        _ => candle_core::bail!("{op}: the product and the bias differ in dtype"),
+    }
+    Ok(())
+}
+
+impl CustomOp3 for Affine {
     fn name(&self) -> &'static str {
-        "rosetta-add-bias"
+        "rosetta-affine"
     }
 
     fn cpu_fwd(
@@ -686,9 +720,14 @@ impl CustomOp2 for AddBias {
         l1: &Layout,
         s2: &CpuStorage,
         l2: &Layout,
+        s3: &CpuStorage,
+        l3: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let out = cpu_pair!("bias", s1, l1, s2, l2, bias_rows);
-        Ok((out, l1.shape().clone()))
+        use candle_core::backend::BackendStorage;
+        let (bmnk, wt) = affine_dims(l1, l2)?;
+        let mut y = s1.matmul(s2, bmnk, l1, &wt)?;
+        add_bias_in_place(&mut y, s3, l3)?;
+        Ok((y, Shape::from((bmnk.1, bmnk.2))))
     }
 
     #[cfg(feature = "cuda")]
@@ -698,23 +737,42 @@ impl CustomOp2 for AddBias {
         l1: &Layout,
         s2: &candle_core::CudaStorage,
         l2: &Layout,
+        s3: &candle_core::CudaStorage,
+        l3: &Layout,
     ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
-        Ok((gpu::add_bias((s1, l1), (s2, l2))?, l1.shape().clone()))
+        use candle_core::backend::BackendStorage;
+        let (bmnk, wt) = affine_dims(l1, l2)?;
+        let y = s1.matmul(s2, bmnk, l1, &wt)?;
+        let shape = Shape::from((bmnk.1, bmnk.2));
+        let yl = Layout::contiguous(shape.clone());
+        Ok((gpu::add_bias((&y, &yl), (s3, l3))?, shape))
     }
 
     fn bwd(
         &self,
-        y: &Tensor,
+        x: &Tensor,
+        w: &Tensor,
         _b: &Tensor,
         _res: &Tensor,
         grad: &Tensor,
-    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>)> {
-        let (rows, cols) = y.dims2()?;
-        let g = grad.to_dtype(y.dtype())?;
-        let ones = Tensor::ones((1, rows), y.dtype(), y.device())?;
-        let db = ones.matmul(&g.contiguous()?)?.reshape(cols)?;
-        Ok((Some(g), Some(db)))
+    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        // detached: a product with a tracked input is tracked, and the
+        // weight's gradient (a variable's, never walked and detached by
+        // candle) would hold `g` and its graph until the store is dropped
+        let (x, w) = (x.detach(), w.detach());
+        let g = grad.to_dtype(x.dtype())?.contiguous()?;
+        let dx = g.matmul(&w)?;
+        let dw = g.t()?.matmul(&x)?;
+        Ok((Some(dx), Some(dw), Some(bias_grad(&g)?)))
     }
+}
+
+/// A bias's gradient: the column sums of `g` (`[rows, cols]`) as one
+/// product with a row of ones.
+fn bias_grad(g: &Tensor) -> candle_core::Result<Tensor> {
+    let (rows, cols) = g.dims2()?;
+    let ones = Tensor::ones((1, rows), g.dtype(), g.device())?;
+    ones.matmul(&g.contiguous()?)?.reshape(cols)
 }
 
 /// Launching `kernels/tf.cu` (built into PTX by build.rs).
@@ -1159,26 +1217,52 @@ pub(super) mod tests {
         }
     }
 
+    /// `affine` is `x · wᵀ` then candle's broadcast add of `b`: values and all three gradients,
+    /// in f64, f32 and bfloat16 storage; the gradients carry no graph (a
+    /// weight's would otherwise hold the layer's upstream gradient until the
+    /// store is dropped); shapes that do not fit are refused.
     #[test]
-    fn add_bias_matches_broadcast_add_and_its_gradients() {
+    fn affine_matches_the_product_then_the_bias() {
         let dev = Device::Cpu;
-        let y = Var::from_tensor(&Tensor::from_vec(vals(24, 1.5), (4, 6), &dev).unwrap()).unwrap();
-        let b = Var::from_tensor(&Tensor::from_vec(vals(6, 8.0), 6, &dev).unwrap()).unwrap();
-        let fused = add_bias(y.as_tensor(), b.as_tensor()).unwrap();
-        let want = y.as_tensor().broadcast_add(b.as_tensor()).unwrap();
-        close(&v(&fused), &v(&want), 0.0, "bias");
-        let g1 = probe(&fused, 2.0).backward().unwrap();
-        let g2 = probe(&want, 2.0).backward().unwrap();
-        for (t, what) in [(&y, "rows"), (&b, "bias")] {
-            close(
-                &v(g1.get(t.as_tensor()).unwrap()),
-                &v(g2.get(t.as_tensor()).unwrap()),
-                1e-12,
-                what,
-            );
+        let var = |n: usize, seed: f64, shape: &[usize]| {
+            Var::from_tensor(&Tensor::from_vec(vals(n, seed), shape, &dev).unwrap()).unwrap()
+        };
+        let (x, w, b) = (
+            var(7 * 5, 0.5, &[7, 5]),
+            var(3 * 5, 2.5, &[3, 5]),
+            var(3, 8.0, &[3]),
+        );
+        for (dtype, tol) in [(DType::F64, 1e-12), (DType::F32, 1e-5), (DType::BF16, 0.0)] {
+            let [xd, wd, bd] = [&x, &w, &b].map(|t| t.as_tensor().to_dtype(dtype).unwrap());
+            let fused = affine(&xd, &wd, &bd).unwrap();
+            assert_eq!((fused.dims(), fused.dtype()), (&[7, 3][..], dtype));
+            let want = xd
+                .matmul(&wd.t().unwrap())
+                .unwrap()
+                .broadcast_add(&bd)
+                .unwrap();
+            // bfloat16: the same product and the same single rounding of y + b
+            close(&v(&fused), &v(&want), tol, &format!("affine {dtype:?}"));
+            let g1 = probe(&fused, 2.0).backward().unwrap();
+            let g2 = probe(&want, 2.0).backward().unwrap();
+            for (t, what) in [(&x, "x"), (&w, "weight"), (&b, "bias")] {
+                let g = g1.get(t.as_tensor()).unwrap();
+                assert!(!g.track_op(), "{what}'s gradient holds a graph ({dtype:?})");
+                let tol = if dtype == DType::BF16 { 2e-2 } else { tol };
+                close(
+                    &v(g1.get(t.as_tensor()).unwrap()),
+                    &v(g2.get(t.as_tensor()).unwrap()),
+                    tol,
+                    &format!("affine {what}'s gradient {dtype:?}"),
+                );
+            }
         }
-        let short = Tensor::zeros(5, DType::F64, &dev).unwrap();
-        assert!(add_bias(y.as_tensor(), &short).is_err());
+        let short = Tensor::zeros(2, DType::F64, &dev).unwrap();
+        let e = affine(x.as_tensor(), w.as_tensor(), &short)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("2 bias values"), "{e}");
+        assert!(affine(x.as_tensor(), &x.as_tensor().t().unwrap(), b.as_tensor()).is_err());
     }
 
     /// bfloat16 storage (the encoder's `precision=bf16`): f32 arithmetic,
@@ -1322,16 +1406,36 @@ pub(super) mod gpu_tests {
             &Device::Cpu,
         )
         .unwrap();
-        for (dtype, tol) in [(DType::F32, 1e-5f32), (DType::BF16, 2e-2)] {
-            let [cpu, gpu] = both(&dev, dtype, &[rows.clone(), bias.clone()], &|t| {
-                add_bias(&t[0], &t[1].to_dtype(t[0].dtype()).unwrap()).unwrap()
-            });
-            close(&gpu.0, &cpu.0, tol, &format!("bias {dtype:?}"));
+        let weight = Tensor::from_vec(
+            (0..40 * 96)
+                .map(|i| (i as f32 * 0.17).cos() * 0.5)
+                .collect::<Vec<f32>>(),
+            (40, 96),
+            &Device::Cpu,
+        )
+        .unwrap();
+        let small = bias.narrow(0, 0, 40).unwrap();
+        for (dtype, tol) in [(DType::F32, 1e-4f32), (DType::BF16, 5e-2)] {
+            let [cpu, gpu] = both(
+                &dev,
+                dtype,
+                &[rows.clone(), weight.clone(), small.clone()],
+                &|t| {
+                    let d = t[0].dtype();
+                    affine(
+                        &t[0],
+                        &t[1].to_dtype(d).unwrap(),
+                        &t[2].to_dtype(d).unwrap(),
+                    )
+                    .unwrap()
+                },
+            );
+            close(&gpu.0, &cpu.0, tol, &format!("affine {dtype:?}"));
             close(
                 &gpu.1,
                 &cpu.1,
                 tol,
-                &format!("bias rows' gradient {dtype:?}"),
+                &format!("affine x's gradient {dtype:?}"),
             );
         }
         let cols = 384;

@@ -206,6 +206,16 @@ pub fn bf16_matmul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     Ok(out)
 }
 
+/// [`fused::affine`](super::fused::affine) (`x · wᵀ + b`) in bfloat16 with
+/// a bfloat16 result, as [`bf16_matmul`] (its operands rounded first; counted
+/// by [`bf16_products`]).
+pub fn bf16_affine(x: &Tensor, w: &Tensor, b: &Tensor) -> Result<Tensor> {
+    let p = Precision::Bf16;
+    let out = super::fused::affine(&operand(x, p)?, &operand(w, p)?, &operand(b, p)?)?;
+    BF16_PRODUCTS.fetch_add(1, Ordering::Relaxed);
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
