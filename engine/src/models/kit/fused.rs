@@ -1217,10 +1217,11 @@ pub(super) mod tests {
         }
     }
 
-    /// `affine` is `x · wᵀ` then candle's broadcast add of `b`: values and all three gradients,
-    /// in f64, f32 and bfloat16 storage; the gradients carry no graph (a
-    /// weight's would otherwise hold the layer's upstream gradient until the
-    /// store is dropped); shapes that do not fit are refused.
+    /// `affine` is `x · wᵀ` then candle's broadcast add of `b`: values and
+    /// all three gradients, in f64, f32 and bfloat16 storage; the gradients
+    /// carry no graph (a weight's would otherwise hold the layer's upstream
+    /// gradient until the store is dropped); shapes that do not fit are
+    /// refused.
     #[test]
     fn affine_matches_the_product_then_the_bias() {
         let dev = Device::Cpu;
@@ -1250,7 +1251,7 @@ pub(super) mod tests {
                 assert!(!g.track_op(), "{what}'s gradient holds a graph ({dtype:?})");
                 let tol = if dtype == DType::BF16 { 2e-2 } else { tol };
                 close(
-                    &v(g1.get(t.as_tensor()).unwrap()),
+                    &v(g),
                     &v(g2.get(t.as_tensor()).unwrap()),
                     tol,
                     &format!("affine {what}'s gradient {dtype:?}"),
